@@ -1,0 +1,127 @@
+"""Shared input validation (numpy only). Every public function validates here, once."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from .errors import InputError, InputTypeError
+
+__all__ = [
+    "check_array",
+    "check_labels",
+    "check_scores",
+    "check_positive",
+    "check_fraction",
+    "check_choice",
+    "check_same_length",
+    "check_classes",
+]
+
+
+def _describe(a: np.ndarray) -> str:
+    return f"shape {a.shape}, dtype {a.dtype}"
+
+
+def check_array(
+    x: Any,
+    name: str,
+    *,
+    ndim: int | None = None,
+    kind: str = "numeric",
+    finite: bool = True,
+    allow_empty: bool = True,
+) -> np.ndarray:
+    """Convert ``x`` to an ndarray and check its rank, kind and finiteness.
+
+    ``kind`` is ``"numeric"`` (int/float/bool), ``"integer"`` (ints, or floats that are whole) or
+    ``"float"``.
+    """
+    try:
+        a = np.asarray(x)
+    except Exception as exc:  # pragma: no cover - numpy raises many kinds
+        raise InputTypeError(f"{name}: expected an array, got {type(x).__name__} ({exc})") from exc
+    if a.dtype == object or a.dtype.kind in "USV":
+        raise InputTypeError(f"{name}: expected a numeric array, got {_describe(a)}")
+    if ndim is not None and a.ndim != ndim:
+        raise InputError(f"{name}: expected a {ndim}-d array, got {_describe(a)}")
+    if not allow_empty and a.size == 0:
+        raise InputError(f"{name}: expected a non-empty array, got {_describe(a)}")
+    if kind == "integer":
+        if a.dtype.kind == "b":
+            a = a.astype(np.int64)
+        elif a.dtype.kind == "f":
+            if not np.all(np.isfinite(a)) or np.any(a != np.round(a)):
+                raise InputError(f"{name}: expected integer values, got non-integer floats")
+            a = a.astype(np.int64)
+        elif a.dtype.kind not in "iu":
+            raise InputTypeError(f"{name}: expected integers, got {_describe(a)}")
+    elif kind == "float":
+        a = a.astype(np.float64, copy=False)
+    if finite and a.dtype.kind == "f" and a.size and not np.all(np.isfinite(a)):
+        bad = int(np.count_nonzero(~np.isfinite(a)))
+        raise InputError(f"{name}: expected finite values, found {bad} NaN/inf entries")
+    return a
+
+
+def check_labels(y: Any, name: str, *, num_classes: int | None = None) -> np.ndarray:
+    """1-d integer labels in ``[0, num_classes)``."""
+    a = check_array(y, name, ndim=1, kind="integer")
+    if a.size and a.min() < 0:
+        raise InputError(f"{name}: labels must be >= 0, found {int(a.min())}")
+    if num_classes is not None and a.size and a.max() >= num_classes:
+        raise InputError(
+            f"{name}: labels must be < num_classes={num_classes}, found {int(a.max())}"
+        )
+    return a.astype(np.int64, copy=False)
+
+
+def check_scores(s: Any, name: str, *, n: int | None = None, num_classes: int | None = None) -> np.ndarray:
+    """2-d finite float scores of shape (n, num_classes)."""
+    a = check_array(s, name, ndim=2, kind="float")
+    if n is not None and a.shape[0] != n:
+        raise InputError(f"{name}: expected {n} rows, got shape {a.shape}")
+    if num_classes is not None and a.shape[1] != num_classes:
+        raise InputError(f"{name}: expected {num_classes} columns, got shape {a.shape}")
+    return a
+
+
+def check_positive(v: Any, name: str, *, strict: bool = True, integer: bool = False) -> float:
+    try:
+        f = float(v)
+    except (TypeError, ValueError) as exc:
+        raise InputTypeError(f"{name}: expected a number, got {v!r}") from exc
+    if not np.isfinite(f) or (f <= 0 if strict else f < 0):
+        raise InputError(f"{name}: expected a {'positive' if strict else 'non-negative'} number, got {v!r}")
+    if integer:
+        if f != int(f):
+            raise InputError(f"{name}: expected an integer, got {v!r}")
+        return int(f)
+    return f
+
+
+def check_fraction(v: Any, name: str) -> float:
+    f = check_positive(v, name, strict=False)
+    if f > 1:
+        raise InputError(f"{name}: expected a fraction in [0, 1], got {v!r}")
+    return f
+
+
+def check_choice(v: Any, name: str, choices: Sequence[str]) -> str:
+    if v not in choices:
+        raise InputError(f"{name}: expected one of {list(choices)}, got {v!r}")
+    return v
+
+
+def check_same_length(name_a: str, a: np.ndarray, name_b: str, b: np.ndarray) -> None:
+    if len(a) != len(b):
+        raise InputError(f"{name_a} has {len(a)} entries but {name_b} has {len(b)}")
+
+
+def check_classes(classes: Any, name: str = "classes") -> np.ndarray:
+    """An explicit, duplicate-free 1-d list of integer class ids."""
+    a = check_array(classes, name, ndim=1, kind="integer", allow_empty=False)
+    if len(np.unique(a)) != len(a):
+        raise InputError(f"{name}: class list has duplicates")
+    return a

@@ -1,0 +1,116 @@
+"""`vistabench <protocol> <verb>`: a thin layer that parses, calls the Python API and prints.
+
+Each protocol's sub-commands live in ``cli/<protocol>.py`` with a ``register(subparsers)`` function
+listed in ``_MODULES``. Handlers return a JSON-serialisable object (printed with ``--json``) or None.
+Bad input (``InputError``, a missing file, malformed JSON) ends with one line on stderr and exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+from typing import Any, Callable, Sequence
+
+from .. import __version__
+from ..errors import InputError
+
+_MODULES = ["longtail", "detection", "incremental", "smalldata", "stream", "common"]
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit 2 (argparse's own convention)
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="vistabench",
+        description=(
+            "Honest evaluation protocols for vision models. Each protocol splits into: build a split "
+            "(seeded, hashed file) -> produce predictions (any model) -> score them with pure metrics. "
+            "Scored runs go to a SQLite results store; tables, plots and the HTML report are views of it."
+        ),
+        epilog="Start with `vistabench demo`. Every sub-command has --help.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"vistabench {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+    for name in _MODULES:
+        try:
+            mod = importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"{__name__}.{name}":
+                continue  # protocol not built yet
+            raise
+        mod.register(sub)
+    return parser
+
+
+def emit(result: Any, *, as_json: bool, human: Callable[[Any], str] | None = None) -> None:
+    """Print a handler's result: JSON for scripts, else the human rendering."""
+    from ..store import dumps
+
+    if result is None:
+        return
+    if as_json or human is None:
+        print(dumps(result, indent=2))
+    else:
+        print(human(result))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if getattr(args, "json", False):
+        from ..progress import set_quiet
+
+        set_quiet(True)
+    try:
+        result = args.handler(args)
+        emit(result, as_json=getattr(args, "json", False), human=getattr(args, "human", None))
+    except InputError as exc:
+        print(f"vistabench: error: {exc}", file=sys.stderr)
+        return 2
+    except FileNotFoundError as exc:
+        print(f"vistabench: error: {exc.filename or exc}: no such file", file=sys.stderr)
+        return 2
+    except json.JSONDecodeError as exc:
+        print(f"vistabench: error: malformed JSON ({exc.msg} at line {exc.lineno})", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("vistabench: interrupted", file=sys.stderr)
+        return 130
+    return 0
+
+
+def add_store_arg(p: argparse.ArgumentParser) -> None:
+    from ..store import DEFAULT_STORE
+
+    p.add_argument("--store", default=DEFAULT_STORE, metavar="FILE",
+                   help=f"SQLite results store (default: ./{DEFAULT_STORE})")
+
+
+def add_json_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="print one JSON object (for scripts); no progress output")
+
+
+def read_json_file(path: str, what: str) -> Any:
+    """Read a user's JSON file with a one-line error on a missing or malformed file."""
+    from pathlib import Path
+
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"{what} {path!r}: no such file")
+    try:
+        return json.loads(p.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{what} {path!r}: malformed JSON ({exc.msg} at line {exc.lineno})") from exc
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{what} {path!r}: not a UTF-8 text file") from exc
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

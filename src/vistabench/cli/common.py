@@ -1,0 +1,84 @@
+"""Cross-protocol commands: demo, table, report."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from . import add_json_arg, add_store_arg
+from ..errors import InputError
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("demo", help="run every protocol on bundled data and write the HTML report",
+                       description="Runs each protocol end to end on bundled data (MNIST-5k, sklearn "
+                                   "digits, synthetic detections), stores the records in OUT/results.sqlite, "
+                                   "prints the tables and writes OUT/report/index.html.")
+    p.add_argument("--out", default="vistabench-demo", help="output folder (default: ./vistabench-demo)")
+    p.add_argument("--only", nargs="+", metavar="PROTOCOL", help="run only these protocols")
+    p.add_argument("--quick", action="store_true", help="smaller settings (for smoke tests)")
+    add_json_arg(p)
+    p.set_defaults(handler=_demo)
+
+    p = sub.add_parser("table", help="print a protocol's results table from the store",
+                       description="Renders the results store as the protocol's paper-style table: "
+                                   "best bold, second underlined, third italic.")
+    p.add_argument("--protocol", required=True, help="longtail, detection, incremental, smalldata, stream")
+    p.add_argument("--format", default="markdown", choices=["markdown", "latex", "csv"])
+    p.add_argument("--dataset", help="only records of this dataset")
+    add_store_arg(p)
+    add_json_arg(p)
+    p.set_defaults(handler=_table)
+
+    p = sub.add_parser("report", help="write the static HTML report of the store",
+                       description="Writes DIR/index.html: one self-contained page with tables and "
+                                   "embedded plots for every protocol that has records in the store.")
+    p.add_argument("--out", required=True, metavar="DIR")
+    add_store_arg(p)
+    add_json_arg(p)
+    p.set_defaults(handler=_report)
+
+
+def _demo(args):
+    from ..demo import run_demo
+
+    log = (lambda *a, **k: print(*a, file=sys.stderr, **k)) if args.json else print
+    summary = run_demo(args.out, only=args.only, quick=args.quick, log=log)
+    return summary if args.json else None
+
+
+def _open_store(path: str):
+    from pathlib import Path
+
+    from ..store import ResultsStore
+
+    if not Path(path).is_file():
+        raise InputError(f"--store {path!r}: no such results store (run a protocol or `vistabench demo` first)")
+    return ResultsStore(path)
+
+
+def _table(args):
+    from ..report.html import _load_sections
+    from ..report.tables import table_builders
+
+    _load_sections()
+    builders = table_builders()
+    if args.protocol not in builders:
+        raise InputError(f"--protocol: expected one of {sorted(builders)}, got {args.protocol!r}")
+    with _open_store(args.store) as store:
+        table = builders[args.protocol](store, dataset=args.dataset)
+    if args.json:
+        return {"columns": [c.key for c in table.columns], "rows": table.rows}
+    print(table.render(args.format))
+    return None
+
+
+def _report(args):
+    from ..report import build_report
+
+    with _open_store(args.store) as store:
+        path = build_report(store, args.out)
+    if args.json:
+        return {"report": str(path)}
+    print(f"wrote {path}")
+    return None

@@ -1,0 +1,137 @@
+"""Predictions files: ``.npz`` with ``labels`` (N,) and exactly one of ``logits`` (N, C),
+``probs`` (N, C) or ``pred`` (N,); optional ``classes`` (C,) naming the columns / label ids.
+
+The input kind is explicit: nothing is auto-detected, nothing is clamped or passed through a sigmoid.
+"""
+
+from __future__ import annotations
+
+import os
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+
+from .._validation import check_array, check_labels, check_same_length
+from ..errors import InputError
+
+Kind = Literal["logits", "probs", "pred"]
+KINDS: tuple[Kind, ...] = ("logits", "probs", "pred")
+
+
+@dataclass(frozen=True)
+class Predictions:
+    """Validated predictions over a pool of N samples.
+
+    Attributes
+    ----------
+    labels : ndarray of int, shape (N,)
+        True labels.
+    kind : {"logits", "probs", "pred"}
+    values : ndarray, shape (N, C) for logits/probs, (N,) for pred
+    classes : ndarray of int, shape (C,), or None
+    """
+
+    labels: np.ndarray
+    kind: Kind
+    values: np.ndarray
+    classes: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        labels = check_labels(self.labels, "labels")
+        if self.kind not in KINDS:
+            raise InputError(f"kind: expected one of {list(KINDS)}, got {self.kind!r}")
+        if self.kind == "pred":
+            values = check_labels(self.values, "pred")
+        else:
+            values = check_array(self.values, self.kind, ndim=2, kind="float")
+            if self.kind == "probs":
+                if values.size and (values.min() < 0 or values.max() > 1):
+                    raise InputError("probs: values must lie in [0, 1]; did you mean to save 'logits'?")
+                sums = values.sum(axis=1)
+                if values.size and not np.allclose(sums, 1.0, atol=1e-3):
+                    raise InputError(
+                        f"probs: rows must sum to 1 (found sums in [{sums.min():.4g}, {sums.max():.4g}]); "
+                        "save unnormalised scores as 'logits'"
+                    )
+        check_same_length("labels", labels, self.kind, values)
+        classes = None
+        if self.classes is not None:
+            classes = check_array(self.classes, "classes", ndim=1, kind="integer")
+            if self.kind != "pred" and len(classes) != values.shape[1]:
+                raise InputError(
+                    f"classes has {len(classes)} entries but {self.kind} has {values.shape[1]} columns"
+                )
+        object.__setattr__(self, "labels", labels)
+        object.__setattr__(self, "values", values)
+        object.__setattr__(self, "classes", classes)
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    @property
+    def num_columns(self) -> int | None:
+        return None if self.kind == "pred" else int(self.values.shape[1])
+
+    def predicted(self) -> np.ndarray:
+        """Predicted label per sample, shape (N,). Ties go to the lowest column."""
+        if self.kind == "pred":
+            return self.values
+        idx = np.argmax(self.values, axis=1) if len(self.values) else np.zeros(0, dtype=np.int64)
+        return self.classes[idx] if self.classes is not None else idx.astype(np.int64)
+
+    def correct(self) -> np.ndarray:
+        """Boolean (N,) array: prediction equals label."""
+        return self.predicted() == self.labels
+
+
+def save_predictions(
+    path: str | os.PathLike[str],
+    *,
+    labels: np.ndarray,
+    logits: np.ndarray | None = None,
+    probs: np.ndarray | None = None,
+    pred: np.ndarray | None = None,
+    classes: np.ndarray | None = None,
+) -> Predictions:
+    """Validate and write a predictions file; exactly one of logits/probs/pred."""
+    given = {k: v for k, v in (("logits", logits), ("probs", probs), ("pred", pred)) if v is not None}
+    if len(given) != 1:
+        raise InputError(f"give exactly one of logits/probs/pred, got {sorted(given) or 'none'}")
+    (kind, values), = given.items()
+    p = Predictions(labels=labels, kind=kind, values=values, classes=classes)  # type: ignore[arg-type]
+    arrays = {"labels": p.labels, kind: p.values}
+    if p.classes is not None:
+        arrays["classes"] = p.classes
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    np.savez_compressed(path, **arrays)
+    return p
+
+
+def load_predictions(path: str | os.PathLike[str]) -> Predictions:
+    """Read and validate a predictions ``.npz`` (no pickles are loaded)."""
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"predictions file {str(p)!r}: no such file")
+    try:
+        with np.load(p, allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
+        raise InputError(f"predictions file {str(p)!r}: not a readable .npz ({exc})") from exc
+    if "labels" not in arrays:
+        raise InputError(f"predictions file {str(p)!r}: missing array 'labels' (found {sorted(arrays)})")
+    kinds = [k for k in KINDS if k in arrays]
+    if len(kinds) != 1:
+        raise InputError(
+            f"predictions file {str(p)!r}: needs exactly one of logits/probs/pred, found {kinds or 'none'}"
+        )
+    unknown = set(arrays) - {"labels", "classes", *KINDS}
+    if unknown:
+        raise InputError(f"predictions file {str(p)!r}: unexpected arrays {sorted(unknown)}")
+    try:
+        return Predictions(labels=arrays["labels"], kind=kinds[0], values=arrays[kinds[0]],
+                           classes=arrays.get("classes"))
+    except InputError as exc:
+        raise InputError(f"predictions file {str(p)!r}: {exc}") from exc

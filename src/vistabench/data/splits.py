@@ -1,0 +1,63 @@
+"""Split files: JSON with the settings that made them, the indices, and a sha256 over the content.
+
+The hash is over the canonical JSON (sorted keys, no whitespace, ``sha256`` key removed), so the
+same seed gives a byte-identical file on any machine, and a file edited by hand fails to load.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from ..errors import InputError
+from ..store import _json_safe
+
+
+def canonical_json(content: dict[str, Any]) -> str:
+    return json.dumps(_json_safe(content), sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+
+def content_hash(content: dict[str, Any]) -> str:
+    """sha256 hex digest of the canonical JSON of ``content`` without its ``sha256`` key."""
+    body = {k: v for k, v in content.items() if k != "sha256"}
+    return hashlib.sha256(canonical_json(body).encode("utf-8")).hexdigest()
+
+
+def seal(content: dict[str, Any]) -> dict[str, Any]:
+    """Return ``content`` with its ``sha256`` set."""
+    out = {k: v for k, v in _json_safe(content).items() if k != "sha256"}
+    out["sha256"] = content_hash(out)
+    return out
+
+
+def write_split(path: str | os.PathLike[str], content: dict[str, Any]) -> dict[str, Any]:
+    """Seal ``content`` and write it as canonical JSON (one line, sorted keys, trailing newline)."""
+    sealed = seal(content)
+    p = Path(path)
+    if p.parent and not p.parent.exists():
+        p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(canonical_json(sealed) + "\n", encoding="utf-8")
+    return sealed
+
+
+def read_split(path: str | os.PathLike[str], *, kind: str | None = None) -> dict[str, Any]:
+    """Read a split file, verify its hash and (optionally) its ``kind``."""
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"split file {str(p)!r}: no such file")
+    try:
+        content = json.loads(p.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise InputError(f"split file {str(p)!r}: not valid JSON ({exc.msg} at line {exc.lineno})") from exc
+    if not isinstance(content, dict) or "sha256" not in content:
+        raise InputError(f"split file {str(p)!r}: expected a JSON object with a 'sha256' key")
+    if content_hash(content) != content["sha256"]:
+        raise InputError(
+            f"split file {str(p)!r}: sha256 mismatch — the file was modified after it was written"
+        )
+    if kind is not None and content.get("kind") != kind:
+        raise InputError(f"split file {str(p)!r}: expected kind {kind!r}, found {content.get('kind')!r}")
+    return content

@@ -1,0 +1,139 @@
+"""The static HTML report: one self-contained file with embedded PNG plots.
+
+Each protocol contributes a section with ``@report_section(name, order)``: a function taking the
+results store and returning a :class:`Section` (or None when the store has nothing for it).
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from .. import __version__
+from ..store import ResultsStore
+
+
+@dataclass
+class Section:
+    title: str
+    parts: list[str] = field(default_factory=list)  # HTML fragments
+
+    def text(self, s: str) -> "Section":
+        self.parts.append(f"<p>{html.escape(s)}</p>")
+        return self
+
+    def html(self, s: str) -> "Section":
+        self.parts.append(s)
+        return self
+
+    def table(self, markdown_table: str) -> "Section":
+        self.parts.append(markdown_to_html(markdown_table))
+        return self
+
+    def figure(self, fig, caption: str = "") -> "Section":
+        self.parts.append(figure_html(fig, caption))
+        return self
+
+
+_SECTIONS: list[tuple[int, str, Callable[[ResultsStore], Section | None]]] = []
+
+
+def report_section(name: str, order: int = 50):
+    def deco(fn: Callable[[ResultsStore], Section | None]):
+        _SECTIONS.append((order, name, fn))
+        return fn
+
+    return deco
+
+
+def figure_html(fig, caption: str = "") -> str:
+    import matplotlib.pyplot as plt
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    data = base64.b64encode(buf.getvalue()).decode("ascii")
+    cap = f"<figcaption>{html.escape(caption)}</figcaption>" if caption else ""
+    return f'<figure><img alt="{html.escape(caption)}" src="data:image/png;base64,{data}"/>{cap}</figure>'
+
+
+def markdown_to_html(md: str) -> str:
+    """Render the pipe tables that :mod:`vistabench.report.tables` writes."""
+    import re
+
+    lines = [l for l in md.strip().splitlines()]
+    caption = []
+    while lines and not lines[0].startswith("|"):
+        if lines[0].strip():
+            caption.append(lines[0])
+        lines.pop(0)
+
+    def cell(s: str) -> str:
+        s = html.escape(s.strip()).replace("&lt;u&gt;", "<u>").replace("&lt;/u&gt;", "</u>")
+        s = re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", s)
+        return re.sub(r"\*(.+?)\*", r"<i>\1</i>", s)
+
+    rows = [[c for c in l.strip().strip("|").split("|")] for l in lines if not set(l) <= set("|-: ")]
+    if not rows:
+        return ""
+    out = ["<table>"]
+    if caption:
+        out.append(f"<caption>{html.escape(' '.join(caption))}</caption>")
+    out.append("<tr>" + "".join(f"<th>{cell(c)}</th>" for c in rows[0]) + "</tr>")
+    for r in rows[1:]:
+        out.append("<tr>" + "".join(f"<td>{cell(c)}</td>" for c in r) + "</tr>")
+    out.append("</table>")
+    return "\n".join(out)
+
+
+_CSS = """
+body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}
+h1{border-bottom:2px solid #444} h2{margin-top:2em;border-bottom:1px solid #aaa}
+table{border-collapse:collapse;margin:1em 0;font-size:0.9em} caption{text-align:left;font-style:italic}
+td,th{border:1px solid #ccc;padding:3px 8px;text-align:right} td:first-child,th:first-child{text-align:left}
+figure{margin:1em 0} img{max-width:100%} figcaption{font-size:0.85em;color:#555}
+nav a{margin-right:1em}
+"""
+
+
+def _load_sections() -> None:
+    # importing the protocol modules registers their sections
+    import importlib
+
+    for mod in ("longtail", "detection", "incremental", "smalldata", "stream"):
+        try:
+            importlib.import_module(f"vistabench.report.{mod}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"vistabench.report.{mod}":
+                raise
+
+
+def build_report(store: ResultsStore, out_dir: str | Path, *, title: str = "vistabench report") -> Path:
+    """Write ``out_dir/index.html`` from every section that has data; return its path."""
+    _load_sections()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    built = []
+    for _, name, fn in sorted(_SECTIONS, key=lambda t: (t[0], t[1])):
+        sec = fn(store)
+        if sec is not None:
+            built.append((name, sec))
+    body = [f"<h1>{html.escape(title)}</h1>",
+            f"<p>vistabench {__version__} · store <code>{html.escape(str(store.path))}</code> · "
+            f"{time.strftime('%Y-%m-%d %H:%M')}</p>"]
+    body.append("<nav>" + "".join(f'<a href="#{n}">{html.escape(s.title)}</a>' for n, s in built) + "</nav>")
+    if not built:
+        body.append("<p>The store holds no records yet: run <code>vistabench demo</code>.</p>")
+    for name, sec in built:
+        body.append(f'<h2 id="{name}">{html.escape(sec.title)}</h2>')
+        body.extend(sec.parts)
+    page = (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+            f"<style>{_CSS}</style></head><body>{''.join(body)}</body></html>")
+    path = out / "index.html"
+    path.write_text(page, encoding="utf-8")
+    return path
