@@ -1,0 +1,317 @@
+"""Metrics of the never-ending task-stream protocol (Nevis'22, Bornschein et al.). numpy only.
+
+Per task the error is ``1 - accuracy`` (multiclass) or ``1 - mAP`` (multilabel, Eq. 1). Per run the
+average error is taken over the meta-test tasks and cFLOP over the whole stream (Eqs. 2, 3). Across
+runs the Pareto front of (cFLOP, error) ranks learners; the regret curve is the cumulative error
+difference to the independent baseline; forward transfer on a repeated task compares the
+normalised areas under its two learning curves (Eq. 5).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .._validation import check_array, check_same_length
+from ..errors import InputError
+
+__all__ = [
+    "pareto_front",
+    "forward_transfer",
+    "normalized_auc",
+    "average_precision",
+    "mean_average_precision",
+    "task_error",
+    "regret_curve",
+    "slice_means",
+]
+
+
+def _vector(x: Any, name: str, *, finite: bool = True) -> np.ndarray:
+    return check_array(x, name, ndim=1, kind="float", finite=finite)
+
+
+def pareto_front(costs: Any, errors: Any) -> np.ndarray:
+    """Indices of the non-dominated (cost, error) points, sorted by cost (then error, then index).
+
+    Point ``i`` is dominated when some ``j`` has ``cost_j <= cost_i`` and ``error_j <= error_i``
+    with at least one inequality strict. Identical points do not dominate each other, so
+    duplicates on the front are all returned.
+
+    Parameters
+    ----------
+    costs : array-like of float, shape (n,)
+        Compute of each run (e.g. cFLOP); finite.
+    errors : array-like of float, shape (n,)
+        Error of each run (lower is better); finite.
+
+    Returns
+    -------
+    ndarray of int64, shape (k,)
+
+    Examples
+    --------
+    >>> pareto_front([1, 2, 3, 2], [0.5, 0.3, 0.4, 0.3]).tolist()
+    [0, 1, 3]
+    """
+    c = _vector(costs, "costs")
+    e = _vector(errors, "errors")
+    check_same_length("costs", c, "errors", e)
+    if c.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    order = np.lexsort((np.arange(len(c)), e, c))  # by cost, then error, then index
+    keep = []
+    best = np.inf  # lowest error among points of strictly smaller cost, or equal cost and lower error
+    i = 0
+    n = len(order)
+    while i < n:
+        j = i
+        while j < n and c[order[j]] == c[order[i]]:
+            j += 1
+        group = order[i:j]  # same cost, sorted by error
+        gmin = e[group[0]]
+        if gmin < best:  # only the group's minimum-error points survive (with their duplicates)
+            keep.extend(int(k) for k in group if e[k] == gmin)
+            best = gmin
+        i = j
+    return np.asarray(keep, dtype=np.int64)
+
+
+def forward_transfer(auc_first: Any, auc_second: Any) -> Any:
+    """Forward transfer on a repeated task: ``(AUC2 - AUC1) / (1 - AUC1)`` (Nevis'22 Eq. 5).
+
+    ``AUC1`` and ``AUC2`` are the normalised areas under the accuracy-vs-training-progress curves
+    (see :func:`normalized_auc`) at the task's first and second appearance. The value is at most 1;
+    higher is better; it is undefined (NaN) when ``AUC1 == 1``.
+
+    Parameters
+    ----------
+    auc_first, auc_second : float or array-like of float, same shape, values in [0, 1]
+
+    Returns
+    -------
+    float or ndarray of float (the input's shape)
+
+    Examples
+    --------
+    >>> forward_transfer(0.5, 0.75)
+    0.5
+    """
+    a1 = check_array(auc_first, "auc_first", kind="float")
+    a2 = check_array(auc_second, "auc_second", kind="float")
+    if a1.shape != a2.shape:
+        raise InputError(f"auc_first has shape {a1.shape} but auc_second has shape {a2.shape}")
+    for name, a in (("auc_first", a1), ("auc_second", a2)):
+        if a.size and (a.min() < 0 or a.max() > 1):
+            raise InputError(f"{name}: expected values in [0, 1], got range [{a.min()}, {a.max()}]")
+    denom = 1.0 - a1
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = np.where(denom > 0, (a2 - a1) / np.where(denom > 0, denom, 1.0), np.nan)
+    return float(out) if out.ndim == 0 else out
+
+
+def normalized_auc(accuracy: Any, *, progress: Any | None = None) -> float:
+    """Normalised area under an accuracy-vs-training-progress curve (trapezoidal rule).
+
+    ``AUC = (1 / (p_K - p_1)) * sum_k (p_{k+1} - p_k) (a_k + a_{k+1}) / 2``, the mean height of the
+    piecewise-linear curve over the progress range, so a constant curve at ``a`` has area ``a``.
+
+    Parameters
+    ----------
+    accuracy : array-like of float, shape (K,)
+        Accuracy (or any score in [0, 1]) at the evaluation points.
+    progress : array-like of float, shape (K,), optional
+        Training progress at those points (steps, or fractions), strictly increasing.
+        Default: equally spaced.
+
+    Returns
+    -------
+    float
+        In [0, 1]; with a single point, that point's accuracy; NaN for an empty curve.
+
+    Examples
+    --------
+    >>> normalized_auc([0.0, 1.0], progress=[0, 1])
+    0.5
+    """
+    a = _vector(accuracy, "accuracy")
+    if a.size and (a.min() < 0 or a.max() > 1):
+        raise InputError(f"accuracy: expected values in [0, 1], got range [{a.min()}, {a.max()}]")
+    p = np.arange(len(a), dtype=float) if progress is None else _vector(progress, "progress")
+    check_same_length("accuracy", a, "progress", p)
+    if a.size == 0:
+        return float("nan")
+    if a.size == 1:
+        return float(a[0])
+    if np.any(np.diff(p) <= 0):
+        raise InputError("progress: expected strictly increasing values")
+    area = float(np.sum(np.diff(p) * (a[1:] + a[:-1]) / 2.0))
+    return area / float(p[-1] - p[0])
+
+
+def average_precision(y_true: Any, y_score: Any) -> float:
+    """Average precision of one binary problem, ``AP = sum_k (R_k - R_{k-1}) P_k``.
+
+    The sum runs over the distinct score thresholds in decreasing order (tied scores form one
+    threshold), without interpolation: the definition of
+    ``sklearn.metrics.average_precision_score``. NaN when ``y_true`` has no positive.
+
+    Parameters
+    ----------
+    y_true : array-like of {0, 1}, shape (n,)
+    y_score : array-like of float, shape (n,)
+
+    Examples
+    --------
+    >>> average_precision([1, 0, 1], [0.9, 0.8, 0.7])
+    0.8333333333333333
+    """
+    y = check_array(y_true, "y_true", ndim=1, kind="integer")
+    s = _vector(y_score, "y_score")
+    check_same_length("y_true", y, "y_score", s)
+    if y.size and not np.all((y == 0) | (y == 1)):
+        raise InputError("y_true: expected binary values 0/1")
+    return _ap(y, s)
+
+
+def _ap(y: np.ndarray, s: np.ndarray) -> float:
+    n_pos = int(y.sum())
+    if n_pos == 0:
+        return float("nan")
+    order = np.argsort(-s, kind="mergesort")
+    s_sorted, y_sorted = s[order], y[order]
+    last = np.r_[np.flatnonzero(np.diff(s_sorted)), len(s_sorted) - 1]  # end of each tie group
+    tp = np.cumsum(y_sorted)[last].astype(float)
+    fp = (last + 1) - tp
+    precision = tp / (tp + fp)
+    recall = tp / n_pos
+    return float(np.sum(np.diff(np.r_[0.0, recall]) * precision))
+
+
+def mean_average_precision(y_true: Any, y_score: Any) -> float:
+    """Macro mean average precision over the classes of a multilabel task (Nevis'22 Eq. 1).
+
+    ``mAP = (1 / |C+|) * sum_{c in C+} AP_c`` where ``C+`` are the classes with at least one
+    positive; a class without positives has an undefined AP and is left out (documented policy;
+    sklearn's ``average_precision_score(average="macro")`` instead scores such a class 0 with a
+    warning). NaN when no class has a positive.
+
+    Parameters
+    ----------
+    y_true : array-like of {0, 1}, shape (n, C)
+        Label indicator matrix.
+    y_score : array-like of float, shape (n, C)
+        Scores (logits or probabilities: AP only depends on their order).
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> mean_average_precision([[1, 0], [0, 1]], [[0.9, 0.1], [0.2, 0.8]])
+    1.0
+    """
+    y = check_array(y_true, "y_true", ndim=2, kind="integer")
+    s = check_array(y_score, "y_score", ndim=2, kind="float")
+    if y.shape != s.shape:
+        raise InputError(f"y_true has shape {y.shape} but y_score has shape {s.shape}")
+    if y.size and not np.all((y == 0) | (y == 1)):
+        raise InputError("y_true: expected a 0/1 indicator matrix")
+    aps = np.array([_ap(y[:, c], s[:, c]) for c in range(y.shape[1])], dtype=float)
+    if aps.size == 0 or np.all(np.isnan(aps)):
+        return float("nan")
+    return float(np.nanmean(aps))
+
+
+def task_error(y_true: Any, y_score: Any, *, kind: str) -> float:
+    """A task's error (Nevis'22 Eq. 1): ``1 - accuracy`` or ``1 - mAP``.
+
+    Parameters
+    ----------
+    y_true : array-like
+        shape (n,) integer labels for ``kind="multiclass"``; shape (n, C) 0/1 for ``"multilabel"``.
+    y_score : array-like of float, shape (n, C)
+        Class scores; the top-1 class is the prediction (ties: lowest index, ``numpy.argmax``).
+    kind : {"multiclass", "multilabel"}
+
+    Returns
+    -------
+    float
+        In [0, 1]; NaN for an empty test set (or a multilabel set without positives).
+
+    Examples
+    --------
+    >>> task_error([0, 1, 1], [[2.0, 1.0], [0.0, 3.0], [1.0, 0.0]], kind="multiclass")
+    0.3333333333333333
+    """
+    if kind == "multilabel":
+        return 1.0 - mean_average_precision(y_true, y_score)
+    if kind != "multiclass":
+        raise InputError(f"kind: expected one of ['multiclass', 'multilabel'], got {kind!r}")
+    y = check_array(y_true, "y_true", ndim=1, kind="integer")
+    s = check_array(y_score, "y_score", ndim=2, kind="float")
+    check_same_length("y_true", y, "y_score", s)
+    if y.size == 0:
+        return float("nan")
+    if y.min() < 0 or y.max() >= s.shape[1]:
+        raise InputError(f"y_true: labels must lie in [0, {s.shape[1]}), got [{y.min()}, {y.max()}]")
+    return float(np.mean(np.argmax(s, axis=1) != y))
+
+
+def regret_curve(errors: Any, reference_errors: Any) -> np.ndarray:
+    """Cumulative regret along the stream: ``R_t = sum_{i <= t} (e_i - e_i^ref)``.
+
+    Negative values mean the learner made fewer errors than the reference (the independent
+    baseline) so far. NaN task errors propagate from that task on.
+
+    Parameters
+    ----------
+    errors, reference_errors : array-like of float, shape (T,)
+        Per-task errors of the learner and of the reference, in stream order.
+
+    Returns
+    -------
+    ndarray of float, shape (T,)
+
+    Examples
+    --------
+    >>> regret_curve([0.1, 0.2, 0.3], [0.2, 0.2, 0.1]).round(3).tolist()
+    [-0.1, -0.1, 0.1]
+    """
+    e = _vector(errors, "errors", finite=False)
+    r = _vector(reference_errors, "reference_errors", finite=False)
+    check_same_length("errors", e, "reference_errors", r)
+    return np.cumsum(e - r)
+
+
+def slice_means(values: Any, groups: Any) -> dict[str, dict[str, float]]:
+    """Mean of ``values`` per group (domain, size bin, resolution bin), ignoring NaN values.
+
+    Parameters
+    ----------
+    values : array-like of float, shape (n,)
+    groups : sequence of str, length n
+
+    Returns
+    -------
+    dict
+        ``{group: {"mean": float, "count": int}}`` in first-appearance order; ``mean`` is NaN for a
+        group whose values are all NaN (``count`` counts the finite ones).
+
+    Examples
+    --------
+    >>> slice_means([0.1, 0.3, 0.2], ["a", "a", "b"])["a"]
+    {'mean': 0.2, 'count': 2}
+    """
+    v = _vector(values, "values", finite=False)
+    g = [str(x) for x in groups]
+    if len(g) != len(v):
+        raise InputError(f"values has {len(v)} entries but groups has {len(g)}")
+    out: dict[str, dict[str, float]] = {}
+    for name in dict.fromkeys(g):
+        sel = v[[i for i, x in enumerate(g) if x == name]]
+        fin = sel[np.isfinite(sel)]
+        out[name] = {"mean": float(fin.mean()) if fin.size else float("nan"), "count": int(fin.size)}
+    return out
