@@ -1,0 +1,189 @@
+"""`vistabench longtail ...`: profile, split, sweep, score, run."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from . import add_json_arg, add_store_arg, read_json_file
+from ..errors import InputError
+
+_FMT = argparse.RawDescriptionHelpFormatter
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    lt = sub.add_parser(
+        "longtail", help="long-tailed classification under unknown test distributions (Fang et al.)",
+        formatter_class=_FMT,
+        description="Long-tailed protocol (DESIGN.md §3).\n\n"
+                    "  profile  per-class training counts of the CIFAR-LT convention\n"
+                    "  split    pick a long-tailed training subset of a dataset (seeded, hashed file)\n"
+                    "  sweep    build the evolving test sweep over a test pool (seeded, hashed file)\n"
+                    "  score    score a predictions file against a sweep: AUC, AVG, STD, MAX, MIN, DR, BTD, ...\n"
+                    "  run      split -> train a reference method -> predict -> sweep -> score -> store\n\n"
+                    "Imbalance ratios are max/min class count (>= 1); the paper's notation 0.01 is read as 100.")
+    s = lt.add_subparsers(dest="verb", metavar="VERB", required=True)
+
+    p = s.add_parser("profile", help="per-class training counts", description=
+                     "Training counts n_r = floor(n_max * rho^(-r/(C-1))) for rank r (exp), or half the "
+                     "classes at n_max and half at n_max/rho (step). Example: --classes 10 --n-max 5000 "
+                     "--imbalance 100 gives 5000 2997 1796 1077 645 387 232 139 83 50.")
+    p.add_argument("--classes", type=int, required=True, help="number of classes C")
+    p.add_argument("--n-max", type=int, required=True, help="samples of the head class")
+    p.add_argument("--imbalance", type=float, required=True, help="rho = max/min (or the paper's 1/rho)")
+    p.add_argument("--kind", choices=["exp", "step"], default="exp")
+    add_json_arg(p)
+    p.set_defaults(handler=_profile, human=lambda r: " ".join(map(str, r)))
+
+    p = s.add_parser("split", help="long-tailed training subset of a dataset", description=
+                     "Writes a split file with the training indices (positions in the dataset's training "
+                     "part), the per-class counts and a sha256; the same seed gives a byte-identical file.")
+    p.add_argument("--data", required=True, help="mnist5k | digits | cifar10:DIR | cifar100:DIR | folder:DIR | npz:FILE")
+    p.add_argument("--imbalance", type=float, required=True)
+    p.add_argument("--n-max", type=int, help="head-class count (default: the smallest class size)")
+    p.add_argument("--kind", choices=["exp", "step"], default="exp")
+    p.add_argument("--val-fraction", type=float, default=0.0, help="hold out this fraction per class (e.g. 0.1)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", required=True, help="split file to write (JSON)")
+    add_json_arg(p)
+    p.set_defaults(handler=_split, human=lambda r: f"wrote {r['out']}: counts {r['counts']} (sha256 {r['sha256'][:12]})")
+
+    p = s.add_parser("sweep", help="build the evolving test sweep", description=
+                     "Builds T test distributions peaked at alpha_t = (t-1)C/T + 1 over classes ranked by "
+                     "training count, draws R test sets for each from the pool (without replacement when "
+                     "the pool allows), and writes them with the divergences to a hashed sweep file.")
+    p.add_argument("--labels", required=True, help=".npz with 'labels' of the test pool (a predictions file works)")
+    p.add_argument("--train-counts", required=True, help="JSON list of training counts by class index")
+    p.add_argument("--test-imbalance", type=float, required=True, help="rho_t of the test distributions")
+    p.add_argument("--n-max", type=int, help="n_max of the test counts (default: smallest class pool)")
+    p.add_argument("--points", type=int, default=10, help="T (default 10)")
+    p.add_argument("--repeats", type=int, default=5, help="R test sets per point (default 5)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", required=True, help="sweep file to write (JSON)")
+    add_json_arg(p)
+    p.set_defaults(handler=_sweep, human=lambda r: f"wrote {r['out']}: {r['points']} points x {r['repeats']} sets "
+                                                    f"(sha256 {r['sha256'][:12]})")
+
+    p = s.add_parser("score", help="score predictions against a sweep", description=
+                     "Scores a predictions .npz (labels + logits|probs|pred over the test pool, in the sweep's "
+                     "pool order) and prints AUC, AVG, STD, MAX, MIN, DR (drop_ratio), BTD (balanced), "
+                     "many/medium/few, worst-class accuracy and the per-point accuracies. Fractions in [0,1]; "
+                     "null when undefined.")
+    p.add_argument("--predictions", required=True)
+    p.add_argument("--sweep", required=True)
+    p.add_argument("--exact", action="store_true", help="noise-free V_t = sum N_c acc_c / sum N_c (R -> infinity)")
+    p.add_argument("--convention", choices=["tade", "oltr"], default="tade",
+                   help="many/medium/few thresholds: tade >100/20-100/<20 (default), oltr >=100/21-99/<=20")
+    p.add_argument("--bootstrap", type=int, default=0, metavar="B", help="add 95%% bootstrap intervals (B replicates)")
+    add_json_arg(p)
+    p.set_defaults(handler=_score, human=_score_text)
+
+    p = s.add_parser("run", help="train a reference method and score it", description=
+                     "Builds the long-tailed split, trains METHOD, predicts the dataset's test part, builds "
+                     "the sweep (test imbalance = training imbalance unless given), scores it and stores the "
+                     "record. Files go to --out (split.json, predictions.npz, sweep.json).")
+    p.add_argument("--data", required=True, help="mnist5k | digits | cifar10:DIR | cifar100:DIR | folder:DIR | npz:FILE")
+    p.add_argument("--method", required=True, help="ce, focal, ldam_drw, balanced_softmax, logit_adjust, crt")
+    p.add_argument("--imbalance", type=float, required=True)
+    p.add_argument("--epochs", type=int, default=10)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device", default="cpu", help="cpu | cuda | auto")
+    p.add_argument("--model", default=None, help="cnn28 (default for <= 28 px) | resnet32 (default for 32 px) | ...")
+    p.add_argument("--n-max", type=int)
+    p.add_argument("--test-imbalance", type=float)
+    p.add_argument("--points", type=int, default=10)
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--batch-size", type=int, default=128)
+    p.add_argument("--lr", type=float, default=0.05)
+    p.add_argument("--out", help="folder for split.json, predictions.npz, sweep.json")
+    add_store_arg(p)
+    add_json_arg(p)
+    p.set_defaults(handler=_run, human=_run_text)
+
+
+def _profile(args):
+    from ..metrics.longtail import training_profile
+
+    return training_profile(args.classes, n_max=args.n_max, imbalance=args.imbalance, kind=args.kind).tolist()
+
+
+def _split(args):
+    from ..data import load_dataset, write_split
+    from ..protocols.longtail import build_training_split
+
+    ds = load_dataset(args.data)
+    split = build_training_split(ds.train.labels, imbalance=args.imbalance, n_max=args.n_max, kind=args.kind,
+                                 seed=args.seed, val_fraction=args.val_fraction, dataset=args.data)
+    write_split(args.out, split)
+    return {"out": args.out, "counts": split["counts"], "sha256": split["sha256"]}
+
+
+def _load_labels(path: str):
+    import zipfile
+
+    import numpy as np
+
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"--labels {path!r}: no such file")
+    try:
+        with np.load(p, allow_pickle=False) as z:
+            if "labels" not in z.files:
+                raise InputError(f"--labels {path!r}: no array 'labels' (found {z.files})")
+            return z["labels"]
+    except (zipfile.BadZipFile, OSError, ValueError) as exc:
+        raise InputError(f"--labels {path!r}: not a readable .npz ({exc})") from exc
+
+
+def _sweep(args):
+    from ..protocols.longtail_sweep import build_sweep, write_sweep
+
+    counts = read_json_file(args.train_counts, "--train-counts")
+    if not isinstance(counts, list):
+        raise InputError(f"--train-counts {args.train_counts!r}: expected a JSON list of counts, got {type(counts).__name__}")
+    sweep = build_sweep(_load_labels(args.labels), counts, test_imbalance=args.test_imbalance, n_max=args.n_max,
+                        points=args.points, repeats=args.repeats, seed=args.seed)
+    write_sweep(args.out, sweep)
+    return {"out": args.out, "points": len(sweep["points"]), "repeats": sweep["repeats"], "sha256": sweep["sha256"]}
+
+
+def _score(args):
+    from ..data import load_predictions
+    from ..protocols.longtail_sweep import read_sweep, score_sweep
+
+    sweep = read_sweep(args.sweep)
+    pred = load_predictions(args.predictions)
+    return score_sweep(pred, sweep, exact=args.exact, convention=args.convention, bootstrap=args.bootstrap)
+
+
+def _pct(v):
+    return "–" if v is None or v != v else f"{100 * v:.2f}"
+
+
+def _score_text(r) -> str:
+    names = [("AUC", "auc"), ("AVG", "avg"), ("STD", "std"), ("MAX", "max"), ("MIN", "min"), ("DR", "drop_ratio"),
+             ("BTD", "balanced"), ("Many", "many"), ("Med.", "medium"), ("Few", "few"), ("Worst", "worst_class")]
+    lines = [f"mode: {r['mode']} (values in %)", "  ".join(f"{a}={_pct(r[k])}" for a, k in names)]
+    if "ci" in r:
+        lines.append("95% CI: " + "  ".join(f"{a}=[{_pct(r['ci'][k][0])}, {_pct(r['ci'][k][1])}]" for a, k in names))
+    lines.append("point  alpha    divergence  accuracy")
+    for i, p in enumerate(r["points"], 1):
+        lines.append(f"{i:5d}  {p['alpha']:6.2f}  {p['divergence']:10.4f}  {_pct(p['accuracy']):>8}")
+    return "\n".join(lines)
+
+
+def _run(args):
+    from ..protocols.longtail import run
+    from ..store import ResultsStore
+
+    model = args.model
+    with ResultsStore(args.store) as store:
+        rec = run(data=args.data, method=args.method, imbalance=args.imbalance, epochs=args.epochs, seed=args.seed,
+                  device=args.device, model=model or "auto", n_max=args.n_max, test_imbalance=args.test_imbalance,
+                  points=args.points, repeats=args.repeats, batch_size=args.batch_size, lr=args.lr,
+                  out_dir=args.out, store=store)
+    return rec
+
+
+def _run_text(rec) -> str:
+    return f"stored record {rec['id']} ({rec['method']} on {rec['dataset']})\n" + _score_text(rec["metrics"])

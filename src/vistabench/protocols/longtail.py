@@ -1,0 +1,166 @@
+"""The long-tailed protocol end to end (DESIGN.md §3): long-tailed training split -> train a
+reference method -> predictions on the test pool -> sweep -> scores -> results store.
+
+Files written by :func:`run` (under ``out_dir``): ``split.json`` (the long-tailed training split),
+``predictions.npz`` (logits on the test pool), ``sweep.json``. Re-scoring them needs no model.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from .._validation import check_positive
+from ..data import Dataset, load_dataset, read_split, save_predictions, write_split
+from ..data.predictions import Predictions
+from ..errors import InputError
+from ..metrics import longtail as M
+from ..store import Record, ResultsStore
+from .longtail_sweep import build_sweep, read_sweep, score_sweep, write_sweep  # noqa: F401 (re-export)
+
+SPLIT_KIND = "longtail-train"
+
+
+def build_training_split(
+    labels: np.ndarray,
+    *,
+    imbalance: float,
+    n_max: int | None = None,
+    kind: Literal["exp", "step"] = "exp",
+    seed: int = 0,
+    val_fraction: float = 0.0,
+    dataset: str = "",
+) -> dict[str, Any]:
+    """Pick a long-tailed training subset of a balanced training set (class rank = class index).
+
+    Parameters
+    ----------
+    labels : array of int, shape (N,)
+        Labels of the full training set.
+    imbalance : float
+        rho >= 1 (values < 1 read as 1/rho).
+    n_max : int, optional
+        Count of the head class; default the smallest class's size.
+    val_fraction : float
+        Fraction of each class's selected samples held out for validation (floor, at most n-1).
+
+    Returns
+    -------
+    dict (sealed split-file content): ``indices`` (training positions), ``val_indices``,
+    ``counts`` (training samples per class, validation excluded) and the settings.
+    """
+    labels = np.asarray(labels, dtype=np.int64)
+    C = int(labels.max()) + 1 if labels.size else 0
+    if C == 0:
+        raise InputError("labels: empty training set")
+    sizes = np.bincount(labels, minlength=C)
+    n_max = int(sizes.min()) if n_max is None else check_positive(n_max, "n_max", integer=True)
+    counts = M.training_profile(C, n_max=n_max, imbalance=imbalance, kind=kind)
+    short = np.flatnonzero(counts > sizes)
+    if short.size:
+        raise InputError(f"n_max={n_max}: classes {short[:10].tolist()} have only "
+                         f"{sizes[short[:10]].tolist()} samples; lower --n-max")
+    rng = np.random.default_rng(check_positive(seed, "seed", strict=False, integer=True))
+    train, val, kept = [], [], []
+    for c in range(C):
+        pool = np.flatnonzero(labels == c)
+        chosen = pool[rng.permutation(len(pool))[: counts[c]]]
+        n_val = min(int(np.floor(val_fraction * len(chosen))), len(chosen) - 1)
+        val.append(np.sort(chosen[:n_val]))
+        train.append(np.sort(chosen[n_val:]))
+        kept.append(len(chosen) - n_val)
+    from ..data.splits import seal
+
+    return seal({
+        "kind": SPLIT_KIND, "version": 1, "dataset": dataset, "seed": int(seed),
+        "imbalance": M.normalise_imbalance(imbalance), "profile": kind, "n_max": int(n_max),
+        "val_fraction": float(val_fraction), "counts": [int(x) for x in kept],
+        "indices": np.concatenate(train).tolist(), "val_indices": np.concatenate(val).tolist(),
+    })
+
+
+def run(
+    *,
+    data: str | Any,
+    method: str,
+    imbalance: float,
+    epochs: int = 10,
+    seed: int = 0,
+    device: str = "cpu",
+    model: str = "auto",
+    n_max: int | None = None,
+    test_imbalance: float | None = None,
+    points: int = 10,
+    repeats: int = 5,
+    batch_size: int = 128,
+    lr: float = 0.05,
+    out_dir: str | Path | None = None,
+    store: ResultsStore | None = None,
+    tag: str | None = None,
+) -> dict[str, Any]:
+    """Build the split, train ``method``, predict the test pool, score the sweep, store the record.
+
+    ``data`` is a dataset spec (``mnist5k``, ``digits``, ``cifar10:DIR``, ...) or loaded
+    :class:`~vistabench.data.DataSplits`. The test pool is the dataset's official test part.
+    Returns the stored record as a dict (``metrics`` holds the resampled scores, ``metrics["exact"]``
+    the noise-free ones).
+    """
+    from ..learners.longtail import fit_predict  # torch only here
+
+    splits = load_dataset(data) if isinstance(data, str) else data
+    name = data if isinstance(data, str) else splits.train.name
+    if splits.test is None:
+        raise InputError(f"--data {name!r}: needs an official test part (a folder with train/ and test/)")
+    split = build_training_split(splits.train.labels, imbalance=imbalance, n_max=n_max, seed=seed,
+                                 dataset=name)
+    train = splits.train.subset(np.asarray(split["indices"]))
+    test: Dataset = splits.test
+    if model == "auto":  # the LT papers' ResNet-32 for 32 px images, a small CNN below
+        model = "resnet32" if min(train.images.shape[1:3]) >= 32 else "cnn28"
+    result = fit_predict(method, train, test.images, model=model, epochs=epochs, seed=seed,
+                         device=device, batch_size=batch_size, lr=lr)
+    pred = Predictions(labels=test.labels, kind="logits", values=result.logits)
+    t_imb = split["imbalance"] if test_imbalance is None else test_imbalance
+    sweep = build_sweep(test.labels, np.asarray(split["counts"]), test_imbalance=t_imb, points=points,
+                        repeats=repeats, seed=seed)
+    if out_dir is not None:
+        out = Path(out_dir)
+        write_split(out / "split.json", split)
+        write_sweep(out / "sweep.json", sweep)
+        save_predictions(out / "predictions.npz", labels=test.labels, logits=result.logits)
+    metrics = score_sweep(pred, sweep)
+    exact = score_sweep(pred, sweep, exact=True)
+    metrics["exact"] = {k: v for k, v in exact.items() if k not in ("per_class", "settings", "mode")}
+    settings = {"imbalance": split["imbalance"], "profile": split["profile"], "n_max": split["n_max"],
+                "train_counts": split["counts"], "test_imbalance": sweep["test_imbalance"],
+                "points": points, "repeats": repeats, "epochs": epochs, "model": model,
+                "batch_size": batch_size, "lr": lr, "device": device, "sweep_sha256": sweep["sha256"],
+                **getattr(result, "settings", {})}
+    train_result = getattr(result, "train_result", None)
+    if train_result is not None:
+        metrics["train_seconds"] = getattr(train_result, "seconds", None)
+        metrics["train_flops"] = getattr(train_result, "flops", None)
+    record = Record(protocol="longtail", dataset=name, method=method, seed=seed,
+                    split_hash=split["sha256"], settings=settings, metrics=metrics, tag=tag)
+    if store is not None:
+        store.add(record)
+    return record.to_dict()
+
+
+DEMO_METHODS = ("ce", "balanced_softmax", "logit_adjust", "ldam_drw")
+
+
+def demo(store: ResultsStore, out_dir: Path, *, quick: bool = False) -> str:
+    """MNIST-5k made long-tailed (rho = 100), reference methods trained, the sweep scored."""
+    from ..progress import track
+    from ..report.longtail import longtail_table
+
+    splits = load_dataset("mnist5k")
+    methods = DEMO_METHODS[:2] if quick else DEMO_METHODS
+    epochs = 2 if quick else 8
+    for method in track(methods, description="longtail: training methods"):
+        run(data=splits, method=method, imbalance=100, epochs=epochs, seed=0,
+            out_dir=Path(out_dir) / method, store=store, tag="demo")
+    return longtail_table(store).render("markdown")
