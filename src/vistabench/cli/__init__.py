@@ -61,9 +61,16 @@ def emit(result: Any, *, as_json: bool, human: Callable[[Any], str] | None = Non
         print(human(result))
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    print(f"vistabench: warning: {message}", file=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    import warnings
+
     parser = build_parser()
     args = parser.parse_args(argv)
+    warnings.showwarning = _show_warning  # library warnings as one plain line on stderr
     if getattr(args, "json", False):
         from ..progress import set_quiet
 

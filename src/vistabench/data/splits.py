@@ -17,7 +17,11 @@ from ..store import _json_safe
 
 
 def canonical_json(content: dict[str, Any]) -> str:
-    return json.dumps(_json_safe(content), sort_keys=True, separators=(",", ":"), allow_nan=False)
+    """Sorted keys, no whitespace, NaN as null; numpy values converted."""
+    try:  # plain JSON types (e.g. a file just read): no per-element conversion pass
+        return json.dumps(content, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError):
+        return json.dumps(_json_safe(content), sort_keys=True, separators=(",", ":"), allow_nan=False)
 
 
 def content_hash(content: dict[str, Any]) -> str:

@@ -129,7 +129,8 @@ def _csv(t: Table) -> str:
     w = csv.writer(buf, lineterminator="\n")
     w.writerow([t.row_key] + [c.key for c in t.columns])
     for r in t.rows:
-        w.writerow([r.get(t.row_key, "")] + ["" if r.get(c.key) is None else r.get(c.key) for c in t.columns])
+        w.writerow([r.get(t.row_key, "")] + [r.get(c.key) if _finite(r.get(c.key)) or isinstance(r.get(c.key), str)
+                                             else "" for c in t.columns])
     return buf.getvalue().rstrip("\n")
 
 
