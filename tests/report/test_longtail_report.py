@@ -1,0 +1,39 @@
+import numpy as np
+
+from vistabench.data import Predictions
+from vistabench.protocols.longtail_sweep import build_sweep, score_sweep
+from vistabench.report import build_report
+from vistabench.report.longtail import longtail_table
+from vistabench.store import Record, ResultsStore
+
+
+def _record(method, acc_by_class, seed=0):
+    rng = np.random.default_rng(seed)
+    labels = np.repeat(np.arange(5), 40)
+    pred = np.where(rng.random(200) < np.asarray(acc_by_class)[labels], labels, (labels + 1) % 5)
+    sweep = build_sweep(labels, [400, 150, 60, 20, 4], test_imbalance=100, points=5, repeats=2)
+    p = Predictions(labels=labels, kind="pred", values=pred)
+    m = score_sweep(p, sweep)
+    m["exact"] = score_sweep(p, sweep, exact=True)
+    return Record("longtail", "toy", method, seed, sweep["sha256"], {"imbalance": 100.0}, m)
+
+
+def test_table_and_report(tmp_path):
+    with ResultsStore(tmp_path / "r.sqlite") as store:
+        store.add(_record("ce", [0.99, 0.9, 0.6, 0.3, 0.1]))
+        store.add(_record("ce", [0.99, 0.9, 0.6, 0.3, 0.1], seed=1))
+        store.add(_record("balanced", [0.8, 0.75, 0.7, 0.65, 0.6]))
+        t = longtail_table(store)
+        assert [r["seeds"] for r in t.rows] == [1, 2]  # rows sorted by method name
+        recs = store.records(method="ce")
+        assert t.rows[1]["avg"] == (recs[0].metrics["avg"] + recs[1].metrics["avg"]) / 2
+        path = build_report(store, tmp_path / "rep")
+    html = path.read_text()
+    assert "Long-tailed classification" in html and html.count("data:image/png;base64,") >= 1
+    assert "<b>" in html  # best values marked
+
+
+def test_report_of_empty_store(tmp_path):
+    with ResultsStore(tmp_path / "r.sqlite") as store:
+        html = build_report(store, tmp_path / "rep").read_text()
+    assert "no records yet" in html
