@@ -1,0 +1,8 @@
+"""Torch learners shared by every protocol: models, the trainer, FLOP accounting, losses and the
+long-tailed reference methods. Importing :mod:`vistabench.learners` imports torch; the metrics
+package never does.
+
+Modules: :mod:`.models` (registry ``models``, :func:`~.models.build_model`), :mod:`.trainer`
+(:class:`~.trainer.Trainer`, :class:`~.trainer.TrainConfig`), :mod:`.tensors` (input conversion),
+:mod:`.flops` (FLOP counting), :mod:`.losses`, :mod:`.longtail` (registry ``lt_methods``).
+"""

@@ -1,0 +1,143 @@
+"""FLOP accounting (DESIGN.md §7): count one step once, multiply by the number of steps.
+
+Counts come from :class:`torch.utils.flop_counter.FlopCounterMode` run on a *meta-device copy* of
+the model, so counting costs no arithmetic and does not touch the real weights, gradients or
+batch-norm statistics. What is counted is what FlopCounterMode counts: matrix products and
+convolutions (``mm``, ``addmm``, ``bmm``, ``convolution`` and their backward, scaled dot-product
+attention), **a multiply-add = 2 FLOPs**. Element-wise work (batch norm, activations, pooling,
+the loss, the optimiser update) is not counted, which is the usual convention (fvcore, the
+Nevis'22 accounting). For conv/linear layers the backward pass costs 2x the forward (gradient
+w.r.t. the input and w.r.t. the weights), except for the first layer, whose input needs no
+gradient (1x); a training step is therefore close to 3x a forward pass.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Callable, Literal, Sequence
+
+import torch
+from torch import nn
+from torch.utils.flop_counter import FlopCounterMode
+
+from .._validation import check_positive
+from ..errors import InputError
+
+__all__ = ["count_flops", "count_forward_flops", "count_train_step_flops", "flops_by_operator"]
+
+
+def count_flops(fn: Callable[[], object]) -> int:
+    """Total FLOPs (multiply-add = 2) of the torch operations run by ``fn()``."""
+    with FlopCounterMode(display=False) as counter:
+        fn()
+    return int(counter.get_total_flops())
+
+
+def flops_by_operator(fn: Callable[[], object]) -> dict[str, int]:
+    """FLOPs of ``fn()`` per aten operator name (e.g. ``{"convolution": ..., "addmm": ...}``)."""
+    with FlopCounterMode(display=False) as counter:
+        fn()
+    per_op = counter.get_flop_counts().get("Global", {})
+    return {str(k).split(".")[-1] if "." in str(k) else str(k): int(v) for k, v in per_op.items()}
+
+
+def _shape(input_shape: Sequence[int], name: str = "input_shape") -> tuple[int, ...]:
+    try:
+        shape = tuple(int(s) for s in input_shape)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"{name}: expected a tuple of ints like (C, H, W), got {input_shape!r}") from exc
+    if len(shape) not in (3, 4) or any(s <= 0 for s in shape):
+        raise InputError(f"{name}: expected (C, H, W) or (N, C, H, W) with positive sizes, got {input_shape!r}")
+    return shape
+
+
+def _meta_copy(model: nn.Module) -> nn.Module:
+    return copy.deepcopy(model).to("meta")
+
+
+def count_forward_flops(model: nn.Module, input_shape: Sequence[int], *, batch_size: int = 1) -> int:
+    """FLOPs of one inference forward pass (eval mode).
+
+    Parameters
+    ----------
+    model : nn.Module
+    input_shape : tuple
+        ``(C, H, W)`` of one image (then ``batch_size`` images are counted) or a full
+        ``(N, C, H, W)`` batch shape (then ``batch_size`` is ignored).
+    batch_size : int
+        Images per forward pass when ``input_shape`` is 3-d.
+
+    Returns
+    -------
+    int
+        FLOPs, multiply-add = 2.
+    """
+    shape = _shape(input_shape)
+    if len(shape) == 3:
+        shape = (check_positive(batch_size, "batch_size", integer=True),) + shape
+    m = _meta_copy(model).eval()
+    x = torch.empty(shape, device="meta")
+
+    def run() -> None:
+        with torch.no_grad():
+            m(x)
+
+    return count_flops(run)
+
+
+def count_train_step_flops(
+    model: nn.Module,
+    input_shape: Sequence[int],
+    batch_size: int,
+    *,
+    loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
+    trainable: Literal["all", "classifier"] = "all",
+) -> int:
+    """FLOPs of one training step (forward + backward) on a batch of ``batch_size`` images.
+
+    Parameters
+    ----------
+    model : nn.Module
+        A :class:`~vistabench.learners.models.Backbone` (``features`` + ``classifier``) or any
+        module (then ``trainable`` must be ``"all"``).
+    input_shape : tuple
+        ``(C, H, W)`` of one image.
+    batch_size : int
+    loss_fn : callable, optional
+        ``loss_fn(logits, targets) -> scalar``; default cross-entropy. (Losses are element-wise
+        work and not counted, but the loss decides which gradients flow.)
+    trainable : {"all", "classifier"}
+        ``"classifier"`` counts a forward pass of the frozen feature extractor (no gradients) plus
+        forward and backward of the classifier, as in classifier re-training.
+
+    Returns
+    -------
+    int
+        FLOPs of forward + backward, multiply-add = 2. The optimiser update is not counted.
+    """
+    shape = _shape(input_shape)
+    if len(shape) != 3:
+        raise InputError(f"input_shape: expected (C, H, W) of one image, got {input_shape!r}")
+    n = check_positive(batch_size, "batch_size", integer=True)
+    if trainable not in ("all", "classifier"):
+        raise InputError(f"trainable: expected 'all' or 'classifier', got {trainable!r}")
+    m = _meta_copy(model)
+    x = torch.empty((n,) + shape, device="meta")
+    y = torch.zeros(n, dtype=torch.long, device="meta")
+    loss = loss_fn if loss_fn is not None else nn.functional.cross_entropy
+    if trainable == "classifier" and not (hasattr(m, "features") and hasattr(m, "classifier")):
+        raise InputError("trainable='classifier' needs a model with .features and .classifier")
+
+    def run() -> None:
+        if trainable == "all":
+            m.train()
+            out = m(x)
+        else:
+            m.eval()
+            with torch.no_grad():
+                f = m.features(x)
+            m.classifier.train()
+            out = m.classifier(f)
+        loss(out, y).backward()
+
+    return count_flops(run)

@@ -1,0 +1,475 @@
+"""Reference backbones for every protocol (torch; no torchvision).
+
+Every model built here is a :class:`Backbone`: ``features(x) -> (N, D)``, a linear head
+``classifier`` (``nn.Linear(D, C)``; long-tail methods such as LDAM may swap it for a cosine head),
+``feature_dim = D`` and ``forward(x) = classifier(features(x))``. Inputs are float tensors of shape
+(N, in_channels, H, W) already standardised (see :mod:`vistabench.learners.tensors`).
+
+Registry ``models`` (names: ``cnn28``, ``resnet32``, ``resnet18``, ``resnet50``, ``wrn16_8``,
+``vit_small``); build with :func:`build_model`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .._validation import check_positive
+from ..errors import InputError
+from ..registry import Registry
+
+__all__ = ["Backbone", "build_model", "models", "NormedLinear"]
+
+models: Registry[Callable[..., "Backbone"]] = Registry("model")
+
+
+class Backbone(nn.Module):
+    """Base class: subclasses define ``features`` and call :meth:`_init_head`."""
+
+    feature_dim: int
+    in_channels: int
+    num_classes: int
+
+    def _init_head(self, feature_dim: int, num_classes: int, in_channels: int) -> None:
+        self.feature_dim = int(feature_dim)
+        self.num_classes = int(num_classes)
+        self.in_channels = int(in_channels)
+        self.classifier: nn.Module = nn.Linear(self.feature_dim, self.num_classes)
+
+    def features(self, x: torch.Tensor) -> torch.Tensor:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.classifier(self.features(x))
+
+
+class NormedLinear(nn.Module):
+    """Cosine classifier ``logits = normalize(f) @ normalize(W)`` (no bias), as in LDAM (Cao et al.).
+
+    Logits lie in [-1, 1]; the LDAM loss multiplies them by its scale ``s``.
+    """
+
+    def __init__(self, in_features: int, out_features: int) -> None:
+        super().__init__()
+        self.in_features = in_features
+        self.out_features = out_features
+        self.weight = nn.Parameter(torch.empty(out_features, in_features))
+        nn.init.kaiming_uniform_(self.weight, a=math.sqrt(5))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.linear(F.normalize(x, dim=1), F.normalize(self.weight, dim=1))
+
+
+def _kaiming_init(module: nn.Module) -> None:
+    for m in module.modules():
+        if isinstance(m, nn.Conv2d):
+            nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
+        elif isinstance(m, (nn.BatchNorm2d, nn.GroupNorm, nn.LayerNorm)):
+            nn.init.ones_(m.weight)
+            nn.init.zeros_(m.bias)
+
+
+# --------------------------------------------------------------------------------------- cnn28
+
+
+class CNN28(Backbone):
+    """Small fast CNN for 28 px (MNIST) down to 8 px (sklearn digits) inputs.
+
+    Three 3x3 conv stages (widths w, 2w, 4w; BN + ReLU), 2x2 max-pool (ceil mode, so odd sizes
+    work) after the first two, then adaptive average pooling to a 2x2 grid (keeps coarse layout,
+    which digits need; a global pool trains much slower): feature_dim = 16w (default 256).
+    Any input of at least 1x1 pixels works; 28 px -> 14 -> 7 -> 2x2, 8 px -> 4 -> 2 -> 2x2.
+    """
+
+    def __init__(self, num_classes: int, in_channels: int, width: int = 16) -> None:
+        super().__init__()
+        w = int(width)
+        self.body = nn.Sequential(
+            nn.Conv2d(in_channels, w, 3, padding=1, bias=False), nn.BatchNorm2d(w), nn.ReLU(inplace=True),
+            nn.MaxPool2d(2, ceil_mode=True),
+            nn.Conv2d(w, 2 * w, 3, padding=1, bias=False), nn.BatchNorm2d(2 * w), nn.ReLU(inplace=True),
+            nn.MaxPool2d(2, ceil_mode=True),
+            nn.Conv2d(2 * w, 4 * w, 3, padding=1, bias=False), nn.BatchNorm2d(4 * w), nn.ReLU(inplace=True),
+            nn.AdaptiveAvgPool2d(2),
+        )
+        self._init_head(16 * w, num_classes, in_channels)
+        _kaiming_init(self)
+
+    def features(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.flatten(self.body(x), 1)
+
+
+@models.register("cnn28")
+def _cnn28(num_classes: int, in_channels: int, image_size: int | None = None, *, width: int = 16) -> Backbone:
+    return CNN28(num_classes, in_channels, width=width)
+
+
+# ------------------------------------------------------------------------------------ resnet32
+
+
+class _CifarBlock(nn.Module):
+    """He et al. (2016) CIFAR basic block; option-A shortcut (stride-2 subsample + zero-pad channels)."""
+
+    def __init__(self, cin: int, cout: int, stride: int) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride=stride, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(cout)
+        self.conv2 = nn.Conv2d(cout, cout, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.stride = stride
+        self.pad = cout - cin
+
+    def shortcut(self, x: torch.Tensor) -> torch.Tensor:
+        if self.stride != 1:
+            x = x[:, :, :: self.stride, :: self.stride]
+        if self.pad:
+            x = F.pad(x, (0, 0, 0, 0, self.pad // 2, self.pad - self.pad // 2))
+        return x
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = F.relu(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        return F.relu(out + self.shortcut(x))
+
+
+class CifarResNet(Backbone):
+    """CIFAR ResNet-(6n+2) of He et al. (2016): 3 stages x n basic blocks, widths 16/32/64.
+
+    ``n = 5`` gives ResNet-32, the backbone of the long-tailed CIFAR literature (LDAM, BALMS, ...).
+    Option-A (parameter-free) shortcuts as in the paper and in LDAM-DRW's public code.
+    """
+
+    def __init__(self, num_classes: int, in_channels: int, n: int = 5) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(in_channels, 16, 3, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(16)
+        layers: list[nn.Module] = []
+        cin = 16
+        for stage, cout in enumerate((16, 32, 64)):
+            for b in range(n):
+                layers.append(_CifarBlock(cin, cout, 2 if (stage > 0 and b == 0) else 1))
+                cin = cout
+        self.layers = nn.Sequential(*layers)
+        self._init_head(64, num_classes, in_channels)
+        _kaiming_init(self)
+
+    def features(self, x: torch.Tensor) -> torch.Tensor:
+        x = F.relu(self.bn1(self.conv1(x)))
+        x = self.layers(x)
+        return torch.flatten(F.adaptive_avg_pool2d(x, 1), 1)
+
+
+@models.register("resnet32")
+def _resnet32(num_classes: int, in_channels: int, image_size: int | None = None) -> Backbone:
+    return CifarResNet(num_classes, in_channels, n=5)
+
+
+# ------------------------------------------------------------------------- resnet18 / resnet50
+
+
+class _BasicBlock(nn.Module):
+    expansion = 1
+
+    def __init__(self, cin: int, planes: int, stride: int) -> None:
+        super().__init__()
+        cout = planes * self.expansion
+        self.conv1 = nn.Conv2d(cin, planes, 3, stride=stride, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(planes)
+        self.conv2 = nn.Conv2d(planes, planes, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(planes)
+        self.downsample = (
+            nn.Sequential(nn.Conv2d(cin, cout, 1, stride=stride, bias=False), nn.BatchNorm2d(cout))
+            if stride != 1 or cin != cout else None
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        idt = x if self.downsample is None else self.downsample(x)
+        out = F.relu(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        return F.relu(out + idt)
+
+
+class _Bottleneck(nn.Module):
+    expansion = 4
+
+    def __init__(self, cin: int, planes: int, stride: int) -> None:
+        super().__init__()
+        cout = planes * self.expansion
+        self.conv1 = nn.Conv2d(cin, planes, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(planes)
+        self.conv2 = nn.Conv2d(planes, planes, 3, stride=stride, padding=1, bias=False)  # torchvision v1.5
+        self.bn2 = nn.BatchNorm2d(planes)
+        self.conv3 = nn.Conv2d(planes, cout, 1, bias=False)
+        self.bn3 = nn.BatchNorm2d(cout)
+        self.downsample = (
+            nn.Sequential(nn.Conv2d(cin, cout, 1, stride=stride, bias=False), nn.BatchNorm2d(cout))
+            if stride != 1 or cin != cout else None
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        idt = x if self.downsample is None else self.downsample(x)
+        out = F.relu(self.bn1(self.conv1(x)))
+        out = F.relu(self.bn2(self.conv2(out)))
+        out = self.bn3(self.conv3(out))
+        return F.relu(out + idt)
+
+
+class ResNet(Backbone):
+    """torchvision-style ResNet (v1.5: stride on the 3x3 conv of bottlenecks).
+
+    ``small_input=True`` replaces the 7x7/2 stem and max-pool by a 3x3/1 conv (the usual CIFAR
+    adaptation), so 32 px inputs keep a 4x4 map before the global pool.
+    """
+
+    def __init__(self, block: type, layers: tuple[int, ...], num_classes: int, in_channels: int,
+                 small_input: bool) -> None:
+        super().__init__()
+        self.small_input = bool(small_input)
+        if self.small_input:
+            self.stem = nn.Sequential(nn.Conv2d(in_channels, 64, 3, padding=1, bias=False),
+                                      nn.BatchNorm2d(64), nn.ReLU(inplace=True))
+        else:
+            self.stem = nn.Sequential(nn.Conv2d(in_channels, 64, 7, stride=2, padding=3, bias=False),
+                                      nn.BatchNorm2d(64), nn.ReLU(inplace=True),
+                                      nn.MaxPool2d(3, stride=2, padding=1))
+        stages: list[nn.Module] = []
+        cin = 64
+        for i, (planes, n) in enumerate(zip((64, 128, 256, 512), layers)):
+            blocks = []
+            for b in range(n):
+                blocks.append(block(cin, planes, 2 if (i > 0 and b == 0) else 1))
+                cin = planes * block.expansion
+            stages.append(nn.Sequential(*blocks))
+        self.stages = nn.Sequential(*stages)
+        self._init_head(cin, num_classes, in_channels)
+        _kaiming_init(self)
+
+    def features(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.stages(self.stem(x))
+        return torch.flatten(F.adaptive_avg_pool2d(x, 1), 1)
+
+
+def _small(image_size: int | None, small_input: bool | None) -> bool:
+    if small_input is not None:
+        return bool(small_input)
+    return image_size is not None and image_size <= 64
+
+
+@models.register("resnet18")
+def _resnet18(num_classes: int, in_channels: int, image_size: int | None = None, *,
+              small_input: bool | None = None) -> Backbone:
+    """ResNet-18; small-input stem when ``image_size <= 64`` unless ``small_input`` says otherwise."""
+    return ResNet(_BasicBlock, (2, 2, 2, 2), num_classes, in_channels, _small(image_size, small_input))
+
+
+@models.register("resnet50")
+def _resnet50(num_classes: int, in_channels: int, image_size: int | None = None, *,
+              small_input: bool | None = None) -> Backbone:
+    """ResNet-50; small-input stem when ``image_size <= 64`` unless ``small_input`` says otherwise."""
+    return ResNet(_Bottleneck, (3, 4, 6, 3), num_classes, in_channels, _small(image_size, small_input))
+
+
+# ------------------------------------------------------------------------------------- wrn16_8
+
+
+class _WideBlock(nn.Module):
+    """Pre-activation wide basic block (Zagoruyko & Komodakis, 2016)."""
+
+    def __init__(self, cin: int, cout: int, stride: int, dropout: float) -> None:
+        super().__init__()
+        self.bn1 = nn.BatchNorm2d(cin)
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride=stride, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.conv2 = nn.Conv2d(cout, cout, 3, padding=1, bias=False)
+        self.dropout = dropout
+        self.shortcut = (nn.Conv2d(cin, cout, 1, stride=stride, bias=False)
+                         if stride != 1 or cin != cout else None)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        o = F.relu(self.bn1(x))
+        idt = x if self.shortcut is None else self.shortcut(o)
+        out = self.conv1(o)
+        out = F.relu(self.bn2(out))
+        if self.dropout > 0:
+            out = F.dropout(out, p=self.dropout, training=self.training)
+        out = self.conv2(out)
+        return out + idt
+
+
+class WideResNet(Backbone):
+    """WRN-depth-k: 3 stages of (depth-4)/6 pre-activation blocks, widths 16k/32k/64k."""
+
+    def __init__(self, num_classes: int, in_channels: int, depth: int = 16, widen: int = 8,
+                 dropout: float = 0.0) -> None:
+        super().__init__()
+        if (depth - 4) % 6:
+            raise InputError(f"depth: expected 6n+4 for a WideResNet, got {depth}")
+        n = (depth - 4) // 6
+        widths = (16, 16 * widen, 32 * widen, 64 * widen)
+        self.conv1 = nn.Conv2d(in_channels, widths[0], 3, padding=1, bias=False)
+        blocks: list[nn.Module] = []
+        cin = widths[0]
+        for stage in range(3):
+            for b in range(n):
+                blocks.append(_WideBlock(cin, widths[stage + 1], 2 if (stage > 0 and b == 0) else 1, dropout))
+                cin = widths[stage + 1]
+        self.blocks = nn.Sequential(*blocks)
+        self.bn = nn.BatchNorm2d(cin)
+        self._init_head(cin, num_classes, in_channels)
+        _kaiming_init(self)
+
+    def features(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.blocks(self.conv1(x))
+        x = F.relu(self.bn(x))
+        return torch.flatten(F.adaptive_avg_pool2d(x, 1), 1)
+
+
+@models.register("wrn16_8")
+def _wrn16_8(num_classes: int, in_channels: int, image_size: int | None = None, *,
+             dropout: float = 0.0) -> Backbone:
+    return WideResNet(num_classes, in_channels, depth=16, widen=8, dropout=dropout)
+
+
+# ------------------------------------------------------------------------------------ vit_small
+
+
+class _Attention(nn.Module):
+    def __init__(self, dim: int, heads: int) -> None:
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.proj = nn.Linear(dim, dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        n, t, d = x.shape
+        qkv = self.qkv(x).reshape(n, t, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+        out = F.scaled_dot_product_attention(qkv[0], qkv[1], qkv[2])
+        return self.proj(out.transpose(1, 2).reshape(n, t, d))
+
+
+class _TransformerBlock(nn.Module):
+    def __init__(self, dim: int, heads: int, mlp_ratio: float) -> None:
+        super().__init__()
+        self.norm1 = nn.LayerNorm(dim)
+        self.attn = _Attention(dim, heads)
+        self.norm2 = nn.LayerNorm(dim)
+        hidden = int(dim * mlp_ratio)
+        self.mlp = nn.Sequential(nn.Linear(dim, hidden), nn.GELU(), nn.Linear(hidden, dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.attn(self.norm1(x))
+        return x + self.mlp(self.norm2(x))
+
+
+def default_patch_size(image_size: int) -> int:
+    """Patch size used by ``vit_small``: 16 for >= 128 px, 4 for >= 16 px, 2 for >= 4 px, else 1."""
+    if image_size >= 128:
+        return 16
+    if image_size >= 16:
+        return 4
+    if image_size >= 4:
+        return 2
+    return 1
+
+
+class VisionTransformer(Backbone):
+    """Pre-norm ViT with a conv patch embedding, a class token and learned positional embeddings.
+
+    Defaults are ViT-S (DeiT-S) sizes: dim 384, depth 12, 6 heads, MLP ratio 4. The positional
+    embedding is made for ``image_size``; other sizes are handled by bilinear interpolation of
+    the embedding grid (as timm does when fine-tuning at a new resolution).
+    """
+
+    def __init__(self, num_classes: int, in_channels: int, image_size: int, *, patch_size: int | None = None,
+                 dim: int = 384, depth: int = 12, heads: int = 6, mlp_ratio: float = 4.0) -> None:
+        super().__init__()
+        if dim % heads:
+            raise InputError(f"dim: expected a multiple of heads={heads}, got {dim}")
+        self.patch_size = int(patch_size) if patch_size is not None else default_patch_size(image_size)
+        self.grid = max(1, image_size // self.patch_size)
+        self.patch_embed = nn.Conv2d(in_channels, dim, self.patch_size, stride=self.patch_size)
+        self.cls_token = nn.Parameter(torch.zeros(1, 1, dim))
+        self.pos_embed = nn.Parameter(torch.zeros(1, 1 + self.grid * self.grid, dim))
+        nn.init.trunc_normal_(self.pos_embed, std=0.02)
+        nn.init.trunc_normal_(self.cls_token, std=0.02)
+        self.blocks = nn.Sequential(*[_TransformerBlock(dim, heads, mlp_ratio) for _ in range(depth)])
+        self.norm = nn.LayerNorm(dim)
+        self._init_head(dim, num_classes, in_channels)
+        for m in self.modules():
+            if isinstance(m, nn.Linear):
+                nn.init.trunc_normal_(m.weight, std=0.02)
+                nn.init.zeros_(m.bias)
+
+    def _pos(self, gh: int, gw: int) -> torch.Tensor:
+        if gh == self.grid and gw == self.grid:
+            return self.pos_embed
+        cls, grid = self.pos_embed[:, :1], self.pos_embed[:, 1:]
+        d = grid.shape[-1]
+        grid = grid.reshape(1, self.grid, self.grid, d).permute(0, 3, 1, 2)
+        grid = F.interpolate(grid, size=(gh, gw), mode="bilinear", align_corners=False)
+        return torch.cat([cls, grid.permute(0, 2, 3, 1).reshape(1, gh * gw, d)], dim=1)
+
+    def features(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.patch_embed(x)
+        gh, gw = x.shape[-2:]
+        x = x.flatten(2).transpose(1, 2)
+        x = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], dim=1) + self._pos(gh, gw)
+        x = self.norm(self.blocks(x))
+        return x[:, 0]
+
+
+@models.register("vit_small")
+def _vit_small(num_classes: int, in_channels: int, image_size: int | None = None, **kw) -> Backbone:
+    """ViT-S; ``image_size`` defaults to 32 when not given (sets patch size and positional grid)."""
+    return VisionTransformer(num_classes, in_channels, 32 if image_size is None else image_size, **kw)
+
+
+# -------------------------------------------------------------------------------------- builder
+
+
+def build_model(name: str, *, num_classes: int, in_channels: int, image_size: int | None = None,
+                seed: int | None = None, **options) -> Backbone:
+    """Build a registered backbone with a fresh linear head.
+
+    Parameters
+    ----------
+    name : str
+        Registry name (see ``models.names()``); unknown names raise with suggestions.
+    num_classes : int
+        Output size C of ``classifier``.
+    in_channels : int
+        Input bands B (1 for MNIST, 3 for RGB, 13 for EuroSAT).
+    image_size : int, optional
+        Side length in pixels. ResNet-18/50 use the small-input stem when it is <= 64; ViT uses it
+        for its patch size and positional grid. The CNNs adapt to any size.
+    seed : int, optional
+        When given, the weights are initialised from ``torch.manual_seed(seed)`` without touching
+        the global RNG state, so the same seed gives the same weights.
+    **options
+        Model-specific keyword options (``width`` for cnn28, ``small_input`` for ResNets,
+        ``dropout`` for wrn16_8, ``dim``/``depth``/``heads``/``patch_size`` for vit_small).
+
+    Returns
+    -------
+    Backbone
+        ``model(x)`` maps (N, in_channels, H, W) float -> (N, num_classes) logits.
+    """
+    factory = models.get(name)
+    num_classes = check_positive(num_classes, "num_classes", integer=True)
+    in_channels = check_positive(in_channels, "in_channels", integer=True)
+    if image_size is not None:
+        image_size = check_positive(image_size, "image_size", integer=True)
+    try:
+        if seed is None:
+            return factory(num_classes, in_channels, image_size, **options)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(int(seed))
+            return factory(num_classes, in_channels, image_size, **options)
+    except TypeError as exc:
+        if "unexpected keyword" in str(exc):
+            raise InputError(f"model {name!r}: {exc}") from exc
+        raise

@@ -1,0 +1,133 @@
+"""The one place where dataset arrays become model inputs.
+
+Images arrive as the :class:`~vistabench.data.Dataset` stores them: (N, H, W, B) channels-last,
+uint8 for ordinary images or any numeric dtype for multispectral bands. The pipeline per batch is
+
+1. ``x = images`` as float32 NCHW; uint8 is divided by 255 (so values lie in [0, 1]);
+2. optional augmentation (:func:`augment_batch`: random crop after zero padding, horizontal flip);
+3. per-channel standardisation ``(x - mean_b) / std_b`` with mean and std measured on the
+   *training* images after step 1 (:class:`Normaliser`), reused unchanged at prediction time.
+
+A channel with zero variance on the training set gets ``std_b = 1`` (it is only centred), since
+dividing by zero would make every input of that channel NaN.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from .._validation import check_array
+from ..errors import InputError
+
+__all__ = ["Normaliser", "check_images", "augment_batch", "to_float_nchw"]
+
+_CHUNK = 4096
+
+
+def check_images(images: object, name: str = "images", *, in_channels: int | None = None,
+                 allow_empty: bool = False) -> np.ndarray:
+    """Validate a (N, H, W, B) numeric image array (not copied)."""
+    a = check_array(images, name, ndim=4, finite=False, allow_empty=True)
+    if a.dtype.kind == "b":
+        raise InputError(f"{name}: expected uint8 or numeric image values, got dtype bool")
+    if not allow_empty and a.shape[0] == 0:
+        raise InputError(f"{name}: expected at least one image, got shape {a.shape}")
+    if in_channels is not None and a.shape[3] != in_channels:
+        raise InputError(
+            f"{name}: expected (N, H, W, {in_channels}) channels-last images for a model with "
+            f"in_channels={in_channels}, got shape {a.shape}"
+        )
+    if a.dtype.kind == "f" and a.size:
+        for s in range(0, len(a), _CHUNK):
+            if not np.all(np.isfinite(a[s:s + _CHUNK])):
+                raise InputError(f"{name}: expected finite pixel values, found NaN/inf")
+    return a
+
+
+def to_float_nchw(batch: np.ndarray) -> torch.Tensor:
+    """(n, H, W, B) array -> float32 (n, B, H, W) tensor; uint8 is scaled by 1/255."""
+    t = torch.from_numpy(np.ascontiguousarray(batch))
+    t = t.permute(0, 3, 1, 2).to(torch.float32)
+    if batch.dtype == np.uint8:
+        t = t.div_(255.0)
+    return t.contiguous()
+
+
+@dataclass
+class Normaliser:
+    """Per-channel mean and std measured on training images (after uint8 -> [0, 1] scaling).
+
+    Attributes
+    ----------
+    mean, std : ndarray of float64, shape (B,)
+    dtype : str
+        The dtype of the images it was fitted on; predicting on another dtype is an error
+        (uint8 vs float data would be scaled differently).
+    """
+
+    mean: np.ndarray
+    std: np.ndarray
+    dtype: str
+
+    @classmethod
+    def fit(cls, images: np.ndarray) -> "Normaliser":
+        """Measure per-channel mean and (population) std over all pixels of ``images`` (N, H, W, B)."""
+        b = images.shape[3]
+        total = np.zeros(b)
+        total_sq = np.zeros(b)
+        count = 0
+        for s in range(0, len(images), _CHUNK):
+            chunk = images[s:s + _CHUNK].reshape(-1, b).astype(np.float64)
+            if images.dtype == np.uint8:
+                chunk /= 255.0
+            total += chunk.sum(axis=0)
+            total_sq += np.square(chunk).sum(axis=0)
+            count += chunk.shape[0]
+        mean = total / count
+        var = np.maximum(total_sq / count - mean**2, 0.0)
+        std = np.sqrt(var)
+        std = np.where(std > 1e-12 * np.maximum(1.0, np.abs(mean)), std, 1.0)
+        return cls(mean=mean, std=std, dtype=str(images.dtype))
+
+    def check_compatible(self, images: np.ndarray, name: str) -> None:
+        if images.shape[3] != len(self.mean):
+            raise InputError(f"{name}: expected {len(self.mean)} channels (as in training), got shape {images.shape}")
+        if (images.dtype == np.uint8) != (self.dtype == "uint8"):
+            raise InputError(
+                f"{name}: training images were {self.dtype} but these are {images.dtype}; "
+                "uint8 and other dtypes are scaled differently"
+            )
+
+    def apply(self, x: torch.Tensor) -> torch.Tensor:
+        """Standardise a float (n, B, H, W) tensor in place and return it."""
+        mean = torch.as_tensor(self.mean, dtype=x.dtype, device=x.device).view(1, -1, 1, 1)
+        std = torch.as_tensor(self.std, dtype=x.dtype, device=x.device).view(1, -1, 1, 1)
+        return x.sub_(mean).div_(std)
+
+    def to_dict(self) -> dict:
+        return {"mean": self.mean.tolist(), "std": self.std.tolist(), "dtype": self.dtype}
+
+
+def augment_batch(x: torch.Tensor, generator: torch.Generator, *, padding: int = 4,
+                  flip: bool = True) -> torch.Tensor:
+    """Random crop of the original size after zero padding, and a random horizontal flip.
+
+    The standard CIFAR augmentation (``RandomCrop(size, padding=4)`` + ``RandomHorizontalFlip``),
+    applied per sample, vectorised. ``x`` is a float (n, B, H, W) tensor on the CPU before
+    standardisation, so padding is black (0). Randomness comes only from ``generator``.
+    """
+    n, b, h, w = x.shape
+    if padding > 0:
+        xp = torch.nn.functional.pad(x, (padding, padding, padding, padding))
+        oy = torch.randint(0, 2 * padding + 1, (n,), generator=generator)
+        ox = torch.randint(0, 2 * padding + 1, (n,), generator=generator)
+        rows = (oy[:, None] + torch.arange(h))[:, None, :, None]
+        cols = (ox[:, None] + torch.arange(w))[:, None, None, :]
+        x = xp[torch.arange(n)[:, None, None, None], torch.arange(b)[None, :, None, None], rows, cols]
+    if flip:
+        mask = torch.rand(n, generator=generator) < 0.5
+        x = torch.where(mask[:, None, None, None], x.flip(3), x)
+    return x

@@ -1,0 +1,505 @@
+"""One trainer for every protocol: SGD with momentum, cosine learning rate, FLOP accounting.
+
+>>> import numpy as np
+>>> from vistabench.learners.models import build_model
+>>> rng = np.random.default_rng(0)
+>>> x = rng.integers(0, 256, (40, 8, 8, 1), dtype=np.uint8); y = np.arange(40) % 2
+>>> tr = Trainer(build_model("cnn28", num_classes=2, in_channels=1, seed=0),
+...              TrainConfig(epochs=1, batch_size=16, lr=0.05))
+>>> res = tr.fit(x, y)
+>>> tr.predict_logits(x).shape, res.steps, res.flops > 0
+((40, 2), 3, True)
+
+Schedule: the learning rate follows a cosine from ``lr`` to 0 **per optimisation step**,
+``lr_t = lr * (1 + cos(pi * t / T)) / 2`` for step t of T = epochs x steps-per-epoch, after an
+optional linear warm-up over ``warmup_epochs``. Weight decay is SGD's L2 term on every trainable
+parameter.
+
+Determinism: everything random inside :meth:`Trainer.fit` (shuffling, class-balanced sampling,
+augmentation, dropout) is drawn from generators seeded with ``TrainConfig.seed``; the global torch
+RNG is left as it was. Together with ``build_model(..., seed=s)`` the same seeds give bitwise
+identical logits on the CPU with the same number of threads. GPU kernels (cuDNN) may not be
+bitwise deterministic.
+"""
+
+from __future__ import annotations
+
+import math
+import resource
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Callable, Literal, Protocol
+
+import numpy as np
+import torch
+from torch import nn
+
+from .. import progress
+from .._validation import check_fraction, check_labels, check_positive, check_same_length
+from ..errors import InputError
+from .flops import count_train_step_flops, count_forward_flops
+from .tensors import Normaliser, augment_batch, check_images, to_float_nchw
+
+__all__ = ["TrainConfig", "TrainResult", "Trainer", "resolve_device", "EpochCallback"]
+
+Device = Literal["cpu", "cuda", "auto"]
+Sampler = Literal["uniform", "class_balanced"]
+Trainable = Literal["all", "classifier"]
+
+
+class EpochCallback(Protocol):
+    def __call__(self, epoch: int, metrics: dict) -> bool | None: ...
+
+
+def resolve_device(device: str) -> torch.device:
+    """``"cpu"``, ``"cuda"``, ``"cuda:N"`` or ``"auto"`` (cuda when available) -> torch.device.
+
+    Raises InputError when cuda is asked for but not available.
+    """
+    if not isinstance(device, str):
+        raise InputError(f"device: expected 'cpu', 'cuda', 'cuda:N' or 'auto', got {device!r}")
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device == "cpu":
+        return torch.device("cpu")
+    if device == "cuda" or device.startswith("cuda:"):
+        if not torch.cuda.is_available():
+            raise InputError(
+                f"device: {device!r} requested but CUDA is not available in this torch build "
+                f"({torch.__version__}); use device='cpu' or 'auto'"
+            )
+        dev = torch.device(device)
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise InputError(f"device: {device!r} requested but only {torch.cuda.device_count()} CUDA devices exist")
+        return dev
+    raise InputError(f"device: expected 'cpu', 'cuda', 'cuda:N' or 'auto', got {device!r}")
+
+
+@dataclass
+class TrainConfig:
+    """Training hyper-parameters (all protocols share these names).
+
+    Attributes
+    ----------
+    epochs : int
+        Passes over the training set (> 0).
+    lr : float
+        Peak learning rate of SGD (> 0).
+    weight_decay : float
+        L2 coefficient (>= 0).
+    batch_size : int
+        Images per step; larger than the training set is an error naming ``batch_size``.
+    momentum : float
+        SGD momentum in [0, 1].
+    seed : int
+        Seeds shuffling, sampling, augmentation and dropout.
+    device : {"cpu", "cuda", "auto"} or "cuda:N"
+    label_smoothing : float
+        For the default cross-entropy loss, in [0, 1].
+    augment : bool
+        Random crop after ``crop_padding`` zero padding + horizontal flip (for 32 px natural
+        images; leave off for digits).
+    crop_padding : int
+        Padding of the random crop (4 = the CIFAR convention).
+    warmup_epochs : int
+        Linear learning-rate warm-up before the cosine (0 = none).
+    nesterov : bool
+    eval_batch_size : int
+        Batch size for prediction and validation.
+    count_flops : bool
+        Count FLOPs (one meta-device count per distinct batch size; see :mod:`.flops`).
+    """
+
+    epochs: int = 10
+    lr: float = 0.05
+    weight_decay: float = 5e-4
+    batch_size: int = 128
+    momentum: float = 0.9
+    seed: int = 0
+    device: str = "cpu"
+    label_smoothing: float = 0.0
+    augment: bool = False
+    crop_padding: int = 4
+    warmup_epochs: int = 0
+    nesterov: bool = False
+    eval_batch_size: int = 512
+    count_flops: bool = True
+
+    def __post_init__(self) -> None:
+        self.epochs = check_positive(self.epochs, "epochs", integer=True)
+        self.lr = check_positive(self.lr, "lr")
+        self.weight_decay = check_positive(self.weight_decay, "weight_decay", strict=False)
+        self.batch_size = check_positive(self.batch_size, "batch_size", integer=True)
+        self.momentum = check_fraction(self.momentum, "momentum")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)):
+            raise InputError(f"seed: expected an integer, got {self.seed!r}")
+        self.seed = int(self.seed)
+        self.label_smoothing = check_fraction(self.label_smoothing, "label_smoothing")
+        self.crop_padding = check_positive(self.crop_padding, "crop_padding", strict=False, integer=True)
+        self.warmup_epochs = check_positive(self.warmup_epochs, "warmup_epochs", strict=False, integer=True)
+        if self.warmup_epochs >= self.epochs and self.warmup_epochs > 0:
+            raise InputError(f"warmup_epochs: expected fewer than epochs={self.epochs}, got {self.warmup_epochs}")
+        self.eval_batch_size = check_positive(self.eval_batch_size, "eval_batch_size", integer=True)
+        resolve_device(self.device)  # validate now, with a clear message
+
+
+@dataclass
+class TrainResult:
+    """What one :meth:`Trainer.fit` did.
+
+    Attributes
+    ----------
+    history : list of dict
+        Per epoch: ``epoch`` (1-based), ``loss`` (mean training loss), ``train_acc`` (accuracy on
+        the training batches as seen, with augmentation), ``val_acc`` (NaN without ``val``),
+        ``lr`` (learning rate of the epoch's last step).
+    flops : int
+        Forward + backward FLOPs of all training steps (multiply-add = 2; see :mod:`.flops`);
+        0 when ``count_flops`` was off.
+    eval_flops : int
+        Forward FLOPs of the per-epoch validation passes.
+    steps : int
+        Optimisation steps taken.
+    seconds : float
+        Wall time of the whole fit (training + validation + FLOP counting).
+    train_seconds : float
+        Wall time of the training steps only.
+    images_per_second : float
+        Training images processed / ``train_seconds``.
+    peak_memory_bytes : int
+        ``cuda``: peak allocated by torch during the fit. ``cpu``: the process's peak resident
+        set size (``ru_maxrss``, a process-lifetime maximum, so an upper bound for this fit).
+    peak_memory_kind : str
+        ``"cuda_max_allocated"`` or ``"process_max_rss"``.
+    stopped_early : bool
+        The callback returned True.
+    config : dict
+        The :class:`TrainConfig` used, plus ``sampler`` and ``trainable``.
+    normaliser : dict
+        Channel mean/std used to standardise inputs.
+    """
+
+    history: list[dict]
+    flops: int
+    eval_flops: int
+    steps: int
+    seconds: float
+    train_seconds: float
+    images_per_second: float
+    peak_memory_bytes: int
+    peak_memory_kind: str
+    stopped_early: bool
+    device: str
+    config: dict = field(default_factory=dict)
+    normaliser: dict = field(default_factory=dict)
+
+    @property
+    def epochs_run(self) -> int:
+        return len(self.history)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _peak_rss_bytes() -> int:
+    r = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(r if sys.platform == "darwin" else r * 1024)
+
+
+class Trainer:
+    """Train a :class:`~vistabench.learners.models.Backbone` and predict with it.
+
+    Parameters
+    ----------
+    model : nn.Module
+        Maps (N, B, H, W) float -> (N, C) logits; needs ``.features`` and ``.classifier`` for
+        :meth:`features` and ``trainable="classifier"``.
+    cfg : TrainConfig
+    loss_fn : callable, optional
+        ``loss_fn(logits, targets) -> scalar`` (default: cross-entropy with
+        ``cfg.label_smoothing``). If it has ``set_epoch(epoch)`` (0-based), the trainer calls it at
+        the start of every epoch (deferred re-weighting uses this). A ``torch.nn.Module`` loss is
+        moved to the device.
+    callback : callable, optional
+        ``callback(epoch, metrics) -> bool | None`` after every epoch (``epoch`` 1-based,
+        ``metrics`` = that epoch's history entry). Returning True stops training; exceptions (for
+        example ``optuna.TrialPruned``) propagate to the caller.
+    """
+
+    def __init__(self, model: nn.Module, cfg: TrainConfig, *, loss_fn: Callable | None = None,
+                 callback: EpochCallback | None = None) -> None:
+        if not isinstance(model, nn.Module):
+            raise InputError(f"model: expected a torch.nn.Module, got {type(model).__name__}")
+        if not isinstance(cfg, TrainConfig):
+            raise InputError(f"cfg: expected a TrainConfig, got {type(cfg).__name__}")
+        self.model = model
+        self.cfg = cfg
+        self.device = resolve_device(cfg.device)
+        self.loss_fn = loss_fn
+        self.callback = callback
+        self.normaliser: Normaliser | None = None
+        self._flop_cache: dict[tuple, int] = {}
+        self.model.to(self.device)
+
+    # ------------------------------------------------------------------------------- helpers
+
+    @property
+    def num_classes(self) -> int | None:
+        head = getattr(self.model, "classifier", None)
+        return getattr(head, "out_features", None) or getattr(self.model, "num_classes", None)
+
+    @property
+    def in_channels(self) -> int | None:
+        return getattr(self.model, "in_channels", None)
+
+    def _batch(self, images: np.ndarray, idx: np.ndarray | slice, gen: torch.Generator | None) -> torch.Tensor:
+        x = to_float_nchw(images[idx])
+        if gen is not None:
+            x = augment_batch(x, gen, padding=self.cfg.crop_padding)
+        return self.normaliser.apply(x)  # type: ignore[union-attr]  # set by fit() first.to(self.device, non_blocking=True)
+
+    def _step_flops(self, input_shape: tuple[int, ...], n: int, trainable: str) -> int:
+        key = (tuple(input_shape), n, trainable)
+        if key not in self._flop_cache:
+            loss = self.loss_fn if self.loss_fn is not None else nn.functional.cross_entropy
+            self._flop_cache[key] = count_train_step_flops(self.model, input_shape, n, loss_fn=loss,
+                                                           trainable=trainable)  # type: ignore[arg-type]
+        return self._flop_cache[key]
+
+    def _fwd_flops(self, input_shape: tuple[int, ...], n: int) -> int:
+        key = ("fwd", tuple(input_shape), n)
+        if key not in self._flop_cache:
+            self._flop_cache[key] = count_forward_flops(self.model, input_shape, batch_size=n)
+        return self._flop_cache[key]
+
+    @staticmethod
+    def _batches(order: np.ndarray, batch_size: int) -> list[np.ndarray]:
+        batches = [order[s:s + batch_size] for s in range(0, len(order), batch_size)]
+        if len(batches) > 1 and len(batches[-1]) == 1:  # batch norm cannot train on one sample
+            batches[-2] = np.concatenate([batches[-2], batches.pop()])
+        return batches
+
+    def _lr_at(self, step: int, total: int, steps_per_epoch: int) -> float:
+        warm = self.cfg.warmup_epochs * steps_per_epoch
+        if step < warm:
+            return self.cfg.lr * (step + 1) / warm
+        t, span = step - warm, max(1, total - warm)
+        return self.cfg.lr * 0.5 * (1.0 + math.cos(math.pi * t / span))
+
+    # ----------------------------------------------------------------------------------- fit
+
+    def fit(
+        self,
+        images: np.ndarray,
+        labels: np.ndarray,
+        *,
+        val: tuple[np.ndarray, np.ndarray] | None = None,
+        sampler: Sampler = "uniform",
+        trainable: Trainable = "all",
+    ) -> TrainResult:
+        """Train on (N, H, W, B) images and (N,) int labels.
+
+        Parameters
+        ----------
+        images : ndarray, shape (N, H, W, B)
+            uint8 (scaled by 1/255) or another numeric dtype; standardised per channel with the
+            mean/std of these images (kept for prediction).
+        labels : ndarray of int, shape (N,)
+            In ``[0, C)``, C = the model's number of outputs.
+        val : (images, labels), optional
+            Scored after every epoch (``val_acc`` in the history, passed to the callback).
+        sampler : {"uniform", "class_balanced"}
+            ``"uniform"``: each epoch is a shuffled pass over the N images. ``"class_balanced"``:
+            each epoch draws N images with replacement, image i with probability
+            ``1 / (C' * n_{y_i})`` (C' = classes present), so every class is equally likely.
+        trainable : {"all", "classifier"}
+            ``"classifier"`` freezes everything but ``model.classifier``: features are computed
+            in eval mode without gradients (batch-norm statistics stay fixed), as in cRT.
+
+        Returns
+        -------
+        TrainResult
+        """
+        cfg = self.cfg
+        if sampler not in ("uniform", "class_balanced"):
+            raise InputError(f"sampler: expected 'uniform' or 'class_balanced', got {sampler!r}")
+        if trainable not in ("all", "classifier"):
+            raise InputError(f"trainable: expected 'all' or 'classifier', got {trainable!r}")
+        if trainable == "classifier" and not (hasattr(self.model, "features") and hasattr(self.model, "classifier")):
+            raise InputError("trainable='classifier' needs a model with .features and .classifier")
+        images = check_images(images, "images", in_channels=self.in_channels)
+        labels = check_labels(labels, "labels", num_classes=self.num_classes)
+        check_same_length("images", images, "labels", labels)
+        n = len(labels)
+        if cfg.batch_size > n:
+            raise InputError(
+                f"batch_size: expected at most the number of training images ({n}), got {cfg.batch_size}"
+            )
+        if val is not None:
+            if not (isinstance(val, tuple) and len(val) == 2):
+                raise InputError("val: expected a tuple (images, labels)")
+            val_images = check_images(val[0], "val images", in_channels=images.shape[3])
+            val_labels = check_labels(val[1], "val labels", num_classes=self.num_classes)
+            check_same_length("val images", val_images, "val labels", val_labels)
+
+        t_start = time.perf_counter()
+        self.normaliser = Normaliser.fit(images)
+        if val is not None:
+            self.normaliser.check_compatible(val_images, "val images")
+        if self.device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(self.device)
+
+        params = (list(self.model.classifier.parameters()) if trainable == "classifier"
+                  else [p for p in self.model.parameters() if p.requires_grad])
+        if trainable == "classifier":
+            for p in self.model.parameters():
+                p.requires_grad_(False)
+            for p in params:
+                p.requires_grad_(True)
+        opt = torch.optim.SGD(params, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay,
+                              nesterov=cfg.nesterov and cfg.momentum > 0)
+        loss_fn = self.loss_fn
+        if loss_fn is None:
+            ls = cfg.label_smoothing
+
+            def loss_fn(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+                return nn.functional.cross_entropy(logits, y, label_smoothing=ls)
+        elif isinstance(loss_fn, nn.Module):
+            loss_fn.to(self.device)
+
+        rng = np.random.default_rng(cfg.seed)
+        aug_gen = torch.Generator().manual_seed(cfg.seed + 1) if cfg.augment else None
+        if sampler == "class_balanced":
+            counts = np.bincount(labels)
+            w = 1.0 / counts[labels]
+            probs = w / w.sum()
+        steps_per_epoch = len(self._batches(np.arange(n), cfg.batch_size))
+        total_steps = cfg.epochs * steps_per_epoch
+        sample_shape = (images.shape[3], images.shape[1], images.shape[2])
+
+        history: list[dict] = []
+        flops = eval_flops = step = 0
+        train_seconds = 0.0
+        stopped = False
+        seen = 0
+        devices = [self.device] if self.device.type == "cuda" else []
+        with torch.random.fork_rng(devices=devices):
+            torch.manual_seed(cfg.seed)
+            for epoch in progress.track(range(cfg.epochs), total=cfg.epochs, description="training"):
+                if hasattr(loss_fn, "set_epoch"):
+                    loss_fn.set_epoch(epoch)
+                order = (rng.choice(n, size=n, replace=True, p=probs) if sampler == "class_balanced"
+                         else rng.permutation(n))
+                batches = self._batches(order, cfg.batch_size)
+                if cfg.count_flops:
+                    for b in batches:
+                        flops += self._step_flops(sample_shape, len(b), trainable)
+                if trainable == "all":
+                    self.model.train()
+                else:
+                    self.model.eval()
+                    self.model.classifier.train()
+                tot_loss = torch.zeros((), device=self.device)
+                correct = torch.zeros((), dtype=torch.long, device=self.device)
+                t0 = time.perf_counter()
+                lr = cfg.lr
+                for b in batches:
+                    lr = self._lr_at(step, total_steps, steps_per_epoch)
+                    for g in opt.param_groups:
+                        g["lr"] = lr
+                    x = self._batch(images, b, aug_gen)
+                    y = torch.from_numpy(labels[b]).to(self.device)
+                    if trainable == "all":
+                        logits = self.model(x)
+                    else:
+                        with torch.no_grad():
+                            f = self.model.features(x)
+                        logits = self.model.classifier(f)
+                    loss = loss_fn(logits, y)
+                    opt.zero_grad(set_to_none=True)
+                    loss.backward()
+                    opt.step()
+                    tot_loss += loss.detach() * len(b)
+                    correct += (logits.detach().argmax(1) == y).sum()
+                    step += 1
+                    seen += len(b)
+                if self.device.type == "cuda":
+                    torch.cuda.synchronize(self.device)
+                train_seconds += time.perf_counter() - t0
+                m_loss = float(tot_loss) / n
+                if not math.isfinite(m_loss):
+                    raise FloatingPointError(
+                        f"training loss became {m_loss} at epoch {epoch + 1} (lr={cfg.lr}); lower the learning rate"
+                    )
+                entry = {"epoch": epoch + 1, "loss": m_loss, "train_acc": int(correct) / n,
+                         "val_acc": float("nan"), "lr": lr}
+                if val is not None:
+                    vl = self.predict_logits(val_images)
+                    entry["val_acc"] = float(np.mean(vl.argmax(1) == val_labels))
+                    if cfg.count_flops:
+                        eval_flops += self._eval_flops(len(val_labels), sample_shape)
+                history.append(entry)
+                if self.callback is not None and self.callback(epoch + 1, dict(entry)):
+                    stopped = True
+                    break
+        if trainable == "classifier":
+            for p in self.model.parameters():
+                p.requires_grad_(True)
+
+        if self.device.type == "cuda":
+            peak, kind = int(torch.cuda.max_memory_allocated(self.device)), "cuda_max_allocated"
+        else:
+            peak, kind = _peak_rss_bytes(), "process_max_rss"
+        conf = asdict(cfg)
+        conf.update(sampler=sampler, trainable=trainable)
+        return TrainResult(
+            history=history, flops=int(flops), eval_flops=int(eval_flops), steps=step,
+            seconds=time.perf_counter() - t_start, train_seconds=train_seconds,
+            images_per_second=seen / train_seconds if train_seconds > 0 else float("nan"),
+            peak_memory_bytes=peak, peak_memory_kind=kind, stopped_early=stopped,
+            device=str(self.device), config=conf, normaliser=self.normaliser.to_dict(),
+        )
+
+    def _eval_flops(self, n: int, sample_shape: tuple[int, ...]) -> int:
+        bs = self.cfg.eval_batch_size
+        full, rest = divmod(n, bs)
+        total = full * self._fwd_flops(sample_shape, bs) if full else 0
+        if rest:
+            total += self._fwd_flops(sample_shape, rest)
+        return total
+
+    # ------------------------------------------------------------------------------- predict
+
+    def _check_predict(self, images: np.ndarray, name: str) -> np.ndarray:
+        if self.normaliser is None:
+            raise InputError(f"{name}: call fit() before predicting (the input normalisation comes from training)")
+        images = check_images(images, name, in_channels=self.in_channels, allow_empty=True)
+        self.normaliser.check_compatible(images, name)
+        return images
+
+    @torch.no_grad()
+    def _run(self, images: np.ndarray, fn: Callable[[torch.Tensor], torch.Tensor], width: int) -> np.ndarray:
+        was_training = self.model.training
+        self.model.eval()
+        out = np.empty((len(images), width), dtype=np.float32)
+        bs = self.cfg.eval_batch_size
+        try:
+            for s in range(0, len(images), bs):
+                x = self._batch(images, slice(s, s + bs), None)
+                out[s:s + bs] = fn(x).float().cpu().numpy()
+        finally:
+            self.model.train(was_training)
+        return out
+
+    def predict_logits(self, images: np.ndarray) -> np.ndarray:
+        """Logits, float32 ndarray of shape (N, C), for (N, H, W, B) images (eval mode)."""
+        images = self._check_predict(images, "images")
+        return self._run(images, self.model, int(self.num_classes))
+
+    def features(self, images: np.ndarray) -> np.ndarray:
+        """Penultimate features ``model.features(x)``, float32 ndarray of shape (N, D)."""
+        images = self._check_predict(images, "images")
+        if not hasattr(self.model, "features"):
+            raise InputError("model: has no .features(x) method")
+        return self._run(images, self.model.features, int(self.model.feature_dim))
