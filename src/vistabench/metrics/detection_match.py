@@ -1,0 +1,255 @@
+"""Greedy detection-to-ground-truth matching, vectorised, computed once for all thresholds and areas.
+
+Semantics are those of ``LVISEval.evaluate_img`` / ``COCOeval.evaluateImg``: within one (image,
+category) group, detections are visited by descending score (ties: file order, as the official
+stable mergesort); each takes, among the still unmatched ground truths with IoU >= t, the one with
+the highest IoU — ties go to the later annotation in file order — preferring ground truths that are
+not ignored (ignore flag, area outside the range, COCO ``iscrowd``); crowd regions can be matched
+repeatedly. Only detection/ground-truth pairs with IoU >= min(t) can ever match, so the matching
+runs in *rounds* over those candidates: round r processes the r-th candidate of every group at
+once (groups share no ground truth, so there are no conflicts), for all 10 IoU thresholds and all
+4 area ranges in one array operation.
+
+Because greedy matching of a score-ordered list is prefix-stable (dropping the lowest-scored
+detections of a group does not change the matches of the others), one matching of the union of all
+kept detections serves AP^Old, AP^Fixed and AP^Pool.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .detection_data import Detections, GroundTruth
+
+#: lvis-api / pycocotools: IoU thresholds 0.50:0.05:0.95 and recall points 0:0.01:1.
+IOU_THRESHOLDS = np.linspace(0.5, 0.95, int(np.round((0.95 - 0.5) / 0.05)) + 1, endpoint=True)
+RECALL_THRESHOLDS = np.linspace(0.0, 1.00, int(np.round((1.00 - 0.0) / 0.01)) + 1, endpoint=True)
+AREA_RANGES = np.array([[0 ** 2, 1e5 ** 2], [0 ** 2, 32 ** 2], [32 ** 2, 96 ** 2], [96 ** 2, 1e5 ** 2]], float)
+AREA_LABELS = ("all", "small", "medium", "large")
+
+_PAIR_CHUNK = 4_000_000
+
+
+@dataclass
+class Matching:
+    """Result of :func:`match_detections` for detections ``det`` (positions into a Detections).
+
+    ``code[a, t, j]`` for candidate ``cand[j]`` (a position into ``det``): 0 unmatched, 1 matched
+    to a ground truth that counts, 2 matched to an ignored ground truth (the detection is then
+    ignored). Non-candidates are unmatched at every threshold.
+    """
+
+    det: np.ndarray  # (n,) detection indices, in the order given
+    cand: np.ndarray  # (m,) positions into det
+    code: np.ndarray  # (A, T, m) int8
+    gt_ignore: np.ndarray  # (A, G) bool
+    det_out: np.ndarray  # (A, n) bool: detection area outside the range
+    det_nel: np.ndarray  # (n,) bool: category not exhaustively annotated in the image (LVIS)
+    group_rank: np.ndarray  # (n,) rank of each detection within its (image, category) group
+
+    def codes(self, a: int, t: int) -> np.ndarray:
+        """Dense (n,) int8 codes for area ``a`` and threshold ``t``."""
+        out = np.zeros(len(self.det), np.int8)
+        out[self.cand] = self.code[a, t]
+        return out
+
+
+def box_iou_pairs(d: np.ndarray, g: np.ndarray, crowd: np.ndarray) -> np.ndarray:
+    """IoU of paired boxes, bit-for-bit as pycocotools' ``bbIou`` (C, double precision).
+
+    Parameters
+    ----------
+    d, g : (P, 4) float64 ``[x, y, w, h]``; crowd : (P,) bool (union = detection area when True).
+
+    Returns
+    -------
+    (P,) float64: ``i / u`` with ``i = w_i * h_i`` (0 when the overlap is empty or degenerate) and
+    ``u = da + ga - i`` (``da`` for crowd).
+    """
+    w = np.minimum(d[:, 2] + d[:, 0], g[:, 2] + g[:, 0]) - np.maximum(d[:, 0], g[:, 0])
+    h = np.minimum(d[:, 3] + d[:, 1], g[:, 3] + g[:, 1]) - np.maximum(d[:, 1], g[:, 1])
+    ok = (w > 0) & (h > 0)
+    i = w * h
+    da = d[:, 2] * d[:, 3]
+    ga = g[:, 2] * g[:, 3]
+    u = np.where(crowd, da, da + ga - i)
+    out = np.zeros(len(d))
+    np.divide(i, u, out=out, where=ok)
+    return out
+
+
+def _to_rle(segm, h: int, w: int):
+    """Polygon / uncompressed RLE / RLE -> compressed RLE (as ``LVIS.ann_to_rle``)."""
+    import pycocotools.mask as mask_utils
+
+    if isinstance(segm, list):
+        return mask_utils.merge(mask_utils.frPyObjects(segm, h, w))
+    if isinstance(segm.get("counts"), list):
+        return mask_utils.frPyObjects(segm, h, w)
+    if isinstance(segm.get("counts"), str):
+        return {"size": segm["size"], "counts": segm["counts"].encode("ascii")}
+    return segm
+
+
+def match_detections(
+    gt: GroundTruth,
+    dets: Detections,
+    det: np.ndarray,
+    *,
+    iou_type: str = "bbox",
+    iou_thresholds: np.ndarray = IOU_THRESHOLDS,
+    area_ranges: np.ndarray = AREA_RANGES,
+) -> Matching:
+    """Match detections ``det`` (indices into ``dets``) to ``gt``, for every threshold and area range.
+
+    ``det`` must be ordered so that, within each (image, category) group, detections come by
+    descending score with ties in file order (the evaluator's canonical order does this).
+    """
+    K = gt.num_categories
+    n = len(det)
+    A, T = len(area_ranges), len(iou_thresholds)
+    d_img, d_cat = dets.image[det], dets.category[det]
+    d_area = dets.area[det]
+    gkey = d_img * K + d_cat
+    grp = np.argsort(gkey, kind="stable")  # group order: (group, then the given order)
+    gk_sorted = gkey[grp]
+    first = np.r_[True, gk_sorted[1:] != gk_sorted[:-1]] if n else np.zeros(0, bool)
+    starts = np.flatnonzero(first)
+    rank_sorted = np.arange(n) - np.repeat(starts, np.diff(np.r_[starts, n]))
+    group_rank = np.empty(n, np.int64)
+    group_rank[grp] = rank_sorted
+
+    g_key = gt.image * K + gt.category
+    g_order = np.argsort(g_key, kind="stable")
+    g_key_sorted = g_key[g_order]
+    lo = np.searchsorted(g_key_sorted, gk_sorted, "left")
+    hi = np.searchsorted(g_key_sorted, gk_sorted, "right")
+    cnt = hi - lo
+
+    gt_area = gt.area
+    gt_ignore = np.empty((A, len(gt)), bool)
+    det_out = np.empty((A, n), bool)
+    for a, (alo, ahi) in enumerate(area_ranges):
+        gt_ignore[a] = gt.ignore | (gt_area < alo) | (gt_area > ahi)
+        det_out[a] = (d_area < alo) | (d_area > ahi)
+    if len(gt.not_exhaustive):
+        det_nel = np.isin(gkey, gt.not_exhaustive)
+    else:
+        det_nel = np.zeros(n, bool)
+
+    min_thr = min(float(np.min(iou_thresholds)), 1 - 1e-10)
+    if iou_type == "bbox":
+        pdet, pgt, piou = _bbox_pairs(gt, dets, det, grp, lo, cnt, g_order, min_thr)
+    else:
+        pdet, pgt, piou = _segm_pairs(gt, dets, det, grp, lo, cnt, g_order, min_thr)
+    cand, code = _greedy_rounds(pdet, pgt, piou, gk_sorted, grp, starts, gt_ignore, gt.crowd,
+                                np.minimum(np.asarray(iou_thresholds, float), 1 - 1e-10))
+    return Matching(det=det, cand=grp[cand], code=code, gt_ignore=gt_ignore, det_out=det_out,
+                    det_nel=det_nel, group_rank=group_rank)
+
+
+def _bbox_pairs(gt, dets, det, grp, lo, cnt, g_order, min_thr):
+    """Candidate pairs (group-order position, gt index, IoU >= min_thr), chunked to bound memory."""
+    has = np.flatnonzero(cnt > 0)
+    out_d, out_g, out_v = [], [], []
+    csum = np.cumsum(cnt[has])
+    s = 0
+    while s < len(has):
+        base = csum[s - 1] if s else 0
+        e = int(np.searchsorted(csum, base + _PAIR_CHUNK, "right"))
+        e = max(e, s + 1)
+        pos = has[s:e]
+        c = cnt[pos]
+        tot = int(c.sum())
+        pd = np.repeat(pos, c)
+        offs = np.arange(tot) - np.repeat(np.cumsum(c) - c, c)
+        pg = g_order[np.repeat(lo[pos], c) + offs]
+        dd = det[grp[pd]]
+        iou = box_iou_pairs(dets.bbox[dd], gt.bbox[pg], gt.crowd[pg])
+        keep = iou >= min_thr
+        out_d.append(pd[keep]); out_g.append(pg[keep]); out_v.append(iou[keep])
+        s = e
+    if not out_d:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
+    return np.concatenate(out_d), np.concatenate(out_g), np.concatenate(out_v)
+
+
+def _segm_pairs(gt, dets, det, grp, lo, cnt, g_order, min_thr):
+    """As :func:`_bbox_pairs` for masks: pycocotools' mask IoU, one call per (image, category)."""
+    import pycocotools.mask as mask_utils
+
+    if gt.segmentation is None or dets.segmentation is None:
+        from ..errors import InputError
+
+        raise InputError("iou_type='segm' needs 'segmentation' in both the ground truth and the results")
+    size = gt.image_size
+    has = np.flatnonzero(cnt > 0)
+    out_d, out_g, out_v = [], [], []
+    # positions in group order with ground truth; consecutive positions of one group share lo/cnt
+    if len(has):
+        brk = np.flatnonzero(np.r_[True, (np.diff(has) != 1) | (lo[has][1:] != lo[has][:-1])])
+        ends = np.r_[brk[1:], len(has)]
+        gt_rle: dict[int, object] = {}
+        for b, e in zip(brk, ends):
+            pos = has[b:e]
+            g_idx = g_order[lo[pos[0]]: lo[pos[0]] + cnt[pos[0]]]
+            img = int(gt.image[g_idx[0]])
+            h, w = (int(size[img, 0]), int(size[img, 1])) if size is not None else (0, 0)
+            for gi in g_idx:
+                if gi not in gt_rle:
+                    gt_rle[gi] = _to_rle(gt.segmentation[gi], h, w)
+            d_rles = [_to_rle(dets.segmentation[det[grp[p]]], h, w) for p in pos]
+            ious = np.asarray(mask_utils.iou(d_rles, [gt_rle[gi] for gi in g_idx],
+                                             [int(c) for c in gt.crowd[g_idx]]), float).reshape(len(pos), len(g_idx))
+            dd, gg = np.nonzero(ious >= min_thr)
+            out_d.append(pos[dd]); out_g.append(g_idx[gg]); out_v.append(ious[dd, gg])
+    if not out_d:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
+    return np.concatenate(out_d), np.concatenate(out_g), np.concatenate(out_v)
+
+
+def _greedy_rounds(pdet, pgt, piou, gk_sorted, grp, starts, gt_ignore, crowd, thr):
+    """Run the greedy matching over candidate pairs; return (candidate positions, codes)."""
+    A, T = gt_ignore.shape[0], len(thr)
+    if len(pdet) == 0:
+        return np.zeros(0, np.int64), np.zeros((A, T, 0), np.int8)
+    # candidates in group order; their rank among the group's candidates
+    cands, pc = np.unique(pdet, return_inverse=True)  # pdet is in group order already
+    cgk = gk_sorted[cands]
+    cfirst = np.r_[True, cgk[1:] != cgk[:-1]]
+    cst = np.flatnonzero(cfirst)
+    crank = np.arange(len(cands)) - np.repeat(cst, np.diff(np.r_[cst, len(cands)]))
+    order = np.argsort(crank[pc], kind="stable")  # pairs by (round, candidate, gt file order)
+    pc, pgt, piou = pc[order], pgt[order], piou[order]
+    prank = crank[pc]
+    rb = np.flatnonzero(np.r_[True, prank[1:] != prank[:-1], True])
+    code = np.zeros((A, T, len(cands)), np.int8)
+    matched = np.zeros((A, T, gt_ignore.shape[1]), bool)
+    thr3 = thr[None, :, None]
+    for r0, r1 in zip(rb[:-1], rb[1:]):
+        c = pc[r0:r1]
+        g = pgt[r0:r1]
+        v = piou[r0:r1]
+        P = r1 - r0
+        seg = np.flatnonzero(np.r_[True, c[1:] != c[:-1]])
+        seg_len = np.diff(np.r_[seg, P])
+        free = ~matched[:, :, g] | crowd[g]  # (A, T, P)
+        valid = free & (v[None, None, :] >= thr3)
+        ig = gt_ignore[:, g][:, None, :]  # (A, 1, P)
+        idx = np.arange(P)
+        choice = np.full((A, T, len(seg)), -1, np.int64)
+        kind = np.zeros((A, T, len(seg)), np.int8)
+        for phase, mask in ((1, valid & ~ig), (2, valid & ig)):
+            key = np.where(mask, v, -1.0)
+            best = np.maximum.reduceat(key, seg, axis=2)
+            hit = mask & (key == np.repeat(best, seg_len, axis=2))
+            pos = np.maximum.reduceat(np.where(hit, idx, -1), seg, axis=2)
+            take = (choice < 0) & (pos >= 0)
+            choice[take] = pos[take]
+            kind[take] = phase
+        aa, tt, dd = np.nonzero(choice >= 0)
+        matched[aa, tt, g[choice[aa, tt, dd]]] = True
+        code[:, :, c[seg]] = kind
+    return cands, code
