@@ -405,3 +405,51 @@ def _reindex(order: np.ndarray, keep_masked: np.ndarray) -> np.ndarray:
     """Map an order over masked positions (all kept) to positions among the kept ones."""
     newpos = np.cumsum(keep_masked) - 1
     return newpos[order]
+
+
+def detection_labels(
+    gt: GroundTruth,
+    dets: Detections,
+    *,
+    iou_type: IouType = "bbox",
+    iou_threshold: float = 0.75,
+    dets_per_class: int | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """True/false-positive labels of the evaluated detections (for fitting calibration).
+
+    Parameters
+    ----------
+    gt, dets : ground truth and detections.
+    iou_threshold : one of lvis-api's thresholds 0.50:0.05:0.95 (the paper uses 0.75).
+    dets_per_class : optional top-k per category first (as AP^Fixed).
+
+    Returns
+    -------
+    index : (n,) int64 positions into ``dets`` of the detections that are evaluated under the
+        federated rules and not ignored (area "all"; an unmatched detection of a not-exhaustive
+        category, or one matched to an ignored ground truth, carries no label and is left out).
+    label : (n,) bool, matched to a ground truth at ``iou_threshold``.
+    """
+    t = np.flatnonzero(np.isclose(IOU_THRESHOLDS, iou_threshold, rtol=0, atol=1e-12))
+    if len(t) != 1:
+        raise InputError(f"iou_threshold: expected one of {np.round(IOU_THRESHOLDS, 2).tolist()}, got {iou_threshold!r}")
+    n = len(dets)
+    K = gt.num_categories
+    keep = np.ones(n, bool)
+    if dets_per_class is not None:
+        keep[:] = False
+        keep[top_per_class(dets, k=dets_per_class)] = True
+    if gt.format == "lvis":
+        gkey = dets.image * K + dets.category
+        keep &= np.isin(gkey, np.unique(gt.image * K + gt.category)) | np.isin(gkey, gt.negative)
+    cand = np.flatnonzero(keep)
+    det = cand[np.lexsort((cand, dets.image[cand], -dets.score[cand], dets.category[cand]))]
+    match = match_detections(gt, dets, det, iou_type=iou_type)
+    code = match.codes(0, int(t[0]))
+    if gt.format == "coco":
+        code[match.group_rank >= COCO_MAX_DETS[-1]] = 2  # beyond pycocotools' cap: not evaluated
+    labelled = (code == 1) | ((code == 0) & ~(match.det_out[0] | match.det_nel))
+    idx = det[labelled]
+    lab = code[labelled] == 1
+    o = np.argsort(idx, kind="stable")
+    return idx[o], lab[o]

@@ -38,6 +38,7 @@ def synth_detection_set(
     score_decimals: int | None = 4,
     masks: bool = False,
     image_size: tuple[int, int] = (480, 640),
+    detector_seed: int | None = None,
 ) -> SynthSet:
     """Generate an LVIS-like (or COCO-like) ground truth and detector results.
 
@@ -51,6 +52,9 @@ def synth_detection_set(
     score_decimals : round scores (ties across and within images, as real detectors produce);
         None keeps full precision.
     masks : add rectangle-polygon ground-truth masks and RLE result masks (for ``segm`` tests).
+    detector_seed : seed of the category traits (frequencies, detector quality and score scale);
+        defaults to ``seed``. Two sets with the same ``detector_seed`` and different ``seed`` are
+        "the same detector on different images" (for calibration: fit on one, apply to the other).
     """
     num_images = check_positive(num_images, "num_images", integer=True)
     K = check_positive(num_categories, "num_categories", integer=True)
@@ -58,17 +62,19 @@ def synth_detection_set(
     if format not in ("lvis", "coco"):
         raise InputError(f"format: expected 'lvis' or 'coco', got {format!r}")
     rng = np.random.default_rng(seed)
+    trng = np.random.default_rng(seed if detector_seed is None else detector_seed)
     H, W = image_size
     p = (np.arange(K) + 1.0) ** -zipf
-    p = rng.permutation(p)  # category id order is not frequency order
+    p = trng.permutation(p)  # category id order is not frequency order
     p /= p.sum()
     # simulated training image counts -> LVIS frequency groups (r < 10 <= c < 100 <= f)
-    train_counts = np.maximum(1, np.round(p * 60 * K * np.exp(rng.normal(0, 0.3, K)))).astype(int)
+    train_counts = np.maximum(1, np.round(p * 60 * K * np.exp(trng.normal(0, 0.3, K)))).astype(int)
     freq = np.where(train_counts < 10, "r", np.where(train_counts < 100, "c", "f"))
     # per-category detector traits: quality (how likely an object is found) and score scale
     quality = np.clip(0.35 + 0.5 * (np.log(train_counts) / np.log(train_counts.max() + 1)) +
-                      rng.normal(0, 0.08, K), 0.05, 0.95)
-    scale = np.exp(rng.normal(0, 0.6, K)) * np.where(freq == "f", 1.6, np.where(freq == "c", 1.0, 0.6))
+                      trng.normal(0, 0.08, K), 0.05, 0.95)
+    scale = np.exp(trng.normal(0, 0.4, K)) * np.where(freq == "f", 1.4, np.where(freq == "c", 1.0, 0.7))
+    bias = trng.normal(0, 0.3, K) + np.where(freq == "f", 1.0, np.where(freq == "c", 0.0, -1.5))
 
     # ground truth: present categories per image and instances per category
     n_present = 1 + rng.poisson(2.5, num_images)
@@ -140,15 +146,16 @@ def synth_detection_set(
     cat = np.r_[t_cat, c_cat, b_cat]
     box = np.r_[tb, cb, bb]
     logit = np.r_[t_logit, c_logit, b_logit]
-    score = 1.0 / (1.0 + np.exp(-(scale[cat] * logit)))
+    score = 1.0 / (1.0 + np.exp(-(scale[cat] * logit + bias[cat])))
     # clip boxes to the image and keep sizes non-negative
     box[:, 0] = np.clip(box[:, 0], 0, W - 1)
     box[:, 1] = np.clip(box[:, 1], 0, H - 1)
     box[:, 2] = np.clip(box[:, 2], 0, W - box[:, 0])
     box[:, 3] = np.clip(box[:, 3], 0, H - box[:, 1])
     box = np.round(box, 2)
-    if score_decimals is not None:
-        score = np.round(score, score_decimals)
+    if score_decimals is not None:  # keep scores inside (0, 1) after rounding
+        step = 10.0 ** -score_decimals
+        score = np.clip(np.round(score, score_decimals), step, 1 - step)
     # per image: keep at most D detections (random subset), then shuffle the file order
     order = rng.permutation(len(img))
     img, cat, box, score = img[order], cat[order], box[order], score[order]
@@ -203,5 +210,6 @@ def synth_detection_set(
     gt = {"info": {"description": "vistabench synthetic LVIS-like set", "seed": seed},
           "images": images, "categories": categories, "annotations": annotations}
     settings = {"num_images": num_images, "num_categories": K, "dets_per_image": D, "seed": seed,
-                "format": format, "zipf": zipf, "score_decimals": score_decimals, "masks": masks}
+                "format": format, "zipf": zipf, "score_decimals": score_decimals, "masks": masks,
+                "detector_seed": seed if detector_seed is None else detector_seed}
     return SynthSet(gt, results, settings)

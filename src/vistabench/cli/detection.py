@@ -1,0 +1,206 @@
+"""`vistabench detection ...`: eval, rerank, calibrate fit/apply, synth."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from . import add_json_arg
+from ..errors import InputError
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("detection", help="large-vocabulary detection: AP^Old, AP^Fixed, AP^Pool",
+                       description="Exact lvis-api / pycocotools AP, plus AP^Fixed and AP^Pool "
+                                   "(Dave et al. 2021), in one pass over a results file.")
+    dsub = p.add_subparsers(dest="verb", metavar="VERB")
+    dsub.required = True
+
+    e = dsub.add_parser("eval", help="AP^Old, AP^Fixed and AP^Pool of a results file",
+                        description="Scores a COCO/LVIS results JSON against COCO or LVIS v1 ground truth. "
+                                    "LVIS ground truth: lvis-api semantics (federated, 300 per image); COCO: "
+                                    "pycocotools semantics (iscrowd, maxDets 1/10/100).")
+    e.add_argument("--gt", required=True, metavar="GT.json", help="COCO or LVIS v1 ground-truth JSON")
+    e.add_argument("--results", required=True, metavar="DT.json", help="results JSON list")
+    e.add_argument("--iou-type", default="bbox", choices=["bbox", "segm"])
+    e.add_argument("--ap", default="old,fixed,pool", metavar="LIST",
+                   help="comma-separated subset of old,fixed,pool (default: all three)")
+    e.add_argument("--max-dets-per-image", type=int, default=None, metavar="N",
+                   help="per-image limit of AP^Old (default: 300 for LVIS, none for COCO)")
+    e.add_argument("--dets-per-class", type=int, default=10_000, metavar="K",
+                   help="top K per category for AP^Fixed / AP^Pool (default: 10000)")
+    e.add_argument("--gt-format", default="auto", choices=["auto", "lvis", "coco"],
+                   help="auto: LVIS when images carry neg/not-exhaustive lists, else COCO")
+    e.add_argument("--store", metavar="FILE", help="also record the run in this results store")
+    e.add_argument("--method", help="method name for the store record (default: results file stem)")
+    add_json_arg(e)
+    e.set_defaults(handler=_eval, human=_human_eval)
+
+    r = dsub.add_parser("rerank", help="keep each category's top K detections (the paper's gaming policy)",
+                        description="Writes the results with only the top K detections per category over "
+                                    "the whole file (stable: ties keep file order).")
+    r.add_argument("--results", required=True, metavar="DT.json")
+    r.add_argument("--per-class-topk", required=True, type=int, metavar="K")
+    r.add_argument("--out", required=True, metavar="OUT.json")
+    add_json_arg(r)
+    r.set_defaults(handler=_rerank)
+
+    c = dsub.add_parser("calibrate", help="per-category score calibration: fit / apply")
+    csub = c.add_subparsers(dest="calib_verb", metavar="fit|apply")
+    csub.required = True
+    from ..protocols.detection_calibration import calibrators
+
+    f = csub.add_parser("fit", help="fit per-category calibrators on a held-out detection set",
+                        description="Labels = matched at --iou under the federated rules; one calibrator "
+                                    "per category, a pooled fallback for categories with too few labels.")
+    f.add_argument("--gt", required=True, metavar="GT.json")
+    f.add_argument("--results", required=True, metavar="DT.json")
+    f.add_argument("--method", default="platt", choices=calibrators.names())
+    f.add_argument("--iou", type=float, default=0.75, help="IoU threshold of the labels (default 0.75)")
+    f.add_argument("--min-samples", type=int, default=20)
+    f.add_argument("--dets-per-class", type=int, default=10_000)
+    f.add_argument("--iou-type", default="bbox", choices=["bbox", "segm"])
+    f.add_argument("--out", required=True, metavar="CAL.json")
+    add_json_arg(f)
+    f.set_defaults(handler=_cal_fit)
+
+    a = csub.add_parser("apply", help="rewrite a results file with calibrated scores")
+    a.add_argument("--calibration", required=True, metavar="CAL.json")
+    a.add_argument("--results", required=True, metavar="DT.json")
+    a.add_argument("--out", required=True, metavar="OUT.json")
+    add_json_arg(a)
+    a.set_defaults(handler=_cal_apply)
+
+    s = dsub.add_parser("synth", help="write an LVIS-like synthetic ground truth and results",
+                        description="Long-tailed classes, federated lists, jittered true positives, false "
+                                    "positives, class-dependent score scales. Writes OUT/gt.json and "
+                                    "OUT/results.json.")
+    s.add_argument("--out", required=True, metavar="DIR")
+    s.add_argument("--images", type=int, default=200)
+    s.add_argument("--categories", type=int, default=100)
+    s.add_argument("--dets-per-image", type=int, default=100)
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--detector-seed", type=int, default=None)
+    s.add_argument("--format", default="lvis", choices=["lvis", "coco"])
+    s.add_argument("--masks", action="store_true", help="add polygon / RLE masks (for segm)")
+    add_json_arg(s)
+    s.set_defaults(handler=_synth)
+
+
+def _variants(text: str) -> list[str]:
+    v = [x.strip() for x in text.split(",") if x.strip()]
+    bad = [x for x in v if x not in ("old", "fixed", "pool")]
+    if bad or not v:
+        raise InputError(f"--ap: expected a comma-separated subset of old,fixed,pool, got {text!r}")
+    return v
+
+
+def _eval(args):
+    from ..data.coco import read_ground_truth, read_results
+    from ..metrics.detection import evaluate_detections
+    from ..progress import step
+
+    variants = _variants(args.ap)
+    with step("reading ground truth"):
+        gt = read_ground_truth(args.gt, format=args.gt_format, with_segmentation=args.iou_type == "segm")
+    with step("reading results"):
+        dets = read_results(args.results, gt, iou_type=args.iou_type)
+    with step("evaluating"):
+        ev = evaluate_detections(gt, dets, iou_type=args.iou_type, variants=variants,
+                                 max_dets_per_image=args.max_dets_per_image, dets_per_class=args.dets_per_class)
+    out = ev.to_dict()
+    out["settings"].update(gt=str(args.gt), results=str(args.results))
+    if args.store:
+        from ..protocols.detection import flat_metrics
+        from ..store import Record, ResultsStore
+
+        with ResultsStore(args.store) as store:
+            store.add(Record(protocol="detection", dataset=Path(args.gt).stem,
+                             method=args.method or Path(args.results).stem, seed=None, split_hash=None,
+                             settings=out["settings"], metrics=flat_metrics(ev)))
+    return out
+
+
+def _human_eval(out) -> str:
+    lines = []
+    for v in ("old", "fixed", "pool"):
+        if v not in out:
+            continue
+        lines.append(f"AP^{v.capitalize()}")
+        for k, x in out[v].items():
+            lines.append(f"  {k:<10} {'n/a' if x is None or x != x else f'{x:.4f}'}")
+    return "\n".join(lines)
+
+
+def _rerank(args):
+    import numpy as np
+
+    from ..data.coco import read_result_columns, write_result_columns
+    from ..metrics.detection import _rank_within
+    from .._validation import check_positive
+
+    k = check_positive(args.per_class_topk, "--per-class-topk", integer=True)
+    c = read_result_columns(args.results, keep_segmentation=True)
+    keep = np.flatnonzero(_rank_within(c["category_id"], c["score"]) < k)
+    seg = None if c["segmentation"] is None else [c["segmentation"][i] for i in keep]
+    write_result_columns(args.out, c["image_id"][keep], c["category_id"][keep], c["bbox"][keep], c["score"][keep], seg)
+    out = {"results": args.results, "out": args.out, "per_class_topk": k, "kept": int(len(keep)),
+           "dropped": int(len(c["score"]) - len(keep))}
+    if not args.json:
+        print(f"kept {out['kept']} detections, dropped {out['dropped']}; wrote {args.out}")
+        return None
+    return out
+
+
+def _cal_fit(args):
+    from ..data.coco import read_ground_truth, read_results
+    from ..protocols.detection import calibrate_detections
+
+    gt = read_ground_truth(args.gt, with_segmentation=args.iou_type == "segm")
+    dets = read_results(args.results, gt, iou_type=args.iou_type)
+    cal = calibrate_detections(gt, dets, method=args.method, iou_threshold=args.iou,
+                               min_samples=args.min_samples, dets_per_class=args.dets_per_class)
+    cal.save(args.out)
+    out = {"out": args.out, "method": cal.method, **cal.settings}
+    if not args.json:
+        print(f"fitted {cal.method} for {cal.settings['num_categories_fitted']} categories "
+              f"({cal.settings['num_fit']} labelled detections); wrote {args.out}")
+        return None
+    return out
+
+
+def _cal_apply(args):
+    from . import read_json_file
+    from ..data.coco import read_result_columns, write_result_columns
+    from ..protocols.detection_calibration import Calibration, apply_calibration
+
+    cal = Calibration.from_json(read_json_file(args.calibration, "--calibration"), "--calibration")
+    c = read_result_columns(args.results, keep_segmentation=True)
+    score = apply_calibration(cal, c["score"], c["category_id"])
+    write_result_columns(args.out, c["image_id"], c["category_id"], c["bbox"], score, c["segmentation"])
+    out = {"out": args.out, "method": cal.method, "detections": int(len(score))}
+    if not args.json:
+        print(f"calibrated {len(score)} detections with {cal.method}; wrote {args.out}")
+        return None
+    return out
+
+
+def _synth(args):
+    import json
+
+    from ..protocols.detection_synth import synth_detection_set
+
+    s = synth_detection_set(num_images=args.images, num_categories=args.categories,
+                            dets_per_image=args.dets_per_image, seed=args.seed, format=args.format,
+                            masks=args.masks, detector_seed=args.detector_seed)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "gt.json").write_text(json.dumps(s.ground_truth), encoding="utf-8")
+    (out / "results.json").write_text(json.dumps(s.results), encoding="utf-8")
+    res = {"gt": str(out / "gt.json"), "results": str(out / "results.json"),
+           "annotations": len(s.ground_truth["annotations"]), "detections": len(s.results), **s.settings}
+    if not args.json:
+        print(f"wrote {res['gt']} ({res['annotations']} annotations) and {res['results']} "
+              f"({res['detections']} detections)")
+        return None
+    return res
