@@ -217,6 +217,7 @@ def evaluate_detections(
         max_dets_per_image = check_positive(max_dets_per_image, "max_dets_per_image", integer=True)
     n = len(dets)
     K = gt.num_categories
+    gt = _lvis_area_filter(gt)
     keep: dict[str, np.ndarray] = {}
     if "old" in variants:
         m = np.zeros(n, bool)
@@ -234,7 +235,7 @@ def evaluate_detections(
     if lvis:
         pos_keys = np.unique(gt.image * K + gt.category)
         evaluated = np.isin(gkey, pos_keys) | np.isin(gkey, gt.negative)
-        union &= evaluated
+        union &= evaluated & (dets.area > 0) & (dets.area < np.inf)
     cand = np.flatnonzero(union)
     # canonical order: category, descending score, image, file position
     order = np.lexsort((cand, dets.image[cand], -dets.score[cand], dets.category[cand]))
@@ -260,6 +261,15 @@ def evaluate_detections(
             n_label = ("all" if v == "fixed" else (max_dets_per_image if lvis else None))
             ev.results[v], ev.precision[v] = _per_category(gt, dets, det, match, mask, n_label)
     return ev
+
+
+def _lvis_area_filter(gt: GroundTruth) -> GroundTruth:
+    """lvis-api loads annotations with ``get_ann_ids(..., cat_ids)``, which keeps only
+    0 < area < inf: zero-area ground truth is dropped (detections likewise, in the caller)."""
+    if gt.format != "lvis":
+        return gt
+    ok = (gt.area > 0) & (gt.area < np.inf)
+    return gt if ok.all() else gt.subset(ok)
 
 
 class _Ranked:
@@ -435,6 +445,7 @@ def detection_labels(
         raise InputError(f"iou_threshold: expected one of {np.round(IOU_THRESHOLDS, 2).tolist()}, got {iou_threshold!r}")
     n = len(dets)
     K = gt.num_categories
+    gt = _lvis_area_filter(gt)
     keep = np.ones(n, bool)
     if dets_per_class is not None:
         keep[:] = False
@@ -442,6 +453,7 @@ def detection_labels(
     if gt.format == "lvis":
         gkey = dets.image * K + dets.category
         keep &= np.isin(gkey, np.unique(gt.image * K + gt.category)) | np.isin(gkey, gt.negative)
+        keep &= (dets.area > 0) & (dets.area < np.inf)
     cand = np.flatnonzero(keep)
     det = cand[np.lexsort((cand, dets.image[cand], -dets.score[cand], dets.category[cand]))]
     match = match_detections(gt, dets, det, iou_type=iou_type)

@@ -98,6 +98,16 @@ class GroundTruth:
     def __len__(self) -> int:
         return len(self.image)
 
+    def subset(self, keep: np.ndarray) -> "GroundTruth":
+        """The same images and categories with only the annotations where ``keep`` (bool, (G,))."""
+        from dataclasses import replace
+
+        idx = np.flatnonzero(keep)
+        seg = None if self.segmentation is None else [self.segmentation[i] for i in idx]
+        return replace(self, image=self.image[idx], category=self.category[idx], bbox=self.bbox[idx],
+                       area=self.area[idx], ignore=self.ignore[idx], crowd=self.crowd[idx],
+                       ann_id=self.ann_id[idx], segmentation=seg)
+
     @classmethod
     def from_arrays(
         cls,

@@ -1,0 +1,117 @@
+"""COCO/LVIS JSON readers: streamed results equal a plain json.load; errors are one line."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from vistabench.data.coco import (read_ground_truth, read_result_columns, read_results, write_result_columns,
+                                  write_results)
+from vistabench.errors import InputError
+from vistabench.protocols.detection_synth import synth_detection_set
+
+
+@pytest.fixture(scope="module")
+def synth():
+    return synth_detection_set(num_images=20, num_categories=10, dets_per_image=30, seed=0, score_decimals=None)
+
+
+def _same(a, b):
+    for k in ("image", "category", "bbox", "score", "area"):
+        assert np.array_equal(getattr(a, k), getattr(b, k)), k
+
+
+@pytest.mark.parametrize("chunk", [64, 1000, 1 << 20])
+@pytest.mark.parametrize("style", ["default", "compact", "indent", "reordered", "extra-field"])
+def test_streamed_equals_json_load(synth, tmp_path, chunk, style):
+    gt = read_ground_truth(synth.ground_truth)
+    res = synth.results
+    if style == "reordered":
+        res = [{"score": r["score"], "bbox": r["bbox"], "category_id": r["category_id"], "image_id": r["image_id"]}
+               for r in res]
+    if style == "extra-field":
+        res = [dict(r, note="x}y,{") for r in res]  # strings with braces force the json path
+    p = tmp_path / "dt.json"
+    kw = {"compact": dict(separators=(",", ":")), "indent": dict(indent=2)}.get(style, {})
+    p.write_text(json.dumps(res, **kw))
+    _same(read_results(p, gt, chunk_bytes=chunk), read_results(json.loads(p.read_text()), gt))
+
+
+def test_segm_results_and_roundtrip(tmp_path):
+    s = synth_detection_set(num_images=4, num_categories=3, dets_per_image=5, seed=1, masks=True)
+    gt = read_ground_truth(s.ground_truth, with_segmentation=True)
+    p = tmp_path / "dt.json"
+    p.write_text(json.dumps(s.results))
+    d = read_results(p, gt, iou_type="segm", chunk_bytes=300)
+    assert len(d.segmentation) == len(s.results)
+    write_results(tmp_path / "out.json", gt, d)
+    _same(read_results(tmp_path / "out.json", gt, iou_type="segm"), d)
+
+
+def test_ground_truth_formats(synth):
+    gt = read_ground_truth(synth.ground_truth)
+    assert gt.format == "lvis" and gt.frequency is not None
+    coco = synth_detection_set(num_images=5, num_categories=3, dets_per_image=5, seed=0, format="coco")
+    g2 = read_ground_truth(coco.ground_truth)
+    assert g2.format == "coco" and g2.ignore.tolist() == g2.crowd.tolist()
+    mixed = json.loads(json.dumps(synth.ground_truth))
+    del mixed["images"][0]["neg_category_ids"]
+    with pytest.raises(InputError, match="pass the format explicitly"):
+        read_ground_truth(mixed)
+
+
+BAD = {
+    "nan-score": ('[{"image_id": 3, "category_id": 1, "bbox": [1, 2, 3, 4], "score": NaN}]', "non-finite score"),
+    "inf-score": ('[{"image_id": 3, "category_id": 1, "bbox": [1, 2, 3, 4], "score": -Infinity}]', "non-finite score"),
+    "neg-width": ('[{"image_id": 3, "category_id": 1, "bbox": [1, 2, -3, 4], "score": 0.5}]', "negative width"),
+    "unknown-image": ('[{"image_id": 3, "category_id": 1, "bbox": [1, 2, 3, 4], "score": 0.5},'
+                      ' {"image_id": 5, "category_id": 1, "bbox": [1, 2, 3, 4], "score": 0.5}]', "image ids not in"),
+    "unknown-category": ('[{"image_id": 3, "category_id": 99, "bbox": [1, 2, 3, 4], "score": 0.5}]', "category ids not in"),
+    "other-dataset": ('[{"image_id": 4, "category_id": 1, "bbox": [1, 2, 3, 4], "score": 0.5}]', "different dataset"),
+    "truncated": ('[{"image_id": 3, "category_id": 1, "bbox": [1, 2, 3, 4], "score": 0.5},', "malformed JSON"),
+    "garbage": ('[{"image_id": 3, "category_id": 1, "bbox": [1, 2, 3, 4], "score": 0.5}} x', "malformed JSON"),
+    "not-a-list": ('{"a": 1}', "expected a JSON list"),
+    "missing-score": ('[{"image_id": 3, "category_id": 1, "bbox": [1, 2, 3, 4]}]', "lacks"),
+    "short-box": ('[{"image_id": 3, "category_id": 1, "bbox": [1, 2, 3], "score": 0.5}]', "4 numbers"),
+    "string-score": ('[{"image_id": 3, "category_id": 1, "bbox": [1, 2, 3, 4], "score": "0.5"}]', "a number"),
+    "float-id": ('[{"image_id": 3.5, "category_id": 1, "bbox": [1, 2, 3, 4], "score": 0.5}]', "integers"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_bad_results_one_line_error(synth, tmp_path, case):
+    text, msg = BAD[case]
+    gt = read_ground_truth(synth.ground_truth)
+    p = tmp_path / "dt.json"
+    p.write_text(text)
+    with pytest.raises(InputError, match=msg) as ei:
+        read_results(p, gt)
+    assert "\n" not in str(ei.value) and "dt.json" in str(ei.value)
+
+
+def test_empty_results_file(synth, tmp_path):
+    gt = read_ground_truth(synth.ground_truth)
+    p = tmp_path / "dt.json"
+    p.write_text(" [ ] ")
+    assert len(read_results(p, gt)) == 0
+
+
+def test_bad_ground_truth(tmp_path):
+    with pytest.raises(InputError, match="no such file"):
+        read_ground_truth(tmp_path / "nope.json")
+    p = tmp_path / "gt.json"
+    p.write_text('{"images": [], "annotations": [')
+    with pytest.raises(InputError, match="malformed JSON"):
+        read_ground_truth(p)
+    with pytest.raises(InputError, match="lacks the field 'area'"):
+        read_ground_truth({"images": [{"id": 1}], "categories": [{"id": 1}],
+                           "annotations": [{"id": 1, "image_id": 1, "category_id": 1, "bbox": [0, 0, 1, 1]}]})
+
+
+def test_columns_without_ground_truth(synth, tmp_path):
+    p = tmp_path / "dt.json"
+    write_result_columns(p, np.array([7, 8]), np.array([1, 2]), np.ones((2, 4)), np.array([0.5, 0.25]))
+    c = read_result_columns(p)
+    assert c["image_id"].tolist() == [7, 8] and c["score"].tolist() == [0.5, 0.25]
