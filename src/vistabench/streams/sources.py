@@ -91,7 +91,8 @@ class TaskSplits:
 
 # ----------------------------------------------------------------------------- embedded sources
 @lru_cache(maxsize=4)
-def _bundled(name: str):
+def bundled_dataset(name: str):
+    """The bundled ``digits`` or ``mnist5k`` DataSplits, loaded once per process."""
     from ..data import load_dataset
 
     return load_dataset(name)
@@ -112,7 +113,7 @@ def _embedded(task: Task) -> TaskSplits:
     base = src["embedded"]
     if base not in ("digits", "mnist5k"):
         raise InputError(f"task {task.uid}: embedded must be 'digits' or 'mnist5k', got {base!r}")
-    splits = _bundled(base)
+    splits = bundled_dataset(base)
     rng = np.random.default_rng(int(src.get("seed", 0)))
     parts = []
     for ds, n in ((splits.train, src.get("n_train")), (splits.test, src.get("n_test"))):

@@ -1,0 +1,493 @@
+"""Stream learners (Nevis'22 baselines) and the compute ledger they charge.
+
+A learner implements ``init() -> state``, ``train(task, data, state, ledger) -> (state, predictor)``
+and ``predict(predictor, images) -> scores`` (DESIGN.md §7). It sees one :class:`TaskView` (the
+current task's metadata) and a read-only copy of the current task's training data; every training
+step and every forward pass spent on search or model selection is charged to the
+:class:`ComputeLedger` the runner hands it.
+
+Baselines (registry ``stream_learners``):
+
+``indep``     random init, random search over learning rate and label smoothing, keep the best trial.
+``ft-prev``   as ``indep`` but every trial starts from the most recent task's network (new head).
+``ft-d``      starts from the most related past network: relatedness = k-NN accuracy on a small
+              subset of the new task's data in that network's feature space (charged).
+``ensemble``  ``indep`` whose predictor is the ensemble of all trials, weights
+              ``softmax(val_score / temperature)`` (Nevis'22 Appendix I).
+``pt``        every trial starts from a supplied checkpoint (a state dict loaded with
+              ``torch.load(..., weights_only=True)``; its classifier is replaced).
+
+Compute knobs: ``trials`` (random-search configurations per task) and ``steps`` (SGD steps per
+trial). The batch size follows the training-set size, ``B = clip(2^floor(log2(n / 16)), 8,
+max_batch)`` (a power of two near n/16: the paper's Eq. 4 sets B from n with a constant lost in the
+text extraction). Each trial's ``steps`` are split into ``E`` equal chunks (E = the largest of
+4, 3, 2, 1 dividing ``steps``) after each of which the validation score is measured: the best
+trial's scores against progress ``e / E`` are the learning curve used for forward transfer.
+Multilabel tasks train with a sigmoid binary cross-entropy on a head padded to one output per
+distinct label pattern (the shared trainer takes integer labels; only the first C outputs are
+scores); their validation score is mAP.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import torch
+from torch import nn
+
+from .._validation import check_positive
+from ..errors import InputError
+from ..metrics.stream import mean_average_precision
+from ..registry import Registry
+from .flops import count_forward_flops, count_train_step_flops
+from .models import build_model
+from .tensors import Normaliser
+from .trainer import TrainConfig, Trainer
+
+__all__ = ["TaskView", "ComputeLedger", "StreamLearner", "SearchLearner", "LearnerConfig",
+           "stream_learners", "make_learner", "batch_size_for", "eval_points", "save_checkpoint"]
+
+
+@dataclass(frozen=True)
+class TaskView:
+    """What a learner may know about the current task (never the stream, never a future task)."""
+
+    uid: str
+    name: str
+    year: int
+    domain: str
+    kind: str
+    num_classes: int
+    class_names: tuple[str, ...]
+    seed: int
+
+
+class ComputeLedger:
+    """FLOPs charged while learning one task: training steps and model-selection forward passes.
+
+    One step is counted once per (architecture, input shape, batch size) with
+    :func:`~vistabench.learners.flops.count_train_step_flops` on the meta device and multiplied
+    by the number of steps, so accounting costs no arithmetic on real data. (The count is linear
+    in the number of images for convolutions and linear layers, so a forward pass on n images is
+    charged as n times the one-image count.)
+    """
+
+    def __init__(self) -> None:
+        self.train_flops = 0
+        self.eval_flops = 0
+        self.train_steps = 0
+        self.items: list[dict[str, Any]] = []
+
+    @property
+    def total(self) -> int:
+        return self.train_flops + self.eval_flops
+
+    def charge_train(self, model: nn.Module, input_shape: tuple[int, int, int], batch_size: int, steps: int,
+                     *, loss_fn: Callable | None = None, what: str = "train") -> int:
+        """Charge ``steps`` training steps of ``model`` on batches of ``batch_size`` images."""
+        key = ("train", repr(model), tuple(input_shape), int(batch_size), type(loss_fn).__name__)
+        if key not in _COUNT_CACHE:
+            _COUNT_CACHE[key] = int(count_train_step_flops(model, input_shape, batch_size, loss_fn=loss_fn))
+        per_step = _COUNT_CACHE[key]
+        f = per_step * int(steps)
+        self.train_flops += f
+        self.train_steps += int(steps)
+        self.items.append({"what": what, "per_step": per_step, "steps": int(steps), "flops": f})
+        return f
+
+    def charge_forward(self, model: nn.Module, input_shape: tuple[int, int, int], n_images: int,
+                       *, what: str = "eval") -> int:
+        """Charge inference forward passes of ``model`` on ``n_images`` images."""
+        key = ("forward", repr(model), tuple(input_shape))
+        if key not in _COUNT_CACHE:
+            _COUNT_CACHE[key] = int(count_forward_flops(model, input_shape, batch_size=1))
+        per_image = _COUNT_CACHE[key]
+        f = per_image * int(n_images)
+        self.eval_flops += f
+        self.items.append({"what": what, "per_image": per_image, "images": int(n_images), "flops": f})
+        return f
+
+
+# per-step / per-image counts depend on the architecture (its repr), the input shape and the batch
+# size only, never on the weights: count each once per process
+_COUNT_CACHE: dict[tuple, int] = {}
+
+
+def batch_size_for(n: int, *, max_batch: int = 256, min_batch: int = 16) -> int:
+    """Batch size from the training-set size: ``clip(2^floor(log2(n / 16)), min_batch, max_batch)``, at most n.
+
+    >>> batch_size_for(240), batch_size_for(5000), batch_size_for(10**6), batch_size_for(10)
+    (16, 256, 256, 10)
+    """
+    n = check_positive(n, "n", integer=True)
+    b = 2 ** int(math.floor(math.log2(max(n / 16.0, 1.0))))
+    return int(min(max(b, min_batch), max_batch, n))
+
+
+def eval_points(steps: int) -> int:
+    """Number of learning-curve points: the largest of 4, 3, 2, 1 that divides ``steps``."""
+    return next(e for e in (4, 3, 2, 1) if steps % e == 0)
+
+
+@dataclass
+class LearnerConfig:
+    """Meta-learner settings shared by the baselines (the compute knobs are trials and steps)."""
+
+    trials: int = 2
+    steps: int = 40
+    seed: int = 0
+    arch: str = "cnn28"
+    arch_options: dict = field(default_factory=lambda: {"width": 8})
+    lr_range: tuple[float, float] = (3e-3, 0.3)
+    label_smoothing_range: tuple[float, float] = (0.0, 0.3)
+    weight_decay: float = 5e-4
+    momentum: float = 0.9
+    max_batch: int = 256
+    min_batch: int = 16
+    val_fraction: float = 0.2
+    device: str = "cpu"
+    knn_train: int = 200
+    knn_val: int = 100
+    knn_k: int = 5
+    temperature: float = 0.05
+    checkpoint: str | None = None
+
+    def __post_init__(self) -> None:
+        self.trials = check_positive(self.trials, "trials", integer=True)
+        self.steps = check_positive(self.steps, "steps", integer=True)
+        if not 0 < self.val_fraction < 1:
+            raise InputError(f"val_fraction: expected a value in (0, 1), got {self.val_fraction!r}")
+
+
+@dataclass
+class Member:
+    """One trained network of a predictor (a trial)."""
+
+    trainer: Trainer
+    num_classes: int  # real classes C (the head may be padded for multilabel)
+    score: float
+    config: dict
+
+
+@dataclass
+class Predictor:
+    members: list[Member]
+    weights: np.ndarray
+    kind: str
+    curve: list[float]
+    info: dict
+
+
+# -------------------------------------------------------------------------- multilabel support
+class _PatternBCE(nn.Module):
+    """Sigmoid BCE where the integer label indexes a row of a 0/1 pattern matrix (C columns)."""
+
+    def __init__(self, patterns: np.ndarray, label_smoothing: float) -> None:
+        super().__init__()
+        self.register_buffer("patterns", torch.as_tensor(patterns, dtype=torch.float32))
+        self.c = patterns.shape[1]
+        self.ls = float(label_smoothing)
+
+    def forward(self, logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        t = self.patterns.to(y.device)[y]
+        t = t * (1.0 - self.ls) + 0.5 * self.ls
+        return nn.functional.binary_cross_entropy_with_logits(logits[:, : self.c], t)
+
+
+def _split(n: int, frac: float, rng: np.random.Generator, labels: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """Fit / validation indices; stratified by class when ``labels`` is given."""
+    if labels is None:
+        perm = rng.permutation(n)
+        k = max(1, int(round(frac * n)))
+        return np.sort(perm[k:]), np.sort(perm[:k])
+    fit, val = [], []
+    for c in np.unique(labels):
+        idx = rng.permutation(np.flatnonzero(labels == c))
+        k = int(round(frac * len(idx))) if len(idx) > 1 else 0
+        val.append(idx[:k])
+        fit.append(idx[k:])
+    fit_i, val_i = np.sort(np.concatenate(fit)), np.sort(np.concatenate(val))
+    if len(val_i) == 0:
+        raise InputError(f"task has too few images ({n}) for a validation split")
+    return fit_i, val_i
+
+
+def _score(kind: str, logits: np.ndarray, targets: np.ndarray) -> float:
+    if kind == "multilabel":
+        m = mean_average_precision(targets, logits)
+        return 0.0 if math.isnan(m) else m
+    return float(np.mean(np.argmax(logits, axis=1) == targets))
+
+
+# ------------------------------------------------------------------------------------ learners
+class StreamLearner:
+    """Base class of stream learners. Subclasses implement :meth:`init`, :meth:`train`, :meth:`predict`.
+
+    ``state_to_dict`` / ``state_from_dict`` turn the state into tensors and plain Python values
+    (saved with ``torch.save`` and loaded with ``weights_only=True``) so a run can resume.
+    """
+
+    name = "base"
+
+    def __init__(self, config: LearnerConfig | None = None) -> None:
+        self.config = config or LearnerConfig()
+
+    def init(self) -> Any:
+        raise NotImplementedError
+
+    def train(self, task: TaskView, data: Any, state: Any, ledger: ComputeLedger) -> tuple[Any, Any]:
+        raise NotImplementedError
+
+    def predict(self, predictor: Any, images: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def num_parameters(self, predictor: Any) -> int:
+        return 0
+
+    def state_to_dict(self, state: Any) -> dict:
+        return {}
+
+    def state_from_dict(self, d: dict) -> Any:
+        return self.init()
+
+    def settings(self) -> dict:
+        out = asdict(self.config)
+        out["learner"] = self.name
+        return out
+
+
+stream_learners: Registry[type[StreamLearner]] = Registry("stream learner")
+
+
+class SearchLearner(StreamLearner):
+    """Random search over (learning rate, label smoothing); the initialisation is the subclass's choice."""
+
+    ensemble = False
+    count_in_trainer = False  # the ledger charges; True makes the trainer count too (a cross-check in tests)
+
+    def init(self) -> dict:
+        return {"models": []}  # one entry per past task: uid, name, state_dict, num_outputs
+
+    # -- initialisation of each trial's network (None = random init)
+    def _init_from(self, task: TaskView, data: Any, fit_idx: np.ndarray, state: dict,
+                   ledger: ComputeLedger) -> tuple[dict | None, str]:
+        return None, "random"
+
+    def _sample(self, rng: np.random.Generator) -> dict:
+        lo, hi = self.config.lr_range
+        ls_lo, ls_hi = self.config.label_smoothing_range
+        return {"lr": float(math.exp(rng.uniform(math.log(lo), math.log(hi)))),
+                "label_smoothing": float(rng.uniform(ls_lo, ls_hi))}
+
+    def _build(self, num_outputs: int, channels: int, image_size: int, seed: int, init: dict | None) -> nn.Module:
+        cfg = self.config
+        model = build_model(cfg.arch, num_classes=num_outputs, in_channels=channels, image_size=image_size,
+                            seed=seed, **cfg.arch_options)
+        if init is not None:
+            sd = {k: v for k, v in init.items() if not k.startswith("classifier.")}
+            missing, unexpected = model.load_state_dict(sd, strict=False)
+            bad = [k for k in missing if not k.startswith("classifier.")]
+            if bad or unexpected:
+                raise InputError(f"initial weights do not fit {cfg.arch!r}: missing {bad[:3]}, unexpected {list(unexpected)[:3]}")
+        return model
+
+    def train(self, task: TaskView, data: Any, state: dict, ledger: ComputeLedger) -> tuple[dict, Predictor]:
+        cfg = self.config
+        rng = np.random.default_rng(task.seed)
+        images, targets = data.images, data.targets
+        n, h, w, b = images.shape
+        shape = (b, h, w)
+        if task.kind == "multilabel":
+            patterns, labels = np.unique(targets, axis=0, return_inverse=True)
+            labels = labels.reshape(-1)
+            num_outputs = max(task.num_classes, len(patterns))
+            fit_idx, val_idx = _split(n, cfg.val_fraction, rng, None)
+        else:
+            patterns, labels, num_outputs = None, np.asarray(targets), task.num_classes
+            fit_idx, val_idx = _split(n, cfg.val_fraction, rng, labels)
+        init, init_from = self._init_from(task, data, fit_idx, state, ledger)
+        bs = batch_size_for(len(fit_idx), max_batch=cfg.max_batch, min_batch=cfg.min_batch)
+        e_points = eval_points(cfg.steps)
+        per_chunk = cfg.steps // e_points
+        members: list[Member] = []
+        curves: list[list[float]] = []
+        for trial in range(cfg.trials):
+            hp = self._sample(rng)
+            # one "epoch" = steps/E full batches drawn from repeated shuffles of the fit part
+            reps = int(math.ceil(per_chunk * bs / len(fit_idx)))
+            order = np.concatenate([rng.permutation(fit_idx) for _ in range(reps)])[: per_chunk * bs]
+            x, y = images[order], np.asarray(labels)[order]
+            model = self._build(num_outputs, b, h, seed=int(rng.integers(2**31)), init=init)
+            loss = _PatternBCE(patterns, hp["label_smoothing"]) if patterns is not None else None
+            tcfg = TrainConfig(epochs=e_points, lr=hp["lr"], weight_decay=cfg.weight_decay, batch_size=bs,
+                               momentum=cfg.momentum, seed=int(rng.integers(2**31)), device=cfg.device,
+                               label_smoothing=hp["label_smoothing"], eval_batch_size=512,
+                               count_flops=self.count_in_trainer)
+            curve: list[float] = []
+            val_x, val_t = images[val_idx], targets[val_idx]
+            holder: dict[str, Trainer] = {}
+
+            def on_epoch(epoch: int, metrics: dict) -> None:
+                logits = holder["tr"].predict_logits(val_x)[:, : task.num_classes]
+                curve.append(_score(task.kind, logits, val_t))
+
+            tr = Trainer(model, tcfg, loss_fn=loss, callback=on_epoch)
+            holder["tr"] = tr
+            res = tr.fit(x, y)
+            ledger.charge_train(model, shape, bs, res.steps, loss_fn=loss, what=f"trial {trial}")
+            ledger.charge_forward(model, shape, len(val_idx) * len(curve), what=f"trial {trial} validation")
+            members.append(Member(tr, task.num_classes, curve[-1], {**hp, "batch_size": bs, "steps": res.steps,
+                                                                    "trainer_flops": res.flops}))
+            curves.append(curve)
+        best = int(np.argmax([m.score for m in members]))
+        if self.ensemble:
+            s = np.array([m.score for m in members]) / cfg.temperature
+            wts = np.exp(s - s.max())
+            wts /= wts.sum()
+            chosen = members
+        else:
+            wts, chosen = np.ones(1), [members[best]]
+        state = {"models": list(state["models"]) + [{
+            "uid": task.uid, "name": task.name, "num_outputs": num_outputs,
+            "state_dict": {k: v.detach().cpu().clone() for k, v in members[best].trainer.model.state_dict().items()},
+        }]}
+        info = {"init_from": init_from, "best_trial": best, "trial_scores": [m.score for m in members],
+                "trial_configs": [m.config for m in members], "batch_size": bs, "eval_points": e_points,
+                "fit_images": int(len(fit_idx)), "val_images": int(len(val_idx))}
+        return state, Predictor(chosen, wts, task.kind, curves[best], info)
+
+    def predict(self, predictor: Predictor, images: np.ndarray) -> np.ndarray:
+        images = np.array(images, copy=True)  # a writable private copy (torch warns on read-only arrays)
+        out = None
+        for m, wt in zip(predictor.members, predictor.weights):
+            logits = m.trainer.predict_logits(images)[:, : m.num_classes].astype(np.float64)
+            if predictor.kind == "multilabel":
+                p = 1.0 / (1.0 + np.exp(-logits))
+            else:
+                z = logits - logits.max(axis=1, keepdims=True)
+                p = np.exp(z) / np.exp(z).sum(axis=1, keepdims=True)
+            out = wt * p if out is None else out + wt * p
+        return out
+
+    def num_parameters(self, predictor: Predictor) -> int:
+        return int(sum(p.numel() for m in predictor.members for p in m.trainer.model.parameters()))
+
+    def state_to_dict(self, state: dict) -> dict:
+        return {"models": state["models"]}
+
+    def state_from_dict(self, d: dict) -> dict:
+        return {"models": list(d.get("models", []))}
+
+
+@stream_learners.register("indep")
+class Indep(SearchLearner):
+    name = "indep"
+
+
+@stream_learners.register("ensemble")
+class Ensemble(SearchLearner):
+    name = "ensemble"
+    ensemble = True
+
+
+@stream_learners.register("ft-prev")
+class FTPrev(SearchLearner):
+    name = "ft-prev"
+
+    def _init_from(self, task, data, fit_idx, state, ledger):
+        if not state["models"]:
+            return None, "random"
+        last = state["models"][-1]
+        return last["state_dict"], last["uid"]
+
+
+@stream_learners.register("ft-d")
+class FTD(SearchLearner):
+    """Fine-tune from the past network whose features give the best k-NN accuracy on the new task."""
+
+    name = "ft-d"
+
+    def _init_from(self, task, data, fit_idx, state, ledger):
+        if not state["models"]:
+            return None, "random"
+        from sklearn.neighbors import KNeighborsClassifier
+
+        cfg = self.config
+        rng = np.random.default_rng(task.seed + 1)
+        idx = rng.permutation(fit_idx)
+        tr_i, va_i = idx[: cfg.knn_train], idx[cfg.knn_train: cfg.knn_train + cfg.knn_val]
+        if len(va_i) == 0:  # small task: hold out a third of the subset
+            k = max(1, len(idx) // 3)
+            tr_i, va_i = idx[k:], idx[:k]
+        targets = data.targets
+        if task.kind == "multilabel":  # exact-match accuracy over label patterns
+            _, y = np.unique(targets, axis=0, return_inverse=True)
+            y = y.reshape(-1)
+        else:
+            y = np.asarray(targets)
+        n, h, w, b = data.images.shape
+        sub = np.concatenate([tr_i, va_i])
+        norm = Normaliser.fit(data.images[sub])
+        scores = []
+        for entry in state["models"]:
+            model = self._build(entry["num_outputs"], b, h, seed=0, init=entry["state_dict"])
+            model.load_state_dict(entry["state_dict"])
+            tr = Trainer(model, TrainConfig(epochs=1, device=cfg.device, count_flops=False))
+            tr.normaliser = norm
+            f_tr, f_va = tr.features(data.images[tr_i]), tr.features(data.images[va_i])
+            ledger.charge_forward(model, (b, h, w), len(sub), what=f"k-NN relatedness of {entry['uid']}")
+            knn = KNeighborsClassifier(n_neighbors=min(cfg.knn_k, len(tr_i))).fit(f_tr, y[tr_i])
+            scores.append(float(np.mean(knn.predict(f_va) == y[va_i])))
+        best = int(np.argmax(scores))  # ties: the earliest task
+        entry = state["models"][best]
+        self.last_relatedness = {e["uid"]: s for e, s in zip(state["models"], scores)}
+        return entry["state_dict"], entry["uid"]
+
+
+@stream_learners.register("pt")
+class PT(SearchLearner):
+    """Fine-tune every task from one pretrained checkpoint (``LearnerConfig.checkpoint``)."""
+
+    name = "pt"
+
+    def __init__(self, config: LearnerConfig | None = None) -> None:
+        super().__init__(config)
+        if not self.config.checkpoint:
+            raise InputError("learner 'pt' needs a checkpoint: pass --checkpoint FILE (a state dict saved with torch.save)")
+        p = Path(self.config.checkpoint)
+        if not p.is_file():
+            raise InputError(f"--checkpoint {str(p)!r}: no such file")
+        try:
+            sd = torch.load(p, map_location="cpu", weights_only=True)
+        except Exception as exc:  # torch raises UnpicklingError / RuntimeError variants
+            raise InputError(f"--checkpoint {str(p)!r}: not a weights-only torch state dict ({exc})") from exc
+        if isinstance(sd, dict) and "state_dict" in sd:
+            sd = sd["state_dict"]
+        if not isinstance(sd, dict) or not all(isinstance(v, torch.Tensor) for v in sd.values()):
+            raise InputError(f"--checkpoint {str(p)!r}: expected a dict of tensors (a model state_dict)")
+        self.pretrained = sd
+
+    def _init_from(self, task, data, fit_idx, state, ledger):
+        return self.pretrained, "checkpoint"
+
+
+def make_learner(name: str, **config: Any) -> StreamLearner:
+    """Instantiate a registered stream learner with :class:`LearnerConfig` options."""
+    cls = stream_learners.get(name)
+    known = set(LearnerConfig.__dataclass_fields__)
+    unknown = sorted(set(config) - known)
+    if unknown:
+        raise InputError(f"learner options {unknown} unknown (known: {sorted(known)})")
+    return cls(LearnerConfig(**config))
+
+
+def save_checkpoint(model: nn.Module, path: str | Path) -> Path:
+    """Save a model's state dict for the ``pt`` learner (tensors only, loadable with weights_only=True)."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    torch.save({k: v.detach().cpu() for k, v in model.state_dict().items()}, p)
+    return p

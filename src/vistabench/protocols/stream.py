@@ -1,0 +1,197 @@
+"""The never-ending task-stream protocol (Nevis'22): runner with compute accounting and resume.
+
+:func:`run_stream` hands a learner one task at a time, in stream order: a :class:`TaskView` of the
+current task and a read-only *copy* of its training part. The next task's data are not even
+loaded until the learner has finished the current one, and the test part never reaches the
+learner except as unlabeled images for :meth:`predict`. After each task the runner scores the
+predictions (error = 1 - accuracy, or 1 - mAP for multilabel tasks), and writes
+
+* the learner's state and the events so far to ``<work_dir>/<run_id>/checkpoint.pt`` (atomic
+  replace; loaded with ``torch.load(weights_only=True)``), then
+* one event record to the results store: protocol ``"stream"``, tag = run id, dataset = stream
+  name, method = learner name, metrics = task index/uid/name/year/domain/kind/split, error,
+  FLOPs (training, evaluation, total), parameters, seconds, learning curve.
+
+Running the same command again resumes after the last completed task (the checkpoint holds the
+state that task produced; seeds are per task, so a resumed run equals an uninterrupted one).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from .. import progress
+from ..errors import InputError
+from ..metrics.stream import task_error
+from ..store import Record, ResultsStore
+from ..streams import Stream, Task, load_stream
+from ..streams.sources import TaskSplits, resolve_task
+
+__all__ = ["run_stream", "default_run_id", "task_seed", "run_events", "StreamRunResult", "demo"]
+
+PROTOCOL = "stream"
+
+
+def task_seed(seed: int, index: int) -> int:
+    """The seed of task ``index`` in a run with ``seed`` (independent of where a run resumed)."""
+    return int(np.random.SeedSequence([int(seed), int(index)]).generate_state(1)[0])
+
+
+def default_run_id(stream: Stream, learner: str, trials: int, steps: int, seed: int, tag: str | None = None) -> str:
+    rid = f"{stream.name}-{learner}-t{trials}-s{steps}-seed{seed}"
+    return f"{rid}-{tag}" if tag else rid
+
+
+@dataclass
+class StreamRunResult:
+    run_id: str
+    events: list[dict]
+    resumed_from: int
+
+    def summary(self) -> dict[str, Any]:
+        mt = [e["error"] for e in self.events if e["split"] == "meta-test"]
+        fin = [x for x in mt if x is not None and np.isfinite(x)]
+        return {"run": self.run_id, "tasks": len(self.events), "resumed_from": self.resumed_from,
+                "avg_error": float(np.mean(fin)) if fin else float("nan"),
+                "cflop": int(sum(e["flops"] for e in self.events))}
+
+
+def run_events(store: ResultsStore, run_id: str) -> list[Record]:
+    """The task-event records of a run, in stream order."""
+    recs = store.records(protocol=PROTOCOL, tag=run_id)
+    return sorted(recs, key=lambda r: r.metrics["task_index"])
+
+
+def _save_checkpoint(path: Path, payload: dict) -> None:
+    import torch
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    torch.save(payload, tmp)
+    os.replace(tmp, path)
+
+
+def _load_checkpoint(path: Path) -> dict:
+    import torch
+
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:
+        raise InputError(f"checkpoint {str(path)!r}: unreadable ({exc}); delete it to start the run afresh") from exc
+
+
+def run_stream(
+    stream: Stream | str,
+    learner: Any,
+    *,
+    store: ResultsStore,
+    run_id: str,
+    work_dir: str | Path,
+    seed: int = 0,
+    data_root: str | Path | None = None,
+    resolver: Callable[[Task], TaskSplits] | None = None,
+    settings: dict | None = None,
+    max_tasks: int | None = None,
+) -> StreamRunResult:
+    """Run ``learner`` over ``stream``; write one event per task; resume if a checkpoint exists.
+
+    Parameters
+    ----------
+    stream : Stream or str
+    learner : StreamLearner
+        Implements ``init``, ``train(task, data, state, ledger)``, ``predict``, ``state_to_dict``,
+        ``state_from_dict``, ``num_parameters`` (see :mod:`vistabench.learners.stream`).
+    store : ResultsStore
+    run_id : str
+        Tag of the run's records and name of its checkpoint folder.
+    work_dir : path
+        Where ``<run_id>/checkpoint.pt`` lives.
+    seed : int
+        Run seed; task i gets :func:`task_seed` (seed, i).
+    data_root : path, optional
+        Folder with the tasks' data (for streams whose data are not bundled).
+    resolver : callable, optional
+        ``resolver(task) -> TaskSplits``; default :func:`~vistabench.streams.sources.resolve_task`.
+    settings : dict, optional
+        Extra settings stored with every event (e.g. trials, steps).
+    max_tasks : int, optional
+        Stop after this many tasks in total (a run can be continued later by calling again).
+    """
+    from ..learners.stream import ComputeLedger, TaskView
+
+    if isinstance(stream, str):
+        stream = load_stream(stream)
+    resolve = resolver or (lambda t: resolve_task(t, stream, data_root=data_root))
+    ckpt_path = Path(work_dir) / run_id / "checkpoint.pt"
+    existing = run_events(store, run_id)
+    if ckpt_path.is_file():
+        ck = _load_checkpoint(ckpt_path)
+        if ck.get("stream_hash") != stream.hash:
+            raise InputError(f"run {run_id!r}: its checkpoint was made on a different stream definition; "
+                             f"use another --run-id or delete {str(ckpt_path)!r}")
+        state = learner.state_from_dict(ck["state"])
+        events: list[dict] = list(ck["events"])
+        done = {r.metrics["task_index"] for r in existing}
+        for ev in events:  # a crash between checkpoint and store write: add the missing event
+            if ev["task_index"] not in done:
+                store.add(_record(stream, learner, seed, run_id, ev, settings))
+    else:
+        if existing:
+            raise InputError(f"run {run_id!r} has {len(existing)} events in the store but no checkpoint at "
+                             f"{str(ckpt_path)!r}; cannot resume (use another --run-id)")
+        state, events = learner.init(), []
+    start = len(events)
+    stop = len(stream.tasks) if max_tasks is None else min(len(stream.tasks), int(max_tasks))
+    for task in progress.track(stream.tasks[start:stop], total=stop - start, description=f"stream {run_id}"):
+        data = resolve(task)
+        view = TaskView(uid=task.uid, name=task.name, year=task.year, domain=task.domain, kind=task.kind,
+                        num_classes=data.train.num_classes, class_names=tuple(data.train.class_names),
+                        seed=task_seed(seed, task.index))
+        ledger = ComputeLedger()
+        t0 = time.perf_counter()
+        state, predictor = learner.train(view, data.train.read_only_copy(), state, ledger)
+        train_seconds = time.perf_counter() - t0
+        test_images = data.test.images.copy()
+        test_images.setflags(write=False)
+        scores = learner.predict(predictor, test_images)
+        err = task_error(data.test.targets, scores, kind=task.kind)
+        info = getattr(predictor, "info", {}) or {}
+        ev = {
+            "task_index": task.index, "task": task.uid, "name": task.name, "year": task.year,
+            "domain": task.domain, "kind": task.kind, "split": task.split,
+            "train_size": int(len(data.train)), "test_size": int(len(data.test)),
+            "resolution": list(task.resolution) if task.resolution else
+            [int(data.train.images.shape[1]), int(data.train.images.shape[2])],
+            "error": float(err), "flops": int(ledger.total), "flops_train": int(ledger.train_flops),
+            "flops_eval": int(ledger.eval_flops), "train_steps": int(ledger.train_steps),
+            "parameters": int(learner.num_parameters(predictor)), "seconds": float(train_seconds),
+            "curve": [float(c) for c in getattr(predictor, "curve", [])],
+            "init_from": info.get("init_from"), "best_trial": info.get("best_trial"),
+        }
+        events.append(ev)
+        _save_checkpoint(ckpt_path, {"stream_hash": stream.hash, "run_id": run_id, "state": learner.state_to_dict(state),
+                                     "events": events})
+        store.add(_record(stream, learner, seed, run_id, ev, settings))
+    return StreamRunResult(run_id, events, start)
+
+
+def _record(stream: Stream, learner: Any, seed: int, run_id: str, ev: dict, settings: dict | None) -> Record:
+    s = {"stream": stream.name, "stream_origin": stream.origin, "meta_test_from_year": stream.meta_test_from_year,
+         "num_tasks": len(stream.tasks)}
+    if hasattr(learner, "settings"):
+        s.update(learner.settings())
+    s.update(settings or {})
+    return Record(protocol=PROTOCOL, dataset=stream.name, method=getattr(learner, "name", type(learner).__name__),
+                  seed=seed, split_hash=stream.hash, settings=s, metrics=dict(ev), tag=run_id)
+
+
+def demo(store: ResultsStore, out_dir: Path, *, quick: bool) -> str:
+    from .stream_demo import run_demo
+
+    return run_demo(store, out_dir, quick=quick)
