@@ -96,6 +96,7 @@ def run(
     repeats: int = 5,
     batch_size: int = 128,
     lr: float = 0.05,
+    augment: bool | None = None,
     out_dir: str | Path | None = None,
     store: ResultsStore | None = None,
     tag: str | None = None,
@@ -117,10 +118,13 @@ def run(
                                  dataset=name)
     train = splits.train.subset(np.asarray(split["indices"]))
     test: Dataset = splits.test
+    natural32 = min(train.images.shape[1:3]) >= 32
     if model == "auto":  # the LT papers' ResNet-32 for 32 px images, a small CNN below
-        model = "resnet32" if min(train.images.shape[1:3]) >= 32 else "cnn28"
+        model = "resnet32" if natural32 else "cnn28"
+    if augment is None:  # the CIFAR recipe: random crop + flip for 32 px images
+        augment = natural32
     result = fit_predict(method, train, test.images, model=model, epochs=epochs, seed=seed,
-                         device=device, batch_size=batch_size, lr=lr)
+                         device=device, batch_size=batch_size, lr=lr, augment=augment)
     pred = Predictions(labels=test.labels, kind="logits", values=result.logits)
     t_imb = split["imbalance"] if test_imbalance is None else test_imbalance
     sweep = build_sweep(test.labels, np.asarray(split["counts"]), test_imbalance=t_imb, points=points,
@@ -137,11 +141,9 @@ def run(
                 "train_counts": split["counts"], "test_imbalance": sweep["test_imbalance"],
                 "points": points, "repeats": repeats, "epochs": epochs, "model": model,
                 "batch_size": batch_size, "lr": lr, "device": device, "sweep_sha256": sweep["sha256"],
-                **getattr(result, "settings", {})}
-    train_result = getattr(result, "train_result", None)
-    if train_result is not None:
-        metrics["train_seconds"] = getattr(train_result, "seconds", None)
-        metrics["train_flops"] = getattr(train_result, "flops", None)
+                **result.settings}
+    metrics["train_seconds"] = result.seconds
+    metrics["train_flops"] = result.flops
     record = Record(protocol="longtail", dataset=name, method=method, seed=seed,
                     split_hash=split["sha256"], settings=settings, metrics=metrics, tag=tag)
     if store is not None:
