@@ -1,0 +1,217 @@
+"""Reference learners for few-shot class-incremental sessions (torch).
+
+Both learners see one session at a time (``learn``) and after each session score a test pool over
+every class seen so far (``scores``):
+
+``prototype``
+    Train the backbone with cross-entropy on the base session, then freeze it. Classes are
+    represented by the L2-normalised mean feature of their training images (prototypes); a test
+    image goes to the class of highest cosine similarity. A novel session only adds its prototypes,
+    so base accuracy never changes (the frozen-backbone baseline of the FSCIL literature, e.g.
+    CEC's "decoupled" prototype classifier).
+``finetune``
+    Train on the base session, then for each novel session grow the linear head by the new classes
+    and fine-tune the whole network on the few shots alone. Nothing protects the old classes, so it
+    forgets them: the contrast the gAcc curve should make visible.
+
+Images go in as the dataset stores them (N, H, W, B); the shared :class:`~.trainer.Trainer` converts
+and standardises them. Every session reuses the base session's input normalisation (a fixed
+preprocessing: standardising with five images' statistics would shift every test input).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+from torch import nn
+
+from ..errors import InputError
+from ..registry import Registry
+from .models import build_model
+from .trainer import TrainConfig, Trainer
+
+__all__ = ["IncrementalConfig", "IncrementalLearner", "PrototypeLearner", "FinetuneLearner", "incremental_methods"]
+
+incremental_methods: Registry[type["IncrementalLearner"]] = Registry("incremental method")
+
+
+@dataclass
+class IncrementalConfig:
+    """Settings of a reference learner.
+
+    Attributes
+    ----------
+    model : str
+        Backbone name in :data:`vistabench.learners.models.models`.
+    epochs, lr : int, float
+        Base-session training (SGD + cosine schedule, momentum 0.9, weight decay 5e-4).
+    novel_epochs, novel_lr : int, float
+        Per novel session (``finetune`` only; the prototype learner does not train after session 1).
+    batch_size : int
+        Capped at the session's number of images.
+    seed : int
+    device : str
+    """
+
+    model: str = "cnn28"
+    epochs: int = 5
+    lr: float = 0.05
+    novel_epochs: int = 10
+    novel_lr: float = 0.01
+    batch_size: int = 128
+    seed: int = 0
+    device: str = "cpu"
+
+
+class _SessionTrainer(Trainer):
+    """The shared trainer, with the input normalisation frozen after the base session."""
+
+    _frozen_norm: Any = None
+
+    @property
+    def normaliser(self):  # type: ignore[override]
+        return self._frozen_norm if self._frozen_norm is not None else self.__dict__.get("_norm")
+
+    @normaliser.setter
+    def normaliser(self, value) -> None:
+        self.__dict__["_norm"] = value
+
+    def freeze_normaliser(self) -> None:
+        self._frozen_norm = self.__dict__.get("_norm")
+
+
+class IncrementalLearner:
+    """Base class: ``learn(images, labels, classes, session=i)`` then ``scores(images)``."""
+
+    def __init__(self, cfg: IncrementalConfig, *, in_channels: int, image_size: int | None = None,
+                 base_cache: dict | None = None) -> None:
+        if not isinstance(cfg, IncrementalConfig):
+            raise InputError(f"cfg: expected an IncrementalConfig, got {type(cfg).__name__}")
+        self.cfg = cfg
+        self.in_channels = int(in_channels)
+        self.image_size = image_size
+        self.classes: list[int] = []  # class id of each output, in learning order
+        self.trainer: _SessionTrainer | None = None
+        self.train_results: list[Any] = []
+        self.base_cache = base_cache
+
+    def _targets(self, labels: np.ndarray) -> np.ndarray:
+        pos = {c: k for k, c in enumerate(self.classes)}
+        return np.asarray([pos[int(c)] for c in labels], dtype=np.int64)
+
+    def _add_classes(self, labels: np.ndarray, classes: Sequence[int], session: int) -> list[int]:
+        new = [int(c) for c in classes]
+        clash = [c for c in new if c in self.classes]
+        if clash:
+            raise InputError(f"session {session}: classes {clash[:5]} were already learned in an earlier session")
+        missing = sorted(set(new) - set(np.unique(labels).tolist()))
+        if missing:
+            raise InputError(f"session {session}: no training images for classes {missing[:5]}")
+        extra = sorted(set(np.unique(labels).tolist()) - set(new))
+        if extra:
+            raise InputError(f"session {session}: training labels {extra[:5]} are not among the session's classes")
+        self.classes += new
+        return new
+
+    def _config(self, *, epochs: int, lr: float, n: int, seed: int) -> TrainConfig:
+        return TrainConfig(epochs=epochs, lr=lr, weight_decay=5e-4, batch_size=min(self.cfg.batch_size, n),
+                           momentum=0.9, seed=seed, device=self.cfg.device, count_flops=False)
+
+    def _base_key(self, images: np.ndarray, labels: np.ndarray) -> tuple:
+        h = hashlib.sha256(np.ascontiguousarray(images).tobytes())
+        h.update(np.ascontiguousarray(labels, dtype=np.int64).tobytes())
+        c = self.cfg
+        return (c.model, c.epochs, c.lr, c.batch_size, c.seed, c.device, self.in_channels, self.image_size,
+                tuple(self.classes), h.hexdigest())
+
+    def _train_base(self, images: np.ndarray, labels: np.ndarray) -> None:
+        """Train the backbone on the base session. With a ``base_cache`` dict, a base session
+        already trained with the same settings on the same images is copied instead of retrained
+        (the result is the same model: training is seeded)."""
+        key = self._base_key(images, labels) if self.base_cache is not None else None
+        if key is not None and key in self.base_cache:  # type: ignore[operator]
+            trainer, result = self.base_cache[key]  # type: ignore[index]
+            self.trainer = copy.deepcopy(trainer)
+            self.train_results.append(result)
+            return
+        model = build_model(self.cfg.model, num_classes=len(self.classes), in_channels=self.in_channels,
+                            image_size=self.image_size, seed=self.cfg.seed)
+        cfg = self._config(epochs=self.cfg.epochs, lr=self.cfg.lr, n=len(labels), seed=self.cfg.seed)
+        self.trainer = _SessionTrainer(model, cfg)
+        self.train_results.append(self.trainer.fit(images, self._targets(labels)))
+        self.trainer.freeze_normaliser()
+        if key is not None:
+            self.base_cache[key] = (copy.deepcopy(self.trainer), self.train_results[-1])  # type: ignore[index]
+
+    def learn(self, images: np.ndarray, labels: np.ndarray, classes: Sequence[int], *, session: int) -> None:
+        raise NotImplementedError  # pragma: no cover
+
+    def scores(self, images: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(N, C_seen) scores and the class id of each column."""
+        raise NotImplementedError  # pragma: no cover
+
+
+@incremental_methods.register("prototype")
+class PrototypeLearner(IncrementalLearner):
+    """Frozen backbone + cosine classifier over class-mean prototypes."""
+
+    def __init__(self, cfg: IncrementalConfig, *, in_channels: int, image_size: int | None = None,
+                 base_cache: dict | None = None) -> None:
+        super().__init__(cfg, in_channels=in_channels, image_size=image_size, base_cache=base_cache)
+        self.prototypes = np.zeros((0, 0), dtype=np.float64)
+
+    def _prototypes(self, images: np.ndarray, labels: np.ndarray, classes: Sequence[int]) -> np.ndarray:
+        feats = self.trainer.features(images).astype(np.float64)  # type: ignore[union-attr]
+        protos = np.stack([feats[labels == c].mean(axis=0) for c in classes])
+        norms = np.linalg.norm(protos, axis=1, keepdims=True)
+        return protos / np.where(norms > 0, norms, 1.0)
+
+    def learn(self, images: np.ndarray, labels: np.ndarray, classes: Sequence[int], *, session: int) -> None:
+        labels = np.asarray(labels, dtype=np.int64)
+        new = self._add_classes(labels, classes, session)
+        if self.trainer is None:
+            self._train_base(images, labels)
+            self.prototypes = self._prototypes(images, labels, new)
+        else:
+            self.prototypes = np.vstack([self.prototypes, self._prototypes(images, labels, new)])
+
+    def scores(self, images: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if self.trainer is None:
+            raise InputError("scores: learn the base session first")
+        f = self.trainer.features(images).astype(np.float64)
+        n = np.linalg.norm(f, axis=1, keepdims=True)
+        f = f / np.where(n > 0, n, 1.0)
+        return (f @ self.prototypes.T).astype(np.float32), np.asarray(self.classes, dtype=np.int64)
+
+
+@incremental_methods.register("finetune")
+class FinetuneLearner(IncrementalLearner):
+    """Grow the linear head and fine-tune everything on each novel session's shots (forgets)."""
+
+    def learn(self, images: np.ndarray, labels: np.ndarray, classes: Sequence[int], *, session: int) -> None:
+        labels = np.asarray(labels, dtype=np.int64)
+        self._add_classes(labels, classes, session)
+        if self.trainer is None:
+            self._train_base(images, labels)
+            return
+        model = self.trainer.model
+        old: nn.Linear = model.classifier  # type: ignore[assignment]
+        head = nn.Linear(old.in_features, len(self.classes)).to(old.weight.device)
+        with torch.no_grad():
+            head.weight[: old.out_features] = old.weight
+            head.bias[: old.out_features] = old.bias
+        model.classifier = head
+        model.num_classes = len(self.classes)
+        self.trainer.cfg = self._config(epochs=self.cfg.novel_epochs, lr=self.cfg.novel_lr, n=len(labels),
+                                        seed=self.cfg.seed + session)
+        self.train_results.append(self.trainer.fit(images, self._targets(labels)))
+
+    def scores(self, images: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if self.trainer is None:
+            raise InputError("scores: learn the base session first")
+        return self.trainer.predict_logits(images), np.asarray(self.classes, dtype=np.int64)

@@ -1,0 +1,254 @@
+"""Few-shot class-incremental views: a Table-1-style table, the gAcc-vs-α plot, the report section.
+
+Every table and plot carries the paper's reference corner cases (Lazy, Greedy, Greedy-NF) computed
+by :mod:`vistabench.metrics.incremental` for the same session layout, so a method's numbers can be
+read against "learns nothing new" and "forgets everything old".
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..metrics.incremental import IncrementalScores, incremental_scores
+from ..store import Record, ResultsStore
+from .html import Section, report_section
+from .tables import Column, Table, aggregate, register_table
+
+#: The paper's Table 1 (miniImageNet, 60 base classes + 8 sessions of 5-way 5-shot), as published:
+#: (method, aAcc per session in %, published aAcc in %, published gAcc in % or None). Quoted so the
+#: report can set the corner cases against real methods; the aAcc column is recomputed from the
+#: per-session values (tests check it), the gAcc column cannot be (the paper gives no A_i^j).
+PAPER_TABLE1_MINI_IMAGENET: list[tuple[str, list[float], float, float | None]] = [
+    ("CEC", [72.1, 67.0, 63.0, 59.6, 56.9, 53.9, 51.4, 49.5, 47.8], 57.91, 48.64),
+    ("LIMIT", [73.3, 67.6, 63.2, 59.5, 56.7, 53.7, 51.4, 49.7, 48.2], 58.15, 49.47),
+    ("FACT", [76.3, 71.3, 66.9, 62.9, 59.6, 56.3, 53.5, 51.1, 49.2], 60.78, 49.56),
+    ("CLOM", [72.1, 66.7, 62.7, 59.2, 56.1, 53.0, 50.2, 48.3, 46.7], 57.23, 46.11),
+    ("BiDistFSCIL", [74.6, 70.4, 66.6, 62.8, 60.5, 57.2, 54.7, 53.0, 51.9], 61.32, 53.49),
+    ("S3C", [77.0, 72.1, 68.2, 65.1, 62.0, 58.8, 56.0, 53.6, 51.9], 62.74, 53.70),
+    ("SAVC", [81.0, 76.2, 71.9, 71.4, 65.6, 62.1, 59.2, 57.0, 55.5], 66.66, 56.35),
+    ("ALICE", [81.1, 71.1, 67.8, 64.1, 62.4, 60.1, 57.9, 56.8, 56.0], 64.14, 59.72),
+    ("NC-FSCIL", [84.2, 76.1, 72.1, 68.1, 67.3, 63.9, 61.9, 59.6, 57.9], 67.90, 60.93),
+    ("YourSelf (paper)", [84.0, 77.6, 73.7, 70.0, 68.0, 64.9, 62.1, 59.8, 59.0], 68.80, 62.20),
+]
+
+REFERENCE_NAMES = ("Lazy", "Greedy", "Greedy-NF")
+
+
+def _layout(r: Record) -> tuple[int, ...]:
+    return tuple(r.settings.get("session_sizes") or [])
+
+
+def _groups(records: list[Record]) -> dict[tuple[str, tuple[int, ...], str], list[Record]]:
+    out: dict[tuple[str, tuple[int, ...], str], list[Record]] = defaultdict(list)
+    for r in records:
+        out[(r.dataset, _layout(r), r.method)].append(r)
+    return out
+
+
+def _layout_text(sizes: Sequence[int]) -> str:
+    novel = list(sizes[1:])
+    if not novel:
+        return f"{sizes[0]} base"
+    if len(set(novel)) == 1:
+        return f"{sizes[0]} base + {len(novel)}×{novel[0]}-way"
+    return f"{sizes[0]} base + " + "/".join(map(str, novel))
+
+
+def reference_rows(sizes: Sequence[int], *, base_accuracy: float, mode: str = "exact") -> dict[str, IncrementalScores]:
+    """Lazy / Greedy / Greedy-NF scores for a session layout (``sizes`` = classes per session)."""
+    from ..metrics.incremental import corner_case_matrix
+
+    n = len(sizes)
+    return {
+        name: incremental_scores(corner_case_matrix(case, num_sessions=n, base_accuracy=base_accuracy),
+                                 session_sizes=list(sizes), mode=mode)  # type: ignore[arg-type]
+        for case, name in zip(("lazy", "greedy", "greedy_nf"), REFERENCE_NAMES)
+    }
+
+
+def _row(label: str, per_session: Sequence[float | None], aacc: float | None, gacc: float | None,
+         pd: float | None, runs: int | str) -> dict[str, Any]:
+    row: dict[str, Any] = {"method": label, "runs": runs, "aacc": aacc, "gacc": gacc, "pd": pd}
+    for i, v in enumerate(per_session):
+        row[f"s{i + 1}"] = v
+    return row
+
+
+def _rank_styles(rows: list[dict[str, Any]], columns: list[Column], measured: list[int]) -> dict[tuple[int, str], str]:
+    """Best bold, second underlined (the paper's Table 1 marking), among measured rows only."""
+    styles: dict[tuple[int, str], str] = {}
+    for col in columns:
+        if col.higher_is_better is None:
+            continue
+        vals = sorted({rows[i][col.key] for i in measured if isinstance(rows[i].get(col.key), (int, float))
+                       and np.isfinite(rows[i][col.key])}, reverse=col.higher_is_better)
+        for i in measured:
+            v = rows[i].get(col.key)
+            if v in vals[:2]:
+                styles[(i, col.key)] = "bold" if v == vals[0] else "underline"
+    return styles
+
+
+@register_table("incremental")
+def incremental_table(store: ResultsStore, *, dataset: str | None = None) -> Table:
+    """The paper's Table 1 layout from the store: aAcc after each session, aAcc, gAcc (and PD).
+
+    One row per (dataset, session layout, method), means over seeds; then the Lazy / Greedy /
+    Greedy-NF reference rows for that layout at the best base accuracy A_1^1 measured in the group
+    (marked "ref."; they are not ranked). Best measured value bold, second underlined.
+    """
+    records = store.records(protocol="incremental", dataset=dataset)
+    by_layout: dict[tuple[str, tuple[int, ...]], list[tuple[str, list[Record]]]] = defaultdict(list)
+    for (ds, sizes, method), recs in sorted(_groups(records).items()):
+        by_layout[(ds, sizes)].append((method, recs))
+    n_max = max((len(s) for _, s in by_layout), default=0)
+    columns = [Column("runs", "Runs", higher_is_better=None, percent=False, digits=0)]
+    columns += [Column(f"s{i + 1}", str(i + 1)) for i in range(n_max)]
+    columns += [Column("aacc", "aAcc"), Column("gacc", "gAcc"), Column("pd", "PD", higher_is_better=False)]
+    rows: list[dict[str, Any]] = []
+    styles: dict[tuple[int, str], str] = {}
+    several = len(by_layout) > 1 or dataset is None
+    for (ds, sizes), methods in by_layout.items():
+        start = len(rows)
+        suffix = f" — {ds}, {_layout_text(sizes)}" if several else ""
+        base_best = 0.0
+        for method, recs in methods:
+            ms = [r.metrics for r in recs]
+            n = len(sizes)
+            per = [aggregate([m["sessions"][i]["aacc"] for m in ms]) for i in range(n)]
+            rows.append(_row(f"{method}{suffix}", per, aggregate([m["aacc"] for m in ms]),
+                             aggregate([m["gacc"] for m in ms]), aggregate([m["pd"] for m in ms]), len(recs)))
+            base_best = max(base_best, aggregate([m["matrix"][0][0] for m in ms]) or 0.0)
+        measured = list(range(start, len(rows)))
+        ranked = _rank_styles(rows, columns, measured)
+        styles.update(ranked)
+        mode = methods[0][1][-1].settings.get("mode", "exact")
+        for name, sc in reference_rows(sizes, base_accuracy=base_best, mode=mode).items():
+            rows.append(_row(f"{name} (ref.){suffix}", [s["aacc"] for s in sc.sessions], sc.aacc, sc.gacc, sc.pd, "ref."))
+    if not styles and rows:
+        styles[(0, "__none__")] = "bold"  # explicit styles switch off the table's own ranking
+    return Table(columns, rows, styles=styles,
+                 caption="FSCIL results (%): aAcc after each session, their mean (aAcc), generalized "
+                         "accuracy gAcc (area under gAcc(α), α ∈ [0,1]) and PD = A_1^1 − A_n^1. "
+                         "Reference rows (ref.) are the paper's corner cases at the best base accuracy "
+                         "measured for that layout; best measured value bold, second underlined.")
+
+
+def paper_reference_table(*, base_accuracy: float = 0.85) -> Table:
+    """The paper's Table 1 (miniImageNet, as published) with the corner cases computed here.
+
+    ``aacc`` is recomputed from the published per-session values; ``aacc_pub``/``gacc_pub`` are the
+    published numbers; corner cases get exact gAcc and the authors' formula (``gacc_compat``).
+    """
+    sizes = [60] + [5] * 8
+    cols = [Column(f"s{i + 1}", str(i + 1)) for i in range(9)]
+    cols += [Column("aacc", "aAcc (recomputed)"), Column("aacc_pub", "aAcc (published)"),
+             Column("gacc_pub", "gAcc (published)"), Column("gacc", "gAcc exact (ours)"),
+             Column("gacc_compat", "gAcc compat (ours)")]
+    rows: list[dict[str, Any]] = []
+    for name, per, a_pub, g_pub in PAPER_TABLE1_MINI_IMAGENET:
+        row = {"method": name, "aacc": float(np.mean(per)) / 100, "aacc_pub": a_pub / 100,
+               "gacc_pub": None if g_pub is None else g_pub / 100, "gacc": None, "gacc_compat": None}
+        row.update({f"s{i + 1}": v / 100 for i, v in enumerate(per)})
+        rows.append(row)
+    measured = list(range(len(rows)))
+    exact = reference_rows(sizes, base_accuracy=base_accuracy, mode="exact")
+    compat = reference_rows(sizes, base_accuracy=base_accuracy, mode="compat")
+    for name in REFERENCE_NAMES:
+        sc = exact[name]
+        row = {"method": f"{name} (ref., A_1^1 = {100 * base_accuracy:g}%)", "aacc": sc.aacc, "aacc_pub": None,
+               "gacc_pub": None, "gacc": sc.gacc, "gacc_compat": compat[name].gacc}
+        row.update({f"s{i + 1}": s["aacc"] for i, s in enumerate(sc.sessions)})
+        rows.append(row)
+    styles = _rank_styles(rows, cols, measured)
+    return Table(cols, rows, styles=styles,
+                 caption="The paper's Table 1 (miniImageNet, 60 base + 8×5-way 5-shot), per-session aAcc "
+                         "and gAcc as published, aAcc recomputed from them; below, the corner cases "
+                         "computed by vistabench for the same layout.")
+
+
+def gacc_figure(curves: dict[str, Sequence[dict[str, float]]], references: dict[str, Sequence[dict[str, float]]],
+                *, title: str = ""):
+    """gAcc(α) against α: one solid line per method, the corner cases dashed; legend shows the AUC."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    for label, pts in curves.items():
+        a = np.array([p["alpha"] for p in pts])
+        g = np.array([p["gacc"] for p in pts])
+        ax.plot(a, 100 * g, marker="o" if len(a) <= 15 else None, ms=3, label=label)
+    styles = {"Lazy": ":", "Greedy": "--", "Greedy-NF": "-."}
+    for label, pts in references.items():
+        a = np.array([p["alpha"] for p in pts])
+        g = np.array([p["gacc"] for p in pts])
+        ax.plot(a, 100 * g, color="0.45", ls=styles.get(label.split(" ")[0], "--"), lw=1.3, label=label)
+    ax.set_xlabel("α (weight of the base classes)")
+    ax.set_ylabel("gAcc(α) averaged over sessions (%)")
+    ax.set_xlim(0, 1)
+    ax.grid(alpha=0.3)
+    if title:
+        ax.set_title(title)
+    ax.legend(fontsize=7, loc="best")
+    return fig
+
+
+def lazy_summary(lazy: IncrementalScores, close: list[tuple[str, float, float]]) -> str:
+    """One sentence setting Lazy's aAcc/gAcc against published methods of similar aAcc (in %)."""
+    head = (f"Against the published numbers (miniImageNet layout, A_1^1 = 85% as in the paper): Lazy has "
+            f"aAcc {100 * lazy.aacc:.2f}% and gAcc {100 * lazy.gacc:.2f}%. ")
+    if not close:
+        return head + "No published method has an aAcc within 3 points of it."
+    below = [n for n, _, g in close if 100 * lazy.gacc < g]
+    gap = min(g for _, _, g in close) - 100 * lazy.gacc
+    return (head + "Methods with aAcc within 3 points: " + ", ".join(f"{n} (aAcc {a:.2f}, gAcc {g:.2f})" for n, a, g in close)
+            + f". Lazy's gAcc is below {len(below)} of these {len(close)}"
+            + (f", by at least {gap:.2f} points." if len(below) == len(close) else "."))
+
+
+def _auc_label(name: str, gacc: float) -> str:
+    return f"{name} (gAcc {100 * gacc:.1f})"
+
+
+@report_section("incremental", order=30)
+def incremental_section(store: ResultsStore) -> Section | None:
+    records = store.records(protocol="incremental")
+    if not records:
+        return None
+    sec = Section("Few-shot class-incremental (gAcc)")
+    sec.text("aAcc averages accuracy over all classes seen so far, so the base session (the majority of "
+             "classes) dominates it: a learner that never learns a novel class can score well. gAcc "
+             "(generalized accuracy) weighs the base classes by α and integrates over α ∈ [0, 1]; "
+             "gAcc(0) is novel-class accuracy, gAcc(1) is aAcc. The corner cases mark the extremes: "
+             "Lazy keeps the base accuracy and learns nothing new, Greedy learns only the current "
+             "session, Greedy-NF learns every novel class perfectly but loses the base classes.")
+    sec.table(incremental_table(store).render("markdown"))
+    layouts: dict[tuple[str, tuple[int, ...]], list[Record]] = defaultdict(list)
+    for r in records:
+        layouts[(r.dataset, _layout(r))].append(r)
+    for (ds, sizes), recs in sorted(layouts.items()):
+        curves: dict[str, Any] = {}
+        for (_, _, method), group in sorted(_groups(recs).items()):
+            last = group[-1].metrics
+            curves[_auc_label(method, last["gacc"])] = last["curve"]
+        base_best = max(r.metrics["matrix"][0][0] for r in recs)
+        mode = recs[-1].settings.get("mode", "exact")
+        refs = {_auc_label(k, v.gacc): v.curve for k, v in reference_rows(sizes, base_accuracy=base_best, mode=mode).items()}
+        sec.figure(gacc_figure(curves, refs, title=f"{ds}: {_layout_text(sizes)}"),
+                   f"gAcc(α) averaged over sessions on {ds} ({_layout_text(sizes)}); dashed/dotted: corner "
+                   f"cases at A_1^1 = {100 * base_best:.1f}%. Legend: area under the curve (gAcc).")
+    lazy = reference_rows([60] + [5] * 8, base_accuracy=0.85)["Lazy"]
+    pub = [(name, a, g) for name, _, a, g in PAPER_TABLE1_MINI_IMAGENET if g is not None]
+    close = [(name, a, g) for name, a, g in pub if abs(a - 100 * lazy.aacc) <= 3.0]
+    sec.text(lazy_summary(lazy, close))
+    sec.table(paper_reference_table().render("markdown"))
+    refs = {_auc_label(k, v.gacc): v.curve for k, v in reference_rows([60] + [5] * 8, base_accuracy=0.85).items()}
+    sec.figure(gacc_figure({}, refs, title="miniImageNet layout: corner cases at A_1^1 = 85%"),
+               "The paper's corner cases for 60 base + 8×5-way sessions (the published methods' curves need "
+               "their per-task accuracies, which the paper does not print).")
+    return sec
