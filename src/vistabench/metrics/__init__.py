@@ -10,3 +10,12 @@ from .stream import (  # noqa: E402  (task streams, Nevis'22)
     slice_means,
     task_error,
 )
+from .incremental import (  # noqa: E402  (few-shot class-incremental: aAcc, tAcc, gAcc, PD, KR)
+    IncrementalScores,
+    accuracy_matrix,
+    corner_case_matrix,
+    gacc_at,
+    gacc_compat,
+    gacc_sessions,
+    incremental_scores,
+)
