@@ -1,0 +1,138 @@
+"""Significance tests for repeated runs (numpy/scipy only).
+
+Welch's unequal-variance t-test decides the small-data table's italics (Brigato et al., Table 3:
+"not significantly worse than the best one on a significance level of 5%").
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any, Literal, Mapping, Sequence
+
+import numpy as np
+
+from .._validation import check_array, check_fraction
+from ..errors import InputError
+
+__all__ = ["WelchResult", "welch_test", "not_worse_than_best"]
+
+Alternative = Literal["two-sided", "less", "greater"]
+
+
+@dataclass(frozen=True)
+class WelchResult:
+    """Welch's t-test of ``mean(a)`` against ``mean(b)``; NaN where undefined."""
+
+    t: float
+    df: float
+    p: float
+    mean_a: float
+    mean_b: float
+    n_a: int
+    n_b: int
+    alternative: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def welch_test(a: Any, b: Any, *, alternative: Alternative = "two-sided") -> WelchResult:
+    """Welch's unequal-variance two-sample t-test.
+
+    With sample means m, unbiased variances s² and sizes n::
+
+        t  = (m_a − m_b) / sqrt(s_a²/n_a + s_b²/n_b)
+        df = (s_a²/n_a + s_b²/n_b)² / ((s_a²/n_a)²/(n_a−1) + (s_b²/n_b)²/(n_b−1))   (Welch–Satterthwaite)
+        p  = 2·P(T_df ≥ |t|)  (two-sided),  P(T_df ≤ t)  ("less"),  P(T_df ≥ t)  ("greater")
+
+    Parameters
+    ----------
+    a, b : array-like of float, shape (n_a,), (n_b,)
+        Scores of two methods (e.g. 30 balanced accuracies each). Must be finite.
+    alternative : {"two-sided", "less", "greater"}
+        The alternative hypothesis about ``mean(a) − mean(b)``.
+
+    Returns
+    -------
+    WelchResult
+        ``t``, ``df``, ``p`` are NaN when undefined: fewer than two samples in either group, or
+        both groups without any variance (the statistic is 0/0 or ±x/0).
+
+    Examples
+    --------
+    >>> r = welch_test([1.0, 2.0, 3.0], [4.0, 5.0, 7.0])
+    >>> round(r.t, 4), round(r.df, 4), round(r.p, 4)
+    (-3.1623, 3.4483, 0.0419)
+    """
+    if alternative not in ("two-sided", "less", "greater"):
+        raise InputError(f"alternative: expected 'two-sided', 'less' or 'greater', got {alternative!r}")
+    xa = check_array(a, "a", ndim=1, kind="float")
+    xb = check_array(b, "b", ndim=1, kind="float")
+    na, nb = len(xa), len(xb)
+    ma = float(xa.mean()) if na else float("nan")
+    mb = float(xb.mean()) if nb else float("nan")
+    nan = float("nan")
+    if na < 2 or nb < 2:
+        return WelchResult(nan, nan, nan, ma, mb, na, nb, alternative)
+    va, vb = float(xa.var(ddof=1)) / na, float(xb.var(ddof=1)) / nb
+    se2 = va + vb
+    if se2 == 0.0:
+        return WelchResult(nan, nan, nan, ma, mb, na, nb, alternative)
+    from scipy.stats import t as student_t
+
+    t = (ma - mb) / math.sqrt(se2)
+    df = se2 ** 2 / (va ** 2 / (na - 1) + vb ** 2 / (nb - 1))
+    if alternative == "two-sided":
+        p = 2.0 * float(student_t.sf(abs(t), df))
+    elif alternative == "less":
+        p = float(student_t.cdf(t, df))
+    else:
+        p = float(student_t.sf(t, df))
+    return WelchResult(float(t), float(df), min(p, 1.0), ma, mb, na, nb, alternative)
+
+
+def not_worse_than_best(
+    groups: Mapping[str, Sequence[float]],
+    *,
+    alpha: float = 0.05,
+    alternative: Literal["two-sided", "one-sided"] = "two-sided",
+) -> dict[str, bool]:
+    """Which groups are not significantly worse than the group with the best (highest) mean.
+
+    For each group g ≠ best, Welch's test of best against g; g is "not significantly worse" when
+    ``p ≥ alpha`` (or p is NaN, i.e. the test is undefined and cannot reject). The best group maps to
+    True. ``"one-sided"`` tests the alternative mean(best) > mean(g).
+
+    Parameters
+    ----------
+    groups : mapping name -> array-like of float, shape (n_g,)
+        Finite scores per group; groups with no score are left out of the answer.
+    alpha : float in [0, 1]
+    alternative : {"two-sided", "one-sided"}
+
+    Returns
+    -------
+    dict name -> bool
+
+    Examples
+    --------
+    >>> not_worse_than_best({"a": [0.9, 0.91, 0.92], "b": [0.5, 0.52, 0.51], "c": [0.9, 0.8, 0.95]})
+    {'a': True, 'b': False, 'c': True}
+    """
+    alpha = check_fraction(alpha, "alpha")
+    if alternative not in ("two-sided", "one-sided"):
+        raise InputError(f"alternative: expected 'two-sided' or 'one-sided', got {alternative!r}")
+    arrays = {k: check_array(v, f"groups[{k!r}]", ndim=1, kind="float") for k, v in groups.items()}
+    arrays = {k: v for k, v in arrays.items() if v.size}
+    if not arrays:
+        return {}
+    best = max(arrays, key=lambda k: float(arrays[k].mean()))
+    out: dict[str, bool] = {}
+    for k, v in arrays.items():
+        if k == best:
+            out[k] = True
+            continue
+        r = welch_test(arrays[best], v, alternative="greater" if alternative == "one-sided" else "two-sided")
+        out[k] = bool(math.isnan(r.p) or r.p >= alpha)
+    return out

@@ -1,0 +1,315 @@
+"""Small-data benchmark protocol (Brigato et al.; DESIGN §6): splits → tuning → final runs → records.
+
+Pipeline per (dataset, method):
+
+1. split files ``trainval{i}``/``train{i}``/``val{i}`` (+ ``test{i}``) for i = 0..2
+   (:mod:`vistabench.data.smalldata_splits`);
+2. per split, a search on train{i}/val{i} with the *same* budget for every method
+   (:func:`vistabench.tuning.tune`; ASHA by default; lr ~ logU(1e-4, 0.1), weight decay
+   ~ logU(1e-5, 0.1), batch size from the preset, plus the method's own hyper-parameters); the
+   score is balanced accuracy on val{i} after each epoch;
+3. the split's best configuration trained ``repeats`` times (seeds 0..repeats−1) on trainval{i}
+   and scored with balanced accuracy on the test set (official, or test{i}).
+
+Records (``protocol="smalldata"``): ``tag="tune"`` — one per search, settings = the whole
+:class:`~vistabench.tuning.TuneResult` (every trial and its curve); ``tag="final"`` — one per final
+run, metrics ``balanced_accuracy``, ``accuracy``, ``images_per_second``, ``peak_memory_bytes``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+
+from ..data.dataset import DataSplits, Dataset
+from ..data.smalldata import SmallDataPreset, get_preset, load_smalldata
+from ..data.smalldata_splits import SmallDataSplit, read_splits, write_splits
+from ..errors import InputError
+from ..metrics.classification import balanced_accuracy
+from ..store import Record, ResultsStore
+from ..tuning import Choice, Fixed, LogUniform, Param, TuneResult, TuneSettings, parse_space, tune
+
+__all__ = ["Options", "Context", "prepare", "method_space", "tune_split", "final_split", "run_method", "demo",
+           "PROTOCOL"]
+
+PROTOCOL = "smalldata"
+
+
+@dataclass
+class Options:
+    """Run settings; None means "the preset's value"."""
+
+    model: str | None = None
+    epochs: int | None = None
+    final_epochs: int | None = None
+    trials: int | None = None
+    grace_period: int | None = None
+    reduction_factor: int = 3
+    repeats: int = 10
+    splits: list[int] | None = None
+    device: str = "cpu"
+    engine: str = "local"
+    ray_address: str | None = None
+    ray_num_cpus: int | None = None
+    sampler: str = "tpe"
+    scheduler: str = "asha"
+    seed: int = 0
+    space: dict[str, Any] | None = None
+    work_dir: str = "smalldata-runs"
+    tag_suffix: str = ""
+    threads: int | None = None
+
+    def settings(self, preset: SmallDataPreset) -> TuneSettings:
+        return TuneSettings(
+            trials=self.trials if self.trials is not None else preset.trials,
+            max_epochs=self.epochs if self.epochs is not None else preset.epochs,
+            grace_period=self.grace_period if self.grace_period is not None else min(
+                preset.grace_period, self.epochs if self.epochs is not None else preset.epochs),
+            reduction_factor=self.reduction_factor, scheduler=self.scheduler,  # type: ignore[arg-type]
+            sampler=self.sampler, seed=self.seed, engine=self.engine,  # type: ignore[arg-type]
+            ray_address=self.ray_address, ray_num_cpus=self.ray_num_cpus,
+            ray_gpus_per_trial=1.0 if self.device.startswith("cuda") and self.engine == "ray" else 0.0)
+
+
+@dataclass
+class Context:
+    """A loaded dataset with its preset and split files."""
+
+    name: str
+    preset: SmallDataPreset
+    data: DataSplits
+    splits: list[SmallDataSplit]
+    image_size: int
+    in_channels: int
+
+    @property
+    def pool(self) -> Dataset:
+        return self.data.train
+
+    def test_set(self, split: SmallDataSplit) -> tuple[np.ndarray, np.ndarray, str]:
+        if split.test is not None:
+            return self.pool.images[split.test], self.pool.labels[split.test], f"test{split.index}"
+        if self.data.test is None:
+            raise InputError(f"dataset {self.name!r}: no official test set and no test{split.index}.json split file")
+        return self.data.test.images, self.data.test.labels, "test"
+
+
+def prepare(dataset: str, *, root: str | None = None, split_dir: str | os.PathLike[str] | None = None,
+            per_class: int | None = None, seed: int = 0, image_size: int | None = None,
+            splits: list[int] | None = None, out_splits: str | os.PathLike[str] | None = None) -> Context:
+    """Load ``dataset`` and its split files (``split_dir``), or write fresh ones to ``out_splits``."""
+    preset = get_preset(dataset)
+    data = load_smalldata(dataset, root, image_size=image_size)
+    if split_dir is None:
+        if out_splits is None:
+            raise InputError("--splits: give a folder of split files, or an output folder to write them to")
+        pc = per_class if per_class is not None else preset.per_class
+        own = data.test is None
+        write_splits(data.train, out_splits, dataset_name=dataset, per_class=pc, seed=seed,
+                     val_fraction=preset.val_fraction, num_splits=preset.num_splits, own_test=own,
+                     test_per_class=preset.test_per_class if own else None)
+        split_dir = out_splits
+    sp = read_splits(split_dir, data.train, dataset_name=dataset, splits=splits)
+    img = data.train.images
+    return Context(dataset, preset, data, sp, int(img.shape[1]), int(img.shape[3]))
+
+
+def method_space(method: str, preset: SmallDataPreset, *, overrides: dict[str, Any] | None = None) -> dict[str, Param]:
+    """The search space of ``method`` on a dataset (paper Table 2 + the method's own parameters)."""
+    from ..learners.smalldata import get_method
+
+    m = get_method(method)
+    space: dict[str, Param] = {"lr": LogUniform(1e-4, 0.1), "weight_decay": LogUniform(1e-5, 0.1),
+                               "batch_size": Choice(tuple(preset.batch_sizes))}
+    space.update(m.space)
+    for k, v in m.fixed.items():
+        space[k] = Fixed(v)
+    if not m.tuned:
+        bs = sorted(preset.batch_sizes)
+        space["batch_size"] = Fixed(bs[len(bs) // 2])
+    if overrides:
+        space.update(parse_space(overrides))
+    return space
+
+
+def _model_name(ctx: Context, opts: Options) -> str:
+    return opts.model or ctx.preset.model
+
+
+def _train(ctx: Context, method: str, config: dict, opts: Options, *, epochs: int, seed: int,
+           train_idx: np.ndarray, val: tuple[np.ndarray, np.ndarray] | None, report=None):
+    from ..learners.smalldata import build_method
+    from ..learners.trainer import TrainConfig, Trainer
+
+    model, loss = build_method(method, _model_name(ctx, opts), config, num_classes=ctx.pool.num_classes,
+                               in_channels=ctx.in_channels, image_size=ctx.image_size, seed=seed)
+    cfg = TrainConfig(epochs=epochs, lr=float(config["lr"]), weight_decay=float(config["weight_decay"]),
+                      batch_size=int(config["batch_size"]), momentum=0.9, seed=seed, device=opts.device,
+                      augment=ctx.preset.augment, count_flops=False)
+    classes = list(range(ctx.pool.num_classes))
+    holder: dict[str, Any] = {}
+
+    def callback(epoch: int, metrics: dict) -> None:
+        vx, vy = val  # type: ignore[misc]
+        pred = holder["trainer"].predict_logits(vx).argmax(1)
+        report(epoch, balanced_accuracy(vy, pred, classes=classes))
+
+    tr = Trainer(model, cfg, loss_fn=loss, callback=callback if report is not None else None)
+    holder["trainer"] = tr
+    with torch_threads(opts.threads):
+        res = tr.fit(ctx.pool.images[train_idx], ctx.pool.labels[train_idx])
+    return tr, res
+
+
+@contextmanager
+def torch_threads(n: int | None) -> Iterator[None]:
+    """Run with ``n`` torch intra-op threads (None: leave as is), restoring the setting after."""
+    if n is None:
+        yield
+        return
+    import torch
+
+    old = torch.get_num_threads()
+    torch.set_num_threads(int(n))
+    try:
+        yield
+    finally:
+        torch.set_num_threads(old)
+
+
+def _check_batch(ctx: Context, space: dict[str, Param], n_train: int, where: str) -> None:
+    p = space.get("batch_size")
+    sizes = list(p.values) if isinstance(p, Choice) else [p.value] if isinstance(p, Fixed) else []
+    big = [int(b) for b in sizes if int(b) > n_train]
+    if big:
+        raise InputError(f"batch_size: {big[0]} is larger than the {n_train} images of {where}; "
+                         f"lower --batch-sizes or raise --per-class")
+
+
+def tune_split(ctx: Context, split: SmallDataSplit, method: str, opts: Options,
+               store: ResultsStore | None = None) -> TuneResult:
+    """Search hyper-parameters of ``method`` on train{i}/val{i}; store a ``tune`` record."""
+    settings = opts.settings(ctx.preset)
+    space = method_space(method, ctx.preset, overrides=opts.space)
+    _check_batch(ctx, space, len(split.train), f"train{split.index}")
+    vx, vy = ctx.pool.images[split.val], ctx.pool.labels[split.val]
+
+    def objective(config: dict, report) -> float:
+        scores: list[float] = []
+
+        def rep(epoch: int, value: float) -> None:
+            scores.append(value)
+            report(epoch, value)
+
+        _train(ctx, method, config, opts, epochs=settings.max_epochs, seed=opts.seed, train_idx=split.train,
+               val=(vx, vy), report=rep)
+        return scores[-1]
+
+    model = _model_name(ctx, opts)
+    study = f"{ctx.name}-{method}-{model}-split{split.index}-seed{opts.seed}"
+    storage = Path(opts.work_dir) / "studies" / f"{study}.db"
+    result = tune(objective, space, settings, storage=storage, study_name=study)
+    if store is not None:
+        store.add(Record(protocol=PROTOCOL, dataset=ctx.name, method=method, seed=opts.seed,
+                         split_hash=split.split_hash, tag="tune" + opts.tag_suffix,
+                         settings={"split": split.index, "model": model, "device": opts.device,
+                                   "preset": ctx.preset.to_dict(), "search": result.to_dict()},
+                         metrics={"best_val_balanced_accuracy": result.best_value,
+                                  "trials": len(result.trials), "total_epochs": result.total_epochs}))
+    return result
+
+
+def final_split(ctx: Context, split: SmallDataSplit, method: str, config: dict, opts: Options,
+                store: ResultsStore | None = None, *, tune_value: float | None = None) -> list[dict]:
+    """Train ``config`` ``opts.repeats`` times on trainval{i}; score balanced accuracy on the test set."""
+    from ..progress import track
+
+    settings = opts.settings(ctx.preset)
+    epochs = opts.final_epochs or settings.max_epochs
+    space = {k: Fixed(v) for k, v in config.items()}
+    _check_batch(ctx, space, len(split.trainval), f"trainval{split.index}")
+    tx, ty, test_name = ctx.test_set(split)
+    classes = list(range(ctx.pool.num_classes))
+    out = []
+    for r in track(range(opts.repeats), total=opts.repeats, description=f"{method} split {split.index}"):
+        try:
+            tr, res = _train(ctx, method, config, opts, epochs=epochs, seed=r, train_idx=split.trainval, val=None)
+            with torch_threads(opts.threads):
+                pred = tr.predict_logits(tx).argmax(1)
+            metrics = {"balanced_accuracy": balanced_accuracy(ty, pred, classes=classes),
+                       "accuracy": float(np.mean(pred == ty)), "images_per_second": res.images_per_second,
+                       "peak_memory_bytes": res.peak_memory_bytes, "peak_memory_kind": res.peak_memory_kind,
+                       "train_seconds": res.train_seconds, "diverged": False}
+        except FloatingPointError as exc:  # a diverged run is recorded as undefined (NaN), not as a score
+            metrics = {"balanced_accuracy": float("nan"), "accuracy": float("nan"),
+                       "images_per_second": float("nan"), "peak_memory_bytes": None, "peak_memory_kind": None,
+                       "train_seconds": float("nan"), "diverged": True, "error": str(exc)}
+        settings_d = {"split": split.index, "repeat": r, "config": config, "model": _model_name(ctx, opts),
+                      "epochs": epochs, "device": opts.device, "test": test_name,
+                      "tune_best_val": tune_value, "per_class": ctx.preset.per_class,
+                      "trainval_size": int(len(split.trainval))}
+        if store is not None:
+            store.add(Record(protocol=PROTOCOL, dataset=ctx.name, method=method, seed=r,
+                             split_hash=split.split_hash, tag="final" + opts.tag_suffix,
+                             settings=settings_d, metrics=metrics))
+        out.append({"settings": settings_d, "metrics": metrics})
+    return out
+
+
+def run_method(ctx: Context, method: str, opts: Options, store: ResultsStore | None = None, *,
+               do_tune: bool = True, do_final: bool = True) -> dict[str, Any]:
+    """Tune (unless the method has nothing to search) and/or run the final trainings on every split."""
+    from ..learners.smalldata import get_method
+
+    m = get_method(method)
+    space = method_space(method, ctx.preset, overrides=opts.space)
+    searched = any(not isinstance(p, Fixed) for p in space.values())
+    summary: dict[str, Any] = {"dataset": ctx.name, "method": method, "splits": []}
+    for split in ctx.splits:
+        entry: dict[str, Any] = {"split": split.index}
+        config, value = None, None
+        if searched and m.tuned:
+            if do_tune or do_final:
+                res = tune_split(ctx, split, method, opts, store if do_tune else None)
+                config, value = res.best_config, res.best_value
+                entry.update(best_config=config, best_val=value, trials=len(res.trials),
+                             total_epochs=res.total_epochs, resumed_trials=res.resumed_trials)
+                if config is None:
+                    raise InputError(f"search for {method!r} on split {split.index}: no trial completed "
+                                     f"(all pruned or diverged); raise --trials or --epochs")
+        else:
+            config = {k: p.value for k, p in space.items()}  # type: ignore[union-attr]
+            entry.update(best_config=config, best_val=None, trials=0)
+        if do_final:
+            runs = final_split(ctx, split, method, config, opts, store, tune_value=value)
+            scores = [r["metrics"]["balanced_accuracy"] for r in runs]
+            entry["test_balanced_accuracy"] = scores
+        summary["splits"].append(entry)
+    if do_final:
+        allv = [v for e in summary["splits"] for v in e["test_balanced_accuracy"]]
+        fin = [v for v in allv if v is not None and math.isfinite(v)]
+        summary["mean_balanced_accuracy"] = float(np.mean(fin)) if fin else float("nan")
+        summary["runs"] = len(allv)
+    return summary
+
+
+# ------------------------------------------------------------------------------------ demo
+def demo(store: ResultsStore, out_dir: Path, *, quick: bool) -> str:
+    """MNIST-5k, 50 images per class: untuned vs tuned cross-entropy vs the cosine loss (cnn28)."""
+    from ..report.smalldata import accuracy_table
+
+    out_dir = Path(out_dir)
+    ctx = prepare("mnist5k", out_splits=out_dir / "splits", per_class=50, seed=0, splits=[0])
+    opts = Options(model="cnn28", epochs=2 if quick else 6, trials=2 if quick else 6, grace_period=1 if quick else 2,
+                   repeats=2 if quick else 3, sampler="random", work_dir=str(out_dir), seed=0, threads=1)
+    for method in ("ce_untuned", "ce", "cosine"):
+        run_method(ctx, method, opts, store)
+    table = accuracy_table(store, dataset="mnist5k")
+    return (f"MNIST-5k, 50 images/class, split 0, {opts.trials} ASHA trials x <= {opts.epochs} epochs, "
+            f"{opts.repeats} final runs per method\n\n" + table.render("markdown"))

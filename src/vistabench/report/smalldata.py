@@ -1,0 +1,163 @@
+"""Small-data views: the paper's Table 3 (balanced accuracy), Table 4 (training cost) and the
+ASHA search curves.
+
+Table 3: mean test balanced accuracy of the final runs per (method, dataset) and the average over
+datasets; the best per column in **bold**; methods not significantly worse than the best
+(Welch's unequal-variance t-test at 5%, :func:`vistabench.metrics.not_worse_than_best`) in
+*italics*. The "Average" column compares per-method means of the dataset means, so it is marked
+by value only (bold).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from typing import Any
+
+import numpy as np
+
+from ..metrics.stats import not_worse_than_best
+from ..store import Record, ResultsStore
+from .html import Section, report_section
+from .tables import Column, Table, register_table
+
+PROTOCOL = "smalldata"
+
+
+def _finals(store: ResultsStore, dataset: str | None) -> list[Record]:
+    return [r for r in store.records(protocol=PROTOCOL, dataset=dataset)
+            if (r.tag or "").startswith("final")]
+
+
+def _finite(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def scores_by_method(store: ResultsStore, *, dataset: str | None = None) -> dict[str, dict[str, list[float]]]:
+    """dataset -> method -> list of final-run test balanced accuracies (finite ones)."""
+    out: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for r in _finals(store, dataset):
+        v = r.metrics.get("balanced_accuracy")
+        out[r.dataset][r.method]
+        if _finite(v):
+            out[r.dataset][r.method].append(float(v))
+    return {d: dict(m) for d, m in out.items()}
+
+
+def accuracy_table(store: ResultsStore, *, dataset: str | None = None, alpha: float = 0.05) -> Table:
+    """Table 3: rows = methods, columns = datasets + average."""
+    scores = scores_by_method(store, dataset=dataset)
+    datasets = sorted(scores)
+    methods = sorted({m for d in scores.values() for m in d})
+    columns = [Column(d, d) for d in datasets] + [Column("average", "Average")]
+    rows: list[dict[str, Any]] = []
+    for m in methods:
+        row: dict[str, Any] = {"method": m}
+        means = []
+        for d in datasets:
+            v = scores[d].get(m, [])
+            row[d] = float(np.mean(v)) if v else None
+            row[f"{d}_runs"] = len(v)
+            if v:
+                means.append(row[d])
+        row["average"] = float(np.mean(means)) if len(means) == len(datasets) and means else None
+        rows.append(row)
+    styles: dict[tuple[int, str], str] = {}
+    for d in datasets:
+        groups = {m: scores[d][m] for m in methods if scores[d].get(m)}
+        if not groups:
+            continue
+        keep = not_worse_than_best(groups, alpha=alpha)
+        best = max(groups, key=lambda k: float(np.mean(groups[k])))
+        for i, m in enumerate(methods):
+            if m == best:
+                styles[(i, d)] = "bold"
+            elif keep.get(m):
+                styles[(i, d)] = "italic"
+    avgs = [(i, r["average"]) for i, r in enumerate(rows) if _finite(r["average"])]
+    if avgs:
+        top = max(v for _, v in avgs)
+        for i, v in avgs:
+            if v == top:
+                styles[(i, "average")] = "bold"
+    return Table(columns=columns, rows=rows, styles=styles,
+                 caption=("Balanced accuracy (%) on the test sets, mean over final runs "
+                          "(best in bold; italic: not significantly worse than the best, Welch's t-test, "
+                          f"{alpha:.0%})."))
+
+
+def cost_table(store: ResultsStore, *, dataset: str | None = None) -> Table:
+    """Table 4: training throughput (images/s, higher is better) and peak memory (GB, lower)."""
+    by: dict[str, list[Record]] = defaultdict(list)
+    for r in _finals(store, dataset):
+        by[r.method].append(r)
+    rows = []
+    for m in sorted(by):
+        ips = [r.metrics.get("images_per_second") for r in by[m]]
+        mem = [r.metrics.get("peak_memory_bytes") for r in by[m]]
+        kinds = sorted({str(r.metrics.get("peak_memory_kind")) for r in by[m] if r.metrics.get("peak_memory_kind")})
+        ips = [float(v) for v in ips if _finite(v)]
+        mem = [float(v) / 1e9 for v in mem if _finite(v)]
+        rows.append({"method": m, "images_per_second": float(np.mean(ips)) if ips else None,
+                     "peak_memory_gb": float(np.max(mem)) if mem else None, "memory_kind": ", ".join(kinds),
+                     "runs": len(by[m])})
+    cols = [Column("images_per_second", "Images/s", True, percent=False, digits=1),
+            Column("peak_memory_gb", "Peak memory (GB)", False, percent=False, digits=2),
+            Column("memory_kind", "Memory measured as", None, percent=False)]
+    styles: dict[tuple[int, str], str] = {}
+    for key, hi in (("images_per_second", True), ("peak_memory_gb", False)):
+        vals = [(i, r[key]) for i, r in enumerate(rows) if _finite(r[key])]
+        if vals:
+            best = (max if hi else min)(v for _, v in vals)
+            for i, v in vals:
+                if v == best:
+                    styles[(i, key)] = "bold"
+    return Table(columns=cols, rows=rows, styles=styles,
+                 caption="Training cost of the final runs: mean images/s, peak memory (best in bold). "
+                         "On the CPU the memory is the process's peak RSS, an upper bound.")
+
+
+@register_table(PROTOCOL)
+def smalldata_table(store: ResultsStore, *, dataset: str | None = None) -> Table:
+    return accuracy_table(store, dataset=dataset)
+
+
+def _search_figure(store: ResultsStore):
+    recs = [r for r in store.records(protocol=PROTOCOL) if (r.tag or "").startswith("tune")]
+    if not recs:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    n = min(len(recs), 4)
+    fig, axes = plt.subplots(1, n, figsize=(4 * n, 3), squeeze=False)
+    for ax, r in zip(axes[0], recs[:n]):
+        trials = r.settings.get("search", {}).get("trials", [])
+        for t in trials:
+            style = {"complete": "-", "pruned": ":", "failed": "--"}.get(t["state"], "-")
+            ax.plot(range(1, len(t["curve"]) + 1), [100 * (v if v is not None else float("nan")) for v in t["curve"]],
+                    style, lw=1)
+        ax.set_title(f"{r.dataset} / {r.method} / split {r.settings.get('split')}", fontsize=9)
+        ax.set_xlabel("epoch")
+        ax.set_ylabel("val balanced acc. (%)")
+    fig.tight_layout()
+    return fig
+
+
+@report_section(PROTOCOL, order=50)
+def smalldata_section(store: ResultsStore) -> Section | None:
+    if not _finals(store, None):
+        return None
+    sec = Section("Small datasets (Brigato et al.)")
+    sec.text("Every method gets the same search budget per split (ASHA over lr, weight decay, batch size "
+             "and its own hyper-parameters); each split's best configuration is then trained repeatedly on "
+             "trainval and scored with balanced accuracy on the test set.")
+    sec.table(accuracy_table(store).render("markdown"))
+    sec.table(cost_table(store).render("markdown"))
+    fig = _search_figure(store)
+    if fig is not None:
+        sec.figure(fig, "Search curves: validation balanced accuracy per epoch of every trial "
+                        "(solid: completed, dotted: stopped by ASHA).")
+    return sec
