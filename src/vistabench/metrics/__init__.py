@@ -1,4 +1,6 @@
 """Pure numpy metrics (no torch import)."""
+from .classification import balanced_accuracy, per_class_recall  # noqa: E402  (smalldata)
+from .stats import WelchResult, not_worse_than_best, welch_test  # noqa: E402  (smalldata)
 
 from .stream import (  # noqa: E402  (task streams, Nevis'22)
     average_precision,
