@@ -1,0 +1,86 @@
+"""`vistabench detection ...` end to end: --json output, files written, one-line errors (exit 2)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from vistabench.cli import main
+
+
+def run(capsys, *argv):
+    rc = main(list(argv))
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+@pytest.fixture(scope="module")
+def synth_dir(tmp_path_factory):
+    d = tmp_path_factory.mktemp("synth")
+    assert main(["detection", "synth", "--out", str(d), "--images", "30", "--categories", "20",
+                 "--dets-per-image", "40", "--seed", "1"]) == 0
+    return d
+
+
+def test_eval_json(capsys, synth_dir, tmp_path):
+    rc, out, err = run(capsys, "detection", "eval", "--gt", str(synth_dir / "gt.json"), "--results",
+                       str(synth_dir / "results.json"), "--json", "--store", str(tmp_path / "s.sqlite"))
+    assert rc == 0, err
+    res = json.loads(out)
+    assert set(res) == {"old", "fixed", "pool", "settings"}
+    assert set(res["old"]) == {"AP", "AP50", "AP75", "APs", "APm", "APl", "APr", "APc", "APf", "AR@300",
+                               "ARs@300", "ARm@300", "ARl@300"}
+    assert set(res["pool"]) == {"AP", "AP50", "AP75", "APr", "APc", "APf"}
+    assert all(v is None or 0 <= v <= 1 for v in res["old"].values())
+    rc, out, _ = run(capsys, "detection", "eval", "--gt", str(synth_dir / "gt.json"), "--results",
+                     str(synth_dir / "results.json"), "--ap", "fixed", "--json")
+    assert set(json.loads(out)) == {"fixed", "settings"}
+    rc, out, _ = run(capsys, "table", "--protocol", "detection", "--store", str(tmp_path / "s.sqlite"))
+    assert rc == 0 and "AP^Pool" in out
+
+
+def test_rerank_and_calibrate(capsys, synth_dir, tmp_path):
+    rr = tmp_path / "rr.json"
+    rc, out, err = run(capsys, "detection", "rerank", "--results", str(synth_dir / "results.json"),
+                       "--per-class-topk", "5", "--out", str(rr), "--json")
+    assert rc == 0, err
+    kept = json.loads(rr.read_text())
+    assert json.loads(out)["kept"] == len(kept)
+    per_cat = {}
+    for d in kept:
+        per_cat[d["category_id"]] = per_cat.get(d["category_id"], 0) + 1
+    assert max(per_cat.values()) <= 5
+    cal = tmp_path / "cal.json"
+    rc, out, err = run(capsys, "detection", "calibrate", "fit", "--gt", str(synth_dir / "gt.json"), "--results",
+                       str(synth_dir / "results.json"), "--method", "isotonic", "--out", str(cal))
+    assert rc == 0 and cal.is_file(), err
+    out_dt = tmp_path / "cal_dt.json"
+    rc, out, err = run(capsys, "detection", "calibrate", "apply", "--calibration", str(cal), "--results",
+                       str(synth_dir / "results.json"), "--out", str(out_dt))
+    assert rc == 0 and len(json.loads(out_dt.read_text())) == len(json.loads((synth_dir / "results.json").read_text()))
+
+
+@pytest.mark.parametrize("content,msg", [
+    ('[{"image_id": 3, "category_id": 1, "bbox": [0, 0, 1, 1], "score": NaN}]', "non-finite score"),
+    ('[{"image_id": 424242, "category_id": 1, "bbox": [0, 0, 1, 1], "score": 0.5}]', "different dataset"),
+    ('[{"image_id": 3, "category_id": 1, "bbox": [0, 0, -1, 1], "score": 0.5}]', "negative width"),
+    ('[{"image_id": 3, "category_id": 1', "malformed JSON"),
+])
+def test_eval_errors_are_one_line(capsys, synth_dir, tmp_path, content, msg):
+    p = tmp_path / "bad.json"
+    p.write_text(content)
+    rc, out, err = run(capsys, "detection", "eval", "--gt", str(synth_dir / "gt.json"), "--results", str(p))
+    assert rc == 2 and msg in err and err.count("\n") == 1 and err.startswith("vistabench: error:")
+
+
+def test_bad_options(capsys, synth_dir):
+    rc, _, err = run(capsys, "detection", "eval", "--gt", str(synth_dir / "gt.json"), "--results",
+                     str(synth_dir / "results.json"), "--ap", "old,new")
+    assert rc == 2 and "--ap" in err
+    rc, _, err = run(capsys, "detection", "eval", "--gt", str(synth_dir / "nope.json"), "--results",
+                     str(synth_dir / "results.json"))
+    assert rc == 2 and "no such file" in err
+    rc, _, err = run(capsys, "detection", "calibrate", "apply", "--calibration", str(synth_dir / "gt.json"),
+                     "--results", str(synth_dir / "results.json"), "--out", "x.json")
+    assert rc == 2 and "not a vistabench detection calibration" in err
