@@ -1,0 +1,175 @@
+"""`vistabench stream {list,show,run,report}`: never-ending task streams (Nevis'22 protocol)."""
+
+from __future__ import annotations
+
+import argparse
+import math
+from pathlib import Path
+
+from . import add_json_arg, add_store_arg
+from ..errors import InputError
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("stream", help="never-ending task streams with compute accounting (Nevis'22)",
+                       description="Run a learner over a chronological stream of tasks, charging every "
+                                   "training and search step in FLOPs, and analyse runs: average meta-test "
+                                   "error, cFLOP, Pareto front, regret against Indep, forward transfer.")
+    verbs = p.add_subparsers(dest="verb", metavar="VERB")
+    verbs.required = True
+
+    q = verbs.add_parser("list", help="built-in streams and learners")
+    add_json_arg(q)
+    q.set_defaults(handler=_list, human=_list_human)
+
+    q = verbs.add_parser("show", help="the tasks of a stream")
+    q.add_argument("stream", metavar="NAME|FILE")
+    add_json_arg(q)
+    q.set_defaults(handler=_show, human=_show_human)
+
+    q = verbs.add_parser("run", help="run a learner over a stream (resumes an interrupted run)",
+                         description="Hands the learner one task at a time (never a future one), scores "
+                                     "each task on its test part, writes one event per task to the store and "
+                                     "a checkpoint after each task. Re-running the same command resumes.")
+    q.add_argument("--stream", required=True, metavar="NAME|FILE",
+                   help="nevis-full, nevis-short, embedded, or a JSON/YAML stream file")
+    q.add_argument("--learner", required=True, help="indep, ft-prev, ft-d, ensemble, pt")
+    q.add_argument("--trials", type=int, default=2, help="random-search trials per task (default 2)")
+    q.add_argument("--steps", type=int, default=40, help="SGD steps per trial (default 40)")
+    q.add_argument("--seed", type=int, default=0)
+    q.add_argument("--data-root", metavar="DIR", help="folder with the tasks' data (<source>.npz or <source>/train|test)")
+    q.add_argument("--checkpoint", metavar="FILE", help="pretrained state dict for the pt learner")
+    q.add_argument("--arch", default="cnn28", help="backbone (vistabench.learners.models registry; default cnn28)")
+    q.add_argument("--width", type=int, help="cnn28 width (default 8)")
+    q.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto")
+    q.add_argument("--meta-test-from", type=int, metavar="YEAR", help="override the stream's meta-test cut")
+    q.add_argument("--max-tasks", type=int, metavar="N", help="stop after N tasks (continue later)")
+    q.add_argument("--run-id", help="default: STREAM-LEARNER-tTRIALS-sSTEPS-seedSEED")
+    q.add_argument("--work-dir", default="vistabench-stream", metavar="DIR",
+                   help="checkpoints for resuming (default ./vistabench-stream)")
+    q.add_argument("--threads", type=int, help="torch CPU threads")
+    add_store_arg(q)
+    add_json_arg(q)
+    q.set_defaults(handler=_run, human=_run_human)
+
+    q = verbs.add_parser("report", help="analyse runs: error, cFLOP, Pareto, regret, forward transfer",
+                         description="Summarises the stream runs in the store (all, or the RUN_IDs given).")
+    q.add_argument("runs", nargs="*", metavar="RUN_ID")
+    q.add_argument("--plot", metavar="PNG", help="write the Pareto plot (cFLOP vs error, every run) here")
+    add_store_arg(q)
+    add_json_arg(q)
+    q.set_defaults(handler=_report, human=_report_human)
+
+
+def _list(args):
+    from ..learners.stream import stream_learners
+    from ..streams import load_stream, stream_names
+
+    return {"streams": [load_stream(n).summary() for n in stream_names()], "learners": stream_learners.names()}
+
+
+def _list_human(res) -> str:
+    lines = ["Streams:"]
+    for s in res["streams"]:
+        lines.append(f"  {s['name']:12s} {s['tasks']:4d} tasks ({s['meta_train']} meta-train, {s['meta_test']} "
+                     f"meta-test from {s['meta_test_from_year']}), input {s['image_size']} px x {s['channels']}")
+    lines.append("Learners: " + ", ".join(res["learners"]))
+    return "\n".join(lines)
+
+
+def _show(args):
+    from ..streams import load_stream
+
+    s = load_stream(args.stream)
+    return {**s.summary(), "description": s.description,
+            "tasks": [{**t.info(), "resolution": list(t.resolution) if t.resolution else None} for t in s.tasks]}
+
+
+def _show_human(res) -> str:
+    lines = [f"{res['name']}: {len(res['tasks'])} tasks, meta-test from {res['meta_test_from_year']}", res["description"], "",
+             f"{'#':>3} {'year':4} {'split':10} {'kind':10} {'domain':12} {'size':>8} {'res':>11}  name"]
+    for t in res["tasks"]:
+        r = "x".join(str(v) for v in t["resolution"]) if t["resolution"] else "-"
+        lines.append(f"{t['index']:3d} {t['year']:4d} {t['split']:10} {t['kind']:10} {t['domain'][:12]:12} "
+                     f"{t['size'] if t['size'] is not None else '-':>8} {r:>11}  {t['name']}")
+    return "\n".join(lines)
+
+
+def _run(args):
+    from ..learners.stream import make_learner
+    from ..protocols.stream import default_run_id, run_stream
+    from ..store import ResultsStore
+    from ..streams import load_stream
+
+    if args.trials is not None and args.trials <= 0:
+        raise InputError(f"--trials: expected a positive integer, got {args.trials}")
+    if args.steps is not None and args.steps <= 0:
+        raise InputError(f"--steps: expected a positive integer, got {args.steps}")
+    if args.data_root is not None and not Path(args.data_root).is_dir():
+        raise InputError(f"--data-root {args.data_root!r}: no such folder")
+    stream = load_stream(args.stream, meta_test_from_year=args.meta_test_from)
+    opts = {"trials": args.trials, "steps": args.steps, "seed": args.seed, "arch": args.arch, "device": args.device}
+    if args.width is not None or args.arch == "cnn28":
+        opts["arch_options"] = {"width": args.width or 8} if args.arch == "cnn28" else {"width": args.width}
+    else:
+        opts["arch_options"] = {}
+    if args.checkpoint:
+        opts["checkpoint"] = args.checkpoint
+    learner = make_learner(args.learner, **opts)
+    run_id = args.run_id or default_run_id(stream, args.learner, args.trials, args.steps, args.seed)
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    with ResultsStore(args.store) as store:
+        res = run_stream(stream, learner, store=store, run_id=run_id, work_dir=args.work_dir, seed=args.seed,
+                         data_root=args.data_root, settings={"trials": args.trials, "steps": args.steps},
+                         max_tasks=args.max_tasks)
+    return {**res.summary(), "store": args.store,
+            "events": [{k: e[k] for k in ("task", "split", "error", "flops", "parameters", "seconds")}
+                       for e in res.events]}
+
+
+def _run_human(res) -> str:
+    lines = [f"{'task':28} {'split':10} {'error':>7} {'GFLOP':>9} {'params':>9} {'s':>6}"]
+    for e in res["events"]:
+        lines.append(f"{e['task'][:28]:28} {e['split']:10} {100 * e['error']:6.2f}% {e['flops'] / 1e9:9.3f} "
+                     f"{e['parameters']:9d} {e['seconds']:6.1f}")
+    err = res["avg_error"]
+    lines.append(f"run {res['run']}: {res['tasks']} tasks (resumed after {res['resumed_from']}); average meta-test "
+                 f"error {'n/a' if not math.isfinite(err) else f'{100 * err:.2f}%'}; cFLOP {res['cflop']:.3e}")
+    return "\n".join(lines)
+
+
+def _report(args):
+    from ..protocols.stream_analysis import analyse
+    from ..store import ResultsStore
+
+    if not Path(args.store).is_file():
+        raise InputError(f"--store {args.store!r}: no such results store (run `vistabench stream run` first)")
+    with ResultsStore(args.store) as store:
+        a = analyse(store, args.runs or None)
+    if not a["runs"]:
+        raise InputError(f"--store {args.store!r}: holds no stream runs")
+    if args.plot:
+        from ..report.stream import pareto_figure
+
+        fig = pareto_figure(a)
+        fig.savefig(args.plot, dpi=110)
+        a["plot"] = args.plot
+    return a
+
+
+def _report_human(a) -> str:
+    from ..report.stream import runs_table
+
+    lines = [runs_table(a).render("markdown"), ""]
+    for stream, per in a["verdicts"].items():
+        lines += [v["text"] for v in per.values()]
+    for rid, ft in a["forward_transfer"].items():
+        for name, v in ft["tasks"].items():
+            lines.append(f"forward transfer {rid} on {name!r}: {v['forward_transfer']:.3f} "
+                         f"(AUC {v['auc_first']:.3f} -> {v['auc_second']:.3f})")
+    if a.get("plot"):
+        lines.append(f"Pareto plot: {a['plot']}")
+    return "\n".join(lines)

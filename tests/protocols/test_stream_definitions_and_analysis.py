@@ -1,0 +1,154 @@
+"""Stream definitions (Nevis'22 metadata, embedded stream, user files, data roots) and run analysis."""
+
+import json
+
+import numpy as np
+import pytest
+
+from vistabench.errors import InputError
+from vistabench.metrics import forward_transfer, normalized_auc
+from vistabench.protocols.stream_analysis import analyse, resolution_bin, size_bin
+from vistabench.store import Record, ResultsStore
+from vistabench.streams import load_stream, parse_stream, stream_names
+from vistabench.streams.sources import resolve_task
+
+BASE = {"name": "u", "meta_test_from_year": 2001, "input": {"image_size": 8, "channels": 1},
+        "tasks": [{"name": "a", "year": 2000, "kind": "multiclass", "source": "a"},
+                  {"name": "b", "year": 2001, "kind": "multilabel", "source": "b"}]}
+
+
+@pytest.mark.parametrize("name", stream_names())
+def test_builtin_streams_are_valid_and_chronological(name):
+    s = load_stream(name)
+    years = [t.year for t in s.tasks]
+    assert years == sorted(years)
+    assert all(t.kind in ("multiclass", "multilabel") and t.domain for t in s.tasks)
+    assert len({t.uid for t in s.tasks}) == len(s.tasks)
+    assert s.meta_test() and s.meta_train()
+
+
+def test_nevis_task_lists_match_the_paper():
+    full, short = load_stream("nevis-full"), load_stream("nevis-short")
+    assert len(full.tasks) == 106 and len(short.tasks) == 29
+    assert len(full.meta_train()) == 79  # the paper's Table 5: "Full Stream | 79"
+    assert len(full.meta_test()) == 27  # Section 4: "Among the 27 datasets" of the meta-test stream
+    ml = {t.name for t in full.tasks if t.kind == "multilabel"}
+    assert ml == {"Pascal 2007", "IAPRTC-12", "SUN 397", "VOC Actions", "SUN Attribute", "AWA2", "BIWI",
+                  "NIH Chest X-ray"}
+    assert {a.name for a, _ in full.repeats()} >= {"MNIST", "ImageNet", "COIL 100", "Oxford Flowers 102"}
+    mnist = [t for t in full.tasks if t.name == "MNIST"]
+    assert [t.year for t in mnist] == [2004, 2015] and mnist[0].size == 51000 and mnist[0].resolution == (28, 28)
+    assert [t.name for t in short.tasks[:3]] == ["COIL 100", "MNIST", "Pascal 2005"]
+    assert all(t.size is not None for t in short.tasks)
+
+
+def test_user_stream_files_and_errors(tmp_path):
+    p = tmp_path / "s.yaml"
+    import yaml
+
+    p.write_text(yaml.safe_dump(BASE))
+    s = load_stream(str(p))
+    assert [t.split for t in s.tasks] == ["meta-train", "meta-test"]
+    assert load_stream(str(p), meta_test_from_year=2000).meta_train() == []
+    bad = {**BASE, "tasks": [BASE["tasks"][1], BASE["tasks"][0]]}
+    with pytest.raises(InputError, match="chronological"):
+        parse_stream(bad)
+    with pytest.raises(InputError, match="kind must be one of"):
+        parse_stream({**BASE, "tasks": [{**BASE["tasks"][0], "kind": "binary"}]})
+    with pytest.raises(InputError, match="missing key"):
+        parse_stream({"name": "x", "tasks": []})
+    with pytest.raises(InputError, match="no such file"):
+        load_stream(str(tmp_path / "none.json"))
+    (tmp_path / "bad.json").write_text("{oops")
+    with pytest.raises(InputError, match="malformed JSON"):
+        load_stream(str(tmp_path / "bad.json"))
+    with pytest.raises(InputError, match="did you mean 'nevis-full'"):
+        load_stream("nevis-ful")
+
+
+def test_tasks_resolve_from_a_data_root(tmp_path):
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    np.savez(tmp_path / "b.npz", train_images=rng.integers(0, 256, (6, 10, 10, 3), dtype=np.uint8),
+             train_labels=np.array([[1, 0], [0, 1]] * 3), test_images=rng.integers(0, 256, (4, 10, 10, 3), dtype=np.uint8),
+             test_labels=np.array([[1, 1], [0, 1]] * 2))
+    for part in ("train", "test"):
+        for c in ("cat", "dog"):
+            d = tmp_path / "a" / part / c
+            d.mkdir(parents=True)
+            for i in range(2):
+                Image.fromarray(rng.integers(0, 256, (12, 9), dtype=np.uint8)).save(d / f"{i}.png")
+    s = parse_stream(BASE)
+    a = resolve_task(s.tasks[0], s, data_root=tmp_path)
+    assert a.train.images.shape == (4, 8, 8, 1) and a.train.class_names == ["cat", "dog"]
+    b = resolve_task(s.tasks[1], s, data_root=tmp_path)
+    assert b.train.targets.shape == (6, 2) and b.test.images.shape == (4, 8, 8, 1)  # RGB -> grey, resized
+    with pytest.raises(InputError, match="--data-root"):
+        resolve_task(s.tasks[0], s)
+    with pytest.raises(InputError, match="found neither"):
+        resolve_task(s.tasks[0], s, data_root=tmp_path / "elsewhere")
+
+
+def test_embedded_transforms():
+    s = parse_stream({"name": "e", "meta_test_from_year": 2001, "input": {"image_size": 8, "channels": 1}, "tasks": [
+        {"name": "a", "year": 2000, "kind": "multiclass", "source": {"embedded": "digits", "classes": [7, 3], "n_train": 20}},
+        {"name": "b", "year": 2000, "kind": "multiclass", "source": {"embedded": "digits", "classes": [7, 3], "n_train": 20, "invert": True}},
+        {"name": "c", "year": 2000, "kind": "multiclass", "source": {"embedded": "digits", "classes": [7, 3], "n_train": 20, "rotate": 90}},
+        {"name": "d", "year": 2001, "kind": "multilabel", "source": {"embedded": "digits", "attributes": ["even", "prime"], "n_train": 30}}]})
+    a, b, c, d = (resolve_task(t, s) for t in s.tasks)
+    assert set(a.train.targets) == {0, 1} and a.train.class_names == ["7", "3"]
+    np.testing.assert_array_equal(b.train.images, 255 - a.train.images)
+    np.testing.assert_array_equal(c.train.images, np.rot90(a.train.images, 1, axes=(1, 2)))
+    assert d.train.targets.shape == (30, 2) and set(np.unique(d.train.targets)) == {0, 1}
+    again = resolve_task(s.tasks[0], s)
+    np.testing.assert_array_equal(again.train.images, a.train.images)  # a repeated task gets identical data
+
+
+def _events(errors, splits, curves, flops):
+    names = [f"t{i}" for i in range(len(errors))]
+    names[-1] = "t0"  # the last task repeats the first
+    return [{"task_index": i, "task": f"{i:03d}", "name": names[i], "domain": "x" if i % 2 else "y", "split": splits[i],
+             "error": errors[i], "flops": flops, "train_size": 150 * (i + 1), "resolution": [8 * (i + 1), 8 * (i + 1)],
+             "curve": curves[i]} for i in range(len(errors))]
+
+
+def _add(store, run, learner, events, trials=1, steps=4):
+    for e in events:
+        store.add(Record("stream", "s", learner, 0, "h", {"trials": trials, "steps": steps, "num_tasks": len(events)},
+                         e, tag=run))
+
+
+def test_analysis_pareto_regret_transfer_and_a_computed_verdict(tmp_path):
+    splits = ["meta-train", "meta-train", "meta-test", "meta-test"]
+    c1 = [[0.2, 0.4, 0.6, 0.8]] * 4
+    c2 = [[0.2, 0.4, 0.6, 0.8], [0.5] * 4, [0.5] * 4, [0.7, 0.8, 0.9, 1.0]]
+    with ResultsStore(tmp_path / "r.sqlite") as st:
+        _add(st, "ind", "indep", _events([0.5, 0.4, 0.3, 0.2], splits, c1, 10))
+        _add(st, "ft", "ft-d", _events([0.5, 0.3, 0.2, 0.1], splits, c2, 12))
+        _add(st, "ft-big", "ft-d", _events([0.5, 0.3, 0.25, 0.25], splits, c2, 30), trials=2)  # dominated
+        a = analyse(st)
+        runs = {r["run"]: r for r in a["runs"]}
+        assert runs["ind"]["avg_error"] == pytest.approx(0.25) and runs["ft"]["avg_error"] == pytest.approx(0.15)
+        assert runs["ind"]["cflop"] == 40 and runs["ft-big"]["cflop"] == 120
+        assert [runs[r]["pareto"] for r in ("ind", "ft", "ft-big")] == [True, True, False]
+        np.testing.assert_allclose(a["regret"]["ft"]["curve"], [0, -0.1, -0.2, -0.3], atol=1e-12)
+        assert a["regret"]["ft"]["reference"] == "ind"
+        auc = normalized_auc(c2[0], progress=[0.25, 0.5, 0.75, 1.0]), normalized_auc(c2[3], progress=[0.25, 0.5, 0.75, 1.0])
+        assert a["forward_transfer"]["ft"]["tasks"]["t0"]["forward_transfer"] == pytest.approx(forward_transfer(*auc))
+        v = a["verdicts"]["s"]["ft-d"]
+        assert v["verdict"] == "beats Indep" and v["wins"] == 1 and v["matched"] == 1
+        assert "ft-d beats Indep on s" in v["text"]
+        assert a["slices"]["ft"]["domain"]["y"]["mean"] == pytest.approx(0.35)
+    with ResultsStore(tmp_path / "r2.sqlite") as st:  # the same learner, now worse: the verdict flips
+        _add(st, "ind", "indep", _events([0.5, 0.4, 0.3, 0.2], splits, c1, 10))
+        _add(st, "ft", "ft-d", _events([0.5, 0.3, 0.4, 0.3], splits, c2, 12))
+        assert analyse(st)["verdicts"]["s"]["ft-d"]["verdict"] == "does not beat Indep"
+        with pytest.raises(InputError, match="not in the store"):
+            analyse(st, ["nope"])
+
+
+def test_bins():
+    assert [size_bin(n) for n in (5, 500, 5000, 50000, 10**6)] == ["<100", "100-1k", "1k-10k", "10k-100k", ">=100k"]
+    assert [resolution_bin(r) for r in ([28, 28], [3, 300], [64, 90], [100, 200], [300, 400])] == \
+        ["<=32", "<=32", "33-64", "65-256", ">256"]
