@@ -1,0 +1,81 @@
+"""`vistabench stream ...`: run, resume, report --json contract, errors (exit 2), and the report section."""
+
+import json
+
+import pytest
+
+from vistabench.cli import main
+
+TINY = {"name": "tiny", "meta_test_from_year": 2001, "input": {"image_size": 8, "channels": 1}, "tasks": [
+    {"name": "a", "year": 2000, "domain": "scan", "kind": "multiclass",
+     "source": {"embedded": "digits", "classes": [0, 1], "n_train": 40, "n_test": 20}},
+    {"name": "b", "year": 2001, "domain": "scan", "kind": "multiclass",
+     "source": {"embedded": "digits", "classes": [2, 3], "n_train": 40, "n_test": 20}},
+    {"name": "a", "year": 2002, "domain": "scan", "kind": "multiclass",
+     "source": {"embedded": "digits", "classes": [0, 1], "n_train": 40, "n_test": 20}}]}
+
+
+def _run(capsys, *argv):
+    code = main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_run_resume_and_report_json(tmp_path, capsys):
+    f = tmp_path / "s.json"
+    f.write_text(json.dumps(TINY))
+    common = ["--stream", str(f), "--trials", "1", "--steps", "4", "--width", "4", "--threads", "1",
+              "--store", str(tmp_path / "r.sqlite"), "--work-dir", str(tmp_path / "w"), "--json"]
+    code, out, _ = _run(capsys, "stream", "run", "--learner", "indep", "--max-tasks", "1", *common)
+    assert code == 0 and json.loads(out)["tasks"] == 1
+    code, out, _ = _run(capsys, "stream", "run", "--learner", "indep", *common)
+    res = json.loads(out)
+    assert code == 0 and res["resumed_from"] == 1 and res["tasks"] == 3
+    code, out, _ = _run(capsys, "stream", "run", "--learner", "ft-prev", *common)
+    assert code == 0
+    code, out, _ = _run(capsys, "stream", "report", "--store", str(tmp_path / "r.sqlite"), "--json",
+                        "--plot", str(tmp_path / "p.png"))
+    rep = json.loads(out)
+    assert code == 0 and set(rep) >= {"runs", "regret", "forward_transfer"}
+    for r in rep["runs"]:
+        assert set(r) >= {"run", "learner", "avg_error", "cflop", "pareto"}
+    ft_run = "tiny-ft-prev-t1-s4-seed0"
+    assert rep["regret"][ft_run]["reference"] == "tiny-indep-t1-s4-seed0"
+    assert "a" in rep["forward_transfer"][ft_run]["tasks"]
+    assert (tmp_path / "p.png").stat().st_size > 0
+    code, out, _ = _run(capsys, "stream", "report", ft_run, "--store", str(tmp_path / "r.sqlite"))
+    assert code == 0 and "ft-prev" in out and "forward transfer" in out
+
+    from vistabench.report import build_report
+    from vistabench.store import ResultsStore
+
+    with ResultsStore(tmp_path / "r.sqlite") as st:
+        html = build_report(st, tmp_path / "rep").read_text()
+    assert "Never-ending task streams" in html and "data:image/png;base64" in html and "beat" in html
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["stream", "run", "--stream", "embedded", "--learner", "ft_d"], "did you mean 'ft-d'"),
+    (["stream", "run", "--stream", "nevis-short", "--learner", "indep", "--data-root", "/nonexistent"], "no such folder"),
+    (["stream", "run", "--stream", "nope.json", "--learner", "indep"], "no such file"),
+    (["stream", "run", "--stream", "embedded", "--learner", "indep", "--steps", "0"], "--steps"),
+    (["stream", "run", "--stream", "embedded", "--learner", "pt"], "needs a checkpoint"),
+    (["stream", "report", "--store", "/nonexistent.sqlite"], "no such results store"),
+])
+def test_errors_are_one_line_exit_2(argv, message, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, out, err = _run(capsys, *argv)
+    assert code == 2 and message in err and err.count("\n") == 1
+
+
+def test_missing_nevis_data_names_the_data_root(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, _, err = _run(capsys, "stream", "run", "--stream", "nevis-short", "--learner", "indep", "--max-tasks", "1")
+    assert code == 2 and "--data-root" in err and "coil100" in err
+
+
+def test_list_and_show(capsys):
+    code, out, _ = _run(capsys, "stream", "list", "--json")
+    assert code == 0 and {s["name"] for s in json.loads(out)["streams"]} == {"embedded", "nevis-full", "nevis-short"}
+    code, out, _ = _run(capsys, "stream", "show", "nevis-full")
+    assert code == 0 and "106 tasks" in out and "ImageNet" in out
