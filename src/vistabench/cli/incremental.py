@@ -190,7 +190,7 @@ def _score(args: Any) -> dict[str, Any]:
             raise InputError(f"--matrix {args.matrix!r}: 'matrix' must be a non-empty list of rows")
         sizes = session_sizes_uniform(base_classes=args.base_classes, way=args.way, num_sessions=n)
         try:
-            scores = incremental_scores(m, session_sizes=sizes, mode=mode, num_alphas=args.alphas)
+            scores = incremental_scores(m, session_sizes=sizes, mode=mode, num_alphas=args.alphas, way=args.way)
         except InputError as exc:
             raise InputError(f"--matrix {args.matrix!r}: {exc}") from exc
     else:
@@ -229,7 +229,8 @@ def _plot(scores: Any, path: str) -> None:
     from ..report.incremental import _auc_label, gacc_figure, reference_rows
 
     sizes = scores.settings["session_sizes"]
-    refs = reference_rows(sizes, base_accuracy=scores.matrix[0][0], mode=scores.settings["mode"])
+    refs = reference_rows(sizes, base_accuracy=scores.matrix[0][0], mode=scores.settings["mode"],
+                          way=scores.settings.get("way"))
     fig = gacc_figure({_auc_label("scored", scores.gacc): scores.curve},
                       {_auc_label(k, v.gacc): v.curve for k, v in refs.items()})
     Path(path).parent.mkdir(parents=True, exist_ok=True)

@@ -201,7 +201,10 @@ class FinetuneLearner(IncrementalLearner):
             return
         model = self.trainer.model
         old: nn.Linear = model.classifier  # type: ignore[assignment]
-        head = nn.Linear(old.in_features, len(self.classes)).to(old.weight.device)
+        with torch.random.fork_rng(devices=[]):  # seeded init of the new rows; global RNG untouched
+            torch.manual_seed(self.cfg.seed * 1000 + session)
+            head = nn.Linear(old.in_features, len(self.classes))
+        head = head.to(old.weight.device)
         with torch.no_grad():
             head.weight[: old.out_features] = old.weight
             head.bias[: old.out_features] = old.bias

@@ -359,6 +359,7 @@ def incremental_scores(
     sample_counts: Any | None = None,
     mode: Mode = "exact",
     num_alphas: int = 101,
+    way: int | None = None,
 ) -> IncrementalScores:
     """aAcc, lAcc, tAcc, gAcc (with its curve), PD, KR and per-session numbers from an accuracy matrix.
 
@@ -377,6 +378,9 @@ def incremental_scores(
         novel sessions; the curve is on the β grid (alpha = β·way/base).
     num_alphas : int
         Points of the reported curve in exact mode (the gAcc value never depends on it).
+    way : int, optional
+        Classes per novel session, for ``"compat"`` when the matrix has only the base session
+        (the β grid depends on it); otherwise it must match ``session_sizes``.
 
     Equations: aAcc = mean_i aAcc_i, lAcc = aAcc_n, tAcc_i = mean_{j≤i} A_i^j, tAcc = mean_i tAcc_i,
     gAcc = mean_i gAcc_i, PD = A_1^1 − A_n^1, KR = A_n^1/A_1^1.
@@ -422,7 +426,12 @@ def incremental_scores(
         novel = sizes[1:]
         if novel.size and not np.all(novel == novel[0]):
             raise InputError(f"compat mode needs equally many classes in every novel session, got {novel.astype(int).tolist()}")
-        way = int(novel[0]) if novel.size else int(sizes[0])
+        if novel.size:
+            if way is not None and way != int(novel[0]):
+                raise InputError(f"way: {way} contradicts session_sizes (novel sessions of {int(novel[0])} classes)")
+            way = int(novel[0])
+        elif way is None:
+            raise InputError("way: compat mode on a base-only matrix needs way (its beta grid is 0..floor(base/way))")
         comp = gacc_compat(acc, base_classes=int(sizes[0]), way=way)
         g_i = comp["sessions"]
         alphas = comp["alpha"]

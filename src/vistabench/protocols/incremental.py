@@ -122,7 +122,7 @@ def reference_scores(
     sizes = [base_classes] + [way] * (num_sessions - 1)
     return {
         label: incremental_scores(corner_case_matrix(case, num_sessions=num_sessions, base_accuracy=base_accuracy),
-                                  session_sizes=sizes, mode=mode)
+                                  session_sizes=sizes, mode=mode, way=way)
         for case, label in (("lazy", "Lazy"), ("greedy", "Greedy"), ("greedy_nf", "Greedy-NF"))
     }
 

@@ -57,14 +57,15 @@ def _layout_text(sizes: Sequence[int]) -> str:
     return f"{sizes[0]} base + " + "/".join(map(str, novel))
 
 
-def reference_rows(sizes: Sequence[int], *, base_accuracy: float, mode: str = "exact") -> dict[str, IncrementalScores]:
+def reference_rows(sizes: Sequence[int], *, base_accuracy: float, mode: str = "exact",
+                   way: int | None = None) -> dict[str, IncrementalScores]:
     """Lazy / Greedy / Greedy-NF scores for a session layout (``sizes`` = classes per session)."""
     from ..metrics.incremental import corner_case_matrix
 
     n = len(sizes)
     return {
         name: incremental_scores(corner_case_matrix(case, num_sessions=n, base_accuracy=base_accuracy),
-                                 session_sizes=list(sizes), mode=mode)  # type: ignore[arg-type]
+                                 session_sizes=list(sizes), mode=mode, way=way)  # type: ignore[arg-type]
         for case, name in zip(("lazy", "greedy", "greedy_nf"), REFERENCE_NAMES)
     }
 
@@ -125,8 +126,9 @@ def incremental_table(store: ResultsStore, *, dataset: str | None = None) -> Tab
         measured = list(range(start, len(rows)))
         ranked = _rank_styles(rows, columns, measured)
         styles.update(ranked)
-        mode = methods[0][1][-1].settings.get("mode", "exact")
-        for name, sc in reference_rows(sizes, base_accuracy=base_best, mode=mode).items():
+        st = methods[0][1][-1].settings
+        for name, sc in reference_rows(sizes, base_accuracy=base_best, mode=st.get("mode", "exact"),
+                                       way=st.get("way")).items():
             rows.append(_row(f"{name} (ref.){suffix}", [s["aacc"] for s in sc.sessions], sc.aacc, sc.gacc, sc.pd, "ref."))
     if not styles and rows:
         styles[(0, "__none__")] = "bold"  # explicit styles switch off the table's own ranking
@@ -237,8 +239,10 @@ def incremental_section(store: ResultsStore) -> Section | None:
             last = group[-1].metrics
             curves[_auc_label(method, last["gacc"])] = last["curve"]
         base_best = max(r.metrics["matrix"][0][0] for r in recs)
-        mode = recs[-1].settings.get("mode", "exact")
-        refs = {_auc_label(k, v.gacc): v.curve for k, v in reference_rows(sizes, base_accuracy=base_best, mode=mode).items()}
+        st = recs[-1].settings
+        refs = {_auc_label(k, v.gacc): v.curve
+                for k, v in reference_rows(sizes, base_accuracy=base_best, mode=st.get("mode", "exact"),
+                                           way=st.get("way")).items()}
         sec.figure(gacc_figure(curves, refs, title=f"{ds}: {_layout_text(sizes)}"),
                    f"gAcc(α) averaged over sessions on {ds} ({_layout_text(sizes)}); dashed/dotted: corner "
                    f"cases at A_1^1 = {100 * base_best:.1f}%. Legend: area under the curve (gAcc).")
