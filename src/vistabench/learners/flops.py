@@ -51,10 +51,6 @@ def _shape(input_shape: Sequence[int], name: str = "input_shape") -> tuple[int, 
     return shape
 
 
-def _meta_copy(model: nn.Module) -> nn.Module:
-    return copy.deepcopy(model).to("meta")
-
-
 def count_forward_flops(model: nn.Module, input_shape: Sequence[int], *, batch_size: int = 1) -> int:
     """FLOPs of one inference forward pass (eval mode).
 
@@ -75,14 +71,20 @@ def count_forward_flops(model: nn.Module, input_shape: Sequence[int], *, batch_s
     shape = _shape(input_shape)
     if len(shape) == 3:
         shape = (check_positive(batch_size, "batch_size", integer=True),) + shape
-    m = _meta_copy(model).eval()
-    x = torch.empty(shape, device="meta")
+    def run_on(device: str) -> int:
+        m = copy.deepcopy(model).to(device).eval()
+        x = torch.zeros(shape, device=device)
 
-    def run() -> None:
-        with torch.no_grad():
-            m(x)
+        def run() -> None:
+            with torch.no_grad():
+                m(x)
 
-    return count_flops(run)
+        return count_flops(run)
+
+    try:
+        return run_on("meta")
+    except (RuntimeError, NotImplementedError):  # no meta kernel: count on a CPU copy
+        return run_on("cpu")
 
 
 def count_train_step_flops(
@@ -121,12 +123,25 @@ def count_train_step_flops(
     n = check_positive(batch_size, "batch_size", integer=True)
     if trainable not in ("all", "classifier"):
         raise InputError(f"trainable: expected 'all' or 'classifier', got {trainable!r}")
-    m = _meta_copy(model)
-    x = torch.empty((n,) + shape, device="meta")
-    y = torch.zeros(n, dtype=torch.long, device="meta")
-    loss = loss_fn if loss_fn is not None else nn.functional.cross_entropy
-    if trainable == "classifier" and not (hasattr(m, "features") and hasattr(m, "classifier")):
+    if trainable == "classifier" and not (hasattr(model, "features") and hasattr(model, "classifier")):
         raise InputError("trainable='classifier' needs a model with .features and .classifier")
+    base_loss = loss_fn if loss_fn is not None else nn.functional.cross_entropy
+    try:
+        return _count_step(model, base_loss, (n,) + shape, trainable, torch.device("meta"))
+    except (RuntimeError, NotImplementedError):
+        # An operator without a meta kernel (or a loss holding CPU tensors the copy could not
+        # move): count on a CPU copy with a real zero batch instead. Same counts, real arithmetic.
+        return _count_step(model, base_loss, (n,) + shape, trainable, torch.device("cpu"))
+
+
+def _count_step(model: nn.Module, loss_fn: Callable, shape: tuple[int, ...], trainable: str,
+                device: torch.device) -> int:
+    m = copy.deepcopy(model).to(device)
+    loss = copy.deepcopy(loss_fn).to(device) if isinstance(loss_fn, nn.Module) else loss_fn
+    if hasattr(loss, "set_epoch"):
+        loss.set_epoch(0)
+    x = torch.zeros(shape, device=device)
+    y = torch.zeros(shape[0], dtype=torch.long, device=device)
 
     def run() -> None:
         if trainable == "all":

@@ -28,8 +28,9 @@ import math
 import resource
 import sys
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
-from typing import Callable, Literal, Protocol
+from typing import Callable, Iterator, Literal, Protocol
 
 import numpy as np
 import torch
@@ -41,7 +42,7 @@ from ..errors import InputError
 from .flops import count_train_step_flops, count_forward_flops
 from .tensors import Normaliser, augment_batch, check_images, to_float_nchw
 
-__all__ = ["TrainConfig", "TrainResult", "Trainer", "resolve_device", "EpochCallback"]
+__all__ = ["TrainConfig", "TrainResult", "Trainer", "resolve_device", "EpochCallback", "epoch_order"]
 
 Device = Literal["cpu", "cuda", "auto"]
 Sampler = Literal["uniform", "class_balanced"]
@@ -109,6 +110,13 @@ class TrainConfig:
         Batch size for prediction and validation.
     count_flops : bool
         Count FLOPs (one meta-device count per distinct batch size; see :mod:`.flops`).
+    num_threads : int or None
+        CPU threads torch may use during :meth:`Trainer.fit` and prediction (restored afterwards);
+        None keeps torch's setting. On a busy machine 1 thread per training process is often
+        several times faster than oversubscribed cores.
+
+    Data come from memory (the Dataset arrays); batches are converted in the training process,
+    so there is no ``num_workers``: worker processes would only add copying for in-memory data.
     """
 
     epochs: int = 10
@@ -125,6 +133,7 @@ class TrainConfig:
     nesterov: bool = False
     eval_batch_size: int = 512
     count_flops: bool = True
+    num_threads: int | None = None
 
     def __post_init__(self) -> None:
         self.epochs = check_positive(self.epochs, "epochs", integer=True)
@@ -141,6 +150,8 @@ class TrainConfig:
         if self.warmup_epochs >= self.epochs and self.warmup_epochs > 0:
             raise InputError(f"warmup_epochs: expected fewer than epochs={self.epochs}, got {self.warmup_epochs}")
         self.eval_batch_size = check_positive(self.eval_batch_size, "eval_batch_size", integer=True)
+        if self.num_threads is not None:
+            self.num_threads = check_positive(self.num_threads, "num_threads", integer=True)
         resolve_device(self.device)  # validate now, with a clear message
 
 
@@ -200,6 +211,21 @@ class TrainResult:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def epoch_order(labels: np.ndarray, rng: np.random.Generator, sampler: str) -> np.ndarray:
+    """Indices of one epoch, shape (N,).
+
+    ``"uniform"``: a permutation of 0..N-1. ``"class_balanced"``: N draws with replacement,
+    index i with probability ``1 / (C' · n_{y_i})`` (C' = number of classes present), so each
+    present class is drawn with probability 1/C'.
+    """
+    n = len(labels)
+    if sampler == "class_balanced":
+        counts = np.bincount(labels)
+        w = 1.0 / counts[labels]
+        return rng.choice(n, size=n, replace=True, p=w / w.sum())
+    return rng.permutation(n)
 
 
 def _peak_rss_bytes() -> int:
@@ -321,6 +347,24 @@ class Trainer:
         -------
         TrainResult
         """
+        with self._threads():
+            return self._fit(images, labels, val=val, sampler=sampler, trainable=trainable)
+
+    @contextmanager
+    def _threads(self) -> Iterator[None]:
+        n = self.cfg.num_threads
+        if n is None:
+            yield
+            return
+        before = torch.get_num_threads()
+        torch.set_num_threads(n)
+        try:
+            yield
+        finally:
+            torch.set_num_threads(before)
+
+    def _fit(self, images: np.ndarray, labels: np.ndarray, *, val: tuple[np.ndarray, np.ndarray] | None,
+             sampler: str, trainable: str) -> TrainResult:
         cfg = self.cfg
         if sampler not in ("uniform", "class_balanced"):
             raise InputError(f"sampler: expected 'uniform' or 'class_balanced', got {sampler!r}")
@@ -370,10 +414,6 @@ class Trainer:
 
         rng = np.random.default_rng(cfg.seed)
         aug_gen = torch.Generator().manual_seed(cfg.seed + 1) if cfg.augment else None
-        if sampler == "class_balanced":
-            counts = np.bincount(labels)
-            w = 1.0 / counts[labels]
-            probs = w / w.sum()
         steps_per_epoch = len(self._batches(np.arange(n), cfg.batch_size))
         total_steps = cfg.epochs * steps_per_epoch
         sample_shape = (images.shape[3], images.shape[1], images.shape[2])
@@ -389,8 +429,7 @@ class Trainer:
             for epoch in progress.track(range(cfg.epochs), total=cfg.epochs, description="training"):
                 if hasattr(loss_fn, "set_epoch"):
                     loss_fn.set_epoch(epoch)
-                order = (rng.choice(n, size=n, replace=True, p=probs) if sampler == "class_balanced"
-                         else rng.permutation(n))
+                order = epoch_order(labels, rng, sampler)
                 batches = self._batches(order, cfg.batch_size)
                 if cfg.count_flops:
                     for b in batches:
@@ -485,9 +524,10 @@ class Trainer:
         out = np.empty((len(images), width), dtype=np.float32)
         bs = self.cfg.eval_batch_size
         try:
-            for s in range(0, len(images), bs):
-                x = self._batch(images, slice(s, s + bs), None)
-                out[s:s + bs] = fn(x).float().cpu().numpy()
+            with self._threads():
+                for s in range(0, len(images), bs):
+                    x = self._batch(images, slice(s, s + bs), None)
+                    out[s:s + bs] = fn(x).float().cpu().numpy()
         finally:
             self.model.train(was_training)
         return out
