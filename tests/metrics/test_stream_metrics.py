@@ -143,3 +143,12 @@ def test_metrics_import_does_not_import_torch():
 
     code = "import sys, vistabench.metrics; assert 'torch' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_docstring_examples():
+    import doctest
+
+    import vistabench.metrics.stream as mod
+
+    res = doctest.testmod(mod, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    assert res.attempted >= 8 and res.failed == 0
