@@ -138,8 +138,6 @@ def _count_step(model: nn.Module, loss_fn: Callable, shape: tuple[int, ...], tra
                 device: torch.device) -> int:
     m = copy.deepcopy(model).to(device)
     loss = copy.deepcopy(loss_fn).to(device) if isinstance(loss_fn, nn.Module) else loss_fn
-    if hasattr(loss, "set_epoch"):
-        loss.set_epoch(0)
     x = torch.zeros(shape, device=device)
     y = torch.zeros(shape[0], dtype=torch.long, device=device)
 

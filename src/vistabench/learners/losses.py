@@ -130,8 +130,9 @@ class LDAMLoss(nn.Module):
         self.reweight = self.drw_epoch is not None and epoch >= self.drw_epoch
 
     def forward(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-        adjusted = logits - F.one_hot(target, logits.shape[1]).to(logits.dtype) * self.margins[target][:, None]
-        weight = self.drw_weights if self.reweight else None
+        margins = self.margins.to(logits.dtype)[target][:, None]
+        adjusted = logits - F.one_hot(target, logits.shape[1]).to(logits.dtype) * margins
+        weight = self.drw_weights.to(logits.dtype) if self.reweight else None
         return F.cross_entropy(self.scale * adjusted, target, weight=weight)
 
 
@@ -144,7 +145,7 @@ class BalancedSoftmaxLoss(nn.Module):
         self.register_buffer("log_prior", torch.tensor(np.log(counts / counts.sum()), dtype=torch.float32))
 
     def forward(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-        return F.cross_entropy(logits + self.log_prior, target)
+        return F.cross_entropy(logits + self.log_prior.to(logits.dtype), target)
 
 
 def logit_adjust(logits: np.ndarray, class_prior: Sequence[float] | np.ndarray, *, tau: float = 1.0) -> np.ndarray:
