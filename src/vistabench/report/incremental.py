@@ -42,10 +42,19 @@ def _layout(r: Record) -> tuple[int, ...]:
 
 
 def _groups(records: list[Record]) -> dict[tuple[str, tuple[int, ...], str], list[Record]]:
+    """(dataset, session layout, method label) -> records; compat-scored runs get their own label."""
     out: dict[tuple[str, tuple[int, ...], str], list[Record]] = defaultdict(list)
     for r in records:
-        out[(r.dataset, _layout(r), r.method)].append(r)
+        label = r.method + (" (compat gAcc)" if r.settings.get("mode") == "compat" else "")
+        out[(r.dataset, _layout(r), label)].append(r)
     return out
+
+
+def _ref_mode(records: list[Record]) -> tuple[str, int | None]:
+    """Reference rows are scored like the runs: compat only when every run of the layout is."""
+    if records and all(r.settings.get("mode") == "compat" for r in records):
+        return "compat", records[-1].settings.get("way")
+    return "exact", None
 
 
 def _layout_text(sizes: Sequence[int]) -> str:
@@ -126,9 +135,8 @@ def incremental_table(store: ResultsStore, *, dataset: str | None = None) -> Tab
         measured = list(range(start, len(rows)))
         ranked = _rank_styles(rows, columns, measured)
         styles.update(ranked)
-        st = methods[0][1][-1].settings
-        for name, sc in reference_rows(sizes, base_accuracy=base_best, mode=st.get("mode", "exact"),
-                                       way=st.get("way")).items():
+        mode, way = _ref_mode([r for _, recs in methods for r in recs])
+        for name, sc in reference_rows(sizes, base_accuracy=base_best, mode=mode, way=way).items():
             rows.append(_row(f"{name} (ref.){suffix}", [s["aacc"] for s in sc.sessions], sc.aacc, sc.gacc, sc.pd, "ref."))
     if not styles and rows:
         styles[(0, "__none__")] = "bold"  # explicit styles switch off the table's own ranking
@@ -239,10 +247,9 @@ def incremental_section(store: ResultsStore) -> Section | None:
             last = group[-1].metrics
             curves[_auc_label(method, last["gacc"])] = last["curve"]
         base_best = max(r.metrics["matrix"][0][0] for r in recs)
-        st = recs[-1].settings
+        mode, way = _ref_mode(recs)
         refs = {_auc_label(k, v.gacc): v.curve
-                for k, v in reference_rows(sizes, base_accuracy=base_best, mode=st.get("mode", "exact"),
-                                           way=st.get("way")).items()}
+                for k, v in reference_rows(sizes, base_accuracy=base_best, mode=mode, way=way).items()}
         sec.figure(gacc_figure(curves, refs, title=f"{ds}: {_layout_text(sizes)}"),
                    f"gAcc(α) averaged over sessions on {ds} ({_layout_text(sizes)}); dashed/dotted: corner "
                    f"cases at A_1^1 = {100 * base_best:.1f}%. Legend: area under the curve (gAcc).")
