@@ -264,3 +264,23 @@ def test_demo_quick(tmp_path) -> None:
     files = sorted((tmp_path / "inc" / "prototype").glob("session_*.npz"))
     assert len(files) == 6
     assert P.score_prediction_files(files, sessions).gacc == pytest.approx(recs["prototype"].metrics["gacc"])
+
+
+def test_finetune_keeps_base_normalisation_and_grows_head(digits_small) -> None:
+    from vistabench.learners.incremental import FinetuneLearner, IncrementalConfig
+
+    tr = digits_small.train
+    learner = FinetuneLearner(IncrementalConfig(epochs=1, novel_epochs=1, batch_size=32), in_channels=1, image_size=8)
+    base = np.flatnonzero(tr.labels < 8)
+    learner.learn(tr.images[base], tr.labels[base], list(range(8)), session=1)
+    norm = learner.trainer.normaliser.to_dict()
+    shots = np.flatnonzero(tr.labels == 8)[:3]
+    learner.learn(tr.images[shots], tr.labels[shots], [8], session=2)
+    assert learner.trainer.normaliser.to_dict() == norm  # not re-fit on three images
+    assert learner.train_results[-1].normaliser == norm
+    scores, classes = learner.scores(digits_small.test.images[:5])
+    assert scores.shape == (5, 9) and classes.tolist() == list(range(9))
+    with pytest.raises(InputError, match="already learned"):
+        learner.learn(tr.images[shots], tr.labels[shots], [8], session=3)
+    with pytest.raises(InputError, match="not among the session's classes"):
+        learner.learn(tr.images[shots], tr.labels[shots], [9], session=3)
