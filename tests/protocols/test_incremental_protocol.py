@@ -282,5 +282,8 @@ def test_finetune_keeps_base_normalisation_and_grows_head(digits_small) -> None:
     assert scores.shape == (5, 9) and classes.tolist() == list(range(9))
     with pytest.raises(InputError, match="already learned"):
         learner.learn(tr.images[shots], tr.labels[shots], [8], session=3)
-    with pytest.raises(InputError, match="not among the session's classes"):
+    with pytest.raises(InputError, match="no training images for classes \\[9\\]"):
         learner.learn(tr.images[shots], tr.labels[shots], [9], session=3)
+    mixed = np.concatenate([shots, np.flatnonzero(tr.labels == 9)[:2]])
+    with pytest.raises(InputError, match="training labels \\[8\\] are not among the session's classes"):
+        learner.learn(tr.images[mixed], tr.labels[mixed], [9], session=3)
