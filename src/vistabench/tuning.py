@@ -383,16 +383,16 @@ def _tune_local(objective: Objective, space: SearchSpace, settings: TuneSettings
 
         def report(epoch: int, value: float) -> None:
             trial.report(float(value), int(epoch))
-            if trial.should_prune():
+            if epoch < settings.max_epochs and trial.should_prune():  # nothing to save at the last epoch
                 raise pruned_exc(f"pruned by ASHA at epoch {epoch}")
 
         try:
             value = objective(config, report)
         except catch as exc:
             trial.set_user_attr("error", f"{type(exc).__name__}: {exc}")
-            trial.set_user_attr("seconds", time.perf_counter() - t0)
             raise
-        trial.set_user_attr("seconds", time.perf_counter() - t0)
+        finally:
+            trial.set_user_attr("seconds", time.perf_counter() - t0)
         return float(value)
 
     def after(study_: optuna.Study, frozen: Any) -> None:
@@ -414,7 +414,8 @@ def _tune_local(objective: Objective, space: SearchSpace, settings: TuneSettings
         curve = [float(t.intermediate_values[k]) for k in sorted(t.intermediate_values)]
         records.append(TrialRecord(
             number=t.number, config={**_fixed(space), **t.params}, state=state,
-            value=float(t.value) if t.value is not None else None, curve=curve, epochs=len(curve),
+            value=float(t.value) if state == "complete" and t.value is not None else None,
+            curve=curve, epochs=len(curve),
             seconds=t.user_attrs.get("seconds"), error=t.user_attrs.get("error")))
     # renumber in order of creation, skipping interrupted trials, so numbers are 0..n-1
     records.sort(key=lambda r: r.number)

@@ -192,6 +192,37 @@ def _check_batch(ctx: Context, space: dict[str, Param], n_train: int, where: str
                          f"lower --batch-sizes or raise --per-class")
 
 
+def _study(ctx: Context, split: SmallDataSplit, method: str, opts: Options) -> tuple[str, Path]:
+    name = f"{ctx.name}-{method}-{_model_name(ctx, opts)}-split{split.index}-seed{opts.seed}"
+    return name, Path(opts.work_dir) / "studies" / f"{name}.db"
+
+
+def _check_search_done(ctx: Context, split: SmallDataSplit, method: str, opts: Options) -> None:
+    name, path = _study(ctx, split, method, opts)
+    hint = (f"run `vistabench smalldata tune --dataset {ctx.name} --method {method}` with the same "
+            f"--work-dir, --model and --seed first")
+    if opts.engine == "ray":
+        if not (path.parent / f"{name}-ray").is_dir():
+            raise InputError(f"no search for {method!r} on split {split.index} in {str(path.parent)!r}; {hint}")
+        return
+    if not path.is_file():
+        raise InputError(f"no search for {method!r} on split {split.index} ({str(path)!r} missing); {hint}")
+    import optuna
+    from optuna.trial import TrialState
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    try:
+        study = optuna.load_study(study_name=name, storage=f"sqlite:///{path.resolve()}")
+    except KeyError as exc:
+        raise InputError(f"{str(path)!r}: holds no study {name!r}; {hint}") from exc
+    done = sum(t.state in (TrialState.COMPLETE, TrialState.PRUNED) or "error" in t.user_attrs
+               for t in study.get_trials(deepcopy=False) if t.state != TrialState.RUNNING)
+    want = opts.settings(ctx.preset).trials
+    if done < want:
+        raise InputError(f"search for {method!r} on split {split.index} has {done} of {want} trials; {hint} "
+                         f"(it resumes)")
+
+
 def tune_split(ctx: Context, split: SmallDataSplit, method: str, opts: Options,
                store: ResultsStore | None = None) -> TuneResult:
     """Search hyper-parameters of ``method`` on train{i}/val{i}; store a ``tune`` record."""
@@ -212,8 +243,7 @@ def tune_split(ctx: Context, split: SmallDataSplit, method: str, opts: Options,
         return scores[-1]
 
     model = _model_name(ctx, opts)
-    study = f"{ctx.name}-{method}-{model}-split{split.index}-seed{opts.seed}"
-    storage = Path(opts.work_dir) / "studies" / f"{study}.db"
+    study, storage = _study(ctx, split, method, opts)
     result = tune(objective, space, settings, storage=storage, study_name=study)
     if store is not None:
         store.add(Record(protocol=PROTOCOL, dataset=ctx.name, method=method, seed=opts.seed,
@@ -263,8 +293,11 @@ def final_split(ctx: Context, split: SmallDataSplit, method: str, config: dict, 
 
 
 def run_method(ctx: Context, method: str, opts: Options, store: ResultsStore | None = None, *,
-               do_tune: bool = True, do_final: bool = True) -> dict[str, Any]:
-    """Tune (unless the method has nothing to search) and/or run the final trainings on every split."""
+               do_tune: bool = True, do_final: bool = True, require_search: bool = False) -> dict[str, Any]:
+    """Tune (unless the method has nothing to search) and/or run the final trainings on every split.
+
+    With ``require_search`` a missing or unfinished search is an error instead of being run.
+    """
     from ..learners.smalldata import get_method
 
     m = get_method(method)
@@ -275,6 +308,8 @@ def run_method(ctx: Context, method: str, opts: Options, store: ResultsStore | N
         entry: dict[str, Any] = {"split": split.index}
         config, value = None, None
         if searched and m.tuned:
+            if require_search:
+                _check_search_done(ctx, split, method, opts)
             if do_tune or do_final:
                 res = tune_split(ctx, split, method, opts, store if do_tune else None)
                 config, value = res.best_config, res.best_value

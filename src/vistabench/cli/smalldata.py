@@ -1,0 +1,209 @@
+"""`vistabench smalldata ...`: splits, tune, final, run, table, list."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from . import add_json_arg, add_store_arg, read_json_file
+from ..errors import InputError
+
+_FMT = argparse.RawDescriptionHelpFormatter
+
+
+def _dataset_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--dataset", required=True, metavar="NAME",
+                   help="cifair10 | cub200 | isic2018 | eurosat | clamm | mnist5k | digits | folder")
+    p.add_argument("--root", metavar="DIR", help="the dataset's folder (not for mnist5k/digits)")
+    p.add_argument("--per-class", type=int, metavar="N", help="trainval images per class (default: the preset's)")
+    p.add_argument("--seed", type=int, default=0, help="split seed and search seed (default 0)")
+    p.add_argument("--image-size", type=int, metavar="PX",
+                   help="side length variable-size images are resized to (default: the preset's)")
+
+
+def _run_args(p: argparse.ArgumentParser, *, final: bool, search: bool) -> None:
+    _dataset_args(p)
+    p.add_argument("--method", required=True, metavar="NAME",
+                   help="ce | ce_untuned | cosine | cosine_ce | harmonic | grad_l2")
+    p.add_argument("--splits", metavar="DIR", help="folder of split files (default: written to WORK/splits/...)")
+    p.add_argument("--split", type=int, nargs="+", metavar="I", help="only these splits (default: all)")
+    p.add_argument("--model", help="backbone (default: the preset's: wrn16_8 for cifair10, resnet50, cnn28 for "
+                                   "mnist5k/digits); resnet18 for quick runs")
+    p.add_argument("--epochs", type=int, help="epochs per trial (default: the preset's)")
+    p.add_argument("--device", default="cpu", help="cpu | cuda | cuda:N | auto")
+    p.add_argument("--work-dir", default="smalldata-runs", metavar="DIR",
+                   help="where split files and the Optuna study files live (default ./smalldata-runs)")
+    p.add_argument("--threads", type=int, help="torch CPU threads while training")
+    if search:
+        p.add_argument("--trials", type=int, help="configurations per split (default: the preset's)")
+        p.add_argument("--grace-period", type=int, help="ASHA's minimum epochs (default: the preset's)")
+        p.add_argument("--reduction-factor", type=int, default=3, help="ASHA's eta (default 3)")
+        p.add_argument("--scheduler", choices=["asha", "none"], default="asha")
+        p.add_argument("--sampler", choices=["tpe", "random"], default="tpe")
+        p.add_argument("--engine", choices=["local", "ray"], default="local",
+                       help="local: Optuna in-process (resumable SQLite study); ray: Ray Tune")
+        p.add_argument("--ray-address", metavar="ADDR", help="Ray cluster address (default: start a local Ray)")
+        p.add_argument("--space", metavar="JSON|FILE",
+                       help='override the search space, e.g. \'{"lr": {"loguniform": [1e-3, 0.1]}}\'')
+        p.add_argument("--batch-sizes", type=int, nargs="+", metavar="B", help="override the searched batch sizes")
+    if final:
+        p.add_argument("--repeats", type=int, default=10, help="final runs per split (default 10)")
+        p.add_argument("--final-epochs", type=int, help="epochs of the final runs (default: --epochs)")
+    add_store_arg(p)
+    add_json_arg(p)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    sd = sub.add_parser(
+        "smalldata", help="small-data benchmark with fair tuning (Brigato et al.)", formatter_class=_FMT,
+        description="Small-data protocol (DESIGN.md §6).\n\n"
+                    "  splits  write trainval{i}/train{i}/val{i} (+test{i}) split files, i = 0..2\n"
+                    "  tune    ASHA search per split on train/val (same budget for every method)\n"
+                    "  final   train each split's best configuration --repeats times on trainval; score the test set\n"
+                    "  run     tune + final\n"
+                    "  table   Table 3 (balanced accuracy, Welch italics) or Table 4 (--cost) from the store\n"
+                    "  list    dataset presets and methods\n\n"
+                    "Metric: balanced accuracy over the dataset's declared classes.")
+    s = sd.add_subparsers(dest="verb", metavar="VERB", required=True)
+
+    p = s.add_parser("splits", help="write the split files", description=
+                     "Writes trainval0..2.json, train0..2.json, val0..2.json (and test0..2.json for datasets "
+                     "without an official test set) to --out. Each holds the sorted `indices` (positions in the "
+                     "dataset's training pool), per-class counts and a sha256; per class, train ~60%% / val ~40%%. "
+                     "The same seed writes byte-identical files.")
+    _dataset_args(p)
+    p.add_argument("--out", required=True, metavar="DIR")
+    add_json_arg(p)
+    p.set_defaults(handler=_splits, human=_splits_text)
+
+    for verb, final, search, helptext in (
+            ("tune", False, True, "search hyper-parameters on every split"),
+            ("final", True, True, "final runs with each split's best configuration (tune first)"),
+            ("run", True, True, "tune + final runs")):
+        p = s.add_parser(verb, help=helptext, description=helptext + ". Records go to the results store.")
+        _run_args(p, final=final, search=search)
+        p.set_defaults(handler=_run, human=_run_text, mode=verb)
+
+    p = s.add_parser("table", help="print Table 3 or Table 4 from the store")
+    p.add_argument("--format", default="markdown", choices=["markdown", "latex", "csv"])
+    p.add_argument("--dataset", help="only this dataset")
+    p.add_argument("--cost", action="store_true", help="Table 4: training images/s and peak memory")
+    add_store_arg(p)
+    add_json_arg(p)
+    p.set_defaults(handler=_table)
+
+    p = s.add_parser("list", help="dataset presets and methods")
+    add_json_arg(p)
+    p.set_defaults(handler=_list, human=_list_text)
+
+
+# ---------------------------------------------------------------------------------- handlers
+def _splits(args):
+    from ..data.smalldata import get_preset, load_smalldata
+    from ..data.smalldata_splits import write_splits
+
+    preset = get_preset(args.dataset)
+    data = load_smalldata(args.dataset, args.root, image_size=args.image_size)
+    own = data.test is None
+    res = write_splits(data.train, args.out, dataset_name=args.dataset,
+                       per_class=args.per_class if args.per_class is not None else preset.per_class,
+                       seed=args.seed, val_fraction=preset.val_fraction, num_splits=preset.num_splits,
+                       own_test=own, test_per_class=preset.test_per_class if own else None)
+    res["dataset"] = args.dataset
+    return res
+
+
+def _splits_text(r: dict) -> str:
+    return f"wrote {len(r['files'])} split files to {r['out']}: " + ", ".join(
+        f"{k} ({v})" for k, v in r["counts"].items())
+
+
+def _space_override(args) -> dict | None:
+    out: dict = {}
+    if getattr(args, "space", None):
+        text = args.space.strip()
+        if text.startswith("{"):
+            try:
+                out.update(json.loads(text))
+            except json.JSONDecodeError as exc:
+                raise InputError(f"--space: malformed JSON ({exc.msg})") from exc
+        else:
+            out.update(read_json_file(text, "--space"))
+    if getattr(args, "batch_sizes", None):
+        out["batch_size"] = {"choice": list(args.batch_sizes)}
+    return out or None
+
+
+def _run(args):
+    from ..learners.smalldata import get_method
+    from ..protocols.smalldata import Options, prepare, run_method
+    from ..store import ResultsStore
+
+    get_method(args.method)  # unknown names fail before the data is loaded
+    pc = args.per_class
+    split_out = None
+    if args.splits is None:
+        split_out = Path(args.work_dir) / "splits" / f"{args.dataset}-pc{pc if pc is not None else 'preset'}-seed{args.seed}"
+    ctx = prepare(args.dataset, root=args.root, split_dir=args.splits, per_class=pc, seed=args.seed,
+                  image_size=args.image_size, splits=args.split, out_splits=split_out)
+    opts = Options(model=args.model, epochs=args.epochs, final_epochs=getattr(args, "final_epochs", None),
+                   trials=args.trials, grace_period=args.grace_period, reduction_factor=args.reduction_factor,
+                   repeats=getattr(args, "repeats", 10), device=args.device, engine=args.engine,
+                   ray_address=args.ray_address, sampler=args.sampler, scheduler=args.scheduler, seed=args.seed,
+                   space=_space_override(args), work_dir=args.work_dir, threads=args.threads)
+    with ResultsStore(args.store) as store:
+        return run_method(ctx, args.method, opts, store, do_tune=args.mode in ("tune", "run"),
+                          do_final=args.mode in ("final", "run"), require_search=args.mode == "final")
+
+
+def _run_text(r: dict) -> str:
+    lines = [f"{r['dataset']} / {r['method']}:"]
+    for e in r["splits"]:
+        s = f"  split {e['split']}: "
+        if e.get("trials"):
+            s += f"{e['trials']} trials, {e['total_epochs']} epochs, best val balanced acc {100 * e['best_val']:.2f}% "
+        s += f"config {json.dumps(e['best_config'], sort_keys=True)}"
+        if "test_balanced_accuracy" in e:
+            v = [x for x in e["test_balanced_accuracy"] if x is not None]
+            s += f"; test balanced acc " + " ".join(f"{100 * x:.2f}" for x in v)
+        lines.append(s)
+    if "mean_balanced_accuracy" in r:
+        lines.append(f"  mean test balanced accuracy over {r['runs']} runs: {100 * r['mean_balanced_accuracy']:.2f}%")
+    return "\n".join(lines)
+
+
+def _table(args):
+    from .common import _open_store
+    from ..report.smalldata import accuracy_table, cost_table
+
+    with _open_store(args.store) as store:
+        table = (cost_table if args.cost else accuracy_table)(store, dataset=args.dataset)
+    if args.json:
+        return {"columns": [c.key for c in table.columns], "rows": table.rows,
+                "styles": [{"row": i, "column": k, "style": v} for (i, k), v in sorted(table.styles.items())]}
+    print(table.render(args.format))
+    return None
+
+
+def _list(args):
+    from ..data.smalldata import presets
+    from ..learners.smalldata import methods
+    from ..tuning import space_to_json
+
+    return {"datasets": {n: presets.get(n).to_dict() for n in presets.names()},
+            "methods": {n: {"title": methods.get(n).title, "family": methods.get(n).family,
+                            "space": space_to_json(methods.get(n).space), "fixed": methods.get(n).fixed,
+                            "tuned": methods.get(n).tuned} for n in methods.names()}}
+
+
+def _list_text(r: dict) -> str:
+    lines = ["datasets:"]
+    for n, p in r["datasets"].items():
+        lines.append(f"  {n:10s} {p['description']}; {p['per_class'] or 'all'}/class, batch {p['batch_sizes']}, "
+                     f"{p['trials']} trials x {p['epochs']} epochs, grace {p['grace_period']}, model {p['model']}")
+    lines.append("methods:")
+    for n, m in r["methods"].items():
+        extra = json.dumps(m["space"]) if m["space"] else ""
+        lines.append(f"  {n:10s} {m['title']} {extra}".rstrip())
+    return "\n".join(lines)

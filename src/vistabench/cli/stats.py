@@ -1,0 +1,50 @@
+"""`vistabench stats ...`: significance tests on JSON lists of scores."""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+from . import add_json_arg, read_json_file
+from ..errors import InputError
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    st = sub.add_parser("stats", help="significance tests on score lists (Welch's t-test)",
+                        description="Statistical tests on repeated-run scores.")
+    s = st.add_subparsers(dest="verb", metavar="VERB", required=True)
+    p = s.add_parser("welch", help="Welch's unequal-variance t-test of two score lists",
+                     description="Welch's t-test of mean(A) - mean(B): t = (m_a - m_b) / sqrt(s_a^2/n_a + "
+                                 "s_b^2/n_b), Welch-Satterthwaite df, p from Student's t (equals "
+                                 "scipy.stats.ttest_ind(a, b, equal_var=False)). Each file holds a JSON list "
+                                 "of numbers. t, df and p are null when undefined (fewer than 2 scores in a "
+                                 "list, or no variance in either).")
+    p.add_argument("--a", required=True, metavar="A.json", help="JSON list of scores of method A")
+    p.add_argument("--b", required=True, metavar="B.json", help="JSON list of scores of method B")
+    p.add_argument("--alternative", choices=["two-sided", "less", "greater"], default="two-sided",
+                   help="alternative hypothesis about mean(A) - mean(B) (default two-sided)")
+    add_json_arg(p)
+    p.set_defaults(handler=_welch, human=_welch_text)
+
+
+def _scores(path: str, flag: str) -> list[float]:
+    data = read_json_file(path, flag)
+    if not isinstance(data, list) or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in data):
+        raise InputError(f"{flag} {path!r}: expected a JSON list of numbers, got "
+                         f"{type(data).__name__ if not isinstance(data, list) else 'a list with non-numbers'}")
+    return [float(v) for v in data]
+
+
+def _welch(args):
+    from ..metrics.stats import welch_test
+
+    r = welch_test(_scores(args.a, "--a"), _scores(args.b, "--b"), alternative=args.alternative)
+    return r.to_dict()
+
+
+def _welch_text(r: dict) -> str:
+    def f(v: float | None, d: int = 4) -> str:
+        return "undefined" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.{d}g}"
+
+    return (f"Welch's t-test ({r['alternative']}): t = {f(r['t'])}, df = {f(r['df'])}, p = {f(r['p'])}  "
+            f"(mean A = {f(r['mean_a'])}, n = {r['n_a']}; mean B = {f(r['mean_b'])}, n = {r['n_b']})")

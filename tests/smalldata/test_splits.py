@@ -1,0 +1,102 @@
+"""Split files: stratified, disjoint, byte-identical for a seed, verified on read."""
+
+import json
+
+import numpy as np
+import pytest
+
+from vistabench.cli import main
+from vistabench.data import Dataset
+from vistabench.data.smalldata_splits import build_splits, read_splits, write_splits
+from vistabench.errors import InputError
+
+
+def pool(counts, seed=0):
+    y = np.concatenate([np.full(n, c) for c, n in enumerate(counts)])
+    np.random.default_rng(seed).shuffle(y)
+    return Dataset(np.zeros((len(y), 2, 2, 1), np.uint8), y, [f"c{i}" for i in range(len(counts))], "toy")
+
+
+def test_stratified_disjoint_and_sizes(tmp_path):
+    ds = pool([70, 60, 90, 55])
+    write_splits(ds, tmp_path, dataset_name="toy", per_class=50, seed=3)
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == sorted(f"{k}{i}.json" for k in ("train", "val", "trainval") for i in range(3))
+    for sp in read_splits(tmp_path, ds, dataset_name="toy"):
+        tr, va, tv = sp.train, sp.val, sp.trainval
+        assert len(np.intersect1d(tr, va)) == 0
+        np.testing.assert_array_equal(np.sort(np.concatenate([tr, va])), tv)
+        assert np.all(np.bincount(ds.labels[tv], minlength=4) == 50)
+        assert np.all(np.bincount(ds.labels[tr], minlength=4) == 30)  # 60% of 50
+        assert np.all(np.bincount(ds.labels[va], minlength=4) == 20)
+        assert sp.test is None
+    c = json.loads((tmp_path / "train0.json").read_text())
+    assert c["class_counts"] == [30, 30, 30, 30] and c["indices"] == sorted(c["indices"])
+
+
+def test_byte_identical_for_a_seed_and_different_otherwise(tmp_path):
+    ds = pool([40, 40, 40])
+    write_splits(ds, tmp_path / "a", dataset_name="toy", per_class=20, seed=7)
+    write_splits(ds, tmp_path / "b", dataset_name="toy", per_class=20, seed=7)
+    write_splits(ds, tmp_path / "c", dataset_name="toy", per_class=20, seed=8)
+    for f in (tmp_path / "a").iterdir():
+        assert f.read_bytes() == (tmp_path / "b" / f.name).read_bytes()
+    assert (tmp_path / "a" / "trainval0.json").read_bytes() != (tmp_path / "c" / "trainval0.json").read_bytes()
+    # the three sub-samples are independent draws
+    a = [json.loads((tmp_path / "a" / f"trainval{i}.json").read_text())["indices"] for i in range(3)]
+    assert a[0] != a[1] != a[2]
+
+
+def test_all_images_mode_keeps_trainval_and_varies_train_val():
+    ds = pool([31, 29, 30])
+    sp = build_splits(ds.labels, num_classes=3, per_class=None, seed=0)
+    assert sp[0]["trainval"]["indices"] == sp[1]["trainval"]["indices"] == list(range(90))
+    assert sp[0]["train"]["indices"] != sp[1]["train"]["indices"]
+    assert sp[0]["train"]["class_counts"] == [19, 17, 18]  # round(0.6 n_c)
+
+
+def test_own_test_split_is_disjoint_and_capped():
+    ds = pool([100, 80, 60])
+    sp = build_splits(ds.labels, num_classes=3, per_class=20, seed=1, own_test=True, test_per_class=50)
+    for s in sp:
+        te, tv = np.asarray(s["test"]["indices"]), np.asarray(s["trainval"]["indices"])
+        assert len(np.intersect1d(te, tv)) == 0
+        assert s["test"]["class_counts"] == [50, 50, 40]
+
+
+def test_split_errors():
+    with pytest.raises(InputError, match="class 'c1' has only 10 images"):
+        build_splits(pool([30, 10]).labels, num_classes=2, per_class=20, seed=0, class_names=["c0", "c1"])
+    with pytest.raises(InputError, match="per_class: expected at least 2"):
+        build_splits(pool([30, 10]).labels, num_classes=2, per_class=1, seed=0)
+    with pytest.raises(InputError, match="class '2' has only 0 images"):
+        build_splits(pool([30, 10]).labels, num_classes=3, per_class=5, seed=0)
+    with pytest.raises(InputError, match="class '2' has no image"):
+        build_splits(pool([30, 10]).labels, num_classes=3, per_class=None, seed=0)
+    with pytest.raises(InputError, match="val_fraction"):
+        build_splits(pool([30, 10]).labels, num_classes=2, per_class=5, seed=0, val_fraction=1.0)
+
+
+def test_read_rejects_edits_and_other_pools(tmp_path):
+    ds = pool([30, 30])
+    write_splits(ds, tmp_path, dataset_name="toy", per_class=10, seed=0)
+    with pytest.raises(InputError, match="made for dataset 'toy', not 'other'"):
+        read_splits(tmp_path, ds, dataset_name="other")
+    with pytest.raises(InputError, match="different pool"):
+        read_splits(tmp_path, pool([30, 30], seed=5), dataset_name="toy")
+    p = tmp_path / "val1.json"
+    c = json.loads(p.read_text())
+    c["indices"][0] += 1
+    p.write_text(json.dumps(c))
+    with pytest.raises(InputError, match="sha256 mismatch"):
+        read_splits(tmp_path, ds, dataset_name="toy")
+
+
+def test_cli_splits_mnist5k(tmp_path, capsys):
+    assert main(["smalldata", "splits", "--dataset", "mnist5k", "--per-class", "50", "--seed", "2",
+                 "--out", str(tmp_path / "s"), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["counts"]["trainval0.json"] == 500 and out["counts"]["train2.json"] == 300
+    for i in range(3):
+        c = json.loads((tmp_path / "s" / f"val{i}.json").read_text())
+        assert c["kind"] == "smalldata-split" and c["class_counts"] == [20] * 10 and c["dataset"] == "mnist5k"
