@@ -114,3 +114,19 @@ def test_bad_shapes():
         count_train_step_flops(m, (2, 1, 8, 8), 2)
     with pytest.raises(InputError, match="batch_size"):
         count_train_step_flops(m, (1, 8, 8), 0)
+
+
+def test_counts_are_cached_per_architecture():
+    from vistabench.learners import flops
+
+    flops.clear_cache()
+    a = build_model("cnn28", num_classes=10, in_channels=1, seed=0)
+    b = build_model("cnn28", num_classes=10, in_channels=1, seed=1)  # other weights, same architecture
+    wide = build_model("cnn28", num_classes=10, in_channels=1, width=8)
+    fa = count_train_step_flops(a, (1, 8, 8), 4)
+    assert len(flops._CACHE) == 1
+    assert count_train_step_flops(b, (1, 8, 8), 4) == fa and len(flops._CACHE) == 1
+    fw = count_train_step_flops(wide, (1, 8, 8), 4)
+    assert len(flops._CACHE) == 2 and fw == pytest.approx(analytic(cnn28_layers(8, 1, w=8), 4)[1], rel=0.02)
+    count_train_step_flops(a, (1, 8, 8), 4, loss_fn=torch.nn.CrossEntropyLoss(label_smoothing=0.1))
+    assert len(flops._CACHE) == 3

@@ -193,3 +193,12 @@ def test_learns_digits():
     acc = np.mean(tr.predict_logits(data.test.images).argmax(1) == data.test.labels)
     assert acc > 0.85
     assert tr.features(data.test.images[:5]).shape == (5, 256)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_run_reports_device_memory():
+    tr = make(epochs=1, device="cuda")
+    res = tr.fit(X, Y)
+    assert res.device.startswith("cuda") and res.peak_memory_kind == "cuda_max_allocated"
+    assert res.peak_memory_bytes > 0
+    assert tr.predict_logits(X).shape == (48, 3)
