@@ -130,11 +130,15 @@ def method_space(method: str, preset: SmallDataPreset, *, overrides: dict[str, A
     space.update(m.space)
     for k, v in m.fixed.items():
         space[k] = Fixed(v)
-    if not m.tuned:
-        bs = sorted(preset.batch_sizes)
-        space["batch_size"] = Fixed(bs[len(bs) // 2])
     if overrides:
         space.update(parse_space(overrides))
+    if not m.tuned:  # nothing is searched: a batch-size choice becomes its median, anything else is an error
+        for k, p in list(space.items()):
+            if isinstance(p, Choice) and k == "batch_size":
+                vals = sorted(p.values)
+                space[k] = Fixed(vals[len(vals) // 2])
+            elif not isinstance(p, Fixed):
+                raise InputError(f"method {method!r} is not tuned: the search space cannot search {k!r}")
     return space
 
 

@@ -1,0 +1,131 @@
+"""The protocol end to end on sklearn digits (tiny budget), the tables and the CLI contract."""
+
+import json
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+
+from vistabench.cli import main
+from vistabench.report import build_report
+from vistabench.report.smalldata import accuracy_table, cost_table
+from vistabench.store import Record, ResultsStore
+
+TINY = ["--dataset", "digits", "--per-class", "20", "--split", "0", "--epochs", "2", "--trials", "3",
+        "--grace-period", "1", "--batch-sizes", "10", "--sampler", "random", "--threads", "1"]
+
+
+def run(capsys, *argv):
+    rc = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def test_run_tune_final_records_and_table(tmp_path, capsys):
+    store, work = tmp_path / "r.sqlite", tmp_path / "work"
+    common = [*TINY, "--store", store, "--work-dir", work]
+    rc, out, err = run(capsys, "smalldata", "run", "--method", "ce", "--repeats", "2", "--json", *common)
+    assert rc == 0, err
+    res = json.loads(out)
+    sp = res["splits"][0]
+    assert sp["trials"] == 3 and sp["best_config"]["batch_size"] == 10 and len(sp["test_balanced_accuracy"]) == 2
+    with ResultsStore(store) as s:
+        tune_recs = s.records(protocol="smalldata", tag="tune")
+        finals = s.records(protocol="smalldata", tag="final")
+    assert len(tune_recs) == 1 and len(finals) == 2
+    search = tune_recs[0].settings["search"]
+    assert len(search["trials"]) == 3 and all(len(t["curve"]) == t["epochs"] >= 1 for t in search["trials"])
+    assert tune_recs[0].metrics["best_val_balanced_accuracy"] == search["best_value"] == sp["best_val"]
+    for r in finals:
+        assert r.settings["config"] == sp["best_config"] and r.settings["test"] == "test"
+        assert 0 <= r.metrics["balanced_accuracy"] <= 1 and r.metrics["images_per_second"] > 0
+        assert r.split_hash == tune_recs[0].split_hash
+    assert [r.seed for r in finals] == [0, 1]
+    # the search is stored: `final` reuses it without new trials, `tune` resumes with nothing to do
+    rc, out, err = run(capsys, "smalldata", "tune", "--method", "ce", "--json", *common)
+    assert rc == 0 and json.loads(out)["splits"][0]["resumed_trials"] == 3
+    # untuned baseline: no search, the data-rich defaults
+    rc, out, err = run(capsys, "smalldata", "final", "--method", "ce_untuned", "--repeats", "2", "--json", *common)
+    assert rc == 0, err
+    cfg = json.loads(out)["splits"][0]["best_config"]
+    assert cfg == {"lr": 0.1, "weight_decay": 1e-4, "batch_size": 10}
+    rc, out, _ = run(capsys, "smalldata", "table", "--store", store, "--json")
+    t = json.loads(out)
+    assert [r["method"] for r in t["rows"]] == ["ce", "ce_untuned"] and t["columns"] == ["digits", "average"]
+    rc, out, _ = run(capsys, "smalldata", "table", "--store", store, "--format", "latex")
+    assert rc == 0 and "\\textbf{" in out
+    rc, out, _ = run(capsys, "smalldata", "table", "--store", store, "--cost")
+    assert rc == 0 and "Images/s" in out
+    html = build_report(ResultsStore(store), tmp_path / "rep").read_text()
+    assert "Small datasets" in html and "data:image/png" in html
+
+
+def test_cli_errors_are_one_line(tmp_path, capsys):
+    base = ["--store", tmp_path / "r.sqlite", "--work-dir", tmp_path / "w"]
+    rc, _, err = run(capsys, "smalldata", "final", "--method", "cosine", *TINY, *base)
+    assert rc == 2 and err.count("\n") == 1 and "no search for 'cosine'" in err
+    rc, _, err = run(capsys, "smalldata", "tune", "--method", "ce", *TINY[:-10], "--trials", "2", "--epochs", "1",
+                     "--batch-sizes", "200", *base)
+    assert rc == 2 and err.count("\n") == 1 and "batch_size: 200 is larger than the 120 images of train0" in err
+    rc, _, err = run(capsys, "smalldata", "run", "--method", "harmonc", *TINY, *base)
+    assert rc == 2 and "did you mean 'harmonic'" in err and err.count("\n") == 1
+    rc, _, err = run(capsys, "smalldata", "table", "--store", tmp_path / "none.sqlite")
+    assert rc == 2 and "no such results store" in err
+
+
+def _add(store, dataset, method, scores, ips=100.0, mem=1e9):
+    for i, v in enumerate(scores):
+        store.add(Record(protocol="smalldata", dataset=dataset, method=method, seed=i, split_hash="h", tag="final",
+                         settings={"split": i // 10}, metrics={"balanced_accuracy": v, "images_per_second": ips,
+                                                               "peak_memory_bytes": mem,
+                                                               "peak_memory_kind": "process_max_rss"}))
+
+
+def test_table3_bold_best_italic_not_significantly_worse(tmp_path):
+    rng = np.random.default_rng(0)
+    data = {("a", "ce"): rng.normal(0.60, 0.02, 30), ("a", "cosine"): rng.normal(0.595, 0.02, 30),
+            ("a", "grad_l2"): rng.normal(0.50, 0.02, 30),
+            ("b", "ce"): rng.normal(0.80, 0.01, 30), ("b", "cosine"): rng.normal(0.70, 0.01, 30),
+            ("b", "grad_l2"): rng.normal(0.81, 0.01, 30)}
+    with ResultsStore(tmp_path / "s.sqlite") as s:
+        for (d, m), v in data.items():
+            _add(s, d, m, v.tolist(), ips={"ce": 200.0, "cosine": 150.0, "grad_l2": 50.0}[m],
+                 mem={"ce": 1e9, "cosine": 2e9, "grad_l2": 3e9}[m])
+        t = accuracy_table(s)
+        c = cost_table(s)
+    rows = {r["method"]: i for i, r in enumerate(t.rows)}
+    for d in ("a", "b"):
+        means = {m: data[(d, m)].mean() for m in rows}
+        best = max(means, key=means.get)
+        assert t.styles[(rows[best], d)] == "bold"
+        for m in rows:
+            assert t.rows[rows[m]][d] == pytest.approx(means[m])
+            if m == best:
+                continue
+            p = sps.ttest_ind(data[(d, best)], data[(d, m)], equal_var=False).pvalue
+            assert t.styles.get((rows[m], d)) == ("italic" if p >= 0.05 else None)
+    avg = {m: np.mean([data[("a", m)].mean(), data[("b", m)].mean()]) for m in rows}
+    assert t.styles[(rows[max(avg, key=avg.get)], "average")] == "bold"
+    md = t.render("markdown")
+    assert md.count("**") == 2 * 3  # two dataset columns + average
+    crow = {r["method"]: r for r in c.rows}
+    assert crow["ce"]["images_per_second"] == 200.0 and crow["grad_l2"]["peak_memory_gb"] == pytest.approx(3.0)
+    assert c.styles == {(0, "images_per_second"): "bold", (0, "peak_memory_gb"): "bold"}
+
+
+def test_stats_welch_cli_matches_scipy(tmp_path, capsys):
+    rng = np.random.default_rng(3)
+    a, b = rng.normal(0.7, 0.05, 30).tolist(), rng.normal(0.68, 0.02, 25).tolist()
+    (tmp_path / "a.json").write_text(json.dumps(a))
+    (tmp_path / "b.json").write_text(json.dumps(b))
+    rc, out, _ = run(capsys, "stats", "welch", "--a", tmp_path / "a.json", "--b", tmp_path / "b.json", "--json")
+    r = json.loads(out)
+    ref = sps.ttest_ind(a, b, equal_var=False)
+    assert rc == 0 and r["t"] == pytest.approx(ref.statistic) and r["p"] == pytest.approx(ref.pvalue)
+    assert r["df"] == pytest.approx(ref.df)
+    (tmp_path / "c.json").write_text("[0.5]")
+    rc, out, _ = run(capsys, "stats", "welch", "--a", tmp_path / "a.json", "--b", tmp_path / "c.json", "--json")
+    assert rc == 0 and json.loads(out)["p"] is None  # undefined -> null
+    (tmp_path / "d.json").write_text("[0.5, \"x\"]")
+    rc, _, err = run(capsys, "stats", "welch", "--a", tmp_path / "a.json", "--b", tmp_path / "d.json")
+    assert rc == 2 and err.count("\n") == 1 and "--b" in err
