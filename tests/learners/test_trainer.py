@@ -202,3 +202,15 @@ def test_cuda_run_reports_device_memory():
     assert res.device.startswith("cuda") and res.peak_memory_kind == "cuda_max_allocated"
     assert res.peak_memory_bytes > 0
     assert tr.predict_logits(X).shape == (48, 3)
+
+
+def test_given_normaliser_is_used_instead_of_refitting():
+    tr = make()
+    tr.fit(X, Y)
+    first = tr.normaliser
+    other = (X // 2).astype(np.uint8)
+    res = tr.fit(other, Y, normaliser=first)
+    assert tr.normaliser is first and res.normaliser["mean"] == first.mean.tolist()
+    assert make().fit(other, Y).normaliser["mean"] != first.mean.tolist()
+    with pytest.raises(InputError, match="uint8"):
+        tr.fit(X.astype(np.float32), Y, normaliser=first)

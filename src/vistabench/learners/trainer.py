@@ -323,6 +323,7 @@ class Trainer:
         val: tuple[np.ndarray, np.ndarray] | None = None,
         sampler: Sampler = "uniform",
         trainable: Trainable = "all",
+        normaliser: Normaliser | None = None,
     ) -> TrainResult:
         """Train on (N, H, W, B) images and (N,) int labels.
 
@@ -342,13 +343,16 @@ class Trainer:
         trainable : {"all", "classifier"}
             ``"classifier"`` freezes everything but ``model.classifier``: features are computed
             in eval mode without gradients (batch-norm statistics stay fixed), as in cRT.
+        normaliser : Normaliser, optional
+            Use this input standardisation instead of measuring one on ``images`` (for example
+            to fine-tune on new data with the statistics of an earlier training set).
 
         Returns
         -------
         TrainResult
         """
         with self._threads():
-            return self._fit(images, labels, val=val, sampler=sampler, trainable=trainable)
+            return self._fit(images, labels, val=val, sampler=sampler, trainable=trainable, normaliser=normaliser)
 
     @contextmanager
     def _threads(self) -> Iterator[None]:
@@ -364,7 +368,7 @@ class Trainer:
             torch.set_num_threads(before)
 
     def _fit(self, images: np.ndarray, labels: np.ndarray, *, val: tuple[np.ndarray, np.ndarray] | None,
-             sampler: str, trainable: str) -> TrainResult:
+             sampler: str, trainable: str, normaliser: Normaliser | None = None) -> TrainResult:
         cfg = self.cfg
         if sampler not in ("uniform", "class_balanced"):
             raise InputError(f"sampler: expected 'uniform' or 'class_balanced', got {sampler!r}")
@@ -388,7 +392,13 @@ class Trainer:
             check_same_length("val images", val_images, "val labels", val_labels)
 
         t_start = time.perf_counter()
-        self.normaliser = Normaliser.fit(images)
+        if normaliser is not None:
+            if not isinstance(normaliser, Normaliser):
+                raise InputError(f"normaliser: expected a Normaliser, got {type(normaliser).__name__}")
+            normaliser.check_compatible(images, "images")
+            self.normaliser = normaliser
+        else:
+            self.normaliser = Normaliser.fit(images)
         if val is not None:
             self.normaliser.check_compatible(val_images, "val images")
         if self.device.type == "cuda":
