@@ -144,6 +144,14 @@ def test_classifier_only_training_freezes_backbone():
     assert changed == {"classifier.weight", "classifier.bias"}  # BN statistics untouched too
     assert res.config["trainable"] == "classifier"
     assert all(p.requires_grad for p in tr.model.parameters())
+    # a parameter the caller froze stays frozen, also when training fails half-way
+    first = next(tr.model.parameters())
+    first.requires_grad_(False)
+    with pytest.raises(InputError):
+        tr.fit(X, np.full(48, 7), trainable="classifier")
+    tr.fit(X, Y, trainable="classifier")
+    assert not first.requires_grad
+    assert all(p.requires_grad for p in list(tr.model.parameters())[1:])
 
 
 def test_epoch_order_class_balanced_draws_classes_equally():
@@ -214,3 +222,11 @@ def test_given_normaliser_is_used_instead_of_refitting():
     assert make().fit(other, Y).normaliser["mean"] != first.mean.tolist()
     with pytest.raises(InputError, match="uint8"):
         tr.fit(X.astype(np.float32), Y, normaliser=first)
+
+
+def test_divergence_raises_training_diverged():
+    from vistabench.learners.trainer import TrainingDiverged
+
+    with pytest.raises(TrainingDiverged, match="lower the learning rate"):
+        Trainer(build_model("cnn28", num_classes=3, in_channels=1, seed=0),
+                TrainConfig(epochs=2, batch_size=16, lr=1e30)).fit(X, Y)

@@ -42,11 +42,19 @@ from ..errors import InputError
 from .flops import count_train_step_flops, count_forward_flops
 from .tensors import Normaliser, augment_batch, check_images, to_float_nchw
 
-__all__ = ["TrainConfig", "TrainResult", "Trainer", "resolve_device", "EpochCallback", "epoch_order"]
+__all__ = ["TrainConfig", "TrainResult", "Trainer", "resolve_device", "EpochCallback", "epoch_order",
+           "TrainingDiverged"]
 
 Device = Literal["cpu", "cuda", "auto"]
 Sampler = Literal["uniform", "class_balanced"]
 Trainable = Literal["all", "classifier"]
+
+
+class TrainingDiverged(FloatingPointError):
+    """The mean training loss of an epoch was NaN or infinite (usually: learning rate too high).
+
+    Hyper-parameter searches can catch this and score the trial as failed.
+    """
 
 
 class EpochCallback(Protocol):
@@ -351,8 +359,14 @@ class Trainer:
         -------
         TrainResult
         """
-        with self._threads():
-            return self._fit(images, labels, val=val, sampler=sampler, trainable=trainable, normaliser=normaliser)
+        flags = [p.requires_grad for p in self.model.parameters()]
+        try:
+            with self._threads():
+                return self._fit(images, labels, val=val, sampler=sampler, trainable=trainable,
+                                 normaliser=normaliser)
+        finally:  # classifier-only training switches gradients off; give the caller's flags back
+            for p, f in zip(self.model.parameters(), flags):
+                p.requires_grad_(f)
 
     @contextmanager
     def _threads(self) -> Iterator[None]:
@@ -478,7 +492,7 @@ class Trainer:
                 train_seconds += time.perf_counter() - t0
                 m_loss = float(tot_loss) / n
                 if not math.isfinite(m_loss):
-                    raise FloatingPointError(
+                    raise TrainingDiverged(
                         f"training loss became {m_loss} at epoch {epoch + 1} (lr={cfg.lr}); lower the learning rate"
                     )
                 entry = {"epoch": epoch + 1, "loss": m_loss, "train_acc": int(correct) / n,
@@ -492,10 +506,6 @@ class Trainer:
                 if self.callback is not None and self.callback(epoch + 1, dict(entry)):
                     stopped = True
                     break
-        if trainable == "classifier":
-            for p in self.model.parameters():
-                p.requires_grad_(True)
-
         if self.device.type == "cuda":
             peak, kind = int(torch.cuda.max_memory_allocated(self.device)), "cuda_max_allocated"
         else:
