@@ -240,3 +240,12 @@ def test_bad_options(bad):
     dets = read_results(_tiny_results(), gt)
     with pytest.raises(InputError):
         evaluate_detections(gt, dets, **bad)
+
+
+def test_docstring_examples():
+    import doctest
+
+    import vistabench.metrics.detection as mod
+
+    res = doctest.testmod(mod, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    assert res.attempted > 0 and res.failed == 0

@@ -29,7 +29,7 @@ RECALL_THRESHOLDS = np.linspace(0.0, 1.00, int(np.round((1.00 - 0.0) / 0.01)) + 
 AREA_RANGES = np.array([[0 ** 2, 1e5 ** 2], [0 ** 2, 32 ** 2], [32 ** 2, 96 ** 2], [96 ** 2, 1e5 ** 2]], float)
 AREA_LABELS = ("all", "small", "medium", "large")
 
-_PAIR_CHUNK = 4_000_000
+_PAIR_CHUNK = 1 << 19  # pairs per IoU batch: bounds the transient memory (~50 MB)
 
 
 @dataclass
