@@ -64,11 +64,13 @@ def test_cosine_schedule_per_step():
 
 def test_bad_device_and_oversize_batch():
     if not torch.cuda.is_available():
+        cfg = TrainConfig(device="cuda")  # can be built on a CPU-only driver and shipped to a GPU worker
         with pytest.raises(InputError, match="CUDA is not available"):
-            TrainConfig(device="cuda")
+            Trainer(build_model("cnn28", num_classes=3, in_channels=1), cfg)
         assert resolve_device("auto").type == "cpu"
-    with pytest.raises(InputError, match="device"):
-        TrainConfig(device="tpu")
+    for bad in ("tpu", "cuda:x", 0):
+        with pytest.raises(InputError, match="device"):
+            TrainConfig(device=bad)
     with pytest.raises(InputError, match="batch_size.*48.*got 64"):
         make(batch_size=64).fit(X, Y)
     for bad in [dict(epochs=0), dict(lr=-1), dict(momentum=1.5), dict(label_smoothing=2), dict(seed=1.5)]:

@@ -42,7 +42,7 @@ from ..registry import Registry
 from .losses import (BalancedSoftmaxLoss, FocalLoss, LDAMLoss, check_class_counts, logit_adjust)
 from .models import Backbone, NormedLinear, build_model
 from .tensors import check_images
-from .trainer import TrainConfig, Trainer, TrainResult
+from .trainer import TrainConfig, Trainer, TrainResult, resolve_device
 
 __all__ = ["LTRunResult", "fit_predict", "lt_methods"]
 
@@ -237,6 +237,7 @@ def fit_predict(
     cfg = TrainConfig(epochs=epochs, lr=lr, weight_decay=weight_decay, batch_size=batch_size, momentum=momentum,
                       seed=seed, device=device, augment=augment, warmup_epochs=warmup_epochs,
                       num_threads=num_threads)
+    resolve_device(device)  # fail before building anything when CUDA is asked for but missing
     t0 = time.perf_counter()
     net = build_model(model, num_classes=train.num_classes, in_channels=train.images.shape[3],
                       image_size=train.images.shape[1], seed=seed)

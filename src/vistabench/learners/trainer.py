@@ -25,6 +25,7 @@ bitwise deterministic.
 from __future__ import annotations
 
 import math
+import re
 import resource
 import sys
 import time
@@ -104,6 +105,8 @@ class TrainConfig:
     seed : int
         Seeds shuffling, sampling, augmentation and dropout.
     device : {"cpu", "cuda", "auto"} or "cuda:N"
+        Checked for availability when the :class:`Trainer` is created (InputError if CUDA is
+        asked for but missing); ``"auto"`` takes CUDA when available.
     label_smoothing : float
         For the default cross-entropy loss, in [0, 1].
     augment : bool
@@ -160,7 +163,11 @@ class TrainConfig:
         self.eval_batch_size = check_positive(self.eval_batch_size, "eval_batch_size", integer=True)
         if self.num_threads is not None:
             self.num_threads = check_positive(self.num_threads, "num_threads", integer=True)
-        resolve_device(self.device)  # validate now, with a clear message
+        # The spelling is checked here; availability when a Trainer is made, so a config built on
+        # a CPU-only driver can still be shipped to GPU workers (Ray).
+        if not (isinstance(self.device, str) and (self.device in ("cpu", "cuda", "auto")
+                                                  or re.fullmatch(r"cuda:\d+", self.device))):
+            raise InputError(f"device: expected 'cpu', 'cuda', 'cuda:N' or 'auto', got {self.device!r}")
 
 
 @dataclass
