@@ -90,6 +90,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("vistabench: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # e.g. `vistabench ... | head`: the reader left; stop quietly
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     return 0
 
 
