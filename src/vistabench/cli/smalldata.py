@@ -73,7 +73,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                      "dataset's training pool), per-class counts and a sha256; per class, train ~60%% / val ~40%%. "
                      "The same seed writes byte-identical files.")
     _dataset_args(p)
-    p.add_argument("--out", required=True, metavar="DIR")
+    p.add_argument("--out", required=True, metavar="DIR", help="folder to write the split files to")
     add_json_arg(p)
     p.set_defaults(handler=_splits, human=_splits_text)
 

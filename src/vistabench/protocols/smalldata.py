@@ -33,7 +33,7 @@ from ..data.smalldata_splits import SmallDataSplit, read_splits, write_splits
 from ..errors import InputError
 from ..metrics.classification import balanced_accuracy
 from ..store import Record, ResultsStore
-from ..tuning import Choice, Fixed, LogUniform, Param, TuneResult, TuneSettings, parse_space, tune
+from ..tuning import Choice, Fixed, LogUniform, Param, TuneResult, TuneSettings, parse_space, space_to_json, tune
 
 __all__ = ["Options", "Context", "prepare", "method_space", "tune_split", "final_split", "run_method", "demo",
            "PROTOCOL"]
@@ -197,7 +197,19 @@ def _check_batch(ctx: Context, space: dict[str, Param], n_train: int, where: str
 
 
 def _study(ctx: Context, split: SmallDataSplit, method: str, opts: Options) -> tuple[str, Path]:
-    name = f"{ctx.name}-{method}-{_model_name(ctx, opts)}-split{split.index}-seed{opts.seed}"
+    """Study name and file. Everything that changes what a trial means is in the name (so a rerun with
+    other epochs or another space starts a new study); the number of trials is not (so raising
+    --trials extends a finished search)."""
+    import hashlib
+    import json
+
+    st = opts.settings(ctx.preset)
+    key = json.dumps({"space": space_to_json(method_space(method, ctx.preset, overrides=opts.space)),
+                      "split": split.split_hash, "sampler": st.sampler, "scheduler": st.scheduler,
+                      "rf": st.reduction_factor}, sort_keys=True)
+    digest = hashlib.sha256(key.encode()).hexdigest()[:8]
+    name = (f"{ctx.name}-{method}-{_model_name(ctx, opts)}-split{split.index}-seed{opts.seed}"
+            f"-e{st.max_epochs}-g{st.grace_period}-{digest}")
     return name, Path(opts.work_dir) / "studies" / f"{name}.db"
 
 
@@ -343,9 +355,12 @@ def demo(store: ResultsStore, out_dir: Path, *, quick: bool) -> str:
     """MNIST-5k, 50 images per class: untuned vs tuned cross-entropy vs the cosine loss (cnn28)."""
     from ..report.smalldata import accuracy_table
 
+    import shutil
+
     out_dir = Path(out_dir)
+    shutil.rmtree(out_dir / "studies", ignore_errors=True)  # a demo starts from scratch, like its store
     ctx = prepare("mnist5k", out_splits=out_dir / "splits", per_class=50, seed=0, splits=[0])
-    opts = Options(model="cnn28", epochs=2 if quick else 6, trials=2 if quick else 6, grace_period=1 if quick else 2,
+    opts = Options(model="cnn28", epochs=2 if quick else 8, trials=2 if quick else 10, grace_period=1 if quick else 2,
                    repeats=2 if quick else 3, sampler="random", work_dir=str(out_dir), seed=0, threads=1)
     for method in ("ce_untuned", "ce", "cosine"):
         run_method(ctx, method, opts, store)
