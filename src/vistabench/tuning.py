@@ -492,7 +492,14 @@ def _tune_ray(objective: Objective, space: SearchSpace, settings: TuneSettings, 
                                       num_samples=settings.trials),
             run_config=rt.RunConfig(name=exp_dir.name, storage_path=str(base), verbose=0),
         )
-    grid = tuner.fit()
+    import contextlib
+    import sys
+
+    from .progress import enabled
+
+    # Ray Tune prints its own tables on stdout: keep stdout for our results (stderr on a terminal, else silent)
+    with open(os.devnull, "w") as devnull, contextlib.redirect_stdout(sys.stderr if enabled() else devnull):
+        grid = tuner.fit()
     records = []
     for i in range(len(grid)):
         res = grid[i]
