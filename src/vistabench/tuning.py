@@ -351,7 +351,7 @@ def _tune_local(objective: Objective, space: SearchSpace, settings: TuneSettings
     import optuna
     from optuna.trial import TrialState
 
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    optuna.logging.set_verbosity(optuna.logging.ERROR)  # failed trials are recorded with their error instead
     pruner: optuna.pruners.BasePruner
     if settings.scheduler == "asha":
         pruner = optuna.pruners.SuccessiveHalvingPruner(

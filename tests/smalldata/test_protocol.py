@@ -129,3 +129,14 @@ def test_stats_welch_cli_matches_scipy(tmp_path, capsys):
     (tmp_path / "d.json").write_text("[0.5, \"x\"]")
     rc, _, err = run(capsys, "stats", "welch", "--a", tmp_path / "a.json", "--b", tmp_path / "d.json")
     assert rc == 2 and err.count("\n") == 1 and "--b" in err
+
+
+def test_diverged_trials_are_recorded_and_reported(tmp_path, capsys):
+    store = tmp_path / "r.sqlite"
+    rc, _, err = run(capsys, "smalldata", "tune", "--method", "ce", *TINY, "--space", '{"lr": 1e9}',
+                     "--store", store, "--work-dir", tmp_path / "w")
+    assert rc == 2 and err.count("\n") == 1 and "no trial completed (all pruned or diverged)" in err
+    with ResultsStore(store) as s:
+        (rec,) = s.records(protocol="smalldata", tag="tune")
+    trials = rec.settings["search"]["trials"]
+    assert len(trials) == 3 and all(t["state"] == "failed" and "loss" in t["error"] for t in trials)
