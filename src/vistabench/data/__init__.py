@@ -10,3 +10,5 @@ __all__ = [
     "read_cifar", "read_image_folder", "read_npz", "readers", "safe_unpickle", "content_hash",
     "read_split", "seal", "write_split",
 ]
+
+from . import smalldata as _smalldata_presets  # noqa: E402,F401  registers cifair10, cub200, isic2018, eurosat, clamm

@@ -30,7 +30,7 @@ def detection_table(store: ResultsStore, *, dataset: str | None = None) -> Table
                          "AP^Pool (categories pooled), in %.")
 
 
-@report_section("Large-vocabulary detection (AP^Old / AP^Fixed / AP^Pool)", order=20)
+@report_section("detection", order=20)
 def detection_section(store: ResultsStore) -> Section | None:
     recs = store.records(protocol="detection")
     if not recs:

@@ -146,7 +146,7 @@ def _search_figure(store: ResultsStore):
     return fig
 
 
-@report_section(PROTOCOL, order=50)
+@report_section(PROTOCOL, order=40)
 def smalldata_section(store: ResultsStore) -> Section | None:
     if not _finals(store, None):
         return None
