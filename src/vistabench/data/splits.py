@@ -47,21 +47,30 @@ def write_split(path: str | os.PathLike[str], content: dict[str, Any]) -> dict[s
     return sealed
 
 
-def read_split(path: str | os.PathLike[str], *, kind: str | None = None) -> dict[str, Any]:
-    """Read a split file, verify its hash and (optionally) its ``kind``."""
+def read_split(path: str | os.PathLike[str], *, kind: str | None = None, what: str = "split file",
+               require_hash: bool = True) -> dict[str, Any]:
+    """Read a split file, verify its hash and (optionally) its ``kind``.
+
+    With ``require_hash=False`` a hand-written file without a ``sha256`` key is accepted; a file that
+    has one must still match it.
+    """
     p = Path(path)
     if not p.is_file():
-        raise InputError(f"split file {str(p)!r}: no such file")
+        raise InputError(f"{what} {str(p)!r}: no such file")
     try:
         content = json.loads(p.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
-        raise InputError(f"split file {str(p)!r}: not valid JSON ({exc.msg} at line {exc.lineno})") from exc
-    if not isinstance(content, dict) or "sha256" not in content:
-        raise InputError(f"split file {str(p)!r}: expected a JSON object with a 'sha256' key")
+        raise InputError(f"{what} {str(p)!r}: not valid JSON ({exc.msg} at line {exc.lineno})") from exc
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{what} {str(p)!r}: not a UTF-8 text file") from exc
+    if not isinstance(content, dict):
+        raise InputError(f"{what} {str(p)!r}: expected a JSON object, got {type(content).__name__}")
+    if "sha256" not in content:
+        if not require_hash:
+            return content
+        raise InputError(f"{what} {str(p)!r}: expected a JSON object with a 'sha256' key")
     if content_hash(content) != content["sha256"]:
-        raise InputError(
-            f"split file {str(p)!r}: sha256 mismatch — the file was modified after it was written"
-        )
+        raise InputError(f"{what} {str(p)!r}: sha256 mismatch — the file was modified after it was written")
     if kind is not None and content.get("kind") != kind:
-        raise InputError(f"split file {str(p)!r}: expected kind {kind!r}, found {content.get('kind')!r}")
+        raise InputError(f"{what} {str(p)!r}: expected kind {kind!r}, found {content.get('kind')!r}")
     return content

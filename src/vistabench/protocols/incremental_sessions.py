@@ -27,7 +27,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .._validation import check_array, check_labels
-from ..data.splits import content_hash, write_split
+from ..data.splits import read_split, write_split
 from ..errors import InputError
 
 KIND = "incremental-sessions"
@@ -219,23 +219,8 @@ def check_sessions(content: Any, name: str = "sessions") -> dict[str, Any]:
 
 def load_sessions(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Read a sessions file. A file with a ``sha256`` must match it; a hand-written file may omit it."""
-    import json
-
-    p = Path(path)
-    if not p.is_file():
-        raise InputError(f"sessions file {str(p)!r}: no such file")
-    try:
-        content = json.loads(p.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise InputError(f"sessions file {str(p)!r}: malformed JSON ({exc.msg} at line {exc.lineno})") from exc
-    except UnicodeDecodeError as exc:
-        raise InputError(f"sessions file {str(p)!r}: not a UTF-8 text file") from exc
-    if isinstance(content, dict) and "sha256" in content and content_hash(content) != content["sha256"]:
-        raise InputError(f"sessions file {str(p)!r}: sha256 mismatch: the file was modified after it was written")
-    try:
-        return check_sessions(content, f"sessions file {str(p)!r}")
-    except InputError:
-        raise
+    content = read_split(path, what="sessions file", require_hash=False)
+    return check_sessions(content, f"sessions file {str(path)!r}")
 
 
 def session_test_pool(sessions: dict[str, Any], i: int) -> tuple[np.ndarray, np.ndarray]:
