@@ -5,9 +5,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
+  echo "setting up .venv (first run: a few minutes) ..." >&2
   "$PY" -m venv .venv
 fi
-. .venv/bin/activate
-python -m pip install -q --disable-pip-version-check --upgrade pip >/dev/null 2>&1 || true
-python -c "import torch" 2>/dev/null || python -m pip install -q --disable-pip-version-check "torch==${TORCH_VERSION:-2.13.0}"
-python -m pip install -q --disable-pip-version-check -e ".[test]"
+quiet() {  # pip, minus the registry-mirror noise ("Location ... is ignored")
+  "$@" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
+}
+quiet .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip || true
+.venv/bin/python -c "import torch" 2>/dev/null || \
+  quiet .venv/bin/python -m pip install -q --disable-pip-version-check "torch==${TORCH_VERSION:-2.13.0}"
+quiet .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[test]"
