@@ -360,7 +360,7 @@ def demo(store: ResultsStore, out_dir: Path, *, quick: bool) -> str:
     out_dir = Path(out_dir)
     shutil.rmtree(out_dir / "studies", ignore_errors=True)  # a demo starts from scratch, like its store
     ctx = prepare("mnist5k", out_splits=out_dir / "splits", per_class=50, seed=0, splits=[0])
-    opts = Options(model="cnn28", epochs=2 if quick else 8, trials=2 if quick else 10, grace_period=1 if quick else 2,
+    opts = Options(model="cnn28", epochs=2 if quick else 15, trials=2 if quick else 20, grace_period=1 if quick else 2,
                    repeats=2 if quick else 3, sampler="random", work_dir=str(out_dir), seed=0, threads=1)
     for method in ("ce_untuned", "ce", "cosine"):
         run_method(ctx, method, opts, store)
