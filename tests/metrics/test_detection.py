@@ -123,6 +123,10 @@ def test_hand_worked_lvis_values():
     dets = read_results(_tiny_results(), gt)
     ev = evaluate_detections(gt, dets, variants=("old",))
     assert np.allclose(ev.precision["old"][:, :, 1, 0], 1.0, rtol=0, atol=1e-12)  # 1 / (1 + eps)
+    # a category without ground truth has no precision curve: NaN, never lvis-api's -1
+    no_gt = [k for k in range(len(gt.category_ids)) if not np.any(gt.category == k)]
+    assert no_gt and np.isnan(ev.precision["old"][:, :, no_gt, :]).all()
+    assert not (ev.precision["old"] == -1).any()
 
 
 def test_empty_results_and_image_without_detections():

@@ -56,8 +56,8 @@ class DetectionEvaluation:
 
     ``results[variant]`` is a dict of lvis-api's keys (fractions; NaN where undefined);
     ``precision[variant]`` holds the interpolated precision, shape (T, R, K, A) for old/fixed
-    (-1 where a category has no ground truth, as lvis-api) and (T, R, P) for pool (P pools
-    all/r/c/f); ``settings`` records what produced them.
+    (NaN where a category has no ground truth — lvis-api writes -1 there) and (T, R, P) for pool
+    (P pools all/r/c/f); ``settings`` records what produced them.
     """
 
     results: dict[str, dict[str, float]]
@@ -260,6 +260,8 @@ def evaluate_detections(
         else:
             n_label = ("all" if v == "fixed" else (max_dets_per_image if lvis else None))
             ev.results[v], ev.precision[v] = _per_category(gt, dets, det, match, mask, n_label)
+    for v, p in ev.precision.items():  # the -1 "no ground truth" marks stay internal: NaN outside
+        ev.precision[v] = np.where(p < 0, np.nan, p)
     return ev
 
 

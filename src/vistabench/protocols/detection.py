@@ -73,7 +73,7 @@ def flat_metrics(ev: DetectionEvaluation) -> dict[str, Any]:
     for v in ("old", "fixed"):
         if v in ev.precision:
             p = ev.precision[v][0, :, :, 0]
-            valid = p[0] > -1
+            valid = ~np.isnan(p[0])
             out[f"{v}_pr50"] = np.round(p[:, valid].mean(axis=1), 6).tolist() if valid.any() else None
     return out
 
