@@ -9,7 +9,6 @@ human summary (a table). The demo runs them in order and builds the report.
 from __future__ import annotations
 
 import importlib
-import sys
 import time
 from pathlib import Path
 from typing import Sequence

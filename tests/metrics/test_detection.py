@@ -109,19 +109,16 @@ def test_lvis_edge_cases_match_lvis_api(tmp_path):
 
 
 def test_hand_worked_lvis_values():
-    res = ours(_tiny_lvis(), _tiny_results())["old"]
     # lvis-api drops zero-area annotations and detections (get_ann_ids keeps 0 < area < inf), so
     # category 1 has 3 objects; at IoU 0.5 the ranking is 0.9 TP, 0.9 FP (duplicate, file order),
     # 0.5 TP (image 1), 0.5 TP (image 2): precision 1 up to recall 1/3, then 3/4 up to recall 1.
     gt = read_ground_truth(_tiny_lvis())
     dets = read_results(_tiny_results(), gt)
-    p = evaluate_detections(gt, dets, variants=("old",)).precision["old"][0, :, 0, 0]
+    ev = evaluate_detections(gt, dets, variants=("old",))
+    p = ev.precision["old"][0, :, 0, 0]
     expected = np.where(RECALL_THRESHOLDS <= 1 / 3, 1.0, 0.75 - np.spacing(1) * 0)
     assert np.allclose(p, expected, atol=1e-12)
     # category 2: the only counted detection is the exact box (0.3); the 0.8 one is ignored: AP 1
-    gt = read_ground_truth(_tiny_lvis())
-    dets = read_results(_tiny_results(), gt)
-    ev = evaluate_detections(gt, dets, variants=("old",))
     assert np.allclose(ev.precision["old"][:, :, 1, 0], 1.0, rtol=0, atol=1e-12)  # 1 / (1 + eps)
     # a category without ground truth has no precision curve: NaN, never lvis-api's -1
     no_gt = [k for k in range(len(gt.category_ids)) if not np.any(gt.category == k)]
@@ -170,7 +167,7 @@ def test_segm_matches_lvis_api(tmp_path):
 
 
 def test_faster_coco_eval_lvis_style_agrees_after_the_cut(tmp_path):
-    faster = pytest.importorskip("faster_coco_eval")
+    pytest.importorskip("faster_coco_eval")
     s = synth_detection_set(num_images=20, num_categories=10, dets_per_image=30, seed=8)
     res = ours(s.ground_truth, s.results)["old"]
     path = tmp_path / "gt.json"

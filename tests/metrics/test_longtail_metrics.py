@@ -1,7 +1,6 @@
 """Long-tailed metrics against independent re-computations and hand-worked cases."""
 
 import math
-import warnings
 
 import numpy as np
 import pytest

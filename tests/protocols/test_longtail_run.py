@@ -3,7 +3,6 @@ the written files with the CLI reproduces the stored numbers."""
 
 import json
 
-import pytest
 
 from vistabench.cli import main
 from vistabench.metrics.longtail import training_profile

@@ -65,7 +65,7 @@ def test_same_seed_byte_identical(tmp_path):
     labels = _pool()
     counts = [100, 50, 20, 10, 4]
     a = write_sweep(tmp_path / "a.json", build_sweep(labels, counts, test_imbalance=10, seed=3))
-    b = write_sweep(tmp_path / "b.json", build_sweep(labels, counts, test_imbalance=10, seed=3))
+    write_sweep(tmp_path / "b.json", build_sweep(labels, counts, test_imbalance=10, seed=3))
     assert (tmp_path / "a.json").read_bytes() == (tmp_path / "b.json").read_bytes()
     c = build_sweep(labels, counts, test_imbalance=10, seed=4)
     assert c["sha256"] != a["sha256"]

@@ -1,6 +1,5 @@
 """Stream definitions (Nevis'22 metadata, embedded stream, user files, data roots) and run analysis."""
 
-import json
 
 import numpy as np
 import pytest

@@ -10,12 +10,12 @@ from sklearn.metrics import average_precision_score
 from vistabench.errors import InputError
 from vistabench.learners.flops import count_forward_flops, count_train_step_flops
 from vistabench.learners.models import build_model
-from vistabench.learners.stream import (ComputeLedger, StreamLearner, TaskView, batch_size_for, eval_points,
+from vistabench.learners.stream import (StreamLearner, TaskView, batch_size_for, eval_points,
                                         make_learner, save_checkpoint)
 from vistabench.protocols.stream import run_events, run_stream
 from vistabench.store import ResultsStore
 from vistabench.streams import Stream, Task, load_stream, parse_stream
-from vistabench.streams.sources import TaskData, resolve_task
+from vistabench.streams.sources import resolve_task
 
 torch.set_num_threads(1)
 

@@ -88,7 +88,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--epochs", type=int, default=10)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="cpu", help="cpu | cuda | auto")
-    p.add_argument("--model", default=None, help="cnn28 (default for <= 28 px) | resnet32 (default for 32 px) | ...")
+    p.add_argument("--model", default="auto", help="auto (default): resnet32 for >= 32 px images, cnn28 below; or any model name")
     p.add_argument("--n-max", type=int)
     p.add_argument("--test-imbalance", type=float)
     p.add_argument("--points", type=int, default=10)
@@ -176,10 +176,9 @@ def _run(args):
     from ..protocols.longtail import run
     from ..store import ResultsStore
 
-    model = args.model
     with ResultsStore(args.store) as store:
         rec = run(data=args.data, method=args.method, imbalance=args.imbalance, epochs=args.epochs, seed=args.seed,
-                  device=args.device, model=model or "auto", n_max=args.n_max, test_imbalance=args.test_imbalance,
+                  device=args.device, model=args.model, n_max=args.n_max, test_imbalance=args.test_imbalance,
                   points=args.points, repeats=args.repeats, batch_size=args.batch_size, lr=args.lr,
                   out_dir=args.out, store=store)
     return rec

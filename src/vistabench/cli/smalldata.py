@@ -166,7 +166,7 @@ def _run_text(r: dict) -> str:
         s += f"config {json.dumps(e['best_config'], sort_keys=True)}"
         if "test_balanced_accuracy" in e:
             v = [x for x in e["test_balanced_accuracy"] if x is not None]
-            s += f"; test balanced acc " + " ".join(f"{100 * x:.2f}" for x in v)
+            s += "; test balanced acc " + " ".join(f"{100 * x:.2f}" for x in v)
         lines.append(s)
     if "mean_balanced_accuracy" in r:
         lines.append(f"  mean test balanced accuracy over {r['runs']} runs: {100 * r['mean_balanced_accuracy']:.2f}%")

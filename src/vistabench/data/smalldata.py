@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import csv
 import hashlib
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Literal
 
@@ -32,7 +32,7 @@ import numpy as np
 from ..errors import InputError
 from ..registry import Registry
 from .dataset import DataSplits, Dataset
-from .readers import IMAGE_SUFFIXES, _cifar_batch, read_image_folder, readers
+from .readers import _cifar_batch, read_image_folder, readers
 
 __all__ = ["SmallDataPreset", "presets", "get_preset", "load_smalldata", "labels_fingerprint",
            "CIFAR10_CLASSES", "ISIC2018_CLASSES", "EUROSAT_CLASSES", "CLAMM_CLASSES"]

@@ -32,7 +32,7 @@ from torch import nn
 
 from ..errors import InputError
 from ..registry import Registry
-from ..tuning import Choice, Fixed, LogUniform, Param
+from ..tuning import Choice, LogUniform, Param
 from .models import build_model
 
 __all__ = ["SmallDataMethod", "methods", "get_method", "build_method", "HarmonicConv2d", "dct_filters",

@@ -380,7 +380,6 @@ def _pool(gt, dets, det, match, mask):
     # ranking as LVISPooledEval: descending score; ties by image, then category, then file order
     order = np.lexsort((sel, dets.category[sel], dets.image[sel], -dets.score[sel]))
     precision = -np.ones((T, R, len(pools)))
-    rc_cache: dict[int, np.ndarray] = {}
     for p, (name, freq) in enumerate(pools):
         if freq is None:
             in_pool = np.ones(gt.num_categories, bool)

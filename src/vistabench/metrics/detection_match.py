@@ -109,7 +109,7 @@ def match_detections(
     """
     K = gt.num_categories
     n = len(det)
-    A, T = len(area_ranges), len(iou_thresholds)
+    A = len(area_ranges)
     d_img, d_cat = dets.image[det], dets.category[det]
     d_area = dets.area[det]
     gkey = d_img * K + d_cat

@@ -10,7 +10,6 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any, Literal, Mapping, Sequence
 
-import numpy as np
 
 from .._validation import check_array, check_fraction
 from ..errors import InputError

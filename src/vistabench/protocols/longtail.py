@@ -13,7 +13,7 @@ from typing import Any, Literal
 import numpy as np
 
 from .._validation import check_positive
-from ..data import Dataset, load_dataset, read_split, save_predictions, write_split
+from ..data import Dataset, load_dataset, seal, save_predictions, write_split
 from ..data.predictions import Predictions
 from ..errors import InputError
 from ..metrics import longtail as M
@@ -71,8 +71,6 @@ def build_training_split(
         val.append(np.sort(chosen[:n_val]))
         train.append(np.sort(chosen[n_val:]))
         kept.append(len(chosen) - n_val)
-    from ..data.splits import seal
-
     return seal({
         "kind": SPLIT_KIND, "version": 1, "dataset": dataset, "seed": int(seed),
         "imbalance": M.normalise_imbalance(imbalance), "profile": kind, "n_max": int(n_max),

@@ -8,7 +8,6 @@ draws first, then class 1's, ...). Scoring is pure arithmetic on the predictions
 
 from __future__ import annotations
 
-import math
 import warnings
 from pathlib import Path
 from typing import Any, Literal
