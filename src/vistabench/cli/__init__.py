@@ -2,7 +2,8 @@
 
 Each protocol's sub-commands live in ``cli/<protocol>.py`` with a ``register(subparsers)`` function
 listed in ``_MODULES``. Handlers return a JSON-serialisable object (printed with ``--json``) or None.
-Bad input (``InputError``, a missing file, malformed JSON) ends with one line on stderr and exit 2.
+Bad input (``InputError``, a missing or unwritable file, malformed JSON, a file that is not a results
+store) ends with one line on stderr and exit 2; an internal bug shows its traceback and exit 70.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import sys
 from typing import Any, Callable, Sequence
 
 from .. import __version__
-from ..errors import InputError
+from ..errors import INTERNAL_ERROR, USER_ERROR, InputError, user_error_message
 
 _MODULES = ["longtail", "detection", "incremental", "smalldata", "stream", "stats", "common"]
 
@@ -65,7 +66,58 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
     print(f"vistabench: warning: {message}", file=sys.stderr)
 
 
+#: API parameter names whose CLI option is not simply ``--<name-with-dashes>``.
+_ALIASES = {"max_epochs": "--epochs", "pool_labels": "--labels", "iou_threshold": "--iou",
+            "num_images": "--images", "num_categories": "--categories", "meta_test_from_year": "--meta-test-from",
+            "per_class_topk": "--per-class-topk", "num_classes": "--classes"}
+
+
+def _options_of(parser: argparse.ArgumentParser, args: argparse.Namespace) -> dict[str, str]:
+    """dest -> option string of the sub-command that ran (e.g. ``n_max`` -> ``--n-max``)."""
+    chosen = set(map(str, vars(args).values()))
+    out: dict[str, str] = {}
+    p: argparse.ArgumentParser | None = parser
+    while p is not None:
+        nxt = None
+        for a in p._actions:
+            if isinstance(a, argparse._SubParsersAction):
+                nxt = next((sp for name, sp in a.choices.items() if name in chosen), None)
+            elif a.option_strings:
+                out[a.dest] = max(a.option_strings, key=len)
+        p = nxt
+    return out
+
+
+def _option_names(message: str, parser: argparse.ArgumentParser, args: argparse.Namespace) -> str:
+    """Say ``--n-max`` where the API's message says ``n_max`` (the user typed the option)."""
+    import re
+
+    opts = _options_of(parser, args)
+    names = {k: v for k, v in _ALIASES.items() if v in opts.values()}
+    names.update({k: v for k, v in opts.items() if k not in ("help", "json", "version")})
+    if not names:
+        return message
+    pattern = re.compile(r"(?<![\w'\"/.-])(" + "|".join(map(re.escape, sorted(names, key=len, reverse=True)))
+                         + r")(?=[:=]| \(| must| expected)")
+    message = pattern.sub(lambda m: names[m.group(1)], message)
+    return re.sub(r"(--[\w-]+)( '[^']*')?: \1:", r"\1\2:", message)  # "--matrix 'm.json': --matrix: ..."
+
+
+def _debug() -> bool:
+    import os
+
+    return os.environ.get("VISTABENCH_DEBUG", "") not in ("", "0")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; return the exit status.
+
+    0 success; 2 (:data:`~vistabench.errors.USER_ERROR`) for every user-caused error, printed as one
+    line without a traceback (argparse's own option errors use 2 too); 70 for an internal error (a
+    bug), printed with its traceback and a request to report it; 130 when interrupted.
+    ``VISTABENCH_DEBUG=1`` prints the traceback of user errors too.
+    """
+    import traceback
     import warnings
 
     parser = build_parser()
@@ -78,15 +130,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         result = args.handler(args)
         emit(result, as_json=getattr(args, "json", False), human=getattr(args, "human", None))
-    except InputError as exc:
-        print(f"vistabench: error: {exc}", file=sys.stderr)
-        return 2
-    except FileNotFoundError as exc:
-        print(f"vistabench: error: {exc.filename or exc}: no such file", file=sys.stderr)
-        return 2
-    except json.JSONDecodeError as exc:
-        print(f"vistabench: error: malformed JSON ({exc.msg} at line {exc.lineno})", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:
         print("vistabench: interrupted", file=sys.stderr)
         return 130
@@ -95,6 +138,18 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
+    except Exception as exc:
+        message = user_error_message(exc)
+        if message is None:  # a bug: keep the traceback, ask for a report
+            traceback.print_exc()
+            print(f"vistabench: internal error ({type(exc).__name__}): this is a bug in vistabench "
+                  f"{__version__}; please report it with the command line and the traceback above",
+                  file=sys.stderr)
+            return INTERNAL_ERROR
+        if _debug():
+            traceback.print_exc()
+        print(f"vistabench: error: {_option_names(message, parser, args)}", file=sys.stderr)
+        return USER_ERROR
     return 0
 
 
@@ -110,12 +165,12 @@ def add_json_arg(p: argparse.ArgumentParser) -> None:
 
 
 def read_json_file(path: str, what: str) -> Any:
-    """Read a user's JSON file with a one-line error on a missing or malformed file."""
+    """Read a user's JSON file with a one-line error on a missing, non-file or malformed file."""
     from pathlib import Path
 
-    p = Path(path)
-    if not p.is_file():
-        raise InputError(f"{what} {path!r}: no such file")
+    from .._validation import check_input_file
+
+    p = check_input_file(path, what)
     try:
         return json.loads(p.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:

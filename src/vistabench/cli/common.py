@@ -48,13 +48,10 @@ def _demo(args):
 
 
 def _open_store(path: str):
-    from pathlib import Path
-
+    """Open a results store read-only (tables and reports never create or modify it)."""
     from ..store import ResultsStore
 
-    if not Path(path).is_file():
-        raise InputError(f"--store {path!r}: no such results store (run a protocol or `vistabench demo` first)")
-    return ResultsStore(path)
+    return ResultsStore(path, read_only=True)
 
 
 def _table(args):
@@ -64,7 +61,10 @@ def _table(args):
     _load_sections()
     builders = table_builders()
     if args.protocol not in builders:
-        raise InputError(f"--protocol: expected one of {sorted(builders)}, got {args.protocol!r}")
+        from .._validation import close_matches
+
+        raise InputError(f"--protocol: expected one of {sorted(builders)}, got {args.protocol!r}"
+                         + close_matches(args.protocol, sorted(builders)))
     with _open_store(args.store) as store:
         table = builders[args.protocol](store, dataset=args.dataset)
     if args.json:

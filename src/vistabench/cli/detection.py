@@ -31,6 +31,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="top K per category for AP^Fixed / AP^Pool (default: 10000)")
     e.add_argument("--gt-format", default="auto", choices=["auto", "lvis", "coco"],
                    help="auto: LVIS when images carry neg/not-exhaustive lists, else COCO")
+    e.add_argument("--allow-empty", action="store_true",
+                   help="score an empty results list (AP 0) instead of refusing it")
     e.add_argument("--store", metavar="FILE", help="also record the run in this results store")
     e.add_argument("--method", help="method name for the store record (default: results file stem)")
     add_json_arg(e)
@@ -100,11 +102,15 @@ def _eval(args):
     from ..metrics.detection import evaluate_detections
     from ..progress import step
 
+    from .._validation import check_int
+
     variants = _variants(args.ap)
+    check_int(args.dets_per_class, "--dets-per-class", min=1)
+    check_int(args.max_dets_per_image, "--max-dets-per-image", min=1, allow_none=True)
     with step("reading ground truth"):
         gt = read_ground_truth(args.gt, format=args.gt_format, with_segmentation=args.iou_type == "segm")
     with step("reading results"):
-        dets = read_results(args.results, gt, iou_type=args.iou_type)
+        dets = read_results(args.results, gt, iou_type=args.iou_type, allow_empty=args.allow_empty)
     with step("evaluating"):
         ev = evaluate_detections(gt, dets, iou_type=args.iou_type, variants=variants,
                                  max_dets_per_image=args.max_dets_per_image, dets_per_class=args.dets_per_class)
@@ -156,6 +162,12 @@ def _cal_fit(args):
     from ..data.coco import read_ground_truth, read_results
     from ..protocols.detection import calibrate_detections
 
+    from .._validation import check_int
+
+    check_int(args.min_samples, "--min-samples", min=1)
+    check_int(args.dets_per_class, "--dets-per-class", min=1)
+    if not 0 < args.iou <= 1:
+        raise InputError(f"--iou: expected an IoU threshold in (0, 1], got {args.iou}")
     gt = read_ground_truth(args.gt, with_segmentation=args.iou_type == "segm")
     dets = read_results(args.results, gt, iou_type=args.iou_type)
     cal = calibrate_detections(gt, dets, method=args.method, iou_threshold=args.iou,

@@ -99,8 +99,22 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 # ---------------------------------------------------------------------------------- handlers
+def _check_ranges(args) -> None:
+    """Every integer option's range, before any data is loaded (CLI option names in the message)."""
+    from .._validation import check_int
+
+    for dest, low in (("per_class", 1), ("image_size", 1), ("epochs", 1), ("threads", 1), ("trials", 1),
+                      ("grace_period", 1), ("reduction_factor", 2), ("repeats", 1), ("final_epochs", 1)):
+        check_int(getattr(args, dest, None), f"--{dest.replace('_', '-')}", min=low, allow_none=True)
+    for dest, low in (("batch_sizes", 1), ("split", 0)):
+        for v in getattr(args, dest, None) or []:
+            check_int(v, f"--{dest.replace('_', '-')}", min=low)
+
+
 def _splits(args):
     from ..data.smalldata import get_preset, load_smalldata
+
+    _check_ranges(args)
     from ..data.smalldata_splits import write_splits
 
     preset = get_preset(args.dataset)
@@ -140,6 +154,7 @@ def _run(args):
     from ..protocols.smalldata import Options, prepare, run_method
     from ..store import ResultsStore
 
+    _check_ranges(args)
     get_method(args.method)  # unknown names fail before the data is loaded
     pc = args.per_class
     split_out = None

@@ -101,16 +101,21 @@ def _run(args):
     from ..store import ResultsStore
     from ..streams import load_stream
 
-    if args.trials is not None and args.trials <= 0:
-        raise InputError(f"--trials: expected a positive integer, got {args.trials}")
-    if args.steps is not None and args.steps <= 0:
-        raise InputError(f"--steps: expected a positive integer, got {args.steps}")
-    if args.data_root is not None and not Path(args.data_root).is_dir():
-        raise InputError(f"--data-root {args.data_root!r}: no such folder")
+    from .._validation import check_input_dir, check_input_file, check_int
+
+    check_int(args.trials, "--trials", min=1)
+    check_int(args.steps, "--steps", min=1)
+    for opt, v in (("--width", args.width), ("--max-tasks", args.max_tasks), ("--threads", args.threads)):
+        check_int(v, opt, min=1, allow_none=True)
+    if args.data_root is not None:
+        check_input_dir(args.data_root, "--data-root")
+    if args.checkpoint is not None:
+        check_input_file(args.checkpoint, "--checkpoint")
     stream = load_stream(args.stream, meta_test_from_year=args.meta_test_from)
     opts = {"trials": args.trials, "steps": args.steps, "seed": args.seed, "arch": args.arch, "device": args.device}
     if args.width is not None or args.arch == "cnn28":
-        opts["arch_options"] = {"width": args.width or 8} if args.arch == "cnn28" else {"width": args.width}
+        opts["arch_options"] = {"width": 8 if args.width is None else args.width} if args.arch == "cnn28" \
+            else {"width": args.width}
     else:
         opts["arch_options"] = {}
     if args.checkpoint:
@@ -145,9 +150,9 @@ def _report(args):
     from ..protocols.stream_analysis import analyse
     from ..store import ResultsStore
 
-    if not Path(args.store).is_file():
+    if not Path(args.store).exists():
         raise InputError(f"--store {args.store!r}: no such results store (run `vistabench stream run` first)")
-    with ResultsStore(args.store) as store:
+    with ResultsStore(args.store, read_only=True) as store:
         a = analyse(store, args.runs or None)
     if not a["runs"]:
         raise InputError(f"--store {args.store!r}: holds no stream runs")

@@ -83,9 +83,9 @@ def _name(source: Any) -> str:
 
 
 def _load_json(path: str | os.PathLike[str], what: str) -> Any:
-    p = Path(path)
-    if not p.is_file():
-        raise InputError(f"{what} {str(path)!r}: no such file")
+    from .._validation import check_input_file
+
+    p = check_input_file(path, what)
     try:
         with open(p, "rb") as f:
             return json.load(f)
@@ -148,6 +148,14 @@ def read_ground_truth(
         raise InputError(f"{what} {name}: an entry lacks the field {exc.args[0]!r}") from exc
     except TypeError as exc:
         raise InputError(f"{what} {name}: malformed entries ({exc})") from exc
+    for kind, ids in (("annotation", aid), ("image", image_ids), ("category", cat_ids)):
+        try:
+            values, counts = np.unique(np.asarray(ids), return_counts=True)
+        except TypeError:
+            continue  # mixed id types: from_arrays reports them
+        if np.any(counts > 1):  # the official tools silently keep one of each duplicate id
+            raise InputError(f"{what} {name}: duplicate {kind} ids {values[counts > 1][:5].tolist()}; "
+                             f"every {kind} needs its own id")
     try:
         bbox = np.asarray(box, dtype=np.float64).reshape(len(anns), 4)
     except (ValueError, TypeError) as exc:
@@ -377,17 +385,22 @@ def read_results(
     *,
     iou_type: Literal["bbox", "segm"] = "bbox",
     chunk_bytes: int = _CHUNK,
+    allow_empty: bool = False,
 ) -> Detections:
     """Read a COCO/LVIS results file (a JSON list of ``{image_id, category_id, bbox, score}`` and,
     for masks, ``segmentation`` RLE) against ``gt``; streamed in chunks.
 
     Unknown image or category ids are an error; when *no* image id is known the message says the
-    file belongs to another dataset.
+    file belongs to another dataset. An empty list is an error (it scores AP 0, usually a broken
+    export) unless ``allow_empty``.
     """
     name = _name(source)
     c = read_result_columns(source, iou_type=iou_type, chunk_bytes=chunk_bytes)
     iid = c["image_id"]
     if len(iid) == 0:
+        if not allow_empty:
+            raise InputError(f"--results {name}: the results list is empty (it would score AP 0); "
+                             "pass --allow-empty if that is intended")
         return Detections.empty()
     if not np.any(np.isin(iid, gt.image_ids)):
         raise InputError(f"--results {name}: none of its {len(np.unique(iid))} image ids are in the ground truth "

@@ -463,8 +463,10 @@ class PT(SearchLearner):
             raise InputError(f"--checkpoint {str(p)!r}: no such file")
         try:
             sd = torch.load(p, map_location="cpu", weights_only=True)
-        except Exception as exc:  # torch raises UnpicklingError / RuntimeError variants
-            raise InputError(f"--checkpoint {str(p)!r}: not a weights-only torch state dict ({exc})") from exc
+        except Exception as exc:  # torch raises UnpicklingError / RuntimeError variants; its text advises
+            # an unsafe load, so it is not repeated
+            raise InputError(f"--checkpoint {str(p)!r}: not a weights-only state dict (tensors only, as written by "
+                             "torch.save(model.state_dict(), FILE)); refusing to load other objects") from exc
         if isinstance(sd, dict) and "state_dict" in sd:
             sd = sd["state_dict"]
         if not isinstance(sd, dict) or not all(isinstance(v, torch.Tensor) for v in sd.values()):

@@ -115,7 +115,7 @@ def build_sweep(
     return seal({
         "kind": SWEEP_KIND, "version": SWEEP_VERSION, "seed": int(seed), "num_classes": C,
         "train_counts": counts.tolist(), "test_imbalance": rho_t, "n_max": int(n_max),
-        "repeats": int(R), "points": out_points,
+        "repeats": int(R), "pool_size": int(len(labels)), "points": out_points,
     })
 
 
@@ -125,13 +125,13 @@ def write_sweep(path: str | Path, sweep: dict[str, Any]) -> dict[str, Any]:
 
 def read_sweep(path: str | Path) -> dict[str, Any]:
     """Read a sweep file: hash verified, structure checked."""
-    sweep = read_split(path, kind=SWEEP_KIND)
+    sweep = read_split(path, kind=SWEEP_KIND, what="sweep file")
     validate_sweep(sweep, where=f"sweep file {str(path)!r}")
     return sweep
 
 
 def validate_sweep(sweep: dict[str, Any], *, where: str = "sweep") -> None:
-    if set(sweep) != SWEEP_KEYS:
+    if set(sweep) not in (SWEEP_KEYS, SWEEP_KEYS | {"pool_size"}):  # older files lack pool_size
         raise InputError(f"{where}: expected keys {sorted(SWEEP_KEYS)}, found {sorted(sweep)}")
     if sweep["version"] != SWEEP_VERSION:
         raise InputError(f"{where}: unsupported version {sweep['version']!r} (this vistabench reads {SWEEP_VERSION})")
@@ -162,6 +162,10 @@ def _check_predictions(pred: Predictions, sweep: dict[str, Any], arrays: list[li
     if pred.num_columns is not None and pred.num_columns != C:
         raise InputError(f"predictions: {pred.kind} has {pred.num_columns} columns, the sweep has {C} classes")
     needed = 1 + max((int(a.max()) for pt in arrays for a in pt if a.size), default=-1)
+    pool = sweep.get("pool_size")
+    if pool is not None and len(pred) != pool:
+        raise InputError(f"predictions: {len(pred)} samples, but the sweep was built on a pool of {pool}: "
+                         f"{'longer' if len(pred) > pool else 'shorter'} than the sweep's pool (another test set?)")
     if len(pred) < needed:
         raise InputError(f"predictions: {len(pred)} samples, but the sweep indexes a pool of at least {needed}: "
                          "length differs from the sweep's pool")

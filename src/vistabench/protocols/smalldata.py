@@ -131,6 +131,14 @@ def method_space(method: str, preset: SmallDataPreset, *, overrides: dict[str, A
     for k, v in m.fixed.items():
         space[k] = Fixed(v)
     if overrides:
+        from .._validation import close_matches
+
+        if not isinstance(overrides, dict):
+            raise InputError(f"--space: expected a JSON object of parameter -> range, got {type(overrides).__name__}")
+        for k in overrides:  # an unknown key would be ignored while the real parameter keeps its range
+            if k not in space:
+                raise InputError(f"--space: method {method!r} has no parameter {k!r}{close_matches(k, sorted(space))}; "
+                                 f"its parameters are {sorted(space)}")
         space.update(parse_space(overrides))
     if not m.tuned:  # nothing is searched: a batch-size choice becomes its median, anything else is an error
         for k, p in list(space.items()):

@@ -83,7 +83,8 @@ def _load_checkpoint(path: Path) -> dict:
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:
-        raise InputError(f"checkpoint {str(path)!r}: unreadable ({exc}); delete it to start the run afresh") from exc
+        raise InputError(f"checkpoint {str(path)!r}: unreadable or not a weights-only checkpoint "
+                         f"({type(exc).__name__}); delete it to start the run afresh") from exc
 
 
 def run_stream(
@@ -135,6 +136,8 @@ def run_stream(
         if ck.get("stream_hash") != stream.hash:
             raise InputError(f"run {run_id!r}: its checkpoint was made on a different stream definition; "
                              f"use another --run-id or delete {str(ckpt_path)!r}")
+        _check_same_settings(run_id, ckpt_path, existing,
+                             _record(stream, learner, seed, run_id, {}, settings).settings)
         state = learner.state_from_dict(ck["state"])
         events: list[dict] = list(ck["events"])
         done = {r.metrics["task_index"] for r in existing}
@@ -179,6 +182,23 @@ def run_stream(
                                      "events": events})
         store.add(_record(stream, learner, seed, run_id, ev, settings))
     return StreamRunResult(run_id, events, start)
+
+
+def _check_same_settings(run_id: str, ckpt_path: Path, existing: list, current: dict) -> None:
+    """A resume must use the settings the run started with: one record per run, one setting each."""
+    import json
+
+    from ..store import dumps
+
+    if not existing:
+        return
+    before, now = existing[0].settings, json.loads(dumps(current))
+    for key in sorted(set(before) | set(now)):
+        if key != "device" and before.get(key) != now.get(key):
+            opt = {"meta_test_from_year": "--meta-test-from", "arch_options": "--width"}.get(key, f"--{key.replace('_', '-')}")
+            raise InputError(f"run {run_id!r} was started with {key}={before.get(key)!r}, now {now.get(key)!r}: "
+                             f"resume it with the same {opt}, or start another run (--run-id, or delete "
+                             f"{str(ckpt_path.parent)!r})")
 
 
 def _record(stream: Stream, learner: Any, seed: int, run_id: str, ev: dict, settings: dict | None) -> Record:
