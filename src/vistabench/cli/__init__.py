@@ -97,9 +97,12 @@ def _option_names(message: str, parser: argparse.ArgumentParser, args: argparse.
     names.update({k: v for k, v in opts.items() if k not in ("help", "json", "version")})
     if not names:
         return message
-    pattern = re.compile(r"(?<![\w'\"/.-])(" + "|".join(map(re.escape, sorted(names, key=len, reverse=True)))
-                         + r")(?=[:=]| \(| must| expected)")
-    message = pattern.sub(lambda m: names[m.group(1)], message)
+    alternatives = "|".join(map(re.escape, sorted(names, key=len, reverse=True)))
+    # the API's convention: a message starts with the parameter's name ("n_max: expected ...");
+    # elsewhere only "snake_name=value" is a parameter name
+    pattern = re.compile(r"^(" + alternatives + r")(?=[:=]| \(| must| expected)"
+                         r"|(?<![\w'\"/.-])(" + "|".join(re.escape(k) for k in names if "_" in k) + r")(?==)")
+    message = pattern.sub(lambda m: names[m.group(1) or m.group(2)], message)
     return re.sub(r"(--[\w-]+)( '[^']*')?: \1:", r"\1\2:", message)  # "--matrix 'm.json': --matrix: ..."
 
 

@@ -139,11 +139,14 @@ def _space_override(args) -> dict | None:
         text = args.space.strip()
         if text.startswith("{"):
             try:
-                out.update(json.loads(text))
+                out = json.loads(text)
             except json.JSONDecodeError as exc:
                 raise InputError(f"--space: malformed JSON ({exc.msg})") from exc
         else:
-            out.update(read_json_file(text, "--space"))
+            out = read_json_file(text, "--space")
+        if not isinstance(out, dict):
+            raise InputError(f"--space {text[:60]!r}: expected a JSON object of parameter -> range, "
+                             f'e.g. {{"lr": {{"loguniform": [0.001, 0.1]}}}}, got a {type(out).__name__}')
     if getattr(args, "batch_sizes", None):
         out["batch_size"] = {"choice": list(args.batch_sizes)}
     return out or None

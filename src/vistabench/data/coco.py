@@ -340,9 +340,9 @@ def read_result_columns(
     if isinstance(source, list):
         chunks: Any = [source]
     elif isinstance(source, (str, os.PathLike)):
-        p = Path(source)
-        if not p.is_file():
-            raise InputError(f"{what} {str(source)!r}: no such file")
+        from .._validation import check_input_file
+
+        p = check_input_file(source, what)
         chunks = _iter_chunks(p, what, chunk_bytes)
     else:
         raise InputError(f"{what}: expected a path or a list of detections, got {type(source).__name__}")

@@ -23,7 +23,7 @@ from ..metrics import longtail as M
 SWEEP_KIND = "longtail-sweep"
 SWEEP_VERSION = 1
 SWEEP_KEYS = {"kind", "version", "seed", "num_classes", "train_counts", "test_imbalance", "n_max",
-              "repeats", "points", "sha256"}
+              "repeats", "pool_size", "points", "sha256"}
 POINT_KEYS = {"alpha", "divergence", "class_counts", "samples"}
 SCALARS = ("auc", "avg", "std", "max", "min", "drop_ratio", "balanced", "many", "medium", "few",
            "worst_class")
@@ -131,7 +131,7 @@ def read_sweep(path: str | Path) -> dict[str, Any]:
 
 
 def validate_sweep(sweep: dict[str, Any], *, where: str = "sweep") -> None:
-    if set(sweep) not in (SWEEP_KEYS, SWEEP_KEYS | {"pool_size"}):  # older files lack pool_size
+    if set(sweep) not in (SWEEP_KEYS, SWEEP_KEYS - {"pool_size"}):  # older files lack pool_size
         raise InputError(f"{where}: expected keys {sorted(SWEEP_KEYS)}, found {sorted(sweep)}")
     if sweep["version"] != SWEEP_VERSION:
         raise InputError(f"{where}: unsupported version {sweep['version']!r} (this vistabench reads {SWEEP_VERSION})")
@@ -165,7 +165,7 @@ def _check_predictions(pred: Predictions, sweep: dict[str, Any], arrays: list[li
     pool = sweep.get("pool_size")
     if pool is not None and len(pred) != pool:
         raise InputError(f"predictions: {len(pred)} samples, but the sweep was built on a pool of {pool}: "
-                         f"{'longer' if len(pred) > pool else 'shorter'} than the sweep's pool (another test set?)")
+                         f"length differs ({'longer' if len(pred) > pool else 'shorter'} than the sweep's pool; another test set?)")
     if len(pred) < needed:
         raise InputError(f"predictions: {len(pred)} samples, but the sweep indexes a pool of at least {needed}: "
                          "length differs from the sweep's pool")
