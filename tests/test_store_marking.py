@@ -118,3 +118,25 @@ def test_a_record_with_broken_json_is_named(tmp_path):
     with ResultsStore(p, read_only=True) as s:
         with pytest.raises(InputError, match=f"record {rid} \\(longtail/broken\\) has malformed settings JSON"):
             s.records()
+
+
+def test_four_writers_creating_one_store_at_once(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    src = os.path.join(os.path.dirname(__file__), "..", "src")
+    code = ("import sys\nfrom vistabench.store import ResultsStore, Record\n"
+            "for i in range(5):\n"
+            "    with ResultsStore(sys.argv[1]) as s:\n"
+            "        s.add(Record(protocol='p', dataset='d', method=sys.argv[2], seed=i, split_hash=None,"
+            " settings={}, metrics={'i': i}))\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
+    path = str(tmp_path / "shared.sqlite")
+    procs = [subprocess.Popen([sys.executable, "-c", code, path, w], env=env, stderr=subprocess.PIPE)
+             for w in "abcd"]
+    errs = [p.communicate(timeout=120)[1] for p in procs]
+    assert all(p.returncode == 0 for p in procs), errs
+    with ResultsStore(path, read_only=True) as s:
+        recs = s.records()
+    assert sorted((r.method, r.seed) for r in recs) == [(w, i) for w in "abcd" for i in range(5)]

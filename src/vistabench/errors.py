@@ -65,6 +65,8 @@ def user_error_message(exc: BaseException) -> str | None:
     sqlite3 = sys.modules.get("sqlite3")
     if sqlite3 is not None and isinstance(exc, sqlite3.DatabaseError) and not isinstance(
             exc, (sqlite3.ProgrammingError, sqlite3.InterfaceError)):
+        if "locked" in str(exc) or "busy" in str(exc):
+            return f"results store busy: another process has held it locked for over 30 s ({exc})"
         return one_line(f"results store: {exc} (is --store a vistabench results store?)")
     pil = sys.modules.get("PIL")
     if pil is not None:
