@@ -180,3 +180,26 @@ def test_val_fraction_out_of_range_is_refused_by_the_api(f):
 
     with pytest.raises(InputError, match="val_fraction"):
         build_training_split(np.repeat(np.arange(3), 20), imbalance=2, val_fraction=f)
+
+
+@pytest.mark.parametrize("argv,api_message,shown", [
+    (["longtail", "profile", "--classes", "3", "--n-max", "5", "--imbalance", "2"],
+     "n_max: expected a positive number, got 0", "--n-max: expected a positive number, got 0"),
+    (["longtail", "profile", "--classes", "3", "--n-max", "5", "--imbalance", "2"],
+     "grace: n_max=5 is too small", "grace: --n-max=5 is too small"),
+    (["longtail", "profile", "--classes", "3", "--n-max", "5", "--imbalance", "2"],
+     "file 'n_max.json': bad", "file 'n_max.json': bad"),  # inside a quoted file name: untouched
+    (["stats", "welch", "--a", "a.json", "--b", "b.json"], "x=1 is odd", "x=1 is odd"),  # no snake options
+    (["stats", "welch", "--a", "a.json", "--b", "b.json"], "alternative: expected one of", "--alternative: expected one of"),
+])
+def test_api_parameter_names_become_option_names(capsys, monkeypatch, argv, api_message, shown):
+    import vistabench.cli.longtail as lt
+    import vistabench.cli.stats as st
+
+    def raising(args):
+        raise InputError(api_message)
+
+    monkeypatch.setattr(lt, "_profile", raising)
+    monkeypatch.setattr(st, "_welch", raising)
+    rc, out, err = _run(capsys, argv)
+    assert rc == USER_ERROR and err == f"vistabench: error: {shown}\n"
