@@ -170,8 +170,6 @@ def add_json_arg(p: argparse.ArgumentParser) -> None:
 
 def read_json_file(path: str, what: str) -> Any:
     """Read a user's JSON file with a one-line error on a missing, non-file or malformed file."""
-    from pathlib import Path
-
     from .._validation import check_input_file
 
     p = check_input_file(path, what)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from . import add_json_arg, add_store_arg, read_json_file
 from ..errors import InputError
