@@ -20,7 +20,7 @@ from vistabench.errors import USER_ERROR
 def d(tmp_path_factory):
     """Files a tired user might pass: good ones, broken ones, folders, foreign databases."""
     from vistabench.data import save_predictions
-    from vistabench.protocols.detection_synth import synth_detection_set
+    from vistabench.data.detection_synth import synth_detection_set
     from vistabench.protocols.longtail_sweep import build_sweep, write_sweep
     from vistabench.store import Record, ResultsStore
 
@@ -296,7 +296,7 @@ CASES = [
     ("score-sessions-folder", ["incremental", "score", "--predictions", "{d}/pred.npz", "--sessions", "{d}/folder"],
      "is a folder"),
     ("score-record-foreign", ["incremental", "score", "--matrix", "{d}/matrix.json", "--base-classes", "6",
-                              "--way", "2", "--record", "m", "--store", "{d}/foreign.db"], "another program"),
+                              "--way", "2", "--method", "m", "--store", "{d}/foreign.db"], "another program"),
     ("sessions-no-layout", ["incremental", "sessions", "--data", "digits", "--out", "{d}/s.json"], "--preset"),
     ("sessions-preset-typo", ["incremental", "sessions", "--data", "digits", "--preset", "cifar10",
                               "--out", "{d}/s.json"], "cifar100"),
@@ -414,6 +414,41 @@ CASES = [
     ("stream-report-foreign", ["stream", "report", "--store", "{d}/foreign.db"], "another program"),
     ("stream-report-empty", ["stream", "report", "--store", "{d}/store.sqlite"], "no stream runs"),
     ("stream-list-extra", ["stream", "list", "--store", "x"], "unrecognized"),
+    # ------------------------------------------------------------------ the unified verbs
+    ("lt-table-foreign", ["longtail", "table", "--store", "{d}/foreign.db"], "another program"),
+    ("lt-table-newer", ["longtail", "table", "--store", "{d}/newer.sqlite"], "newer vistabench"),
+    ("det-split-gt-folder", ["detection", "split", "--gt", "{d}/folder", "--out", "{d}/ds.json"], "is a folder"),
+    ("det-split-fraction", ["detection", "split", "--gt", "{d}/gt.json", "--calibration-fraction", "1.5",
+                            "--out", "{d}/ds.json"], "--calibration-fraction"),
+    ("det-score-empty", ["detection", "score", "--gt", "{d}/gt.json", "--results", "{d}/dt_empty.json",
+                         "--no-store"], "--allow-empty"),
+    ("det-score-foreign-store", ["detection", "score", "--gt", "{d}/gt.json", "--results", "{d}/dt.json",
+                                "--store", "{d}/foreign.db"], "another program"),
+    ("det-score-split-missing", ["detection", "score", "--gt", "{d}/gt.json", "--results", "{d}/dt.json",
+                                 "--split", "{d}/nope.json", "--no-store"], "nope.json"),
+    ("det-run-calibrate-no-split", ["detection", "run", "--gt", "{d}/gt.json", "--results", "{d}/dt.json",
+                                    "--calibrate", "platt", "--no-store"], "needs a split"),
+    ("det-run-gt-dup", ["detection", "run", "--gt", "{d}/gt_dup.json", "--results", "{d}/dt.json", "--no-store"],
+     "duplicate annotation ids"),
+    ("det-table-corrupt", ["detection", "table", "--store", "{d}/corrupt.sqlite"], "corrupt"),
+    ("inc-split-way-0", ["incremental", "split", "--data", "digits", "--base-classes", "4", "--way", "0",
+                         "--shot", "5", "--out", "{d}/s.json"], "way"),
+    ("inc-table-text", ["incremental", "table", "--store", "{d}/text.txt"], "not a SQLite"),
+    ("sd-split-per-class-0", ["smalldata", "split", "--dataset", "digits", "--per-class", "0", "--out", "{d}/sd"],
+     "--per-class"),
+    ("sd-score-pickle", ["smalldata", "score", "--predictions", "{d}/pickle.npz", "--dataset", "digits",
+                         "--splits", "{d}/folder", "--split", "0", "--no-store"], "--splits"),
+    ("sd-score-split-neg", ["smalldata", "score", "--predictions", "{d}/pred.npz", "--dataset", "digits",
+                            "--splits", "{d}/folder", "--split", "-1", "--no-store"], "--split"),
+    ("stream-split-meta-test", ["stream", "split", "--stream", "embedded", "--meta-test-from", "2100",
+                                "--out", "{d}/ss.json"], "--meta-test-from"),
+    ("stream-split-bad-yaml", ["stream", "split", "--stream", "{d}/bad.yaml", "--out", "{d}/ss.json"],
+     "malformed YAML"),
+    ("stream-score-events-broken", ["stream", "score", "--events", "{d}/broken.json", "--stream", "embedded",
+                                    "--no-store"], "malformed JSON"),
+    ("stream-score-events-folder", ["stream", "score", "--events", "{d}/folder", "--stream", "embedded",
+                                    "--no-store"], "is a folder"),
+    ("stream-table-foreign", ["stream", "table", "--store", "{d}/foreign_app.db"], "another program"),
     # ------------------------------------------------------------------ stats
     ("welch-strings", ["stats", "welch", "--a", "{d}/a_str.json", "--b", "{d}/a.json"], "--a"),
     ("welch-missing", ["stats", "welch", "--a", "{d}/a.json", "--b", "{d}/nope.json"], "--b"),

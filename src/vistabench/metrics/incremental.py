@@ -1,6 +1,6 @@
 """Few-shot class-incremental (FSCIL) metrics: aAcc, lAcc, tAcc, generalized accuracy (gAcc), PD, KR.
 
-Notation (DESIGN.md §5; paper 003, Eq. 1-6). Session 1 holds the base classes Y_1; sessions 2..n
+Notation (docs/incremental.md; paper 003, Eq. 1-6). Session 1 holds the base classes Y_1; sessions 2..n
 add novel classes Y_j. ``A[i, j]`` (0-based here, A_{i+1}^{j+1} in the paper) is the accuracy after
 session i on the test samples of session j's classes (j <= i), predicted over every class seen so
 far. Everything is a fraction in [0, 1]; higher is better. Entries above the diagonal are NaN.
