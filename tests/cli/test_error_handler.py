@@ -177,6 +177,10 @@ def test_stream_resume_with_other_settings_is_refused_naming_the_setting(tmp_pat
         res = run_stream(stream, _Tiny(1), store=store, run_id="r", work_dir=tmp_path, max_tasks=2,
                          settings={"steps": 5})  # the same settings resume
         assert res.resumed_from == 1 and len(run_events(store, "r")) == 2
+    # without a store (--no-store) the checkpoint's saved settings are compared
+    run_stream(stream, _Tiny(1), store=None, run_id="n", work_dir=tmp_path, max_tasks=1, settings={"steps": 5})
+    with pytest.raises(InputError, match=r"started with steps=5, now 7"):
+        run_stream(stream, _Tiny(1), store=None, run_id="n", work_dir=tmp_path, settings={"steps": 7})
 
 
 # ------------------------------------------------------------------ long-tail split fraction (API)
