@@ -147,7 +147,11 @@ def build_image_split(ground_truth: str | os.PathLike[str] | dict, *, calibratio
 def _gt_json(source: str | os.PathLike[str] | dict) -> dict:
     if isinstance(source, dict):
         return source
-    return read_json(source, what="ground truth")
+    gt = read_json(source, what="--gt")
+    if not isinstance(gt, dict) or not isinstance(gt.get("images"), list):
+        raise InputError(f"--gt {str(source)!r}: expected a COCO/LVIS ground-truth object with an 'images' list, "
+                         f"got {type(gt).__name__} (a results file?)")
+    return gt
 
 
 def _restrict(gt: dict, results: Any, image_ids: Sequence[int]) -> tuple[dict, list]:
