@@ -76,6 +76,6 @@ def test_missing_nevis_data_names_the_data_root(capsys, tmp_path, monkeypatch):
 
 def test_list_and_show(capsys):
     code, out, _ = _run(capsys, "stream", "list", "--json")
-    assert code == 0 and {s["name"] for s in json.loads(out)["streams"]} == {"embedded", "nevis-full", "nevis-short"}
+    assert code == 0 and {s["name"] for s in json.loads(out)["streams"]} == {"embedded", "nevis-full", "nevis-full-paper", "nevis-short"}
     code, out, _ = _run(capsys, "stream", "show", "nevis-full")
     assert code == 0 and "106 tasks" in out and "ImageNet" in out
