@@ -78,6 +78,18 @@ def test_nevis_full_is_dm_nevis_full_in_its_order_and_cuts():
     assert len(paper.meta_test()) == 27 and len(paper.tasks) == 106
 
 
+def test_nevis_short_is_dm_nevis_short():
+    ref = {2004: ("COIL 100", "MNIST"), 2006: ("Pascal 2005", "Caltech cars, motorbikes", "UIUC cars"),
+           2009: ("Pascal 2006",), 2010: ("Caltech 101",), 2011: ("Graz-02", "15 Scenes", "Pascal 2007", "LFW"),
+           2013: ("sketch dataset", "Brodatz"), 2014: ("ImageNet", "Pascal 2012", "Caltech 256"),
+           2018: ("CIFAR 100", "CIFAR 10", "USPS", "MNIST", "MNIST-m", "Office Caltech", "PACS",
+                  "ISBI-ISIC 2017 melanoma classification challenge"),
+           2019: ("Fashion MNIST",), 2020: ("Stanford Dogs", "CUB 200", "Stanford Cars", "FGVC Aircraft")}
+    short = load_stream("nevis-short")
+    assert [(t.year, t.name) for t in short.tasks] == [(y, n) for y, ns in sorted(ref.items()) for n in ns]
+    assert len(load_stream("nevis-short", meta_test_from_year="dm-nevis").meta_test()) == 4
+
+
 def test_nevis_task_lists_match_the_paper():
     full, short = load_stream("nevis-full-paper"), load_stream("nevis-short")
     assert len(full.tasks) == 106 and len(short.tasks) == 29

@@ -54,7 +54,7 @@ class Spy:
 @pytest.mark.parametrize("name", ["mt", "bhpo", "pt"])
 def test_no_future_access_for_the_new_learners(name, store, tmp_path):
     stream = parse_stream(THREE)
-    opts = dict(OPTS, trials=2, steps=4, seed=0, knn_train=20, knn_val=10, search_space="large")
+    opts = dict(OPTS, trials=2, steps=2, seed=0, knn_train=20, knn_val=10, search_space="large")
     if name == "pt":
         ck = pretrain_meta_train(stream, tmp_path / "pt.pt", steps=4, config=make_learner("indep", **OPTS).config)
         opts["checkpoint"] = ck["checkpoint"]
@@ -149,7 +149,7 @@ def test_bhpo_trials_are_sequential_and_seeded():
     a = sequence(1, [0.2, 0.5, 0.4])
     assert a == sequence(1, [0.2, 0.5, 0.4])  # seeded
     assert [h["proposed_by"] for h in a] == ["random", "gp-ucb", "gp-ucb"]
-    assert sequence(2, [0.2, 0.5, 0.4])[0] != a[0]
+    assert sequence(2, [0.2])[0] != a[0]
     # sequential: a later proposal depends on the earlier trials' scores
     b = sequence(1, [0.5, 0.2, 0.4])
     assert b[:2] == a[:2] and b[2]["u"] != a[2]["u"]

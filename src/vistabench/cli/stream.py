@@ -85,6 +85,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                          description="Summarises the stream runs in the store (all, or the RUN_IDs given).")
     q.add_argument("runs", nargs="*", metavar="RUN_ID")
     q.add_argument("--plot", metavar="PNG", help="write the Pareto plot (cFLOP vs error, every run) here")
+    q.add_argument("--cost", choices=("total", "train"), default="total",
+                   help="x axis of --plot: vistabench's cFLOP (training + selection forwards; default) or the "
+                        "training steps only (dm_nevis's convention)")
     add_store_arg(q)
     add_json_arg(q)
     q.set_defaults(handler=_report, human=_report_human)
@@ -220,14 +223,16 @@ def _report(args):
 
     if not Path(args.store).is_file():
         raise InputError(f"--store {args.store!r}: no such results store (run `vistabench stream run` first)")
+    from ..report.stream import with_cflop_parts
+
     with ResultsStore(args.store) as store:
-        a = analyse(store, args.runs or None)
+        a = with_cflop_parts(analyse(store, args.runs or None), store)
     if not a["runs"]:
         raise InputError(f"--store {args.store!r}: holds no stream runs")
     if args.plot:
         from ..report.stream import pareto_figure
 
-        fig = pareto_figure(a)
+        fig = pareto_figure(a, cost="cflop" if args.cost == "total" else "cflop_train")
         fig.savefig(args.plot, dpi=110)
         a["plot"] = args.plot
     return a
