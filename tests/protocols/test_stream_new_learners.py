@@ -170,12 +170,26 @@ def test_bhpo_run_feeds_each_trial_the_earlier_scores(store, tmp_path):
         return orig(rng, trial, history)
 
     learner._propose = propose
+    preds = []
+    orig_train = learner.train
+
+    def train(task, data, state, ledger):
+        out = orig_train(task, data, state, ledger)
+        preds.append(out[1])
+        return out
+
+    learner.train = train
     res = run_stream(stream, learner, store=store, run_id="b", work_dir=tmp_path)
     assert [t for t, _ in seen] == [0, 1, 2] and [len(h) for _, h in seen] == [0, 1, 2]
     rec = run_events(store, "b")[0]
     assert rec.settings["search_space"] == "large" and rec.method == "bhpo"
-    # charged FLOPs follow each trial's own batch size and width
+    # cFLOP = the sum of the charged steps, each trial at its own batch size and width
     assert res.events[0]["train_steps"] == 3 * 4
+    expected = 0
+    for c in preds[0].info["trial_configs"]:
+        m = build_model("cnn28", num_classes=3, in_channels=1, width=c["width"])
+        expected += c["steps"] * count_train_step_flops(m, (1, 8, 8), c["batch_size"])
+    assert res.events[0]["flops_train"] == expected
 
 
 def test_pretrain_writes_a_weights_only_checkpoint_and_its_cost(tmp_path, store):

@@ -24,6 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     q = verbs.add_parser("show", help="the tasks of a stream")
     q.add_argument("stream", metavar="NAME|FILE")
+    _add_cut_args(q)
     add_json_arg(q)
     q.set_defaults(handler=_show, human=_show_human)
 
@@ -130,13 +131,13 @@ def _list_human(res) -> str:
 def _show(args):
     from ..streams import load_stream
 
-    s = load_stream(args.stream)
-    return {**s.summary(), "description": s.description,
+    s = load_stream(args.stream, meta_test_from_year=args.meta_test_from)
+    return {**s.summary(), "description": s.description, "meta_test_cut": s.meta_test_cut(),
             "tasks": [{**t.info(), "resolution": list(t.resolution) if t.resolution else None} for t in s.tasks]}
 
 
 def _show_human(res) -> str:
-    lines = [f"{res['name']}: {len(res['tasks'])} tasks, meta-test from {res['meta_test_from_year']}", res["description"], "",
+    lines = [f"{res['name']}: {len(res['tasks'])} tasks, {res['meta_test_cut']}", res["description"], "",
              f"{'#':>3} {'year':4} {'split':10} {'kind':10} {'domain':12} {'size':>8} {'res':>11}  name"]
     for t in res["tasks"]:
         r = "x".join(str(v) for v in t["resolution"]) if t["resolution"] else "-"

@@ -623,4 +623,4 @@ def save_checkpoint(model: nn.Module, path: str | Path) -> Path:
 
 
 # learners in their own modules register themselves on import (they import from this module)
-from . import stream_bhpo, stream_mt  # noqa: E402,F401
+from . import stream_bhpo, stream_mt  # noqa: F401

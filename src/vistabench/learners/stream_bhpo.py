@@ -67,6 +67,7 @@ def ucb_proposal(u: np.ndarray, scores: np.ndarray, *, beta: float, seed: int) -
     """The maximiser of GP-UCB over ``[0, 1]^d`` given observed points ``u`` (n, d) and ``scores`` (n,)."""
     import torch
     from botorch.acquisition import UpperConfidenceBound
+    from botorch.exceptions import ModelFittingError
     from botorch.fit import fit_gpytorch_mll
     from botorch.models import SingleTaskGP
     from botorch.optim import optimize_acqf
@@ -83,8 +84,8 @@ def ucb_proposal(u: np.ndarray, scores: np.ndarray, *, beta: float, seed: int) -
         gp = SingleTaskGP(x_t, y_t, outcome_transform=None)
         try:
             fit_gpytorch_mll(ExactMarginalLogLikelihood(gp.likelihood, gp))
-        except Exception:  # a failed fit keeps the prior kernel hyper-parameters (still a GP)
-            pass
+        except (ModelFittingError, RuntimeError, ValueError):
+            gp.eval()  # a failed fit keeps the prior kernel hyper-parameters (still a GP)
         acq = UpperConfidenceBound(gp, beta=beta)
         bounds = torch.stack([torch.zeros(d, dtype=torch.float64), torch.ones(d, dtype=torch.float64)])
         cand, _ = optimize_acqf(acq, bounds=bounds, q=1, num_restarts=4, raw_samples=128)
