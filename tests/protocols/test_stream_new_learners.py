@@ -211,3 +211,18 @@ def test_pretrain_writes_a_weights_only_checkpoint_and_its_cost(tmp_path, store)
     assert rec.settings["pretrain_flops"] == rep["flops"]  # reported apart from the run's cFLOP
     with pytest.raises(InputError, match="no meta-train task"):
         pretrain_meta_train(parse_stream({**THREE, "meta_test_from_year": 1990}), tmp_path / "x.pt", steps=1)
+
+
+def test_mt_resumes_with_its_memory(tmp_path):
+    stream = parse_stream(THREE)
+    opts = dict(OPTS, trials=1, steps=2, seed=0, knn_train=20, knn_val=10)
+    with ResultsStore(tmp_path / "a.sqlite") as s1:
+        full = run_stream(stream, make_learner("mt", **opts), store=s1, run_id="m", work_dir=tmp_path / "a")
+    with ResultsStore(tmp_path / "b.sqlite") as s2:
+        run_stream(stream, make_learner("mt", **opts), store=s2, run_id="m", work_dir=tmp_path / "b", max_tasks=2)
+        ck = torch.load(tmp_path / "b" / "m" / "checkpoint.pt", weights_only=True)
+        assert sorted(ck["state"]["memory"]) == [t.uid for t in stream.tasks[:2]]
+        resumed = run_stream(stream, make_learner("mt", **opts), store=s2, run_id="m", work_dir=tmp_path / "b")
+    assert resumed.resumed_from == 2
+    keys = ("task", "error", "flops", "init_from", "curve")
+    assert [{k: e[k] for k in keys} for e in resumed.events] == [{k: e[k] for k in keys} for e in full.events]
