@@ -50,7 +50,7 @@ from ..metrics.stream import mean_average_precision
 from ..registry import Registry
 from .flops import count_forward_flops, count_train_step_flops
 from .models import build_model
-from .tensors import Normaliser
+from .tensors import Normaliser, augment_batch, to_float_nchw
 from .trainer import TrainConfig, Trainer
 
 __all__ = ["TaskView", "ComputeLedger", "StreamLearner", "SearchLearner", "LearnerConfig",
@@ -193,6 +193,39 @@ class Predictor:
     kind: str
     curve: list[float]
     info: dict
+
+
+# ---------------------------------------------------------------------- trial training variants
+PIECEWISE = ((0.5, 0.1), (0.75, 0.01))  # (progress, lr scale) of the piece-wise constant schedule
+
+
+class _SearchTrainer(Trainer):
+    """The shared trainer with the searchable choices of BHPO's large space.
+
+    ``schedule``: ``"cosine"`` (the trainer's) or ``"piecewise"`` (constant, scaled by
+    :data:`PIECEWISE` at those fractions of the steps); ``crop`` / ``flip``: random crop after zero
+    padding and horizontal flip, each on its own (the trainer's ``augment`` does both).
+    """
+
+    def __init__(self, *args: Any, schedule: str = "cosine", crop: bool = False, flip: bool = False,
+                 **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.schedule, self.crop, self.flip = schedule, bool(crop), bool(flip)
+
+    def _lr_at(self, step: int, total: int, steps_per_epoch: int) -> float:
+        if self.schedule != "piecewise":
+            return super()._lr_at(step, total, steps_per_epoch)
+        scale = 1.0
+        for progress, s in PIECEWISE:
+            if step >= int(progress * total):
+                scale = s
+        return self.cfg.lr * scale
+
+    def _batch(self, images: np.ndarray, idx: np.ndarray | slice, gen: torch.Generator | None) -> torch.Tensor:
+        x = to_float_nchw(images[idx])
+        if gen is not None and (self.crop or self.flip):
+            x = augment_batch(x, gen, padding=self.cfg.crop_padding if self.crop else 0, flip=self.flip)
+        return self.normaliser.apply(x)
 
 
 # -------------------------------------------------------------------------- multilabel support
@@ -420,9 +453,9 @@ class SearchLearner(StreamLearner):
             tcfg = TrainConfig(epochs=e_points, lr=hp["lr"], weight_decay=cfg.weight_decay, batch_size=step_bs,
                                momentum=cfg.momentum, seed=int(rng.integers(2**31)), device=cfg.device,
                                label_smoothing=hp["label_smoothing"], eval_batch_size=512,
-                               count_flops=self.count_in_trainer, augment=bool(hp.get("augment", False)),
-                               crop_padding=max(1, h // 8),
-                               warmup_epochs=1 if hp.get("schedule") == "warmup-cosine" and e_points > 1 else 0)
+                               count_flops=self.count_in_trainer,
+                               augment=bool(hp.get("crop", False) or hp.get("flip", False)),
+                               crop_padding=max(1, h // 8))
             curve: list[float] = []
             val_x, val_t = images[val_idx], targets[val_idx]
             holder: dict[str, Trainer] = {}
@@ -431,7 +464,8 @@ class SearchLearner(StreamLearner):
                 logits = holder["tr"].predict_logits(val_x)[:, : task.num_classes]
                 curve.append(_score(task.kind, logits, val_t))
 
-            tr = Trainer(model, tcfg, loss_fn=loss, callback=on_epoch)
+            tr = _SearchTrainer(model, tcfg, loss_fn=loss, callback=on_epoch, schedule=hp.get("schedule", "cosine"),
+                                crop=hp.get("crop", False), flip=hp.get("flip", False))
             holder["tr"] = tr
             res = tr.fit(x, y)
             ledger.charge_train(model, shape, bs, res.steps, loss_fn=loss, what=f"trial {trial}")

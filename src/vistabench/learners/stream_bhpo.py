@@ -12,10 +12,12 @@ Search spaces (``search_space``):
 
 ``default``  learning rate (log-uniform in ``lr_range``) and label smoothing (``label_smoothing_range``),
              the 2-D space of the other baselines;
-``large``    the larger space the paper describes: also the schedule (cosine, or one learning-curve
-             chunk of linear warm-up then cosine), the batch size (x0.5, x1, x2 of the size-based
-             default), the architecture's width (x0.5, x1, x2 of ``arch_options["width"]``, when the
-             architecture has one) and augmentation (off, or random crop + horizontal flip).
+``large``    the larger space the paper describes (five more dimensions): the schedule (cosine, or
+             piece-wise constant: x0.1 at 50 % and x0.01 at 75 % of the steps), the batch size
+             (x0.5, x1, x2 of the size-based default), the architecture (the paper: VGG or
+             ResNet34; here the width x0.5, x1, x2 of ``arch_options["width"]``, when the
+             architecture has one), and the two augmentations, random crop (zero padding H/8) and
+             horizontal flip, each on or off.
 
 Every trial is charged like a random-search trial; the GP itself costs no network FLOPs and is not
 charged (as the paper counts network compute only). The sequence is seeded: the task seed drives
@@ -40,12 +42,12 @@ def search_space(config: Any) -> list[tuple[str, str, Any]]:
     dims: list[tuple[str, str, Any]] = [("lr", "log", tuple(config.lr_range)),
                                         ("label_smoothing", "linear", tuple(config.label_smoothing_range))]
     if config.search_space == "large":
-        dims += [("schedule", "choice", ("cosine", "warmup-cosine")),
+        dims += [("schedule", "choice", ("cosine", "piecewise")),
                  ("batch_scale", "choice", (0.5, 1.0, 2.0))]
         w = config.arch_options.get("width") if isinstance(config.arch_options, dict) else None
         if isinstance(w, int) and w >= 2:
             dims.append(("width", "choice", (max(1, w // 2), w, 2 * w)))
-        dims.append(("augment", "choice", (False, True)))
+        dims += [("crop", "choice", (False, True)), ("flip", "choice", (False, True))]
     return dims
 
 
