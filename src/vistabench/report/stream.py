@@ -43,7 +43,8 @@ def runs_table(analysis: dict[str, Any], *, stream: str | None = None) -> Table:
     cols = [Column("learner", "Learner", None, percent=False), Column("trials", "Trials", None, False, 0),
             Column("steps", "Steps", None, False, 0), Column("avg_error", "Avg. meta-test error (%)", False),
             Column("gflop", "cFLOP (GFLOP)", None, False, 2),
-            Column("gflop_train", "of which training steps (GFLOP)", None, False, 2),
+            *([Column("gflop_train", "of which training steps (GFLOP)", None, False, 2)]
+              if any(r["gflop_train"] is not None for r in rows) else []),
             Column("regret", "Meta-test regret vs Indep", None, False, 3),
             Column("ft", "Forward transfer", None, False, 3), Column("pareto", "Pareto", None, False),
             Column("done", "Tasks", None, False)]
