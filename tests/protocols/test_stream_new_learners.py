@@ -9,7 +9,7 @@ import torch
 from vistabench.errors import InputError
 from vistabench.learners.flops import count_forward_flops, count_train_step_flops
 from vistabench.learners.models import build_model
-from vistabench.learners.stream import TaskView, batch_size_for, eval_points, make_learner, stream_learners
+from vistabench.learners.stream import TaskView, batch_size_for, eval_points, learner_names, make_learner
 from vistabench.learners.stream_bhpo import decode, search_space
 from vistabench.learners.stream_pretrain import pretrain_meta_train
 from vistabench.protocols.stream import run_events, run_stream
@@ -30,7 +30,7 @@ def store(tmp_path):
 
 
 def test_registry_lists_the_new_learners():
-    assert {"mt", "bhpo", "pt"} <= set(stream_learners.names())
+    assert {"mt", "bhpo", "pt"} <= set(learner_names())
 
 
 class Spy:

@@ -1,7 +1,7 @@
 """Stream learners (Nevis'22 baselines) and the compute ledger they charge.
 
 A learner implements ``init() -> state``, ``train(task, data, state, ledger) -> (state, predictor)``
-and ``predict(predictor, images) -> scores`` (DESIGN.md §7). It sees one :class:`TaskView` (the
+and ``predict(predictor, images) -> scores`` (docs/stream.md). It sees one :class:`TaskView` (the
 current task's metadata) and a read-only copy of the current task's training data; every training
 step and every forward pass spent on search or model selection is charged to the
 :class:`ComputeLedger` the runner hands it.
@@ -53,7 +53,7 @@ from .models import build_model
 from .tensors import Normaliser, augment_batch, to_float_nchw
 from .trainer import TrainConfig, Trainer
 
-__all__ = ["TaskView", "ComputeLedger", "StreamLearner", "SearchLearner", "LearnerConfig",
+__all__ = ["learner_names", "TaskView", "ComputeLedger", "StreamLearner", "SearchLearner", "LearnerConfig",
            "stream_learners", "make_learner", "batch_size_for", "eval_points", "save_checkpoint"]
 
 
@@ -638,8 +638,21 @@ class PT(SearchLearner):
         return self.pretrained, "checkpoint"
 
 
+def _load_learner_modules() -> None:
+    """Import the learners kept in their own modules (they register themselves; imported lazily
+    because they import from this module)."""
+    from . import stream_bhpo, stream_mt  # noqa: F401
+
+
+def learner_names() -> list[str]:
+    """Names of every registered stream learner (``indep``, ..., ``mt``, ``bhpo``)."""
+    _load_learner_modules()
+    return stream_learners.names()
+
+
 def make_learner(name: str, **config: Any) -> StreamLearner:
     """Instantiate a registered stream learner with :class:`LearnerConfig` options."""
+    _load_learner_modules()
     cls = stream_learners.get(name)
     known = set(LearnerConfig.__dataclass_fields__)
     unknown = sorted(set(config) - known)
@@ -655,6 +668,3 @@ def save_checkpoint(model: nn.Module, path: str | Path) -> Path:
     torch.save({k: v.detach().cpu() for k, v in model.state_dict().items()}, p)
     return p
 
-
-# learners in their own modules register themselves on import (they import from this module)
-from . import stream_bhpo, stream_mt  # noqa: F401

@@ -6,8 +6,8 @@ import math
 from typing import Any
 
 from ..store import ResultsStore
-from .html import Section, report_section
-from .tables import Column, Table, register_table
+from .html import Section
+from .tables import Column, Table
 
 __all__ = ["runs_table", "pareto_figure", "regret_figure", "stream_table", "with_cflop_parts"]
 
@@ -23,8 +23,12 @@ def with_cflop_parts(analysis: dict[str, Any], store: ResultsStore) -> dict[str,
     from ..protocols.stream import run_events
 
     for r in analysis["runs"]:
-        parts = cflop_parts([rec.metrics for rec in run_events(store, r["run"])])
-        r["cflop_train"], r["cflop_selection"] = parts["train"], parts["selection"]
+        ev = [rec.metrics for rec in run_events(store, r["run"])]
+        if all(e.get("flops_train") is not None and e.get("flops_eval") is not None for e in ev):
+            parts = cflop_parts(ev)
+            r["cflop_train"], r["cflop_selection"] = parts["train"], parts["selection"]
+        else:  # runs scored from outside (`stream score`) may give the total only
+            r["cflop_train"] = r["cflop_selection"] = None
     return analysis
 
 
@@ -117,16 +121,14 @@ def regret_figure(analysis: dict[str, Any], *, stream: str | None = None):
     return fig
 
 
-@register_table("stream")
 def stream_table(store: ResultsStore, *, dataset: str | None = None) -> Table:
-    from ..protocols.stream_analysis import analyse
+    from .stream_analysis import analyse
 
     return runs_table(with_cflop_parts(analyse(store), store), stream=dataset)
 
 
-@report_section("stream", order=50)
-def _section(store: ResultsStore) -> Section | None:
-    from ..protocols.stream_analysis import analyse
+def stream_section(store: ResultsStore) -> Section | None:
+    from .stream_analysis import analyse
 
     if not store.records(protocol="stream"):
         return None
