@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal, Sequence
+from typing import Any, Literal, NamedTuple, Sequence
 
 import numpy as np
 
@@ -43,6 +43,7 @@ CornerCase = Literal["lazy", "greedy", "greedy_nf"]
 CORNER_CASES: tuple[str, ...] = ("lazy", "greedy", "greedy_nf")
 
 __all__ = [
+    "AccuracyMatrix",
     "IncrementalScores",
     "accuracy_matrix",
     "check_accuracy_matrix",
@@ -150,12 +151,20 @@ def session_sizes_uniform(*, base_classes: int, way: int, num_sessions: int) -> 
 
 
 # ------------------------------------------------------------------------------ accuracy matrix
+class AccuracyMatrix(NamedTuple):
+    """:func:`accuracy_matrix`'s result: ``matrix`` (lower-triangular rows, ``matrix[i][j]`` =
+    A_{i+1}^{j+1}) and ``sample_counts`` (test samples behind each entry, same layout)."""
+
+    matrix: np.ndarray
+    sample_counts: np.ndarray
+
+
 def accuracy_matrix(
     y_true: Sequence[Any],
     y_pred: Sequence[Any],
     *,
     session_classes: Sequence[Sequence[int]],
-) -> tuple[np.ndarray, np.ndarray]:
+) -> AccuracyMatrix:
     """The accuracy matrix from per-session predictions.
 
     Parameters
@@ -224,7 +233,7 @@ def accuracy_matrix(
         cor = np.bincount(sess, weights=hit, minlength=n)[: i + 1]
         acc[i, : i + 1] = cor / cnt
         counts[i, : i + 1] = cnt
-    return acc, counts
+    return AccuracyMatrix(acc, counts)
 
 
 # ------------------------------------------------------------------------------------- gAcc

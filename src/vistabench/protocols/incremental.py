@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, NamedTuple, Sequence
 
 import numpy as np
 
@@ -167,6 +167,13 @@ def record_for(scores: IncrementalScores, *, dataset: str, method: str, seed: in
                      settings=settings, tag=tag)
 
 
+class IncrementalRun(NamedTuple):
+    """:func:`run`'s result: the ``scores`` and the per-session ``predictions`` files it wrote."""
+
+    scores: IncrementalScores
+    predictions: list[Path]
+
+
 def run(
     data: Any,
     sessions: dict[str, Any],
@@ -186,7 +193,7 @@ def run(
     dataset: str | None = None,
     tag: str | None = None,
     base_cache: dict | None = None,
-) -> tuple[IncrementalScores, list[Path]]:
+) -> "IncrementalRun":
     """Run a reference learner through every session, write one predictions file per session,
     score the files and (with ``store``) record the run.
 
@@ -238,4 +245,4 @@ def run(
                     "seconds": round(seconds, 2)}
         store.add(record_for(result, dataset=dataset or sessions.get("dataset") or data.train.name,
                              method=method, seed=seed, sessions=sessions, settings=settings, tag=tag))
-    return result, paths
+    return IncrementalRun(result, paths)

@@ -23,7 +23,7 @@ import os
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, NamedTuple
 
 import numpy as np
 
@@ -77,6 +77,14 @@ class Options:
             ray_gpus_per_trial=1.0 if self.device.startswith("cuda") and self.engine == "ray" else 0.0)
 
 
+class EvalSet(NamedTuple):
+    """A split's test set: ``images`` (N, H, W, C), ``labels`` (N,) and its ``name`` (test / test{i})."""
+
+    images: np.ndarray
+    labels: np.ndarray
+    name: str
+
+
 @dataclass
 class Context:
     """A loaded dataset with its preset and split files."""
@@ -92,12 +100,12 @@ class Context:
     def pool(self) -> Dataset:
         return self.data.train
 
-    def test_set(self, split: SmallDataSplit) -> tuple[np.ndarray, np.ndarray, str]:
+    def test_set(self, split: SmallDataSplit) -> "EvalSet":
         if split.test is not None:
-            return self.pool.images[split.test], self.pool.labels[split.test], f"test{split.index}"
+            return EvalSet(self.pool.images[split.test], self.pool.labels[split.test], f"test{split.index}")
         if self.data.test is None:
             raise InputError(f"dataset {self.name!r}: no official test set and no test{split.index}.json split file")
-        return self.data.test.images, self.data.test.labels, "test"
+        return EvalSet(self.data.test.images, self.data.test.labels, "test")
 
 
 def prepare(dataset: str, *, root: str | None = None, split_dir: str | os.PathLike[str] | None = None,
