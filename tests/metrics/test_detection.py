@@ -16,7 +16,7 @@ from vistabench.metrics.detection import (detection_labels, evaluate_detections,
                                           top_per_class, top_per_image)
 from vistabench.metrics.detection_data import Detections, GroundTruth
 from vistabench.metrics.detection_match import RECALL_THRESHOLDS, box_iou_pairs
-from vistabench.protocols.detection_synth import synth_detection_set
+from vistabench.data.detection_synth import synth_detection_set
 
 _spec = importlib.util.spec_from_file_location(
     "_detection_reference", pathlib.Path(__file__).with_name("_detection_reference.py"))
@@ -227,7 +227,8 @@ def test_fixed_is_invariant_to_per_class_monotone_transforms():
 def test_labels_are_tp_at_075():
     gt = read_ground_truth(_tiny_lvis())
     dets = read_results(_tiny_results(), gt)
-    idx, lab = detection_labels(gt, dets, iou_threshold=0.75)
+    res = detection_labels(gt, dets, iou_threshold=0.75)
+    idx, lab = res.index, res.label
     assert 6 not in idx.tolist() and 3 not in idx.tolist()  # not evaluated / ignored
     assert lab[idx.tolist().index(0)] and not lab[idx.tolist().index(1)]
     with pytest.raises(InputError, match="iou_threshold"):

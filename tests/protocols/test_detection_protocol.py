@@ -15,7 +15,7 @@ from vistabench.protocols.detection import (apply_to, calibrate_detections, demo
                                             toy_example, toy_expected_ap)
 from vistabench.protocols.detection_calibration import (Calibration, apply_calibration, calibrators,
                                                         fit_calibration, predict)
-from vistabench.protocols.detection_synth import synth_detection_set
+from vistabench.data.detection_synth import synth_detection_set
 from vistabench.store import ResultsStore
 
 

@@ -136,12 +136,12 @@ def _rerank(args):
     import numpy as np
 
     from ..data.coco import read_result_columns, write_result_columns
-    from ..metrics.detection import _rank_within
+    from ..metrics.detection import rank_within
     from .._validation import check_positive
 
     k = check_positive(args.per_class_topk, "--per-class-topk", integer=True)
     c = read_result_columns(args.results, keep_segmentation=True)
-    keep = np.flatnonzero(_rank_within(c["category_id"], c["score"]) < k)
+    keep = np.flatnonzero(rank_within(c["category_id"], c["score"]) < k)
     seg = None if c["segmentation"] is None else [c["segmentation"][i] for i in keep]
     write_result_columns(args.out, c["image_id"][keep], c["category_id"][keep], c["bbox"][keep], c["score"][keep], seg)
     out = {"results": args.results, "out": args.out, "per_class_topk": k, "kept": int(len(keep)),
@@ -188,7 +188,7 @@ def _cal_apply(args):
 def _synth(args):
     import json
 
-    from ..protocols.detection_synth import synth_detection_set
+    from ..data.detection_synth import synth_detection_set
 
     s = synth_detection_set(num_images=args.images, num_categories=args.categories,
                             dets_per_image=args.dets_per_image, seed=args.seed, format=args.format,

@@ -1,7 +1,7 @@
 """Large-vocabulary detection protocol: gaming demonstration, the paper's toy, calibration, demo.
 
 The pure evaluation lives in :mod:`vistabench.metrics.detection`; the synthetic generator in
-:mod:`.detection_synth`; calibration in :mod:`.detection_calibration`.
+:mod:`vistabench.data.detection_synth`; calibration in :mod:`.detection_calibration`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from ..metrics.detection import (DetectionEvaluation, detection_labels, evaluate
 from ..metrics.detection_data import Detections, GroundTruth
 from ..store import Record, ResultsStore
 from .detection_calibration import Calibration, apply_calibration, calibrators, fit_calibration
-from .detection_synth import SynthSet, synth_detection_set
+from ..data.detection_synth import SynthSet, synth_detection_set
 
 PROTOCOL = "detection"
 
@@ -88,8 +88,9 @@ def calibrate_detections(fit_gt: GroundTruth, fit_dets: Detections, *, method: s
                          iou_threshold: float = 0.75, min_samples: int = 20,
                          dets_per_class: int | None = 10_000) -> Calibration:
     """Fit per-category calibration on a held-out detection set (labels at IoU ``iou_threshold``)."""
-    idx, lab = detection_labels(fit_gt, fit_dets, iou_threshold=iou_threshold, dets_per_class=dets_per_class)
-    cal = fit_calibration(fit_dets.score[idx], lab, fit_gt.category_ids[fit_dets.category[idx]],
+    lab = detection_labels(fit_gt, fit_dets, iou_threshold=iou_threshold, dets_per_class=dets_per_class)
+    idx = lab.index
+    cal = fit_calibration(fit_dets.score[idx], lab.label, fit_gt.category_ids[fit_dets.category[idx]],
                           method=method, min_samples=min_samples)
     cal.settings.update({"iou_threshold": iou_threshold, "dets_per_class": dets_per_class})
     return cal
