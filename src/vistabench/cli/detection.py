@@ -48,14 +48,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     c = dsub.add_parser("calibrate", help="per-category score calibration: fit / apply")
     csub = c.add_subparsers(dest="calib_verb", metavar="fit|apply")
     csub.required = True
-    from ..protocols.detection_calibration import calibrators
-
     f = csub.add_parser("fit", help="fit per-category calibrators on a held-out detection set",
                         description="Labels = matched at --iou under the federated rules; one calibrator "
-                                    "per category, a pooled fallback for categories with too few labels.")
+                                    "per category. --recipe vistabench (default): labels as AP counts them, "
+                                    "a pooled fallback for categories with too few labels. --recipe devil: "
+                                    "the authors' large-vocab-devil construction (any match is a positive, "
+                                    "unmatched not-exhaustive detections are negatives, categories without a "
+                                    "positive score 0; platt = Platt on logit(score), histbin = 20 bins).")
     f.add_argument("--gt", required=True, metavar="GT.json")
     f.add_argument("--results", required=True, metavar="DT.json")
-    f.add_argument("--method", default="platt", choices=calibrators.names())
+    f.add_argument("--method", default="platt", metavar="NAME",
+                   help="histbin, isotonic, platt, beta or bbq (devil recipe: platt or histbin); default platt")
+    f.add_argument("--recipe", default="vistabench", choices=["vistabench", "devil"],
+                   help="label construction and fallbacks (default: vistabench; see docs/detection.md)")
     f.add_argument("--iou", type=float, default=0.75, help="IoU threshold of the labels (default 0.75)")
     f.add_argument("--min-samples", type=int, default=20)
     f.add_argument("--dets-per-class", type=int, default=10_000)
@@ -97,7 +102,10 @@ def _variants(text: str) -> list[str]:
 
 def _eval(args):
     from ..data.coco import read_ground_truth, read_results
-    from ..metrics.detection import evaluate_detections
+    import sys
+    import warnings
+
+    from ..metrics.detection import OfficialToolsDifferenceWarning, evaluate_detections
     from ..progress import step
 
     variants = _variants(args.ap)
@@ -105,9 +113,12 @@ def _eval(args):
         gt = read_ground_truth(args.gt, format=args.gt_format, with_segmentation=args.iou_type == "segm")
     with step("reading results"):
         dets = read_results(args.results, gt, iou_type=args.iou_type)
-    with step("evaluating"):
+    with step("evaluating"), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", OfficialToolsDifferenceWarning)
         ev = evaluate_detections(gt, dets, iou_type=args.iou_type, variants=variants,
                                  max_dets_per_image=args.max_dets_per_image, dets_per_class=args.dets_per_class)
+    for w in caught:  # one line each on stderr
+        print(f"warning: {w.message}", file=sys.stderr)
     out = ev.to_dict()
     out["settings"].update(gt=str(args.gt), results=str(args.results))
     if args.store:
@@ -158,8 +169,13 @@ def _cal_fit(args):
 
     gt = read_ground_truth(args.gt, with_segmentation=args.iou_type == "segm")
     dets = read_results(args.results, gt, iou_type=args.iou_type)
+    if args.recipe != "devil":
+        from ..protocols.detection_calibration import calibrators
+
+        calibrators.get(args.method)  # unknown names: one line with close matches
     cal = calibrate_detections(gt, dets, method=args.method, iou_threshold=args.iou,
-                               min_samples=args.min_samples, dets_per_class=args.dets_per_class)
+                               min_samples=args.min_samples, dets_per_class=args.dets_per_class,
+                               recipe=args.recipe, iou_type=args.iou_type)
     cal.save(args.out)
     out = {"out": args.out, "method": cal.method, **cal.settings}
     if not args.json:

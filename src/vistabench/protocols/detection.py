@@ -16,7 +16,9 @@ from ..metrics.detection import (DetectionEvaluation, detection_labels, evaluate
                                  top_per_class)
 from ..metrics.detection_data import Detections, GroundTruth
 from ..store import Record, ResultsStore
-from .detection_calibration import Calibration, apply_calibration, calibrators, fit_calibration
+from .._validation import check_choice
+from .detection_calibration import (Calibration, apply_calibration, calibrators, fit_calibration,
+                                    fit_calibration_devil)
 from ..data.detection_synth import SynthSet, synth_detection_set
 
 PROTOCOL = "detection"
@@ -86,13 +88,25 @@ def _record(store: ResultsStore, dataset: str, method: str, seed: int, ev: Detec
 
 def calibrate_detections(fit_gt: GroundTruth, fit_dets: Detections, *, method: str = "platt",
                          iou_threshold: float = 0.75, min_samples: int = 20,
-                         dets_per_class: int | None = 10_000) -> Calibration:
-    """Fit per-category calibration on a held-out detection set (labels at IoU ``iou_threshold``)."""
-    lab = detection_labels(fit_gt, fit_dets, iou_threshold=iou_threshold, dets_per_class=dets_per_class)
+                         dets_per_class: int | None = 10_000, recipe: str = "vistabench",
+                         iou_type: str = "bbox") -> Calibration:
+    """Fit per-category calibration on a held-out detection set (labels at IoU ``iou_threshold``).
+
+    ``recipe="vistabench"``: labels as AP counts them, a pooled fallback for categories with fewer
+    than ``min_samples`` labels. ``recipe="devil"``: the authors' construction (every evaluated
+    detection labelled, positive on any match; categories without a positive score 0; Platt on
+    logit(score) or 20-bin histogram binning); ``min_samples`` is not used.
+    """
+    check_choice(recipe, "recipe", ("vistabench", "devil"))
+    lab = detection_labels(fit_gt, fit_dets, iou_threshold=iou_threshold, dets_per_class=dets_per_class,
+                           recipe=recipe, iou_type=iou_type)
     idx = lab.index
-    cal = fit_calibration(fit_dets.score[idx], lab.label, fit_gt.category_ids[fit_dets.category[idx]],
-                          method=method, min_samples=min_samples)
-    cal.settings.update({"iou_threshold": iou_threshold, "dets_per_class": dets_per_class})
+    cats = fit_gt.category_ids[fit_dets.category[idx]]
+    if recipe == "devil":
+        cal = fit_calibration_devil(fit_dets.score[idx], lab.label, cats, method=method)
+    else:
+        cal = fit_calibration(fit_dets.score[idx], lab.label, cats, method=method, min_samples=min_samples)
+    cal.settings.update({"iou_threshold": iou_threshold, "dets_per_class": dets_per_class, "recipe": recipe})
     return cal
 
 
