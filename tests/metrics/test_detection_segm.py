@@ -12,6 +12,8 @@ from vistabench.data.coco import read_ground_truth, read_results
 from vistabench.data.detection_synth import synth_detection_set
 from vistabench.metrics.detection import evaluate_detections
 
+pytestmark = pytest.mark.filterwarnings("ignore:__array__ implementation:DeprecationWarning")
+
 _spec = importlib.util.spec_from_file_location(
     "_detection_reference", pathlib.Path(__file__).with_name("_detection_reference.py"))
 _ref = importlib.util.module_from_spec(_spec)

@@ -197,7 +197,7 @@ class _Stream:
             except msgspec.DecodeError as exc:
                 m = _BYTE.search(str(exc))
                 msg = str(exc) if m is None else _BYTE.sub(f"(byte {base + int(m.group(1)) - 1})", str(exc))
-            if errors and errors[-1] == msg:
+            if errors and errors[-1] == msg and "truncated" not in msg:  # a truncation has no place
                 return self._stdlib(buf, cut, offset, msg)
             errors.append(msg)
             cut = buf.rfind(b"}", 0, cut)
