@@ -15,6 +15,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import operator
 import os
 import re
 from pathlib import Path
@@ -60,17 +61,24 @@ def _decoder(with_seg: bool):
 def _struct_columns(objs: list, with_seg: bool) -> dict[str, Any]:
     """Columns of decoded records: ids int64, score float64, bbox (n, 4) (NaN rows where absent)."""
     n = len(objs)
-    iid = np.fromiter([o.image_id for o in objs], np.int64, n)
-    cid = np.fromiter([o.category_id for o in objs], np.int64, n)
-    score = np.fromiter([o.score for o in objs], np.float64, n)
-    boxes = [o.bbox for o in objs]
-    missing = [i for i, b in enumerate(boxes) if b is None]
-    if missing:
+    iid = np.fromiter(map(_GET_IMAGE, objs), np.int64, n)
+    cid = np.fromiter(map(_GET_CATEGORY, objs), np.int64, n)
+    score = np.fromiter(map(_GET_SCORE, objs), np.float64, n)
+    missing: list[int] = []
+    try:
+        bbox = np.fromiter(itertools.chain.from_iterable(map(_GET_BBOX, objs)), np.float64, 4 * n)
+    except TypeError:  # some results have no box (masks only)
+        boxes = list(map(_GET_BBOX, objs))
+        missing = [i for i, b in enumerate(boxes) if b is None]
         nan4 = (math.nan,) * 4
-        boxes = [nan4 if b is None else b for b in boxes]
-    bbox = np.fromiter(itertools.chain.from_iterable(boxes), np.float64, 4 * n).reshape(n, 4)
-    seg = [o.segmentation for o in objs] if with_seg else None
-    return {"image_id": iid, "category_id": cid, "score": score, "bbox": bbox, "seg": seg, "missing": missing}
+        bbox = np.fromiter(itertools.chain.from_iterable(nan4 if b is None else b for b in boxes), np.float64, 4 * n)
+    seg = list(map(_GET_SEG, objs)) if with_seg else None
+    return {"image_id": iid, "category_id": cid, "score": score, "bbox": bbox.reshape(n, 4), "seg": seg,
+            "missing": missing}
+
+
+_GET_IMAGE, _GET_CATEGORY, _GET_SCORE, _GET_BBOX, _GET_SEG = (
+    operator.attrgetter(k) for k in ("image_id", "category_id", "score", "bbox", "segmentation"))
 
 
 _PATH = re.compile(r"`\$\[(\d+)\]([^`]*)`")
