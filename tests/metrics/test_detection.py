@@ -244,15 +244,6 @@ def test_bad_options(bad):
         evaluate_detections(gt, dets, **bad)
 
 
-def test_docstring_examples():
-    import doctest
-
-    import vistabench.metrics.detection as mod
-
-    res = doctest.testmod(mod, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
-    assert res.attempted > 0 and res.failed == 0
-
-
 def _devil_reference_labels(gt, results, tmp_path, iou=0.75):
     """The authors' label construction (large-vocab-devil ``load_tp_fp_fn`` on an LVISEval at one
     IoU, area "all", no per-image limit), re-written: dt ids whose ``dt_matches != 0``."""

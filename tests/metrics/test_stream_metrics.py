@@ -2,7 +2,6 @@
 
 import numpy as np
 import pytest
-from scipy.integrate import trapezoid
 from sklearn.metrics import average_precision_score
 
 from vistabench.errors import InputError
@@ -10,7 +9,6 @@ from vistabench.metrics import (
     average_precision,
     forward_transfer,
     mean_average_precision,
-    normalized_auc,
     pareto_front,
     regret_curve,
     slice_means,
@@ -70,20 +68,6 @@ def test_forward_transfer_formula():
         forward_transfer([0.5, 0.2], [0.5])
 
 
-def test_normalized_auc_against_scipy():
-    rng = np.random.default_rng(1)
-    p = np.sort(rng.random(12)) * 100
-    a = rng.random(12)
-    assert normalized_auc(a, progress=p) == pytest.approx(trapezoid(a, p) / (p[-1] - p[0]))
-    assert normalized_auc([0.3, 0.3, 0.3]) == pytest.approx(0.3)
-    assert normalized_auc([0.7]) == 0.7
-    assert np.isnan(normalized_auc([]))
-    with pytest.raises(InputError, match="increasing"):
-        normalized_auc([0.1, 0.2], progress=[1, 1])
-    with pytest.raises(InputError, match="accuracy"):
-        normalized_auc([0.1, 1.2])
-
-
 @pytest.mark.parametrize("seed", range(10))
 def test_mean_average_precision_matches_sklearn_macro(seed):
     rng = np.random.default_rng(seed)
@@ -135,20 +119,3 @@ def test_regret_curve_and_slices():
     assert np.isnan(sl["face"]["mean"]) and sl["face"]["count"] == 0
     with pytest.raises(InputError, match="groups"):
         slice_means([0.1], ["a", "b"])
-
-
-def test_metrics_import_does_not_import_torch():
-    import subprocess
-    import sys
-
-    code = "import sys, vistabench.metrics; assert 'torch' not in sys.modules"
-    subprocess.run([sys.executable, "-c", code], check=True)
-
-
-def test_docstring_examples():
-    import doctest
-
-    import vistabench.metrics.stream as mod
-
-    res = doctest.testmod(mod, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
-    assert res.attempted >= 8 and res.failed == 0

@@ -1,4 +1,4 @@
-"""`vistabench stream {list,show,run,report}`: never-ending task streams (Nevis'22 protocol)."""
+"""`vistabench stream {list,show,split,score,run,report,table}`: never-ending task streams (Nevis'22 protocol)."""
 
 from __future__ import annotations
 
@@ -6,11 +6,11 @@ import argparse
 import math
 from pathlib import Path
 
-from . import add_json_arg, add_store_arg
+from . import add_json_arg, add_store_arg, read_json_file, store_records
 from ..errors import InputError
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
     p = sub.add_parser("stream", help="never-ending task streams with compute accounting (Nevis'22)",
                        description="Run a learner over a chronological stream of tasks, charging every "
                                    "training and search step in FLOPs, and analyse runs: average meta-test "
@@ -26,6 +26,34 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument("stream", metavar="NAME|FILE")
     add_json_arg(q)
     q.set_defaults(handler=_show, human=_show_human)
+
+    q = verbs.add_parser("split", help="write a stream's split: its tasks in order, meta-train / meta-test",
+                         description="Writes a sealed manifest (sha256) of the stream's tasks in stream order "
+                                     "with their year and meta-train/meta-test side; --meta-test-from moves the cut.")
+    q.add_argument("--stream", required=True, metavar="NAME|FILE")
+    q.add_argument("--meta-test-from", type=int, metavar="YEAR", help="override the stream's meta-test cut")
+    q.add_argument("--out", required=True, metavar="FILE")
+    add_json_arg(q)
+    q.set_defaults(handler=_split, human=lambda r: f"wrote {r['out']}: {r['tasks']} tasks, meta-test from "
+                                                    f"{r['meta_test_from_year']} ({r['meta_test']} tasks)")
+
+    q = verbs.add_parser("score", help="score a run's per-task events from your own learner",
+                         description="Reads EVENTS.json: a list, one object per task in stream order, with "
+                                     "'task' (the task uid, see `stream show`), 'error' (1 - accuracy; 1 - mAP "
+                                     "for multilabel) and 'flops' (compute charged for the task), optionally "
+                                     "the other event keys. Prints the average meta-test error and cFLOP and "
+                                     "stores one record per task, like `stream run`, under --run-id.")
+    q.add_argument("--events", required=True, metavar="EVENTS.json")
+    q.add_argument("--stream", required=True, metavar="NAME|FILE")
+    q.add_argument("--meta-test-from", type=int, metavar="YEAR", help="override the stream's meta-test cut")
+    q.add_argument("--method", help="learner name of the records (default: the events file's name without suffix)")
+    q.add_argument("--seed", type=int, help="seed of the run (stored as is)")
+    q.add_argument("--run-id", help="tag of the records (default: STREAM-METHOD-scored)")
+    add_store_arg(q)
+    add_json_arg(q)
+    q.set_defaults(handler=_score, human=lambda r: f"{r['summary']['tasks']} tasks: average meta-test error "
+                   f"{r['summary']['avg_error']:.4f}, cFLOP {r['summary']['cflop']:.3g}"
+                   + (f"; stored {len(r['record_ids'])} records as run {r['run']!r}" if r["record_ids"] else ""))
 
     q = verbs.add_parser("run", help="run a learner over a stream (resumes an interrupted run)",
                          description="Hands the learner one task at a time (never a future one), scores "
@@ -56,9 +84,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                          description="Summarises the stream runs in the store (all, or the RUN_IDs given).")
     q.add_argument("runs", nargs="*", metavar="RUN_ID")
     q.add_argument("--plot", metavar="PNG", help="write the Pareto plot (cFLOP vs error, every run) here")
-    add_store_arg(q)
+    add_store_arg(q, optional=False)
     add_json_arg(q)
     q.set_defaults(handler=_report, human=_report_human)
+    return verbs
 
 
 def _list(args):
@@ -95,7 +124,32 @@ def _show_human(res) -> str:
     return "\n".join(lines)
 
 
+def _split(args):
+    from ..data.splits import write_split
+    from ..protocols.stream import stream_split
+
+    split = stream_split(args.stream, meta_test_from_year=args.meta_test_from)
+    write_split(args.out, split)
+    n_test = sum(t["split"] == "meta-test" for t in split["tasks"])
+    return {"out": args.out, "tasks": len(split["tasks"]), "meta_test": n_test,
+            "meta_test_from_year": split["meta_test_from_year"], "sha256": split["sha256"]}
+
+
+def _score(args):
+    from ..protocols.stream import score, to_records
+    from ..streams import load_stream
+
+    stream = load_stream(args.stream, meta_test_from_year=args.meta_test_from)
+    result = score(read_json_file(args.events, "--events"), stream)
+    method = args.method or Path(args.events).stem
+    run_id = args.run_id or f"{stream.name}-{method}-scored"
+    ids = store_records(args.store, to_records(result, stream=stream, method=method, seed=args.seed, run_id=run_id))
+    return {**result, "run": run_id, "record_ids": ids}
+
+
 def _run(args):
+    from contextlib import nullcontext
+
     from ..learners.stream import make_learner
     from ..protocols.stream import default_run_id, run_stream
     from ..store import ResultsStore
@@ -121,7 +175,7 @@ def _run(args):
         import torch
 
         torch.set_num_threads(args.threads)
-    with ResultsStore(args.store) as store:
+    with (ResultsStore(args.store) if args.store else nullcontext()) as store:
         res = run_stream(stream, learner, store=store, run_id=run_id, work_dir=args.work_dir, seed=args.seed,
                          data_root=args.data_root, settings={"trials": args.trials, "steps": args.steps},
                          max_tasks=args.max_tasks)
@@ -142,7 +196,7 @@ def _run_human(res) -> str:
 
 
 def _report(args):
-    from ..protocols.stream_analysis import analyse
+    from ..report.stream_analysis import analyse
     from ..store import ResultsStore
 
     if not Path(args.store).is_file():

@@ -1,7 +1,7 @@
 """Stream learners (Nevis'22 baselines) and the compute ledger they charge.
 
 A learner implements ``init() -> state``, ``train(task, data, state, ledger) -> (state, predictor)``
-and ``predict(predictor, images) -> scores`` (DESIGN.md §7). It sees one :class:`TaskView` (the
+and ``predict(predictor, images) -> scores`` (docs/stream.md). It sees one :class:`TaskView` (the
 current task's metadata) and a read-only copy of the current task's training data; every training
 step and every forward pass spent on search or model selection is charged to the
 :class:`ComputeLedger` the runner hands it.

@@ -19,7 +19,6 @@ from ..errors import InputError
 __all__ = [
     "pareto_front",
     "forward_transfer",
-    "normalized_auc",
     "average_precision",
     "mean_average_precision",
     "task_error",
@@ -82,7 +81,7 @@ def forward_transfer(auc_first: Any, auc_second: Any) -> Any:
     """Forward transfer on a repeated task: ``(AUC2 - AUC1) / (1 - AUC1)`` (Nevis'22 Eq. 5).
 
     ``AUC1`` and ``AUC2`` are the normalised areas under the accuracy-vs-training-progress curves
-    (see :func:`normalized_auc`) at the task's first and second appearance. The value is at most 1;
+    (see :func:`vistabench.metrics.curves.normalised_auc`) at the task's first and second appearance. The value is at most 1;
     higher is better; it is undefined (NaN) when ``AUC1 == 1``.
 
     Parameters
@@ -109,45 +108,6 @@ def forward_transfer(auc_first: Any, auc_second: Any) -> Any:
     with np.errstate(divide="ignore", invalid="ignore"):
         out = np.where(denom > 0, (a2 - a1) / np.where(denom > 0, denom, 1.0), np.nan)
     return float(out) if out.ndim == 0 else out
-
-
-def normalized_auc(accuracy: Any, *, progress: Any | None = None) -> float:
-    """Normalised area under an accuracy-vs-training-progress curve (trapezoidal rule).
-
-    ``AUC = (1 / (p_K - p_1)) * sum_k (p_{k+1} - p_k) (a_k + a_{k+1}) / 2``, the mean height of the
-    piecewise-linear curve over the progress range, so a constant curve at ``a`` has area ``a``.
-
-    Parameters
-    ----------
-    accuracy : array-like of float, shape (K,)
-        Accuracy (or any score in [0, 1]) at the evaluation points.
-    progress : array-like of float, shape (K,), optional
-        Training progress at those points (steps, or fractions), strictly increasing.
-        Default: equally spaced.
-
-    Returns
-    -------
-    float
-        In [0, 1]; with a single point, that point's accuracy; NaN for an empty curve.
-
-    Examples
-    --------
-    >>> normalized_auc([0.0, 1.0], progress=[0, 1])
-    0.5
-    """
-    a = _vector(accuracy, "accuracy")
-    if a.size and (a.min() < 0 or a.max() > 1):
-        raise InputError(f"accuracy: expected values in [0, 1], got range [{a.min()}, {a.max()}]")
-    p = np.arange(len(a), dtype=float) if progress is None else _vector(progress, "progress")
-    check_same_length("accuracy", a, "progress", p)
-    if a.size == 0:
-        return float("nan")
-    if a.size == 1:
-        return float(a[0])
-    if np.any(np.diff(p) <= 0):
-        raise InputError("progress: expected strictly increasing values")
-    area = float(np.sum(np.diff(p) * (a[1:] + a[:-1]) / 2.0))
-    return area / float(p[-1] - p[0])
 
 
 def average_precision(y_true: Any, y_score: Any) -> float:

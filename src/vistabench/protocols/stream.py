@@ -33,7 +33,8 @@ from ..store import Record, ResultsStore
 from ..streams import Stream, Task, load_stream
 from ..streams.sources import TaskSplits, resolve_task
 
-__all__ = ["run_stream", "default_run_id", "task_seed", "run_events", "StreamRunResult", "demo"]
+__all__ = ["run_stream", "default_run_id", "task_seed", "run_events", "StreamRunResult", "stream_split",
+           "score", "to_records", "event_record", "EVENT_KEYS"]
 
 PROTOCOL = "stream"
 
@@ -90,7 +91,7 @@ def run_stream(
     stream: Stream | str,
     learner: Any,
     *,
-    store: ResultsStore,
+    store: ResultsStore | None,
     run_id: str,
     work_dir: str | Path,
     seed: int = 0,
@@ -107,7 +108,8 @@ def run_stream(
     learner : StreamLearner
         Implements ``init``, ``train(task, data, state, ledger)``, ``predict``, ``state_to_dict``,
         ``state_from_dict``, ``num_parameters`` (see :mod:`vistabench.learners.stream`).
-    store : ResultsStore
+    store : ResultsStore or None
+        Where the task events go (None: only the run's checkpoint keeps them).
     run_id : str
         Tag of the run's records and name of its checkpoint folder.
     work_dir : path
@@ -129,7 +131,7 @@ def run_stream(
         stream = load_stream(stream)
     resolve = resolver or (lambda t: resolve_task(t, stream, data_root=data_root))
     ckpt_path = Path(work_dir) / run_id / "checkpoint.pt"
-    existing = run_events(store, run_id)
+    existing = run_events(store, run_id) if store is not None else []
     if ckpt_path.is_file():
         ck = _load_checkpoint(ckpt_path)
         if ck.get("stream_hash") != stream.hash:
@@ -139,8 +141,8 @@ def run_stream(
         events: list[dict] = list(ck["events"])
         done = {r.metrics["task_index"] for r in existing}
         for ev in events:  # a crash between checkpoint and store write: add the missing event
-            if ev["task_index"] not in done:
-                store.add(_record(stream, learner, seed, run_id, ev, settings))
+            if ev["task_index"] not in done and store is not None:
+                store.add(_learner_record(stream, learner, seed, run_id, ev, settings))
     else:
         if existing:
             raise InputError(f"run {run_id!r} has {len(existing)} events in the store but no checkpoint at "
@@ -177,21 +179,87 @@ def run_stream(
         events.append(ev)
         _save_checkpoint(ckpt_path, {"stream_hash": stream.hash, "run_id": run_id, "state": learner.state_to_dict(state),
                                      "events": events})
-        store.add(_record(stream, learner, seed, run_id, ev, settings))
+        if store is not None:
+            store.add(_learner_record(stream, learner, seed, run_id, ev, settings))
     return StreamRunResult(run_id, events, start)
 
 
-def _record(stream: Stream, learner: Any, seed: int, run_id: str, ev: dict, settings: dict | None) -> Record:
+def _learner_record(stream: Stream, learner: Any, seed: int, run_id: str, ev: dict, settings: dict | None) -> Record:
+    own = learner.settings() if hasattr(learner, "settings") else {}
+    return event_record(stream, ev, method=getattr(learner, "name", type(learner).__name__), seed=seed,
+                        run_id=run_id, settings={**own, **(settings or {})})
+
+
+def event_record(stream: Stream, ev: dict, *, method: str, seed: int | None, run_id: str,
+                 settings: dict | None = None) -> Record:
+    """The results-store record of one task event of a run (tag = the run id)."""
     s = {"stream": stream.name, "stream_origin": stream.origin, "meta_test_from_year": stream.meta_test_from_year,
-         "num_tasks": len(stream.tasks)}
-    if hasattr(learner, "settings"):
-        s.update(learner.settings())
-    s.update(settings or {})
-    return Record(protocol=PROTOCOL, dataset=stream.name, method=getattr(learner, "name", type(learner).__name__),
-                  seed=seed, split_hash=stream.hash, settings=s, metrics=dict(ev), tag=run_id)
+         "num_tasks": len(stream.tasks), **(settings or {})}
+    return Record(protocol=PROTOCOL, dataset=stream.name, method=method, seed=seed, split_hash=stream.hash,
+                  settings=s, metrics=dict(ev), tag=run_id)
 
 
-def demo(store: ResultsStore, out_dir: Path, *, quick: bool) -> str:
-    from .stream_demo import run_demo
+# ------------------------------------------------------------------------------ split / score
+SPLIT_KIND = "stream-split"
+EVENT_KEYS = ("task_index", "task", "name", "year", "domain", "kind", "split", "train_size", "test_size",
+              "resolution", "error", "flops", "flops_train", "flops_eval", "train_steps", "parameters",
+              "seconds", "curve", "init_from", "best_trial")
 
-    return run_demo(store, out_dir, quick=quick)
+
+def stream_split(stream: Stream | str, *, meta_test_from_year: int | None = None) -> dict[str, Any]:
+    """The stream's split as a sealed manifest: every task in stream order with its year and whether it
+    is meta-train or meta-test (the cut decides which tasks a run is judged on)."""
+    from ..data.splits import seal
+
+    s = stream if isinstance(stream, Stream) else load_stream(stream, meta_test_from_year=meta_test_from_year)
+    return seal({"kind": SPLIT_KIND, "version": 1, "stream": s.name, "stream_sha256": s.hash,
+                 "meta_test_from_year": s.meta_test_from_year,
+                 "tasks": [{"index": t.index, "uid": t.uid, "name": t.name, "year": t.year, "split": t.split}
+                           for t in s.tasks]})
+
+
+def score(events: list[dict[str, Any]], stream: Stream | str, *, meta_test_from_year: int | None = None) -> dict[str, Any]:
+    """Score a run's per-task events (from any learner) against a stream.
+
+    ``events``: one dict per task, in stream order, each with ``task`` (the task's uid) and ``error``
+    (1 - accuracy, or 1 - mAP for multilabel tasks) and ``flops`` (compute charged for that task);
+    optional keys of :data:`EVENT_KEYS` are kept (missing: null). A run may stop early (a prefix of
+    the stream). Returns ``summary`` (``avg_error`` over the meta-test tasks present, ``cflop``,
+    ``tasks``) and ``events`` completed with the stream's metadata.
+    """
+    s = stream if isinstance(stream, Stream) else load_stream(stream, meta_test_from_year=meta_test_from_year)
+    if not isinstance(events, list) or not events:
+        raise InputError("events: expected a non-empty JSON list of per-task events")
+    if len(events) > len(s.tasks):
+        raise InputError(f"events: {len(events)} events, but stream {s.name!r} has {len(s.tasks)} tasks")
+    out = []
+    for i, (ev, task) in enumerate(zip(events, s.tasks)):
+        if not isinstance(ev, dict):
+            raise InputError(f"events[{i}]: expected an object, got {type(ev).__name__}")
+        if ev.get("task") != task.uid:
+            raise InputError(f"events[{i}]: task {ev.get('task')!r}, but the stream's task {i} is {task.uid!r} "
+                             "(events must follow the stream's order)")
+        for key in ("error", "flops"):
+            v = ev.get(key)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not np.isfinite(v) or v < 0:
+                raise InputError(f"events[{i}].{key}: expected a finite non-negative number, got {v!r}")
+        if ev["error"] > 1:
+            raise InputError(f"events[{i}].error: expected a fraction in [0, 1], got {ev['error']!r}")
+        unknown = sorted(set(ev) - set(EVENT_KEYS))
+        if unknown:
+            raise InputError(f"events[{i}]: unknown keys {unknown} (known: {list(EVENT_KEYS)})")
+        full = {k: ev.get(k) for k in EVENT_KEYS}
+        full.update(task_index=task.index, task=task.uid, name=task.name, year=task.year, domain=task.domain,
+                    kind=task.kind, split=task.split, error=float(ev["error"]), flops=int(ev["flops"]))
+        full["curve"] = list(ev.get("curve") or [])
+        out.append(full)
+    summary = StreamRunResult("scored", out, 0).summary()
+    return {"summary": {k: summary[k] for k in ("tasks", "avg_error", "cflop")}, "events": out,
+            "settings": {"stream": s.name, "stream_sha256": s.hash, "meta_test_from_year": s.meta_test_from_year}}
+
+
+def to_records(result: dict[str, Any], *, stream: Stream | str, method: str, seed: int | None, run_id: str,
+               settings: dict[str, Any] | None = None) -> list[Record]:
+    """One record per task event (the same shape as ``run_stream`` writes), tagged with ``run_id``."""
+    s = stream if isinstance(stream, Stream) else load_stream(stream, meta_test_from_year=result["settings"]["meta_test_from_year"])
+    return [event_record(s, ev, method=method, seed=seed, run_id=run_id, settings=settings) for ev in result["events"]]

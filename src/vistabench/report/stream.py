@@ -6,8 +6,8 @@ import math
 from typing import Any
 
 from ..store import ResultsStore
-from .html import Section, report_section
-from .tables import Column, Table, register_table
+from .html import Section
+from .tables import Column, Table
 
 __all__ = ["runs_table", "pareto_figure", "regret_figure", "stream_table"]
 
@@ -88,16 +88,14 @@ def regret_figure(analysis: dict[str, Any], *, stream: str | None = None):
     return fig
 
 
-@register_table("stream")
 def stream_table(store: ResultsStore, *, dataset: str | None = None) -> Table:
-    from ..protocols.stream_analysis import analyse
+    from .stream_analysis import analyse
 
     return runs_table(analyse(store), stream=dataset)
 
 
-@report_section("stream", order=50)
-def _section(store: ResultsStore) -> Section | None:
-    from ..protocols.stream_analysis import analyse
+def stream_section(store: ResultsStore) -> Section | None:
+    from .stream_analysis import analyse
 
     if not store.records(protocol="stream"):
         return None

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from vistabench.errors import InputError
-from vistabench.metrics import forward_transfer, normalized_auc
-from vistabench.protocols.stream_analysis import analyse, resolution_bin, size_bin
+from vistabench.metrics import forward_transfer, normalised_auc
+from vistabench.report.stream_analysis import analyse, resolution_bin, size_bin
 from vistabench.store import Record, ResultsStore
 from vistabench.streams import load_stream, parse_stream, stream_names
 from vistabench.streams.sources import resolve_task
@@ -133,7 +133,7 @@ def test_analysis_pareto_regret_transfer_and_a_computed_verdict(tmp_path):
         assert [runs[r]["pareto"] for r in ("ind", "ft", "ft-big")] == [True, True, False]
         np.testing.assert_allclose(a["regret"]["ft"]["curve"], [0, -0.1, -0.2, -0.3], atol=1e-12)
         assert a["regret"]["ft"]["reference"] == "ind"
-        auc = normalized_auc(c2[0], progress=[0.25, 0.5, 0.75, 1.0]), normalized_auc(c2[3], progress=[0.25, 0.5, 0.75, 1.0])
+        auc = normalised_auc(c2[0], [0.25, 0.5, 0.75, 1.0]), normalised_auc(c2[3], [0.25, 0.5, 0.75, 1.0])
         assert a["forward_transfer"]["ft"]["tasks"]["t0"]["forward_transfer"] == pytest.approx(forward_transfer(*auc))
         v = a["verdicts"]["s"]["ft-d"]
         assert v["verdict"] == "beats Indep" and v["wins"] == 1 and v["matched"] == 1
