@@ -66,3 +66,20 @@ def test_segm_results_without_boxes_use_mask_area(lvis_set, tmp_path):
     ours = _ours(gt, nobox, max_dets_per_image=10)
     ref = _ref.lvis_results(_ref.lvis_eval(gt, nobox, tmp_path, iou_type="segm", max_dets=10))
     _ref.assert_close(ours["old"], ref, rename={k: k.replace("@300", "@10") for k in FIXED_RENAME})
+
+
+def test_mask_areas_for_many_detections():
+    # pycocotools' area() on a list of >= 256 RLEs overflows: the evaluator must not depend on it
+    from dataclasses import replace
+
+    import pycocotools.mask as mu
+
+    s = synth_detection_set(num_images=20, num_categories=10, dets_per_image=20, seed=0, masks=True)
+    gt = read_ground_truth(s.ground_truth, with_segmentation=True)
+    d = read_results(s.results, gt, iou_type="segm")
+    assert len(d) >= 256
+    ours = evaluate_detections(gt, d, iou_type="segm", variants=("fixed",)).results["fixed"]
+    by_hand = [float(mu.area({"size": r["size"], "counts": r["counts"].encode()})) for r in d.segmentation]
+    ref = evaluate_detections(gt, replace(d, area=np.asarray(by_hand)), iou_type="segm", variants=("fixed",),
+                              fixed_area="box").results["fixed"]
+    assert ours == ref

@@ -578,8 +578,9 @@ def _with_mask_area(gt: GroundTruth, dets: Detections, which: np.ndarray) -> Det
         h, w = (int(size[img, 0]), int(size[img, 1])) if size is not None else (0, 0)
         rles.append(to_rle(dets.segmentation[i], h, w))
     area = dets.area.copy()
-    if len(rles):
-        area[idx] = np.asarray(mask_utils.area(rles), np.float64)
+    # pycocotools' area() overflows a uint8 counter for lists of 256 or more: 255 at a time
+    area[idx] = np.concatenate([np.asarray(mask_utils.area(rles[i: i + 255]), np.float64).reshape(-1)
+                                for i in range(0, len(rles), 255)] or [np.zeros(0)])
     return replace(dets, area=area)
 
 
