@@ -170,6 +170,9 @@ def _split(args):
     from ..data.splits import write_split
     from ..protocols.detection import build_image_split
 
+    from .._validation import check_fraction
+
+    check_fraction(args.calibration_fraction, "--calibration-fraction")
     split = build_image_split(args.gt, calibration_fraction=args.calibration_fraction, seed=args.seed)
     write_split(args.out, split)
     return {"out": args.out, "calibration": len(split["calibration"]), "test": len(split["test"]),
@@ -200,6 +203,8 @@ def _run(args):
     from ..protocols.detection import run
     from ..store import ResultsStore
 
+    if args.calibrate is not None and args.split is None:
+        raise InputError("--calibrate needs --split: the calibrator is fitted on the split's held-out images")
     split = _read_split(args.split)
     with (ResultsStore(args.store) if args.store else nullcontext()) as store, one_line_warnings():
         return run(ground_truth=args.gt, results=args.results, split=split, calibration=args.calibrate,

@@ -21,7 +21,8 @@ def register(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
                     "  sweep    build the evolving test sweep over a test pool (seeded, hashed file)\n"
                     "  score    score a predictions file against a sweep: AUC, AVG, STD, MAX, MIN, DR, BTD, ...\n"
                     "           and store the record (--no-store to skip)\n"
-                    "  run      split -> train a reference method -> predict -> sweep -> score -> store\n\n"
+                    "  run      split -> train a reference method -> predict -> sweep -> score -> store\n"
+                    "  table    the paper-style table of the stored runs\n\n"
                     "Imbalance ratios are max/min class count (>= 1); the paper's notation 0.01 is read as 100.")
     s = lt.add_subparsers(dest="verb", metavar="VERB", required=True)
 

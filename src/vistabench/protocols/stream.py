@@ -4,7 +4,9 @@
 current task and a read-only *copy* of its training part. The next task's data are not even
 loaded until the learner has finished the current one, and the test part never reaches the
 learner except as unlabeled images for :meth:`predict`. After each task the runner scores the
-predictions (error = 1 - accuracy, or 1 - mAP for multilabel tasks), and writes
+predictions (error = 1 - accuracy, or 1 - mAP for multilabel tasks, where a label without
+positives in the test part counts AP 0 as in dm_nevis / sklearn, or is left out with
+``absent_labels="omit"``), and writes
 
 * the learner's state and the events so far to ``<work_dir>/<run_id>/checkpoint.pt`` (atomic
   replace; loaded with ``torch.load(weights_only=True)``), then
@@ -28,7 +30,7 @@ import numpy as np
 
 from .. import progress
 from ..errors import InputError
-from ..metrics.stream import task_error
+from ..metrics.stream import ABSENT_LABELS, cflop_parts, task_error
 from ..store import Record, ResultsStore
 from ..streams import Stream, Task, load_stream
 from ..streams.sources import TaskSplits, resolve_task
@@ -55,12 +57,18 @@ class StreamRunResult:
     events: list[dict]
     resumed_from: int
 
+    meta_test_cut: str = ""
+
     def summary(self) -> dict[str, Any]:
         mt = [e["error"] for e in self.events if e["split"] == "meta-test"]
         fin = [x for x in mt if x is not None and np.isfinite(x)]
+        split = all(e.get("flops_train") is not None and e.get("flops_eval") is not None for e in self.events)
+        parts = cflop_parts(self.events) if split else {"train": None, "selection": None}  # scored events may lack them
         return {"run": self.run_id, "tasks": len(self.events), "resumed_from": self.resumed_from,
+                "meta_test_cut": self.meta_test_cut,
                 "avg_error": float(np.mean(fin)) if fin else float("nan"),
-                "cflop": int(sum(e["flops"] for e in self.events))}
+                "cflop": int(sum(e["flops"] for e in self.events)),
+                "cflop_train": parts["train"], "cflop_selection": parts["selection"]}
 
 
 def run_events(store: ResultsStore, run_id: str) -> list[Record]:
@@ -99,6 +107,7 @@ def run_stream(
     resolver: Callable[[Task], TaskSplits] | None = None,
     settings: dict | None = None,
     max_tasks: int | None = None,
+    absent_labels: str = "zero",
 ) -> StreamRunResult:
     """Run ``learner`` over ``stream``; write one event per task; resume if a checkpoint exists.
 
@@ -124,11 +133,17 @@ def run_stream(
         Extra settings stored with every event (e.g. trials, steps).
     max_tasks : int, optional
         Stop after this many tasks in total (a run can be continued later by calling again).
+    absent_labels : {"zero", "omit"}
+        Multilabel error: a label without positives in the test part counts AP 0 (``"zero"``,
+        dm_nevis's sklearn macro AP) or is left out of the mean (``"omit"``).
     """
     from ..learners.stream import ComputeLedger, TaskView
 
+    if absent_labels not in ABSENT_LABELS:
+        raise InputError(f"absent_labels: expected one of {list(ABSENT_LABELS)}, got {absent_labels!r}")
     if isinstance(stream, str):
         stream = load_stream(stream)
+    settings = {**(settings or {}), "absent_labels": absent_labels}
     resolve = resolver or (lambda t: resolve_task(t, stream, data_root=data_root))
     ckpt_path = Path(work_dir) / run_id / "checkpoint.pt"
     existing = run_events(store, run_id) if store is not None else []
@@ -162,7 +177,7 @@ def run_stream(
         test_images = data.test.images.copy()
         test_images.setflags(write=False)
         scores = learner.predict(predictor, test_images)
-        err = task_error(data.test.targets, scores, kind=task.kind)
+        err = task_error(data.test.targets, scores, kind=task.kind, absent_labels=absent_labels)
         info = getattr(predictor, "info", {}) or {}
         ev = {
             "task_index": task.index, "task": task.uid, "name": task.name, "year": task.year,
@@ -181,7 +196,7 @@ def run_stream(
                                      "events": events})
         if store is not None:
             store.add(_learner_record(stream, learner, seed, run_id, ev, settings))
-    return StreamRunResult(run_id, events, start)
+    return StreamRunResult(run_id, events, start, stream.meta_test_cut())
 
 
 def _learner_record(stream: Stream, learner: Any, seed: int, run_id: str, ev: dict, settings: dict | None) -> Record:
@@ -194,7 +209,7 @@ def event_record(stream: Stream, ev: dict, *, method: str, seed: int | None, run
                  settings: dict | None = None) -> Record:
     """The results-store record of one task event of a run (tag = the run id)."""
     s = {"stream": stream.name, "stream_origin": stream.origin, "meta_test_from_year": stream.meta_test_from_year,
-         "num_tasks": len(stream.tasks), **(settings or {})}
+         "meta_test_choice": stream.meta_test_choice, "num_tasks": len(stream.tasks), **(settings or {})}
     return Record(protocol=PROTOCOL, dataset=stream.name, method=method, seed=seed, split_hash=stream.hash,
                   settings=s, metrics=dict(ev), tag=run_id)
 
@@ -206,7 +221,7 @@ EVENT_KEYS = ("task_index", "task", "name", "year", "domain", "kind", "split", "
               "seconds", "curve", "init_from", "best_trial")
 
 
-def stream_split(stream: Stream | str, *, meta_test_from_year: int | None = None) -> dict[str, Any]:
+def stream_split(stream: Stream | str, *, meta_test_from_year: int | str | None = None) -> dict[str, Any]:
     """The stream's split as a sealed manifest: every task in stream order with its year and whether it
     is meta-train or meta-test (the cut decides which tasks a run is judged on)."""
     from ..data.splits import seal
@@ -218,7 +233,7 @@ def stream_split(stream: Stream | str, *, meta_test_from_year: int | None = None
                            for t in s.tasks]})
 
 
-def score(events: list[dict[str, Any]], stream: Stream | str, *, meta_test_from_year: int | None = None) -> dict[str, Any]:
+def score(events: list[dict[str, Any]], stream: Stream | str, *, meta_test_from_year: int | str | None = None) -> dict[str, Any]:
     """Score a run's per-task events (from any learner) against a stream.
 
     ``events``: one dict per task, in stream order, each with ``task`` (the task's uid) and ``error``
