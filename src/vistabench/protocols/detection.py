@@ -8,7 +8,7 @@ The pure evaluation lives in :mod:`vistabench.metrics.detection`; the synthetic 
 from __future__ import annotations
 
 import os
-from typing import Any, Literal, Sequence
+from typing import Any, Literal, NamedTuple, Sequence
 
 import numpy as np
 
@@ -34,7 +34,14 @@ def rerank_top_per_class(dets: Detections, *, k: int) -> Detections:
     return dets.subset(top_per_class(dets, k=k))
 
 
-def toy_example(*, b1_correct: bool, ranking: int) -> tuple[GroundTruth, Detections]:
+class ToyExample(NamedTuple):
+    """The toy's ground truth and detections (named; unpacks as ``gt, dets``)."""
+
+    gt: GroundTruth
+    dets: Detections
+
+
+def toy_example(*, b1_correct: bool, ranking: int) -> ToyExample:
     """Figure 2 of the paper: one image, class A with two objects, class B with one.
 
     The detector is perfectly calibrated: A1 and A2 (score 1.0) are correct, B1 (score 0.8) is
@@ -52,7 +59,7 @@ def toy_example(*, b1_correct: bool, ranking: int) -> tuple[GroundTruth, Detecti
                                bbox=[[0, 0, 10, 10], [20, 0, 10, 10], b1], score=[1.0, 1.0, 0.8])
     if ranking == 2:
         dets = rerank_top_per_class(dets, k=1)
-    return gt, dets
+    return ToyExample(gt, dets)
 
 
 def toy_expected_ap(ranking: int, *, p_correct: float = 0.8) -> float:
