@@ -261,7 +261,7 @@ CASES = [
     ("calfit-iou-2", ["detection", "calibrate", "fit", "--gt", "{d}/gt.json", "--results", "{d}/dt.json",
                       "--iou", "2", "--out", "{d}/cal.json"], "--iou"),
     ("calfit-unknown-method", ["detection", "calibrate", "fit", "--gt", "{d}/gt.json", "--results", "{d}/dt.json",
-                               "--method", "plat", "--out", "{d}/cal.json"], "--method"),
+                               "--method", "plat", "--out", "{d}/cal.json"], "did you mean 'platt'"),
     ("calapply-missing", ["detection", "calibrate", "apply", "--calibration", "{d}/nope.json",
                           "--results", "{d}/dt.json", "--out", "{d}/o.json"], "--calibration"),
     ("calapply-bad", ["detection", "calibrate", "apply", "--calibration", "{d}/cal_bad.json",
