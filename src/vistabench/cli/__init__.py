@@ -16,7 +16,7 @@ from typing import Any, Callable, Sequence
 from .. import __version__
 from ..errors import InputError
 
-_MODULES = ["longtail", "detection", "incremental", "smalldata", "stream", "stats", "common"]
+_MODULES = ["longtail", "detection", "incremental", "smalldata", "stream", "stats", "common", "grid"]
 
 
 class _Parser(argparse.ArgumentParser):
