@@ -100,3 +100,26 @@ def test_every_example_config_is_valid(name):
     for f in files:
         cfg = load_config(f)
         assert cfg.protocol == name and cfg.cells()
+
+
+def test_module_doctests():
+    import doctest
+
+    import vistabench.grid
+
+    assert doctest.testmod(vistabench.grid).failed == 0
+
+
+def test_cases_vary_options_together():
+    cfg = parse_config({"protocol": "smalldata", "fixed": {"method": "ce"},
+                        "grid": {"cases": [{"dataset": "cub200", "root": "data/cub"},
+                                           {"dataset": "eurosat", "root": "data/eurosat"}], "seed": [0, 1]}})
+    cells = cfg.cells()
+    assert [(c.options["dataset"], c.options["root"], c.options["seed"]) for c in cells] == [
+        ("cub200", "data/cub", 0), ("cub200", "data/cub", 1), ("eurosat", "data/eurosat", 0),
+        ("eurosat", "data/eurosat", 1)]
+    assert cells[0].label() == "dataset=cub200, root=data/cub, seed=0"
+    with pytest.raises(InputError, match="'root' is both fixed and in the grid"):
+        parse_config({"protocol": "smalldata", "fixed": {"root": "x"}, "grid": {"cases": [{"root": "y"}]}})
+    with pytest.raises(InputError, match="each of grid 'cases' must be a mapping"):
+        parse_config({"protocol": "smalldata", "grid": {"cases": ["cub200"]}})

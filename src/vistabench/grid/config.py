@@ -9,7 +9,9 @@ A config is a YAML (or JSON) file::
       seed: [0, 1]
 
 Every cell is the protocol's run with the fixed options plus one value of each grid option (the
-cartesian product, in the order written). Each cell has a key: a hash of the protocol and the
+cartesian product, in the order written). A grid entry named ``cases`` lists mappings of options
+that vary together (e.g. ``{dataset: cub200, root: data/cub}``); it multiplies like any other entry.
+Each cell has a key: a hash of the protocol and the
 cell's canonical options (CLI defaults filled in), stored with the cell's records.
 """
 
@@ -26,6 +28,7 @@ from ..errors import InputError
 from .protocols import canonical_options, check_protocol
 
 _KEYS = ("protocol", "fixed", "grid", "name", "description")
+CASES = "cases"  # grid entry whose values are mappings of options set together
 
 
 @dataclass(frozen=True)
@@ -55,7 +58,9 @@ class GridConfig:
         out, seen = [], {}
         names = list(self.grid)
         for values in itertools.product(*(self.grid[n] for n in names)):
-            varied = dict(zip(names, values))
+            varied: dict[str, Any] = {}
+            for name, value in zip(names, values):
+                varied.update(value if name == CASES else {name: value})
             options = {**self.fixed, **varied}
             canonical = canonical_options(self.protocol, options)
             key = cell_key(self.protocol, canonical)
@@ -97,9 +102,17 @@ def parse_config(data: Any, *, source: str = "config") -> GridConfig:
     for k, v in grid.items():
         if not isinstance(v, list) or not v:
             raise InputError(f"{source}: grid option {k!r} must be a non-empty list of values, got {v!r}")
-    both = {_norm(k) for k in fixed} & {_norm(k) for k in grid}
+    varied = {_norm(k) for k in grid if k != CASES}
+    for case in grid.get(CASES, []):
+        if not isinstance(case, dict) or not case:
+            raise InputError(f"{source}: each of grid 'cases' must be a mapping of option -> value, got {case!r}")
+        varied |= {_norm(k) for k in case}
+    both = {_norm(k) for k in fixed} & varied
     if both:
         raise InputError(f"{source}: option {sorted(both)[0]!r} is both fixed and in the grid")
+    clash = {_norm(k) for k in grid if k != CASES} & {_norm(k) for c in grid.get(CASES, []) for k in c}
+    if clash:
+        raise InputError(f"{source}: option {sorted(clash)[0]!r} is both a grid entry and in 'cases'")
     return GridConfig(protocol=protocol, fixed=dict(fixed), grid={k: list(v) for k, v in grid.items()},
                       name=str(data.get("name") or Path(source).stem), path=source)
 

@@ -23,8 +23,16 @@ def one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {msg}" if msg else type(exc).__name__
 
 
-def execute_cell(protocol: str, options: dict[str, Any], work_dir: str, threads: int) -> dict[str, Any]:
-    """Run one cell (in whatever process the engine chose); never raises for a failing run."""
+def execute_cell(protocol: str, options: dict[str, Any], work_dir: str, threads: int,
+                 cwd: str | None = None) -> dict[str, Any]:
+    """Run one cell (in whatever process the engine chose); never raises for a failing run.
+
+    ``cwd``: the driver's working directory, so relative paths in the config mean the same on a
+    worker (when that folder exists there).
+    """
+    here = os.getcwd()
+    if cwd and cwd != here and os.path.isdir(cwd):
+        os.chdir(cwd)
     torch = None
     before = None
     try:
@@ -46,6 +54,8 @@ def execute_cell(protocol: str, options: dict[str, Any], work_dir: str, threads:
     finally:
         if torch is not None and before is not None:
             torch.set_num_threads(before)
+        if os.getcwd() != here:
+            os.chdir(here)
 
 
 def _cell_dir(work_dir: Path, cell: Cell) -> str:
@@ -71,7 +81,7 @@ def run_local(cells: list[Cell], *, work_dir: Path, max_parallel: int, cpus_per_
                 cell = queue.pop(0)
                 on_start(cell)
                 pending[pool.submit(execute_cell, cell.protocol, cell.options, _cell_dir(work_dir, cell),
-                                    cpus_per_cell)] = cell
+                                    cpus_per_cell, os.getcwd())] = cell
             finished, _ = wait(list(pending), return_when=FIRST_COMPLETED)
             for fut in finished:
                 cell = pending.pop(fut)
@@ -128,7 +138,7 @@ def run_ray(cells: list[Cell], *, work_dir: Path, max_parallel: int | None, cpus
                 cell = queue.pop(0)
                 on_start(cell)
                 ref = remote.options(num_cpus=cpus_per_cell, num_gpus=gpus_for(cell, gpus_per_cell)).remote(
-                    cell.protocol, cell.options, _cell_dir(work_dir, cell), cpus_per_cell)
+                    cell.protocol, cell.options, _cell_dir(work_dir, cell), cpus_per_cell, os.getcwd())
                 pending[ref] = cell
             ready, _ = ray.wait(list(pending), num_returns=1)
             for ref in ready:

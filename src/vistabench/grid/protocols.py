@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import functools
 import os
 import shutil
 import tempfile
@@ -39,6 +40,7 @@ def check_protocol(protocol: Any) -> str:
     return protocol
 
 
+@functools.lru_cache(maxsize=None)
 def _run_parser(protocol: str) -> argparse.ArgumentParser:
     from ..cli import build_parser
 
