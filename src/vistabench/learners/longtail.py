@@ -34,6 +34,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Callable
 
 import numpy as np
+import torch
 from torch import nn
 
 from ..data.dataset import Dataset
@@ -149,7 +150,9 @@ def _ldam(ctx: _Context, test: np.ndarray, opt: dict) -> tuple[np.ndarray, list[
     if drw is None:
         drw = int(0.8 * ctx.cfg.epochs)
         opt["drw_epoch"] = drw
-    ctx.model.classifier = NormedLinear(ctx.model.feature_dim, ctx.model.num_classes)
+    with torch.random.fork_rng(devices=[]):  # seeded cosine head: the same seed gives the same run
+        torch.manual_seed(ctx.cfg.seed)
+        ctx.model.classifier = NormedLinear(ctx.model.feature_dim, ctx.model.num_classes)
     loss = LDAMLoss(ctx.counts, max_margin=opt["max_margin"], scale=opt["scale"], drw_epoch=drw, beta=opt["beta"])
     res = _train(ctx, loss)
     return _predict(ctx, test) * np.float32(opt["scale"]), [res]
