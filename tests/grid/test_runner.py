@@ -120,3 +120,20 @@ def test_cli_errors_are_one_line(tmp_path, capsys):
         main(["grid", "run", str(good), "--engine", "lokal"])
     assert main(["grid", "run", str(good), "--ray-address", "1.2.3.4:6379"]) == 2
     assert "--ray-address: only with --engine ray" in capsys.readouterr().err
+
+
+def test_unreachable_ray_address_and_empty_table_are_one_line_errors(tmp_path):
+    import socket
+
+    from vistabench.errors import InputError
+
+    pytest.importorskip("ray")
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cfg = _cfg(method=["ce"], seed=[0])
+    with pytest.raises(InputError, match=r"--ray-address '127.0.0.1:\d+': nothing answers there"):
+        run_grid(cfg, store=tmp_path / "r.sqlite", engine="ray", ray_address=f"127.0.0.1:{port}")
+    assert grid_status(cfg, store=tmp_path / "r.sqlite")["missing"] == 1  # nothing left marked running
+    with pytest.raises(InputError, match="no cell of grid .* is done yet"):
+        grid_table(cfg, store=tmp_path / "r.sqlite")

@@ -99,6 +99,20 @@ def gpus_for(cell: Cell, gpus_per_cell: float | None) -> float:
     return 1.0 if device.startswith("cuda") else 0.0
 
 
+def _check_reachable(address: str) -> None:
+    """Fail fast on a HOST:PORT nobody listens on (Ray itself retries for minutes)."""
+    import socket
+
+    host, sep, port = address.rpartition(":")
+    if not sep or "://" in address or not port.isdigit():
+        return  # "auto", "ray://...": let Ray resolve it
+    try:
+        socket.create_connection((host, int(port)), timeout=5).close()
+    except OSError as exc:
+        raise InputError(f"--ray-address {address!r}: nothing answers there ({exc.strerror or exc}); "
+                         "start the head with `ray start --head` and use the address it prints") from exc
+
+
 def run_ray(cells: list[Cell], *, work_dir: Path, max_parallel: int | None, cpus_per_cell: int,
             gpus_per_cell: float | None, ray_address: str | None,
             on_start: Callable[[Cell], None]) -> Iterator[tuple[Cell, dict[str, Any]]]:
@@ -115,6 +129,7 @@ def run_ray(cells: list[Cell], *, work_dir: Path, max_parallel: int | None, cpus
     if not ray.is_initialized():
         kw: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
         if ray_address:
+            _check_reachable(ray_address)
             try:
                 ray.init(address=ray_address, **kw)
             except (ConnectionError, ValueError, RuntimeError) as exc:

@@ -149,6 +149,9 @@ def grid_table(config: GridConfig, *, store: str | os.PathLike[str]):
     from ..report.tables import table_builders
 
     records = grid_records(config, store=store)
+    if not records:
+        raise InputError(f"--store {str(store)!r}: no cell of grid {config.name!r} is done yet "
+                         f"(`vistabench grid status` lists them)")
     _load_sections()
     builders = table_builders()
     if config.protocol not in builders:
