@@ -24,6 +24,10 @@ RUN_VERBS: dict[str, str] = {"longtail": "run", "detection": "eval", "incrementa
                              "smalldata": "run", "stream": "run"}
 # options the grid sets itself (per-cell scratch folders, the private store, output mode)
 MANAGED: frozenset[str] = frozenset({"store", "json", "out", "work_dir", "help"})
+# protocols whose run resumes from its work folder alone (smalldata: the Optuna study of the search);
+# the others start from an emptied folder (a stream checkpoint would skip tasks whose records were
+# in the killed cell's scratch store)
+KEEP_WORK_DIR: frozenset[str] = frozenset({"smalldata"})
 # options that change where or how fast a cell runs, never its result: not part of the cell key
 RUNTIME_ONLY: frozenset[str] = frozenset({"threads", "ray_address"})
 
@@ -115,15 +119,16 @@ def run_protocol(protocol: str, options: dict[str, Any], *, work_dir: str | os.P
     """Run one configuration of ``protocol`` and return the records it produced (as dicts).
 
     ``options`` are the CLI option names of ``vistabench <protocol> run`` (``_`` or ``-``).
-    Files the run writes go to ``work_dir`` (emptied first: a cell always starts afresh). The
-    records are written to a private scratch store and returned, never to the user's store.
+    Files the run writes go to ``work_dir``, emptied first except for protocols in ``KEEP_WORK_DIR``
+    (smalldata resumes a killed cell's search from its study file there). The records are written to a private scratch store and returned, never to the user's store.
     """
     from ..store import ResultsStore
 
     parser = _run_parser(check_protocol(protocol))
     args = parser.parse_args(_argv(protocol, parser, options))
     work = Path(work_dir)
-    shutil.rmtree(work, ignore_errors=True)
+    if protocol not in KEEP_WORK_DIR:
+        shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True, exist_ok=True)
     for dest in ("out", "work_dir"):
         if hasattr(args, dest):
