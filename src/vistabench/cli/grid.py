@@ -17,7 +17,7 @@ CONFIG (YAML or JSON) names one protocol, fixed options and the grid of varied o
     method: [ce, ldam_drw]
     seed: [0, 1]
 
-Every cell is `vistabench <protocol> run` (detection: `eval`) with the fixed options plus one value
+Every cell is `vistabench <protocol> run` with the fixed options plus one value
 of each grid option (option names as in that command's --help, '_' or '-'). Examples: examples/.
 """
 

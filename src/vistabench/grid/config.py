@@ -74,7 +74,7 @@ class GridConfig:
 
 def cell_key(protocol: str, canonical: dict[str, Any]) -> str:
     """16 hex digits identifying (protocol, canonical options); stored as ``settings['grid_cell']``."""
-    from ..store import dumps
+    from ..jsonutil import dumps
 
     text = dumps({"protocol": protocol, "options": canonical}, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:16]

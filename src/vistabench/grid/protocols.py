@@ -1,9 +1,10 @@
 """How a grid cell becomes a protocol run: protocol name + options dict -> stored records.
 
-Everything protocol-specific the grid needs sits in this module, so that it can move onto the
-protocol registry in one place. Today a cell runs the protocol's CLI ``run`` command through its
-own argument parser (same option names, defaults, types and validation as on the command line) in
-a private scratch store, and hands the records back: the worker never touches the user's store.
+Everything protocol-specific the grid needs sits in this module. Protocols and their tables come
+from the protocol declarations (:mod:`vistabench.suite`); a cell runs the protocol's
+``vistabench <protocol> run`` command through its own argument parser (same option names,
+defaults, types and validation as on the command line) in a private scratch store, and hands the
+records back: the worker never touches the user's store.
 """
 
 from __future__ import annotations
@@ -15,15 +16,13 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from ..errors import InputError
 
-# protocol -> the CLI verb that trains/scores one configuration and stores its records
-RUN_VERBS: dict[str, str] = {"longtail": "run", "detection": "eval", "incremental": "run",
-                             "smalldata": "run", "stream": "run"}
+RUN_VERB = "run"  # every protocol's `vistabench <protocol> run` (the protocol contract, docs/architecture.md)
 # options the grid sets itself (per-cell scratch folders, the private store, output mode)
-MANAGED: frozenset[str] = frozenset({"store", "json", "out", "work_dir", "help"})
+MANAGED: frozenset[str] = frozenset({"store", "no_store", "json", "out", "work_dir", "help"})
 # protocols whose run resumes from its work folder alone (smalldata: the Optuna study of the search);
 # the others start from an emptied folder (a stream checkpoint would skip tasks whose records were
 # in the killed cell's scratch store)
@@ -33,15 +32,26 @@ RUNTIME_ONLY: frozenset[str] = frozenset({"threads", "ray_address"})
 
 
 def protocols() -> list[str]:
-    return sorted(RUN_VERBS)
+    """The declared protocols (``vistabench.suite``)."""
+    from ..suite import protocols as declared
+
+    return sorted(p.name for p in declared())
 
 
 def check_protocol(protocol: Any) -> str:
-    if not isinstance(protocol, str) or protocol not in RUN_VERBS:
-        close = difflib.get_close_matches(str(protocol), list(RUN_VERBS), n=2, cutoff=0.5)
+    known = protocols()
+    if not isinstance(protocol, str) or protocol not in known:
+        close = difflib.get_close_matches(str(protocol), known, n=2, cutoff=0.5)
         hint = f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
-        raise InputError(f"protocol: unknown protocol {protocol!r}{hint} (known: {', '.join(protocols())})")
+        raise InputError(f"protocol: unknown protocol {protocol!r}{hint} (known: {', '.join(known)})")
     return protocol
+
+
+def table_for(protocol: str) -> Callable[..., Any]:
+    """The protocol's paper-style table builder: ``table(store, *, dataset=None) -> Table``."""
+    from ..suite import get_protocol
+
+    return get_protocol(check_protocol(protocol)).part("table")
 
 
 @functools.lru_cache(maxsize=None)
@@ -53,9 +63,9 @@ def _run_parser(protocol: str) -> argparse.ArgumentParser:
             if isinstance(action, argparse._SubParsersAction) and name in action.choices:
                 return action.choices[name]
         raise InputError(f"protocol {protocol!r}: this installation has no `vistabench {protocol} "
-                         f"{RUN_VERBS[protocol]}` command")
+                         f"{RUN_VERB}` command")
 
-    parser = child(child(build_parser(), protocol), RUN_VERBS[protocol])
+    parser = child(child(build_parser(), protocol), RUN_VERB)
 
     def error(message: str) -> None:  # one-line InputError instead of argparse's exit
         raise InputError(f"{protocol} options: {message}")
@@ -79,7 +89,7 @@ def _argv(protocol: str, parser: argparse.ArgumentParser, options: dict[str, Any
         if dest not in actions:
             close = difflib.get_close_matches(dest, list(actions), n=3, cutoff=0.6)
             hint = f"; did you mean {', '.join(c.replace('_', '-') for c in close)}?" if close else ""
-            raise InputError(f"option {name!r}: `vistabench {protocol} {RUN_VERBS[protocol]}` has no such "
+            raise InputError(f"option {name!r}: `vistabench {protocol} {RUN_VERB}` has no such "
                              f"option{hint}")
         action = actions[dest]
         flag = action.option_strings[-1]
@@ -135,6 +145,7 @@ def run_protocol(protocol: str, options: dict[str, Any], *, work_dir: str | os.P
             setattr(args, dest, str(work / dest))
     with tempfile.TemporaryDirectory(prefix="vistabench-cell-") as tmp:
         args.store = str(Path(tmp) / "cell.sqlite")
+        args.no_store = False
         args.json = True
         args.handler(args)
         if not Path(args.store).is_file():

@@ -145,20 +145,16 @@ def grid_records(config: GridConfig, *, store: str | os.PathLike[str]) -> list[R
 def grid_table(config: GridConfig, *, store: str | os.PathLike[str]):
     """The protocol's paper-shaped table (its own marks: best three, significance where it has them)
     built from exactly this grid's records."""
-    from ..report.html import _load_sections
-    from ..report.tables import table_builders
+    from .protocols import table_for
 
     records = grid_records(config, store=store)
     if not records:
         raise InputError(f"--store {str(store)!r}: no cell of grid {config.name!r} is done yet "
                          f"(`vistabench grid status` lists them)")
-    _load_sections()
-    builders = table_builders()
-    if config.protocol not in builders:
-        raise InputError(f"protocol {config.protocol!r}: has no results table")
+    build = table_for(config.protocol)
     with ResultsStore(":memory:") as view:
         for r in records:
             d = r.to_dict()
             d.pop("id")
             view.add(Record(**d))
-        return builders[config.protocol](view)
+        return build(view)

@@ -65,7 +65,7 @@ class GridState:
         self.close()
 
     def mark(self, key: str, protocol: str, options: dict[str, Any], status: str, error: str | None = None) -> None:
-        from ..store import dumps
+        from ..jsonutil import dumps
 
         with self._conn:
             self._conn.execute(
