@@ -18,7 +18,7 @@ from typing import Any, Callable, Sequence
 from .. import __version__
 from ..errors import INTERNAL_ERROR, USER_ERROR, user_error_message
 
-_COMMON = ["stats", "common"]
+_COMMON = ["stats", "common", "grid"]
 
 
 class _Parser(argparse.ArgumentParser):
