@@ -94,6 +94,9 @@ def d(tmp_path_factory):
     (t / "list.yaml").write_text("- 1\n- 2\n")
     (t / "cal_bad.json").write_text(json.dumps({"method": "platt"}))
     (t / "space_list.json").write_text(json.dumps([1, 2]))
+    (t / "grid_typo.yaml").write_text("protocol: longtial\nfixed: {data: digits}\ngrid: {method: [ce]}\n")
+    (t / "grid_option.yaml").write_text("protocol: longtail\nfixed: {data: digits, imbalance: 10}\n"
+                                        "grid: {methd: [ce]}\n")
     img = t / "imgs" / "cat"
     img.mkdir(parents=True)
     (img / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\nnot really")
@@ -463,6 +466,16 @@ CASES = [
     ("stream-score-events-folder", ["stream", "score", "--events", "{d}/folder", "--stream", "embedded",
                                     "--no-store"], "is a folder"),
     ("stream-table-foreign", ["stream", "table", "--store", "{d}/foreign_app.db"], "another program"),
+    # ------------------------------------------------------------------ grid
+    ("grid-run-bad-yaml", ["grid", "run", "{d}/bad.yaml", "--no-store"], "YAML"),
+    ("grid-run-folder", ["grid", "run", "{d}/folder", "--no-store"], "is a folder"),
+    ("grid-run-missing", ["grid", "run", "{d}/nope.yaml", "--no-store"], "nope.yaml"),
+    ("grid-run-protocol-typo", ["grid", "run", "{d}/grid_typo.yaml", "--no-store"], "did you mean 'longtail'"),
+    ("grid-run-option-typo", ["grid", "run", "{d}/grid_option.yaml", "--no-store"], "methd"),
+    ("grid-status-list", ["grid", "status", "{d}/list.yaml"], "list.yaml"),
+    ("grid-status-text", ["grid", "status", "{d}/text.txt"], "text.txt"),
+    ("grid-table-protocol-typo", ["grid", "table", "{d}/grid_typo.yaml", "--store", "{d}/store.sqlite"],
+     "unknown protocol 'longtial'"),
     # ------------------------------------------------------------------ stats
     ("welch-strings", ["stats", "welch", "--a", "{d}/a_str.json", "--b", "{d}/a.json"], "--a"),
     ("welch-missing", ["stats", "welch", "--a", "{d}/a.json", "--b", "{d}/nope.json"], "--b"),

@@ -76,14 +76,13 @@ _ALIASES = {"max_epochs": "--epochs", "pool_labels": "--labels", "iou_threshold"
 
 def _options_of(parser: argparse.ArgumentParser, args: argparse.Namespace) -> dict[str, str]:
     """dest -> option string of the sub-command that ran (e.g. ``n_max`` -> ``--n-max``)."""
-    chosen = set(map(str, vars(args).values()))
     out: dict[str, str] = {}
     p: argparse.ArgumentParser | None = parser
     while p is not None:
         nxt = None
         for a in p._actions:
-            if isinstance(a, argparse._SubParsersAction):
-                nxt = next((sp for name, sp in a.choices.items() if name in chosen), None)
+            if isinstance(a, argparse._SubParsersAction):  # follow the sub-command that was chosen
+                nxt = a.choices.get(str(getattr(args, a.dest, None)))
             elif a.option_strings:
                 out[a.dest] = max(a.option_strings, key=len)
         p = nxt
