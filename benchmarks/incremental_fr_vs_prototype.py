@@ -27,12 +27,13 @@ def main() -> None:
     ap.add_argument("--fr-epochs", type=int, default=20)
     ap.add_argument("--recipe", default="cpu", choices=("cpu", "paper"))
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--patch-size", type=int, default=4)
     args = ap.parse_args()
     data = load_dataset("mnist5k")
     sessions = build_sessions(data.train.labels, data.test.labels, base_classes=5, way=1, shot=5, seed=args.seed,
                               base_shot=args.base_shot, test_per_class=args.test_per_class, dataset="mnist5k")
     cache: dict = {}
-    vit = {"dim": 64, "depth": 6, "heads": 4}
+    vit = {"dim": 64, "depth": 6, "heads": 4, "patch_size": args.patch_size}
     print(f"mnist5k 5 base + 5x1-way 5-shot, vit_small {vit}, {args.epochs} base epochs, lr {args.lr}, "
           f"FR recipe {args.recipe} ({args.fr_epochs} epochs), seed {args.seed}")
     print(f"{'method':10s} {'A_1^1':>6s} {'aAcc':>6s} {'gAcc':>6s} {'compat':>6s} {'gAcc(0)':>7s} {'seconds':>7s}")
@@ -43,7 +44,7 @@ def main() -> None:
                    epochs=args.epochs, lr=args.lr, batch_size=64, seed=args.seed, base_cache=cache)
         compat = incremental_scores(s.matrix, session_sizes=s.settings["session_sizes"], mode="compat").gacc
         print(f"{method:10s} {100 * s.matrix[0][0]:6.2f} {100 * s.aacc:6.2f} {100 * s.gacc:6.2f} {100 * compat:6.2f} "
-              f"{100 * s.curve[0]['gacc']:7.2f} {time.perf_counter() - t0:7.1f}")
+              f"{100 * s.curve[0]['gacc']:7.2f} {time.perf_counter() - t0:7.1f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -47,6 +47,9 @@ __all__ = ["FRConfig", "FeatureRectify", "FRLearner", "pairwise_distances", "ir_
 #: ViT has dim 256, depth 12, 8 heads; pass those as model options to get it).
 CPU_VIT_OPTIONS: dict[str, int] = {"dim": 64, "depth": 6, "heads": 4}
 
+#: Backbones with ``block_features`` (intermediate class tokens).
+VIT_MODELS = ("vit_small",)
+
 
 FR_RECIPES = ("cpu", "paper")
 
@@ -267,6 +270,9 @@ class FRLearner(PrototypeLearner):
     def __init__(self, cfg: IncrementalConfig, *, in_channels: int, image_size: int | None = None,
                  base_cache: dict | None = None) -> None:
         super().__init__(cfg, in_channels=in_channels, image_size=image_size, base_cache=base_cache)
+        if cfg.model not in VIT_MODELS:
+            raise InputError(f"model {cfg.model!r}: method 'fr' needs a ViT backbone with intermediate blocks "
+                             f"({', '.join(VIT_MODELS)})")
         fr = cfg.method_options.get("fr") if cfg.method_options else None
         if fr is None:
             fr = FRConfig.recipe("cpu")

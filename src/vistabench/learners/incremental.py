@@ -13,6 +13,8 @@ every class seen so far (``scores``):
     Train on the base session, then for each novel session grow the linear head by the new classes
     and fine-tune the whole network on the few shots alone. Nothing protects the old classes, so it
     forgets them: the contrast the gAcc curve should make visible.
+``fr``
+    The paper's feature rectification on a frozen ViT (:mod:`.fscil_fr`).
 
 Images go in as the dataset stores them (N, H, W, B); the shared :class:`~.trainer.Trainer` converts
 and standardises them. Every session reuses the base session's input normalisation (a fixed
