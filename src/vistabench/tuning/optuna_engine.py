@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .settings import Objective, TrialRecord, TuneResult, TuneSettings, make_result, window_score
-from .space import Choice, Fixed, LogUniform, SearchSpace, Uniform, fixed, space_to_json
+from .space import Choice, LogUniform, SearchSpace, Uniform, fixed, space_to_json
 
 __all__ = ["tune_local"]
 
