@@ -40,6 +40,7 @@ import numpy as np
 from .._validation import check_choice, check_positive
 from ..errors import InputError
 from .detection_data import FREQUENCIES, Detections, GroundTruth
+from ._detection_sort import dense_rank_sorted, group_ranks, score_key, score_order, stable_by
 from .detection_match import (AREA_LABELS, AREA_RANGES, IOU_THRESHOLDS, RECALL_THRESHOLDS, Matching,
                               match_detections)
 
@@ -86,16 +87,41 @@ def rank_within(key: np.ndarray, score: np.ndarray) -> np.ndarray:
     (n,) int64, 0 for each group's best entry.
     """
     key = np.asarray(key)
-    score = np.asarray(score)
-    n = len(key)
-    order = np.argsort(-score, kind="stable")  # two stable passes = lexsort((arange, -score, key)), faster
-    order = order[np.argsort(key[order], kind="stable")]
-    ks = key[order]
-    starts = np.flatnonzero(np.r_[True, ks[1:] != ks[:-1]]) if n else np.zeros(0, np.int64)
-    rank_sorted = np.arange(n) - np.repeat(starts, np.diff(np.r_[starts, n]))
-    rank = np.empty(n, np.int64)
-    rank[order] = rank_sorted
+    score = np.asarray(score, np.float64)
+    if len(key) and key.dtype.kind in "iu" and key.min() >= 0:
+        return _rank_within(key, score_order(score))
+    order = np.argsort(-score, kind="stable")
+    return _ranks_of(order[np.argsort(key[order], kind="stable")], key)
+
+
+def _ranks_of(order: np.ndarray, key: np.ndarray) -> np.ndarray:
+    rank = np.empty(len(order), np.int64)
+    rank[order] = group_ranks(key[order])
     return rank
+
+
+def _rank_within(key: np.ndarray, by_score: np.ndarray) -> np.ndarray:
+    """:func:`rank_within` for non-negative int keys, given ``by_score`` (:func:`score_order`)."""
+    if len(key) == 0:
+        return np.zeros(0, np.int64)
+    return _ranks_of(stable_by(by_score, key, int(key.max())), key)
+
+
+@dataclass
+class _ScoreRank:
+    """The one score sort of an evaluation: ``order`` (:func:`score_order`) and ``rank``, the dense
+    rank of each detection's score (0 = highest; equal scores share a rank)."""
+
+    order: np.ndarray
+    rank: np.ndarray
+
+    @classmethod
+    def of(cls, score: np.ndarray) -> "_ScoreRank":
+        key = score_key(score)
+        order = np.argsort(key, kind="stable")
+        rank = np.empty(len(order), np.int64)
+        rank[order] = dense_rank_sorted(key[order])
+        return cls(order, rank)
 
 
 def top_per_image(dets: Detections, *, k: int) -> np.ndarray:
@@ -105,6 +131,11 @@ def top_per_image(dets: Detections, *, k: int) -> np.ndarray:
     """
     k = check_positive(k, "max_dets_per_image", integer=True)
     return np.flatnonzero(rank_within(dets.image, dets.score) < k)
+
+
+def _top_mask(key: np.ndarray, by_score: np.ndarray, k: int) -> np.ndarray:
+    """(n,) bool: the top ``k`` by score within each ``key`` group (ties: file order)."""
+    return _rank_within(key, by_score) < k
 
 
 def top_per_class(dets: Detections, *, k: int) -> np.ndarray:
@@ -145,10 +176,22 @@ def lvis_area_filter(gt: GroundTruth) -> GroundTruth:
 
 def canonical_order(dets: Detections, idx: np.ndarray) -> np.ndarray:
     """``idx`` sorted by category, descending score, image, file position (the evaluation order)."""
-    o = np.argsort(dets.image[idx], kind="stable")  # stable passes, last key first (as lexsort, faster)
+    idx = np.asarray(idx, np.int64)
+    if len(idx) < 2 or np.all(idx[1:] > idx[:-1]):
+        return _canonical(dets, idx, _ScoreRank.of(dets.score).rank)
+    o = np.argsort(dets.image[idx], kind="stable")  # stable passes, last key first (as lexsort)
     o = o[np.argsort(-dets.score[idx][o], kind="stable")]
     o = o[np.argsort(dets.category[idx][o], kind="stable")]
     return idx[o]
+
+
+def _canonical(dets: Detections, idx: np.ndarray, srank: np.ndarray) -> np.ndarray:
+    """:func:`canonical_order` of ascending ``idx`` by radix passes, least significant key first."""
+    if len(idx) == 0:
+        return idx
+    o = stable_by(idx, dets.image, int(dets.image[idx].max()))
+    o = stable_by(o, srank, int(srank[idx].max()))
+    return stable_by(o, dets.category, int(dets.category[idx].max()))
 
 
 # --------------------------------------------------------------------------------------- match
@@ -169,6 +212,7 @@ class MatchedSet:
     det: np.ndarray
     match: Matching
     in_cap: np.ndarray
+    score_rank: np.ndarray | None = field(default=None, repr=False)  # (N,) dense score rank, 0 = best
 
 
 def match_set(gt: GroundTruth, dets: Detections, keep: np.ndarray | None = None, *,
@@ -179,17 +223,22 @@ def match_set(gt: GroundTruth, dets: Detections, keep: np.ndarray | None = None,
     ----------
     keep : (n,) bool or None (all); the union of what the variants to be accumulated need.
     """
+    return _match_set(gt, dets, keep, iou_type, _ScoreRank.of(dets.score))
+
+
+def _match_set(gt: GroundTruth, dets: Detections, keep: np.ndarray | None, iou_type: str,
+               sr: "_ScoreRank") -> MatchedSet:
     gt = lvis_area_filter(gt)
     sel = federated_selection(gt, dets)
     if keep is not None:
         sel &= keep
-    det = canonical_order(dets, np.flatnonzero(sel))
+    det = _canonical(dets, np.flatnonzero(sel), sr.rank)
     match = match_detections(gt, dets, det, iou_type=iou_type)
     if gt.format == "coco":  # pycocotools keeps the top maxDets[-1] per image and category
         in_cap = match.group_rank < COCO_MAX_DETS[-1]
     else:
         in_cap = np.ones(len(det), bool)
-    return MatchedSet(gt=gt, det=det, match=match, in_cap=in_cap)
+    return MatchedSet(gt=gt, det=det, match=match, in_cap=in_cap, score_rank=sr.rank)
 
 
 # ---------------------------------------------------------------------------------- accumulate
@@ -274,22 +323,22 @@ class _Ranked:
     """A variant's detections as one ranked list (canonical or pooled order) for pr_curves."""
 
     def __init__(self, match: Matching, mask: np.ndarray, order: np.ndarray | None, seg: np.ndarray, K: int):
-        pos = np.cumsum(mask) - 1  # position among the variant's detections (canonical order)
-        if order is not None:  # re-rank: order lists canonical-masked positions in ranked order
-            inv = np.full(int(mask.sum()), -1, np.int64)
-            inv[order] = np.arange(len(order))
-            pos = np.where(mask, inv[np.clip(pos, 0, None)] if len(inv) else -1, -1)
-        else:
-            pos = np.where(mask, pos, -1)
+        sel = np.flatnonzero(mask)  # matched-order positions of the variant's detections
+        n = len(sel)
+        if order is not None:  # order lists positions among ``sel`` in ranked order
+            sel = sel[order]
+        pos = np.full(len(mask), -1, np.int64)  # ranked position of each matched-order entry
+        pos[sel] = np.arange(n)
         cp = pos[match.cand] if len(match.cand) else np.zeros(0, np.int64)
+        at = np.full(n, -1, np.int64)  # candidates in ranked order, by scattering (no sort)
         keep = np.flatnonzero(cp >= 0)
-        o = np.argsort(cp[keep], kind="stable")
-        self.cand_pos = cp[keep][o]
-        self.cand_sel = keep[o]
-        self.n = int((pos >= 0).sum())
+        at[cp[keep]] = keep
+        self.cand_pos = np.flatnonzero(at >= 0)
+        self.cand_sel = at[self.cand_pos]
+        self.n = n
         self.seg_start = np.searchsorted(seg, np.arange(K), "left")
         self.seg_end = np.searchsorted(seg, np.arange(K), "right")
-        self.src = np.flatnonzero(pos >= 0)[np.argsort(pos[pos >= 0], kind="stable")]  # ranked -> matched order
+        self.src = sel  # ranked -> matched order
 
     def ok_cum(self, match: Matching, a: int) -> np.ndarray:
         ok = ~(match.det_out[a] | match.det_nel)[self.src]
@@ -381,7 +430,16 @@ def accumulate_pooled(ms: MatchedSet, dets: Detections, mask: np.ndarray) -> Poo
     pools = ("all",) + FREQUENCIES
     num_gt_cat = np.bincount(gt.category[~match.gt_ignore[0]], minlength=gt.num_categories)
     # ranking as LVISPooledEval: descending score; ties by image, then category, then file order
-    order = np.lexsort((sel, dets.category[sel], dets.image[sel], -dets.score[sel]))
+    # (radix passes over the positions in file order, least significant key first)
+    at = np.full(len(dets), -1, np.int64)
+    at[sel] = np.arange(len(sel))
+    order = at[at >= 0]
+    if len(order):
+        srank = ms.score_rank if ms.score_rank is not None else _ScoreRank.of(dets.score).rank
+        cat, img, sr_sel = dets.category[sel], dets.image[sel], srank[sel]
+        order = stable_by(order, cat, int(cat.max()))
+        order = stable_by(order, img, int(img.max()))
+        order = stable_by(order, sr_sel, int(sr_sel.max()))
     precision = np.full((T, R, len(pools)), np.nan)
     ngts = np.zeros(len(pools), np.int64)
     for p, name in enumerate(pools):
@@ -513,15 +571,14 @@ def evaluate_detections(
         max_dets_per_image = check_positive(max_dets_per_image, "max_dets_per_image", integer=True)
     warn_annotation_id_zero(gt)
     n = len(dets)
+    sr = _ScoreRank.of(dets.score)  # the one score sort; every ordering below reuses it
     keep: dict[str, np.ndarray] = {}
     if "old" in variants:
-        m = np.zeros(n, bool)
-        m[top_per_image(dets, k=max_dets_per_image) if max_dets_per_image is not None else slice(None)] = True
-        keep["old"] = m
+        keep["old"] = (_top_mask(dets.image, sr.order, max_dets_per_image) if max_dets_per_image is not None
+                       else np.ones(n, bool))
     fixed_dets = dets
     if "fixed" in variants or "pool" in variants:
-        m = np.zeros(n, bool)
-        m[top_per_class(dets, k=dets_per_class)] = True
+        m = _top_mask(dets.category, sr.order, dets_per_class)
         keep["fixed"] = m
         if iou_type == "segm" and fixed_area == "mask":
             fixed_dets = _with_mask_area(gt, dets, m)
@@ -536,7 +593,7 @@ def evaluate_detections(
         union = np.zeros(n, bool)
         for b in bases:
             union |= keep[b]
-        ms = match_set(gt, d, union, iou_type=iou_type)
+        ms = _match_set(gt, d, union, iou_type, sr)
         for b in bases:
             matched[b] = (ms, d)
 

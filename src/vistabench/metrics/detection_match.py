@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ._detection_sort import stable_by
 from .detection_data import Detections, GroundTruth
 
 #: lvis-api / pycocotools: IoU thresholds 0.50:0.05:0.95 and recall points 0:0.01:1.
@@ -113,7 +114,9 @@ def match_detections(
     d_img, d_cat = dets.image[det], dets.category[det]
     d_area = dets.area[det]
     gkey = d_img * K + d_cat
-    grp = np.argsort(gkey, kind="stable")  # group order: (group, then the given order)
+    grp = np.arange(n)  # group order: (group, then the given order), by two radix passes
+    if n:
+        grp = stable_by(stable_by(grp, d_cat, int(d_cat.max())), d_img, int(d_img.max()))
     gk_sorted = gkey[grp]
     first = np.r_[True, gk_sorted[1:] != gk_sorted[:-1]] if n else np.zeros(0, bool)
     starts = np.flatnonzero(first)
