@@ -198,7 +198,7 @@ class _Stream:
         errors: list[str] = []
         while cut >= 0 and len(errors) < 32:
             try:
-                objs = self.dec.decode(b"[" + buf[: cut + 1] + b"]")
+                objs = self.dec.decode(b"".join((b"[", memoryview(buf)[: cut + 1], b"]")))  # one copy
                 return _struct_columns(objs, self.with_seg), cut
             except msgspec.ValidationError as exc:
                 msg = _validation_message(exc, offset)

@@ -307,12 +307,15 @@ def pr_curves(
     fpl = ok_cum[tp_pos + 1] - np.searchsorted(mo, tp_pos, "right") - fp_before[tp_seg]
     tpf = tpl.astype(np.float64)
     pr = tpf / (fpl.astype(np.float64) + tpf + np.spacing(1))
-    end = first + ntp
-    q = np.minimum(first[:, None] + np.maximum(rec_counts, 1) - 1, end[:, None])
+    # lists without a true positive have precision 0 at every recall point: only the others are computed
+    has = np.flatnonzero(ntp)
+    end = first[has] + ntp[has]
+    q = np.minimum(first[has, None] + np.maximum(rec_counts[has], 1) - 1, end[:, None])
     bounds = np.concatenate([q, end[:, None]], axis=1)
-    bm = np.maximum.reduceat(np.concatenate([pr, [0.0]]), bounds.ravel()).reshape(K, R + 1)[:, :R]
+    bm = np.maximum.reduceat(np.concatenate([pr, [0.0]]), bounds.ravel()).reshape(len(has), R + 1)[:, :R]
     bm[bounds[:, :R] >= bounds[:, 1:]] = 0.0
-    prec = np.maximum.accumulate(bm[:, ::-1], axis=1)[:, ::-1]
+    prec = np.zeros((K, R))
+    prec[has] = np.maximum.accumulate(bm[:, ::-1], axis=1)[:, ::-1]
     ok = num_gt > 0
     prec[~ok] = np.nan
     rec = np.where(ok, ntp / np.where(ok, num_gt, 1), np.nan)

@@ -36,6 +36,13 @@ def _boxes(x: Any, name: str, n: int) -> np.ndarray:
 
 def _index_of(ids: np.ndarray, sorted_ids: np.ndarray, name: str, what: str) -> np.ndarray:
     """Positions of ``ids`` in ``sorted_ids``; unknown ids raise naming the first one."""
+    if len(ids) > 4 * len(sorted_ids) and len(sorted_ids) and 0 <= sorted_ids[0] and sorted_ids[-1] < 4 * len(ids):
+        # small non-negative ids (the usual case): one table look-up per entry instead of a binary search
+        table = np.full(int(sorted_ids[-1]) + 2, -1, np.int64)
+        table[sorted_ids] = np.arange(len(sorted_ids))
+        pos = table[np.clip(ids, -1, int(sorted_ids[-1]) + 1)]
+        if np.all(pos >= 0):
+            return pos
     pos = np.searchsorted(sorted_ids, ids)
     pos_c = np.minimum(pos, max(len(sorted_ids) - 1, 0))
     bad = (pos >= len(sorted_ids)) | (sorted_ids[pos_c] != ids) if len(sorted_ids) else np.ones(len(ids), bool)
