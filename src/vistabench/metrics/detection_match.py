@@ -154,28 +154,50 @@ def match_detections(
 
 
 def _bbox_pairs(gt, dets, det, grp, lo, cnt, g_order, min_thr):
-    """Candidate pairs (group-order position, gt index, IoU >= min_thr), chunked to bound memory."""
+    """Candidate pairs (group-order position, gt index, IoU >= min_thr), chunked to bound memory.
+
+    The IoU is :func:`box_iou_pairs` (the same floating-point operations) on box columns gathered
+    once per detection and once per ground truth (in group order), not per pair.
+    """
     has = np.flatnonzero(cnt > 0)
+    if not len(has):
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
+    db = dets.bbox[det[grp[has]]]
+    dx1, dy1 = db[:, 0].copy(), db[:, 1].copy()
+    dx2, dy2 = db[:, 2] + db[:, 0], db[:, 3] + db[:, 1]
+    da = db[:, 2] * db[:, 3]
+    del db
+    gb = gt.bbox[g_order]
+    gx1, gy1 = gb[:, 0].copy(), gb[:, 1].copy()
+    gx2, gy2 = gb[:, 2] + gb[:, 0], gb[:, 3] + gb[:, 1]
+    ga = gb[:, 2] * gb[:, 3]
+    gcrowd = gt.crowd[g_order]
+    any_crowd = bool(gcrowd.any())
+    cnt_h, lo_h = cnt[has], lo[has]
     out_d, out_g, out_v = [], [], []
-    csum = np.cumsum(cnt[has])
+    csum = np.cumsum(cnt_h)
     s = 0
     while s < len(has):
         base = csum[s - 1] if s else 0
         e = int(np.searchsorted(csum, base + _PAIR_CHUNK, "right"))
         e = max(e, s + 1)
-        pos = has[s:e]
-        c = cnt[pos]
+        c = cnt_h[s:e]
         tot = int(c.sum())
-        pd = np.repeat(pos, c)
-        offs = np.arange(tot) - np.repeat(np.cumsum(c) - c, c)
-        pg = g_order[np.repeat(lo[pos], c) + offs]
-        dd = det[grp[pd]]
-        iou = box_iou_pairs(dets.bbox[dd], gt.bbox[pg], gt.crowd[pg])
-        keep = iou >= min_thr
-        out_d.append(pd[keep]); out_g.append(pg[keep]); out_v.append(iou[keep])
+        pl = np.repeat(np.arange(s, e), c)  # position in ``has``
+        gi = np.repeat(lo_h[s:e] - (np.cumsum(c) - c), c) + np.arange(tot)  # position in g_order
+        w = np.minimum(dx2[pl], gx2[gi]) - np.maximum(dx1[pl], gx1[gi])
+        h = np.minimum(dy2[pl], gy2[gi]) - np.maximum(dy1[pl], gy1[gi])
+        ok = (w > 0) & (h > 0)
+        i = w * h
+        dap = da[pl]
+        u = dap + ga[gi] - i
+        if any_crowd:
+            u = np.where(gcrowd[gi], dap, u)
+        iou = np.zeros(tot)
+        np.divide(i, u, out=iou, where=ok)
+        keep = np.flatnonzero(iou >= min_thr)
+        out_d.append(has[pl[keep]]); out_g.append(g_order[gi[keep]]); out_v.append(iou[keep])
         s = e
-    if not out_d:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
     return np.concatenate(out_d), np.concatenate(out_g), np.concatenate(out_v)
 
 
