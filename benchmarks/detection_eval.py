@@ -120,6 +120,9 @@ def main() -> None:
                     help="runs to skip: lvis-api, faster-coco-eval, json.load, vistabench:old, vistabench:old,fixed,pool")
     ap.add_argument("--timeout", type=float, default=3600)
     ap.add_argument("--keep", metavar="DIR", help="write the set here and keep it (default: a temporary folder)")
+    ap.add_argument("--reuse", action="store_true",
+                    help="with --keep: evaluate the set already in DIR (written by an earlier --keep run with the "
+                         "same options) instead of generating it again")
     args = ap.parse_args()
     from vistabench.data.detection_synth import synth_detection_set
 
@@ -128,18 +131,23 @@ def main() -> None:
         folder = Path(args.keep or tmp)
         folder.mkdir(parents=True, exist_ok=True)
         t0 = time.perf_counter()
-        s = synth_detection_set(num_images=args.images, num_categories=args.categories,
-                                dets_per_image=args.dets_per_image, seed=args.seed, masks=args.masks,
-                                results_as_columns=not args.masks)
         gt, dt = folder / "gt.json", folder / "results.json"
-        gt.write_text(json.dumps(s.ground_truth))
-        if args.masks:
-            dt.write_text(json.dumps(s.results))
-            n = len(s.results)
+        if args.reuse and args.keep and gt.exists() and dt.exists():
+            n = json.loads((folder / "set.json").read_text())["detections"]
+            print(f"reusing the set in {folder}")
         else:
-            write_columns(dt, s.results)
-            n = len(s.results["score"])
-        del s
+            s = synth_detection_set(num_images=args.images, num_categories=args.categories,
+                                    dets_per_image=args.dets_per_image, seed=args.seed, masks=args.masks,
+                                    results_as_columns=not args.masks)
+            n = len(s.results) if args.masks else len(s.results["score"])
+            gt.write_text(json.dumps(s.ground_truth))
+            (folder / "set.json").write_text(json.dumps({"images": args.images, "categories": args.categories,
+                                                         "detections": n, "seed": args.seed}))
+            if args.masks:
+                dt.write_text(json.dumps(s.results))
+            else:
+                write_columns(dt, s.results)
+            del s
         print(f"synthetic set: {args.images} images x {args.categories} classes, {n} detections "
               f"({dt.stat().st_size / 1e6:.0f} MB results file, {iou_type}), built in {time.perf_counter() - t0:.1f} s")
         print(f"load average before the runs: {' '.join(f'{x:.2f}' for x in os.getloadavg())} "

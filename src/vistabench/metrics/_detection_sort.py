@@ -1,18 +1,23 @@
-"""Sorting helpers shared by the detection evaluator: one score sort, then radix passes.
+"""Sorting helpers shared by the detection evaluator: one score sort, then packed-key sorts.
 
 Every ordering the evaluation needs (top-k per image or category, the canonical order, the
 pooled ranking, the (image, category) groups) is "by some small integer keys, then by descending
-score, ties in file order". The score part is sorted once (:func:`score_order`, a stable sort of
-an int64 key with the same order as the float scores, which numpy sorts faster than floats); the
-integer parts are stable 16-bit radix passes over that order (numpy's ``kind="stable"`` is a radix
-sort for 16-bit keys), so the rest costs O(n) per key.
+score, ties in file order". The score part is sorted once (:func:`score_order`); the integer parts
+are *stable* re-sorts of that order. A stable argsort by a key below 2^b of n entries is the value
+sort of ``key << log2(n) | position`` (one int64 each): numpy sorts int64 values several times
+faster than it argsorts them, and the position in the low bits makes every value unique, so the
+result is exactly the stable order.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-_U16 = 1 << 16
+_BITS = 62  # packed keys stay non-negative int64
+
+
+def _bits(x: int) -> int:
+    return max(int(x), 0).bit_length()
 
 
 def score_key(score: np.ndarray) -> np.ndarray:
@@ -26,21 +31,43 @@ def score_key(score: np.ndarray) -> np.ndarray:
     return k
 
 
+def _packed_sort(key: np.ndarray, nb: int) -> np.ndarray:
+    """Positions 0..n-1 stably sorted by the non-negative int64 ``key`` (< 2^(62 - nb))."""
+    c = key << nb
+    c |= np.arange(len(key), dtype=np.int64)
+    c.sort()
+    c &= (1 << nb) - 1
+    return c
+
+
 def score_order(score: np.ndarray) -> np.ndarray:
-    """Positions by descending score, ties by position (``argsort(-score, kind="stable")``)."""
-    return np.argsort(score_key(score), kind="stable")
+    """Positions by descending score, ties by position (``argsort(-score, kind="stable")``).
+
+    Packed sort on the score key's top bits; exact, because the result is checked to be ordered by
+    the full key (scores closer than ~2^-28 relative would fall back to a stable argsort).
+    """
+    k = score_key(score)
+    n = len(k)
+    if n < 2:
+        return np.arange(n)
+    nb = _bits(n - 1)
+    top = ((k.view(np.uint64) ^ np.uint64(1 << 63)) >> np.uint64(64 - (_BITS - nb))).astype(np.int64)
+    o = _packed_sort(top, nb)
+    ko = k[o]
+    if np.any(ko[1:] < ko[:-1]):  # two different scores shared the kept top bits
+        return np.argsort(k, kind="stable")
+    return o
 
 
 def stable_by(order: np.ndarray, key: np.ndarray, maxval: int) -> np.ndarray:
-    """``order`` stably re-sorted by ``key[order]`` (non-negative ints below ``maxval + 1``):
-    16-bit radix passes, least significant first; int64 timsort above 2^32."""
+    """``order`` stably re-sorted by ``key[order]`` (non-negative ints up to ``maxval``)."""
+    n = len(order)
+    if n < 2:
+        return order
+    nb = _bits(n - 1)
     k = key[order]
-    if maxval < _U16:
-        return order[np.argsort(k.astype(np.uint16), kind="stable")]
-    if maxval < _U16 * _U16:
-        o = np.argsort((k & 0xFFFF).astype(np.uint16), kind="stable")
-        o = o[np.argsort((k[o] >> 16).astype(np.uint16), kind="stable")]
-        return order[o]
+    if _bits(maxval) + nb <= _BITS:
+        return order[_packed_sort(k.astype(np.int64, copy=False), nb)]
     return order[np.argsort(k, kind="stable")]
 
 

@@ -117,10 +117,9 @@ class _ScoreRank:
 
     @classmethod
     def of(cls, score: np.ndarray) -> "_ScoreRank":
-        key = score_key(score)
-        order = np.argsort(key, kind="stable")
+        order = score_order(score)
         rank = np.empty(len(order), np.int64)
-        rank[order] = dense_rank_sorted(key[order])
+        rank[order] = dense_rank_sorted(score_key(score[order]))
         return cls(order, rank)
 
 
@@ -135,6 +134,8 @@ def top_per_image(dets: Detections, *, k: int) -> np.ndarray:
 
 def _top_mask(key: np.ndarray, by_score: np.ndarray, k: int) -> np.ndarray:
     """(n,) bool: the top ``k`` by score within each ``key`` group (ties: file order)."""
+    if len(key) == 0 or np.bincount(key).max() <= k:  # no group is cut (e.g. 300 detections per image)
+        return np.ones(len(key), bool)
     return _rank_within(key, by_score) < k
 
 
@@ -190,8 +191,10 @@ def _canonical(dets: Detections, idx: np.ndarray, srank: np.ndarray) -> np.ndarr
     if len(idx) == 0:
         return idx
     o = stable_by(idx, dets.image, int(dets.image[idx].max()))
-    o = stable_by(o, srank, int(srank[idx].max()))
-    return stable_by(o, dets.category, int(dets.category[idx].max()))
+    r = srank[o]
+    S = int(r.max()) + 1
+    key = dets.category[o] * S + r  # (category, score) in one key
+    return o[stable_by(np.arange(len(o)), key, int(key.max()))]
 
 
 # --------------------------------------------------------------------------------------- match
@@ -439,9 +442,9 @@ def accumulate_pooled(ms: MatchedSet, dets: Detections, mask: np.ndarray) -> Poo
     order = at[at >= 0]
     if len(order):
         srank = ms.score_rank if ms.score_rank is not None else _ScoreRank.of(dets.score).rank
-        cat, img, sr_sel = dets.category[sel], dets.image[sel], srank[sel]
-        order = stable_by(order, cat, int(cat.max()))
-        order = stable_by(order, img, int(img.max()))
+        ic = dets.image[sel] * gt.num_categories + dets.category[sel]  # (image, category) in one key
+        order = stable_by(order, ic, int(ic.max()))
+        sr_sel = srank[sel]
         order = stable_by(order, sr_sel, int(sr_sel.max()))
     precision = np.full((T, R, len(pools)), np.nan)
     ngts = np.zeros(len(pools), np.int64)

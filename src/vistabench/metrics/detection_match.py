@@ -114,9 +114,9 @@ def match_detections(
     d_img, d_cat = dets.image[det], dets.category[det]
     d_area = dets.area[det]
     gkey = d_img * K + d_cat
-    grp = np.arange(n)  # group order: (group, then the given order), by two radix passes
+    grp = np.arange(n)  # group order: (group, then the given order)
     if n:
-        grp = stable_by(stable_by(grp, d_cat, int(d_cat.max())), d_img, int(d_img.max()))
+        grp = stable_by(grp, gkey, int(gkey.max()))
     gk_sorted = gkey[grp]
     first = np.r_[True, gk_sorted[1:] != gk_sorted[:-1]] if n else np.zeros(0, bool)
     starts = np.flatnonzero(first)
