@@ -134,9 +134,15 @@ def top_per_image(dets: Detections, *, k: int) -> np.ndarray:
 
 def _top_mask(key: np.ndarray, by_score: np.ndarray, k: int) -> np.ndarray:
     """(n,) bool: the top ``k`` by score within each ``key`` group (ties: file order)."""
-    if len(key) == 0 or np.bincount(key).max() <= k:  # no group is cut (e.g. 300 detections per image)
-        return np.ones(len(key), bool)
-    return _rank_within(key, by_score) < k
+    n = len(key)
+    mask = np.ones(n, bool)
+    big = np.bincount(key) > k if n else np.zeros(0, bool)
+    if not big.any():  # no group is cut (e.g. 300 detections per image)
+        return mask
+    o = by_score[big[key[by_score]]] if not big.all() else by_score  # only the groups that are cut
+    o = stable_by(o, key, len(big) - 1)
+    mask[o[group_ranks(key[o]) >= k]] = False
+    return mask
 
 
 def top_per_class(dets: Detections, *, k: int) -> np.ndarray:
