@@ -88,3 +88,15 @@ def group_ranks(sorted_keys: np.ndarray) -> np.ndarray:
     first = np.r_[True, sorted_keys[1:] != sorted_keys[:-1]]
     starts = np.flatnonzero(first)
     return np.arange(n) - np.repeat(starts, np.diff(np.r_[starts, n]))
+
+
+def member(keys: np.ndarray, *sets: np.ndarray, size: int) -> list[np.ndarray]:
+    """``[np.isin(keys, s) for s in sets]`` for non-negative int keys below ``size``: one flag
+    table of ``size`` bytes and one look-up per key (numpy's isin sorts or scans per set)."""
+    if size > (1 << 27) or len(sets) > 8 or (len(keys) and (keys.min() < 0 or keys.max() >= size)):
+        return [np.isin(keys, s) for s in sets]
+    table = np.zeros(size, np.uint8)
+    for i, s in enumerate(sets):
+        table[s] |= np.uint8(1 << i)
+    got = table[keys]
+    return [(got & np.uint8(1 << i)).astype(bool) for i in range(len(sets))]

@@ -40,7 +40,7 @@ import numpy as np
 from .._validation import check_choice, check_positive
 from ..errors import InputError
 from .detection_data import FREQUENCIES, Detections, GroundTruth
-from ._detection_sort import dense_rank_sorted, group_ranks, score_key, score_order, stable_by
+from ._detection_sort import dense_rank_sorted, group_ranks, member, score_key, score_order, stable_by
 from .detection_match import (AREA_LABELS, AREA_RANGES, IOU_THRESHOLDS, RECALL_THRESHOLDS, Matching,
                               match_detections)
 
@@ -167,7 +167,8 @@ def federated_selection(gt: GroundTruth, dets: Detections) -> np.ndarray:
     K = gt.num_categories
     gkey = dets.image * K + dets.category
     pos_keys = np.unique(gt.image * K + gt.category)
-    evaluated = np.isin(gkey, pos_keys) | np.isin(gkey, gt.negative)
+    is_pos, is_neg = member(gkey, pos_keys, gt.negative, size=gt.num_images * K)
+    evaluated = is_pos | is_neg
     return evaluated & (dets.area > 0) & (dets.area < np.inf)
 
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._detection_sort import stable_by
+from ._detection_sort import member, stable_by
 from .detection_data import Detections, GroundTruth
 
 #: lvis-api / pycocotools: IoU thresholds 0.50:0.05:0.95 and recall points 0:0.01:1.
@@ -138,7 +138,7 @@ def match_detections(
         gt_ignore[a] = gt.ignore | (gt_area < alo) | (gt_area > ahi)
         det_out[a] = (d_area < alo) | (d_area > ahi)
     if len(gt.not_exhaustive):
-        det_nel = np.isin(gkey, gt.not_exhaustive)
+        det_nel = member(gkey, gt.not_exhaustive, size=gt.num_images * K)[0]
     else:
         det_nel = np.zeros(n, bool)
 
