@@ -61,14 +61,25 @@ def score_order(score: np.ndarray) -> np.ndarray:
 
 def stable_by(order: np.ndarray, key: np.ndarray, maxval: int) -> np.ndarray:
     """``order`` stably re-sorted by ``key[order]`` (non-negative ints up to ``maxval``)."""
+    return stable_by_keys(order, key, maxval)[0]
+
+
+def stable_by_keys(order: np.ndarray, key: np.ndarray, maxval: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`stable_by` and the sorted keys ``key[result]`` (read off the packed values)."""
     n = len(order)
-    if n < 2:
-        return order
-    nb = _bits(n - 1)
     k = key[order]
+    if n < 2:
+        return order, k
+    nb = _bits(n - 1)
     if _bits(maxval) + nb <= _BITS:
-        return order[_packed_sort(k.astype(np.int64, copy=False), nb)]
-    return order[np.argsort(k, kind="stable")]
+        c = k.astype(np.int64) << nb
+        c |= np.arange(n, dtype=np.int64)
+        c.sort()
+        pos = c & ((1 << nb) - 1)
+        c >>= nb
+        return order[pos], c
+    o = np.argsort(k, kind="stable")
+    return order[o], k[o]
 
 
 def dense_rank_sorted(values_sorted: np.ndarray) -> np.ndarray:

@@ -40,7 +40,8 @@ import numpy as np
 from .._validation import check_choice, check_positive
 from ..errors import InputError
 from .detection_data import FREQUENCIES, Detections, GroundTruth
-from ._detection_sort import dense_rank_sorted, group_ranks, member, score_key, score_order, stable_by
+from ._detection_sort import (dense_rank_sorted, group_ranks, member, score_key, score_order, stable_by,
+                              stable_by_keys)
 from .detection_match import (AREA_LABELS, AREA_RANGES, IOU_THRESHOLDS, RECALL_THRESHOLDS, Matching,
                               match_detections)
 
@@ -104,7 +105,10 @@ def _rank_within(key: np.ndarray, by_score: np.ndarray) -> np.ndarray:
     """:func:`rank_within` for non-negative int keys, given ``by_score`` (:func:`score_order`)."""
     if len(key) == 0:
         return np.zeros(0, np.int64)
-    return _ranks_of(stable_by(by_score, key, int(key.max())), key)
+    order, ks = stable_by_keys(by_score, key, int(key.max()))
+    rank = np.empty(len(order), np.int64)
+    rank[order] = group_ranks(ks)
+    return rank
 
 
 @dataclass
@@ -139,9 +143,9 @@ def _top_mask(key: np.ndarray, by_score: np.ndarray, k: int) -> np.ndarray:
     big = np.bincount(key) > k if n else np.zeros(0, bool)
     if not big.any():  # no group is cut (e.g. 300 detections per image)
         return mask
-    o = by_score[big[key[by_score]]] if not big.all() else by_score  # only the groups that are cut
-    o = stable_by(o, key, len(big) - 1)
-    mask[o[group_ranks(key[o]) >= k]] = False
+    o = by_score[big[key][by_score]] if not big.all() else by_score  # only the groups that are cut
+    o, ko = stable_by_keys(o, key, len(big) - 1)
+    mask[o[group_ranks(ko) >= k]] = False
     return mask
 
 

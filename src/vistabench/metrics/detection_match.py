@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._detection_sort import member, stable_by
+from ._detection_sort import member, stable_by_keys
 from .detection_data import Detections, GroundTruth
 
 #: lvis-api / pycocotools: IoU thresholds 0.50:0.05:0.95 and recall points 0:0.01:1.
@@ -114,10 +114,9 @@ def match_detections(
     d_img, d_cat = dets.image[det], dets.category[det]
     d_area = dets.area[det]
     gkey = d_img * K + d_cat
-    grp = np.arange(n)  # group order: (group, then the given order)
+    grp, gk_sorted = np.arange(n), gkey  # group order: (group, then the given order)
     if n:
-        grp = stable_by(grp, gkey, int(gkey.max()))
-    gk_sorted = gkey[grp]
+        grp, gk_sorted = stable_by_keys(grp, gkey, int(gkey.max()))
     first = np.r_[True, gk_sorted[1:] != gk_sorted[:-1]] if n else np.zeros(0, bool)
     starts = np.flatnonzero(first)
     rank_sorted = np.arange(n) - np.repeat(starts, np.diff(np.r_[starts, n]))
