@@ -198,7 +198,7 @@ def canonical_order(dets: Detections, idx: np.ndarray) -> np.ndarray:
 
 
 def _canonical(dets: Detections, idx: np.ndarray, srank: np.ndarray) -> np.ndarray:
-    """:func:`canonical_order` of ascending ``idx`` by radix passes, least significant key first."""
+    """:func:`canonical_order` of ascending ``idx`` by stable re-sorts, least significant key first."""
     if len(idx) == 0:
         return idx
     o = stable_by(idx, dets.image, int(dets.image[idx].max()))
@@ -447,7 +447,7 @@ def accumulate_pooled(ms: MatchedSet, dets: Detections, mask: np.ndarray) -> Poo
     pools = ("all",) + FREQUENCIES
     num_gt_cat = np.bincount(gt.category[~match.gt_ignore[0]], minlength=gt.num_categories)
     # ranking as LVISPooledEval: descending score; ties by image, then category, then file order
-    # (radix passes over the positions in file order, least significant key first)
+    # (stable re-sorts of the positions in file order, least significant key first)
     at = np.full(len(dets), -1, np.int64)
     at[sel] = np.arange(len(sel))
     order = at[at >= 0]
@@ -459,6 +459,19 @@ def accumulate_pooled(ms: MatchedSet, dets: Detections, mask: np.ndarray) -> Poo
         order = stable_by(order, sr_sel, int(sr_sel.max()))
     precision = np.full((T, R, len(pools)), np.nan)
     ngts = np.zeros(len(pools), np.int64)
+    # the "all" ranking once; each pool is its sub-sequence of the categories in the pool
+    src = np.flatnonzero(mask)[order]  # ranked -> matched order
+    N = len(src)
+    okflag = ~(match.det_out[0] | match.det_nel)[src]
+    cat_r = dets.category[sel][order]
+    pos_all = np.full(len(mask), -1, np.int64)
+    pos_all[src] = np.arange(N)
+    cp = pos_all[match.cand] if len(match.cand) else np.zeros(0, np.int64)
+    at = np.full(N, -1, np.int64)  # candidates by ranked position (scatter, no sort)
+    kc = np.flatnonzero(cp >= 0)
+    at[cp[kc]] = kc
+    cpos_all = np.flatnonzero(at >= 0)
+    csel_all = at[cpos_all]
     for p, name in enumerate(pools):
         if name == "all":
             in_pool = np.ones(gt.num_categories, bool)
@@ -466,17 +479,19 @@ def accumulate_pooled(ms: MatchedSet, dets: Detections, mask: np.ndarray) -> Poo
             continue
         else:
             in_pool = gt.frequency == name
-        keep_m = in_pool[dets.category[sel]]
-        o = order[keep_m[order]]
-        sub = mask.copy()
-        sub[np.flatnonzero(mask)[~keep_m]] = False
-        rk = _Ranked(match, sub, (np.cumsum(keep_m) - 1)[o], np.zeros(len(o), np.int64), 1)
+        inp = in_pool[cat_r]
+        posp = np.cumsum(inp) - 1
+        n_p = int(posp[-1] + 1) if N else 0
+        okc = np.zeros(n_p + 1, np.int64)
+        np.cumsum(okflag[inp], out=okc[1:])
+        cm = inp[cpos_all]
+        cand_pos, cand_sel = posp[cpos_all[cm]], csel_all[cm]
+        seg_start, seg_end = np.zeros(1, np.int64), np.full(1, n_p, np.int64)
         ngt = np.array([int(num_gt_cat[in_pool].sum())])
         ngts[p] = ngt[0]
         rc = recall_counts(ngt)
-        okc = rk.ok_cum(match, 0)
         for t in range(T):
-            precision[t, :, p] = pr_curves(rk.seg_start, rk.seg_end, rk.cand_pos, match.code[0, t, rk.cand_sel],
+            precision[t, :, p] = pr_curves(seg_start, seg_end, cand_pos, match.code[0, t, cand_sel],
                                            okc, ngt, rc).precision[0]
     return PooledAccumulation(precision=precision, pools=pools, num_gt=ngts, num_detections=int(mask.sum()))
 
