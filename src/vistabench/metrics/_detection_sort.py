@@ -46,17 +46,23 @@ def score_order(score: np.ndarray) -> np.ndarray:
     Packed sort on the score key's top bits; exact, because the result is checked to be ordered by
     the full key (scores closer than ~2^-28 relative would fall back to a stable argsort).
     """
+    return score_order_keys(score)[0]
+
+
+def score_order_keys(score: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`score_order` and the sorted :func:`score_key` values."""
     k = score_key(score)
     n = len(k)
     if n < 2:
-        return np.arange(n)
+        return np.arange(n), k
     nb = _bits(n - 1)
     top = ((k.view(np.uint64) ^ np.uint64(1 << 63)) >> np.uint64(64 - (_BITS - nb))).astype(np.int64)
     o = _packed_sort(top, nb)
     ko = k[o]
     if np.any(ko[1:] < ko[:-1]):  # two different scores shared the kept top bits
-        return np.argsort(k, kind="stable")
-    return o
+        o = np.argsort(k, kind="stable")
+        ko = k[o]
+    return o, ko
 
 
 def stable_by(order: np.ndarray, key: np.ndarray, maxval: int) -> np.ndarray:

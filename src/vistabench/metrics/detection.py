@@ -40,7 +40,7 @@ import numpy as np
 from .._validation import check_choice, check_positive
 from ..errors import InputError
 from .detection_data import FREQUENCIES, Detections, GroundTruth
-from ._detection_sort import (dense_rank_sorted, group_ranks, member, score_key, score_order, stable_by,
+from ._detection_sort import (dense_rank_sorted, group_ranks, member, score_order, score_order_keys, stable_by,
                               stable_by_keys)
 from .detection_match import (AREA_LABELS, AREA_RANGES, IOU_THRESHOLDS, RECALL_THRESHOLDS, Matching,
                               match_detections)
@@ -121,9 +121,9 @@ class _ScoreRank:
 
     @classmethod
     def of(cls, score: np.ndarray) -> "_ScoreRank":
-        order = score_order(score)
+        order, keys = score_order_keys(score)
         rank = np.empty(len(order), np.int64)
-        rank[order] = dense_rank_sorted(score_key(score[order]))
+        rank[order] = dense_rank_sorted(keys)
         return cls(order, rank)
 
 
