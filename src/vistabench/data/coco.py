@@ -28,7 +28,7 @@ import numpy as np
 from ..errors import InputError
 from ..metrics.detection_data import Detections, GroundTruth
 
-_CHUNK = 8 << 20
+_CHUNK = 512 << 10  # small chunks: the decoded records stay in cache while they are turned into columns
 
 # Typed records for msgspec: unknown keys are skipped, key order is free, ints are accepted where a
 # float is expected (as json + numpy do); gc=False because the records hold no cycles.
