@@ -536,14 +536,12 @@ def read_result_columns(
         z = np.zeros(0, np.int64)
         return {"image_id": z, "category_id": z.copy(), "bbox": np.zeros((0, 4)), "score": np.zeros(0),
                 "area": np.zeros(0), "segmentation": [] if want_seg else None}
-    return {
-        "image_id": np.concatenate([c["image_id"] for c in cols]),
-        "category_id": np.concatenate([c["category_id"] for c in cols]),
-        "bbox": np.concatenate([c["bbox"] for c in cols]),
-        "score": np.concatenate([c["score"] for c in cols]),
-        "area": np.concatenate([c["area"] for c in cols]),
-        "segmentation": [x for c in cols for x in c["seg"]] if want_seg else None,
-    }
+    # one column at a time, each chunk's piece released as soon as it is copied: the peak is the
+    # pieces plus one column, not twice the detections
+    out: dict[str, Any] = {k: np.concatenate([c.pop(k) for c in cols])
+                           for k in ("image_id", "category_id", "bbox", "score", "area")}
+    out["segmentation"] = [x for c in cols for x in c["seg"]] if want_seg else None
+    return out
 
 
 def read_results(
