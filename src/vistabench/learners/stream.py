@@ -352,7 +352,8 @@ class StreamLearner:
         return out
 
 
-stream_learners: Registry[type[StreamLearner]] = Registry("stream learner")
+stream_learners: Registry[type[StreamLearner]] = Registry(
+    "stream learner", modules=("vistabench.learners.stream_mt", "vistabench.learners.stream_bhpo"))
 
 
 class SearchLearner(StreamLearner):
@@ -640,21 +641,13 @@ class PT(SearchLearner):
         return self.pretrained, "checkpoint"
 
 
-def _load_learner_modules() -> None:
-    """Import the learners kept in their own modules (they register themselves; imported lazily
-    because they import from this module)."""
-    from . import stream_bhpo, stream_mt  # noqa: F401
-
-
 def learner_names() -> list[str]:
     """Names of every registered stream learner (``indep``, ..., ``mt``, ``bhpo``)."""
-    _load_learner_modules()
     return stream_learners.names()
 
 
 def make_learner(name: str, **config: Any) -> StreamLearner:
     """Instantiate a registered stream learner with :class:`LearnerConfig` options."""
-    _load_learner_modules()
     cls = stream_learners.get(name)
     known = set(LearnerConfig.__dataclass_fields__)
     unknown = sorted(set(config) - known)
