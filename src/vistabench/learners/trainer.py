@@ -260,7 +260,9 @@ class Trainer:
     loss_fn : callable, optional
         ``loss_fn(logits, targets) -> scalar`` (default: cross-entropy with
         ``cfg.label_smoothing``). If it has ``set_epoch(epoch)`` (0-based), the trainer calls it at
-        the start of every epoch (deferred re-weighting uses this). A ``torch.nn.Module`` loss is
+        the start of every epoch (deferred re-weighting uses this); if it has
+        ``before_fit(trainer, images, labels)``, the trainer calls it once after the input
+        normalisation is set and before the first step (two-stage methods use this). A ``torch.nn.Module`` loss is
         moved to the device.
     callback : callable, optional
         ``callback(epoch, metrics) -> bool | None`` after every epoch (``epoch`` 1-based,
@@ -442,6 +444,8 @@ class Trainer:
                 return nn.functional.cross_entropy(logits, y, label_smoothing=ls)
         elif isinstance(loss_fn, nn.Module):
             loss_fn.to(self.device)
+        if hasattr(loss_fn, "before_fit"):  # e.g. a teacher pre-trained on the same images
+            loss_fn.before_fit(self, images, labels)
 
         rng = np.random.default_rng(cfg.seed)
         aug_gen = torch.Generator().manual_seed(cfg.seed + 1) if cfg.augment else None
