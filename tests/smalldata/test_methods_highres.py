@@ -4,7 +4,6 @@ rows in `smalldata list`."""
 import json
 
 import numpy as np
-import torch
 
 from vistabench.cli import main
 from vistabench.data.dataset import Dataset

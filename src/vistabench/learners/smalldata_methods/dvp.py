@@ -148,7 +148,7 @@ class DVPLoss(nn.Module):
                                for s in range(0, n, 256)]).double().cpu().numpy()
         margin = gaussian_margin(feats.mean(0), feats.std(0))
         self.feature_margin.copy_(torch.as_tensor(margin, dtype=torch.float32))
-        self._start = int(round(0.01 * cfg.epochs))
+        self._start = round(0.01 * cfg.epochs)
 
     def forward(self, logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         ce = F.cross_entropy(logits, y)
