@@ -164,9 +164,10 @@ def test_auxilearn_updates_auxiliary_parameters_only_on_schedule():
     cfg = {"aux_scale": 0.5, "auxgrad_every": 2, "num_aux_classes": 3, "aux_set_size": 0.2}
     model, loss = build_method("auxilearn", "cnn28", cfg, num_classes=4, in_channels=1, image_size=8, seed=0)
     gen0 = [p.detach().clone() for p in loss.generator.parameters()]
-    tr = Trainer(model, TrainConfig(epochs=1, lr=0.05, batch_size=10, count_flops=False), loss_fn=loss)
-    tr.fit(x, y)
-    assert loss._step == 4 and len(loss._aux_idx) == 8  # 2 per class = ceil(0.2 · 40 / 4)
+    tr = Trainer(model, TrainConfig(epochs=1, lr=0.05, batch_size=8, count_flops=False), loss_fn=loss)
+    res = tr.fit(x, y)
+    assert len(loss._aux_idx) == 8  # 2 per class = ceil(0.2 · 40 / 4), held out of the primary training:
+    assert res.steps == loss._step == 4  # 32 images / batch 8, not 40 / 8
     assert any(not torch.equal(a, b) for a, b in zip(gen0, loss.generator.parameters()))
     assert torch.all(loss.combine >= 0)
     assert not any(p is q for p in model.parameters() for q in loss.generator.parameters())

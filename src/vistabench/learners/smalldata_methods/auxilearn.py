@@ -11,7 +11,8 @@ Following the reference implementation (github.com/lorenzobrigato/gem, ``pipelin
   at 1);
 - every ``auxgrad_every`` steps, the generator and combination parameters φ take an SGD step
   (momentum 0.9, gradient norm clipped at 50) along the implicit hypergradient of the main loss
-  on an auxiliary batch: ``dL_A/dφ = −(∂²L_T/∂φ∂W) H⁻¹ ∇_W L_A`` with ``H⁻¹`` approximated by
+  on an auxiliary batch (the auxiliary set, ``aux_set_size`` of the training images and at least
+  one per class, is held out of the primary training): ``dL_A/dφ = −(∂²L_T/∂φ∂W) H⁻¹ ∇_W L_A`` with ``H⁻¹`` approximated by
   ``α Σ_{j=0}^{J} (I − α H)^j`` (Neumann series, J = 3, α = the learning rate) — see
   :func:`hypergradient`.
 """
@@ -120,8 +121,9 @@ class AuxiLearnLoss(nn.Module):
         self._rng = np.random.default_rng(0)
         self._meta_opt: torch.optim.Optimizer | None = None
 
-    def before_fit(self, trainer, images: np.ndarray, labels: np.ndarray) -> None:
-        """Pick the auxiliary set: a stratified ``aux_fraction`` of the images (at least one per class)."""
+    def before_fit(self, trainer, images: np.ndarray, labels: np.ndarray) -> np.ndarray:
+        """Pick the auxiliary set: a stratified ``aux_fraction`` of the images (at least one per
+        class); returns the indices of the others, the primary training set (as in the reference)."""
         self._trainer, self._images = trainer, images
         rng = np.random.default_rng(trainer.cfg.seed + 42)
         per = max(1, math.ceil(self.aux_fraction * len(labels) / max(1, len(np.unique(labels)))))
@@ -131,6 +133,7 @@ class AuxiLearnLoss(nn.Module):
         self._meta_opt = torch.optim.SGD(list(self.generator.parameters()) + [self.combine], lr=trainer.cfg.lr,
                                          momentum=0.9, weight_decay=trainer.cfg.weight_decay)
         self._step = 0
+        return np.setdiff1d(np.arange(len(labels)), self._aux_idx)
 
     def _losses(self, logits: torch.Tensor, aux: torch.Tensor, x: torch.Tensor, y: torch.Tensor, *,
                 meta: bool) -> torch.Tensor:
