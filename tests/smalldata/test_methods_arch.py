@@ -128,3 +128,14 @@ def test_dskn_replaces_the_backbone_and_trains():
     assert loss is None
     assert sum(isinstance(m, DSKBasicBlock) for m in model.modules()) == 3
     assert model(torch.randn(2, 1, 8, 8)).shape == (2, 4)
+
+
+@pytest.mark.parametrize("name,width", [("wrn16_8", 128), ("resnet32", 16), ("resnet18", 256)])
+def test_dhn_keeps_the_backbones_later_stages_at_the_scattering_resolution(name, width):
+    model, _ = build_method("dhn", name, {"scattering_J": 2}, num_classes=3, in_channels=3, image_size=32, seed=0)
+    assert model.stem[0].in_channels == 3 * 81 and model.stem[0].out_channels == width
+    seen = []
+    model.blocks.register_forward_hook(lambda m, i, o: seen.append(o.shape[-1]))
+    assert model(torch.randn(2, 3, 32, 32)).shape == (2, 3)
+    # stride removed where the reference removes it: 32 / 2^J = 8; ResNet-18 keeps stage 4's stride
+    assert seen == [4 if name == "resnet18" else 8]

@@ -5,8 +5,9 @@ C x H x W image into ``C · K`` channels of size H/2^J x W/2^J, ``K = 1 + J L + 
 it is computed by Kymatio (``Scattering2D``, the package the reference implementation
 github.com/lorenzobrigato/gem, ``pipelines/scattering.py``, uses). As there, the coefficients
 pass a batch norm without affine parameters, then a learned 3 x 3 conv + BN + ReLU and the
-convolutional blocks: here two wide residual blocks (widths from the backbone: 64/128 for
-``cnn28``, 128/256 otherwise), global average pooling and a linear head.
+convolutional blocks: the residual backbones' later stages at stride 1 (:class:`HybridBackbone`,
+the reference's adaptation); for ``cnn28`` (not in the reference) two wide residual blocks of
+64/128 channels (:class:`HybridNet`).
 
 Kymatio's ``kymatio.torch`` entry point also imports its 3-D module, which needs
 ``scipy.special.sph_harm`` (removed in SciPy 1.15); the 2-D front end is imported directly.
@@ -21,7 +22,7 @@ from torch import nn
 from ...errors import InputError
 from .. import models as _m
 
-__all__ = ["scattering_channels", "Scattering", "HybridNet", "build"]
+__all__ = ["scattering_channels", "Scattering", "HybridNet", "HybridBackbone", "build"]
 
 ORIENTATIONS = 8
 
@@ -96,6 +97,70 @@ class HybridNet(_m.Backbone):
         return torch.flatten(F.adaptive_avg_pool2d(x, 1), 1)
 
 
+class HybridBackbone(_m.Backbone):
+    """The reference's adaptation of a residual backbone: its first stage(s) replaced by
+    scattering -> BN (no affine) -> 3x3 conv + BN + ReLU to the next stage's input width, the
+    down-sampling of the following stages removed (the scattering already sub-samples by 2^J),
+    as in github.com/lorenzobrigato/gem ``pipelines/scattering.py``:
+
+    - ``wrn16_8``: conv1 + stage 1 replaced; stages 2 and 3 at stride 1;
+    - ``resnet32``: conv1 + stage 1 replaced; stages 2 and 3 at stride 1;
+    - ``resnet18``/``resnet50``: stem + stages 1-2 replaced; stage 3 at stride 1 (ResNet-18: its
+      first conv becomes width -> width, identity shortcut), stage 4 unchanged.
+    """
+
+    def __init__(self, base: nn.Module, J: int) -> None:
+        super().__init__()
+        k = base.in_channels * scattering_channels(J)
+        self.post: nn.Module = nn.Identity()
+        if isinstance(base, _m.WideResNet):
+            n = len(base.blocks) // 3
+            tail = list(base.blocks[n:])
+            width = tail[0].bn1.num_features
+            for blk in (tail[0], tail[n]):
+                blk.conv1.stride = (1, 1)
+                if blk.shortcut is not None:
+                    blk.shortcut.stride = (1, 1)
+            self.post = nn.Sequential(base.bn, nn.ReLU())
+        elif isinstance(base, _m.CifarResNet):
+            n = len(base.layers) // 3
+            tail = list(base.layers[n:])
+            width = tail[0].conv1.in_channels
+            for blk in (tail[0], tail[n]):
+                blk.conv1.stride, blk.stride = (1, 1), 1
+        elif isinstance(base, _m.ResNet):
+            first = base.stages[2][0]
+            if isinstance(first, _m._BasicBlock):
+                width = first.conv1.out_channels
+                first.conv1 = nn.Conv2d(width, width, 3, padding=1, bias=False)
+                nn.init.kaiming_normal_(first.conv1.weight, mode="fan_out", nonlinearity="relu")
+                first.downsample = None
+            else:
+                width = first.conv1.in_channels
+                first.conv2.stride = (1, 1)
+                first.downsample[0].stride = (1, 1)
+            tail = [*base.stages[2], *base.stages[3]]
+        else:
+            raise InputError(f"method 'dhn': no hybrid adaptation for {type(base).__name__}")
+        self.scattering = Scattering(J)
+        self.norm = nn.BatchNorm2d(k, affine=False)
+        self.stem = nn.Sequential(nn.Conv2d(k, width, 3, padding=1, bias=False), nn.BatchNorm2d(width),
+                                  nn.ReLU(inplace=True))
+        nn.init.kaiming_normal_(self.stem[0].weight, mode="fan_out", nonlinearity="relu")
+        self.blocks = nn.Sequential(*tail)
+        self.feature_dim, self.num_classes, self.in_channels = base.feature_dim, base.num_classes, base.in_channels
+        self.classifier = base.classifier
+
+    def features(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.post(self.blocks(self.stem(self.norm(self.scattering(x)))))
+        return torch.flatten(F.adaptive_avg_pool2d(x, 1), 1)
+
+
 def build(base: nn.Module, config: dict) -> tuple[nn.Module, None]:
+    """Residual backbones: :class:`HybridBackbone` (the reference's adaptation); others (``cnn28``,
+    ``vit_small``): :class:`HybridNet`."""
+    J = int(config["scattering_J"])
+    if isinstance(base, (_m.WideResNet, _m.CifarResNet, _m.ResNet)):
+        return HybridBackbone(base, J), None
     widths = (64, 128) if isinstance(base, _m.CNN28) else (128, 256)
-    return HybridNet(base.num_classes, base.in_channels, J=int(config["scattering_J"]), widths=widths), None
+    return HybridNet(base.num_classes, base.in_channels, J=J, widths=widths), None
