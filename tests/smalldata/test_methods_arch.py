@@ -139,3 +139,18 @@ def test_dhn_keeps_the_backbones_later_stages_at_the_scattering_resolution(name,
     assert model(torch.randn(2, 3, 32, 32)).shape == (2, 3)
     # stride removed where the reference removes it: 32 / 2^J = 8; ResNet-18 keeps stage 4's stride
     assert seen == [4 if name == "resnet18" else 8]
+
+
+@pytest.mark.parametrize("name,block,count", [("wrn16_8", "DSKWideBlock", 6), ("resnet32", "DSKBasicBlock", 15),
+                                              ("resnet18", "DSKBasicBlock", 8), ("resnet50", "DSKBottleneck", 16)])
+def test_dskn_copies_the_backbone_layout(name, block, count):
+    base = build_model(name, num_classes=3, in_channels=3, image_size=32, seed=0)
+    model, _ = build_method("dskn", name, {}, num_classes=3, in_channels=3, image_size=32, seed=0)
+    assert sum(type(m).__name__ == block for m in model.modules()) == count
+    assert model.feature_dim == base.feature_dim
+    blk = next(m for m in model.modules() if type(m).__name__ == block).eval()
+    x = torch.randn(2, blk.branch1.conv1[0].in_channels if block == "DSKBottleneck" else
+                    (blk.branch1.bn1.num_features if block == "DSKWideBlock" else blk.branch1.sk1.convs[0][0].in_channels),
+                    8, 8)
+    mean = 0.5 * blk.branch1(x) + 0.5 * blk.branch2(x) + blk.shortcut(x)
+    torch.testing.assert_close(blk(x), mean if block == "DSKWideBlock" else torch.relu(mean))
