@@ -169,5 +169,21 @@ def test_auxilearn_updates_auxiliary_parameters_only_on_schedule():
     assert len(loss._aux_idx) == 8  # 2 per class = ceil(0.2 · 40 / 4), held out of the primary training:
     assert res.steps == loss._step == 4  # 32 images / batch 8, not 40 / 8
     assert any(not torch.equal(a, b) for a, b in zip(gen0, loss.generator.parameters()))
-    assert torch.all(loss.combine >= 0)
+    assert not torch.equal(loss.combine.detach(), torch.ones(2))  # the combiner learned too
+    # the primary loss: mean(w · [main, aux_scale · aux]) + mean(main), focal losses, recomputed here
+    model.train()
+    xb = tr._batch(x, np.arange(8), None)
+    yb = torch.tensor(y[:8])
+    logits = model(xb)
+    with torch.no_grad():
+        p, aux = torch.softmax(logits, 1), model.last[1]
+        main = (-(F.one_hot(yb, 4)) * (1 - p) ** 2 * torch.log(p + 1e-12)).sum(1)
+        t = loss.generator(xb, yb)
+        # soft labels: all the mass on the true class's K = 3 sub-classes
+        torch.testing.assert_close(t.reshape(8, 4, 3).sum(-1), F.one_hot(yb, 4).float(), atol=1e-5, rtol=0)
+        auxl = (-t * (1 - aux) ** 2 * torch.log(aux + 1e-12)).sum(1) * 0.5
+        w = loss.combine
+        want = (w[0] * main + w[1] * auxl).mean() + main.mean()
+    loss._step = 0  # the next call is step 1: no meta step (every 2)
+    assert loss(logits, yb).item() == pytest.approx(want.item(), rel=1e-5)
     assert not any(p is q for p in model.parameters() for q in loss.generator.parameters())

@@ -2,16 +2,19 @@
 
 Following the reference implementation (github.com/lorenzobrigato/gem, ``pipelines/auxilearn/``):
 
-- the primary network (the backbone) gets a second head predicting ``C · K`` auxiliary classes
+- the primary network (the backbone with a 1000-d linear output) gets two MLP heads
+  (1000 -> 512 -> ReLU -> out): the main task and ``C · K`` auxiliary classes
   (K = ``num_aux_classes`` per class, softmax);
 - a label-generating network (a second copy of the backbone, its own weights) outputs soft
   auxiliary labels, masked to the K sub-classes of the true class;
 - per-sample focal losses ``ℓ = Σ −t (1 − p)² log p`` for the main task and (× ``aux_scale``)
   the auxiliary task are combined by a non-negative linear combination network (weights start
-  at 1);
+  at 1) plus a skip connection, ``mean(w·[ℓ_main, ℓ_aux]) + mean(ℓ_main)`` (the reference's
+  linear combiner; it is not clamped there either);
 - every ``auxgrad_every`` steps, the generator and combination parameters φ take an SGD step
   (momentum 0.9, gradient norm clipped at 50) along the implicit hypergradient of the main loss
-  on an auxiliary batch (the auxiliary set, ``aux_set_size`` of the training images and at least
+  (the reference's scaling: the Neumann sum without the final factor α, i.e. 1/α x the
+  gradient :func:`hypergradient` returns) on an auxiliary batch (the auxiliary set, ``aux_set_size`` of the training images and at least
   one per class, is held out of the primary training): ``dL_A/dφ = −(∂²L_T/∂φ∂W) H⁻¹ ∇_W L_A`` with ``H⁻¹`` approximated by
   ``α Σ_{j=0}^{J} (I − α H)^j`` (Neumann series, J = 3, α = the learning rate) — see
   :func:`hypergradient`.
@@ -61,16 +64,23 @@ def focal_loss(prob: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     return (-target * (1 - prob) ** 2 * torch.log(prob + 1e-12)).sum(1)
 
 
+def _mlp(out: int) -> nn.Sequential:
+    """The reference's task head on the backbone's 1000-d output: 1000 -> 512 -> ReLU -> out."""
+    return nn.Sequential(nn.Linear(1000, 512), nn.ReLU(), nn.Linear(512, out))
+
+
 class _Generator(nn.Module):
-    """Label generator: a backbone whose head outputs C·K scores, soft-maxed within the true class's K."""
+    """Label generator: a backbone (1000-d output) + MLP head with C·K scores, soft-maxed within
+    the true class's K."""
 
     def __init__(self, base: nn.Module, num_classes: int, k: int) -> None:
         super().__init__()
         self.base, self.c, self.k = base, num_classes, k
-        self.head = nn.Linear(base.feature_dim, num_classes * k)
+        self.fc = nn.Linear(base.feature_dim, 1000)
+        self.head = _mlp(num_classes * k)
 
     def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        s = self.head(self.base.features(x))
+        s = self.head(self.fc(self.base.features(x)))
         mask = torch.full((self.c, self.c * self.k), 1e-8, device=x.device)
         for i in range(self.c):
             mask[i, i * self.k:(i + 1) * self.k] = 1.0
@@ -80,22 +90,25 @@ class _Generator(nn.Module):
 
 
 class AuxiLearnModel(nn.Module):
-    """Backbone + auxiliary head; ``forward`` returns the main logits (the auxiliary prediction and
-    the input of the last training forward are kept for the loss)."""
+    """Primary network as in the reference: backbone with a 1000-d linear output (``features``),
+    then a main MLP head (``classifier``, C classes) and an auxiliary MLP head (C·K, softmax);
+    ``forward`` returns the main logits (the auxiliary prediction and the input of the last
+    training forward are kept for the loss)."""
 
     def __init__(self, base: nn.Module, k: int) -> None:
         super().__init__()
         self.base = base
-        self.in_channels, self.num_classes, self.feature_dim = base.in_channels, base.num_classes, base.feature_dim
-        self.classifier = base.classifier
-        self.aux_head = nn.Linear(base.feature_dim, base.num_classes * k)
+        self.in_channels, self.num_classes, self.feature_dim = base.in_channels, base.num_classes, 1000
+        self.fc = nn.Linear(base.feature_dim, 1000)
+        self.classifier = _mlp(base.num_classes)
+        self.aux_head = _mlp(base.num_classes * k)
         self.last: tuple[torch.Tensor, torch.Tensor] | None = None
 
     def features(self, x: torch.Tensor) -> torch.Tensor:
-        return self.base.features(x)
+        return self.fc(self.base.features(x))
 
     def both(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        f = self.base.features(x)
+        f = self.features(x)
         return self.classifier(f), torch.softmax(self.aux_head(f), 1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -147,7 +160,7 @@ class AuxiLearnLoss(nn.Module):
                 target = self.generator(x, y)
             comb = self.combine.detach()
         aux_l = focal_loss(aux, target) * self.aux_scale
-        return (torch.stack([main, aux_l], 1) @ comb).mean()
+        return (torch.stack([main, aux_l], 1) @ comb).mean() + main.mean()
 
     def forward(self, logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         model = self._model[0]
@@ -170,14 +183,15 @@ class AuxiLearnLoss(nn.Module):
         train = self._losses(lt, at, x, y, meta=True)
         phi = list(self.generator.parameters()) + [self.combine]
         w = [p for n, p in model.named_parameters() if p.requires_grad and not n.startswith("aux_head")]
-        grads = hypergradient(val, train, phi, w, lr=float(tr.cfg.lr), terms=self.terms)
+        lr = float(tr.cfg.lr)
+        # The reference's Neumann sum omits the factor α = lr, so its meta step follows
+        # (1/α) x the implicit gradient; kept, as the paper's numbers come from that code.
+        grads = [g / lr for g in hypergradient(val, train, phi, w, lr=lr, terms=self.terms)]
         self._meta_opt.zero_grad(set_to_none=True)
         for p, g in zip(phi, grads):
             p.grad = g.detach()
         torch.nn.utils.clip_grad_norm_(phi, self.max_grad_norm)
         self._meta_opt.step()
-        with torch.no_grad():
-            self.combine.clamp_(min=0.0)
         for p in model.parameters():  # the hypergradient graph left no gradients on W
             p.grad = None
 
