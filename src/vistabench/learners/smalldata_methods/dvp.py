@@ -4,7 +4,9 @@ Stage 1 (:meth:`DVPLoss.before_fit`): a copy of the backbone is pre-trained with
 MoCo (He et al. 2020) and the margin of the reference implementation
 (github.com/lorenzobrigato/gem, ``pipelines/distill_visual_priors/``): queries and keys are two
 augmented views, a momentum (m = 0.999) key encoder and a queue of K = 4096 keys, 128-d MLP
-projection, logits ``(cos − margin·[positive]) / T`` with T = 0.07, cross-entropy on the positive.
+projection, logits ``(cos − margin·[positive]) / T`` with T = 0.07, cross-entropy on the positive;
+batch size 64 (the paper's tuned value for its Table 4), the classifier's learning rate and
+number of epochs.
 Stage 2 (the trainer's loop): the student is trained with
 ``CE + λ_dist · Σ d(connector(f_s), f_t, m) / N`` on the penultimate features, where
 :func:`distillation_loss` is the partial L2 of Heo et al. (ICCV 2019, "overhaul of feature
@@ -73,7 +75,7 @@ class DVPLoss(nn.Module):
 
     def __init__(self, model: DVPModel, teacher: nn.Module, *, weight: float, margin: float = 0.6,
                  temperature: float = 0.07, momentum: float = 0.999, queue: int = 4096, dim: int = 128,
-                 pretrain_epochs: int | None = None) -> None:
+                 pretrain_epochs: int | None = None, pretrain_batch_size: int = 64) -> None:
         super().__init__()
         self._model = [model]
         self.teacher = teacher
@@ -82,6 +84,7 @@ class DVPLoss(nn.Module):
         self.weight, self.margin, self.T, self.m = float(weight), float(margin), float(temperature), float(momentum)
         self.queue_size, self.dim = int(queue), int(dim)
         self.pretrain_epochs = pretrain_epochs
+        self.pretrain_batch_size = int(pretrain_batch_size)
         self.register_buffer("feature_margin", torch.zeros(d))
         self._epoch, self._start = 0, 0
         self.pretrain_history: list[float] = []
@@ -108,7 +111,7 @@ class DVPLoss(nn.Module):
         rng = np.random.default_rng(cfg.seed + 101)
         queue = F.normalize(torch.randn(self.queue_size, self.dim, generator=gen), dim=1).to(dev)
         ptr, n = 0, len(images)
-        bs = min(cfg.batch_size, n)
+        bs = min(self.pretrain_batch_size, n)
         steps = epochs * max(1, n // bs)
         step = 0
         enc_q.train(); proj_q.train(); enc_k.train(); proj_k.train()
