@@ -22,8 +22,20 @@ def test_each_method_runs_one_epoch(method):
     assert run.flops == sum(r.flops for r in run.train_results) > 0
     assert run.settings["method"] == method and run.settings["train_counts"] == [40, 15, 5]
     assert run.seconds > 0
-    from vistabench.store import dumps
+    from vistabench.jsonutil import dumps
     dumps(run.to_dict())  # JSON-serialisable
+
+
+@pytest.mark.parametrize("method", lt_methods.names())
+def test_each_method_is_deterministic_given_its_seed(method):
+    # whatever the global RNG holds before (it differs between processes), the seed decides
+    import torch
+
+    torch.manual_seed(123)
+    a = fit_predict(method, TRAIN, TEST, epochs=2, batch_size=16, seed=5)
+    torch.manual_seed(456)
+    b = fit_predict(method, TRAIN, TEST, epochs=2, batch_size=16, seed=5)
+    np.testing.assert_array_equal(a.logits, b.logits)
 
 
 def test_logit_adjust_is_ce_minus_tau_log_prior():

@@ -1,4 +1,4 @@
-"""Gaming demonstration, the paper's toy (Fig. 2), calibration, synthetic generator, demo."""
+"""Gaming demonstration, the paper's toy (Fig. 2), calibration, synthetic generator."""
 
 from __future__ import annotations
 
@@ -11,12 +11,11 @@ import pytest
 from vistabench.data.coco import read_ground_truth, read_results
 from vistabench.errors import InputError
 from vistabench.metrics.detection import evaluate_detections
-from vistabench.protocols.detection import (apply_to, calibrate_detections, demo, rerank_top_per_class,
+from vistabench.protocols.detection import (apply_to, calibrate_detections, rerank_top_per_class,
                                             toy_example, toy_expected_ap)
 from vistabench.protocols.detection_calibration import (Calibration, apply_calibration, calibrators,
                                                         fit_calibration, predict)
-from vistabench.protocols.detection_synth import synth_detection_set
-from vistabench.store import ResultsStore
+from vistabench.data.detection_synth import synth_detection_set
 
 
 def test_toy_example_figure_2():
@@ -110,9 +109,43 @@ def test_synth_is_seeded_and_long_tailed():
         synth_detection_set(num_images=0)
 
 
-def test_demo_quick(tmp_path):
-    with ResultsStore(tmp_path / "r.sqlite") as store:
-        text = demo(store, tmp_path, quick=True)
-        recs = store.records(protocol="detection")
-    assert "AP^Pool" in text and len(recs) == 3
-    assert {"old_AP", "fixed_AP", "pool_AP", "pool_pr50"} <= set(recs[0].metrics)
+def test_devil_recipe_calibration(sets):
+    from scipy.special import logit
+
+    from vistabench.metrics.detection import detection_labels
+
+    hgt, hdets = sets[0]
+    cal = calibrate_detections(hgt, hdets, method="platt", recipe="devil")
+    assert cal.settings["recipe"] == "devil" and cal.fallback == {"kind": "zero"}
+    lab = detection_labels(hgt, hdets, iou_threshold=0.75, dets_per_class=10_000, recipe="devil")
+    cats = hgt.category_ids[hdets.category[lab.index]]
+    for c in np.unique(cats):
+        m = cats == c
+        model = cal.per_category[int(c)]
+        if not lab.label[m].any():  # no positive: score 0, as the authors' NO_TP_SCORE "zero"
+            assert model == {"kind": "zero"}
+            continue
+        # Platt on logit(score): the fitted (a, b) minimise the log-loss (independent check by sklearn)
+        from sklearn.linear_model import LogisticRegression
+
+        x = logit(np.clip(hdets.score[lab.index][m], 1e-12, 1 - 1e-12))[:, None]
+        if lab.label[m].all():
+            continue
+        y = lab.label[m]
+        lr = LogisticRegression(C=1e6, tol=1e-10, max_iter=10_000).fit(x, y)
+
+        def loss(a, b):
+            z = a * x[:, 0] + b
+            return float(np.sum(np.logaddexp(0, z) - y * z))
+
+        # as good a fit as sklearn's (the optimum is flat when a class is nearly separable)
+        assert loss(model["a"], model["b"]) <= loss(lr.coef_[0, 0], lr.intercept_[0]) + 1e-3 * len(y)
+        assert model["a"] > 0
+    # a category never seen at fit time scores 0 on apply; strict order is kept within categories
+    s = apply_calibration(cal, np.array([0.9, 0.1]), np.array([10 ** 9, 10 ** 9]))
+    assert np.all(s < 1e-8) and s[0] > s[1]
+    h = calibrate_detections(hgt, hdets, method="histbin", recipe="devil")
+    any_model = next(v for v in h.per_category.values() if v["kind"] == "bins")
+    assert len(any_model["values"]) == 20
+    with pytest.raises(InputError, match="devil recipe supports"):
+        calibrate_detections(hgt, hdets, method="bbq", recipe="devil")
