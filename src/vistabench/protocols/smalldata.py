@@ -74,6 +74,7 @@ class Options:
     work_dir: str = "smalldata-runs"
     tag_suffix: str = ""
     threads: int | None = None
+    highres_scale: int = 1
 
     def settings(self, preset: SmallDataPreset) -> TuneSettings:
         return TuneSettings(
@@ -120,10 +121,27 @@ class Context:
     splits: list[SmallDataSplit]
     image_size: int
     in_channels: int
+    root: str | None = None
 
     @property
     def pool(self) -> Dataset:
         return self.data.train
+
+    def highres(self, scale: int) -> DataSplits:
+        """The dataset at ``scale`` x the side length: re-read from ``root`` for presets that resize
+        variable-size images (CUB, ISIC, CLaMM, folders), else the pool up-sampled bilinearly."""
+        cache = self.__dict__.setdefault("_highres", {})
+        if scale not in cache:
+            size = self.image_size * scale
+            if self.preset.image_size is not None:
+                data = load_smalldata(self.name, self.root, image_size=size)
+                if not np.array_equal(data.train.labels, self.pool.labels):
+                    raise InputError(f"dataset {self.name!r}: re-reading at {size} px gave a different pool")
+            else:
+                data = DataSplits(train=_upsample(self.pool, scale),
+                                  test=None if self.data.test is None else _upsample(self.data.test, scale))
+            cache[scale] = data
+        return cache[scale]
 
     def test_set(self, split: SmallDataSplit) -> "EvalSet":
         if split.test is not None:
@@ -153,7 +171,19 @@ def prepare(dataset: str, *, root: str | None = None, split_dir: str | os.PathLi
         split_dir = out_splits
     sp = read_splits(split_dir, data.train, dataset_name=dataset, splits=splits)
     img = data.train.images
-    return Context(dataset, preset, data, sp, int(img.shape[1]), int(img.shape[3]))
+    return Context(dataset, preset, data, sp, int(img.shape[1]), int(img.shape[3]), root=root)
+
+
+def _upsample(ds: Dataset, scale: int) -> Dataset:
+    import dataclasses
+
+    import torch
+
+    x = torch.from_numpy(np.ascontiguousarray(ds.images)).permute(0, 3, 1, 2).float()
+    y = torch.nn.functional.interpolate(x, scale_factor=scale, mode="bilinear", align_corners=False)
+    if ds.images.dtype == np.uint8:
+        y = y.round().clamp(0, 255)
+    return dataclasses.replace(ds, images=y.permute(0, 2, 3, 1).numpy().astype(ds.images.dtype))
 
 
 def method_space(method: str, preset: SmallDataPreset, *, overrides: dict[str, Any] | None = None) -> dict[str, Param]:
@@ -354,8 +384,40 @@ def final_split(ctx: Context, split: SmallDataSplit, method: str, config: dict, 
         if store is not None:
             store.add(to_record(metrics, dataset=ctx.name, method=method, seed=r, split_hash=split.split_hash,
                                 settings=settings_d, tag="final" + opts.tag_suffix))
-        out.append({"settings": settings_d, "metrics": metrics})
+        entry = {"settings": settings_d, "metrics": metrics}
+        if opts.highres_scale > 1 and not metrics["diverged"]:
+            entry["highres"] = _highres_finetune(ctx, split, method, tr, opts, settings_d, store, r)
+        out.append(entry)
     return out
+
+
+def _highres_finetune(ctx: Context, split: SmallDataSplit, method: str, tr, opts: Options, settings_d: dict,
+                      store: ResultsStore | None, seed: int) -> dict:
+    """The paper's high-resolution step (§VII-D): fine-tune the trained model on trainval{i} at
+    ``opts.highres_scale`` x the resolution with the same hyper-parameters and epochs, evaluate
+    at that resolution. Stored with tag ``highres`` (kept out of Table 3's ``final`` records)."""
+    from ..learners.trainer import Trainer
+
+    hi = ctx.highres(opts.highres_scale)
+    tx, ty = (hi.train.images[split.test], hi.train.labels[split.test]) if split.test is not None else (
+        hi.test.images, hi.test.labels)  # type: ignore[union-attr]
+    try:
+        ft = Trainer(tr.model, tr.cfg, loss_fn=tr.loss_fn)
+        with torch_threads(opts.threads):
+            res = ft.fit(hi.train.images[split.trainval], hi.train.labels[split.trainval])
+            pred = ft.predict_logits(tx).argmax(1)
+        metrics = {"balanced_accuracy": balanced_accuracy(ty, pred, classes=list(range(ctx.pool.num_classes))),
+                   "accuracy": float(np.mean(pred == ty)), "images_per_second": res.images_per_second,
+                   "peak_memory_bytes": res.peak_memory_bytes, "peak_memory_kind": res.peak_memory_kind,
+                   "train_seconds": res.train_seconds, "diverged": False}
+    except FloatingPointError as exc:
+        metrics = {"balanced_accuracy": float("nan"), "accuracy": float("nan"), "diverged": True, "error": str(exc)}
+    settings_h = dict(settings_d, highres_scale=opts.highres_scale,
+                      image_size=ctx.image_size * opts.highres_scale)
+    if store is not None:
+        store.add(to_record(metrics, dataset=ctx.name, method=method, seed=seed, split_hash=split.split_hash,
+                            settings=settings_h, tag="highres" + opts.tag_suffix))
+    return {"settings": settings_h, "metrics": metrics}
 
 
 def score(predictions: Any, ctx: Context, split_index: int) -> dict[str, Any]:
@@ -425,6 +487,9 @@ def run_method(ctx: Context, method: str, opts: Options, store: ResultsStore | N
             runs = final_split(ctx, split, method, config, opts, store, tune_value=value)
             scores = [r["metrics"]["balanced_accuracy"] for r in runs]
             entry["test_balanced_accuracy"] = scores
+            if opts.highres_scale > 1:
+                entry["highres_test_balanced_accuracy"] = [r["highres"]["metrics"]["balanced_accuracy"]
+                                                           for r in runs if "highres" in r]
         summary["splits"].append(entry)
     if do_final:
         allv = [v for e in summary["splits"] for v in e["test_balanced_accuracy"]]
