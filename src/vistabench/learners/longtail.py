@@ -24,6 +24,9 @@ Registry ``lt_methods``:
                 sampling for ``crt_epochs`` epochs (default max(1, epochs // 5))
 ============== ===========================================================================
 
+and the survey's further methods ``bbn``, ``tde``, ``ride``, ``ib``, ``tade``, ``lade``, ``gcl``
+(:mod:`vistabench.learners.lt_methods`).
+
 Method options go in ``options`` (unknown keys are an error).
 """
 
@@ -66,6 +69,11 @@ class LTRunResult:
     settings : dict
         Everything that produced the run: method, model, epochs, seed, lr, batch_size, ... and the
         method's options with their defaults filled in.
+    test_time : callable or None
+        For methods that adapt to the test distribution without labels (``tade``):
+        ``test_time(indices) -> logits`` of shape (len(indices), C) for the test set made of those
+        rows of ``test_images``, computed from those images alone. None for the others, whose
+        ``logits`` serve every test set.
     """
 
     method: str
@@ -74,6 +82,7 @@ class LTRunResult:
     flops: int
     seconds: float
     settings: dict = field(default_factory=dict)
+    test_time: Callable[[np.ndarray], np.ndarray] | None = None
 
     @property
     def train_result(self) -> TrainResult:
@@ -95,6 +104,7 @@ class _Context:
     model: Backbone
     cfg: TrainConfig
     trainer: Trainer | None = None
+    test_time: Callable[[np.ndarray], np.ndarray] | None = None  # set by methods with a test-time step
 
 
 # A method: (ctx, test_images, options) -> (logits, train results); options already defaulted.
@@ -249,4 +259,7 @@ def fit_predict(
                 "train_counts": counts.tolist(), "lr_schedule": "cosine per step", "optimizer": "sgd"}
     return LTRunResult(method=method, logits=np.asarray(logits, dtype=np.float32), train_results=results,
                        flops=int(sum(r.flops for r in results)), seconds=time.perf_counter() - t0,
-                       settings=settings)
+                       settings=settings, test_time=ctx.test_time)
+
+
+from . import lt_methods as _more  # noqa: E402,F401  (registers bbn, tde, ride, ib, tade, lade, gcl)

@@ -298,7 +298,7 @@ class Trainer:
         x = to_float_nchw(images[idx])
         if gen is not None:
             x = augment_batch(x, gen, padding=self.cfg.crop_padding)
-        return self.normaliser.apply(x)  # type: ignore[union-attr]  # set by fit() first.to(self.device, non_blocking=True)
+        return self.normaliser.apply(x).to(self.device, non_blocking=True)  # type: ignore[union-attr]  # set by fit() first
 
     def _step_flops(self, input_shape: tuple[int, ...], n: int, trainable: str) -> int:
         key = (tuple(input_shape), n, trainable)
