@@ -83,7 +83,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                      "the sweep (test imbalance = training imbalance unless given), scores it and stores the "
                      "record. Files go to --out (split.json, predictions.npz, sweep.json).")
     p.add_argument("--data", required=True, help="mnist5k | digits | cifar10:DIR | cifar100:DIR | folder:DIR | npz:FILE")
-    p.add_argument("--method", required=True, help="ce, focal, ldam_drw, balanced_softmax, logit_adjust, crt")
+    p.add_argument("--method", required=True, help="ce, focal, ldam_drw, balanced_softmax, logit_adjust, crt, bbn, tde, "
+                   "ride, ib, tade (test-time aggregation on each unlabelled test set), lade, gcl; see docs/longtail.md")
     p.add_argument("--imbalance", type=float, required=True)
     p.add_argument("--epochs", type=int, default=10)
     p.add_argument("--seed", type=int, default=0)

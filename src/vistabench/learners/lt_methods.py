@@ -116,7 +116,7 @@ def _ib(ctx: _Context, test: np.ndarray, opt: dict) -> Out:
 
 
 @dataclass
-class TestTimeAggregation:
+class SelfSupervisedAggregation:
     """SADE's test-time self-supervised aggregation, applied to one unlabelled test set at a time.
 
     Holds the frozen experts' logits on the test pool: ``clean`` (E, N, C) and two augmented
@@ -196,7 +196,7 @@ def _tade(ctx: _Context, test: np.ndarray, opt: dict) -> Out:
     clean = _expert_logits(tr, net, test, None, 0)  # type: ignore[arg-type]
     gen = torch.Generator().manual_seed(ctx.cfg.seed + 11)
     views = np.stack([_expert_logits(tr, net, test, gen, ctx.cfg.crop_padding) for _ in range(2)])  # type: ignore[arg-type]
-    ctx.test_time = TestTimeAggregation(clean, views, epochs=int(opt["tt_epochs"]), lr=float(opt["tt_lr"]),
+    ctx.test_time = SelfSupervisedAggregation(clean, views, epochs=int(opt["tt_epochs"]), lr=float(opt["tt_lr"]),
                                         batch_size=int(opt["tt_batch"]), min_weight=float(opt["tt_min_weight"]),
                                         seed=ctx.cfg.seed)
     return clean.mean(0), [res]

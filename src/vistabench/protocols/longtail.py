@@ -132,13 +132,18 @@ def run(
         write_split(out / "split.json", split)
         write_sweep(out / "sweep.json", sweep)
         save_predictions(out / "predictions.npz", labels=test.labels, logits=result.logits)
-    metrics = score_sweep(pred, sweep)
-    exact = score_sweep(pred, sweep, exact=True)
+    set_preds = None
+    if result.test_time is not None:  # test-time adaptation: each drawn set's images, never its labels
+        set_preds = [[result.test_time(np.asarray(s, dtype=np.int64)).argmax(1) for s in pt["samples"]]
+                     for pt in sweep["points"]]
+    metrics = score_sweep(pred, sweep, set_predictions=set_preds)
+    exact = score_sweep(pred, sweep, exact=True, set_predictions=set_preds)
     metrics["exact"] = {k: v for k, v in exact.items() if k not in ("per_class", "settings", "mode")}
     settings = {"imbalance": split["imbalance"], "profile": split["profile"], "n_max": split["n_max"],
                 "train_counts": split["counts"], "test_imbalance": sweep["test_imbalance"],
                 "points": points, "repeats": repeats, "epochs": epochs, "model": model,
                 "batch_size": batch_size, "lr": lr, "device": device, "sweep_sha256": sweep["sha256"],
+                "test_time_adaptation": result.test_time is not None,
                 **result.settings}
     metrics["train_seconds"] = result.seconds
     metrics["train_flops"] = result.flops

@@ -182,6 +182,7 @@ def score_sweep(
     bootstrap: int = 0,
     confidence: float = 0.95,
     seed: int = 0,
+    set_predictions: list[list[np.ndarray]] | None = None,
 ) -> dict[str, Any]:
     """Score predictions over the sweep's test pool.
 
@@ -199,6 +200,12 @@ def score_sweep(
     bootstrap : int
         B > 0 adds ``ci``: percentile intervals of every scalar over B stratified bootstrap
         resamples of the pool (exact-mode metrics).
+    set_predictions : list of list of int arrays, optional
+        For methods that adapt to each unlabelled test set (test-time aggregation): predicted
+        labels of every drawn set, ``set_predictions[t][r]`` aligned with the sweep's
+        ``points[t]["samples"][r]``. The sweep values V_t then come from these (in both modes: a
+        drawn set holds exactly N_c samples of class c, so no noise-free limit exists apart from
+        the sets); ``pred`` still gives the pool-level scores (BTD, groups, per class).
 
     Returns
     -------
@@ -216,7 +223,9 @@ def score_sweep(
     acc = k / n
     deltas = np.array([pt["divergence"] for pt in sweep["points"]])
     weights = np.array([pt["class_counts"] for pt in sweep["points"]], dtype=np.float64)  # (T, C)
-    if exact:
+    if set_predictions is not None:
+        values = _set_values(pred.labels, arrays, set_predictions)
+    elif exact:
         values = weights @ acc / weights.sum(axis=1)
     else:
         cf = correct.astype(np.float64)
@@ -241,6 +250,23 @@ def score_sweep(
                                         confidence=confidence, convention=convention, seed=seed)
         out["settings"].update({"bootstrap": int(bootstrap), "confidence": confidence})
     return out
+
+
+def _set_values(labels: np.ndarray, arrays: list[list[np.ndarray]], set_predictions: Any) -> np.ndarray:
+    if len(set_predictions) != len(arrays):
+        raise InputError(f"set_predictions: expected {len(arrays)} points, got {len(set_predictions)}")
+    values = []
+    for t, (pt, preds) in enumerate(zip(arrays, set_predictions)):
+        if len(preds) != len(pt):
+            raise InputError(f"set_predictions: point {t} needs {len(pt)} sets, got {len(preds)}")
+        accs = []
+        for a, p in zip(pt, preds):
+            p = np.asarray(p)
+            if p.shape != a.shape:
+                raise InputError(f"set_predictions: point {t} has a set of {len(a)} samples but {p.shape} predictions")
+            accs.append(float(np.mean(p == labels[a])) if a.size else float("nan"))
+        values.append(np.mean(accs))
+    return np.asarray(values, dtype=np.float64)
 
 
 def bootstrap_intervals(
