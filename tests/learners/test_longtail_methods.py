@@ -7,8 +7,16 @@ import torch
 
 from vistabench.data.predictions import Predictions
 from vistabench.errors import InputError
-from vistabench.learners.losses import (GCLLoss, IBLoss, LADELoss, RIDELoss, TADELoss, bbn_alpha, inverse_prior,
-                                        tde_counterfactual)
+from vistabench.learners.losses import (
+    GCLLoss,
+    IBLoss,
+    LADELoss,
+    RIDELoss,
+    TADELoss,
+    bbn_alpha,
+    inverse_prior,
+    tde_counterfactual,
+)
 from vistabench.learners.lt_methods import SelfSupervisedAggregation
 from vistabench.learners.lt_nets import CausalNormNet, ExpertNet, reversed_probabilities
 from vistabench.learners.models import build_model
@@ -177,7 +185,7 @@ def test_test_time_aggregation_favours_the_view_consistent_expert():
     assert w.sum() == pytest.approx(1.0, abs=1e-6) and w[0] > 1 / 3 > max(w[1], w[2])  # uniform start: 1/3 each
     np.testing.assert_allclose(out, np.einsum("e,enc->nc", w, clean[:, idx]), rtol=1e-5, atol=1e-5)
     # the stop rule: an epoch ending with a weight below min_weight ends the adaptation
-    kw = dict(clean=clean.astype(np.float32), views=views.astype(np.float32), epochs=25, lr=0.1)
+    kw = {"clean": clean.astype(np.float32), "views": views.astype(np.float32), "epochs": 25, "lr": 0.1}
     stopped, full = SelfSupervisedAggregation(**kw, min_weight=0.3), SelfSupervisedAggregation(**kw, min_weight=0.0)
     stopped(idx)
     full(idx)

@@ -262,4 +262,4 @@ def fit_predict(
                        settings=settings, test_time=ctx.test_time)
 
 
-from . import lt_methods as _more  # noqa: E402,F401  (registers bbn, tde, ride, ib, tade, lade, gcl)
+from . import lt_methods as _more  # noqa: F401  (registers bbn, tde, ride, ib, tade, lade, gcl)

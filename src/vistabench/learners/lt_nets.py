@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import asdict
-from typing import Callable
 
 import numpy as np
 import torch
@@ -28,9 +28,16 @@ from .. import progress
 from .losses import tde_counterfactual
 from .models import Backbone, NormedLinear
 from .tensors import Normaliser
-from .trainer import TrainConfig, Trainer, TrainingDiverged, TrainResult, _peak_rss_bytes, epoch_order
+from .trainer import (
+    TrainConfig,
+    Trainer,
+    TrainingDiverged,
+    TrainResult,
+    _peak_rss_bytes,
+    epoch_order,
+)
 
-__all__ = ["BranchBlock", "BBNNet", "ExpertNet", "CausalNormNet", "fit_steps", "reversed_probabilities"]
+__all__ = ["BBNNet", "BranchBlock", "CausalNormNet", "ExpertNet", "fit_steps", "reversed_probabilities"]
 
 
 class BranchBlock(nn.Module):
