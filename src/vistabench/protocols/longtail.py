@@ -154,7 +154,7 @@ def run(
     return record.to_dict()
 
 
-DEMO_METHODS = ("ce", "balanced_softmax", "logit_adjust", "ldam_drw")
+DEMO_METHODS = ("ce", "balanced_softmax", "logit_adjust", "ldam_drw", "tade")  # tade: the test-agnostic ensemble
 
 
 def demo(store: ResultsStore, out_dir: Path, *, quick: bool = False) -> str:

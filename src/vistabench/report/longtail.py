@@ -46,6 +46,7 @@ def longtail_table(store: ResultsStore, *, dataset: str | None = None, exact: bo
                                         "underlined, third italic; means over seeds.")
 
 
+@register_table("longtail-survey")
 def survey_table(store: ResultsStore, *, dataset: str | None = None, exact: bool = False) -> Table:
     """The survey's layout (Fang et al., Tables 2–6): per (dataset, method, ρ_trn), AUC, AVG, STD, MAX,
     MIN, DR and BTD for sweeps whose test imbalance equals the training imbalance (``eq_*``) and for
