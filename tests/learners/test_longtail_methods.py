@@ -208,3 +208,24 @@ def test_score_sweep_with_per_set_predictions_hand_worked():
         assert out["balanced"] == 1.0  # pool-level scores come from `pred`
     with pytest.raises(InputError, match="set_predictions"):
         score_sweep(pred, sweep, set_predictions=sets[:1])
+
+
+def test_resnet32_split_follows_the_references():
+    from vistabench.learners.lt_nets import BBNNet, split_backbone
+
+    bb = build_model("resnet32", num_classes=4, in_channels=3, image_size=8, seed=0)
+    trunk, make, dim = split_backbone(bb, "experts")
+    # RIDE/SADE: stem + stage 1 shared (the backbone's own modules), stages 2-3 private at 24/48 channels
+    assert dim == 48 and trunk[3] is bb.layers[0] and len(trunk) == 3 + 5
+    private = make()
+    assert [b.conv2.out_channels for b in list(private)[:-1]] == [24] * 5 + [48] * 5
+    net = ExpertNet(bb, 3)
+    assert net.experts(torch.randn(2, 3, 8, 8)).shape == (3, 2, 4)
+    # BBN: all but the last block shared, one 64-channel block per branch, classifier on 128 features
+    bbn = BBNNet(build_model("resnet32", num_classes=4, in_channels=3, image_size=8, seed=0))
+    assert len(bbn.trunk) == 3 + 14 and bbn.head.in_features == 128
+    assert bbn.conventional[0] is not bbn.rebalancing[0]
+    x = torch.randn(2, 3, 8, 8)
+    bbn.eval()
+    # alpha = 1/2 mixing of the same batch is the equal-weight inference output
+    torch.testing.assert_close(bbn.mixed(x, x, 0.5), bbn(x))

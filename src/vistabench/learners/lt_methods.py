@@ -43,6 +43,13 @@ from .trainer import TrainConfig, Trainer, TrainResult, resolve_device
 Out = "tuple[np.ndarray, list[TrainResult]]"
 
 
+def _seeded(seed: int, make):
+    """Build method-specific modules from ``torch.manual_seed(seed)`` without touching the global RNG."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return make()
+
+
 def _fit(ctx: _Context, net: torch.nn.Module, step, **kw) -> TrainResult:
     tr, res = fit_steps(net, ctx.train.images, ctx.train.labels, ctx.cfg, step, **kw)
     ctx.trainer = tr
@@ -51,7 +58,7 @@ def _fit(ctx: _Context, net: torch.nn.Module, step, **kw) -> TrainResult:
 
 @_register("bbn")
 def _bbn(ctx: _Context, test: np.ndarray, opt: dict) -> Out:
-    net = BBNNet(ctx.model)
+    net = _seeded(ctx.cfg.seed, lambda: BBNNet(ctx.model))
     epochs = ctx.cfg.epochs
 
     def step(x, y, x2, y2, epoch):
@@ -67,8 +74,8 @@ def _bbn(ctx: _Context, test: np.ndarray, opt: dict) -> Out:
 def _tde(ctx: _Context, test: np.ndarray, opt: dict) -> Out:
     if ctx.model.feature_dim % int(opt["num_heads"]):
         raise InputError(f"options: num_heads={opt['num_heads']} must divide the feature size {ctx.model.feature_dim}")
-    net = CausalNormNet(ctx.model, num_heads=int(opt["num_heads"]), tau=opt["tau"], gamma=opt["gamma"],
-                        alpha=opt["alpha"], mu=opt["mu"])
+    net = _seeded(ctx.cfg.seed, lambda: CausalNormNet(ctx.model, num_heads=int(opt["num_heads"]), tau=opt["tau"],
+                                                      gamma=opt["gamma"], alpha=opt["alpha"], mu=opt["mu"]))
 
     def step(x, y, x2, y2, epoch):
         f = net.backbone.features(x)
@@ -84,7 +91,7 @@ def _tde(ctx: _Context, test: np.ndarray, opt: dict) -> Out:
 def _ride(ctx: _Context, test: np.ndarray, opt: dict) -> Out:
     if opt["reweight_epoch"] is None:
         opt["reweight_epoch"] = int(0.8 * ctx.cfg.epochs)
-    net = ExpertNet(ctx.model, int(opt["num_experts"]), scale=opt["scale"])
+    net = _seeded(ctx.cfg.seed, lambda: ExpertNet(ctx.model, int(opt["num_experts"]), scale=opt["scale"]))
     loss = RIDELoss(ctx.counts, max_margin=opt["max_margin"], scale=opt["scale"], diversity=opt["diversity"],
                     reweight_epoch=int(opt["reweight_epoch"])).to(resolve_device(ctx.cfg.device))
 
@@ -183,7 +190,7 @@ def _expert_logits(tr: Trainer, net: ExpertNet, images: np.ndarray, gen: torch.G
 
 @_register("tade", tau=2.0, tt_epochs=5, tt_lr=0.1, tt_batch=128, tt_min_weight=0.05)
 def _tade(ctx: _Context, test: np.ndarray, opt: dict) -> Out:
-    net = ExpertNet(ctx.model, 3)
+    net = _seeded(ctx.cfg.seed, lambda: ExpertNet(ctx.model, 3))
     loss = TADELoss(ctx.counts, tau=opt["tau"]).to(resolve_device(ctx.cfg.device))
 
     def step(x, y, x2, y2, epoch):
@@ -221,7 +228,7 @@ def _lade(ctx: _Context, test: np.ndarray, opt: dict) -> Out:
 def _gcl(ctx: _Context, test: np.ndarray, opt: dict) -> Out:
     if opt["cls_epochs"] is None:
         opt["cls_epochs"] = max(1, round(ctx.cfg.epochs * 30 / 200))
-    ctx.model.classifier = NormedLinear(ctx.model.feature_dim, ctx.model.num_classes)
+    ctx.model.classifier = _seeded(ctx.cfg.seed, lambda: NormedLinear(ctx.model.feature_dim, ctx.model.num_classes))
     first = _train(ctx, GCLLoss(ctx.counts, margin=0.0, scale=opt["scale"], noise_mul=opt["noise_mul"]))
     cfg2 = TrainConfig(**{**asdict(ctx.cfg), "epochs": int(opt["cls_epochs"]), "warmup_epochs": 0})
     second = _train(ctx, GCLLoss(ctx.counts, margin=opt["cls_margin"], scale=opt["cls_scale"],

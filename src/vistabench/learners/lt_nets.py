@@ -1,10 +1,10 @@
 """Networks and a training loop for the multi-branch long-tail methods (BBN, RIDE, TADE, TDE, IB).
 
-Every network wraps a :class:`~.models.Backbone` (its ``features``) and adds the method's
-branches or experts. The reference implementations give each branch/expert its own last residual
-stage(s); here, so that any registered backbone can be used, each branch/expert owns one
-*branch block* (``Linear(D, D) → BatchNorm1d → ReLU``) on top of the shared backbone features —
-see ``docs/fidelity.md`` (long-tail).
+Every network splits a :class:`~.models.Backbone` into a shared trunk and per-branch/per-expert
+private parts (:func:`split_backbone`). On ``resnet32`` this is the references' split: RIDE/SADE
+experts own stages 2–3 at reduced widths 24/48 (``reduce_dimension``), BBN's branches own one
+copy each of the last residual block. Other backbones share all of ``features`` and give each
+branch/expert a *branch block* (``Linear(D, D) → BatchNorm1d → ReLU``) — see ``docs/fidelity.md``.
 
 :func:`fit_steps` is :class:`~.trainer.Trainer`'s loop (SGD, per-step cosine learning rate,
 augmentation, FLOP counting, same :class:`~.trainer.TrainResult`) with a method-defined step, and
@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
+from typing import Literal
 from dataclasses import asdict
 
 import numpy as np
@@ -26,7 +27,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from .. import progress
 from .losses import tde_counterfactual
-from .models import Backbone, NormedLinear
+from .models import Backbone, CifarResNet, NormedLinear, _CifarBlock, _kaiming_init
 from .tensors import Normaliser
 from .trainer import (
     TrainConfig,
@@ -37,7 +38,8 @@ from .trainer import (
     epoch_order,
 )
 
-__all__ = ["BBNNet", "BranchBlock", "CausalNormNet", "ExpertNet", "fit_steps", "reversed_probabilities"]
+__all__ = ["BBNNet", "BranchBlock", "CausalNormNet", "ExpertNet", "fit_steps", "reversed_probabilities",
+           "split_backbone"]
 
 
 class BranchBlock(nn.Module):
@@ -52,6 +54,54 @@ class BranchBlock(nn.Module):
         return F.relu(self.bn(self.fc(x)))
 
 
+class _PoolFlatten(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.flatten(F.adaptive_avg_pool2d(x, 1), 1)
+
+
+class _Features(nn.Module):
+    def __init__(self, backbone: Backbone) -> None:
+        super().__init__()
+        self.backbone = backbone
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.backbone.features(x)
+
+
+def split_backbone(backbone: Backbone, kind: Literal["experts", "last_block"]
+                   ) -> tuple[nn.Module, Callable[[], nn.Module], int]:
+    """``(trunk, make_private, dim)``: the shared trunk, a factory of one private part (trunk output
+    -> (N, dim) features, freshly initialised) and the private feature size.
+
+    ``resnet32`` (:class:`~.models.CifarResNet`, n blocks per stage): ``"experts"`` shares the stem
+    and stage 1 and makes stages 2–3 with widths 24/48 (RIDE/SADE ``reduce_dimension``);
+    ``"last_block"`` shares everything but the last block and makes a 64-channel block (BBN's
+    ``cb_block``/``rb_block``). Other backbones: trunk = ``features``, private = :class:`BranchBlock`.
+    """
+    if isinstance(backbone, CifarResNet):
+        n = len(backbone.layers) // 3
+        stem = [backbone.conv1, backbone.bn1, nn.ReLU()]
+        if kind == "experts":
+            def make() -> nn.Module:
+                blocks, cin = [], 16
+                for cout in (24, 48):
+                    for b in range(n):
+                        blocks.append(_CifarBlock(cin, cout, 2 if b == 0 else 1))
+                        cin = cout
+                m = nn.Sequential(*blocks, _PoolFlatten())
+                _kaiming_init(m)
+                return m
+            return nn.Sequential(*stem, *backbone.layers[:n]), make, 48
+
+        def make_block() -> nn.Module:
+            m = nn.Sequential(_CifarBlock(64, 64, 1), _PoolFlatten())
+            _kaiming_init(m)
+            return m
+        return nn.Sequential(*stem, *backbone.layers[:-1]), make_block, 64
+    D = backbone.feature_dim
+    return _Features(backbone), lambda: BranchBlock(D), D
+
+
 class BBNNet(nn.Module):
     """Bilateral-branch network: conventional and re-balancing branches, one classifier on the
     concatenation ``[f_c, f_r]`` (2D -> C). ``forward`` (inference) = classifier([f_c, f_r]) — the
@@ -59,35 +109,34 @@ class BBNNet(nn.Module):
 
     def __init__(self, backbone: Backbone) -> None:
         super().__init__()
-        self.backbone = backbone
-        D = backbone.feature_dim
-        self.conventional = BranchBlock(D)
-        self.rebalancing = BranchBlock(D)
+        self.trunk, make, D = split_backbone(backbone, "last_block")
+        self.conventional = make()
+        self.rebalancing = make()
         self.head = nn.Linear(2 * D, backbone.num_classes)
         self.num_classes = backbone.num_classes
         self.in_channels = backbone.in_channels
 
     def mixed(self, x_c: torch.Tensor, x_r: torch.Tensor, alpha: float) -> torch.Tensor:
         """Training logits ``classifier(2·[α f_c(x_c), (1 − α) f_r(x_r)])``."""
-        f_c = self.conventional(self.backbone.features(x_c))
-        f_r = self.rebalancing(self.backbone.features(x_r))
+        f_c = self.conventional(self.trunk(x_c))
+        f_r = self.rebalancing(self.trunk(x_r))
         return self.head(2.0 * torch.cat([alpha * f_c, (1.0 - alpha) * f_r], dim=1))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        f = self.backbone.features(x)
+        f = self.trunk(x)
         return self.head(torch.cat([self.conventional(f), self.rebalancing(f)], dim=1))
 
 
 class ExpertNet(nn.Module):
-    """E experts on a shared backbone, each a branch block and a cosine head scaled by ``scale``
+    """E experts on a shared trunk, each a private part and a cosine head scaled by ``scale``
     (RIDE's and SADE's ``use_norm`` heads, s = 30). ``experts(x)`` -> (E, N, C); ``forward`` = the
     weighted sum ``Σ_k w_k z_k`` with ``weights`` (default uniform: the experts' mean)."""
 
     def __init__(self, backbone: Backbone, num_experts: int, *, scale: float = 30.0) -> None:
         super().__init__()
-        self.backbone = backbone
-        D, C = backbone.feature_dim, backbone.num_classes
-        self.blocks = nn.ModuleList(BranchBlock(D) for _ in range(num_experts))
+        self.trunk, make, D = split_backbone(backbone, "experts")
+        C = backbone.num_classes
+        self.blocks = nn.ModuleList(make() for _ in range(num_experts))
         self.heads = nn.ModuleList(NormedLinear(D, C) for _ in range(num_experts))
         self.scale = float(scale)
         self.register_buffer("weights", torch.full((num_experts,), 1.0 / num_experts))
@@ -95,7 +144,7 @@ class ExpertNet(nn.Module):
         self.in_channels = backbone.in_channels
 
     def experts(self, x: torch.Tensor) -> torch.Tensor:
-        f = self.backbone.features(x)
+        f = self.trunk(x)
         return torch.stack([self.scale * h(b(f)) for b, h in zip(self.blocks, self.heads)])
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
