@@ -16,8 +16,8 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from typing import Literal
 from dataclasses import asdict
+from typing import Literal
 
 import numpy as np
 import torch
