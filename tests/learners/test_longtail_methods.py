@@ -229,3 +229,21 @@ def test_resnet32_split_follows_the_references():
     bbn.eval()
     # alpha = 1/2 mixing of the same batch is the equal-weight inference output
     torch.testing.assert_close(bbn.mixed(x, x, 0.5), bbn(x))
+
+
+def test_lade_predicts_for_the_given_test_prior():
+    from vistabench.data import Dataset
+    from vistabench.learners.longtail import fit_predict
+
+    labels = np.r_[np.zeros(40, int), np.ones(15, int), np.full(5, 2)]
+    images = np.clip(RNG.normal(60 + 60 * labels[:, None, None, None], 30, (60, 8, 8, 1)), 0, 255).astype(np.uint8)
+    TRAIN, TEST = Dataset(images, labels, ["head", "mid", "tail"]), images[::4]
+
+    uniform = fit_predict("lade", TRAIN, TEST, epochs=1, batch_size=16, seed=2)
+    q = [0.2, 0.3, 0.5]
+    known = fit_predict("lade", TRAIN, TEST, epochs=1, batch_size=16, seed=2, options={"test_prior": q})
+    # z − log(1/C) + log q: the same network, shifted by log q + log C per class
+    np.testing.assert_allclose(known.logits - uniform.logits, np.tile(np.log(q) + np.log(3), (len(TEST), 1)),
+                               rtol=1e-5, atol=1e-5)
+    with pytest.raises(InputError, match="test_prior"):
+        fit_predict("lade", TRAIN, TEST, epochs=1, batch_size=16, options={"test_prior": [1, 0, 1]})
