@@ -247,3 +247,13 @@ def test_lade_predicts_for_the_given_test_prior():
                                rtol=1e-5, atol=1e-5)
     with pytest.raises(InputError, match="test_prior"):
         fit_predict("lade", TRAIN, TEST, epochs=1, batch_size=16, options={"test_prior": [1, 0, 1]})
+
+
+def test_custom_loop_rejects_a_batch_larger_than_the_training_set():
+    from vistabench.data import Dataset
+    from vistabench.learners.longtail import fit_predict
+
+    labels = np.r_[np.zeros(6, int), np.ones(3, int)]
+    data = Dataset(np.full((9, 8, 8, 1), 100, np.uint8), labels, ["a", "b"])
+    with pytest.raises(InputError, match="batch_size"):
+        fit_predict("bbn", data, data.images, epochs=1, batch_size=16)

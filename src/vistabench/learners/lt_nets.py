@@ -26,6 +26,7 @@ from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
 from .. import progress
+from ..errors import InputError
 from .losses import tde_counterfactual
 from .models import Backbone, CifarResNet, NormedLinear, _CifarBlock, _kaiming_init
 from .tensors import Normaliser
@@ -210,6 +211,8 @@ def fit_steps(net: nn.Module, images: np.ndarray, labels: np.ndarray, cfg: Train
     tr.normaliser = Normaliser.fit(images)
     labels = np.asarray(labels, dtype=np.int64)
     n = len(labels)
+    if cfg.batch_size > n:
+        raise InputError(f"batch_size: expected at most the number of training images ({n}), got {cfg.batch_size}")
     params = list(net.parameters()) if params is None else params
     opt = torch.optim.SGD(params, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay,
                           nesterov=cfg.nesterov and cfg.momentum > 0)
