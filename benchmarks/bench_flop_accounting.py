@@ -1,7 +1,7 @@
 """FLOP accounting overhead: the same training run with and without counting.
 
 The trainer counts one training step per distinct batch size on a meta-device copy of the model
-(DESIGN.md §7) and multiplies; this prints how much wall time that adds, two ways: end to end
+(docs/stream.md) and multiplies; this prints how much wall time that adds, two ways: end to end
 (best of ``--repeats`` runs each way, alternated, with the per-process count cache cleared so
 every counted run pays for its counts), and the directly timed cost of the counts one fit makes
 (median of 5) relative to the uncounted training time. Later fits of the same architecture in a

@@ -83,7 +83,7 @@ def main() -> None:
     ap.add_argument("--skip", nargs="*", default=[], help="evaluators to skip (lvis-api, faster-coco-eval)")
     ap.add_argument("--timeout", type=float, default=3600)
     args = ap.parse_args()
-    from vistabench.protocols.detection_synth import synth_detection_set
+    from vistabench.data.detection_synth import synth_detection_set
 
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()

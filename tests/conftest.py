@@ -24,3 +24,16 @@ def _restore_torch_threads():
     torch = sys.modules.get("torch")
     if torch is not None and before is not None and torch.get_num_threads() != before:
         torch.set_num_threads(before)
+
+
+@pytest.fixture(autouse=True)
+def _work_in_tmp(tmp_path, monkeypatch):
+    """Commands write their default outputs (./vistabench.sqlite, run folders) to the working
+    directory: run every test in its own temporary one, never in the checkout. Worker processes
+    (Ray) still import test helpers by module name, so the checkout stays on their path."""
+    import os
+    from pathlib import Path
+
+    root = str(Path(__file__).resolve().parents[1])
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
+    monkeypatch.chdir(tmp_path)

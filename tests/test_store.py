@@ -1,7 +1,8 @@
 import math
 import sqlite3
 
-from vistabench.store import Record, ResultsStore, dumps
+from vistabench.jsonutil import dumps
+from vistabench.store import Record, ResultsStore
 
 
 def test_store_roundtrip_and_filters(tmp_path):

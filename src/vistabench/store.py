@@ -14,7 +14,6 @@ report are views of the store.
 from __future__ import annotations
 
 import json
-import math
 import os
 import sqlite3
 import time
@@ -23,6 +22,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from . import __version__
+from .jsonutil import dumps, json_safe
 
 DEFAULT_STORE = "vistabench.sqlite"
 
@@ -44,24 +44,6 @@ CREATE INDEX IF NOT EXISTS records_protocol ON records(protocol, dataset, method
 """
 
 
-def _json_safe(obj: Any) -> Any:
-    """Replace NaN/inf by None (JSON null) and numpy scalars by Python numbers, recursively."""
-    if isinstance(obj, dict):
-        return {str(k): _json_safe(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_json_safe(v) for v in obj]
-    if hasattr(obj, "tolist") and not isinstance(obj, (str, bytes)):
-        return _json_safe(obj.tolist())
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    return obj
-
-
-def dumps(obj: Any, **kw: Any) -> str:
-    """JSON with NaN written as null (never the invalid token ``NaN``)."""
-    return json.dumps(_json_safe(obj), allow_nan=False, **kw)
-
-
 @dataclass
 class Record:
     """One scored run. ``metrics`` and ``settings`` are JSON-serialisable dicts."""
@@ -79,7 +61,7 @@ class Record:
     id: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return _json_safe(asdict(self))
+        return json_safe(asdict(self))
 
 
 class ResultsStore:

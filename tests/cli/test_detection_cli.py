@@ -28,14 +28,15 @@ def test_eval_json(capsys, synth_dir, tmp_path):
                        str(synth_dir / "results.json"), "--json", "--store", str(tmp_path / "s.sqlite"))
     assert rc == 0, err
     res = json.loads(out)
-    assert set(res) == {"old", "fixed", "pool", "settings"}
+    assert set(res) == {"old", "fixed", "pool", "settings", "pr50", "record_id"}
+    assert isinstance(res["record_id"], int)
     assert set(res["old"]) == {"AP", "AP50", "AP75", "APs", "APm", "APl", "APr", "APc", "APf", "AR@300",
                                "ARs@300", "ARm@300", "ARl@300"}
     assert set(res["pool"]) == {"AP", "AP50", "AP75", "APr", "APc", "APf"}
     assert all(v is None or 0 <= v <= 1 for v in res["old"].values())
     rc, out, _ = run(capsys, "detection", "eval", "--gt", str(synth_dir / "gt.json"), "--results",
                      str(synth_dir / "results.json"), "--ap", "fixed", "--json")
-    assert set(json.loads(out)) == {"fixed", "settings"}
+    assert set(json.loads(out)) == {"fixed", "settings", "pr50", "record_id"}
     rc, out, _ = run(capsys, "table", "--protocol", "detection", "--store", str(tmp_path / "s.sqlite"))
     assert rc == 0 and "AP^Pool" in out
 

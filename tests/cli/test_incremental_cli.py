@@ -94,7 +94,7 @@ def test_sessions_score_predictions_record_and_table(capsys, tmp_path) -> None:
         save_predictions(files[-1], labels=lab, logits=logits)
     store = tmp_path / "r.sqlite"
     rc, out, err = run_cli(capsys, "incremental", "score", "--predictions", *files, "--sessions", str(out_s),
-                           "--record", "noisy-oracle", "--dataset", "digits", "--store", str(store),
+                           "--method", "noisy-oracle", "--dataset", "digits", "--store", str(store),
                            "--plot", str(tmp_path / "g.png"), "--json")
     assert rc == 0, err
     r = json.loads(out)

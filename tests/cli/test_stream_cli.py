@@ -61,6 +61,10 @@ def test_run_resume_and_report_json(tmp_path, capsys):
     (["stream", "run", "--stream", "embedded", "--learner", "indep", "--steps", "0"], "--steps"),
     (["stream", "run", "--stream", "embedded", "--learner", "pt"], "needs a checkpoint"),
     (["stream", "report", "--store", "/nonexistent.sqlite"], "no such results store"),
+    (["stream", "run", "--stream", "nevis-full", "--learner", "indep", "--meta-test-from", "later"], "--meta-test-from"),
+    (["stream", "run", "--stream", "embedded", "--learner", "mt", "--meta-test-from", "dm-nevis"], "--meta-test-from"),
+    (["stream", "pretrain", "--stream", "embedded", "--out", "x.pt", "--steps", "0"], "--steps"),
+    (["stream", "pretrain", "--stream", "embedded", "--out", "x.pt", "--meta-test-from", "1990"], "no meta-train task"),
 ])
 def test_errors_are_one_line_exit_2(argv, message, capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
@@ -74,8 +78,23 @@ def test_missing_nevis_data_names_the_data_root(capsys, tmp_path, monkeypatch):
     assert code == 2 and "--data-root" in err and "coil100" in err
 
 
+def test_pretrain_then_pt_prints_cut_and_cflop_parts(tmp_path, capsys):
+    f = tmp_path / "s.json"
+    f.write_text(json.dumps(TINY))
+    code, out, _ = _run(capsys, "stream", "pretrain", "--stream", str(f), "--out", str(tmp_path / "pt.pt"),
+                        "--steps", "3", "--width", "4", "--json")
+    rep = json.loads(out)
+    assert code == 0 and rep["flops"] > 0 and len(rep["tasks"]) == 1 and (tmp_path / "pt.pt.json").is_file()
+    code, out, _ = _run(capsys, "stream", "run", "--stream", str(f), "--learner", "pt", "--checkpoint",
+                        str(tmp_path / "pt.pt"), "--trials", "1", "--steps", "2", "--width", "4", "--meta-test-from",
+                        "2002", "--store", str(tmp_path / "r.sqlite"), "--work-dir", str(tmp_path / "w"))
+    assert code == 0 and "meta-test from 2002 (--meta-test-from 2002): 2 meta-train, 1 meta-test" in out
+    assert "= training" in out and "selection/validation forwards" in out
+
+
 def test_list_and_show(capsys):
     code, out, _ = _run(capsys, "stream", "list", "--json")
-    assert code == 0 and {s["name"] for s in json.loads(out)["streams"]} == {"embedded", "nevis-full", "nevis-short"}
+    assert {"mt", "bhpo", "pt"} <= set(json.loads(out)["learners"])
+    assert code == 0 and {s["name"] for s in json.loads(out)["streams"]} == {"embedded", "nevis-full", "nevis-full-paper", "nevis-short"}
     code, out, _ = _run(capsys, "stream", "show", "nevis-full")
     assert code == 0 and "106 tasks" in out and "ImageNet" in out

@@ -10,7 +10,7 @@ import pytest
 from vistabench.data.coco import (read_ground_truth, read_result_columns, read_results, write_result_columns,
                                   write_results)
 from vistabench.errors import InputError
-from vistabench.protocols.detection_synth import synth_detection_set
+from vistabench.data.detection_synth import synth_detection_set
 
 
 @pytest.fixture(scope="module")

@@ -22,7 +22,7 @@ def test_each_method_runs_one_epoch(method):
     assert run.flops == sum(r.flops for r in run.train_results) > 0
     assert run.settings["method"] == method and run.settings["train_counts"] == [40, 15, 5]
     assert run.seconds > 0
-    from vistabench.store import dumps
+    from vistabench.jsonutil import dumps
     dumps(run.to_dict())  # JSON-serialisable
 
 

@@ -37,7 +37,7 @@ def test_fit_does_not_move_global_rng():
 
 
 def test_history_result_fields_and_json():
-    from vistabench.store import dumps
+    from vistabench.jsonutil import dumps
 
     tr = make(epochs=2)
     res = tr.fit(X, Y, val=(X[:9], Y[:9]))

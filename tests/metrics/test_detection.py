@@ -16,7 +16,7 @@ from vistabench.metrics.detection import (detection_labels, evaluate_detections,
                                           top_per_class, top_per_image)
 from vistabench.metrics.detection_data import Detections, GroundTruth
 from vistabench.metrics.detection_match import RECALL_THRESHOLDS, box_iou_pairs
-from vistabench.protocols.detection_synth import synth_detection_set
+from vistabench.data.detection_synth import synth_detection_set
 
 _spec = importlib.util.spec_from_file_location(
     "_detection_reference", pathlib.Path(__file__).with_name("_detection_reference.py"))
@@ -241,12 +241,3 @@ def test_bad_options(bad):
     dets = read_results(_tiny_results(), gt)
     with pytest.raises(InputError):
         evaluate_detections(gt, dets, **bad)
-
-
-def test_docstring_examples():
-    import doctest
-
-    import vistabench.metrics.detection as mod
-
-    res = doctest.testmod(mod, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
-    assert res.attempted > 0 and res.failed == 0

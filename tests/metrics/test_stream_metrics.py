@@ -2,7 +2,6 @@
 
 import numpy as np
 import pytest
-from scipy.integrate import trapezoid
 from sklearn.metrics import average_precision_score
 
 from vistabench.errors import InputError
@@ -10,12 +9,12 @@ from vistabench.metrics import (
     average_precision,
     forward_transfer,
     mean_average_precision,
-    normalized_auc,
     pareto_front,
     regret_curve,
     slice_means,
     task_error,
 )
+from vistabench.metrics.stream import cflop_parts
 
 
 def _brute_front(c, e):
@@ -70,20 +69,6 @@ def test_forward_transfer_formula():
         forward_transfer([0.5, 0.2], [0.5])
 
 
-def test_normalized_auc_against_scipy():
-    rng = np.random.default_rng(1)
-    p = np.sort(rng.random(12)) * 100
-    a = rng.random(12)
-    assert normalized_auc(a, progress=p) == pytest.approx(trapezoid(a, p) / (p[-1] - p[0]))
-    assert normalized_auc([0.3, 0.3, 0.3]) == pytest.approx(0.3)
-    assert normalized_auc([0.7]) == 0.7
-    assert np.isnan(normalized_auc([]))
-    with pytest.raises(InputError, match="increasing"):
-        normalized_auc([0.1, 0.2], progress=[1, 1])
-    with pytest.raises(InputError, match="accuracy"):
-        normalized_auc([0.1, 1.2])
-
-
 @pytest.mark.parametrize("seed", range(10))
 def test_mean_average_precision_matches_sklearn_macro(seed):
     rng = np.random.default_rng(seed)
@@ -99,9 +84,12 @@ def test_mean_average_precision_matches_sklearn_macro(seed):
 def test_mean_average_precision_edge_cases():
     y = np.array([[1, 0], [0, 0], [1, 0]])
     s = np.array([[0.9, 0.1], [0.8, 0.5], [0.7, 0.2]])
-    # class 1 has no positive: left out (sklearn would count it as 0)
-    assert mean_average_precision(y, s) == pytest.approx(average_precision_score(y[:, 0], s[:, 0]))
-    assert np.isnan(mean_average_precision(np.zeros((3, 2), int), s))
+    # class 1 has no positive: 'omit' leaves it out, 'zero' (default) counts it 0 like sklearn
+    assert mean_average_precision(y, s, absent_labels="omit") == pytest.approx(average_precision_score(y[:, 0], s[:, 0]))
+    assert np.isnan(mean_average_precision(np.zeros((3, 2), int), s, absent_labels="omit"))
+    assert mean_average_precision(np.zeros((3, 2), int), s) == 0.0
+    with pytest.raises(InputError, match="absent_labels"):
+        mean_average_precision(y, s, absent_labels="drop")
     assert np.isnan(average_precision([0, 0], [0.1, 0.2]))
     assert average_precision([1, 1], [0.5, 0.5]) == 1.0  # all tied, all positive
     assert average_precision([1, 0], [0.5, 0.5]) == 0.5  # one tie group: precision 1/2
@@ -109,6 +97,37 @@ def test_mean_average_precision_edge_cases():
         mean_average_precision([[2, 0]], [[0.1, 0.2]])
     with pytest.raises(InputError, match="shape"):
         mean_average_precision([[1, 0]], [[0.1, 0.2, 0.3]])
+
+
+@pytest.mark.filterwarnings("ignore:No positive class found")
+@pytest.mark.parametrize("seed", range(6))
+def test_absent_labels_side_by_side_with_dm_nevis_sklearn_macro_ap(seed):
+    """dm_nevis scores multilabel tasks with sklearn's average_precision_score (macro): a label
+    without positives counts 0. Our default reproduces it; 'omit' equals the mean over the labels
+    with positives, re-derived here with sklearn per label."""
+    rng = np.random.default_rng(seed)
+    n, c = 40, 6
+    y = (rng.random((n, c)) < 0.3).astype(int)
+    empty = rng.choice(c, size=2, replace=False)
+    y[:, empty] = 0
+    y[0, [k for k in range(c) if k not in empty]] = 1
+    s = np.round(rng.random((n, c)), 1)
+    ref = average_precision_score(y, s, average="macro")
+    assert mean_average_precision(y, s) == pytest.approx(ref)
+    assert task_error(y, s, kind="multilabel") == pytest.approx(1 - ref)
+    kept = [k for k in range(c) if k not in empty]
+    omit = np.mean([average_precision_score(y[:, k], s[:, k]) for k in kept])
+    assert mean_average_precision(y, s, absent_labels="omit") == pytest.approx(omit)
+    assert task_error(y, s, kind="multilabel", absent_labels="omit") == pytest.approx(1 - omit)
+    assert omit * len(kept) / c == pytest.approx(ref)  # the two differ exactly by the zeros
+
+
+def test_cflop_parts():
+    ev = [{"flops_train": 7, "flops_eval": 3}, {"flops_train": 11, "flops_eval": 0}]
+    assert cflop_parts(ev) == {"train": 18, "selection": 3, "total": 21}
+    assert cflop_parts([]) == {"train": 0, "selection": 0, "total": 0}
+    with pytest.raises(InputError, match="flops_train"):
+        cflop_parts([{"flops": 3}])
 
 
 def test_task_error():
@@ -135,20 +154,3 @@ def test_regret_curve_and_slices():
     assert np.isnan(sl["face"]["mean"]) and sl["face"]["count"] == 0
     with pytest.raises(InputError, match="groups"):
         slice_means([0.1], ["a", "b"])
-
-
-def test_metrics_import_does_not_import_torch():
-    import subprocess
-    import sys
-
-    code = "import sys, vistabench.metrics; assert 'torch' not in sys.modules"
-    subprocess.run([sys.executable, "-c", code], check=True)
-
-
-def test_docstring_examples():
-    import doctest
-
-    import vistabench.metrics.stream as mod
-
-    res = doctest.testmod(mod, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
-    assert res.attempted >= 8 and res.failed == 0

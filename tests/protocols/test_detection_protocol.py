@@ -1,4 +1,4 @@
-"""Gaming demonstration, the paper's toy (Fig. 2), calibration, synthetic generator, demo."""
+"""Gaming demonstration, the paper's toy (Fig. 2), calibration, synthetic generator."""
 
 from __future__ import annotations
 
@@ -11,12 +11,11 @@ import pytest
 from vistabench.data.coco import read_ground_truth, read_results
 from vistabench.errors import InputError
 from vistabench.metrics.detection import evaluate_detections
-from vistabench.protocols.detection import (apply_to, calibrate_detections, demo, rerank_top_per_class,
+from vistabench.protocols.detection import (apply_to, calibrate_detections, rerank_top_per_class,
                                             toy_example, toy_expected_ap)
 from vistabench.protocols.detection_calibration import (Calibration, apply_calibration, calibrators,
                                                         fit_calibration, predict)
-from vistabench.protocols.detection_synth import synth_detection_set
-from vistabench.store import ResultsStore
+from vistabench.data.detection_synth import synth_detection_set
 
 
 def test_toy_example_figure_2():
@@ -108,11 +107,3 @@ def test_synth_is_seeded_and_long_tailed():
     assert any(im["not_exhaustive_category_ids"] for im in a.ground_truth["images"])
     with pytest.raises(InputError):
         synth_detection_set(num_images=0)
-
-
-def test_demo_quick(tmp_path):
-    with ResultsStore(tmp_path / "r.sqlite") as store:
-        text = demo(store, tmp_path, quick=True)
-        recs = store.records(protocol="detection")
-    assert "AP^Pool" in text and len(recs) == 3
-    assert {"old_AP", "fixed_AP", "pool_AP", "pool_pr50"} <= set(recs[0].metrics)

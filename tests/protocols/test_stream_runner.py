@@ -293,3 +293,13 @@ def test_batch_size_and_eval_points():
         make_learner("ft_d")
     with pytest.raises(InputError, match="unknown"):
         make_learner("indep", learning_rate=0.1)
+
+
+def test_absent_labels_option_is_validated_and_stored(stream, store, tmp_path):
+    with pytest.raises(InputError, match="absent_labels"):
+        run_stream(stream, SpyLearner([]), store=store, run_id="a", work_dir=tmp_path, absent_labels="drop")
+    res = run_stream(stream, SpyLearner([]), store=store, run_id="o", work_dir=tmp_path, absent_labels="omit")
+    assert run_events(store, "o")[0].settings["absent_labels"] == "omit"
+    s = res.summary()
+    assert s["cflop"] == s["cflop_train"] + s["cflop_selection"]
+    assert s["meta_test_cut"].startswith("meta-test from 2003 (stream file default): 2 meta-train, 2 meta-test")

@@ -1,6 +1,5 @@
 """Balanced accuracy against scikit-learn, Welch's test against scipy; edge cases."""
 
-import doctest
 import math
 
 import numpy as np
@@ -10,8 +9,6 @@ from sklearn.metrics import balanced_accuracy_score
 
 from vistabench.errors import InputError
 from vistabench.metrics import balanced_accuracy, not_worse_than_best, per_class_recall, welch_test
-import vistabench.metrics.classification as classification_mod
-import vistabench.metrics.stats as stats_mod
 
 
 @pytest.mark.parametrize("seed", range(8))
@@ -112,8 +109,3 @@ def test_not_worse_than_best_follows_welch():
     # a group with one score cannot be tested: never marked worse
     assert not_worse_than_best({"a": [0.9, 0.91], "b": [0.1]})["b"] is True
     assert not_worse_than_best({}) == {}
-
-
-@pytest.mark.parametrize("mod", [classification_mod, stats_mod])
-def test_doctests(mod):
-    assert doctest.testmod(mod).failed == 0

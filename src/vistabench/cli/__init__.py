@@ -1,7 +1,9 @@
 """`vistabench <protocol> <verb>`: a thin layer that parses, calls the Python API and prints.
 
-Each protocol's sub-commands live in ``cli/<protocol>.py`` with a ``register(subparsers)`` function
-listed in ``_MODULES``. Handlers return a JSON-serialisable object (printed with ``--json``) or None.
+Each declared protocol (:mod:`vistabench.suite`) names its CLI module, whose ``register(subparsers)``
+adds ``vistabench <protocol> split|score|run`` and its own verbs and returns the verbs' subparsers;
+every protocol then gets the common ``table`` verb. Commands across protocols (demo, table, report,
+stats) live in ``_COMMON``. Handlers return a JSON-serialisable object (printed with ``--json``) or None.
 Bad input (``InputError``, a missing file, malformed JSON) ends with one line on stderr and exit 2.
 """
 
@@ -16,7 +18,7 @@ from typing import Any, Callable, Sequence
 from .. import __version__
 from ..errors import InputError
 
-_MODULES = ["longtail", "detection", "incremental", "smalldata", "stream", "stats", "common"]
+_COMMON = ["stats", "common"]
 
 
 class _Parser(argparse.ArgumentParser):
@@ -38,20 +40,21 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"vistabench {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
-    for name in _MODULES:
-        try:
-            mod = importlib.import_module(f"{__name__}.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name == f"{__name__}.{name}":
-                continue  # protocol not built yet
-            raise
-        mod.register(sub)
+    from ..suite import protocols
+    from .common import add_table_verb
+
+    for proto in protocols():
+        verbs = proto.part("cli").register(sub)
+        if "table" not in verbs.choices:
+            add_table_verb(verbs, proto.name)
+    for name in _COMMON:
+        importlib.import_module(f"{__name__}.{name}").register(sub)
     return parser
 
 
 def emit(result: Any, *, as_json: bool, human: Callable[[Any], str] | None = None) -> None:
     """Print a handler's result: JSON for scripts, else the human rendering."""
-    from ..store import dumps
+    from ..jsonutil import dumps
 
     if result is None:
         return
@@ -98,11 +101,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def add_store_arg(p: argparse.ArgumentParser) -> None:
+def add_store_arg(p: argparse.ArgumentParser, *, optional: bool = True) -> None:
+    """``--store FILE`` (the same default everywhere) and, where storing is optional, ``--no-store``."""
     from ..store import DEFAULT_STORE
 
     p.add_argument("--store", default=DEFAULT_STORE, metavar="FILE",
                    help=f"SQLite results store (default: ./{DEFAULT_STORE})")
+    if optional:
+        p.add_argument("--no-store", dest="store", action="store_const", const=None,
+                       help="do not write a record to the results store")
+
+
+def add_record_args(p: argparse.ArgumentParser, *, what: str, dataset_default: str = "custom") -> None:
+    """How a scored file is named in the store: ``--method``, ``--dataset``, ``--seed``, ``--tag``."""
+    p.add_argument("--method", help=f"method name of the record (default: the {what} file's name without suffix)")
+    p.add_argument("--dataset", help=f"dataset name of the record (default: {dataset_default})")
+    p.add_argument("--seed", type=int, help="seed of the run that made the predictions (stored as is)")
+    p.add_argument("--tag", help="free-form tag of the record")
+
+
+def store_records(path: str | None, records: Any) -> list[int]:
+    """Add one record or a list of records to the store at ``path`` (None: store nothing)."""
+    from ..store import Record, ResultsStore
+
+    if path is None:
+        return []
+    recs = [records] if isinstance(records, Record) else list(records)
+    with ResultsStore(path) as store:
+        return store.add_many(recs)
 
 
 def add_json_arg(p: argparse.ArgumentParser) -> None:
@@ -111,17 +137,9 @@ def add_json_arg(p: argparse.ArgumentParser) -> None:
 
 def read_json_file(path: str, what: str) -> Any:
     """Read a user's JSON file with a one-line error on a missing or malformed file."""
-    from pathlib import Path
+    from ..jsonutil import read_json
 
-    p = Path(path)
-    if not p.is_file():
-        raise InputError(f"{what} {path!r}: no such file")
-    try:
-        return json.loads(p.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{what} {path!r}: malformed JSON ({exc.msg} at line {exc.lineno})") from exc
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{what} {path!r}: not a UTF-8 text file") from exc
+    return read_json(path, what=what)
 
 
 if __name__ == "__main__":  # pragma: no cover

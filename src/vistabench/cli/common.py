@@ -1,4 +1,4 @@
-"""Cross-protocol commands: demo, table, report."""
+"""Cross-protocol commands: demo, table, report; and the `table` verb every protocol has."""
 
 from __future__ import annotations
 
@@ -23,10 +23,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("table", help="print a protocol's results table from the store",
                        description="Renders the results store as the protocol's paper-style table: "
                                    "best bold, second underlined, third italic.")
-    p.add_argument("--protocol", required=True, help="longtail, detection, incremental, smalldata, stream")
+    p.add_argument("--protocol", required=True, help="a protocol name (`vistabench --help` lists them)")
     p.add_argument("--format", default="markdown", choices=["markdown", "latex", "csv"])
     p.add_argument("--dataset", help="only records of this dataset")
-    add_store_arg(p)
+    add_store_arg(p, optional=False)
     add_json_arg(p)
     p.set_defaults(handler=_table)
 
@@ -34,13 +34,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description="Writes DIR/index.html: one self-contained page with tables and "
                                    "embedded plots for every protocol that has records in the store.")
     p.add_argument("--out", required=True, metavar="DIR")
-    add_store_arg(p)
+    add_store_arg(p, optional=False)
     add_json_arg(p)
     p.set_defaults(handler=_report)
 
 
 def _demo(args):
-    from ..demo import run_demo
+    from ..demos import run_demo
 
     log = (lambda *a, **k: print(*a, file=sys.stderr, **k)) if args.json else print
     summary = run_demo(args.out, only=args.only, quick=args.quick, log=log)
@@ -58,19 +58,27 @@ def _open_store(path: str):
 
 
 def _table(args):
-    from ..report.html import _load_sections
-    from ..report.tables import table_builders
+    from ..suite import get_protocol
 
-    _load_sections()
-    builders = table_builders()
-    if args.protocol not in builders:
-        raise InputError(f"--protocol: expected one of {sorted(builders)}, got {args.protocol!r}")
+    proto = get_protocol(args.protocol)
     with _open_store(args.store) as store:
-        table = builders[args.protocol](store, dataset=args.dataset)
+        table = proto.part("table")(store, dataset=args.dataset)
     if args.json:
         return {"columns": [c.key for c in table.columns], "rows": table.rows}
     print(table.render(args.format))
     return None
+
+
+def add_table_verb(verbs: argparse._SubParsersAction, protocol: str) -> None:
+    """``vistabench <protocol> table``: the protocol's paper-style table of the store."""
+    p = verbs.add_parser("table", help="print the protocol's results table from the store",
+                         description=f"Renders the store's {protocol} records as the protocol's paper-style "
+                                     "table: best bold, second underlined, third italic.")
+    p.add_argument("--format", default="markdown", choices=["markdown", "latex", "csv"])
+    p.add_argument("--dataset", help="only records of this dataset")
+    add_store_arg(p, optional=False)
+    add_json_arg(p)
+    p.set_defaults(handler=_table, protocol=protocol)
 
 
 def _report(args):

@@ -1,22 +1,35 @@
-"""`vistabench detection ...`: eval, rerank, calibrate fit/apply, synth."""
+"""`vistabench detection ...`: split, score (alias eval), run, rerank, calibrate fit/apply, synth."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
-from . import add_json_arg
+from . import add_json_arg, add_record_args, add_store_arg, store_records
 from ..errors import InputError
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
     p = sub.add_parser("detection", help="large-vocabulary detection: AP^Old, AP^Fixed, AP^Pool",
                        description="Exact lvis-api / pycocotools AP, plus AP^Fixed and AP^Pool "
                                    "(Dave et al. 2021), in one pass over a results file.")
     dsub = p.add_subparsers(dest="verb", metavar="VERB")
     dsub.required = True
 
-    e = dsub.add_parser("eval", help="AP^Old, AP^Fixed and AP^Pool of a results file",
+    sp = dsub.add_parser("split", help="split the ground truth's images into calibration / test parts",
+                         description="Writes a split file (seeded, hashed): the image ids of a held-out "
+                                     "calibration part and of the test part. `detection run --split` fits a "
+                                     "calibrator on the first and scores the second; `detection score "
+                                     "--split` scores only the test part.")
+    sp.add_argument("--gt", required=True, metavar="GT.json", help="COCO or LVIS v1 ground-truth JSON")
+    sp.add_argument("--calibration-fraction", type=float, default=0.5, help="share of images held out (default 0.5)")
+    sp.add_argument("--seed", type=int, default=0)
+    sp.add_argument("--out", required=True, metavar="SPLIT.json")
+    add_json_arg(sp)
+    sp.set_defaults(handler=_split, human=lambda r: f"wrote {r['out']}: {r['calibration']} calibration and "
+                                                     f"{r['test']} test images (sha256 {r['sha256'][:12]})")
+
+    e = dsub.add_parser("score", aliases=["eval"], help="AP^Old, AP^Fixed and AP^Pool of a results file (alias: eval)",
                         description="Scores a COCO/LVIS results JSON against COCO or LVIS v1 ground truth. "
                                     "LVIS ground truth: lvis-api semantics (federated, 300 per image); COCO: "
                                     "pycocotools semantics (iscrowd, maxDets 1/10/100).")
@@ -31,10 +44,30 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="top K per category for AP^Fixed / AP^Pool (default: 10000)")
     e.add_argument("--gt-format", default="auto", choices=["auto", "lvis", "coco"],
                    help="auto: LVIS when images carry neg/not-exhaustive lists, else COCO")
-    e.add_argument("--store", metavar="FILE", help="also record the run in this results store")
-    e.add_argument("--method", help="method name for the store record (default: results file stem)")
+    e.add_argument("--split", metavar="SPLIT.json", help="score only the test images of this split file")
+    add_record_args(e, what="results", dataset_default="the ground-truth file's name")
+    add_store_arg(e)
     add_json_arg(e)
     e.set_defaults(handler=_eval, human=_human_eval)
+
+    rn = dsub.add_parser("run", help="split -> calibrate on held-out images (optional) -> score -> store",
+                         description="The detection pipeline for a detector's results file: with --split and "
+                                     "--calibrate METHOD a per-category calibrator is fitted on the split's "
+                                     "calibration images and applied to its test images, which are scored; "
+                                     "without --calibrate the test images (or, without --split, all) are scored. "
+                                     "The record has the same shape as `detection score`'s.")
+    rn.add_argument("--gt", required=True, metavar="GT.json")
+    rn.add_argument("--results", required=True, metavar="DT.json")
+    rn.add_argument("--split", metavar="SPLIT.json", help="split file from `detection split`")
+    rn.add_argument("--calibrate", metavar="METHOD", help="fit and apply this calibration method (needs --split)")
+    rn.add_argument("--iou-type", default="bbox", choices=["bbox", "segm"])
+    rn.add_argument("--max-dets-per-image", type=int, default=None, metavar="N")
+    rn.add_argument("--dets-per-class", type=int, default=10_000, metavar="K")
+    add_record_args(rn, what="results", dataset_default="the ground-truth file's name")
+    add_store_arg(rn)
+    add_json_arg(rn)
+    rn.set_defaults(handler=_run, human=lambda r: _human_eval(_unflatten(r["metrics"])) +
+                    (f"\nstored record {r['id']}" if r.get("id") is not None else ""))
 
     r = dsub.add_parser("rerank", help="keep each category's top K detections (the paper's gaming policy)",
                         description="Writes the results with only the top K detections per category over "
@@ -85,6 +118,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--masks", action="store_true", help="add polygon / RLE masks (for segm)")
     add_json_arg(s)
     s.set_defaults(handler=_synth)
+    return dsub
 
 
 def _variants(text: str) -> list[str]:
@@ -95,29 +129,69 @@ def _variants(text: str) -> list[str]:
     return v
 
 
+def _read_split(path: str | None):
+    if path is None:
+        return None
+    from ..data.splits import read_split
+    from ..protocols.detection import SPLIT_KIND
+
+    return read_split(path, kind=SPLIT_KIND)
+
+
+def _split(args):
+    from ..data.splits import write_split
+    from ..protocols.detection import build_image_split
+
+    from .._validation import check_fraction
+
+    check_fraction(args.calibration_fraction, "--calibration-fraction")
+    split = build_image_split(args.gt, calibration_fraction=args.calibration_fraction, seed=args.seed)
+    write_split(args.out, split)
+    return {"out": args.out, "calibration": len(split["calibration"]), "test": len(split["test"]),
+            "sha256": split["sha256"]}
+
+
 def _eval(args):
-    from ..data.coco import read_ground_truth, read_results
-    from ..metrics.detection import evaluate_detections
     from ..progress import step
+    from ..protocols.detection import score, to_record
 
     variants = _variants(args.ap)
-    with step("reading ground truth"):
-        gt = read_ground_truth(args.gt, format=args.gt_format, with_segmentation=args.iou_type == "segm")
-    with step("reading results"):
-        dets = read_results(args.results, gt, iou_type=args.iou_type)
-    with step("evaluating"):
-        ev = evaluate_detections(gt, dets, iou_type=args.iou_type, variants=variants,
-                                 max_dets_per_image=args.max_dets_per_image, dets_per_class=args.dets_per_class)
-    out = ev.to_dict()
+    split = _read_split(args.split)
+    with step("reading and evaluating"):
+        out = score(args.results, args.gt, iou_type=args.iou_type, variants=variants, gt_format=args.gt_format,
+                    max_dets_per_image=args.max_dets_per_image, dets_per_class=args.dets_per_class, split=split)
     out["settings"].update(gt=str(args.gt), results=str(args.results))
-    if args.store:
-        from ..protocols.detection import flat_metrics
-        from ..store import Record, ResultsStore
+    rec = to_record(out, dataset=args.dataset or Path(args.gt).stem,
+                    method=args.method or Path(args.results).stem, seed=args.seed, tag=args.tag,
+                    split_hash=None if split is None else split["sha256"])
+    ids = store_records(args.store, rec)
+    out["record_id"] = ids[0] if ids else None
+    return out
 
-        with ResultsStore(args.store) as store:
-            store.add(Record(protocol="detection", dataset=Path(args.gt).stem,
-                             method=args.method or Path(args.results).stem, seed=None, split_hash=None,
-                             settings=out["settings"], metrics=flat_metrics(ev)))
+
+def _run(args):
+    from contextlib import nullcontext
+
+    from ..protocols.detection import run
+    from ..store import ResultsStore
+
+    if args.calibrate is not None and args.split is None:
+        raise InputError("--calibrate needs --split: the calibrator is fitted on the split's held-out images")
+    split = _read_split(args.split)
+    with (ResultsStore(args.store) if args.store else nullcontext()) as store:
+        return run(ground_truth=args.gt, results=args.results, split=split, calibration=args.calibrate,
+                   iou_type=args.iou_type, max_dets_per_image=args.max_dets_per_image,
+                   dets_per_class=args.dets_per_class, store=store, tag=args.tag,
+                   dataset=args.dataset or Path(args.gt).stem,
+                   method=args.method or Path(args.results).stem)
+
+
+def _unflatten(metrics: dict) -> dict:
+    out: dict = {}
+    for key, v in metrics.items():
+        variant, _, name = key.partition("_")
+        if variant in ("old", "fixed", "pool") and not name.endswith("pr50"):
+            out.setdefault(variant, {})[name] = v
     return out
 
 
@@ -129,6 +203,8 @@ def _human_eval(out) -> str:
         lines.append(f"AP^{v.capitalize()}")
         for k, x in out[v].items():
             lines.append(f"  {k:<10} {'n/a' if x is None or x != x else f'{x:.4f}'}")
+    if out.get("record_id") is not None:
+        lines.append(f"stored record {out['record_id']}")
     return "\n".join(lines)
 
 
@@ -136,12 +212,12 @@ def _rerank(args):
     import numpy as np
 
     from ..data.coco import read_result_columns, write_result_columns
-    from ..metrics.detection import _rank_within
+    from ..metrics.detection import rank_within
     from .._validation import check_positive
 
     k = check_positive(args.per_class_topk, "--per-class-topk", integer=True)
     c = read_result_columns(args.results, keep_segmentation=True)
-    keep = np.flatnonzero(_rank_within(c["category_id"], c["score"]) < k)
+    keep = np.flatnonzero(rank_within(c["category_id"], c["score"]) < k)
     seg = None if c["segmentation"] is None else [c["segmentation"][i] for i in keep]
     write_result_columns(args.out, c["image_id"][keep], c["category_id"][keep], c["bbox"][keep], c["score"][keep], seg)
     out = {"results": args.results, "out": args.out, "per_class_topk": k, "kept": int(len(keep)),
@@ -188,7 +264,7 @@ def _cal_apply(args):
 def _synth(args):
     import json
 
-    from ..protocols.detection_synth import synth_detection_set
+    from ..data.detection_synth import synth_detection_set
 
     s = synth_detection_set(num_images=args.images, num_categories=args.categories,
                             dets_per_image=args.dets_per_image, seed=args.seed, format=args.format,

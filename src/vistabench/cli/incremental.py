@@ -1,4 +1,4 @@
-"""`vistabench incremental ...`: sessions, score, run, reference (few-shot class-incremental, gAcc)."""
+"""`vistabench incremental ...`: split (alias sessions), score, run, table, reference (few-shot class-incremental, gAcc)."""
 
 from __future__ import annotations
 
@@ -6,27 +6,29 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from . import add_json_arg, add_store_arg, read_json_file
+from . import add_json_arg, add_record_args, add_store_arg, read_json_file, store_records
 from ..errors import InputError
 
 _FMT = argparse.RawDescriptionHelpFormatter
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
     inc = sub.add_parser(
         "incremental", help="few-shot class-incremental learning: aAcc, gAcc, PD, KR (FSCIL)",
         formatter_class=_FMT,
-        description="Few-shot class-incremental protocol (DESIGN.md §5).\n\n"
-                    "  sessions   build the session split (preset, B/W/K, or the literature's session_<i>.txt)\n"
+        description="Few-shot class-incremental protocol (docs/incremental.md).\n\n"
+                    "  split      build the session split (preset, B/W/K, or the literature's session_<i>.txt);\n"
+                    "             alias: sessions\n"
                     "  score      aAcc, lAcc, tAcc, gAcc (+ curve), PD, KR from an accuracy matrix or from\n"
-                    "             one predictions file per session\n"
+                    "             one predictions file per session, and store the record (--no-store to skip)\n"
                     "  run        sessions -> reference learner (prototype | finetune) -> predictions -> scores -> store\n"
                     "  reference  the paper's corner cases (Lazy, Greedy, Greedy-NF) for a session layout\n\n"
                     "Accuracies are fractions in [0, 1]. gAcc is the area under gAcc(alpha), alpha in [0, 1],\n"
                     "computed in closed form; --compat reproduces the authors' public formula instead.")
     s = inc.add_subparsers(dest="verb", metavar="VERB", required=True)
 
-    p = s.add_parser("sessions", help="build a sessions file", formatter_class=_FMT, description=
+    p = s.add_parser("split", aliases=["sessions"], help="build a sessions file (alias: sessions)",
+                     formatter_class=_FMT, description=
                      "Writes a sessions file (JSON with sha256): the classes of each session (base = 0..B-1,\n"
                      "then W per session, in label order), the training indices of each session (all base\n"
                      "samples, K seeded shots per novel class) and the test pool. Presets: cifar100 and\n"
@@ -63,8 +65,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--compat", action="store_true", help="the authors' public gAcc formula (integer beta grid, trapezoid)")
     p.add_argument("--alphas", type=int, default=101, help="points of the reported curve (default 101)")
     p.add_argument("--plot", metavar="PNG", help="also draw gAcc(alpha) with the corner cases to this file")
-    p.add_argument("--record", metavar="METHOD", help="add the scores to the results store under this method name")
-    p.add_argument("--dataset", default="user", help="dataset name for --record (default: user)")
+    add_record_args(p, what="first predictions (or matrix)")
     add_store_arg(p)
     add_json_arg(p)
     p.set_defaults(handler=_score, human=_human_scores)
@@ -109,6 +110,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=_reference, human=lambda r: "\n".join(
         f"{k:10s} aAcc {100 * v['aacc']:6.2f}  gAcc {100 * v['gacc']:6.2f}  PD {100 * v['pd']:6.2f}  KR {v['kr']:.3f}"
         for k, v in r.items()))
+    return s
 
 
 def _layout_args(p: argparse.ArgumentParser) -> None:
@@ -171,7 +173,8 @@ def _sessions(args: Any) -> dict[str, Any]:
 
 def _score(args: Any) -> dict[str, Any]:
     from ..metrics.incremental import incremental_scores, session_sizes_uniform
-    from ..protocols.incremental import load_sessions, record_for, score_prediction_files
+    from ..metrics.incremental import IncrementalScores
+    from ..protocols.incremental import load_sessions, score, to_record
 
     mode = "compat" if args.compat else "exact"
     sessions = None
@@ -199,40 +202,33 @@ def _score(args: Any) -> dict[str, Any]:
         if args.base_classes is not None or args.way is not None:
             raise InputError("--base-classes/--way go with --matrix; with --predictions the sessions file gives them")
         sessions = load_sessions(args.sessions)
-        scores = score_prediction_files(args.predictions, sessions, mode=mode)
-        if mode == "exact" and args.alphas != 101:
-            from ..protocols.incremental import session_sizes
-
-            scores = incremental_scores(scores.matrix, session_sizes=session_sizes(sessions),
-                                        sample_counts=scores.settings["sample_counts"], num_alphas=args.alphas)
+        scores = IncrementalScores(**score(args.predictions, sessions, mode=mode, num_alphas=args.alphas))
     out = scores.to_dict()
     if args.plot:
         _plot(scores, args.plot)
         out["plot"] = args.plot
-    if args.record:
-        from ..store import ResultsStore
+    if sessions is None:
+        import numpy as np
 
-        if sessions is None:
-            import numpy as np
-
-            ends = np.cumsum(scores.settings["session_sizes"]).tolist()
-            sessions = {"classes": [list(range(a, b)) for a, b in zip([0] + ends[:-1], ends)],
-                        "base_classes": args.base_classes, "way": args.way}
-        sess = sessions
-        with ResultsStore(args.store) as store:
-            out["record_id"] = store.add(record_for(scores, dataset=args.dataset, method=args.record, seed=None,
-                                                    sessions=sess, settings={"source": "score"}))
+        ends = np.cumsum(scores.settings["session_sizes"]).tolist()
+        sessions = {"classes": [list(range(a, b)) for a, b in zip([0] + ends[:-1], ends)],
+                    "base_classes": args.base_classes, "way": args.way}
+    first = args.matrix or args.predictions[0]
+    rec = to_record(scores.to_dict(), dataset=args.dataset or "custom", method=args.method or Path(first).stem,
+                    seed=args.seed, sessions=sessions, settings={"source": "score"}, tag=args.tag)
+    ids = store_records(args.store, rec)
+    out["record_id"] = ids[0] if ids else None
     return out
 
 
 def _plot(scores: Any, path: str) -> None:
-    from ..report.incremental import _auc_label, gacc_figure, reference_rows
+    from ..report.incremental import auc_label, gacc_figure, reference_rows
 
     sizes = scores.settings["session_sizes"]
     refs = reference_rows(sizes, base_accuracy=scores.matrix[0][0], mode=scores.settings["mode"],
                           way=scores.settings.get("way"))
-    fig = gacc_figure({_auc_label("scored", scores.gacc): scores.curve},
-                      {_auc_label(k, v.gacc): v.curve for k, v in refs.items()})
+    fig = gacc_figure({auc_label("scored", scores.gacc): scores.curve},
+                      {auc_label(k, v.gacc): v.curve for k, v in refs.items()})
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120, bbox_inches="tight")
     import matplotlib.pyplot as plt
@@ -241,6 +237,8 @@ def _plot(scores: Any, path: str) -> None:
 
 
 def _run(args: Any) -> dict[str, Any]:
+    from contextlib import nullcontext
+
     from ..data import load_dataset
     from ..protocols.incremental import load_sessions, run, write_sessions
     from ..store import ResultsStore
@@ -254,7 +252,7 @@ def _run(args: Any) -> dict[str, Any]:
         sessions = load_sessions(args.sessions)
     else:
         sessions = write_sessions(Path(args.out) / "sessions.json", _build(args, data))
-    with ResultsStore(args.store) as store:
+    with (ResultsStore(args.store) if args.store else nullcontext()) as store:
         scores, paths = run(data, sessions, method=args.method, model=args.model, epochs=args.epochs,
                             novel_epochs=args.novel_epochs, lr=args.lr, novel_lr=args.novel_lr,
                             batch_size=args.batch_size, seed=args.seed, device=args.device,

@@ -5,22 +5,25 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from . import add_json_arg, add_store_arg, read_json_file
+from . import add_json_arg, add_record_args, add_store_arg, read_json_file, store_records
 from ..errors import InputError
 
 _FMT = argparse.RawDescriptionHelpFormatter
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
     lt = sub.add_parser(
         "longtail", help="long-tailed classification under unknown test distributions (Fang et al.)",
         formatter_class=_FMT,
-        description="Long-tailed protocol (DESIGN.md §3).\n\n"
+        description="Long-tailed protocol (docs/longtail.md).\n\n"
                     "  profile  per-class training counts of the CIFAR-LT convention\n"
                     "  split    pick a long-tailed training subset of a dataset (seeded, hashed file)\n"
                     "  sweep    build the evolving test sweep over a test pool (seeded, hashed file)\n"
                     "  score    score a predictions file against a sweep: AUC, AVG, STD, MAX, MIN, DR, BTD, ...\n"
-                    "  run      split -> train a reference method -> predict -> sweep -> score -> store\n\n"
+                    "           and store the record (--no-store to skip)\n"
+                    "  run      split -> train a reference method -> predict -> sweep -> score -> store\n"
+                    "  table    the paper-style table of the stored runs (--layout survey: the survey's\n"
+                    "           rho_trn = rho_tst / rho_trn != rho_tst columns)\n\n"
                     "Imbalance ratios are max/min class count (>= 1); the paper's notation 0.01 is read as 100.")
     s = lt.add_subparsers(dest="verb", metavar="VERB", required=True)
 
@@ -75,6 +78,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--convention", choices=["tade", "oltr"], default="tade",
                    help="many/medium/few thresholds: tade >100/20-100/<20 (default), oltr >=100/21-99/<=20")
     p.add_argument("--bootstrap", type=int, default=0, metavar="B", help="add 95%% bootstrap intervals (B replicates)")
+    add_record_args(p, what="predictions")
+    add_store_arg(p)
     add_json_arg(p)
     p.set_defaults(handler=_score, human=_score_text)
 
@@ -100,6 +105,34 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_store_arg(p)
     add_json_arg(p)
     p.set_defaults(handler=_run, human=_run_text)
+
+    p = s.add_parser("table", help="print the results table from the store", description=
+                     "Renders the store's long-tail records, best bold, second underlined, third italic; "
+                     "column titles carry the direction (↑ higher is better, ↓ lower). --layout paper (default): "
+                     "AUC, AVG, STD, MAX, MIN, DR, BTD, Many/Med./Few, Worst per (dataset, method, rho). --layout "
+                     "survey: AUC, AVG, STD, MAX, MIN, DR, BTD for runs whose test imbalance equals the training "
+                     "imbalance and for runs where it differs (--test-imbalance), side by side.")
+    p.add_argument("--layout", choices=["paper", "survey"], default="paper")
+    p.add_argument("--exact", action="store_true", help="the noise-free (R -> infinity) scores")
+    p.add_argument("--format", default="markdown", choices=["markdown", "latex", "csv"])
+    p.add_argument("--dataset", help="only records of this dataset")
+    add_store_arg(p, optional=False)
+    add_json_arg(p)
+    p.set_defaults(handler=_table)
+    return s
+
+
+def _table(args):
+    from ..report.longtail import longtail_table, survey_table
+    from .common import _open_store
+
+    build = survey_table if args.layout == "survey" else longtail_table
+    with _open_store(args.store) as store:
+        table = build(store, dataset=args.dataset, exact=args.exact)
+    if args.json:
+        return {"columns": [c.key for c in table.columns], "rows": table.rows}
+    print(table.render(args.format))
+    return None
 
 
 def _profile(args):
@@ -149,12 +182,17 @@ def _sweep(args):
 
 
 def _score(args):
-    from ..data import load_predictions
-    from ..protocols.longtail_sweep import read_sweep, score_sweep
+    from ..protocols.longtail import read_sweep, score, to_record
 
     sweep = read_sweep(args.sweep)
-    pred = load_predictions(args.predictions)
-    return score_sweep(pred, sweep, exact=args.exact, convention=args.convention, bootstrap=args.bootstrap)
+    result = score(args.predictions, sweep, exact=args.exact, convention=args.convention, bootstrap=args.bootstrap)
+    settings = {"train_counts": sweep["train_counts"], "test_imbalance": sweep["test_imbalance"],
+                "points": len(sweep["points"]), "repeats": sweep["repeats"], "sweep_sha256": sweep["sha256"],
+                "predictions": str(args.predictions)}
+    rec = to_record(result, dataset=args.dataset or "custom", method=args.method or Path(args.predictions).stem, seed=args.seed,
+                    split_hash=sweep["sha256"], settings=settings, tag=args.tag)
+    ids = store_records(args.store, rec)
+    return {**result, "record_id": ids[0] if ids else None}
 
 
 def _pct(v):
@@ -170,14 +208,18 @@ def _score_text(r) -> str:
     lines.append("point  alpha    divergence  accuracy")
     for i, p in enumerate(r["points"], 1):
         lines.append(f"{i:5d}  {p['alpha']:6.2f}  {p['divergence']:10.4f}  {_pct(p['accuracy']):>8}")
+    if r.get("record_id") is not None:
+        lines.append(f"stored record {r['record_id']}")
     return "\n".join(lines)
 
 
 def _run(args):
+    from contextlib import nullcontext
+
     from ..protocols.longtail import run
     from ..store import ResultsStore
 
-    with ResultsStore(args.store) as store:
+    with (ResultsStore(args.store) if args.store else nullcontext()) as store:
         rec = run(data=args.data, method=args.method, imbalance=args.imbalance, epochs=args.epochs, seed=args.seed,
                   device=args.device, model=args.model, n_max=args.n_max, test_imbalance=args.test_imbalance,
                   points=args.points, repeats=args.repeats, batch_size=args.batch_size, lr=args.lr,
@@ -186,4 +228,5 @@ def _run(args):
 
 
 def _run_text(rec) -> str:
-    return f"stored record {rec['id']} ({rec['method']} on {rec['dataset']})\n" + _score_text(rec["metrics"])
+    head = f"stored record {rec['id']}" if rec.get("id") is not None else "not stored (--no-store)"
+    return f"{head} ({rec['method']} on {rec['dataset']})\n" + _score_text(rec["metrics"])

@@ -1,4 +1,4 @@
-"""`vistabench smalldata ...`: splits, tune, final, run, table, list."""
+"""`vistabench smalldata ...`: split (alias splits), tune, final, run, score, table, list."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from . import add_json_arg, add_store_arg, read_json_file
+from . import add_json_arg, add_store_arg, read_json_file, store_records
 from ..errors import InputError
 
 _FMT = argparse.RawDescriptionHelpFormatter
@@ -54,20 +54,21 @@ def _run_args(p: argparse.ArgumentParser, *, final: bool, search: bool) -> None:
     add_json_arg(p)
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
     sd = sub.add_parser(
         "smalldata", help="small-data benchmark with fair tuning (Brigato et al.)", formatter_class=_FMT,
-        description="Small-data protocol (DESIGN.md §6).\n\n"
-                    "  splits  write trainval{i}/train{i}/val{i} (+test{i}) split files, i = 0..2\n"
+        description="Small-data protocol (docs/smalldata.md).\n\n"
+                    "  split   write trainval{i}/train{i}/val{i} (+test{i}) split files, i = 0..2 (alias: splits)\n"
                     "  tune    ASHA search per split on train/val (same budget for every method)\n"
                     "  final   train each split's best configuration --repeats times on trainval; score the test set\n"
                     "  run     tune + final\n"
+                    "  score   score your model's predictions on a split's test set and store the record\n"
                     "  table   Table 3 (balanced accuracy, Welch italics) or Table 4 (--cost) from the store\n"
                     "  list    dataset presets and methods\n\n"
                     "Metric: balanced accuracy over the dataset's declared classes.")
     s = sd.add_subparsers(dest="verb", metavar="VERB", required=True)
 
-    p = s.add_parser("splits", help="write the split files", description=
+    p = s.add_parser("split", aliases=["splits"], help="write the split files (alias: splits)", description=
                      "Writes trainval0..2.json, train0..2.json, val0..2.json (and test0..2.json for datasets "
                      "without an official test set) to --out. Each holds the sorted `indices` (positions in the "
                      "dataset's training pool), per-class counts and a sha256; per class, train ~60%% / val ~40%%. "
@@ -85,17 +86,37 @@ def register(sub: argparse._SubParsersAction) -> None:
         _run_args(p, final=final, search=search)
         p.set_defaults(handler=_run, human=_run_text, mode=verb)
 
+    p = s.add_parser("score", help="score a predictions file on a split's test set", description=
+                     "Scores a predictions .npz (labels + logits|probs|pred over split I's test set: the "
+                     "official test set, or test{I}.json where the dataset has none) with balanced accuracy "
+                     "over the dataset's declared classes, and stores a record shaped like a final run's.")
+    p.add_argument("--predictions", required=True, metavar="NPZ")
+    p.add_argument("--dataset", required=True, metavar="NAME", help="the preset the splits were written for")
+    p.add_argument("--root", metavar="DIR", help="the dataset's folder (not for mnist5k/digits)")
+    p.add_argument("--image-size", type=int, metavar="PX")
+    p.add_argument("--splits", required=True, metavar="DIR", help="folder of split files (`smalldata split`)")
+    p.add_argument("--split", type=int, required=True, metavar="I", help="which split's test set")
+    p.add_argument("--method", help="method name of the record (default: the predictions file's name without suffix)")
+    p.add_argument("--seed", type=int, help="seed of the run that made the predictions (stored as is)")
+    p.add_argument("--tag", default="final", help="record tag (default: final, as the final runs)")
+    add_store_arg(p)
+    add_json_arg(p)
+    p.set_defaults(handler=_score, human=lambda r: f"balanced accuracy {100 * r['balanced_accuracy']:.2f} "
+                   f"(accuracy {100 * r['accuracy']:.2f}) on {r['settings']['test']}"
+                   + (f"; stored record {r['record_id']}" if r.get("record_id") is not None else ""))
+
     p = s.add_parser("table", help="print Table 3 or Table 4 from the store")
     p.add_argument("--format", default="markdown", choices=["markdown", "latex", "csv"])
     p.add_argument("--dataset", help="only this dataset")
     p.add_argument("--cost", action="store_true", help="Table 4: training images/s and peak memory")
-    add_store_arg(p)
+    add_store_arg(p, optional=False)
     add_json_arg(p)
     p.set_defaults(handler=_table)
 
     p = s.add_parser("list", help="dataset presets and methods")
     add_json_arg(p)
     p.set_defaults(handler=_list, human=_list_text)
+    return s
 
 
 # ---------------------------------------------------------------------------------- handlers
@@ -135,7 +156,21 @@ def _space_override(args) -> dict | None:
     return out or None
 
 
+def _score(args):
+    from ..protocols.smalldata import prepare, score, to_record
+
+    ctx = prepare(args.dataset, root=args.root, split_dir=args.splits, image_size=args.image_size, splits=[args.split])
+    result = score(args.predictions, ctx, args.split)
+    rec = to_record(result, dataset=args.dataset, method=args.method or Path(args.predictions).stem, seed=args.seed,
+                    split_hash=result["settings"]["split_hash"], settings={"predictions": str(args.predictions)},
+                    tag=args.tag)
+    ids = store_records(args.store, rec)
+    return {**result, "record_id": ids[0] if ids else None}
+
+
 def _run(args):
+    from contextlib import nullcontext
+
     from ..learners.smalldata import get_method
     from ..protocols.smalldata import Options, prepare, run_method
     from ..store import ResultsStore
@@ -152,7 +187,7 @@ def _run(args):
                    repeats=getattr(args, "repeats", 10), device=args.device, engine=args.engine,
                    ray_address=args.ray_address, sampler=args.sampler, scheduler=args.scheduler, seed=args.seed,
                    space=_space_override(args), work_dir=args.work_dir, threads=args.threads)
-    with ResultsStore(args.store) as store:
+    with (ResultsStore(args.store) if args.store else nullcontext()) as store:
         return run_method(ctx, args.method, opts, store, do_tune=args.mode in ("tune", "run"),
                           do_final=args.mode in ("final", "run"), require_search=args.mode == "final")
 

@@ -1,4 +1,4 @@
-"""`vistabench stream {list,show,run,report}`: never-ending task streams (Nevis'22 protocol)."""
+"""`vistabench stream {list,show,split,score,run,pretrain,report,table}`: never-ending task streams (Nevis'22 protocol)."""
 
 from __future__ import annotations
 
@@ -6,11 +6,11 @@ import argparse
 import math
 from pathlib import Path
 
-from . import add_json_arg, add_store_arg
+from . import add_json_arg, add_store_arg, read_json_file, store_records
 from ..errors import InputError
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
     p = sub.add_parser("stream", help="never-ending task streams with compute accounting (Nevis'22)",
                        description="Run a learner over a chronological stream of tasks, charging every "
                                    "training and search step in FLOPs, and analyse runs: average meta-test "
@@ -24,16 +24,48 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     q = verbs.add_parser("show", help="the tasks of a stream")
     q.add_argument("stream", metavar="NAME|FILE")
+    _add_cut_args(q)
     add_json_arg(q)
     q.set_defaults(handler=_show, human=_show_human)
+
+    q = verbs.add_parser("split", help="write a stream's split: its tasks in order, meta-train / meta-test",
+                         description="Writes a sealed manifest (sha256) of the stream's tasks in stream order "
+                                     "with their year and meta-train/meta-test side; --meta-test-from moves the cut.")
+    q.add_argument("--stream", required=True, metavar="NAME|FILE")
+    _add_cut_args(q)
+    q.add_argument("--out", required=True, metavar="FILE")
+    add_json_arg(q)
+    q.set_defaults(handler=_split, human=lambda r: f"wrote {r['out']}: {r['tasks']} tasks, meta-test from "
+                                                    f"{r['meta_test_from_year']} ({r['meta_test']} tasks)")
+
+    q = verbs.add_parser("score", help="score a run's per-task events from your own learner",
+                         description="Reads EVENTS.json: a list, one object per task in stream order, with "
+                                     "'task' (the task uid, see `stream show`), 'error' (1 - accuracy; 1 - mAP "
+                                     "for multilabel) and 'flops' (compute charged for the task), optionally "
+                                     "the other event keys. Prints the average meta-test error and cFLOP and "
+                                     "stores one record per task, like `stream run`, under --run-id.")
+    q.add_argument("--events", required=True, metavar="EVENTS.json")
+    q.add_argument("--stream", required=True, metavar="NAME|FILE")
+    _add_cut_args(q)
+    q.add_argument("--method", help="learner name of the records (default: the events file's name without suffix)")
+    q.add_argument("--seed", type=int, help="seed of the run (stored as is)")
+    q.add_argument("--run-id", help="tag of the records (default: STREAM-METHOD-scored)")
+    add_store_arg(q)
+    add_json_arg(q)
+    q.set_defaults(handler=_score, human=lambda r: f"{r['summary']['tasks']} tasks: average meta-test error "
+                   f"{r['summary']['avg_error']:.4f}, cFLOP {r['summary']['cflop']:.3g}"
+                   + (f"; stored {len(r['record_ids'])} records as run {r['run']!r}" if r["record_ids"] else ""))
 
     q = verbs.add_parser("run", help="run a learner over a stream (resumes an interrupted run)",
                          description="Hands the learner one task at a time (never a future one), scores "
                                      "each task on its test part, writes one event per task to the store and "
                                      "a checkpoint after each task. Re-running the same command resumes.")
     q.add_argument("--stream", required=True, metavar="NAME|FILE",
-                   help="nevis-full, nevis-short, embedded, or a JSON/YAML stream file")
-    q.add_argument("--learner", required=True, help="indep, ft-prev, ft-d, ensemble, pt")
+                   help="nevis-full (dm_nevis's list), nevis-full-paper (the paper's table), nevis-short, "
+                        "embedded, or a JSON/YAML stream file")
+    q.add_argument("--learner", required=True,
+                   help="indep, ft-prev, ft-d, ensemble, pt (needs --checkpoint), mt (multi-task with the most "
+                        "related past task), bhpo (GP-UCB Bayesian HPO); see `vistabench stream list`")
     q.add_argument("--trials", type=int, default=2, help="random-search trials per task (default 2)")
     q.add_argument("--steps", type=int, default=40, help="SGD steps per trial (default 40)")
     q.add_argument("--seed", type=int, default=0)
@@ -42,7 +74,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--arch", default="cnn28", help="backbone (vistabench.learners.models registry; default cnn28)")
     q.add_argument("--width", type=int, help="cnn28 width (default 8)")
     q.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto")
-    q.add_argument("--meta-test-from", type=int, metavar="YEAR", help="override the stream's meta-test cut")
+    _add_cut_args(q)
+    q.add_argument("--search-space", choices=("large", "default"), default="large",
+                   help="bhpo: 'large' = lr, label smoothing, schedule, batch size, width, augmentation (the "
+                        "paper's larger space); 'default' = lr and label smoothing only (default large)")
+    q.add_argument("--multilabel-absent", choices=("zero", "omit"), default="zero",
+                   help="multilabel error: a label without positives in a test set counts AP 0 ('zero', "
+                        "dm_nevis / sklearn macro AP; default) or is left out of the mean ('omit')")
     q.add_argument("--max-tasks", type=int, metavar="N", help="stop after N tasks (continue later)")
     q.add_argument("--run-id", help="default: STREAM-LEARNER-tTRIALS-sSTEPS-seedSEED")
     q.add_argument("--work-dir", default="vistabench-stream", metavar="DIR",
@@ -52,41 +90,83 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_json_arg(q)
     q.set_defaults(handler=_run, human=_run_human)
 
+    q = verbs.add_parser("pretrain", help="PT-MT: pre-train on the meta-train tasks, write a checkpoint for --learner pt",
+                         description="Trains one network on the union of the stream's meta-train tasks (one output "
+                                     "block per task, joint loss) and writes a weights-only state dict that "
+                                     "`stream run --learner pt --checkpoint FILE` fine-tunes from. Its compute is "
+                                     "reported here and in FILE.json, apart from the stream's cFLOP.")
+    q.add_argument("--stream", required=True, metavar="NAME|FILE")
+    q.add_argument("--out", required=True, metavar="FILE", help="checkpoint to write (e.g. pt-mt.pt)")
+    q.add_argument("--steps", type=int, default=200, help="SGD steps (default 200)")
+    q.add_argument("--lr", type=float, default=0.05, help="learning rate (default 0.05)")
+    q.add_argument("--max-per-task", type=int, default=2000, metavar="N",
+                   help="training examples kept per meta-train task (default 2000)")
+    q.add_argument("--seed", type=int, default=0)
+    q.add_argument("--data-root", metavar="DIR", help="folder with the tasks' data")
+    q.add_argument("--arch", default="cnn28", help="backbone (must match the later pt run; default cnn28)")
+    q.add_argument("--width", type=int, help="cnn28 width (default 8)")
+    q.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto")
+    _add_cut_args(q)
+    add_json_arg(q)
+    q.set_defaults(handler=_pretrain, human=_pretrain_human)
+
     q = verbs.add_parser("report", help="analyse runs: error, cFLOP, Pareto, regret, forward transfer",
                          description="Summarises the stream runs in the store (all, or the RUN_IDs given).")
     q.add_argument("runs", nargs="*", metavar="RUN_ID")
     q.add_argument("--plot", metavar="PNG", help="write the Pareto plot (cFLOP vs error, every run) here")
-    add_store_arg(q)
+    q.add_argument("--cost", choices=("total", "train"), default="total",
+                   help="x axis of --plot: vistabench's cFLOP (training + selection forwards; default) or the "
+                        "training steps only (dm_nevis's convention)")
+    add_store_arg(q, optional=False)
     add_json_arg(q)
     q.set_defaults(handler=_report, human=_report_human)
+    return verbs
+
+
+def _add_cut_args(q: argparse.ArgumentParser) -> None:
+    q.add_argument("--meta-test-from", metavar="YEAR|PRESET",
+                   help="meta-train / meta-test cut: a year, or a preset of the Nevis streams: 'paper' (2019, "
+                        "the paper's last three years: 27 FULL tasks) or 'dm-nevis' (2020, dm_nevis's "
+                        "DEFAULT_NEVIS_STOP_YEAR: 14 FULL tasks). Default: the stream file's (paper). The cut used "
+                        "is printed.")
+
+
+def _arch_opts(args) -> dict:
+    if args.arch == "cnn28":
+        return {"width": args.width or 8}
+    return {"width": args.width} if args.width is not None else {}
 
 
 def _list(args):
-    from ..learners.stream import stream_learners
+    from ..learners.stream import learner_names, stream_learners
     from ..streams import load_stream, stream_names
 
-    return {"streams": [load_stream(n).summary() for n in stream_names()], "learners": stream_learners.names()}
+    docs = {n: ((stream_learners.get(n).__doc__ or "").strip().splitlines() or [""])[0] for n in learner_names()}
+    return {"streams": [load_stream(n).summary() for n in stream_names()], "learners": learner_names(),
+            "learner_docs": docs}
 
 
 def _list_human(res) -> str:
     lines = ["Streams:"]
     for s in res["streams"]:
-        lines.append(f"  {s['name']:12s} {s['tasks']:4d} tasks ({s['meta_train']} meta-train, {s['meta_test']} "
+        lines.append(f"  {s['name']:17s} {s['tasks']:4d} tasks ({s['meta_train']} meta-train, {s['meta_test']} "
                      f"meta-test from {s['meta_test_from_year']}), input {s['image_size']} px x {s['channels']}")
-    lines.append("Learners: " + ", ".join(res["learners"]))
+    lines.append("Learners:")
+    for n in res["learners"]:
+        lines.append(f"  {n:9s} {res.get('learner_docs', {}).get(n, '')}")
     return "\n".join(lines)
 
 
 def _show(args):
     from ..streams import load_stream
 
-    s = load_stream(args.stream)
-    return {**s.summary(), "description": s.description,
+    s = load_stream(args.stream, meta_test_from_year=args.meta_test_from)
+    return {**s.summary(), "description": s.description, "meta_test_cut": s.meta_test_cut(),
             "tasks": [{**t.info(), "resolution": list(t.resolution) if t.resolution else None} for t in s.tasks]}
 
 
 def _show_human(res) -> str:
-    lines = [f"{res['name']}: {len(res['tasks'])} tasks, meta-test from {res['meta_test_from_year']}", res["description"], "",
+    lines = [f"{res['name']}: {len(res['tasks'])} tasks, {res['meta_test_cut']}", res["description"], "",
              f"{'#':>3} {'year':4} {'split':10} {'kind':10} {'domain':12} {'size':>8} {'res':>11}  name"]
     for t in res["tasks"]:
         r = "x".join(str(v) for v in t["resolution"]) if t["resolution"] else "-"
@@ -95,7 +175,32 @@ def _show_human(res) -> str:
     return "\n".join(lines)
 
 
+def _split(args):
+    from ..data.splits import write_split
+    from ..protocols.stream import stream_split
+
+    split = stream_split(args.stream, meta_test_from_year=args.meta_test_from)
+    write_split(args.out, split)
+    n_test = sum(t["split"] == "meta-test" for t in split["tasks"])
+    return {"out": args.out, "tasks": len(split["tasks"]), "meta_test": n_test,
+            "meta_test_from_year": split["meta_test_from_year"], "sha256": split["sha256"]}
+
+
+def _score(args):
+    from ..protocols.stream import score, to_records
+    from ..streams import load_stream
+
+    stream = load_stream(args.stream, meta_test_from_year=args.meta_test_from)
+    result = score(read_json_file(args.events, "--events"), stream)
+    method = args.method or Path(args.events).stem
+    run_id = args.run_id or f"{stream.name}-{method}-scored"
+    ids = store_records(args.store, to_records(result, stream=stream, method=method, seed=args.seed, run_id=run_id))
+    return {**result, "run": run_id, "record_ids": ids}
+
+
 def _run(args):
+    from contextlib import nullcontext
+
     from ..learners.stream import make_learner
     from ..protocols.stream import default_run_id, run_stream
     from ..store import ResultsStore
@@ -108,11 +213,8 @@ def _run(args):
     if args.data_root is not None and not Path(args.data_root).is_dir():
         raise InputError(f"--data-root {args.data_root!r}: no such folder")
     stream = load_stream(args.stream, meta_test_from_year=args.meta_test_from)
-    opts = {"trials": args.trials, "steps": args.steps, "seed": args.seed, "arch": args.arch, "device": args.device}
-    if args.width is not None or args.arch == "cnn28":
-        opts["arch_options"] = {"width": args.width or 8} if args.arch == "cnn28" else {"width": args.width}
-    else:
-        opts["arch_options"] = {}
+    opts = {"trials": args.trials, "steps": args.steps, "seed": args.seed, "arch": args.arch, "device": args.device,
+            "arch_options": _arch_opts(args), "search_space": args.search_space}
     if args.checkpoint:
         opts["checkpoint"] = args.checkpoint
     learner = make_learner(args.learner, **opts)
@@ -121,10 +223,10 @@ def _run(args):
         import torch
 
         torch.set_num_threads(args.threads)
-    with ResultsStore(args.store) as store:
+    with (ResultsStore(args.store) if args.store else nullcontext()) as store:
         res = run_stream(stream, learner, store=store, run_id=run_id, work_dir=args.work_dir, seed=args.seed,
                          data_root=args.data_root, settings={"trials": args.trials, "steps": args.steps},
-                         max_tasks=args.max_tasks)
+                         max_tasks=args.max_tasks, absent_labels=args.multilabel_absent)
     return {**res.summary(), "store": args.store,
             "events": [{k: e[k] for k in ("task", "split", "error", "flops", "parameters", "seconds")}
                        for e in res.events]}
@@ -137,24 +239,55 @@ def _run_human(res) -> str:
                      f"{e['parameters']:9d} {e['seconds']:6.1f}")
     err = res["avg_error"]
     lines.append(f"run {res['run']}: {res['tasks']} tasks (resumed after {res['resumed_from']}); average meta-test "
-                 f"error {'n/a' if not math.isfinite(err) else f'{100 * err:.2f}%'}; cFLOP {res['cflop']:.3e}")
+                 f"error {'n/a' if not math.isfinite(err) else f'{100 * err:.2f}%'}; cFLOP {res['cflop']:.3e} "
+                 f"= training {res['cflop_train']:.3e} + selection/validation forwards {res['cflop_selection']:.3e}")
+    lines.append(res["meta_test_cut"])
     return "\n".join(lines)
 
 
+def _pretrain(args):
+    from ..learners.stream import LearnerConfig
+    from ..learners.stream_pretrain import pretrain_meta_train
+    from ..streams import load_stream
+
+    for name in ("steps", "max_per_task"):
+        v = getattr(args, name)
+        if v <= 0:
+            raise InputError(f"--{name.replace('_', '-')}: expected a positive integer, got {v}")
+    if not args.lr > 0:
+        raise InputError(f"--lr: expected a positive number, got {args.lr}")
+    if args.data_root is not None and not Path(args.data_root).is_dir():
+        raise InputError(f"--data-root {args.data_root!r}: no such folder")
+    stream = load_stream(args.stream, meta_test_from_year=args.meta_test_from)
+    cfg = LearnerConfig(seed=args.seed, arch=args.arch, arch_options=_arch_opts(args), device=args.device)
+    return pretrain_meta_train(stream, args.out, steps=args.steps, seed=args.seed, config=cfg, lr=args.lr,
+                               max_per_task=args.max_per_task, data_root=args.data_root)
+
+
+def _pretrain_human(res) -> str:
+    return (f"PT-MT checkpoint {res['checkpoint']}: {len(res['tasks'])} meta-train tasks of {res['stream']}, "
+            f"{res['images']} images, {res['steps']} steps of batch {res['batch_size']}; pre-training compute "
+            f"{res['flops']:.3e} FLOP (reported apart from the stream's cFLOP; also in {res['checkpoint']}.json)\n"
+            f"{res['meta_test_cut']}\nnext: vistabench stream run --stream {res['stream']} --learner pt "
+            f"--checkpoint {res['checkpoint']}")
+
+
 def _report(args):
-    from ..protocols.stream_analysis import analyse
+    from ..report.stream_analysis import analyse
     from ..store import ResultsStore
 
     if not Path(args.store).is_file():
         raise InputError(f"--store {args.store!r}: no such results store (run `vistabench stream run` first)")
+    from ..report.stream import with_cflop_parts
+
     with ResultsStore(args.store) as store:
-        a = analyse(store, args.runs or None)
+        a = with_cflop_parts(analyse(store, args.runs or None), store)
     if not a["runs"]:
         raise InputError(f"--store {args.store!r}: holds no stream runs")
     if args.plot:
         from ..report.stream import pareto_figure
 
-        fig = pareto_figure(a)
+        fig = pareto_figure(a, cost="cflop" if args.cost == "total" else "cflop_train")
         fig.savefig(args.plot, dpi=110)
         a["plot"] = args.plot
     return a

@@ -1,4 +1,4 @@
-"""Small-data split files (DESIGN §6): seeded, stratified, hashed.
+"""Small-data split files: seeded, stratified, hashed.
 
 For split i = 0..2 the builder draws ``per_class`` images of every class from the training pool
 (``trainval{i}``), then divides each class's draw into train (``round((1 − val_fraction)·n_c)``) and

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
-from ..store import _json_safe
+from ..jsonutil import json_safe
 
 
 def canonical_json(content: dict[str, Any]) -> str:
@@ -21,7 +21,7 @@ def canonical_json(content: dict[str, Any]) -> str:
     try:  # plain JSON types (e.g. a file just read): no per-element conversion pass
         return json.dumps(content, sort_keys=True, separators=(",", ":"), allow_nan=False)
     except (TypeError, ValueError):
-        return json.dumps(_json_safe(content), sort_keys=True, separators=(",", ":"), allow_nan=False)
+        return json.dumps(json_safe(content), sort_keys=True, separators=(",", ":"), allow_nan=False)
 
 
 def content_hash(content: dict[str, Any]) -> str:
@@ -32,7 +32,7 @@ def content_hash(content: dict[str, Any]) -> str:
 
 def seal(content: dict[str, Any]) -> dict[str, Any]:
     """Return ``content`` with its ``sha256`` set."""
-    out = {k: v for k, v in _json_safe(content).items() if k != "sha256"}
+    out = {k: v for k, v in json_safe(content).items() if k != "sha256"}
     out["sha256"] = content_hash(out)
     return out
 

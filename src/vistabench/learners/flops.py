@@ -1,4 +1,4 @@
-"""FLOP accounting (DESIGN.md §7): count one step once, multiply by the number of steps.
+"""FLOP accounting (docs/stream.md, "Compute"): count one step once, multiply by the number of steps.
 
 Counts come from :class:`torch.utils.flop_counter.FlopCounterMode` run on a *meta-device copy* of
 the model, so counting costs no arithmetic and does not touch the real weights, gradients or

@@ -1,7 +1,7 @@
 """Stream learners (Nevis'22 baselines) and the compute ledger they charge.
 
 A learner implements ``init() -> state``, ``train(task, data, state, ledger) -> (state, predictor)``
-and ``predict(predictor, images) -> scores`` (DESIGN.md §7). It sees one :class:`TaskView` (the
+and ``predict(predictor, images) -> scores`` (docs/stream.md). It sees one :class:`TaskView` (the
 current task's metadata) and a read-only copy of the current task's training data; every training
 step and every forward pass spent on search or model selection is charged to the
 :class:`ComputeLedger` the runner hands it.
@@ -15,7 +15,12 @@ Baselines (registry ``stream_learners``):
 ``ensemble``  ``indep`` whose predictor is the ensemble of all trials, weights
               ``softmax(val_score / temperature)`` (Nevis'22 Appendix I).
 ``pt``        every trial starts from a supplied checkpoint (a state dict loaded with
-              ``torch.load(..., weights_only=True)``; its classifier is replaced).
+              ``torch.load(..., weights_only=True)``; its classifier is replaced); PT-MT's
+              checkpoint comes from :func:`~vistabench.learners.stream_pretrain.pretrain_meta_train`.
+``mt``        FT-d initialisation + co-training with the most related past task
+              (:mod:`~vistabench.learners.stream_mt`).
+``bhpo``      ``indep`` with trials chosen sequentially by GP-UCB Bayesian optimisation
+              (:mod:`~vistabench.learners.stream_bhpo`).
 
 Compute knobs: ``trials`` (random-search configurations per task) and ``steps`` (SGD steps per
 trial). The batch size follows the training-set size, ``B = clip(2^floor(log2(n / 16)), 8,
@@ -45,10 +50,10 @@ from ..metrics.stream import mean_average_precision
 from ..registry import Registry
 from .flops import count_forward_flops, count_train_step_flops
 from .models import build_model
-from .tensors import Normaliser
+from .tensors import Normaliser, augment_batch, to_float_nchw
 from .trainer import TrainConfig, Trainer
 
-__all__ = ["TaskView", "ComputeLedger", "StreamLearner", "SearchLearner", "LearnerConfig",
+__all__ = ["learner_names", "TaskView", "ComputeLedger", "StreamLearner", "SearchLearner", "LearnerConfig",
            "stream_learners", "make_learner", "batch_size_for", "eval_points", "save_checkpoint"]
 
 
@@ -155,10 +160,18 @@ class LearnerConfig:
     knn_k: int = 5
     temperature: float = 0.05
     checkpoint: str | None = None
+    mt_weight_range: tuple[float, float] = (0.1, 1.0)
+    mt_memory: int = 1000
+    search_space: str = "large"
+    bhpo_startup: int = 1
+    ucb_beta: float = 2.0
 
     def __post_init__(self) -> None:
         self.trials = check_positive(self.trials, "trials", integer=True)
         self.steps = check_positive(self.steps, "steps", integer=True)
+        if self.search_space not in ("default", "large"):
+            raise InputError(f"search_space: expected 'default' or 'large', got {self.search_space!r}")
+        self.mt_memory = check_positive(self.mt_memory, "mt_memory", integer=True)
         if not 0 < self.val_fraction < 1:
             raise InputError(f"val_fraction: expected a value in (0, 1), got {self.val_fraction!r}")
 
@@ -182,6 +195,39 @@ class Predictor:
     info: dict
 
 
+# ---------------------------------------------------------------------- trial training variants
+PIECEWISE = ((0.5, 0.1), (0.75, 0.01))  # (progress, lr scale) of the piece-wise constant schedule
+
+
+class _SearchTrainer(Trainer):
+    """The shared trainer with the searchable choices of BHPO's large space.
+
+    ``schedule``: ``"cosine"`` (the trainer's) or ``"piecewise"`` (constant, scaled by
+    :data:`PIECEWISE` at those fractions of the steps); ``crop`` / ``flip``: random crop after zero
+    padding and horizontal flip, each on its own (the trainer's ``augment`` does both).
+    """
+
+    def __init__(self, *args: Any, schedule: str = "cosine", crop: bool = False, flip: bool = False,
+                 **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.schedule, self.crop, self.flip = schedule, bool(crop), bool(flip)
+
+    def _lr_at(self, step: int, total: int, steps_per_epoch: int) -> float:
+        if self.schedule != "piecewise":
+            return super()._lr_at(step, total, steps_per_epoch)
+        scale = 1.0
+        for progress, s in PIECEWISE:
+            if step >= int(progress * total):
+                scale = s
+        return self.cfg.lr * scale
+
+    def _batch(self, images: np.ndarray, idx: np.ndarray | slice, gen: torch.Generator | None) -> torch.Tensor:
+        x = to_float_nchw(images[idx])
+        if gen is not None and (self.crop or self.flip):
+            x = augment_batch(x, gen, padding=self.cfg.crop_padding if self.crop else 0, flip=self.flip)
+        return self.normaliser.apply(x)
+
+
 # -------------------------------------------------------------------------- multilabel support
 class _PatternBCE(nn.Module):
     """Sigmoid BCE where the integer label indexes a row of a 0/1 pattern matrix (C columns)."""
@@ -196,6 +242,50 @@ class _PatternBCE(nn.Module):
         t = self.patterns.to(y.device)[y]
         t = t * (1.0 - self.ls) + 0.5 * self.ls
         return nn.functional.binary_cross_entropy_with_logits(logits[:, : self.c], t)
+
+
+@dataclass
+class _Part:
+    """One task's share of a joint head: labels [label_offset, +n_labels), outputs [out_offset, +n_out)."""
+
+    label_offset: int
+    n_labels: int
+    out_offset: int
+    n_out: int
+    weight: float
+    patterns: np.ndarray | None  # multilabel: 0/1 row per label index (BCE on the first C outputs)
+    label_smoothing: float
+
+
+class _JointLoss(nn.Module):
+    """Weighted sum of per-task losses on one network with one head block per task (MT, PT-MT).
+
+    An example whose label falls in part k's label range is scored on part k's output block only
+    (cross-entropy, or the sigmoid BCE of :class:`_PatternBCE` for a multilabel part); the loss is
+    ``(1/B) * sum_i w_{k(i)} * loss_i`` over the batch.
+    """
+
+    def __init__(self, parts: list[_Part]) -> None:
+        super().__init__()
+        self.parts = parts
+        for k, p in enumerate(parts):
+            if p.patterns is not None:
+                self.register_buffer(f"patterns{k}", torch.as_tensor(p.patterns, dtype=torch.float32))
+
+    def forward(self, logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        total = logits.new_zeros(())
+        for k, p in enumerate(self.parts):
+            sel = (y >= p.label_offset) & (y < p.label_offset + p.n_labels)
+            z = logits[:, p.out_offset: p.out_offset + p.n_out]
+            yy = (y - p.label_offset).clamp(0, p.n_labels - 1)
+            if p.patterns is not None:
+                pat = getattr(self, f"patterns{k}")
+                t = pat.to(y.device)[yy] * (1.0 - p.label_smoothing) + 0.5 * p.label_smoothing
+                per = nn.functional.binary_cross_entropy_with_logits(z[:, : pat.shape[1]], t, reduction="none").mean(1)
+            else:
+                per = nn.functional.cross_entropy(z, yy, label_smoothing=p.label_smoothing, reduction="none")
+            total = total + p.weight * (per * sel.to(per.dtype)).sum()
+        return total / max(1, y.shape[0])
 
 
 def _split(n: int, frac: float, rng: np.random.Generator, labels: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
@@ -218,7 +308,9 @@ def _split(n: int, frac: float, rng: np.random.Generator, labels: np.ndarray | N
 
 def _score(kind: str, logits: np.ndarray, targets: np.ndarray) -> float:
     if kind == "multilabel":
-        m = mean_average_precision(targets, logits)
+        # selection on a small validation split: a label without positives there says nothing
+        # about the trial, so it is left out (the task's test error follows the run's setting)
+        m = mean_average_precision(targets, logits, absent_labels="omit")
         return 0.0 if math.isnan(m) else m
     return float(np.mean(np.argmax(logits, axis=1) == targets))
 
@@ -283,10 +375,11 @@ class SearchLearner(StreamLearner):
         return {"lr": float(math.exp(rng.uniform(math.log(lo), math.log(hi)))),
                 "label_smoothing": float(rng.uniform(ls_lo, ls_hi))}
 
-    def _build(self, num_outputs: int, channels: int, image_size: int, seed: int, init: dict | None) -> nn.Module:
+    def _build(self, num_outputs: int, channels: int, image_size: int, seed: int, init: dict | None,
+               arch_options: dict | None = None) -> nn.Module:
         cfg = self.config
         model = build_model(cfg.arch, num_classes=num_outputs, in_channels=channels, image_size=image_size,
-                            seed=seed, **cfg.arch_options)
+                            seed=seed, **(cfg.arch_options if arch_options is None else arch_options))
         if init is not None:
             sd = {k: v for k, v in init.items() if not k.startswith("classifier.")}
             missing, unexpected = model.load_state_dict(sd, strict=False)
@@ -294,6 +387,19 @@ class SearchLearner(StreamLearner):
             if bad or unexpected:
                 raise InputError(f"initial weights do not fit {cfg.arch!r}: missing {bad[:3]}, unexpected {list(unexpected)[:3]}")
         return model
+
+    # -- hooks of the search loop (defaults: random search, no auxiliary task, no memory)
+    def _propose(self, rng: np.random.Generator, trial: int, history: list[tuple[dict, float]]) -> dict:
+        """The next trial's hyper-parameters; ``history`` = (config, validation score) of the trials so far."""
+        return self._sample(rng)
+
+    def _aux_for(self, task: TaskView, init_from: str, state: dict) -> dict | None:
+        """An auxiliary task to co-train with (``images``, ``labels``, ``n_labels``, ``n_out``, ``uid``) or None."""
+        return None
+
+    def _remember(self, task: TaskView, images: np.ndarray, labels: np.ndarray, rng: np.random.Generator) -> dict | None:
+        """What of the current task to keep in the state for later tasks (None = nothing)."""
+        return None
 
     def train(self, task: TaskView, data: Any, state: dict, ledger: ComputeLedger) -> tuple[dict, Predictor]:
         cfg = self.config
@@ -310,23 +416,46 @@ class SearchLearner(StreamLearner):
             patterns, labels, num_outputs = None, np.asarray(targets), task.num_classes
             fit_idx, val_idx = _split(n, cfg.val_fraction, rng, labels)
         init, init_from = self._init_from(task, data, fit_idx, state, ledger)
-        bs = batch_size_for(len(fit_idx), max_batch=cfg.max_batch, min_batch=cfg.min_batch)
+        aux = self._aux_for(task, init_from, state)
+        head = num_outputs + (aux["n_out"] if aux is not None else 0)
+        bs0 = batch_size_for(len(fit_idx), max_batch=cfg.max_batch, min_batch=cfg.min_batch)
         e_points = eval_points(cfg.steps)
         per_chunk = cfg.steps // e_points
         members: list[Member] = []
         curves: list[list[float]] = []
+        history: list[tuple[dict, float]] = []
         for trial in range(cfg.trials):
-            hp = self._sample(rng)
+            hp = self._propose(rng, trial, list(history))
+            bs = int(min(len(fit_idx), max(1, round(bs0 * hp.get("batch_scale", 1.0)))))
             # one "epoch" = steps/E full batches drawn from repeated shuffles of the fit part
             reps = int(math.ceil(per_chunk * bs / len(fit_idx)))
             order = np.concatenate([rng.permutation(fit_idx) for _ in range(reps)])[: per_chunk * bs]
             x, y = images[order], np.asarray(labels)[order]
-            model = self._build(num_outputs, b, h, seed=int(rng.integers(2**31)), init=init)
-            loss = _PatternBCE(patterns, hp["label_smoothing"]) if patterns is not None else None
-            tcfg = TrainConfig(epochs=e_points, lr=hp["lr"], weight_decay=cfg.weight_decay, batch_size=bs,
+            arch_options = dict(cfg.arch_options)
+            if "width" in hp:
+                arch_options["width"] = int(hp["width"])
+            model = self._build(head, b, h, seed=int(rng.integers(2**31)), init=init, arch_options=arch_options)
+            if aux is not None:  # co-training: every step also takes bs images of the auxiliary task
+                a_order = np.concatenate([rng.permutation(len(aux["labels"]))
+                                          for _ in range(int(math.ceil(per_chunk * bs / len(aux["labels"]))))])
+                a_order = a_order[: per_chunk * bs]
+                x = np.concatenate([x, aux["images"][a_order]])
+                y = np.concatenate([y, aux["labels"][a_order] + (len(patterns) if patterns is not None else num_outputs)])
+                parts = [_Part(0, len(patterns) if patterns is not None else num_outputs, 0, num_outputs, 1.0, patterns,
+                               hp["label_smoothing"]),
+                         _Part(len(patterns) if patterns is not None else num_outputs, aux["n_labels"], num_outputs,
+                               aux["n_out"], hp["aux_weight"], None, 0.0)]
+                loss: nn.Module | None = _JointLoss(parts)
+                step_bs = 2 * bs
+            else:
+                loss = _PatternBCE(patterns, hp["label_smoothing"]) if patterns is not None else None
+                step_bs = bs
+            tcfg = TrainConfig(epochs=e_points, lr=hp["lr"], weight_decay=cfg.weight_decay, batch_size=step_bs,
                                momentum=cfg.momentum, seed=int(rng.integers(2**31)), device=cfg.device,
                                label_smoothing=hp["label_smoothing"], eval_batch_size=512,
-                               count_flops=self.count_in_trainer)
+                               count_flops=self.count_in_trainer,
+                               augment=bool(hp.get("crop", False) or hp.get("flip", False)),
+                               crop_padding=max(1, h // 8))
             curve: list[float] = []
             val_x, val_t = images[val_idx], targets[val_idx]
             holder: dict[str, Trainer] = {}
@@ -335,14 +464,19 @@ class SearchLearner(StreamLearner):
                 logits = holder["tr"].predict_logits(val_x)[:, : task.num_classes]
                 curve.append(_score(task.kind, logits, val_t))
 
-            tr = Trainer(model, tcfg, loss_fn=loss, callback=on_epoch)
+            tr = _SearchTrainer(model, tcfg, loss_fn=loss, callback=on_epoch, schedule=hp.get("schedule", "cosine"),
+                                crop=hp.get("crop", False), flip=hp.get("flip", False))
             holder["tr"] = tr
             res = tr.fit(x, y)
             ledger.charge_train(model, shape, bs, res.steps, loss_fn=loss, what=f"trial {trial}")
+            if aux is not None:
+                ledger.charge_train(model, shape, bs, res.steps, loss_fn=loss,
+                                    what=f"trial {trial} auxiliary ({aux['uid']})")
             ledger.charge_forward(model, shape, len(val_idx) * len(curve), what=f"trial {trial} validation")
             members.append(Member(tr, task.num_classes, curve[-1], {**hp, "batch_size": bs, "steps": res.steps,
                                                                     "trainer_flops": res.flops}))
             curves.append(curve)
+            history.append((hp, curve[-1]))
         best = int(np.argmax([m.score for m in members]))
         if self.ensemble:
             s = np.array([m.score for m in members]) / cfg.temperature
@@ -351,13 +485,18 @@ class SearchLearner(StreamLearner):
             chosen = members
         else:
             wts, chosen = np.ones(1), [members[best]]
-        state = {"models": list(state["models"]) + [{
-            "uid": task.uid, "name": task.name, "num_outputs": num_outputs,
-            "state_dict": {k: v.detach().cpu().clone() for k, v in members[best].trainer.model.state_dict().items()},
-        }]}
+        entry = {"uid": task.uid, "name": task.name, "num_outputs": head,
+                 "state_dict": {k: v.detach().cpu().clone() for k, v in members[best].trainer.model.state_dict().items()}}
+        if "width" in members[best].config:
+            entry["width"] = int(members[best].config["width"])
+        state = {**state, "models": list(state["models"]) + [entry]}
+        kept = self._remember(task, images, np.asarray(labels), rng)
+        if kept is not None:
+            state["memory"] = {**state.get("memory", {}), task.uid: kept}
         info = {"init_from": init_from, "best_trial": best, "trial_scores": [m.score for m in members],
-                "trial_configs": [m.config for m in members], "batch_size": bs, "eval_points": e_points,
-                "fit_images": int(len(fit_idx)), "val_images": int(len(val_idx))}
+                "trial_configs": [m.config for m in members], "batch_size": bs0, "eval_points": e_points,
+                "fit_images": int(len(fit_idx)), "val_images": int(len(val_idx)),
+                "aux_task": aux["uid"] if aux is not None else None}
         return state, Predictor(chosen, wts, task.kind, curves[best], info)
 
     def predict(self, predictor: Predictor, images: np.ndarray) -> np.ndarray:
@@ -377,25 +516,37 @@ class SearchLearner(StreamLearner):
         return int(sum(p.numel() for m in predictor.members for p in m.trainer.model.parameters()))
 
     def state_to_dict(self, state: dict) -> dict:
-        return {"models": state["models"]}
+        out = {"models": state["models"]}
+        if "memory" in state:
+            out["memory"] = state["memory"]
+        return out
 
     def state_from_dict(self, d: dict) -> dict:
-        return {"models": list(d.get("models", []))}
+        out = {"models": list(d.get("models", []))}
+        if "memory" in d:
+            out["memory"] = dict(d["memory"])
+        return out
 
 
 @stream_learners.register("indep")
 class Indep(SearchLearner):
+    """Random init, random search over learning rate and label smoothing, keep the best trial."""
+
     name = "indep"
 
 
 @stream_learners.register("ensemble")
 class Ensemble(SearchLearner):
+    """Indep whose predictor is the softmax(score / T)-weighted ensemble of all trials."""
+
     name = "ensemble"
     ensemble = True
 
 
 @stream_learners.register("ft-prev")
 class FTPrev(SearchLearner):
+    """Every trial fine-tunes the previous task's network (new head)."""
+
     name = "ft-prev"
 
     def _init_from(self, task, data, fit_idx, state, ledger):
@@ -414,6 +565,9 @@ class FTD(SearchLearner):
     def _init_from(self, task, data, fit_idx, state, ledger):
         if not state["models"]:
             return None, "random"
+        return self._most_related(task, data, fit_idx, state, ledger)
+
+    def _most_related(self, task, data, fit_idx, state, ledger):
         from sklearn.neighbors import KNeighborsClassifier
 
         cfg = self.config
@@ -434,7 +588,8 @@ class FTD(SearchLearner):
         norm = Normaliser.fit(data.images[sub])
         scores = []
         for entry in state["models"]:
-            model = self._build(entry["num_outputs"], b, h, seed=0, init=entry["state_dict"])
+            opts = dict(cfg.arch_options, **({"width": entry["width"]} if "width" in entry else {}))
+            model = self._build(entry["num_outputs"], b, h, seed=0, init=entry["state_dict"], arch_options=opts)
             model.load_state_dict(entry["state_dict"])
             tr = Trainer(model, TrainConfig(epochs=1, device=cfg.device, count_flops=False))
             tr.normaliser = norm
@@ -470,13 +625,34 @@ class PT(SearchLearner):
         if not isinstance(sd, dict) or not all(isinstance(v, torch.Tensor) for v in sd.values()):
             raise InputError(f"--checkpoint {str(p)!r}: expected a dict of tensors (a model state_dict)")
         self.pretrained = sd
+        from .stream_pretrain import pretrain_cost
+
+        self.pretrain_flops = pretrain_cost(p)  # reported apart from the stream's cFLOP
+
+    def settings(self) -> dict:
+        out = super().settings()
+        out["pretrain_flops"] = self.pretrain_flops
+        return out
 
     def _init_from(self, task, data, fit_idx, state, ledger):
         return self.pretrained, "checkpoint"
 
 
+def _load_learner_modules() -> None:
+    """Import the learners kept in their own modules (they register themselves; imported lazily
+    because they import from this module)."""
+    from . import stream_bhpo, stream_mt  # noqa: F401
+
+
+def learner_names() -> list[str]:
+    """Names of every registered stream learner (``indep``, ..., ``mt``, ``bhpo``)."""
+    _load_learner_modules()
+    return stream_learners.names()
+
+
 def make_learner(name: str, **config: Any) -> StreamLearner:
     """Instantiate a registered stream learner with :class:`LearnerConfig` options."""
+    _load_learner_modules()
     cls = stream_learners.get(name)
     known = set(LearnerConfig.__dataclass_fields__)
     unknown = sorted(set(config) - known)
@@ -491,3 +667,4 @@ def save_checkpoint(model: nn.Module, path: str | Path) -> Path:
     p.parent.mkdir(parents=True, exist_ok=True)
     torch.save({k: v.detach().cpu() for k, v in model.state_dict().items()}, p)
     return p
+

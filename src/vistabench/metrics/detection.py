@@ -73,7 +73,7 @@ class DetectionEvaluation:
 
 # ----------------------------------------------------------------------------------- selection
 
-def _rank_within(key: np.ndarray, score: np.ndarray) -> np.ndarray:
+def rank_within(key: np.ndarray, score: np.ndarray) -> np.ndarray:
     """Rank of each entry within its ``key`` group by descending score, ties in input order."""
     n = len(key)
     order = np.lexsort((np.arange(n), -score, key))
@@ -91,7 +91,7 @@ def top_per_image(dets: Detections, *, k: int) -> np.ndarray:
     This is ``LVISResults.limit_dets_per_image`` (a stable descending sort, then a cut).
     """
     k = check_positive(k, "max_dets_per_image", integer=True)
-    return np.flatnonzero(_rank_within(dets.image, dets.score) < k)
+    return np.flatnonzero(rank_within(dets.image, dets.score) < k)
 
 
 def top_per_class(dets: Detections, *, k: int) -> np.ndarray:
@@ -100,7 +100,7 @@ def top_per_class(dets: Detections, *, k: int) -> np.ndarray:
     As the authors' ``evaluate_ap_fixed.py`` (stable descending sort per category, then a cut).
     """
     k = check_positive(k, "dets_per_class", integer=True)
-    return np.flatnonzero(_rank_within(dets.category, dets.score) < k)
+    return np.flatnonzero(rank_within(dets.category, dets.score) < k)
 
 
 # -------------------------------------------------------------------------------- accumulation

@@ -1,6 +1,6 @@
 """Few-shot class-incremental (FSCIL) metrics: aAcc, lAcc, tAcc, generalized accuracy (gAcc), PD, KR.
 
-Notation (DESIGN.md §5; paper 003, Eq. 1-6). Session 1 holds the base classes Y_1; sessions 2..n
+Notation (docs/incremental.md; paper 003, Eq. 1-6). Session 1 holds the base classes Y_1; sessions 2..n
 add novel classes Y_j. ``A[i, j]`` (0-based here, A_{i+1}^{j+1} in the paper) is the accuracy after
 session i on the test samples of session j's classes (j <= i), predicted over every class seen so
 far. Everything is a fraction in [0, 1]; higher is better. Entries above the diagonal are NaN.
@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal, Sequence
+from typing import Any, Literal, NamedTuple, Sequence
 
 import numpy as np
 
@@ -43,6 +43,7 @@ CornerCase = Literal["lazy", "greedy", "greedy_nf"]
 CORNER_CASES: tuple[str, ...] = ("lazy", "greedy", "greedy_nf")
 
 __all__ = [
+    "AccuracyMatrix",
     "IncrementalScores",
     "accuracy_matrix",
     "check_accuracy_matrix",
@@ -147,12 +148,20 @@ def session_sizes_uniform(*, base_classes: int, way: int, num_sessions: int) -> 
 
 
 # ------------------------------------------------------------------------------ accuracy matrix
+class AccuracyMatrix(NamedTuple):
+    """:func:`accuracy_matrix`'s result: ``matrix`` (lower-triangular rows, ``matrix[i][j]`` =
+    A_{i+1}^{j+1}) and ``sample_counts`` (test samples behind each entry, same layout)."""
+
+    matrix: np.ndarray
+    sample_counts: np.ndarray
+
+
 def accuracy_matrix(
     y_true: Sequence[Any],
     y_pred: Sequence[Any],
     *,
     session_classes: Sequence[Sequence[int]],
-) -> tuple[np.ndarray, np.ndarray]:
+) -> AccuracyMatrix:
     """The accuracy matrix from per-session predictions.
 
     Parameters
@@ -221,7 +230,7 @@ def accuracy_matrix(
         cor = np.bincount(sess, weights=hit, minlength=n)[: i + 1]
         acc[i, : i + 1] = cor / cnt
         counts[i, : i + 1] = cnt
-    return acc, counts
+    return AccuracyMatrix(acc, counts)
 
 
 # ------------------------------------------------------------------------------------- gAcc

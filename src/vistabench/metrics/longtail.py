@@ -1,4 +1,4 @@
-"""Long-tailed classification under unknown test distributions (Fang et al.; DESIGN.md §3).
+"""Long-tailed classification under unknown test distributions (Fang et al.; see docs/longtail.md).
 
 Everything here is arithmetic on class counts and per-class accuracies, so it is exact and fast.
 Notation: C classes; the imbalance ratio rho >= 1 is max/min class count (values < 1 are read as
@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import Literal, Sequence
+from typing import Any, Literal, Sequence
 
 import numpy as np
 
-from .._validation import check_array, check_choice, check_positive
+from .._validation import check_array, check_choice, check_labels, check_positive
 from ..errors import InputError
+from .curves import normalised_auc
 
 __all__ = [
     "normalise_imbalance",
@@ -31,6 +32,9 @@ __all__ = [
     "group_accuracies",
     "expected_accuracy",
     "agnostic_counts",
+    "sweep_scores",
+    "bootstrap_intervals",
+    "SCALARS",
     "TEST_AGNOSTIC_RATIOS",
 ]
 
@@ -137,7 +141,7 @@ def sweep_class_counts(num_classes: int, *, test_imbalance: float, n_max: int, a
 
 
 def symmetric_kl(p: np.ndarray, q: np.ndarray) -> float:
-    """delta = sum_c [p_c ln(p_c/q_c) + q_c ln(q_c/p_c)] (symmetric KL; DESIGN.md §3 corrects the
+    """delta = sum_c [p_c ln(p_c/q_c) + q_c ln(q_c/p_c)] (symmetric KL; docs/longtail.md corrects the
     paper's sign and name). Both must be strictly positive distributions of the same length.
 
     >>> round(symmetric_kl(np.array([0.5, 0.5]), np.array([0.25, 0.75])), 6)
@@ -195,21 +199,6 @@ def sweep_metrics(accuracies: Sequence[float], divergences: Sequence[float]) -> 
         "min": vmin,
         "drop_ratio": (vmax - vmin) / vmax if vmax > 0 else math.nan,
     }
-
-
-def normalised_auc(values: np.ndarray, divergences: np.ndarray) -> np.ndarray:
-    """Row-wise normalised trapezoid area of ``values`` (B, T) against ``divergences`` (T,).
-
-    Points with equal divergence are merged at their mean value; NaN where fewer than two distinct
-    divergences exist. Shared by :func:`sweep_metrics` and the bootstrap.
-    """
-    ds, inverse = np.unique(divergences, return_inverse=True)
-    if len(ds) < 2:
-        return np.full(values.shape[0], math.nan)
-    onehot = np.zeros((len(divergences), len(ds)))
-    onehot[np.arange(len(divergences)), inverse] = 1.0
-    vs = (values @ onehot) / onehot.sum(axis=0)
-    return np.sum(np.diff(ds)[None, :] * (vs[:, 1:] + vs[:, :-1]) / 2.0, axis=1) / (ds[-1] - ds[0])
 
 
 def shot_groups(
@@ -270,4 +259,154 @@ def agnostic_counts(
         out[f"forward_{r}"] = fwd
         out[f"backward_{r}"] = bwd
     out["uniform"] = np.full(C, check_positive(n_max, "n_max", integer=True), dtype=np.int64)
+    return out
+
+
+SCALARS = ("auc", "avg", "std", "max", "min", "drop_ratio", "balanced", "many", "medium", "few",
+           "worst_class")
+
+
+def _per_class(labels: np.ndarray, correct: np.ndarray, C: int) -> tuple[np.ndarray, np.ndarray]:
+    n = np.bincount(labels, minlength=C)  # pool samples per class
+    k = np.bincount(labels[correct], minlength=C)  # correct ones
+    if np.any(n == 0):
+        raise InputError(f"predictions: classes {np.flatnonzero(n == 0)[:10].tolist()} have no sample in the pool")
+    return n, k
+
+
+def _check_pool(labels: np.ndarray, sweep: dict[str, Any], arrays: list[list[np.ndarray]]) -> None:
+    C = sweep["num_classes"]
+    if labels.size and labels.max() >= C:
+        raise InputError(f"predictions: labels must be < {C} (the sweep's num_classes), found {int(labels.max())}")
+    needed = 1 + max((int(a.max()) for pt in arrays for a in pt if a.size), default=-1)
+    if len(labels) < needed:
+        raise InputError(f"predictions: {len(labels)} samples, but the sweep indexes a pool of at least {needed}: "
+                         "length differs from the sweep's pool")
+    for pt, pt_arrays in zip(sweep["points"], arrays):
+        expect = np.repeat(np.arange(C), pt["class_counts"])
+        for a in pt_arrays:
+            if not np.array_equal(labels[a], expect):
+                raise InputError("predictions: labels do not match the sweep's pool at the drawn indices "
+                                 "(was the sweep built on another test set, or in another order?)")
+
+
+def sweep_scores(
+    labels: Any,
+    correct: Any,
+    sweep: dict[str, Any],
+    *,
+    exact: bool = False,
+    convention: Literal["tade", "oltr"] = "tade",
+    bootstrap: int = 0,
+    confidence: float = 0.95,
+    seed: int = 0,
+    set_correct: list[list[Any]] | None = None,
+) -> dict[str, Any]:
+    """Score per-sample correctness over a sweep's test pool (the paper's Eq. 2-5 and Table 2 metrics).
+
+    Parameters
+    ----------
+    labels : array of int, shape (N,)
+        True labels of the whole test pool (the pool the sweep was built on, same order).
+    correct : array of bool, shape (N,)
+        Whether each pool sample was classified correctly.
+    sweep : dict
+        Sweep-file content (see :func:`vistabench.protocols.longtail_sweep.build_sweep`): ``num_classes``,
+        ``train_counts``, ``n_max``, ``repeats``, ``seed``, ``test_imbalance``, ``sha256`` and ``points``
+        (each ``alpha``, ``divergence``, ``class_counts`` (C,), ``samples`` (R lists of pool indices)).
+    exact : bool
+        V_t = sum_c N_c·acc_c / sum_c N_c (the noise-free R -> infinity limit) instead of the mean
+        over the R drawn sets.
+    convention : {"tade", "oltr"}
+        Many/medium/few thresholds (see :func:`vistabench.metrics.longtail.shot_groups`).
+    bootstrap : int
+        B > 0 adds ``ci``: percentile intervals of every scalar over B stratified bootstrap
+        resamples of the pool (exact-mode metrics).
+    set_correct : list of list of bool arrays, optional
+        Per drawn set (``[t][r]``, aligned with ``points[t]["samples"][r]``) the correctness of a
+        method that predicts each test set on its own (test-time adaptation without labels). V_t
+        is then the mean over the R sets of their accuracy, in both modes (a drawn set holds
+        exactly N_c samples of class c, so there is no pool-level limit); ``correct`` still gives
+        the pool-level scores (balanced, groups, per class, test-agnostic).
+
+    Returns
+    -------
+    dict with ``auc, avg, std, max, min, drop_ratio, balanced, many, medium, few, worst_class``
+    (fractions, NaN when undefined), ``points`` (list of {alpha, divergence, accuracy}),
+    ``per_class`` (C accuracies on the whole pool), ``test_agnostic`` (exact accuracies of the
+    forward/uniform/backward sets), ``mode`` and ``settings``.
+    """
+    C = int(sweep["num_classes"])
+    labels = check_labels(labels, "labels", num_classes=C)
+    correct = check_array(correct, "correct", ndim=1).astype(bool)
+    if correct.shape != labels.shape:
+        raise InputError(f"correct: expected {len(labels)} entries (one per pool sample), got {len(correct)}")
+    arrays = [[np.asarray(s, dtype=np.int64) for s in pt["samples"]] for pt in sweep["points"]]
+    _check_pool(labels, sweep, arrays)
+    train_counts = np.asarray(sweep["train_counts"])
+    n, k = _per_class(labels, correct, C)
+    acc = k / n
+    deltas = np.array([pt["divergence"] for pt in sweep["points"]])
+    weights = np.array([pt["class_counts"] for pt in sweep["points"]], dtype=np.float64)  # (T, C)
+    if set_correct is not None:
+        if len(set_correct) != len(arrays) or any(len(sc) != len(pt) for sc, pt in zip(set_correct, arrays)):
+            raise InputError("set_correct: expected one correctness array per drawn set of every point")
+        values = np.array([np.mean([np.mean(np.asarray(c, dtype=np.float64)) for c in sc]) for sc in set_correct])
+    elif exact:
+        values = weights @ acc / weights.sum(axis=1)
+    else:
+        cf = correct.astype(np.float64)
+        values = np.array([np.mean([cf[a].mean() for a in pt]) for pt in arrays])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore" if bootstrap else "default")
+        out: dict[str, Any] = sweep_metrics(values, deltas)
+    out["balanced"] = float(acc.mean())
+    out.update(group_accuracies(acc, train_counts, convention=convention))
+    out["worst_class"] = float(acc.min())
+    out["points"] = [{"alpha": pt["alpha"], "divergence": pt["divergence"], "accuracy": float(v)}
+                     for pt, v in zip(sweep["points"], values)]
+    out["per_class"] = acc.tolist()
+    out["test_agnostic"] = {name: expected_accuracy(acc, cnt) for name, cnt in
+                            agnostic_counts(train_counts, n_max=sweep["n_max"]).items()}
+    out["mode"] = "exact" if exact else "resampled"
+    out["settings"] = {"test_imbalance": sweep["test_imbalance"], "n_max": sweep["n_max"],
+                       "points": len(sweep["points"]), "repeats": sweep["repeats"], "seed": sweep["seed"],
+                       "sweep_sha256": sweep["sha256"], "convention": convention}
+    if bootstrap:
+        out["ci"] = bootstrap_intervals(n, k, weights, deltas, train_counts, replicates=bootstrap,
+                                        confidence=confidence, convention=convention, seed=seed)
+        out["settings"].update({"bootstrap": int(bootstrap), "confidence": confidence})
+    return out
+
+
+def bootstrap_intervals(
+    n: np.ndarray, k: np.ndarray, weights: np.ndarray, deltas: np.ndarray, train_counts: np.ndarray, *,
+    replicates: int, confidence: float = 0.95, convention: Literal["tade", "oltr"] = "tade", seed: int = 0,
+) -> dict[str, list[float | None]]:
+    """Percentile intervals over a stratified bootstrap of the test pool.
+
+    Resampling class c's n_c correctness indicators with replacement makes its correct count a
+    Binomial(n_c, k_c/n_c) draw, so each replicate is drawn that way (same distribution, no index
+    arrays). Metrics are the exact-mode ones.
+    """
+    B = check_positive(replicates, "bootstrap", integer=True)
+    rng = np.random.default_rng(seed)
+    acc_b = rng.binomial(n[None, :], (k / n)[None, :], size=(B, len(n))) / n[None, :]  # (B, C)
+    V = acc_b @ (weights / weights.sum(axis=1, keepdims=True)).T  # (B, T)
+    auc = normalised_auc(V, deltas)
+    vmax, vmin = V.max(axis=1), V.min(axis=1)
+    groups = shot_groups(train_counts, convention=convention)
+    stats = {
+        "auc": auc, "avg": V.mean(axis=1), "std": V.std(axis=1), "max": vmax, "min": vmin,
+        "drop_ratio": np.where(vmax > 0, (vmax - vmin) / np.where(vmax > 0, vmax, 1), np.nan),
+        "balanced": acc_b.mean(axis=1), "worst_class": acc_b.min(axis=1),
+    }
+    for g, mask in groups.items():
+        stats[g] = acc_b[:, mask].mean(axis=1) if mask.any() else np.full(B, np.nan)
+    lo, hi = 50 * (1 - confidence), 50 * (1 + confidence)
+    out = {}
+    for name in SCALARS:
+        v = stats[name]
+        out[name] = [None, None] if np.all(np.isnan(v)) else [float(np.nanpercentile(v, lo)),
+                                                              float(np.nanpercentile(v, hi))]
     return out

@@ -19,10 +19,11 @@ from ..errors import InputError
 __all__ = [
     "pareto_front",
     "forward_transfer",
-    "normalized_auc",
     "average_precision",
     "mean_average_precision",
     "task_error",
+    "cflop_parts",
+    "ABSENT_LABELS",
     "regret_curve",
     "slice_means",
 ]
@@ -82,7 +83,7 @@ def forward_transfer(auc_first: Any, auc_second: Any) -> Any:
     """Forward transfer on a repeated task: ``(AUC2 - AUC1) / (1 - AUC1)`` (Nevis'22 Eq. 5).
 
     ``AUC1`` and ``AUC2`` are the normalised areas under the accuracy-vs-training-progress curves
-    (see :func:`normalized_auc`) at the task's first and second appearance. The value is at most 1;
+    (see :func:`vistabench.metrics.curves.normalised_auc`) at the task's first and second appearance. The value is at most 1;
     higher is better; it is undefined (NaN) when ``AUC1 == 1``.
 
     Parameters
@@ -109,45 +110,6 @@ def forward_transfer(auc_first: Any, auc_second: Any) -> Any:
     with np.errstate(divide="ignore", invalid="ignore"):
         out = np.where(denom > 0, (a2 - a1) / np.where(denom > 0, denom, 1.0), np.nan)
     return float(out) if out.ndim == 0 else out
-
-
-def normalized_auc(accuracy: Any, *, progress: Any | None = None) -> float:
-    """Normalised area under an accuracy-vs-training-progress curve (trapezoidal rule).
-
-    ``AUC = (1 / (p_K - p_1)) * sum_k (p_{k+1} - p_k) (a_k + a_{k+1}) / 2``, the mean height of the
-    piecewise-linear curve over the progress range, so a constant curve at ``a`` has area ``a``.
-
-    Parameters
-    ----------
-    accuracy : array-like of float, shape (K,)
-        Accuracy (or any score in [0, 1]) at the evaluation points.
-    progress : array-like of float, shape (K,), optional
-        Training progress at those points (steps, or fractions), strictly increasing.
-        Default: equally spaced.
-
-    Returns
-    -------
-    float
-        In [0, 1]; with a single point, that point's accuracy; NaN for an empty curve.
-
-    Examples
-    --------
-    >>> normalized_auc([0.0, 1.0], progress=[0, 1])
-    0.5
-    """
-    a = _vector(accuracy, "accuracy")
-    if a.size and (a.min() < 0 or a.max() > 1):
-        raise InputError(f"accuracy: expected values in [0, 1], got range [{a.min()}, {a.max()}]")
-    p = np.arange(len(a), dtype=float) if progress is None else _vector(progress, "progress")
-    check_same_length("accuracy", a, "progress", p)
-    if a.size == 0:
-        return float("nan")
-    if a.size == 1:
-        return float(a[0])
-    if np.any(np.diff(p) <= 0):
-        raise InputError("progress: expected strictly increasing values")
-    area = float(np.sum(np.diff(p) * (a[1:] + a[:-1]) / 2.0))
-    return area / float(p[-1] - p[0])
 
 
 def average_precision(y_true: Any, y_score: Any) -> float:
@@ -189,13 +151,19 @@ def _ap(y: np.ndarray, s: np.ndarray) -> float:
     return float(np.sum(np.diff(np.r_[0.0, recall]) * precision))
 
 
-def mean_average_precision(y_true: Any, y_score: Any) -> float:
+ABSENT_LABELS: tuple[str, ...] = ("zero", "omit")
+
+
+def mean_average_precision(y_true: Any, y_score: Any, *, absent_labels: str = "zero") -> float:
     """Macro mean average precision over the classes of a multilabel task (Nevis'22 Eq. 1).
 
-    ``mAP = (1 / |C+|) * sum_{c in C+} AP_c`` where ``C+`` are the classes with at least one
-    positive; a class without positives has an undefined AP and is left out (documented policy;
-    sklearn's ``average_precision_score(average="macro")`` instead scores such a class 0 with a
-    warning). NaN when no class has a positive.
+    ``mAP = (1 / C) * sum_c AP_c``. A class without positives in ``y_true`` has no defined AP:
+
+    * ``absent_labels="zero"`` (default, the reference behaviour): it counts as AP 0 and stays in
+      the mean, as in ``sklearn.metrics.average_precision_score(average="macro")``, which dm_nevis
+      calls to score its multilabel tasks;
+    * ``absent_labels="omit"``: it is left out, ``mAP = (1 / |C+|) * sum_{c in C+} AP_c`` over the
+      classes ``C+`` with at least one positive (NaN when there are none).
 
     Parameters
     ----------
@@ -203,16 +171,23 @@ def mean_average_precision(y_true: Any, y_score: Any) -> float:
         Label indicator matrix.
     y_score : array-like of float, shape (n, C)
         Scores (logits or probabilities: AP only depends on their order).
+    absent_labels : {"zero", "omit"}
 
     Returns
     -------
     float
+        NaN when ``C == 0`` (or, with ``"omit"``, when no class has a positive).
 
     Examples
     --------
     >>> mean_average_precision([[1, 0], [0, 1]], [[0.9, 0.1], [0.2, 0.8]])
     1.0
+    >>> y, s = [[1, 0], [0, 0]], [[0.9, 0.1], [0.2, 0.8]]
+    >>> mean_average_precision(y, s), mean_average_precision(y, s, absent_labels="omit")
+    (0.5, 1.0)
     """
+    if absent_labels not in ABSENT_LABELS:
+        raise InputError(f"absent_labels: expected one of {list(ABSENT_LABELS)}, got {absent_labels!r}")
     y = check_array(y_true, "y_true", ndim=2, kind="integer")
     s = check_array(y_score, "y_score", ndim=2, kind="float")
     if y.shape != s.shape:
@@ -220,12 +195,16 @@ def mean_average_precision(y_true: Any, y_score: Any) -> float:
     if y.size and not np.all((y == 0) | (y == 1)):
         raise InputError("y_true: expected a 0/1 indicator matrix")
     aps = np.array([_ap(y[:, c], s[:, c]) for c in range(y.shape[1])], dtype=float)
-    if aps.size == 0 or np.all(np.isnan(aps)):
+    if aps.size == 0:
+        return float("nan")
+    if absent_labels == "zero":
+        return float(np.mean(np.nan_to_num(aps, nan=0.0)))
+    if np.all(np.isnan(aps)):
         return float("nan")
     return float(np.nanmean(aps))
 
 
-def task_error(y_true: Any, y_score: Any, *, kind: str) -> float:
+def task_error(y_true: Any, y_score: Any, *, kind: str, absent_labels: str = "zero") -> float:
     """A task's error (Nevis'22 Eq. 1): ``1 - accuracy`` or ``1 - mAP``.
 
     Parameters
@@ -235,11 +214,14 @@ def task_error(y_true: Any, y_score: Any, *, kind: str) -> float:
     y_score : array-like of float, shape (n, C)
         Class scores; the top-1 class is the prediction (ties: lowest index, ``numpy.argmax``).
     kind : {"multiclass", "multilabel"}
+    absent_labels : {"zero", "omit"}
+        Multilabel only: how a label without positives enters the mAP (see
+        :func:`mean_average_precision`; ``"zero"`` is dm_nevis's / sklearn's behaviour).
 
     Returns
     -------
     float
-        In [0, 1]; NaN for an empty test set (or a multilabel set without positives).
+        In [0, 1]; NaN for an empty test set (or, with ``"omit"``, a multilabel set without positives).
 
     Examples
     --------
@@ -247,7 +229,7 @@ def task_error(y_true: Any, y_score: Any, *, kind: str) -> float:
     0.3333333333333333
     """
     if kind == "multilabel":
-        return 1.0 - mean_average_precision(y_true, y_score)
+        return 1.0 - mean_average_precision(y_true, y_score, absent_labels=absent_labels)
     if kind != "multiclass":
         raise InputError(f"kind: expected one of ['multiclass', 'multilabel'], got {kind!r}")
     y = check_array(y_true, "y_true", ndim=1, kind="integer")
@@ -258,6 +240,36 @@ def task_error(y_true: Any, y_score: Any, *, kind: str) -> float:
     if y.min() < 0 or y.max() >= s.shape[1]:
         raise InputError(f"y_true: labels must lie in [0, {s.shape[1]}), got [{y.min()}, {y.max()}]")
     return float(np.mean(np.argmax(s, axis=1) != y))
+
+
+def cflop_parts(events: Any) -> dict[str, int]:
+    """cFLOP of a run split as dm_nevis-style training compute and selection/validation forwards.
+
+    ``train`` sums every charged training step (search trials, auxiliary steps); ``selection``
+    sums the forward passes spent on validation, model selection and relatedness probes, which
+    dm_nevis does not charge; ``total = train + selection`` is vistabench's cFLOP.
+
+    Parameters
+    ----------
+    events : sequence of mappings
+        Task events with integer ``flops_train`` and ``flops_eval`` (as the stream runner writes).
+
+    Returns
+    -------
+    dict
+        ``{"train": int, "selection": int, "total": int}``.
+
+    Examples
+    --------
+    >>> cflop_parts([{"flops_train": 10, "flops_eval": 2}, {"flops_train": 5, "flops_eval": 1}])
+    {'train': 15, 'selection': 3, 'total': 18}
+    """
+    try:
+        tr = sum(int(e["flops_train"]) for e in events)
+        ev = sum(int(e["flops_eval"]) for e in events)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise InputError(f"events: expected mappings with integer 'flops_train' and 'flops_eval' ({exc})") from exc
+    return {"train": tr, "selection": ev, "total": tr + ev}
 
 
 def regret_curve(errors: Any, reference_errors: Any) -> np.ndarray:

@@ -1,14 +1,14 @@
-"""Large-vocabulary detection protocol: gaming demonstration, the paper's toy, calibration, demo.
+"""Large-vocabulary detection protocol's pipeline: image split -> (calibration) -> score -> record;
+plus the gaming demonstration and the paper's toy.
 
 The pure evaluation lives in :mod:`vistabench.metrics.detection`; the synthetic generator in
-:mod:`.detection_synth`; calibration in :mod:`.detection_calibration`.
+:mod:`vistabench.data.detection_synth`; calibration in :mod:`.detection_calibration`.
 """
 
 from __future__ import annotations
 
-import time
-from pathlib import Path
-from typing import Any
+import os
+from typing import Any, Literal, Sequence
 
 import numpy as np
 
@@ -16,8 +16,9 @@ from ..metrics.detection import (DetectionEvaluation, detection_labels, evaluate
                                  top_per_class)
 from ..metrics.detection_data import Detections, GroundTruth
 from ..store import Record, ResultsStore
+from ..errors import InputError
+from ..jsonutil import read_json
 from .detection_calibration import Calibration, apply_calibration, calibrators, fit_calibration
-from .detection_synth import SynthSet, synth_detection_set
 
 PROTOCOL = "detection"
 
@@ -62,26 +63,43 @@ def toy_expected_ap(ranking: int, *, p_correct: float = 0.8) -> float:
     return out
 
 
-def flat_metrics(ev: DetectionEvaluation) -> dict[str, Any]:
-    """Store-friendly metrics: ``<variant>_<key>`` plus 101-point PR curves at IoU 0.5."""
-    out: dict[str, Any] = {}
-    for v, res in ev.results.items():
-        for k, x in res.items():
-            out[f"{v}_{k}"] = x
+def evaluation_result(ev: DetectionEvaluation) -> dict[str, Any]:
+    """The named, JSON-serialisable result of an evaluation: ``old``/``fixed``/``pool`` (each the
+    lvis-api keys AP, AP50, ..., APr/APc/APf), ``pr50`` (101-point PR curves at IoU 0.5: AP^Pool's
+    pooled curve; AP^Old's and AP^Fixed's mean over categories with ground truth) and ``settings``."""
+    out = ev.to_dict()
+    pr50: dict[str, Any] = {}
     if "pool" in ev.precision:
-        out["pool_pr50"] = np.round(ev.precision["pool"][0, :, 0], 6).tolist()
+        pr50["pool"] = np.round(ev.precision["pool"][0, :, 0], 6).tolist()
     for v in ("old", "fixed"):
         if v in ev.precision:
             p = ev.precision[v][0, :, :, 0]
             valid = ~np.isnan(p[0])
-            out[f"{v}_pr50"] = np.round(p[:, valid].mean(axis=1), 6).tolist() if valid.any() else None
+            pr50[v] = np.round(p[:, valid].mean(axis=1), 6).tolist() if valid.any() else None
+    out["pr50"] = pr50
     return out
 
 
-def _record(store: ResultsStore, dataset: str, method: str, seed: int, ev: DetectionEvaluation,
-            settings: dict, tag: str | None = None) -> None:
-    store.add(Record(protocol=PROTOCOL, dataset=dataset, method=method, seed=seed, split_hash=None,
-                     settings={**ev.settings, **settings}, metrics=flat_metrics(ev), tag=tag))
+def to_record(result: dict[str, Any], *, dataset: str, method: str, seed: int | None = None,
+              tag: str | None = None, settings: dict[str, Any] | None = None,
+              split_hash: str | None = None) -> Record:
+    """The results-store record of a scored results file (the same shape from ``score`` and ``run``):
+    metrics ``<variant>_<key>`` plus ``<variant>_pr50``."""
+    metrics: dict[str, Any] = {}
+    for v in ("old", "fixed", "pool"):
+        if v in result:
+            for k, x in result[v].items():
+                metrics[f"{v}_{k}"] = x
+    for v in ("pool", "old", "fixed"):
+        if v in result.get("pr50", {}):
+            metrics[f"{v}_pr50"] = result["pr50"][v]
+    return Record(protocol=PROTOCOL, dataset=dataset, method=method, seed=seed, split_hash=split_hash,
+                  settings={**result.get("settings", {}), **(settings or {})}, metrics=metrics, tag=tag)
+
+
+def record_evaluation(store: ResultsStore, dataset: str, method: str, seed: int, ev: DetectionEvaluation,
+                      settings: dict, tag: str | None = None) -> None:
+    store.add(to_record(evaluation_result(ev), dataset=dataset, method=method, seed=seed, tag=tag, settings=settings))
 
 
 def calibrate_detections(fit_gt: GroundTruth, fit_dets: Detections, *, method: str = "platt",
@@ -100,56 +118,124 @@ def apply_to(cal: Calibration, gt: GroundTruth, dets: Detections) -> Detections:
     return dets.with_scores(apply_calibration(cal, dets.score, gt.category_ids[dets.category]))
 
 
-def _load(s: SynthSet) -> tuple[GroundTruth, Detections]:
+# ----------------------------------------------------------------------------- split / score / run
+SPLIT_KIND = "detection-split"
+
+
+def build_image_split(ground_truth: str | os.PathLike[str] | dict, *, calibration_fraction: float = 0.5,
+                      seed: int = 0) -> dict[str, Any]:
+    """Split a ground truth's images into a held-out ``calibration`` part and a ``test`` part.
+
+    Calibration (paper §6.3) is fitted on detections of images the evaluation never sees; the split
+    file fixes which (seeded; same seed, same file). Returns sealed split content with the image ids
+    of both parts, sorted.
+    """
+    from .._validation import check_fraction
+    from ..data.splits import seal
+
+    gt = _gt_json(ground_truth)
+    frac = check_fraction(calibration_fraction, "calibration_fraction")
+    ids = np.array(sorted(int(im["id"]) for im in gt.get("images", [])), dtype=np.int64)
+    if len(ids) < 2:
+        raise InputError(f"ground truth: needs at least 2 images to split, found {len(ids)}")
+    perm = np.random.default_rng(seed).permutation(len(ids))
+    n_cal = min(max(1, int(round(frac * len(ids)))), len(ids) - 1)
+    return seal({"kind": SPLIT_KIND, "version": 1, "seed": int(seed), "calibration_fraction": frac,
+                 "calibration": np.sort(ids[perm[:n_cal]]).tolist(), "test": np.sort(ids[perm[n_cal:]]).tolist()})
+
+
+def _gt_json(source: str | os.PathLike[str] | dict) -> dict:
+    if isinstance(source, dict):
+        return source
+    return read_json(source, what="ground truth")
+
+
+def _restrict(gt: dict, results: Any, image_ids: Sequence[int]) -> tuple[dict, list]:
+    keep = set(int(i) for i in image_ids)
+    sub = dict(gt)
+    sub["images"] = [im for im in gt["images"] if int(im["id"]) in keep]
+    sub["annotations"] = [a for a in gt.get("annotations", []) if int(a["image_id"]) in keep]
+    if not isinstance(results, list):
+        results = read_json(results, what="results")
+    return sub, [d for d in results if int(d["image_id"]) in keep]
+
+
+def score(
+    results: str | os.PathLike[str] | list,
+    ground_truth: str | os.PathLike[str] | dict,
+    *,
+    iou_type: Literal["bbox", "segm"] = "bbox",
+    variants: Sequence[str] = ("old", "fixed", "pool"),
+    max_dets_per_image: int | None = None,
+    dets_per_class: int | None = 10_000,
+    gt_format: Literal["auto", "lvis", "coco"] = "auto",
+    split: dict[str, Any] | None = None,
+    part: Literal["test", "calibration"] = "test",
+) -> dict[str, Any]:
+    """Score a results file (or list) against ground truth: AP^Old, AP^Fixed, AP^Pool.
+
+    With ``split`` (from :func:`build_image_split`) only the images of ``part`` are evaluated.
+    Returns :func:`evaluation_result`'s dict.
+    """
     from ..data.coco import read_ground_truth, read_results
 
-    gt = read_ground_truth(s.ground_truth)
-    return gt, read_results(s.results, gt)
+    if split is not None:
+        ground_truth, results = _restrict(_gt_json(ground_truth), results, split[part])
+    gt = read_ground_truth(ground_truth, format=gt_format, with_segmentation=iou_type == "segm")
+    dets = read_results(results, gt, iou_type=iou_type)
+    ev = evaluate_detections(gt, dets, iou_type=iou_type, variants=tuple(variants),
+                             max_dets_per_image=max_dets_per_image, dets_per_class=dets_per_class)
+    out = evaluation_result(ev)
+    if split is not None:
+        out["settings"].update(split_sha256=split["sha256"], split_part=part)
+    return out
 
 
-def demo(store: ResultsStore, out_dir: Path, *, quick: bool = False) -> str:
-    """Synthetic LVIS-like set: the three APs, the gaming policy, calibration; records to ``store``."""
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    size = dict(num_images=40, num_categories=40, dets_per_image=150) if quick else \
-        dict(num_images=300, num_categories=200, dets_per_image=200)
-    limit = 100  # scaled down with the set: 200 detections per image, 100 kept (LVIS: 300)
-    t0 = time.perf_counter()
-    test = synth_detection_set(**size, seed=1, detector_seed=0)
-    # calibration is fitted on a larger held-out split of the same detector (as a train/val split)
-    held = synth_detection_set(**{**size, "num_images": 2 * size["num_images"]}, seed=2, detector_seed=0)
-    gt, dets = _load(test)
-    hgt, hdets = _load(held)
-    dataset = f"synth-lvis-{size['num_images']}x{size['num_categories']}"
-    base = evaluate_detections(gt, dets, max_dets_per_image=limit)
-    _record(store, dataset, "baseline", 1, base, {"policy": f"top-{limit}/image"})
-    lines = ["| method | AP^Old | AP^Old_r | AP^Fixed | AP^Fixed_r | AP^Pool | AP^Pool_r |",
-             "|---|---:|---:|---:|---:|---:|---:|"]
+def run(
+    *,
+    ground_truth: str | os.PathLike[str] | dict,
+    results: str | os.PathLike[str] | list,
+    method: str,
+    dataset: str,
+    split: dict[str, Any] | None = None,
+    calibration: str | None = None,
+    iou_type: Literal["bbox", "segm"] = "bbox",
+    max_dets_per_image: int | None = None,
+    dets_per_class: int | None = 10_000,
+    store: ResultsStore | None = None,
+    tag: str | None = None,
+) -> dict[str, Any]:
+    """The detection pipeline for a detector's results: split -> (fit ``calibration`` on the
+    split's held-out images, apply it to the test images) -> score the test images -> record.
 
-    def row(name, ev):
-        r = ev.results
-        f = lambda x: "–" if x != x else f"{100 * x:.2f}"  # noqa: E731
-        lines.append(f"| {name} | {f(r['old']['AP'])} | {f(r['old']['APr'])} | {f(r['fixed']['AP'])} | "
-                     f"{f(r['fixed']['APr'])} | {f(r['pool']['AP'])} | {f(r['pool']['APr'])} |")
+    Without ``split`` every image is scored (and ``calibration`` is refused: fitting on the
+    evaluated images would leak). Returns the stored record as a dict.
+    """
+    from ..data.coco import read_ground_truth, read_results
 
-    row("baseline", base)
-    # gaming: the per-class budget that keeps the evaluated set's size (k * K = limit * images)
-    k = max(1, (limit * gt.num_images) // gt.num_categories)
-    gamed_dets = rerank_top_per_class(dets, k=k)
-    gamed = evaluate_detections(gt, gamed_dets, max_dets_per_image=limit, dets_per_class=k)
-    base_k = evaluate_detections(gt, dets, variants=("fixed",), dets_per_class=k)
-    _record(store, dataset, f"rerank-top{k}/class", 1, gamed,
-            {"policy": f"top-{k}/class then top-{limit}/image", "fixed_AP_without_rerank": base_k.results["fixed"]["AP"]})
-    row(f"rerank top-{k}/class (gaming)", gamed)
-    methods = ["platt"] if quick else list(calibrators)
-    for m in methods:
-        cal = calibrate_detections(hgt, hdets, method=m)
-        ev = evaluate_detections(gt, apply_to(cal, gt, dets), max_dets_per_image=limit)
-        _record(store, dataset, f"calibrated-{m}", 1, ev, {"calibration": m, "fit_on": f"held-out seed 2, {2 * size['num_images']} images",
-                                                         "fitted_categories": cal.settings["num_categories_fitted"]})
-        row(f"calibrated ({m})", ev)
-    dt = time.perf_counter() - t0
-    return "\n".join(lines) + (f"\n\nAP^Old keeps {limit} detections per image (scaled down from LVIS's 300 with "
-                              f"the set); the gaming row keeps the top {k} per class first. AP^Fixed at k={k} "
-                              f"without re-ranking: {100 * base_k.results['fixed']['AP']:.2f}. "
-                              f"{len(dets)} detections, {dt:.1f} s.")
+    gt_json = _gt_json(ground_truth)
+    res = results
+    settings: dict[str, Any] = {}
+    if calibration is not None:
+        if split is None:
+            raise InputError("calibration needs a split: the calibrator is fitted on the split's held-out images")
+        calibrators.get(calibration)
+        cal_gt_json, cal_res = _restrict(gt_json, res, split["calibration"])
+        test_gt_json, test_res = _restrict(gt_json, res, split["test"])
+        cgt = read_ground_truth(cal_gt_json, with_segmentation=iou_type == "segm")
+        cal = calibrate_detections(cgt, read_results(cal_res, cgt, iou_type=iou_type), method=calibration)
+        tgt = read_ground_truth(test_gt_json, with_segmentation=iou_type == "segm")
+        tdets = apply_to(cal, tgt, read_results(test_res, tgt, iou_type=iou_type))
+        ev = evaluate_detections(tgt, tdets, iou_type=iou_type, max_dets_per_image=max_dets_per_image,
+                                 dets_per_class=dets_per_class)
+        result = evaluation_result(ev)
+        result["settings"].update(split_sha256=split["sha256"], split_part="test")
+        settings = {"calibration": calibration, "fitted_categories": cal.settings["num_categories_fitted"]}
+    else:
+        result = score(res, gt_json, iou_type=iou_type, max_dets_per_image=max_dets_per_image,
+                       dets_per_class=dets_per_class, split=split)
+    rec = to_record(result, dataset=dataset, method=method, tag=tag, settings=settings,
+                    split_hash=None if split is None else split["sha256"])
+    if store is not None:
+        store.add(rec)
+    return rec.to_dict()

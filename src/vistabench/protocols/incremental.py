@@ -1,4 +1,4 @@
-"""Few-shot class-incremental protocol (DESIGN.md §5): sessions → per-session predictions → scores.
+"""Few-shot class-incremental protocol (docs/incremental.md): sessions → per-session predictions → scores.
 
 Pipeline: :func:`~vistabench.protocols.incremental_sessions.build_sessions` (or a preset, or the
 literature's index lists) writes a sessions file; a learner trains on session 1, then on each novel
@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, NamedTuple, Sequence
 
 import numpy as np
 
@@ -39,7 +39,7 @@ PROTOCOL = "incremental"
 __all__ = [
     "PRESETS", "build_sessions", "load_sessions", "write_sessions", "read_index_lists",
     "sessions_from_index_lists", "image_folder_paths", "session_test_pool", "predicted_over_seen",
-    "score_predictions", "score_prediction_files", "reference_scores", "run", "demo",
+    "score_predictions", "score_prediction_files", "reference_scores", "run", "score", "to_record", "record_for",
 ]
 
 
@@ -127,21 +127,51 @@ def reference_scores(
     }
 
 
-def record_for(scores: IncrementalScores, *, dataset: str, method: str, seed: int | None,
-               sessions: dict[str, Any], settings: dict[str, Any], tag: str | None = None) -> Record:
-    """A results-store record (protocol "incremental") for one scored run."""
+def score(
+    predictions: Sequence[str | os.PathLike[str]], sessions: dict[str, Any] | str | os.PathLike[str], *,
+    mode: Mode = "exact", num_alphas: int = 101,
+) -> dict[str, Any]:
+    """Score one predictions file per session against a sessions file (content or path).
+
+    Returns :meth:`IncrementalScores.to_dict`: aacc, lacc, tacc, gacc, pd, kr, per-session scores,
+    the gAcc(alpha) curve (``num_alphas`` points), the matrix and the settings.
+    """
+    sess = sessions if isinstance(sessions, dict) else load_sessions(sessions)
+    scores = score_prediction_files(predictions, sess, mode=mode)
+    if mode == "exact" and num_alphas != 101:
+        scores = incremental_scores(scores.matrix, session_sizes=session_sizes(sess),
+                                    sample_counts=scores.settings["sample_counts"], num_alphas=num_alphas)
+    return scores.to_dict()
+
+
+def to_record(result: dict[str, Any], *, dataset: str, method: str, seed: int | None,
+              sessions: dict[str, Any], settings: dict[str, Any], tag: str | None = None) -> Record:
+    """A results-store record (protocol "incremental") of one scored run (``score``'s result)."""
     st = {
         "base_classes": sessions.get("base_classes", len(sessions["classes"][0])),
         "way": sessions.get("way"), "shot": sessions.get("shot"),
         "num_sessions": len(sessions["classes"]), "preset": sessions.get("preset"),
-        **scores.settings, **settings,
+        **result["settings"], **settings,
     }
     st.pop("sample_counts", None)
-    metrics = scores.to_dict()
-    metrics.pop("settings")
-    metrics["sample_counts"] = scores.settings.get("sample_counts")
+    metrics = {k: v for k, v in result.items() if k != "settings"}
+    metrics["sample_counts"] = result["settings"].get("sample_counts")
     return Record(protocol=PROTOCOL, dataset=dataset, method=method, seed=seed,
                   split_hash=sessions.get("sha256"), settings=st, metrics=metrics, tag=tag)
+
+
+def record_for(scores: IncrementalScores, *, dataset: str, method: str, seed: int | None,
+               sessions: dict[str, Any], settings: dict[str, Any], tag: str | None = None) -> Record:
+    """:func:`to_record` of an :class:`IncrementalScores`."""
+    return to_record(scores.to_dict(), dataset=dataset, method=method, seed=seed, sessions=sessions,
+                     settings=settings, tag=tag)
+
+
+class IncrementalRun(NamedTuple):
+    """:func:`run`'s result: the ``scores`` and the per-session ``predictions`` files it wrote."""
+
+    scores: IncrementalScores
+    predictions: list[Path]
 
 
 def run(
@@ -163,7 +193,7 @@ def run(
     dataset: str | None = None,
     tag: str | None = None,
     base_cache: dict | None = None,
-) -> tuple[IncrementalScores, list[Path]]:
+) -> "IncrementalRun":
     """Run a reference learner through every session, write one predictions file per session,
     score the files and (with ``store``) record the run.
 
@@ -215,29 +245,4 @@ def run(
                     "seconds": round(seconds, 2)}
         store.add(record_for(result, dataset=dataset or sessions.get("dataset") or data.train.name,
                              method=method, seed=seed, sessions=sessions, settings=settings, tag=tag))
-    return result, paths
-
-
-# ------------------------------------------------------------------------------------- demo
-def demo(store: ResultsStore, out_dir: Path, *, quick: bool = False) -> str:
-    """MNIST-5k: 5 base digits (0-4), then 5 sessions of 1-way 5-shot (digits 5..9).
-
-    The prototype baseline (frozen backbone, cosine classifier over class means) keeps its base
-    accuracy; the fine-tune baseline forgets it. Both are scored from their predictions files and
-    shown with the Lazy / Greedy / Greedy-NF corner cases.
-    """
-    from ..data import load_dataset
-    from ..report.incremental import incremental_table
-
-    out_dir = Path(out_dir)
-    data = load_dataset("mnist5k")
-    base_shot = 40 if quick else 200
-    sessions = build_sessions(data.train.labels, data.test.labels, base_classes=5, way=1, shot=5, seed=0,
-                              base_shot=base_shot, test_per_class=30 if quick else None, dataset="mnist5k")
-    sessions = write_sessions(out_dir / "sessions.json", sessions)
-    cache: dict = {}  # both methods start from the same (seeded) base session: train it once
-    for method in ("prototype", "finetune"):
-        run(data, sessions, method=method, model="cnn28", epochs=2 if quick else 4, novel_epochs=5,
-            lr=0.05, novel_lr=0.01, batch_size=32 if quick else 64, seed=0, out_dir=out_dir / method,
-            store=store, dataset="mnist5k", tag="demo", base_cache=cache)
-    return incremental_table(store, dataset="mnist5k").render("markdown")
+    return IncrementalRun(result, paths)

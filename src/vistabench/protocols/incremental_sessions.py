@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, NamedTuple, Sequence
 
 import numpy as np
 
@@ -223,8 +223,15 @@ def load_sessions(path: str | os.PathLike[str]) -> dict[str, Any]:
     return check_sessions(content, f"sessions file {str(path)!r}")
 
 
-def session_test_pool(sessions: dict[str, Any], i: int) -> tuple[np.ndarray, np.ndarray]:
-    """Test pool evaluated after session ``i`` (1-based): (indices into the test part, labels)."""
+class SessionPool(NamedTuple):
+    """The test pool evaluated after a session: ``indices`` into the test part and their ``labels``."""
+
+    indices: np.ndarray
+    labels: np.ndarray
+
+
+def session_test_pool(sessions: dict[str, Any], i: int) -> SessionPool:
+    """Test pool evaluated after session ``i`` (1-based)."""
     if "test_indices" not in sessions or sessions.get("test_indices") is None:
         raise InputError("sessions: this file has no test pool (test_indices/test_labels)")
     n = len(sessions["classes"])
@@ -234,7 +241,7 @@ def session_test_pool(sessions: dict[str, Any], i: int) -> tuple[np.ndarray, np.
     idx = np.asarray(sessions["test_indices"], dtype=np.int64)
     lab = np.asarray(sessions["test_labels"], dtype=np.int64)
     keep = np.isin(lab, seen)
-    return idx[keep], lab[keep]
+    return SessionPool(idx[keep], lab[keep])
 
 
 # ----------------------------------------------------------------------------- index lists

@@ -1,5 +1,5 @@
-"""The long-tailed protocol end to end (DESIGN.md §3): long-tailed training split -> train a
-reference method -> predictions on the test pool -> sweep -> scores -> results store.
+"""The long-tailed protocol's pipeline (docs/longtail.md): long-tailed training split -> train a
+reference method -> predictions on the test pool -> sweep -> scores -> results-store record.
 
 Files written by :func:`run` (under ``out_dir``): ``split.json`` (the long-tailed training split),
 ``predictions.npz`` (logits on the test pool), ``sweep.json``. Re-scoring them needs no model.
@@ -13,7 +13,7 @@ from typing import Any, Literal
 import numpy as np
 
 from .._validation import check_positive
-from ..data import Dataset, load_dataset, seal, save_predictions, write_split
+from ..data import Dataset, load_dataset, load_predictions, seal, save_predictions, write_split
 from ..data.predictions import Predictions
 from ..errors import InputError
 from ..metrics import longtail as M
@@ -132,40 +132,62 @@ def run(
         write_split(out / "split.json", split)
         write_sweep(out / "sweep.json", sweep)
         save_predictions(out / "predictions.npz", labels=test.labels, logits=result.logits)
-    set_preds = None
-    if result.test_time is not None:  # test-time adaptation: each drawn set's images, never its labels
-        set_preds = [[result.test_time(np.asarray(s, dtype=np.int64)).argmax(1) for s in pt["samples"]]
-                     for pt in sweep["points"]]
-    metrics = score_sweep(pred, sweep, set_predictions=set_preds)
-    exact = score_sweep(pred, sweep, exact=True, set_predictions=set_preds)
-    metrics["exact"] = {k: v for k, v in exact.items() if k not in ("per_class", "settings", "mode")}
     settings = {"imbalance": split["imbalance"], "profile": split["profile"], "n_max": split["n_max"],
                 "train_counts": split["counts"], "test_imbalance": sweep["test_imbalance"],
                 "points": points, "repeats": repeats, "epochs": epochs, "model": model,
                 "batch_size": batch_size, "lr": lr, "device": device, "sweep_sha256": sweep["sha256"],
                 "test_time_adaptation": result.test_time is not None,
                 **result.settings}
-    metrics["train_seconds"] = result.seconds
-    metrics["train_flops"] = result.flops
-    record = Record(protocol="longtail", dataset=name, method=method, seed=seed,
-                    split_hash=split["sha256"], settings=settings, metrics=metrics, tag=tag)
+    set_preds = None
+    if result.test_time is not None:  # test-time adaptation: each drawn set's images, never its labels
+        set_preds = [[result.test_time(np.asarray(s, dtype=np.int64)).argmax(1) for s in pt["samples"]]
+                     for pt in sweep["points"]]
+    record = to_record(score(pred, sweep, set_predictions=set_preds), dataset=name, method=method, seed=seed, split_hash=split["sha256"],
+                       settings=settings, tag=tag, train={"seconds": result.seconds, "flops": result.flops})
     if store is not None:
         store.add(record)
     return record.to_dict()
 
 
-DEMO_METHODS = ("ce", "balanced_softmax", "logit_adjust", "ldam_drw", "tade")  # tade: the test-agnostic ensemble
+def score(
+    predictions: Predictions | str | Path,
+    sweep: dict[str, Any] | str | Path,
+    *,
+    exact: bool = False,
+    convention: Literal["tade", "oltr"] = "tade",
+    bootstrap: int = 0,
+    seed: int = 0,
+    set_predictions: list[list[np.ndarray]] | None = None,
+) -> dict[str, Any]:
+    """Score predictions (loaded, or an ``.npz`` path) against a sweep (content, or a file path).
+
+    ``set_predictions`` (a test-time method's predicted labels of every drawn set) is passed on to
+    :func:`~.longtail_sweep.score_sweep`.
+
+    Returns :func:`~vistabench.metrics.longtail.sweep_scores`'s result (resampled V_t, or exact with
+    ``exact=True``) plus ``exact``: the noise-free scalars, points and test-agnostic accuracies.
+    """
+    pred = predictions if isinstance(predictions, Predictions) else load_predictions(predictions)
+    sw = sweep if isinstance(sweep, dict) else read_sweep(sweep)
+    result = score_sweep(pred, sw, exact=exact, convention=convention, bootstrap=bootstrap, seed=seed,
+                         set_predictions=set_predictions)
+    noise_free = result if exact else score_sweep(pred, sw, exact=True, convention=convention,
+                                                  set_predictions=set_predictions)
+    result["exact"] = {k: v for k, v in noise_free.items() if k not in ("per_class", "settings", "mode", "ci")}
+    return result
 
 
-def demo(store: ResultsStore, out_dir: Path, *, quick: bool = False) -> str:
-    """MNIST-5k made long-tailed (rho = 100), reference methods trained, the sweep scored."""
-    from ..progress import track
-    from ..report.longtail import longtail_table
+def to_record(
+    result: dict[str, Any], *, dataset: str, method: str, seed: int | None, split_hash: str | None,
+    settings: dict[str, Any], tag: str | None = None, train: dict[str, Any] | None = None,
+) -> Record:
+    """The results-store record of a scored sweep (the same shape from ``score`` and ``run``).
 
-    splits = load_dataset("mnist5k")
-    methods = DEMO_METHODS[:2] if quick else DEMO_METHODS
-    epochs = 2 if quick else 8
-    for method in track(methods, description="longtail: training methods"):
-        run(data=splits, method=method, imbalance=100, epochs=epochs, seed=0,
-            out_dir=Path(out_dir) / method, store=store, tag="demo")
-    return longtail_table(store).render("markdown")
+    ``train`` holds the training cost (``seconds``, ``flops``) when vistabench trained the model;
+    a scored file has none (null).
+    """
+    metrics = dict(result)
+    metrics["train_seconds"] = None if train is None else train["seconds"]
+    metrics["train_flops"] = None if train is None else train["flops"]
+    return Record(protocol="longtail", dataset=dataset, method=method, seed=seed,
+                  split_hash=split_hash, settings=settings, metrics=metrics, tag=tag)

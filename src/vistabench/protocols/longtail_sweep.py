@@ -1,5 +1,5 @@
-"""The evolving test sweep of Fang et al. (DESIGN.md §3): building sweep files and scoring
-predictions against them.
+"""The evolving test sweep of Fang et al. (docs/longtail.md): building, reading and checking sweep
+files, and scoring predictions against them (the arithmetic is :func:`vistabench.metrics.longtail.sweep_scores`).
 
 A sweep file fixes, for T peak positions alpha_t, the per-class test counts N_c(alpha_t), the
 divergence delta_t from the training distribution, and R drawn test sets (pool indices, class 0's
@@ -146,31 +146,10 @@ def validate_sweep(sweep: dict[str, Any], *, where: str = "sweep") -> None:
             raise InputError(f"{where}: point {i} is inconsistent (class_counts / samples lengths)")
 
 
-def _per_class(pred: Predictions, C: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    correct = pred.correct()
-    n = np.bincount(pred.labels, minlength=C)  # pool samples per class
-    k = np.bincount(pred.labels[correct], minlength=C)  # correct ones
-    if np.any(n == 0):
-        raise InputError(f"predictions: classes {np.flatnonzero(n == 0)[:10].tolist()} have no sample in the pool")
-    return correct, n, k
-
-
-def _check_predictions(pred: Predictions, sweep: dict[str, Any], arrays: list[list[np.ndarray]]) -> None:
+def _check_predictions(pred: Predictions, sweep: dict[str, Any]) -> None:
     C = sweep["num_classes"]
-    if pred.labels.size and pred.labels.max() >= C:
-        raise InputError(f"predictions: labels must be < {C} (the sweep's num_classes), found {int(pred.labels.max())}")
     if pred.num_columns is not None and pred.num_columns != C:
         raise InputError(f"predictions: {pred.kind} has {pred.num_columns} columns, the sweep has {C} classes")
-    needed = 1 + max((int(a.max()) for pt in arrays for a in pt if a.size), default=-1)
-    if len(pred) < needed:
-        raise InputError(f"predictions: {len(pred)} samples, but the sweep indexes a pool of at least {needed}: "
-                         "length differs from the sweep's pool")
-    for pt, pt_arrays in zip(sweep["points"], arrays):
-        expect = np.repeat(np.arange(C), pt["class_counts"])
-        for a in pt_arrays:
-            if not np.array_equal(pred.labels[a], expect):
-                raise InputError("predictions: labels do not match the sweep's pool at the drawn indices "
-                                 "(was the sweep built on another test set, or in another order?)")
 
 
 def score_sweep(
@@ -184,119 +163,34 @@ def score_sweep(
     seed: int = 0,
     set_predictions: list[list[np.ndarray]] | None = None,
 ) -> dict[str, Any]:
-    """Score predictions over the sweep's test pool.
+    """Score a predictions file's content over the sweep's test pool.
 
-    Parameters
-    ----------
-    pred : Predictions
-        Predictions over the whole test pool (the pool the sweep was built on, same order).
-    sweep : dict
-        Sweep file content (see :func:`build_sweep`).
-    exact : bool
-        V_t = sum_c N_c·acc_c / sum_c N_c (the noise-free R -> infinity limit) instead of the mean
-        over the R drawn sets.
-    convention : {"tade", "oltr"}
-        Many/medium/few thresholds (see :func:`vistabench.metrics.longtail.shot_groups`).
-    bootstrap : int
-        B > 0 adds ``ci``: percentile intervals of every scalar over B stratified bootstrap
-        resamples of the pool (exact-mode metrics).
-    set_predictions : list of list of int arrays, optional
-        For methods that adapt to each unlabelled test set (test-time aggregation): predicted
-        labels of every drawn set, ``set_predictions[t][r]`` aligned with the sweep's
-        ``points[t]["samples"][r]``. The sweep values V_t then come from these (in both modes: a
-        drawn set holds exactly N_c samples of class c, so no noise-free limit exists apart from
-        the sets); ``pred`` still gives the pool-level scores (BTD, groups, per class).
-
-    Returns
-    -------
-    dict with ``auc, avg, std, max, min, drop_ratio, balanced, many, medium, few, worst_class``
-    (fractions, NaN when undefined), ``points`` (list of {alpha, divergence, accuracy}),
-    ``per_class`` (C accuracies on the whole pool), ``test_agnostic`` (exact accuracies of the
-    forward/uniform/backward sets), ``mode`` and ``settings``.
+    The pipeline step: checks the sweep's structure and the predictions' shape, then calls
+    :func:`vistabench.metrics.longtail.sweep_scores` (which documents the options and the result).
+    ``set_predictions[t][r]``: for methods that adapt to each unlabelled test set (test-time
+    aggregation), the predicted labels of the drawn set ``points[t]["samples"][r]``, in its order;
+    they become ``sweep_scores``'s ``set_correct``.
     """
     validate_sweep(sweep)
-    arrays = [[np.asarray(s, dtype=np.int64) for s in pt["samples"]] for pt in sweep["points"]]
-    _check_predictions(pred, sweep, arrays)
-    C = sweep["num_classes"]
-    train_counts = np.asarray(sweep["train_counts"])
-    correct, n, k = _per_class(pred, C)
-    acc = k / n
-    deltas = np.array([pt["divergence"] for pt in sweep["points"]])
-    weights = np.array([pt["class_counts"] for pt in sweep["points"]], dtype=np.float64)  # (T, C)
-    if set_predictions is not None:
-        values = _set_values(pred.labels, arrays, set_predictions)
-    elif exact:
-        values = weights @ acc / weights.sum(axis=1)
-    else:
-        cf = correct.astype(np.float64)
-        values = np.array([np.mean([cf[a].mean() for a in pt]) for pt in arrays])
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore" if bootstrap else "default")
-        out: dict[str, Any] = M.sweep_metrics(values, deltas)
-    out["balanced"] = float(acc.mean())
-    out.update(M.group_accuracies(acc, train_counts, convention=convention))
-    out["worst_class"] = float(acc.min())
-    out["points"] = [{"alpha": pt["alpha"], "divergence": pt["divergence"], "accuracy": float(v)}
-                     for pt, v in zip(sweep["points"], values)]
-    out["per_class"] = acc.tolist()
-    out["test_agnostic"] = {name: M.expected_accuracy(acc, cnt) for name, cnt in
-                            M.agnostic_counts(train_counts, n_max=sweep["n_max"]).items()}
-    out["mode"] = "exact" if exact else "resampled"
-    out["settings"] = {"test_imbalance": sweep["test_imbalance"], "n_max": sweep["n_max"],
-                       "points": len(sweep["points"]), "repeats": sweep["repeats"], "seed": sweep["seed"],
-                       "sweep_sha256": sweep["sha256"], "convention": convention}
-    if bootstrap:
-        out["ci"] = bootstrap_intervals(n, k, weights, deltas, train_counts, replicates=bootstrap,
-                                        confidence=confidence, convention=convention, seed=seed)
-        out["settings"].update({"bootstrap": int(bootstrap), "confidence": confidence})
-    return out
+    _check_predictions(pred, sweep)
+    set_correct = None if set_predictions is None else _set_correct(pred.labels, sweep, set_predictions)
+    return M.sweep_scores(pred.labels, pred.correct(), sweep, exact=exact, convention=convention,
+                          bootstrap=bootstrap, confidence=confidence, seed=seed, set_correct=set_correct)
 
 
-def _set_values(labels: np.ndarray, arrays: list[list[np.ndarray]], set_predictions: Any) -> np.ndarray:
-    if len(set_predictions) != len(arrays):
-        raise InputError(f"set_predictions: expected {len(arrays)} points, got {len(set_predictions)}")
-    values = []
-    for t, (pt, preds) in enumerate(zip(arrays, set_predictions)):
-        if len(preds) != len(pt):
-            raise InputError(f"set_predictions: point {t} needs {len(pt)} sets, got {len(preds)}")
-        accs = []
-        for a, p in zip(pt, preds):
-            p = np.asarray(p)
+def _set_correct(labels: np.ndarray, sweep: dict[str, Any], set_predictions: Any) -> list[list[np.ndarray]]:
+    points = sweep["points"]
+    if len(set_predictions) != len(points):
+        raise InputError(f"set_predictions: expected {len(points)} points, got {len(set_predictions)}")
+    out = []
+    for t, (pt, preds) in enumerate(zip(points, set_predictions)):
+        if len(preds) != len(pt["samples"]):
+            raise InputError(f"set_predictions: point {t} needs {len(pt['samples'])} sets, got {len(preds)}")
+        row = []
+        for s, p in zip(pt["samples"], preds):
+            a, p = np.asarray(s, dtype=np.int64), np.asarray(p)
             if p.shape != a.shape:
                 raise InputError(f"set_predictions: point {t} has a set of {len(a)} samples but {p.shape} predictions")
-            accs.append(float(np.mean(p == labels[a])) if a.size else float("nan"))
-        values.append(np.mean(accs))
-    return np.asarray(values, dtype=np.float64)
-
-
-def bootstrap_intervals(
-    n: np.ndarray, k: np.ndarray, weights: np.ndarray, deltas: np.ndarray, train_counts: np.ndarray, *,
-    replicates: int, confidence: float = 0.95, convention: Literal["tade", "oltr"] = "tade", seed: int = 0,
-) -> dict[str, list[float | None]]:
-    """Percentile intervals over a stratified bootstrap of the test pool.
-
-    Resampling class c's n_c correctness indicators with replacement makes its correct count a
-    Binomial(n_c, k_c/n_c) draw, so each replicate is drawn that way (same distribution, no index
-    arrays). Metrics are the exact-mode ones.
-    """
-    B = check_positive(replicates, "bootstrap", integer=True)
-    rng = np.random.default_rng(seed)
-    acc_b = rng.binomial(n[None, :], (k / n)[None, :], size=(B, len(n))) / n[None, :]  # (B, C)
-    V = acc_b @ (weights / weights.sum(axis=1, keepdims=True)).T  # (B, T)
-    auc = M.normalised_auc(V, deltas)
-    vmax, vmin = V.max(axis=1), V.min(axis=1)
-    groups = M.shot_groups(train_counts, convention=convention)
-    stats = {
-        "auc": auc, "avg": V.mean(axis=1), "std": V.std(axis=1), "max": vmax, "min": vmin,
-        "drop_ratio": np.where(vmax > 0, (vmax - vmin) / np.where(vmax > 0, vmax, 1), np.nan),
-        "balanced": acc_b.mean(axis=1), "worst_class": acc_b.min(axis=1),
-    }
-    for g, mask in groups.items():
-        stats[g] = acc_b[:, mask].mean(axis=1) if mask.any() else np.full(B, np.nan)
-    lo, hi = 50 * (1 - confidence), 50 * (1 + confidence)
-    out = {}
-    for name in SCALARS:
-        v = stats[name]
-        out[name] = [None, None] if np.all(np.isnan(v)) else [float(np.nanpercentile(v, lo)),
-                                                              float(np.nanpercentile(v, hi))]
+            row.append(p == labels[a])
+        out.append(row)
     return out

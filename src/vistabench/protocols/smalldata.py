@@ -1,4 +1,4 @@
-"""Small-data benchmark protocol (Brigato et al.; DESIGN §6): splits → tuning → final runs → records.
+"""Small-data benchmark protocol (Brigato et al.; docs/smalldata.md): splits → tuning → final runs → records.
 
 Pipeline per (dataset, method):
 
@@ -23,7 +23,7 @@ import os
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, NamedTuple
 
 import numpy as np
 
@@ -35,7 +35,7 @@ from ..metrics.classification import balanced_accuracy
 from ..store import Record, ResultsStore
 from ..tuning import Choice, Fixed, LogUniform, Param, TuneResult, TuneSettings, parse_space, space_to_json, tune
 
-__all__ = ["Options", "Context", "prepare", "method_space", "tune_split", "final_split", "run_method", "demo",
+__all__ = ["Options", "Context", "prepare", "method_space", "tune_split", "final_split", "run_method", "score", "to_record",
            "PROTOCOL"]
 
 PROTOCOL = "smalldata"
@@ -77,6 +77,14 @@ class Options:
             ray_gpus_per_trial=1.0 if self.device.startswith("cuda") and self.engine == "ray" else 0.0)
 
 
+class EvalSet(NamedTuple):
+    """A split's test set: ``images`` (N, H, W, C), ``labels`` (N,) and its ``name`` (test / test{i})."""
+
+    images: np.ndarray
+    labels: np.ndarray
+    name: str
+
+
 @dataclass
 class Context:
     """A loaded dataset with its preset and split files."""
@@ -92,12 +100,12 @@ class Context:
     def pool(self) -> Dataset:
         return self.data.train
 
-    def test_set(self, split: SmallDataSplit) -> tuple[np.ndarray, np.ndarray, str]:
+    def test_set(self, split: SmallDataSplit) -> "EvalSet":
         if split.test is not None:
-            return self.pool.images[split.test], self.pool.labels[split.test], f"test{split.index}"
+            return EvalSet(self.pool.images[split.test], self.pool.labels[split.test], f"test{split.index}")
         if self.data.test is None:
             raise InputError(f"dataset {self.name!r}: no official test set and no test{split.index}.json split file")
-        return self.data.test.images, self.data.test.labels, "test"
+        return EvalSet(self.data.test.images, self.data.test.labels, "test")
 
 
 def prepare(dataset: str, *, root: str | None = None, split_dir: str | os.PathLike[str] | None = None,
@@ -301,11 +309,44 @@ def final_split(ctx: Context, split: SmallDataSplit, method: str, config: dict, 
                       "tune_best_val": tune_value, "per_class": ctx.preset.per_class,
                       "trainval_size": int(len(split.trainval))}
         if store is not None:
-            store.add(Record(protocol=PROTOCOL, dataset=ctx.name, method=method, seed=r,
-                             split_hash=split.split_hash, tag="final" + opts.tag_suffix,
-                             settings=settings_d, metrics=metrics))
+            store.add(to_record(metrics, dataset=ctx.name, method=method, seed=r, split_hash=split.split_hash,
+                                settings=settings_d, tag="final" + opts.tag_suffix))
         out.append({"settings": settings_d, "metrics": metrics})
     return out
+
+
+def score(predictions: Any, ctx: Context, split_index: int) -> dict[str, Any]:
+    """Score a predictions file (or loaded predictions) on split ``split_index``'s test set.
+
+    The test set is the dataset's official one, or ``test{i}.json`` for datasets without one; the
+    predictions' labels must be that set's labels in order. Returns the metrics of a final run
+    (``balanced_accuracy`` over the declared classes, ``accuracy``; training cost null: the model
+    was trained elsewhere).
+    """
+    from ..data.predictions import Predictions, load_predictions
+
+    pred = predictions if isinstance(predictions, Predictions) else load_predictions(predictions)
+    split = next((sp for sp in ctx.splits if sp.index == split_index), None)
+    if split is None:
+        raise InputError(f"--split: no split {split_index} among the split files (have {[sp.index for sp in ctx.splits]})")
+    _, ty, test_name = ctx.test_set(split)
+    if len(pred) != len(ty) or not np.array_equal(pred.labels, ty):
+        raise InputError(f"predictions: labels differ from {test_name} of {ctx.name!r} ({len(pred)} vs {len(ty)} "
+                         "samples): predict the split's test set in its order")
+    classes = list(range(ctx.pool.num_classes))
+    y = pred.predicted()
+    return {"balanced_accuracy": balanced_accuracy(ty, y, classes=classes), "accuracy": float(np.mean(y == ty)),
+            "images_per_second": None, "peak_memory_bytes": None, "peak_memory_kind": None,
+            "train_seconds": None, "diverged": False,
+            "settings": {"split": split.index, "test": test_name, "split_hash": split.split_hash}}
+
+
+def to_record(result: dict[str, Any], *, dataset: str, method: str, seed: int | None, split_hash: str | None,
+              settings: dict[str, Any], tag: str = "final") -> Record:
+    """The results-store record of one scored final run (the same shape from ``score`` and ``run``)."""
+    metrics = {k: v for k, v in result.items() if k != "settings"}
+    return Record(protocol=PROTOCOL, dataset=dataset, method=method, seed=seed, split_hash=split_hash,
+                  tag=tag, settings={**result.get("settings", {}), **settings}, metrics=metrics)
 
 
 def run_method(ctx: Context, method: str, opts: Options, store: ResultsStore | None = None, *,
@@ -348,22 +389,3 @@ def run_method(ctx: Context, method: str, opts: Options, store: ResultsStore | N
         summary["mean_balanced_accuracy"] = float(np.mean(fin)) if fin else float("nan")
         summary["runs"] = len(allv)
     return summary
-
-
-# ------------------------------------------------------------------------------------ demo
-def demo(store: ResultsStore, out_dir: Path, *, quick: bool) -> str:
-    """MNIST-5k, 50 images per class: untuned vs tuned cross-entropy vs the cosine loss (cnn28)."""
-    from ..report.smalldata import accuracy_table
-
-    import shutil
-
-    out_dir = Path(out_dir)
-    shutil.rmtree(out_dir / "studies", ignore_errors=True)  # a demo starts from scratch, like its store
-    ctx = prepare("mnist5k", out_splits=out_dir / "splits", per_class=50, seed=0, splits=[0])
-    opts = Options(model="cnn28", epochs=2 if quick else 15, trials=2 if quick else 20, grace_period=1 if quick else 2,
-                   repeats=2 if quick else 3, sampler="random", work_dir=str(out_dir), seed=0, threads=1)
-    for method in ("ce_untuned", "ce", "cosine"):
-        run_method(ctx, method, opts, store)
-    table = accuracy_table(store, dataset="mnist5k")
-    return (f"MNIST-5k, 50 images/class, split 0, {opts.trials} ASHA trials x <= {opts.epochs} epochs, "
-            f"{opts.repeats} final runs per method\n\n" + table.render("markdown"))

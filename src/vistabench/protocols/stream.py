@@ -4,7 +4,9 @@
 current task and a read-only *copy* of its training part. The next task's data are not even
 loaded until the learner has finished the current one, and the test part never reaches the
 learner except as unlabeled images for :meth:`predict`. After each task the runner scores the
-predictions (error = 1 - accuracy, or 1 - mAP for multilabel tasks), and writes
+predictions (error = 1 - accuracy, or 1 - mAP for multilabel tasks, where a label without
+positives in the test part counts AP 0 as in dm_nevis / sklearn, or is left out with
+``absent_labels="omit"``), and writes
 
 * the learner's state and the events so far to ``<work_dir>/<run_id>/checkpoint.pt`` (atomic
   replace; loaded with ``torch.load(weights_only=True)``), then
@@ -28,12 +30,13 @@ import numpy as np
 
 from .. import progress
 from ..errors import InputError
-from ..metrics.stream import task_error
+from ..metrics.stream import ABSENT_LABELS, cflop_parts, task_error
 from ..store import Record, ResultsStore
 from ..streams import Stream, Task, load_stream
 from ..streams.sources import TaskSplits, resolve_task
 
-__all__ = ["run_stream", "default_run_id", "task_seed", "run_events", "StreamRunResult", "demo"]
+__all__ = ["run_stream", "default_run_id", "task_seed", "run_events", "StreamRunResult", "stream_split",
+           "score", "to_records", "event_record", "EVENT_KEYS"]
 
 PROTOCOL = "stream"
 
@@ -54,12 +57,18 @@ class StreamRunResult:
     events: list[dict]
     resumed_from: int
 
+    meta_test_cut: str = ""
+
     def summary(self) -> dict[str, Any]:
         mt = [e["error"] for e in self.events if e["split"] == "meta-test"]
         fin = [x for x in mt if x is not None and np.isfinite(x)]
+        split = all(e.get("flops_train") is not None and e.get("flops_eval") is not None for e in self.events)
+        parts = cflop_parts(self.events) if split else {"train": None, "selection": None}  # scored events may lack them
         return {"run": self.run_id, "tasks": len(self.events), "resumed_from": self.resumed_from,
+                "meta_test_cut": self.meta_test_cut,
                 "avg_error": float(np.mean(fin)) if fin else float("nan"),
-                "cflop": int(sum(e["flops"] for e in self.events))}
+                "cflop": int(sum(e["flops"] for e in self.events)),
+                "cflop_train": parts["train"], "cflop_selection": parts["selection"]}
 
 
 def run_events(store: ResultsStore, run_id: str) -> list[Record]:
@@ -90,7 +99,7 @@ def run_stream(
     stream: Stream | str,
     learner: Any,
     *,
-    store: ResultsStore,
+    store: ResultsStore | None,
     run_id: str,
     work_dir: str | Path,
     seed: int = 0,
@@ -98,6 +107,7 @@ def run_stream(
     resolver: Callable[[Task], TaskSplits] | None = None,
     settings: dict | None = None,
     max_tasks: int | None = None,
+    absent_labels: str = "zero",
 ) -> StreamRunResult:
     """Run ``learner`` over ``stream``; write one event per task; resume if a checkpoint exists.
 
@@ -107,7 +117,8 @@ def run_stream(
     learner : StreamLearner
         Implements ``init``, ``train(task, data, state, ledger)``, ``predict``, ``state_to_dict``,
         ``state_from_dict``, ``num_parameters`` (see :mod:`vistabench.learners.stream`).
-    store : ResultsStore
+    store : ResultsStore or None
+        Where the task events go (None: only the run's checkpoint keeps them).
     run_id : str
         Tag of the run's records and name of its checkpoint folder.
     work_dir : path
@@ -122,14 +133,20 @@ def run_stream(
         Extra settings stored with every event (e.g. trials, steps).
     max_tasks : int, optional
         Stop after this many tasks in total (a run can be continued later by calling again).
+    absent_labels : {"zero", "omit"}
+        Multilabel error: a label without positives in the test part counts AP 0 (``"zero"``,
+        dm_nevis's sklearn macro AP) or is left out of the mean (``"omit"``).
     """
     from ..learners.stream import ComputeLedger, TaskView
 
+    if absent_labels not in ABSENT_LABELS:
+        raise InputError(f"absent_labels: expected one of {list(ABSENT_LABELS)}, got {absent_labels!r}")
     if isinstance(stream, str):
         stream = load_stream(stream)
+    settings = {**(settings or {}), "absent_labels": absent_labels}
     resolve = resolver or (lambda t: resolve_task(t, stream, data_root=data_root))
     ckpt_path = Path(work_dir) / run_id / "checkpoint.pt"
-    existing = run_events(store, run_id)
+    existing = run_events(store, run_id) if store is not None else []
     if ckpt_path.is_file():
         ck = _load_checkpoint(ckpt_path)
         if ck.get("stream_hash") != stream.hash:
@@ -139,8 +156,8 @@ def run_stream(
         events: list[dict] = list(ck["events"])
         done = {r.metrics["task_index"] for r in existing}
         for ev in events:  # a crash between checkpoint and store write: add the missing event
-            if ev["task_index"] not in done:
-                store.add(_record(stream, learner, seed, run_id, ev, settings))
+            if ev["task_index"] not in done and store is not None:
+                store.add(_learner_record(stream, learner, seed, run_id, ev, settings))
     else:
         if existing:
             raise InputError(f"run {run_id!r} has {len(existing)} events in the store but no checkpoint at "
@@ -160,7 +177,7 @@ def run_stream(
         test_images = data.test.images.copy()
         test_images.setflags(write=False)
         scores = learner.predict(predictor, test_images)
-        err = task_error(data.test.targets, scores, kind=task.kind)
+        err = task_error(data.test.targets, scores, kind=task.kind, absent_labels=absent_labels)
         info = getattr(predictor, "info", {}) or {}
         ev = {
             "task_index": task.index, "task": task.uid, "name": task.name, "year": task.year,
@@ -177,21 +194,87 @@ def run_stream(
         events.append(ev)
         _save_checkpoint(ckpt_path, {"stream_hash": stream.hash, "run_id": run_id, "state": learner.state_to_dict(state),
                                      "events": events})
-        store.add(_record(stream, learner, seed, run_id, ev, settings))
-    return StreamRunResult(run_id, events, start)
+        if store is not None:
+            store.add(_learner_record(stream, learner, seed, run_id, ev, settings))
+    return StreamRunResult(run_id, events, start, stream.meta_test_cut())
 
 
-def _record(stream: Stream, learner: Any, seed: int, run_id: str, ev: dict, settings: dict | None) -> Record:
+def _learner_record(stream: Stream, learner: Any, seed: int, run_id: str, ev: dict, settings: dict | None) -> Record:
+    own = learner.settings() if hasattr(learner, "settings") else {}
+    return event_record(stream, ev, method=getattr(learner, "name", type(learner).__name__), seed=seed,
+                        run_id=run_id, settings={**own, **(settings or {})})
+
+
+def event_record(stream: Stream, ev: dict, *, method: str, seed: int | None, run_id: str,
+                 settings: dict | None = None) -> Record:
+    """The results-store record of one task event of a run (tag = the run id)."""
     s = {"stream": stream.name, "stream_origin": stream.origin, "meta_test_from_year": stream.meta_test_from_year,
-         "num_tasks": len(stream.tasks)}
-    if hasattr(learner, "settings"):
-        s.update(learner.settings())
-    s.update(settings or {})
-    return Record(protocol=PROTOCOL, dataset=stream.name, method=getattr(learner, "name", type(learner).__name__),
-                  seed=seed, split_hash=stream.hash, settings=s, metrics=dict(ev), tag=run_id)
+         "meta_test_choice": stream.meta_test_choice, "num_tasks": len(stream.tasks), **(settings or {})}
+    return Record(protocol=PROTOCOL, dataset=stream.name, method=method, seed=seed, split_hash=stream.hash,
+                  settings=s, metrics=dict(ev), tag=run_id)
 
 
-def demo(store: ResultsStore, out_dir: Path, *, quick: bool) -> str:
-    from .stream_demo import run_demo
+# ------------------------------------------------------------------------------ split / score
+SPLIT_KIND = "stream-split"
+EVENT_KEYS = ("task_index", "task", "name", "year", "domain", "kind", "split", "train_size", "test_size",
+              "resolution", "error", "flops", "flops_train", "flops_eval", "train_steps", "parameters",
+              "seconds", "curve", "init_from", "best_trial")
 
-    return run_demo(store, out_dir, quick=quick)
+
+def stream_split(stream: Stream | str, *, meta_test_from_year: int | str | None = None) -> dict[str, Any]:
+    """The stream's split as a sealed manifest: every task in stream order with its year and whether it
+    is meta-train or meta-test (the cut decides which tasks a run is judged on)."""
+    from ..data.splits import seal
+
+    s = stream if isinstance(stream, Stream) else load_stream(stream, meta_test_from_year=meta_test_from_year)
+    return seal({"kind": SPLIT_KIND, "version": 1, "stream": s.name, "stream_sha256": s.hash,
+                 "meta_test_from_year": s.meta_test_from_year,
+                 "tasks": [{"index": t.index, "uid": t.uid, "name": t.name, "year": t.year, "split": t.split}
+                           for t in s.tasks]})
+
+
+def score(events: list[dict[str, Any]], stream: Stream | str, *, meta_test_from_year: int | str | None = None) -> dict[str, Any]:
+    """Score a run's per-task events (from any learner) against a stream.
+
+    ``events``: one dict per task, in stream order, each with ``task`` (the task's uid) and ``error``
+    (1 - accuracy, or 1 - mAP for multilabel tasks) and ``flops`` (compute charged for that task);
+    optional keys of :data:`EVENT_KEYS` are kept (missing: null). A run may stop early (a prefix of
+    the stream). Returns ``summary`` (``avg_error`` over the meta-test tasks present, ``cflop``,
+    ``tasks``) and ``events`` completed with the stream's metadata.
+    """
+    s = stream if isinstance(stream, Stream) else load_stream(stream, meta_test_from_year=meta_test_from_year)
+    if not isinstance(events, list) or not events:
+        raise InputError("events: expected a non-empty JSON list of per-task events")
+    if len(events) > len(s.tasks):
+        raise InputError(f"events: {len(events)} events, but stream {s.name!r} has {len(s.tasks)} tasks")
+    out = []
+    for i, (ev, task) in enumerate(zip(events, s.tasks)):
+        if not isinstance(ev, dict):
+            raise InputError(f"events[{i}]: expected an object, got {type(ev).__name__}")
+        if ev.get("task") != task.uid:
+            raise InputError(f"events[{i}]: task {ev.get('task')!r}, but the stream's task {i} is {task.uid!r} "
+                             "(events must follow the stream's order)")
+        for key in ("error", "flops"):
+            v = ev.get(key)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not np.isfinite(v) or v < 0:
+                raise InputError(f"events[{i}].{key}: expected a finite non-negative number, got {v!r}")
+        if ev["error"] > 1:
+            raise InputError(f"events[{i}].error: expected a fraction in [0, 1], got {ev['error']!r}")
+        unknown = sorted(set(ev) - set(EVENT_KEYS))
+        if unknown:
+            raise InputError(f"events[{i}]: unknown keys {unknown} (known: {list(EVENT_KEYS)})")
+        full = {k: ev.get(k) for k in EVENT_KEYS}
+        full.update(task_index=task.index, task=task.uid, name=task.name, year=task.year, domain=task.domain,
+                    kind=task.kind, split=task.split, error=float(ev["error"]), flops=int(ev["flops"]))
+        full["curve"] = list(ev.get("curve") or [])
+        out.append(full)
+    summary = StreamRunResult("scored", out, 0).summary()
+    return {"summary": {k: summary[k] for k in ("tasks", "avg_error", "cflop")}, "events": out,
+            "settings": {"stream": s.name, "stream_sha256": s.hash, "meta_test_from_year": s.meta_test_from_year}}
+
+
+def to_records(result: dict[str, Any], *, stream: Stream | str, method: str, seed: int | None, run_id: str,
+               settings: dict[str, Any] | None = None) -> list[Record]:
+    """One record per task event (the same shape as ``run_stream`` writes), tagged with ``run_id``."""
+    s = stream if isinstance(stream, Stream) else load_stream(stream, meta_test_from_year=result["settings"]["meta_test_from_year"])
+    return [event_record(s, ev, method=method, seed=seed, run_id=run_id, settings=settings) for ev in result["events"]]

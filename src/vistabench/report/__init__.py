@@ -1,6 +1,6 @@
 """Views of the results store: tables, plots, the HTML report."""
 
-from .html import Section, build_report, report_section
-from .tables import Column, Table, register_table
+from .html import Section, build_report
+from .tables import Column, Table
 
-__all__ = ["Section", "build_report", "report_section", "Column", "Table", "register_table"]
+__all__ = ["Section", "build_report", "Column", "Table"]

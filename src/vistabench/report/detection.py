@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from ..store import ResultsStore
-from .html import Section, report_section
-from .tables import Column, Table, register_table
+from .html import Section
+from .tables import Column, Table
 
 _COLUMNS = [
     Column("old_AP", "AP^Old"), Column("old_APr", "AP^Old_r"),
@@ -14,7 +14,6 @@ _COLUMNS = [
 ]
 
 
-@register_table("detection")
 def detection_table(store: ResultsStore, *, dataset: str | None = None) -> Table:
     """One row per scored run: the three APs side by side (latest record per dataset and method)."""
     latest = {}
@@ -30,7 +29,6 @@ def detection_table(store: ResultsStore, *, dataset: str | None = None) -> Table
                          "AP^Pool (categories pooled), in %.")
 
 
-@report_section("detection", order=20)
 def detection_section(store: ResultsStore) -> Section | None:
     recs = store.records(protocol="detection")
     if not recs:

@@ -1,7 +1,7 @@
 """The static HTML report: one self-contained file with embedded PNG plots.
 
-Each protocol contributes a section with ``@report_section(name, order)``: a function taking the
-results store and returning a :class:`Section` (or None when the store has nothing for it).
+Each declared protocol (:mod:`vistabench.suite`) contributes its ``section`` part: a function taking
+the results store and returning a :class:`Section` (or None when the store has nothing for it).
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ import io
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from .. import __version__
 from ..store import ResultsStore
@@ -38,17 +37,6 @@ class Section:
     def figure(self, fig, caption: str = "") -> "Section":
         self.parts.append(figure_html(fig, caption))
         return self
-
-
-_SECTIONS: list[tuple[int, str, Callable[[ResultsStore], Section | None]]] = []
-
-
-def report_section(name: str, order: int = 50):
-    def deco(fn: Callable[[ResultsStore], Section | None]):
-        _SECTIONS.append((order, name, fn))
-        return fn
-
-    return deco
 
 
 def figure_html(fig, caption: str = "") -> str:
@@ -101,28 +89,17 @@ nav a{margin-right:1em}
 """
 
 
-def _load_sections() -> None:
-    # importing the protocol modules registers their sections
-    import importlib
-
-    for mod in ("longtail", "detection", "incremental", "smalldata", "stream"):
-        try:
-            importlib.import_module(f"vistabench.report.{mod}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"vistabench.report.{mod}":
-                raise
-
-
 def build_report(store: ResultsStore, out_dir: str | Path, *, title: str = "vistabench report") -> Path:
     """Write ``out_dir/index.html`` from every section that has data; return its path."""
-    _load_sections()
+    from ..suite import protocols
+
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     built = []
-    for _, name, fn in sorted(_SECTIONS, key=lambda t: (t[0], t[1])):
-        sec = fn(store)
+    for proto in protocols():
+        sec = proto.part("section")(store)
         if sec is not None:
-            built.append((name, sec))
+            built.append((proto.name, sec))
     body = [f"<h1>{html.escape(title)}</h1>",
             f"<p>vistabench {__version__} · store <code>{html.escape(str(store.path))}</code> · "
             f"{time.strftime('%Y-%m-%d %H:%M')}</p>"]

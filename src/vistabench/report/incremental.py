@@ -14,8 +14,8 @@ import numpy as np
 
 from ..metrics.incremental import IncrementalScores, incremental_scores
 from ..store import Record, ResultsStore
-from .html import Section, report_section
-from .tables import Column, Table, aggregate, register_table
+from .html import Section
+from .tables import Column, Table, aggregate
 
 #: The paper's Table 1 (miniImageNet, 60 base classes + 8 sessions of 5-way 5-shot), as published:
 #: (method, aAcc per session in %, published aAcc in %, published gAcc in % or None). Quoted so the
@@ -102,7 +102,6 @@ def _rank_styles(rows: list[dict[str, Any]], columns: list[Column], measured: li
     return styles
 
 
-@register_table("incremental")
 def incremental_table(store: ResultsStore, *, dataset: str | None = None) -> Table:
     """The paper's Table 1 layout from the store: aAcc after each session, aAcc, gAcc (and PD).
 
@@ -221,11 +220,10 @@ def lazy_summary(lazy: IncrementalScores, close: list[tuple[str, float, float]])
             + (f", by at least {gap:.2f} points." if len(below) == len(close) else "."))
 
 
-def _auc_label(name: str, gacc: float) -> str:
+def auc_label(name: str, gacc: float) -> str:
     return f"{name} (gAcc {100 * gacc:.1f})"
 
 
-@report_section("incremental", order=30)
 def incremental_section(store: ResultsStore) -> Section | None:
     records = store.records(protocol="incremental")
     if not records:
@@ -245,10 +243,10 @@ def incremental_section(store: ResultsStore) -> Section | None:
         curves: dict[str, Any] = {}
         for (_, _, method), group in sorted(_groups(recs).items()):
             last = group[-1].metrics
-            curves[_auc_label(method, last["gacc"])] = last["curve"]
+            curves[auc_label(method, last["gacc"])] = last["curve"]
         base_best = max(r.metrics["matrix"][0][0] for r in recs)
         mode, way = _ref_mode(recs)
-        refs = {_auc_label(k, v.gacc): v.curve
+        refs = {auc_label(k, v.gacc): v.curve
                 for k, v in reference_rows(sizes, base_accuracy=base_best, mode=mode, way=way).items()}
         sec.figure(gacc_figure(curves, refs, title=f"{ds}: {_layout_text(sizes)}"),
                    f"gAcc(α) averaged over sessions on {ds} ({_layout_text(sizes)}); dashed/dotted: corner "
@@ -258,7 +256,7 @@ def incremental_section(store: ResultsStore) -> Section | None:
     close = [(name, a, g) for name, a, g in pub if abs(a - 100 * lazy.aacc) <= 3.0]
     sec.text(lazy_summary(lazy, close))
     sec.table(paper_reference_table().render("markdown"))
-    refs = {_auc_label(k, v.gacc): v.curve for k, v in reference_rows([60] + [5] * 8, base_accuracy=0.85).items()}
+    refs = {auc_label(k, v.gacc): v.curve for k, v in reference_rows([60] + [5] * 8, base_accuracy=0.85).items()}
     sec.figure(gacc_figure({}, refs, title="miniImageNet layout: corner cases at A_1^1 = 85%"),
                "The paper's corner cases for 60 base + 8×5-way sessions (the published methods' curves need "
                "their per-task accuracies, which the paper does not print).")

@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 
 from ..store import Record, ResultsStore
-from .html import Section, report_section
-from .tables import Column, Table, aggregate, register_table
+from .html import Section
+from .tables import Column, Table, aggregate
 
 COLUMNS = [
     Column("auc", "AUC↑"), Column("avg", "AVG↑"), Column("std", "STD↓", higher_is_better=False),
@@ -30,7 +30,6 @@ def _groups(records: list[Record]) -> dict[tuple[str, str, float], list[Record]]
     return out
 
 
-@register_table("longtail")
 def longtail_table(store: ResultsStore, *, dataset: str | None = None, exact: bool = False) -> Table:
     """One row per (dataset, method, rho): metrics averaged over seeds; best three marked."""
     rows: list[dict[str, Any]] = []
@@ -46,7 +45,6 @@ def longtail_table(store: ResultsStore, *, dataset: str | None = None, exact: bo
                                         "underlined, third italic; means over seeds.")
 
 
-@register_table("longtail-survey")
 def survey_table(store: ResultsStore, *, dataset: str | None = None, exact: bool = False) -> Table:
     """The survey's layout (Fang et al., Tables 2–6): per (dataset, method, ρ_trn), AUC, AVG, STD, MAX,
     MIN, DR and BTD for sweeps whose test imbalance equals the training imbalance (``eq_*``) and for
@@ -101,7 +99,6 @@ def accuracy_divergence_figure(records: list[Record]):
     return fig
 
 
-@report_section("longtail", order=10)
 def longtail_section(store: ResultsStore) -> Section | None:
     records = store.records(protocol="longtail")
     if not records:

@@ -18,8 +18,8 @@ import numpy as np
 
 from ..metrics.stats import not_worse_than_best
 from ..store import Record, ResultsStore
-from .html import Section, report_section
-from .tables import Column, Table, register_table
+from .html import Section
+from .tables import Column, Table
 
 PROTOCOL = "smalldata"
 
@@ -117,7 +117,6 @@ def cost_table(store: ResultsStore, *, dataset: str | None = None) -> Table:
                          "On the CPU the memory is the process's peak RSS, an upper bound.")
 
 
-@register_table(PROTOCOL)
 def smalldata_table(store: ResultsStore, *, dataset: str | None = None) -> Table:
     return accuracy_table(store, dataset=dataset)
 
@@ -146,7 +145,6 @@ def _search_figure(store: ResultsStore):
     return fig
 
 
-@report_section(PROTOCOL, order=40)
 def smalldata_section(store: ResultsStore) -> Section | None:
     if not _finals(store, None):
         return None

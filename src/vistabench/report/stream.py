@@ -6,12 +6,30 @@ import math
 from typing import Any
 
 from ..store import ResultsStore
-from .html import Section, report_section
-from .tables import Column, Table, register_table
+from .html import Section
+from .tables import Column, Table
 
-__all__ = ["runs_table", "pareto_figure", "regret_figure", "stream_table"]
+__all__ = ["runs_table", "pareto_figure", "regret_figure", "stream_table", "with_cflop_parts"]
 
 _MARKERS = "osD^vP*X"
+
+
+def with_cflop_parts(analysis: dict[str, Any], store: ResultsStore) -> dict[str, Any]:
+    """Add ``cflop_train`` and ``cflop_selection`` (training steps vs selection / validation forwards) to every run.
+
+    dm_nevis charges the update steps only; ``cflop_train`` is the comparable figure.
+    """
+    from ..metrics.stream import cflop_parts
+    from ..protocols.stream import run_events
+
+    for r in analysis["runs"]:
+        ev = [rec.metrics for rec in run_events(store, r["run"])]
+        if all(e.get("flops_train") is not None and e.get("flops_eval") is not None for e in ev):
+            parts = cflop_parts(ev)
+            r["cflop_train"], r["cflop_selection"] = parts["train"], parts["selection"]
+        else:  # runs scored from outside (`stream score`) may give the total only
+            r["cflop_train"] = r["cflop_selection"] = None
+    return analysis
 
 
 def runs_table(analysis: dict[str, Any], *, stream: str | None = None) -> Table:
@@ -23,22 +41,29 @@ def runs_table(analysis: dict[str, Any], *, stream: str | None = None) -> Table:
         ft = analysis["forward_transfer"].get(r["run"], {})
         rows.append({"method": r["run"], "learner": r["learner"], "trials": r["trials"], "steps": r["steps"],
                      "avg_error": r["avg_error"], "gflop": r["cflop"] / 1e9,
+                     "gflop_train": r["cflop_train"] / 1e9 if r.get("cflop_train") is not None else None,
                      "regret": reg.get("meta_test"), "ft": ft.get("mean"),
                      "pareto": "yes" if r["pareto"] else "", "done": f"{r['tasks_done']}/{r['num_tasks']}"})
     cols = [Column("learner", "Learner", None, percent=False), Column("trials", "Trials", None, False, 0),
             Column("steps", "Steps", None, False, 0), Column("avg_error", "Avg. meta-test error (%)", False),
             Column("gflop", "cFLOP (GFLOP)", None, False, 2),
+            *([Column("gflop_train", "of which training steps (GFLOP)", None, False, 2)]
+              if any(r["gflop_train"] is not None for r in rows) else []),
             Column("regret", "Meta-test regret vs Indep", None, False, 3),
             Column("ft", "Forward transfer", None, False, 3), Column("pareto", "Pareto", None, False),
             Column("done", "Tasks", None, False)]
     return Table(cols, rows, row_key="method", row_title="Run",
                  caption="Task-stream runs: average error over meta-test tasks, cFLOP over the whole stream "
-                         "(training + model selection), cumulative meta-test regret against the matched Indep run, "
+                         "(training + model selection; the training-steps part alone is what dm_nevis charges), cumulative meta-test regret against the matched Indep run, "
                          "mean forward transfer on repeated tasks.")
 
 
-def pareto_figure(analysis: dict[str, Any], *, stream: str | None = None):
-    """cFLOP (log) vs average meta-test error: every run as a point, one colour per learner; the front as a line."""
+def pareto_figure(analysis: dict[str, Any], *, stream: str | None = None, cost: str = "cflop"):
+    """cFLOP (log) vs average meta-test error: every run as a point, one colour per learner; the front as a line.
+
+    ``cost="cflop_train"`` plots the training-steps part only (dm_nevis's convention; needs
+    :func:`with_cflop_parts`); the front drawn is then the one of that cost.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
@@ -48,6 +73,13 @@ def pareto_figure(analysis: dict[str, Any], *, stream: str | None = None):
             and r["complete"] and math.isfinite(r["avg_error"] if r["avg_error"] is not None else float("nan"))]
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     learners = sorted({r["learner"] for r in runs})
+    if cost != "cflop":
+        from ..metrics.stream import pareto_front
+
+        runs = [dict(r) for r in runs if r.get(cost) is not None]
+        front_idx = set(pareto_front([r[cost] for r in runs], [r["avg_error"] for r in runs]).tolist()) if runs else set()
+        for i, r in enumerate(runs):
+            r["cflop"], r["pareto"] = r[cost], i in front_idx
     for k, learner in enumerate(learners):
         pts = sorted((r["cflop"], r["avg_error"]) for r in runs if r["learner"] == learner)
         ax.plot([p[0] for p in pts], [100 * p[1] for p in pts], marker=_MARKERS[k % len(_MARKERS)], linestyle=":",
@@ -57,7 +89,8 @@ def pareto_figure(analysis: dict[str, Any], *, stream: str | None = None):
         ax.step([p[0] for p in front], [100 * p[1] for p in front], where="post", color="black", alpha=0.5,
                 linewidth=2, label="Pareto front", zorder=0)
     ax.set_xscale("log")
-    ax.set_xlabel("cFLOP (whole stream, training + search)")
+    ax.set_xlabel("cFLOP (whole stream, training + search)" if cost == "cflop"
+                  else "cFLOP, training steps only (dm_nevis's convention)")
     ax.set_ylabel("average meta-test error (%)")
     ax.set_title(f"Error vs compute{f' on {stream}' if stream else ''}")
     ax.grid(True, which="both", alpha=0.3)
@@ -88,25 +121,25 @@ def regret_figure(analysis: dict[str, Any], *, stream: str | None = None):
     return fig
 
 
-@register_table("stream")
 def stream_table(store: ResultsStore, *, dataset: str | None = None) -> Table:
-    from ..protocols.stream_analysis import analyse
+    from .stream_analysis import analyse
 
-    return runs_table(analyse(store), stream=dataset)
+    return runs_table(with_cflop_parts(analyse(store), store), stream=dataset)
 
 
-@report_section("stream", order=50)
-def _section(store: ResultsStore) -> Section | None:
-    from ..protocols.stream_analysis import analyse
+def stream_section(store: ResultsStore) -> Section | None:
+    from .stream_analysis import analyse
 
     if not store.records(protocol="stream"):
         return None
-    a = analyse(store)
+    a = with_cflop_parts(analyse(store), store)
     sec = Section("Never-ending task streams (Nevis'22 protocol)")
     sec.text("Each run hands a learner the stream's tasks one at a time; error is 1 - accuracy (1 - mAP for "
              "multilabel tasks) on each task's test part, averaged over the meta-test tasks; cFLOP sums the "
              "forward + backward FLOPs of every training step of every search trial plus the forward passes "
-             "spent on model selection, over the whole stream.")
+             "spent on model selection, over the whole stream (the table also gives the training-steps part "
+             "alone, the figure dm_nevis reports). Learners: indep, ft-prev, ft-d, ensemble, pt (PT-MT with a "
+             "`stream pretrain` checkpoint, pre-training cost reported apart), mt (multi-task), bhpo (GP-UCB).")
     for stream in sorted({r["stream"] for r in a["runs"]}):
         for learner, v in a["verdicts"].get(stream, {}).items():
             sec.text(v["text"])

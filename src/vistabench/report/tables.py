@@ -134,22 +134,6 @@ def _csv(t: Table) -> str:
     return buf.getvalue().rstrip("\n")
 
 
-def table_builders() -> dict[str, Any]:
-    """protocol name -> function(store, **options) -> Table, filled by the protocol modules."""
-    return _BUILDERS
-
-
-_BUILDERS: dict[str, Any] = {}
-
-
-def register_table(protocol: str):
-    def deco(fn):
-        _BUILDERS[protocol] = fn
-        return fn
-
-    return deco
-
-
 def aggregate(values: Sequence[float | None]) -> float | None:
     v = [x for x in values if _finite(x)]
     return sum(v) / len(v) if v else None

@@ -4,6 +4,7 @@ A stream file (JSON or YAML) holds::
 
     name, description, reference,
     meta_test_from_year: tasks of this year and later are meta-test, earlier ones meta-train,
+    meta_test_presets?: {name: year} named cuts that --meta-test-from accepts (e.g. paper, dm-nevis),
     input: {image_size, channels}   (every task's images are resized to this before training),
     tasks: [{name, year, domain, kind: multiclass | multilabel, source, size?, resolution?, note?}]
 
@@ -13,7 +14,8 @@ A stream file (JSON or YAML) holds::
 stream, a dict ``{"embedded": "digits" | "mnist5k", classes, rotate, invert, attributes, ...}``
 (see :mod:`vistabench.streams.sources`). Tasks must be in chronological (non-decreasing year) order.
 
-Built-in streams (registry ``streams``): ``nevis-full``, ``nevis-short``, ``embedded``.
+Built-in streams (registry ``streams``): ``nevis-full`` (dm_nevis's FULL list and order),
+``nevis-full-paper`` (the paper's Appendix L table), ``nevis-short``, ``embedded``.
 """
 
 from __future__ import annotations
@@ -34,8 +36,8 @@ __all__ = ["Task", "Stream", "load_stream", "streams", "stream_names", "KINDS"]
 KINDS: tuple[str, ...] = ("multiclass", "multilabel")
 
 streams: Registry[str] = Registry("stream")
-for _name, _file in (("nevis-full", "nevis_full.json"), ("nevis-short", "nevis_short.json"),
-                     ("embedded", "embedded.json")):
+for _name, _file in (("nevis-full", "nevis_full.json"), ("nevis-full-paper", "nevis_full_paper.json"),
+                     ("nevis-short", "nevis_short.json"), ("embedded", "embedded.json")):
     streams.register(_name)(_file)
 
 
@@ -87,6 +89,15 @@ class Stream:
     reference: str = ""
     origin: str = ""
     raw: dict[str, Any] = field(default_factory=dict, repr=False)
+    meta_test_presets: dict[str, int] = field(default_factory=dict)
+    meta_test_choice: str = "stream file"
+
+    def meta_test_cut(self) -> str:
+        """One line saying which meta-train / meta-test cut is used and where it came from."""
+        named = [k for k, v in self.meta_test_presets.items() if v == self.meta_test_from_year]
+        alias = f" = {'/'.join(named)}" if named else ""
+        return (f"meta-test from {self.meta_test_from_year}{alias} ({self.meta_test_choice}): "
+                f"{len(self.meta_train())} meta-train, {len(self.meta_test())} meta-test tasks")
 
     @property
     def hash(self) -> str:
@@ -112,6 +123,7 @@ class Stream:
     def summary(self) -> dict[str, Any]:
         return {"name": self.name, "tasks": len(self.tasks), "meta_train": len(self.meta_train()),
                 "meta_test": len(self.meta_test()), "meta_test_from_year": self.meta_test_from_year,
+                "meta_test_presets": dict(self.meta_test_presets), "meta_test_choice": self.meta_test_choice,
                 "image_size": self.image_size, "channels": self.channels, "hash": self.hash,
                 "repeated": sorted({a.name for a, _ in self.repeats()})}
 
@@ -161,6 +173,10 @@ def parse_stream(doc: dict[str, Any], *, origin: str = "<dict>") -> Stream:
     if not isinstance(name, str) or not name:
         raise InputError(f"{where}: 'name' must be a non-empty string, got {name!r}")
     cut = _int(doc["meta_test_from_year"], f"{where}: meta_test_from_year")
+    presets = doc.get("meta_test_presets", {})
+    if not isinstance(presets, dict) or not all(isinstance(k, str) for k in presets):
+        raise InputError(f"{where}: 'meta_test_presets' must map names to years, got {presets!r}")
+    presets = {k: _int(v, f"{where}: meta_test_presets.{k}") for k, v in presets.items()}
     inp = doc.get("input", {})
     if not isinstance(inp, dict):
         raise InputError(f"{where}: 'input' must be a mapping like {{image_size: 32, channels: 3}}, got {inp!r}")
@@ -201,13 +217,16 @@ def parse_stream(doc: dict[str, Any], *, origin: str = "<dict>") -> Stream:
         ))
     return Stream(name=name, tasks=tasks, meta_test_from_year=cut, image_size=size, channels=channels,
                   description=str(doc.get("description", "")), reference=str(doc.get("reference", "")),
-                  origin=origin, raw=doc)
+                  origin=origin, raw=doc, meta_test_presets=presets)
 
 
-def load_stream(spec: str, *, meta_test_from_year: int | None = None) -> Stream:
-    """A built-in stream by name (``nevis-full``, ``nevis-short``, ``embedded``) or a JSON/YAML file.
+def load_stream(spec: str, *, meta_test_from_year: int | str | None = None) -> Stream:
+    """A built-in stream by name (``nevis-full``, ``nevis-full-paper``, ``nevis-short``, ``embedded``) or a JSON/YAML file.
 
-    ``meta_test_from_year`` overrides the file's cut between meta-train and meta-test.
+    ``meta_test_from_year`` overrides the file's cut between meta-train and meta-test: a year, or
+    the name of one of the stream's ``meta_test_presets`` (the Nevis streams: ``paper`` = 2019, the
+    paper's last three years; ``dm-nevis`` = 2020, dm_nevis's ``DEFAULT_NEVIS_STOP_YEAR``).
+    The result's :meth:`Stream.meta_test_cut` says which is used.
     """
     if not isinstance(spec, str) or not spec:
         raise InputError(f"stream: expected a stream name or a file path, got {spec!r}")
@@ -220,6 +239,20 @@ def load_stream(spec: str, *, meta_test_from_year: int | None = None) -> Stream:
         fname = streams.get(spec)
         doc = json.loads(resources.files(__name__).joinpath(fname).read_text(encoding="utf-8"))
         origin = f"built-in:{spec}"
+    choice = "stream file default"
     if meta_test_from_year is not None:
-        doc = {**doc, "meta_test_from_year": int(meta_test_from_year)}
-    return parse_stream(doc, origin=origin)
+        presets = doc.get("meta_test_presets") or {}
+        v = meta_test_from_year
+        if isinstance(v, str) and not v.strip().lstrip("-").isdigit():
+            if v not in presets:
+                raise InputError(f"--meta-test-from: expected a year or one of {sorted(presets)} for stream "
+                                 f"{doc.get('name', spec)!r}, got {v!r}")
+            year, choice = int(presets[v]), f"--meta-test-from {v}"
+        elif isinstance(v, bool) or not isinstance(v, (int, str)):
+            raise InputError(f"--meta-test-from: expected a year or a preset name, got {v!r}")
+        else:
+            year, choice = int(v), f"--meta-test-from {int(v)}"
+        doc = {**doc, "meta_test_from_year": year}
+    stream = parse_stream(doc, origin=origin)
+    stream.meta_test_choice = choice
+    return stream

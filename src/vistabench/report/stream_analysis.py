@@ -12,7 +12,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..errors import InputError
-from ..metrics.stream import forward_transfer, normalized_auc, pareto_front, regret_curve, slice_means
+from ..metrics.curves import normalised_auc
+from ..metrics.stream import forward_transfer, pareto_front, regret_curve, slice_means
 from ..store import ResultsStore
 
 __all__ = ["collect_runs", "analyse", "size_bin", "resolution_bin", "TRANSFER_LEARNERS"]
@@ -77,7 +78,7 @@ def _reference_for(run: dict, refs: list[dict]) -> dict | None:
 
 def _curve_auc(curve: list[float]) -> float:
     k = len(curve)
-    return normalized_auc(curve, progress=np.arange(1, k + 1) / k) if k else float("nan")
+    return normalised_auc(curve, np.arange(1, k + 1) / k, single_point="value") if k else float("nan")
 
 
 def analyse(store: ResultsStore, run_ids: Sequence[str] | None = None) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Demo part of the stream protocol: every baseline at several budgets on the embedded stream."""
+"""Demo of the stream protocol: every baseline at several budgets on the embedded stream."""
 
 from __future__ import annotations
 
@@ -37,14 +37,14 @@ def pretrain_checkpoint(path: Path, *, steps: int, image_size: int, seed: int = 
     return {"steps": res.steps, "flops": res.flops, "seconds": res.seconds}
 
 
-def run_demo(store: ResultsStore, out_dir: Path, *, quick: bool) -> str:
+def demo(store: ResultsStore, out_dir: Path, *, quick: bool) -> str:
     import torch
 
     from ..learners.stream import make_learner
     from ..report.stream import pareto_figure, runs_table
     from ..streams import load_stream
-    from .stream import default_run_id, run_stream
-    from .stream_analysis import analyse
+    from ..protocols.stream import default_run_id, run_stream
+    from ..report.stream_analysis import analyse
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

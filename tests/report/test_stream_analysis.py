@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from vistabench.errors import InputError
-from vistabench.metrics import forward_transfer, normalized_auc
-from vistabench.protocols.stream_analysis import analyse, resolution_bin, size_bin
+from vistabench.metrics import forward_transfer, normalised_auc
+from vistabench.report.stream_analysis import analyse, resolution_bin, size_bin
 from vistabench.store import Record, ResultsStore
 from vistabench.streams import load_stream, parse_stream, stream_names
 from vistabench.streams.sources import resolve_task
@@ -26,8 +26,72 @@ def test_builtin_streams_are_valid_and_chronological(name):
     assert s.meta_test() and s.meta_train()
 
 
+def _dm_nevis_full():
+    """dm_nevis's NEVIS_STREAM_PER_YEAR[FULL] (dm_nevis/streams/nevis_stream.py), copied by hand."""
+    return {1992: ("Magellan Venus Volcanoes", "Aberdeen face database."),
+            1998: ("LandSat UCI repo", "Brodatz", "Olivetti Face Dataset"), 2000: ("COIL 20",),
+            2001: ("COIL 100", "MPEG-7"), 2004: ("Butterfly dataset", "MNIST"),
+            2005: ("Caltech 101", "UMIST", "CMU AMP expression"),
+            2006: ("Pascal 2005", "Caltech cars, motorbikes", "UIUC cars", "ALOI"), 2007: ("8 Scene Dataset",),
+            2008: ("15 Scenes",), 2009: ("Pascal 2006", "Extended YaleB"),
+            2010: ("Pascal 2007", "Graz-02", "Olivetti Face Dataset", "PPMI"),
+            2011: ("Caltech 256", "ImageNet", "LFW", "Oxford Flowers", "Flicker Material Dataset",
+                   "Oxford Flowers 102", "Belgium Traffic Sign Dataset", "German Traffic Sign Recognition Benchmark",
+                   "Brodatz", "VisTex"),
+            2012: ("UMD", "KTH-TIPS", "UIUC texture", "KTH-TIPS2-b", "CVC-MUSCIMA"),
+            2013: ("IAPRTC-12", "sketch dataset", "KTH-TIPS2-a", "Pascal 2012", "NORB"), 2014: ("Wikipaintings",),
+            2015: ("MNIST", "MIT Scenes", "SUN 397", "CIFAR 10"),
+            2016: ("CUB 200", "Stanford Cars", "FGVC Aircraft", "DTD", "MS COCO", "Caltech 101", "Oxford IIIT Pets",
+                   "Stanford Dogs", "ANIMAL", "Caltech 101 Silhouettes", "Interact", "VOC Actions", "SVHN", "Chars74K"),
+            2017: ("CelebA", "LFWA", "SUN Attribute", "CIFAR 100"),
+            2018: ("TID2008", "TID2013", "USPS", "Semeion", "MNIST-m", "Office Caltech", "PACS", "Caltech Camera Traps",
+                   "EMNIST Balanced", "CASIA-HWDB1.1", "ISBI-ISIC 2017 melanoma classification challenge"),
+            2019: ("Trancos", "Mall dataset", "Fashion MNIST", "NotMNIST", "Tiny Imagenet", "STL10", "Food 101",
+                   "MNIST-rot", "AWA2", "15 Scenes", "Food 101 N", "COIL 20", "COIL 100"),
+            2020: ("ShanghaiTech", "AnimalWeb", "BIWI"),
+            2021: ("ImageNet", "Oxford Flowers 102", "DomainNet-Real", "Pneumonia Chest X-ray", "Path MNIST",
+                   "NIH Chest X-ray", "Tubercolosis", "covid-19 x-ray", "PatchCamelyon", "DDSM",
+                   "Synthetic COVID-19 Chest X-ray Dataset")}
+
+
+def test_nevis_full_is_dm_nevis_full_in_its_order_and_cuts():
+    ref = [(y, n) for y, names in sorted(_dm_nevis_full().items()) for n in names]
+    full = load_stream("nevis-full")
+    assert [(t.year, t.name) for t in full.tasks] == ref
+    # dm_nevis: NevisStream(stop_year) keeps the tasks *before* stop_year for development
+    for stop in (2019, 2020, 2021):
+        s = load_stream("nevis-full", meta_test_from_year=stop)
+        assert [t.name for t in s.meta_train()] == [n for y, n in ref if y < stop]
+    assert len(load_stream("nevis-full", meta_test_from_year="dm-nevis").meta_test()) == 14
+    assert len(load_stream("nevis-full", meta_test_from_year="paper").meta_test()) == 27
+    assert "= dm-nevis (--meta-test-from dm-nevis): 92 meta-train, 14 meta-test" in load_stream(
+        "nevis-full", meta_test_from_year="dm-nevis").meta_test_cut()
+    with pytest.raises(InputError, match="meta-test-from"):
+        load_stream("nevis-full", meta_test_from_year="later")
+    with pytest.raises(InputError, match="meta-test-from"):
+        load_stream("embedded", meta_test_from_year="paper")
+    # the paper's table: same size, three tasks differ, the order within years differs
+    paper = load_stream("nevis-full-paper")
+    a, b = {(t.year, t.name) for t in full.tasks}, {(t.year, t.name) for t in paper.tasks}
+    assert a - b == {(2010, "Graz-02"), (2013, "Pascal 2012"), (2021, "DDSM")}
+    assert b - a == {(2008, "Graz-02"), (2014, "Pascal 2012"), (2019, "UCSD dataset")}
+    assert len(paper.meta_test()) == 27 and len(paper.tasks) == 106
+
+
+def test_nevis_short_is_dm_nevis_short():
+    ref = {2004: ("COIL 100", "MNIST"), 2006: ("Pascal 2005", "Caltech cars, motorbikes", "UIUC cars"),
+           2009: ("Pascal 2006",), 2010: ("Caltech 101",), 2011: ("Graz-02", "15 Scenes", "Pascal 2007", "LFW"),
+           2013: ("sketch dataset", "Brodatz"), 2014: ("ImageNet", "Pascal 2012", "Caltech 256"),
+           2018: ("CIFAR 100", "CIFAR 10", "USPS", "MNIST", "MNIST-m", "Office Caltech", "PACS",
+                  "ISBI-ISIC 2017 melanoma classification challenge"),
+           2019: ("Fashion MNIST",), 2020: ("Stanford Dogs", "CUB 200", "Stanford Cars", "FGVC Aircraft")}
+    short = load_stream("nevis-short")
+    assert [(t.year, t.name) for t in short.tasks] == [(y, n) for y, ns in sorted(ref.items()) for n in ns]
+    assert len(load_stream("nevis-short", meta_test_from_year="dm-nevis").meta_test()) == 4
+
+
 def test_nevis_task_lists_match_the_paper():
-    full, short = load_stream("nevis-full"), load_stream("nevis-short")
+    full, short = load_stream("nevis-full-paper"), load_stream("nevis-short")
     assert len(full.tasks) == 106 and len(short.tasks) == 29
     assert len(full.meta_train()) == 79  # the paper's Table 5: "Full Stream | 79"
     assert len(full.meta_test()) == 27  # Section 4: "Among the 27 datasets" of the meta-test stream
@@ -133,7 +197,7 @@ def test_analysis_pareto_regret_transfer_and_a_computed_verdict(tmp_path):
         assert [runs[r]["pareto"] for r in ("ind", "ft", "ft-big")] == [True, True, False]
         np.testing.assert_allclose(a["regret"]["ft"]["curve"], [0, -0.1, -0.2, -0.3], atol=1e-12)
         assert a["regret"]["ft"]["reference"] == "ind"
-        auc = normalized_auc(c2[0], progress=[0.25, 0.5, 0.75, 1.0]), normalized_auc(c2[3], progress=[0.25, 0.5, 0.75, 1.0])
+        auc = normalised_auc(c2[0], [0.25, 0.5, 0.75, 1.0]), normalised_auc(c2[3], [0.25, 0.5, 0.75, 1.0])
         assert a["forward_transfer"]["ft"]["tasks"]["t0"]["forward_transfer"] == pytest.approx(forward_transfer(*auc))
         v = a["verdicts"]["s"]["ft-d"]
         assert v["verdict"] == "beats Indep" and v["wins"] == 1 and v["matched"] == 1

@@ -1,0 +1,108 @@
+"""The protocol contract and the registry of protocols.
+
+Every protocol enters and leaves vistabench the same way. It declares, in one file of this package,
+a :class:`Protocol`: its name and title, and where its parts live in the layers below —
+
+========== =================================================================== =================
+part       what it does                                                        layer
+========== =================================================================== =================
+split      build the seeded, hashed split file content                         ``protocols/``
+score      score a predictions file against a split -> a named JSON result     ``protocols/``
+record     turn a result into a results-store :class:`~vistabench.store.Record` ``protocols/``
+run        split -> reference learner -> predictions -> score -> record        ``protocols/``
+table      the paper-style table of the store's records                        ``report/``
+section    the protocol's section of the HTML report                           ``report/``
+demo       the protocol end to end on bundled data                             ``demos/``
+cli        its ``vistabench <name> ...`` verbs                                  ``cli/``
+========== =================================================================== =================
+
+Parts are given as ``"module:attribute"`` references and imported on first use, so listing the
+protocols (to build the command line, say) imports none of them. The CLI, ``vistabench demo``,
+``vistabench table`` and ``vistabench report`` iterate :func:`protocols`; nothing else lists them.
+A new protocol is one file here calling :func:`declare` (discovered by :func:`protocols`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from dataclasses import dataclass, fields
+from typing import Any, Callable
+
+from ..registry import Registry
+
+__all__ = ["Protocol", "declare", "protocols", "get_protocol", "PARTS"]
+
+PARTS = ("split", "score", "record", "run", "table", "section", "demo", "cli")
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """One protocol's declaration: name, title and its parts as ``"module:attribute"`` references.
+
+    Signatures the parts follow (keyword-only options after the first arguments):
+
+    - ``split(**options) -> dict``: sealed split-file content (has ``sha256``).
+    - ``score(predictions, split, **options) -> dict``: a JSON-serialisable named result.
+    - ``record(result, *, dataset, method, seed, tag, settings) -> Record | list[Record]``.
+    - ``run(**options) -> dict``: the stored record(s) as dicts (``store=None`` stores nothing).
+    - ``table(store, *, dataset=None) -> Table``; ``section(store) -> Section | None``.
+    - ``demo(store, out_dir, *, quick) -> str`` (a short human summary, e.g. the table).
+    - ``cli``: a module with ``register(subparsers)`` adding ``split``, ``score``, ``run`` (and any
+      protocol-specific verbs); the common ``table`` verb is added for every protocol.
+    """
+
+    name: str
+    title: str
+    question: str
+    order: int
+    split: str
+    score: str
+    record: str
+    run: str
+    table: str
+    section: str
+    demo: str
+    cli: str
+
+    def part(self, name: str) -> Callable[..., Any]:
+        """Import and return a part (``"split"``, ``"score"``, ...)."""
+        if name not in PARTS:
+            raise ValueError(f"unknown protocol part {name!r}; parts are {PARTS}")
+        ref = getattr(self, name)
+        module, _, attr = ref.partition(":")
+        obj: Any = importlib.import_module(module)
+        return getattr(obj, attr) if attr else obj
+
+    def references(self) -> dict[str, str]:
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name in PARTS}
+
+
+_registry: Registry[Protocol] = Registry("protocol")
+_loaded = False
+
+
+def declare(protocol: Protocol) -> Protocol:
+    """Register a protocol declaration (called once, by its file in this package)."""
+    _registry.register(protocol.name)(protocol)
+    return protocol
+
+
+def _load() -> None:
+    global _loaded
+    if not _loaded:
+        for info in pkgutil.iter_modules(__path__):
+            importlib.import_module(f"{__name__}.{info.name}")
+        _loaded = True
+
+
+def protocols() -> list[Protocol]:
+    """Every declared protocol, in report order."""
+    _load()
+    return sorted((_registry.get(n) for n in _registry.names()), key=lambda p: (p.order, p.name))
+
+
+def get_protocol(name: str) -> Protocol:
+    """The declared protocol ``name``; unknown names raise with close-match suggestions."""
+    _load()
+    return _registry.get(name)

@@ -1,0 +1,153 @@
+"""The protocol contract: every declared protocol has every part, the same verbs and options, and a
+file scored through `score` gives a record of the same shape as one made by `run`."""
+
+from __future__ import annotations
+
+import json
+import types
+
+import numpy as np
+import pytest
+
+from vistabench.cli import main
+from vistabench.errors import InputError
+from vistabench.store import ResultsStore
+from vistabench.suite import PARTS, get_protocol, protocols
+
+PROTOCOLS = protocols()
+
+
+def test_the_five_protocols_are_declared_in_report_order():
+    assert [p.name for p in PROTOCOLS] == ["longtail", "detection", "incremental", "smalldata", "stream"]
+
+
+@pytest.mark.parametrize("proto", PROTOCOLS, ids=lambda p: p.name)
+def test_every_part_resolves(proto):
+    for part in PARTS:
+        obj = proto.part(part)
+        if part == "cli":
+            assert isinstance(obj, types.ModuleType) and callable(obj.register)
+        else:
+            assert callable(obj), f"{proto.name}.{part} -> {proto.references()[part]} is not callable"
+
+
+@pytest.mark.parametrize("proto", PROTOCOLS, ids=lambda p: p.name)
+@pytest.mark.parametrize("verb", ["split", "score", "run", "table"])
+def test_same_verbs_everywhere(proto, verb, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main([proto.name, verb, "--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    assert "--json" in out or verb == "split" and "--out" in out
+    if verb in ("score", "run"):
+        assert "--store" in out and "--no-store" in out and "--json" in out
+    if verb == "table":
+        assert "--store" in out and "--format" in out
+
+
+def test_unknown_protocol_gets_a_suggestion():
+    with pytest.raises(InputError, match="did you mean 'detection'"):
+        get_protocol("detectoin")
+
+
+def _shape(rec) -> tuple[set, set]:
+    d = rec if isinstance(rec, dict) else rec.to_dict()
+    return set(d), set(d["metrics"])
+
+
+def test_longtail_score_and_run_records_have_the_same_shape(tmp_path, capsys):
+    from vistabench.protocols.longtail import run
+
+    rec = run(data="digits", method="ce", imbalance=10, epochs=1, points=3, repeats=2, out_dir=tmp_path / "r")
+    store = tmp_path / "s.sqlite"
+    assert main(["longtail", "score", "--predictions", str(tmp_path / "r" / "predictions.npz"),
+                 "--sweep", str(tmp_path / "r" / "sweep.json"), "--store", str(store), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    with ResultsStore(store) as s:
+        (scored,) = s.records(protocol="longtail")
+    assert scored.id == out["record_id"] and scored.method == "predictions"
+    assert _shape(scored) == _shape(rec)
+    # the same predictions and sweep give the same numbers either way
+    assert scored.metrics["auc"] == pytest.approx(rec["metrics"]["auc"])
+    for key in ("auc", "avg", "std", "min", "max"):
+        assert scored.metrics["exact"][key] == pytest.approx(rec["metrics"]["exact"][key])
+
+
+def test_detection_score_and_run_records_have_the_same_shape(tmp_path):
+    from vistabench.data.detection_synth import synth_detection_set
+    from vistabench.protocols.detection import build_image_split, run, score, to_record
+
+    s = synth_detection_set(num_images=30, num_categories=12, dets_per_image=30, seed=3)
+    split = build_image_split(s.ground_truth, calibration_fraction=0.5, seed=0)
+    assert sorted(split["calibration"] + split["test"]) == sorted(im["id"] for im in s.ground_truth["images"])
+    ran = run(ground_truth=s.ground_truth, results=s.results, method="m", dataset="d", split=split,
+              calibration="platt")
+    scored = to_record(score(s.results, s.ground_truth, split=split), dataset="d", method="m",
+                       split_hash=split["sha256"])
+    assert _shape(scored) == _shape(ran)
+    assert ran["settings"]["calibration"] == "platt" and ran["split_hash"] == split["sha256"]
+    # calibration is a per-category monotone transform: AP^Fixed is unchanged on the same test images
+    assert scored.metrics["fixed_AP"] == pytest.approx(ran["metrics"]["fixed_AP"], abs=1e-12)
+    with pytest.raises(InputError, match="needs a split"):
+        run(ground_truth=s.ground_truth, results=s.results, method="m", dataset="d", calibration="platt")
+
+
+def test_incremental_score_and_run_records_have_the_same_shape(tmp_path):
+    import vistabench.protocols.incremental as P
+    from vistabench.data import load_dataset
+
+    data = load_dataset("digits")
+    sessions = P.build_sessions(data.train.labels, data.test.labels, base_classes=6, way=2, shot=3, seed=0,
+                                dataset="digits")
+    with ResultsStore(tmp_path / "s.sqlite") as store:
+        _, paths = P.run(data, sessions, method="prototype", epochs=1, batch_size=64, out_dir=tmp_path / "r",
+                         store=store, dataset="digits")
+        (ran,) = store.records(protocol="incremental")
+    scored = P.to_record(P.score(paths, sessions), dataset="digits", method="prototype", seed=None,
+                         sessions=sessions, settings={"source": "score"})
+    assert _shape(scored) == _shape(ran)
+    assert scored.metrics["gacc"] == pytest.approx(ran.metrics["gacc"])
+
+
+def test_smalldata_score_and_run_records_have_the_same_shape(tmp_path):
+    from vistabench.data import save_predictions
+    from vistabench.protocols.smalldata import Options, prepare, run_method, score, to_record
+
+    ctx = prepare("digits", out_splits=tmp_path / "splits", per_class=20, seed=0, splits=[0])
+    opts = Options(model="cnn28", epochs=1, trials=1, repeats=1, scheduler="none", sampler="random",
+                   work_dir=str(tmp_path), threads=1)
+    with ResultsStore(tmp_path / "s.sqlite") as store:
+        run_method(ctx, "ce_untuned", opts, store)
+        (ran,) = store.records(protocol="smalldata")
+    _, ty, _ = ctx.test_set(ctx.splits[0])
+    pred = np.where(np.arange(len(ty)) % 2 == 0, ty, (ty + 1) % 10)  # half right, by construction
+    save_predictions(tmp_path / "p.npz", labels=ty, pred=pred)
+    result = score(tmp_path / "p.npz", ctx, 0)
+    assert result["accuracy"] == pytest.approx(np.mean(pred == ty))
+    scored = to_record(result, dataset="digits", method="p", seed=None, split_hash=result["settings"]["split_hash"],
+                       settings={})
+    assert _shape(scored) == _shape(ran) and scored.tag == ran.tag == "final"
+    with pytest.raises(InputError, match="labels differ"):
+        save_predictions(tmp_path / "q.npz", labels=ty[::-1], pred=pred)
+        score(tmp_path / "q.npz", ctx, 0)
+
+
+def test_stream_score_and_run_records_have_the_same_shape(tmp_path):
+    from vistabench.learners.stream import make_learner
+    from vistabench.protocols.stream import run_stream, score, stream_split, to_records
+    from vistabench.streams import load_stream
+
+    stream = load_stream("embedded")
+    learner = make_learner("indep", trials=1, steps=2, seed=0, arch="cnn28", arch_options={"width": 4})
+    with ResultsStore(tmp_path / "s.sqlite") as store:
+        res = run_stream(stream, learner, store=store, run_id="r", work_dir=tmp_path / "w", max_tasks=2)
+        ran = store.records(protocol="stream", tag="r")
+    events = [{"task": e["task"], "error": e["error"], "flops": e["flops"]} for e in res.events]
+    result = score(events, stream)
+    assert result["summary"]["cflop"] == sum(e["flops"] for e in res.events)
+    scored = to_records(result, stream=stream, method="indep", seed=0, run_id="s")
+    assert [_shape(r) for r in scored] == [_shape(r) for r in ran]
+    split = stream_split(stream)
+    assert [t["uid"] for t in split["tasks"]] == [t.uid for t in stream.tasks]
+    with pytest.raises(InputError, match="stream's order"):
+        score(events[::-1], stream)
