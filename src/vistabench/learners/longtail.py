@@ -25,7 +25,7 @@ Registry ``lt_methods``:
 ============== ===========================================================================
 
 and the survey's further methods ``bbn``, ``tde``, ``ride``, ``ib``, ``tade``, ``lade``, ``gcl``
-(:mod:`vistabench.learners.lt_methods`).
+(:mod:`vistabench.learners.lt_survey`).
 
 Method options go in ``options`` (unknown keys are an error).
 """
@@ -41,11 +41,12 @@ from torch import nn
 
 from ..data.dataset import Dataset
 from ..errors import InputError
-from ..registry import Registry
+from . import lt_survey  # noqa: F401  (registers bbn, tde, ride, ib, tade, lade, gcl)
 from .losses import (BalancedSoftmaxLoss, FocalLoss, LDAMLoss, check_class_counts, logit_adjust)
-from .models import Backbone, NormedLinear, build_model
+from .lt_registry import _Context, _predict, _register, _train, lt_methods
+from .models import NormedLinear, build_model
 from .tensors import check_images
-from .trainer import TrainConfig, Trainer, TrainResult, resolve_device
+from .trainer import TrainConfig, TrainResult, resolve_device
 
 __all__ = ["LTRunResult", "fit_predict", "lt_methods"]
 
@@ -95,50 +96,6 @@ class LTRunResult:
         if include_logits:
             d["logits"] = self.logits.tolist()
         return d
-
-
-@dataclass
-class _Context:
-    train: Dataset
-    counts: np.ndarray
-    model: Backbone
-    cfg: TrainConfig
-    trainer: Trainer | None = None
-    test_time: Callable[[np.ndarray], np.ndarray] | None = None  # set by methods with a test-time step
-
-
-# A method: (ctx, test_images, options) -> (logits, train results); options already defaulted.
-_Method = Callable[[_Context, np.ndarray, dict], "tuple[np.ndarray, list[TrainResult]]"]
-
-
-@dataclass
-class _Entry:
-    run: _Method
-    defaults: dict
-
-
-lt_methods: Registry[_Entry] = Registry("long-tail method")
-
-
-def _register(name: str, **defaults: object) -> Callable[[_Method], _Method]:
-    def deco(fn: _Method) -> _Method:
-        lt_methods.register(name)(_Entry(fn, dict(defaults)))
-        return fn
-    return deco
-
-
-def _train(ctx: _Context, loss: nn.Module | None = None, *, cfg: TrainConfig | None = None,
-           **fit_kw: object) -> TrainResult:
-    tr = Trainer(ctx.model, cfg or ctx.cfg, loss_fn=loss)
-    res = tr.fit(ctx.train.images, ctx.train.labels, **fit_kw)  # type: ignore[arg-type]
-    ctx.trainer = tr
-    return res
-
-
-def _predict(ctx: _Context, images: np.ndarray) -> np.ndarray:
-    if ctx.trainer is None:  # pragma: no cover - every method trains first
-        raise RuntimeError("predict before training")
-    return ctx.trainer.predict_logits(images)
 
 
 @_register("ce")
@@ -261,5 +218,3 @@ def fit_predict(
                        flops=int(sum(r.flops for r in results)), seconds=time.perf_counter() - t0,
                        settings=settings, test_time=ctx.test_time)
 
-
-from . import lt_methods as _more  # noqa: F401  (registers bbn, tde, ride, ib, tade, lade, gcl)

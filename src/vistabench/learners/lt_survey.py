@@ -33,9 +33,9 @@ import torch
 import torch.nn.functional as F
 
 from ..errors import InputError
-from .longtail import _Context, _predict, _register, _train
 from .losses import GCLLoss, IBLoss, LADELoss, RIDELoss, TADELoss, bbn_alpha
 from .lt_nets import BBNNet, CausalNormNet, ExpertNet, fit_steps, reversed_probabilities
+from .lt_registry import _Context, _predict, _register, _train
 from .models import NormedLinear
 from .tensors import augment_batch, to_float_nchw
 from .trainer import TrainConfig, Trainer, TrainResult, resolve_device
