@@ -17,8 +17,8 @@ from vistabench.learners.losses import (
     inverse_prior,
     tde_counterfactual,
 )
-from vistabench.learners.lt_survey import SelfSupervisedAggregation
 from vistabench.learners.lt_nets import CausalNormNet, ExpertNet, reversed_probabilities
+from vistabench.learners.lt_survey import SelfSupervisedAggregation
 from vistabench.learners.models import build_model
 from vistabench.protocols.longtail_sweep import build_sweep, score_sweep
 
