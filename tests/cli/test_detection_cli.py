@@ -85,3 +85,35 @@ def test_bad_options(capsys, synth_dir):
     rc, _, err = run(capsys, "detection", "calibrate", "apply", "--calibration", str(synth_dir / "gt.json"),
                      "--results", str(synth_dir / "results.json"), "--out", "x.json")
     assert rc == 2 and "not a vistabench detection calibration" in err
+
+
+def test_calibrate_fit_devil_recipe(capsys, synth_dir, tmp_path):
+    rc, out, err = run(capsys, "detection", "calibrate", "fit", "--gt", str(synth_dir / "gt.json"), "--results",
+                       str(synth_dir / "results.json"), "--recipe", "devil", "--out", str(tmp_path / "c.json"), "--json")
+    assert rc == 0, err
+    assert json.loads(out)["recipe"] == "devil"
+    cal = json.loads((tmp_path / "c.json").read_text())
+    assert cal["fallback"] == {"kind": "zero"}
+    rc, _, err = run(capsys, "detection", "calibrate", "fit", "--gt", str(synth_dir / "gt.json"), "--results",
+                     str(synth_dir / "results.json"), "--recipe", "devil", "--method", "bbq", "--out",
+                     str(tmp_path / "c2.json"))
+    assert rc == 2 and "devil recipe supports" in err and err.count("\n") == 1
+    rc, _, err = run(capsys, "detection", "calibrate", "fit", "--gt", str(synth_dir / "gt.json"), "--results",
+                     str(synth_dir / "results.json"), "--method", "plat", "--out", str(tmp_path / "c3.json"))
+    assert rc == 2 and "did you mean 'platt'" in err
+
+
+def test_annotation_id_zero_warns_one_line(capsys, tmp_path):
+    gt = {"images": [{"id": 1, "height": 100, "width": 100, "neg_category_ids": [], "not_exhaustive_category_ids": []}],
+          "categories": [{"id": 1, "frequency": "f"}],
+          "annotations": [{"id": 0, "image_id": 1, "category_id": 1, "bbox": [0, 0, 10, 10], "area": 100},
+                          {"id": 1, "image_id": 1, "category_id": 1, "bbox": [50, 50, 10, 10], "area": 100}]}
+    res = [{"image_id": 1, "category_id": 1, "bbox": [0, 0, 10, 10], "score": 0.9},
+           {"image_id": 1, "category_id": 1, "bbox": [50, 50, 10, 10], "score": 0.8}]
+    (tmp_path / "gt.json").write_text(json.dumps(gt))
+    (tmp_path / "dt.json").write_text(json.dumps(res))
+    rc, out, err = run(capsys, "detection", "eval", "--gt", str(tmp_path / "gt.json"), "--results",
+                       str(tmp_path / "dt.json"), "--ap", "old", "--json")
+    assert rc == 0 and abs(json.loads(out)["old"]["AP"] - 1.0) < 1e-12
+    lines = [line for line in err.splitlines() if "id 0" in line]
+    assert len(lines) == 1 and "lvis-api and pycocotools" in lines[0]

@@ -115,3 +115,67 @@ def test_columns_without_ground_truth(synth, tmp_path):
     write_result_columns(p, np.array([7, 8]), np.array([1, 2]), np.ones((2, 4)), np.array([0.5, 0.25]))
     c = read_result_columns(p)
     assert c["image_id"].tolist() == [7, 8] and c["score"].tolist() == [0.5, 0.25]
+
+
+def _rewrite(results, style):
+    """Equivalent JSON spellings that json.load (what the official tools use) reads identically."""
+    import random
+
+    rng = random.Random(0)
+    parts = []
+    for r in results:
+        keys = list(r)
+        rng.shuffle(keys)  # key order
+        items = []
+        for k in keys:
+            v = r[k]
+            if style == "exponents" and k == "score":
+                items.append(f'"{k}": {v:.17e}'.upper().replace('"SCORE"', '"score"'))
+            elif style == "exponents" and k == "bbox":
+                items.append(f'"{k}": [' + ", ".join(f"{x * 10:.17g}e-1" for x in v) + "]")
+            else:
+                items.append(f'"{k}":{json.dumps(v)}')
+        if style == "unicode":
+            items.insert(1, '"nàme": "Ünïcode ☃ \\u00e9 \\" } ] {"')
+            items.append('"extra": {"nested": [1, {"deep": "}"}], "n": null, "t": true}')
+        sep = {"whitespace": " ,\n\t "}.get(style, ",")
+        parts.append("{\r\n " + sep.join(items) + " }")
+    return "[\n" + " ,\n".join(parts) + "\n]\n"
+
+
+@pytest.mark.parametrize("chunk", [50, 333, 4096])
+@pytest.mark.parametrize("style", ["exponents", "unicode", "whitespace"])
+def test_reader_differential_edge_cases(synth, tmp_path, chunk, style):
+    gt = read_ground_truth(synth.ground_truth)
+    text = _rewrite(synth.results[:60], style)
+    p = tmp_path / "dt.json"
+    p.write_bytes(text.encode("utf-8"))
+    ours = read_results(p, gt, chunk_bytes=chunk)  # objects split across reads at every chunk size
+    ref = read_results(json.loads(text), gt)  # the standard library, as lvis-api / pycocotools read
+    _same(ours, ref)
+    assert len(ours) == 60
+
+
+def test_reader_segm_objects_split_across_chunks(tmp_path):
+    s = synth_detection_set(num_images=3, num_categories=3, dets_per_image=6, seed=2, masks=True)
+    gt = read_ground_truth(s.ground_truth, with_segmentation=True)
+    p = tmp_path / "dt.json"
+    p.write_text(json.dumps(s.results, indent=1))
+    ref = read_results(json.loads(p.read_text()), gt, iou_type="segm")
+    for chunk in (40, 97, 1000):
+        d = read_results(p, gt, iou_type="segm", chunk_bytes=chunk)
+        _same(d, ref)
+        assert d.segmentation == ref.segmentation
+
+
+def test_ground_truth_unicode_names_and_extra_keys(synth, tmp_path):
+    g = json.loads(json.dumps(synth.ground_truth))
+    g["categories"][0]["name"] = "café ☕ \"quoted\""
+    g["categories"][0]["synonyms"] = ["x", "ÿ"]
+    g["images"][0]["coco_url"] = "http://example/ü.jpg"
+    p = tmp_path / "gt.json"
+    p.write_text(json.dumps(g, ensure_ascii=False, indent=3), encoding="utf-8")
+    a, b = read_ground_truth(p), read_ground_truth(g)
+    assert a.category_names == b.category_names and "café ☕ \"quoted\"" in a.category_names
+    for k in ("image", "category", "bbox", "area", "ignore", "negative", "not_exhaustive"):
+        assert np.array_equal(getattr(a, k), getattr(b, k)), k

@@ -26,6 +26,18 @@ def test_each_method_runs_one_epoch(method):
     dumps(run.to_dict())  # JSON-serialisable
 
 
+@pytest.mark.parametrize("method", lt_methods.names())
+def test_each_method_is_deterministic_given_its_seed(method):
+    # whatever the global RNG holds before (it differs between processes), the seed decides
+    import torch
+
+    torch.manual_seed(123)
+    a = fit_predict(method, TRAIN, TEST, epochs=2, batch_size=16, seed=5)
+    torch.manual_seed(456)
+    b = fit_predict(method, TRAIN, TEST, epochs=2, batch_size=16, seed=5)
+    np.testing.assert_array_equal(a.logits, b.logits)
+
+
 def test_logit_adjust_is_ce_minus_tau_log_prior():
     ce = fit_predict("ce", TRAIN, TEST, epochs=1, batch_size=16, seed=3)
     la = fit_predict("logit_adjust", TRAIN, TEST, epochs=1, batch_size=16, seed=3, options={"tau": 0.5})

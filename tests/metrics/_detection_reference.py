@@ -48,7 +48,12 @@ def top_k_per_class(results: list, k: int) -> list:
 
 
 def lvis_fixed(gt, results, tmp_path, *, k=10_000, iou_type="bbox"):
-    return lvis_eval(gt, top_k_per_class(results, k), tmp_path, iou_type=iou_type, max_dets=-1)
+    """The authors' evaluate_ap_fixed.py: top k per class, no per-image limit; for masks the box is
+    dropped so that the mask area decides small/medium/large."""
+    top = top_k_per_class(results, k)
+    if iou_type == "segm":
+        top = [{key: v for key, v in r.items() if key != "bbox"} for r in top]
+    return lvis_eval(gt, top, tmp_path, iou_type=iou_type, max_dets=-1)
 
 
 def pooled_reference(e) -> dict:
@@ -128,3 +133,44 @@ def assert_close(ours: dict, ref: dict, *, tol=1e-9, rename=None) -> None:
             assert o is None or math.isnan(o), (k, o, v)
         else:
             assert o is not None and abs(o - v) <= tol, (k, o, v)
+
+
+def triangle_masks(gt: dict, results: list, *, seed: int = 0) -> tuple[dict, list]:
+    """Copies of a synthetic set with non-rectangular masks, so mask and box areas differ.
+
+    Ground truth: a triangle polygon inside the box (COCO crowd regions: the same triangle as an
+    uncompressed RLE, as COCO stores crowds); results: a compressed RLE (str counts) of a triangle
+    or a rectangle half of the box, chosen at random.
+    """
+    import pycocotools.mask as mu
+
+    rng = np.random.default_rng(seed)
+    gt = copy.deepcopy(gt)
+    size = {im["id"]: (im["height"], im["width"]) for im in gt["images"]}
+    for a in gt["annotations"]:
+        x, y, w, h = a["bbox"]
+        poly = [[x, y, x + w, y, x, y + h]]
+        H, W = size[a["image_id"]]
+        if a.get("iscrowd"):
+            m = mu.decode(mu.frPyObjects(poly, H, W)).max(axis=2)
+            flat = m.ravel(order="F")
+            change = np.flatnonzero(np.diff(flat)) + 1
+            runs = np.diff(np.r_[0, change, len(flat)]).tolist()
+            if flat[0] == 1:
+                runs = [0] + runs
+            a["segmentation"] = {"size": [H, W], "counts": runs}
+        else:
+            a["segmentation"] = poly
+    out = []
+    for r in results:
+        r = copy.deepcopy(r)
+        x, y, w, h = r["bbox"]
+        H, W = size[r["image_id"]]
+        if rng.random() < 0.5:
+            poly = [[x, y, x + w, y, x, y + h]]
+        else:
+            poly = [[x, y, x + w, y, x + w, y + h / 2, x, y + h / 2]]
+        rle = mu.merge(mu.frPyObjects(poly, H, W))
+        r["segmentation"] = {"size": rle["size"], "counts": rle["counts"].decode("ascii")}
+        out.append(r)
+    return gt, out

@@ -227,7 +227,8 @@ def test_fixed_is_invariant_to_per_class_monotone_transforms():
 def test_labels_are_tp_at_075():
     gt = read_ground_truth(_tiny_lvis())
     dets = read_results(_tiny_results(), gt)
-    idx, lab = detection_labels(gt, dets, iou_threshold=0.75)
+    res = detection_labels(gt, dets, iou_threshold=0.75)
+    idx, lab = res.index, res.label
     assert 6 not in idx.tolist() and 3 not in idx.tolist()  # not evaluated / ignored
     assert lab[idx.tolist().index(0)] and not lab[idx.tolist().index(1)]
     with pytest.raises(InputError, match="iou_threshold"):
@@ -241,3 +242,54 @@ def test_bad_options(bad):
     dets = read_results(_tiny_results(), gt)
     with pytest.raises(InputError):
         evaluate_detections(gt, dets, **bad)
+
+
+def _devil_reference_labels(gt, results, tmp_path, iou=0.75):
+    """The authors' label construction (large-vocab-devil ``load_tp_fp_fn`` on an LVISEval at one
+    IoU, area "all", no per-image limit), re-written: dt ids whose ``dt_matches != 0``."""
+    e = lvis_eval(gt, results, tmp_path, max_dets=-1, run=False)
+    e.params.iou_thrs = [iou]
+    e.params.area_rng = [e.params.area_rng[0]]
+    e.params.area_rng_lbl = [e.params.area_rng_lbl[0]]
+    e.evaluate()
+    tp, fp = set(), set()
+    for x in e.eval_imgs:
+        if x is None:
+            continue
+        for dt_id, m in zip(x["dt_ids"], (x["dt_matches"] != 0).squeeze(0)):
+            (tp if m else fp).add(dt_id)
+    return tp, fp
+
+
+def test_devil_labels_match_the_authors_construction(tmp_path):
+    gt_d, res = _tiny_lvis(), _tiny_results()
+    s = synth_detection_set(num_images=20, num_categories=10, dets_per_image=30, seed=13)
+    for g, r in ((gt_d, res), (s.ground_truth, s.results)):
+        gt = read_ground_truth(g)
+        lab = detection_labels(gt, read_results(r, gt), iou_threshold=0.75, recipe="devil")
+        tp, fp = _devil_reference_labels(g, r, tmp_path)
+        assert not tp & fp
+        assert set((lab.index[lab.label] + 1).tolist()) == tp  # lvis-api ids = file position + 1
+        assert set((lab.index[~lab.label] + 1).tolist()) == fp
+    # the not-exhaustive detection (0.8, category 2) is a negative for the authors, unlabelled for AP
+    ours = detection_labels(read_ground_truth(gt_d), read_results(res, read_ground_truth(gt_d)), recipe="devil")
+    plain = detection_labels(read_ground_truth(gt_d), read_results(res, read_ground_truth(gt_d)))
+    assert 3 in ours.index.tolist() and not ours.label[ours.index.tolist().index(3)]
+    assert 3 not in plain.index.tolist()
+
+
+def test_annotation_id_zero_keeps_the_correct_number_and_warns(tmp_path):
+    from vistabench.metrics.detection import OfficialToolsDifferenceWarning
+
+    gt_d = {"images": [{"id": 1, "height": 100, "width": 100, "neg_category_ids": [], "not_exhaustive_category_ids": []}],
+            "categories": [{"id": 1, "frequency": "f"}],
+            "annotations": [{"id": 0, "image_id": 1, "category_id": 1, "bbox": [0, 0, 10, 10], "area": 100},
+                            {"id": 1, "image_id": 1, "category_id": 1, "bbox": [50, 50, 10, 10], "area": 100}]}
+    res = [{"image_id": 1, "category_id": 1, "bbox": [0, 0, 10, 10], "score": 0.9},
+           {"image_id": 1, "category_id": 1, "bbox": [50, 50, 10, 10], "score": 0.8}]
+    ref = lvis_results(lvis_eval(gt_d, res, tmp_path))["AP"]
+    assert ref < 0.5  # the official tool counts the match to id 0 as a false positive
+    gt = read_ground_truth(gt_d)
+    with pytest.warns(OfficialToolsDifferenceWarning, match="id 0.*lvis-api and pycocotools"):
+        ev = evaluate_detections(gt, read_results(res, gt), variants=("old",))
+    assert ev.results["old"]["AP"] == pytest.approx(1.0, abs=1e-12)

@@ -107,3 +107,45 @@ def test_synth_is_seeded_and_long_tailed():
     assert any(im["not_exhaustive_category_ids"] for im in a.ground_truth["images"])
     with pytest.raises(InputError):
         synth_detection_set(num_images=0)
+
+
+def test_devil_recipe_calibration(sets):
+    from scipy.special import logit
+
+    from vistabench.metrics.detection import detection_labels
+
+    hgt, hdets = sets[0]
+    cal = calibrate_detections(hgt, hdets, method="platt", recipe="devil")
+    assert cal.settings["recipe"] == "devil" and cal.fallback == {"kind": "zero"}
+    lab = detection_labels(hgt, hdets, iou_threshold=0.75, dets_per_class=10_000, recipe="devil")
+    cats = hgt.category_ids[hdets.category[lab.index]]
+    for c in np.unique(cats):
+        m = cats == c
+        model = cal.per_category[int(c)]
+        if not lab.label[m].any():  # no positive: score 0, as the authors' NO_TP_SCORE "zero"
+            assert model == {"kind": "zero"}
+            continue
+        # Platt on logit(score): the fitted (a, b) minimise the log-loss (independent check by sklearn)
+        from sklearn.linear_model import LogisticRegression
+
+        x = logit(np.clip(hdets.score[lab.index][m], 1e-12, 1 - 1e-12))[:, None]
+        if lab.label[m].all():
+            continue
+        y = lab.label[m]
+        lr = LogisticRegression(C=1e6, tol=1e-10, max_iter=10_000).fit(x, y)
+
+        def loss(a, b):
+            z = a * x[:, 0] + b
+            return float(np.sum(np.logaddexp(0, z) - y * z))
+
+        # as good a fit as sklearn's (the optimum is flat when a class is nearly separable)
+        assert loss(model["a"], model["b"]) <= loss(lr.coef_[0, 0], lr.intercept_[0]) + 1e-3 * len(y)
+        assert model["a"] > 0
+    # a category never seen at fit time scores 0 on apply; strict order is kept within categories
+    s = apply_calibration(cal, np.array([0.9, 0.1]), np.array([10 ** 9, 10 ** 9]))
+    assert np.all(s < 1e-8) and s[0] > s[1]
+    h = calibrate_detections(hgt, hdets, method="histbin", recipe="devil")
+    any_model = next(v for v in h.per_category.values() if v["kind"] == "bins")
+    assert len(any_model["values"]) == 20
+    with pytest.raises(InputError, match="devil recipe supports"):
+        calibrate_detections(hgt, hdets, method="bbq", recipe="devil")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 from pathlib import Path
 
 from . import add_json_arg, add_record_args, add_store_arg, store_records
@@ -81,14 +82,19 @@ def register(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
     c = dsub.add_parser("calibrate", help="per-category score calibration: fit / apply")
     csub = c.add_subparsers(dest="calib_verb", metavar="fit|apply")
     csub.required = True
-    from ..protocols.detection_calibration import calibrators
-
     f = csub.add_parser("fit", help="fit per-category calibrators on a held-out detection set",
                         description="Labels = matched at --iou under the federated rules; one calibrator "
-                                    "per category, a pooled fallback for categories with too few labels.")
+                                    "per category. --recipe vistabench (default): labels as AP counts them, "
+                                    "a pooled fallback for categories with too few labels. --recipe devil: "
+                                    "the authors' large-vocab-devil construction (any match is a positive, "
+                                    "unmatched not-exhaustive detections are negatives, categories without a "
+                                    "positive score 0; platt = Platt on logit(score), histbin = 20 bins).")
     f.add_argument("--gt", required=True, metavar="GT.json")
     f.add_argument("--results", required=True, metavar="DT.json")
-    f.add_argument("--method", default="platt", choices=calibrators.names())
+    f.add_argument("--method", default="platt", metavar="NAME",
+                   help="histbin, isotonic, platt, beta or bbq (devil recipe: platt or histbin); default platt")
+    f.add_argument("--recipe", default="vistabench", choices=["vistabench", "devil"],
+                   help="label construction and fallbacks (default: vistabench; see docs/detection.md)")
     f.add_argument("--iou", type=float, default=0.75, help="IoU threshold of the labels (default 0.75)")
     f.add_argument("--min-samples", type=int, default=20)
     f.add_argument("--dets-per-class", type=int, default=10_000)
@@ -119,6 +125,28 @@ def register(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
     add_json_arg(s)
     s.set_defaults(handler=_synth)
     return dsub
+
+
+@contextlib.contextmanager
+def one_line_warnings():
+    """Print the evaluator's differences from the official tools as one stderr line each."""
+    import sys
+    import warnings
+
+    from ..metrics.detection import OfficialToolsDifferenceWarning
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", OfficialToolsDifferenceWarning)
+        try:
+            yield
+        finally:
+            seen = set()
+            for w in caught:
+                if issubclass(w.category, OfficialToolsDifferenceWarning) and str(w.message) not in seen:
+                    seen.add(str(w.message))
+                    print(f"warning: {w.message}", file=sys.stderr)
+                elif not issubclass(w.category, OfficialToolsDifferenceWarning):
+                    warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
 
 
 def _variants(text: str) -> list[str]:
@@ -157,7 +185,7 @@ def _eval(args):
 
     variants = _variants(args.ap)
     split = _read_split(args.split)
-    with step("reading and evaluating"):
+    with step("reading and evaluating"), one_line_warnings():
         out = score(args.results, args.gt, iou_type=args.iou_type, variants=variants, gt_format=args.gt_format,
                     max_dets_per_image=args.max_dets_per_image, dets_per_class=args.dets_per_class, split=split)
     out["settings"].update(gt=str(args.gt), results=str(args.results))
@@ -178,7 +206,7 @@ def _run(args):
     if args.calibrate is not None and args.split is None:
         raise InputError("--calibrate needs --split: the calibrator is fitted on the split's held-out images")
     split = _read_split(args.split)
-    with (ResultsStore(args.store) if args.store else nullcontext()) as store:
+    with (ResultsStore(args.store) if args.store else nullcontext()) as store, one_line_warnings():
         return run(ground_truth=args.gt, results=args.results, split=split, calibration=args.calibrate,
                    iou_type=args.iou_type, max_dets_per_image=args.max_dets_per_image,
                    dets_per_class=args.dets_per_class, store=store, tag=args.tag,
@@ -234,8 +262,13 @@ def _cal_fit(args):
 
     gt = read_ground_truth(args.gt, with_segmentation=args.iou_type == "segm")
     dets = read_results(args.results, gt, iou_type=args.iou_type)
+    if args.recipe != "devil":
+        from ..protocols.detection_calibration import calibrators
+
+        calibrators.get(args.method)  # unknown names: one line with close matches
     cal = calibrate_detections(gt, dets, method=args.method, iou_threshold=args.iou,
-                               min_samples=args.min_samples, dets_per_class=args.dets_per_class)
+                               min_samples=args.min_samples, dets_per_class=args.dets_per_class,
+                               recipe=args.recipe, iou_type=args.iou_type)
     cal.save(args.out)
     out = {"out": args.out, "method": cal.method, **cal.settings}
     if not args.json:

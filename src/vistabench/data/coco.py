@@ -12,11 +12,16 @@ box sizes, or a results file whose images are not in the ground truth (another d
 
 from __future__ import annotations
 
+import itertools
 import json
+import math
+import operator
 import os
+import re
 from pathlib import Path
-from typing import Any, Iterator, Literal
+from typing import Any, Iterator, Literal, Optional, Union
 
+import msgspec
 import numpy as np
 
 from ..errors import InputError
@@ -24,75 +29,288 @@ from ..metrics.detection_data import Detections, GroundTruth
 
 _CHUNK = 8 << 20
 
-_DELETE = b"0123456789.-+eE \t\r\n"
-_TO_SPACE = bytearray(range(256))
-for _c in b'{}[],:"\t\r\n':
-    _TO_SPACE[_c] = 32
-_TO_SPACE = bytes(_TO_SPACE)
-_KEYS = ("image_id", "category_id", "bbox", "score")
+# Typed records for msgspec: unknown keys are skipped, key order is free, ints are accepted where a
+# float is expected (as json + numpy do); gc=False because the records hold no cycles.
+Box = tuple[float, float, float, float]
 
 
-def _fast_columns(text: bytes) -> dict[str, Any] | None:
-    """Parse a run of flat ``{image_id, category_id, bbox, score}`` objects without building dicts.
+class _Det(msgspec.Struct, gc=False):
+    image_id: int
+    category_id: int
+    score: float
+    bbox: Optional[Box] = None
 
-    The first object is parsed with json and must have exactly these keys (ids integers, a
-    4-number box, a numeric score). Every other object must have the same *skeleton* (the text
-    with number characters and whitespace removed), so it has the same keys in the same order and
-    nothing but numbers as values; the numbers are then read in one C call. Returns None — the
-    caller then uses json — whenever any of this does not hold.
-    """
-    end = text.find(b"}")
-    n = text.count(b"{")
-    if end < 0 or n == 0:
-        return None
+
+class _DetSeg(msgspec.Struct, gc=False):
+    image_id: int
+    category_id: int
+    score: float
+    bbox: Optional[Box] = None
+    segmentation: Any = None
+
+
+_DECODERS: dict[bool, Any] = {}
+
+
+def _decoder(with_seg: bool):
+    if with_seg not in _DECODERS:
+        _DECODERS[with_seg] = msgspec.json.Decoder(list[_DetSeg if with_seg else _Det])
+    return _DECODERS[with_seg]
+
+
+def _struct_columns(objs: list, with_seg: bool) -> dict[str, Any]:
+    """Columns of decoded records: ids int64, score float64, bbox (n, 4) (NaN rows where absent)."""
+    n = len(objs)
+    iid = np.fromiter(map(_GET_IMAGE, objs), np.int64, n)
+    cid = np.fromiter(map(_GET_CATEGORY, objs), np.int64, n)
+    score = np.fromiter(map(_GET_SCORE, objs), np.float64, n)
+    missing: list[int] = []
     try:
-        first = json.loads(text[: end + 1].lstrip())
-    except json.JSONDecodeError:
-        return None
-    if not isinstance(first, dict) or sorted(first) != sorted(_KEYS):
-        return None
-    b = first["bbox"]
-    if (not isinstance(b, list) or len(b) != 4 or not all(type(v) in (int, float) for v in b)
-            or type(first["image_id"]) is not int or type(first["category_id"]) is not int
-            or type(first["score"]) not in (int, float)):
-        return None
-    skel = text[: end + 1].translate(None, _DELETE)
-    if text.translate(None, _DELETE) != b",".join([skel] * n):
-        return None
-    body = text
-    for k in _KEYS:
-        body = body.replace(b'"' + k.encode() + b'"', b" ")
-    values = np.fromstring(body.translate(_TO_SPACE), dtype=np.float64, sep=" ")
-    if len(values) != 7 * n:
-        return None
-    values = values.reshape(n, 7)
-    col, j = {}, 0
-    for k in first:  # the file's key order
-        w = 4 if k == "bbox" else 1
-        col[k] = values[:, j: j + w]
-        j += w
-    ids = np.concatenate([col["image_id"], col["category_id"]], axis=1)
-    if not np.all(np.isfinite(ids)) or np.any(ids != np.round(ids)) or np.any(np.abs(ids) > 2 ** 53):
-        return None
-    return {"image_id": ids[:, 0].astype(np.int64), "category_id": ids[:, 1].astype(np.int64),
-            "score": col["score"][:, 0].copy(), "bbox": np.ascontiguousarray(col["bbox"])}
+        bbox = np.fromiter(itertools.chain.from_iterable(map(_GET_BBOX, objs)), np.float64, 4 * n)
+    except TypeError:  # some results have no box (masks only)
+        boxes = list(map(_GET_BBOX, objs))
+        missing = [i for i, b in enumerate(boxes) if b is None]
+        nan4 = (math.nan,) * 4
+        bbox = np.fromiter(itertools.chain.from_iterable(nan4 if b is None else b for b in boxes), np.float64, 4 * n)
+    seg = list(map(_GET_SEG, objs)) if with_seg else None
+    return {"image_id": iid, "category_id": cid, "score": score, "bbox": bbox.reshape(n, 4), "seg": seg,
+            "missing": missing}
+
+
+_GET_IMAGE, _GET_CATEGORY, _GET_SCORE, _GET_BBOX, _GET_SEG = (
+    operator.attrgetter(k) for k in ("image_id", "category_id", "score", "bbox", "segmentation"))
+
+
+_PATH = re.compile(r"`\$\[(\d+)\]([^`]*)`")
+_BYTE = re.compile(r"\(byte (\d+)\)")
+
+
+def _validation_message(exc: Exception, offset: int) -> str:
+    """msgspec's "Expected `int`, got `float` - at `$[5].image_id`" -> "detection 5 (offset added):
+    'image_id' expected int, got float"."""
+    msg = str(exc)
+    m = _PATH.search(msg)
+    if not m:
+        return msg
+    i = offset + int(m.group(1))
+    field = m.group(2).lstrip(".") or "the entry"
+    text = msg[: m.start()].rstrip(" -").replace("`", "")
+    hint = ""
+    if field.startswith("bbox"):
+        hint = "; every 'bbox' must be 4 numbers [x, y, w, h]"
+    elif field in ("image_id", "category_id"):
+        hint = "; 'image_id' and 'category_id' must be integers"
+    elif field == "score":
+        hint = "; every 'score' must be a number"
+    elif "missing required field" in text:
+        hint = " (a detection lacks it)"
+    return f"detection {i}, {field}: {text}{hint}"
+
+
+def _skip_ws(buf: bytes) -> int:
+    """Number of leading JSON whitespace bytes (without copying the buffer)."""
+    i = 0
+    while i < len(buf) and buf[i] in b" \t\r\n":
+        i += 1
+    return i
+
+
+class _Stream:
+    """A JSON array of detection objects read in chunks of whole objects, decoded by msgspec.
+
+    Each chunk is cut after a ``}`` and decoded as ``[chunk]``; if the cut falls inside an object
+    (a nested ``}``), the previous ``}`` is tried. A genuine error repeats at the same place for two
+    cuts and is reported; an object longer than the buffer makes the buffer grow. Memory: one
+    buffer of about ``chunk_bytes`` plus the decoded chunk. Input that msgspec refuses but the
+    standard library accepts (``NaN``, ``Infinity``) goes through :mod:`json` for that chunk.
+    """
+
+    def __init__(self, path: Path, what: str, chunk_bytes: int, with_seg: bool):
+        self.path, self.where, self.chunk = path, f"{what} {str(path)!r}", max(int(chunk_bytes), 64)
+        self.dec = _decoder(with_seg)
+        self.with_seg = with_seg
+
+    def malformed(self, msg: str) -> InputError:
+        return InputError(f"{self.where}: malformed JSON ({msg})")
+
+    def __iter__(self) -> Iterator[Any]:
+        with open(self.path, "rb") as f:
+            buf = f.read(self.chunk)
+            base = 0  # file offset of buf[0]
+            if buf.startswith(b"\xef\xbb\xbf"):
+                buf, base = buf[3:], 3
+            eof = len(buf) == 0
+            s = len(buf) - len(buf.lstrip())
+            buf, base = buf[s:], base + s
+            if not buf.startswith(b"["):
+                rest = buf + f.read()
+                try:
+                    obj = msgspec.json.decode(rest)
+                except msgspec.DecodeError:
+                    try:
+                        obj = json.loads(rest)
+                    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+                        raise self.malformed(getattr(exc, "msg", str(exc))) from exc
+                raise InputError(f"{self.where}: expected a JSON list of detections, got {type(obj).__name__}")
+            buf, base = buf[1:], base + 1
+            need_sep, first, offset = False, True, 0
+            while True:
+                if not eof and len(buf) < self.chunk:
+                    more = f.read(self.chunk)
+                    eof = not more
+                    buf += more
+                s = _skip_ws(buf)
+                if s:
+                    buf, base = buf[s:], base + s
+                if not buf:
+                    if eof:
+                        raise self.malformed("unterminated list")
+                    continue
+                if buf[:1] == b"]" and (need_sep or first):
+                    tail = buf[1:].strip()
+                    while not tail and not eof:
+                        more = f.read(self.chunk)
+                        eof = not more
+                        tail = more.strip()
+                    if tail:
+                        raise self.malformed(f"extra data after the list at byte {base + len(buf) - len(buf[1:].lstrip())}")
+                    return
+                if need_sep:
+                    if buf[:1] != b",":
+                        raise self.malformed(f"expected ',' or ']' between detections at byte {base}, "
+                                             f"found {buf[:20]!r}")
+                    buf, base, need_sep = buf[1:], base + 1, False
+                    continue
+                got = self._decode(buf, base, offset, eof)
+                if got is None:  # no whole object in the buffer yet: read on
+                    more = f.read(self.chunk)
+                    eof = not more
+                    buf += more
+                    continue
+                item, cut = got
+                yield item
+                offset += len(item["score"]) if isinstance(item, dict) else len(item)
+                buf, base = buf[cut + 1:], base + cut + 1
+                need_sep, first = True, False
+
+    def _decode(self, buf: bytes, base: int, offset: int, eof: bool):
+        cut = buf.rfind(b"}")
+        errors: list[str] = []
+        while cut >= 0 and len(errors) < 32:
+            try:
+                objs = self.dec.decode(b"[" + buf[: cut + 1] + b"]")
+                return _struct_columns(objs, self.with_seg), cut
+            except msgspec.ValidationError as exc:
+                msg = _validation_message(exc, offset)
+            except msgspec.DecodeError as exc:
+                m = _BYTE.search(str(exc))
+                msg = str(exc) if m is None else _BYTE.sub(f"(byte {base + int(m.group(1)) - 1})", str(exc))
+            if errors and errors[-1] == msg and "truncated" not in msg:  # a truncation has no place
+                return self._stdlib(buf, cut, offset, msg)
+            errors.append(msg)
+            cut = buf.rfind(b"}", 0, cut)
+        if not eof:
+            return None
+        return self._stdlib(buf, buf.rfind(b"}"), offset, errors[0] if errors else "unexpected content")
+
+    def _stdlib(self, buf: bytes, cut: int, offset: int, msg: str):
+        """The standard library's reading of ``[buf[:cut+1]]`` (NaN/Infinity), else ``msg``."""
+        for _ in range(32):
+            if cut < 0:
+                break
+            try:
+                return json.loads(b"[" + buf[: cut + 1] + b"]"), cut
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                cut = buf.rfind(b"}", 0, cut)
+        if msg.startswith("detection "):
+            raise InputError(f"{self.where}: {msg}")
+        raise self.malformed(msg.replace("JSON is malformed: ", ""))
 
 
 def _name(source: Any) -> str:
     return repr(str(source)) if isinstance(source, (str, os.PathLike)) else "(in memory)"
 
 
-def _load_json(path: str | os.PathLike[str], what: str) -> Any:
-    p = Path(path)
-    if not p.is_file():
-        raise InputError(f"{what} {str(path)!r}: no such file")
+class _Image(msgspec.Struct, gc=False):
+    id: int
+    height: float = 0
+    width: float = 0
+    neg_category_ids: Optional[list[int]] = None
+    not_exhaustive_category_ids: Optional[list[int]] = None
+
+
+class _Ann(msgspec.Struct, gc=False):
+    id: int
+    image_id: int
+    category_id: int
+    bbox: Box
+    area: float
+    ignore: Union[bool, int] = 0
+    iscrowd: Union[bool, int] = 0
+
+
+class _AnnSeg(_Ann, gc=False):
+    segmentation: Any = None
+
+
+class _Cat(msgspec.Struct, gc=False):
+    id: int
+    name: Optional[str] = None
+    frequency: Optional[str] = None
+
+
+class _Gt(msgspec.Struct, gc=False):
+    images: list[_Image]
+    annotations: list[_Ann]
+    categories: list[_Cat]
+
+
+class _GtSeg(msgspec.Struct, gc=False):
+    images: list[_Image]
+    annotations: list[_AnnSeg]
+    categories: list[_Cat]
+
+
+_MISSING = re.compile(r"missing required field `(\w+)`")
+
+
+def _gt_error(exc: Exception, where: str) -> InputError:
+    msg = str(exc)
+    m = _MISSING.search(msg)
+    at = msg.rsplit(" - at ", 1)[-1].strip("`") if " - at " in msg else ""
+    if m:
+        return InputError(f"{where}: an entry lacks the field {m.group(1)!r} (at {at})")
+    if "Expected `object`, got" in msg and at == "$":
+        return InputError(f"{where}: expected a COCO/LVIS object with 'images', 'annotations' and 'categories', "
+                          f"got {msg.split('got `')[-1].split('`')[0]}")
+    if isinstance(exc, msgspec.ValidationError):
+        return InputError(f"{where}: {msg.replace('`', '')}")
+    return InputError(f"{where}: malformed JSON ({msg.replace('JSON is malformed: ', '')})")
+
+
+def _decode_ground_truth(source: Any, with_segmentation: bool, what: str) -> Any:
+    """A COCO/LVIS ground-truth file or dict as typed records (unknown keys skipped)."""
+    typ = _GtSeg if with_segmentation else _Gt
+    where = f"{what} {_name(source)}"
     try:
-        with open(p, "rb") as f:
-            return json.load(f)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{what} {str(path)!r}: malformed JSON ({exc.msg} at line {exc.lineno})") from exc
+        if isinstance(source, dict):
+            return msgspec.convert(source, typ)
+        p = Path(source)
+        if not p.is_file():
+            raise InputError(f"{what} {str(source)!r}: no such file")
+        data = p.read_bytes()
+        if data.startswith(b"\xef\xbb\xbf"):
+            data = data[3:]
+        try:
+            return msgspec.json.decode(data, type=typ)
+        except msgspec.DecodeError as exc:
+            if isinstance(exc, msgspec.ValidationError) or b"NaN" not in data and b"Infinity" not in data:
+                raise
+            return msgspec.convert(json.loads(data), typ)  # NaN / Infinity: as the standard library reads
+    except (msgspec.DecodeError, json.JSONDecodeError) as exc:
+        raise _gt_error(exc, where) from exc
     except UnicodeDecodeError as exc:
-        raise InputError(f"{what} {str(path)!r}: not a UTF-8 JSON file") from exc
+        raise InputError(f"{where}: not a UTF-8 JSON file") from exc
 
 
 def read_ground_truth(
@@ -106,16 +324,13 @@ def read_ground_truth(
     ``format="auto"`` picks LVIS when every image has ``neg_category_ids`` and
     ``not_exhaustive_category_ids`` and COCO when none has (a mix is an error); the choice is
     recorded in the result's ``format``. ``with_segmentation`` keeps the masks (for ``segm``).
+    Decoded by msgspec into typed records: extra keys are skipped, key order is free.
     """
     what = "--gt"
-    data = _load_json(source, what) if not isinstance(source, dict) else source
     name = _name(source)
-    if not isinstance(data, dict) or not all(k in data for k in ("images", "annotations", "categories")):
-        raise InputError(f"{what} {name}: expected a COCO/LVIS object with 'images', 'annotations' and "
-                         f"'categories', got {type(data).__name__}"
-                         + (f" with keys {sorted(data)[:5]}" if isinstance(data, dict) else ""))
-    images, anns, cats = data["images"], data["annotations"], data["categories"]
-    fed = [("neg_category_ids" in im and "not_exhaustive_category_ids" in im) for im in images]
+    data = _decode_ground_truth(source, with_segmentation, what)
+    images, anns, cats = data.images, data.annotations, data.categories
+    fed = [(im.neg_category_ids is not None and im.not_exhaustive_category_ids is not None) for im in images]
     if format == "auto":
         if images and all(fed):
             format = "lvis"
@@ -126,116 +341,35 @@ def read_ground_truth(
                              f"pass the format explicitly")
     if format not in ("lvis", "coco"):
         raise InputError(f"format: expected 'auto', 'lvis' or 'coco', got {format!r}")
-    try:
-        image_ids = [im["id"] for im in images]
-        cat_ids = [c["id"] for c in cats]
-        freq = None
-        if format == "lvis":
-            freq = [c.get("frequency") for c in cats]
-            if any(f is None for f in freq):
-                raise InputError(f"{what} {name}: LVIS categories need a 'frequency' (r/c/f)")
-        iid = [a["image_id"] for a in anns]
-        cid = [a["category_id"] for a in anns]
-        box = [a["bbox"] for a in anns]
-        area = [a["area"] for a in anns]
-        ignore = [a.get("ignore", 0) for a in anns]
-        crowd = [a.get("iscrowd", 0) for a in anns]
-        aid = [a["id"] for a in anns]
-        neg = {im["id"]: im["neg_category_ids"] for im in images} if format == "lvis" else None
-        nel = {im["id"]: im["not_exhaustive_category_ids"] for im in images} if format == "lvis" else None
-        size = [[im.get("height", 0), im.get("width", 0)] for im in images]
-    except KeyError as exc:
-        raise InputError(f"{what} {name}: an entry lacks the field {exc.args[0]!r}") from exc
-    except TypeError as exc:
-        raise InputError(f"{what} {name}: malformed entries ({exc})") from exc
-    try:
-        bbox = np.asarray(box, dtype=np.float64).reshape(len(anns), 4)
-    except (ValueError, TypeError) as exc:
-        raise InputError(f"{what} {name}: every annotation needs a 4-number bbox [x, y, w, h]") from exc
+    n = len(anns)
+    freq = None
+    if format == "lvis":
+        freq = [c.frequency for c in cats]
+        if any(f is None for f in freq):
+            raise InputError(f"{what} {name}: LVIS categories need a 'frequency' (r/c/f)")
+        if not all(fed):
+            raise InputError(f"{what} {name}: LVIS images need 'neg_category_ids' and 'not_exhaustive_category_ids'")
     seg = None
     if with_segmentation:
-        try:
-            seg = [a["segmentation"] for a in anns]
-        except KeyError as exc:
-            raise InputError(f"{what} {name}: iou_type 'segm' needs 'segmentation' in every annotation") from exc
+        seg = [a.segmentation for a in anns]
+        if any(x is None for x in seg):
+            raise InputError(f"{what} {name}: iou_type 'segm' needs 'segmentation' in every annotation")
     return GroundTruth.from_arrays(
-        format=format, image_ids=image_ids, category_ids=cat_ids, image_id=iid, category_id=cid,
-        bbox=bbox, area=np.asarray(area, dtype=np.float64), ignore=ignore, iscrowd=crowd,
-        ann_id=aid, frequency=freq, negative=neg, not_exhaustive=nel, segmentation=seg,
-        image_size=np.asarray(size, dtype=np.int64).reshape(len(images), 2),
-        category_names=[str(c.get("name", c["id"])) for c in cats],
+        format=format, image_ids=np.fromiter([im.id for im in images], np.int64, len(images)),
+        category_ids=np.fromiter([c.id for c in cats], np.int64, len(cats)),
+        image_id=np.fromiter([a.image_id for a in anns], np.int64, n),
+        category_id=np.fromiter([a.category_id for a in anns], np.int64, n),
+        bbox=np.fromiter(itertools.chain.from_iterable([a.bbox for a in anns]), np.float64, 4 * n).reshape(n, 4),
+        area=np.fromiter([a.area for a in anns], np.float64, n),
+        ignore=np.fromiter([bool(a.ignore) for a in anns], bool, n),
+        iscrowd=np.fromiter([bool(a.iscrowd) for a in anns], bool, n),
+        ann_id=np.fromiter([a.id for a in anns], np.int64, n), frequency=freq,
+        negative={im.id: im.neg_category_ids for im in images} if format == "lvis" else None,
+        not_exhaustive={im.id: im.not_exhaustive_category_ids for im in images} if format == "lvis" else None,
+        segmentation=seg,
+        image_size=np.asarray([[int(im.height), int(im.width)] for im in images], np.int64).reshape(len(images), 2),
+        category_names=[str(c.name if c.name is not None else c.id) for c in cats],
     )
-
-
-def _iter_chunks(path: Path, what: str, chunk_bytes: int) -> Iterator[list]:
-    """Yield lists of result objects from a JSON array file, a chunk of whole objects at a time."""
-    where = f"{what} {str(path)!r}"
-
-    def malformed(msg: str) -> InputError:
-        return InputError(f"{where}: malformed JSON ({msg})")
-
-    with open(path, "rb") as f:
-        buf = f.read(chunk_bytes).lstrip()
-        eof = False
-        if not buf.startswith(b"["):
-            try:
-                obj = json.loads(buf + f.read())
-            except json.JSONDecodeError as exc:
-                raise malformed(f"{exc.msg} at line {exc.lineno}") from exc
-            raise InputError(f"{where}: expected a JSON list of detections, got {type(obj).__name__}")
-        buf = buf[1:]
-        need_sep = False
-        first = True
-        while True:
-            if not eof and len(buf) < chunk_bytes:
-                more = f.read(chunk_bytes)
-                eof = not more
-                buf += more
-            buf = buf.lstrip()
-            if not buf:
-                if eof:
-                    raise malformed("unterminated list")
-                continue
-            if buf[:1] == b"]" and (need_sep or first):
-                if buf[1:].strip() or f.read().strip():
-                    raise malformed("extra data after the list")
-                return
-            if need_sep:
-                if buf[:1] != b",":
-                    raise malformed(f"expected ',' or ']' between detections, found {buf[:20]!r}")
-                buf = buf[1:]
-                need_sep = False
-                continue
-            cut = buf.rfind(b"}")
-            fast = _fast_columns(buf[: cut + 1]) if cut >= 0 else None
-            if fast is not None:
-                yield fast
-                buf = buf[cut + 1:]
-                need_sep = True
-                first = False
-                continue
-            objs = None
-            while cut >= 0:
-                try:
-                    objs = json.loads(b"[" + buf[: cut + 1] + b"]")
-                    break
-                except json.JSONDecodeError:
-                    cut = buf.rfind(b"}", 0, cut)
-            if objs is None:
-                if eof:
-                    try:
-                        json.loads(b"[" + buf)
-                    except json.JSONDecodeError as exc:
-                        raise malformed(exc.msg) from exc
-                    raise malformed("unexpected content")
-                more = f.read(chunk_bytes)  # an object longer than the buffer: read on
-                eof = not more
-                buf += more
-                continue
-            yield objs
-            buf = buf[cut + 1:]
-            need_sep = True
-            first = False
 
 
 def _columns(objs: list, offset: int, what: str, name: str, iou_type: str) -> dict[str, Any]:
@@ -294,6 +428,27 @@ def _columns(objs: list, offset: int, what: str, name: str, iou_type: str) -> di
     return c
 
 
+def _struct_checked(c: dict[str, Any], offset: int, what: str, name: str, iou_type: str) -> dict[str, Any]:
+    """Finish msgspec columns: masks where segm needs them; boxes (and areas) from masks where a
+    result has none, as pycocotools / lvis-api do; then :func:`_check`."""
+    seg, missing = c["seg"], c.pop("missing")
+    if iou_type == "segm":
+        absent = [i for i, x in enumerate(seg) if x is None] if seg is not None else [0]
+        if absent:
+            raise InputError(f"{what} {name}: detection {offset + absent[0]} lacks 'segmentation' (needed for segm)")
+    area = None
+    if missing:
+        if seg is None or any(seg[i] is None for i in missing):
+            raise InputError(f"{what} {name}: detection {offset + missing[0]} lacks 'bbox'")
+        import pycocotools.mask as mask_utils
+
+        area = c["bbox"][:, 2] * c["bbox"][:, 3]
+        for i in missing:
+            c["bbox"][i] = mask_utils.toBbox(seg[i])
+            area[i] = float(mask_utils.area(seg[i]))
+    return _check(c, offset, what, name, area)
+
+
 def _check(c: dict[str, Any], offset: int, what: str, name: str, area: np.ndarray | None = None) -> dict[str, Any]:
     """Finite scores and boxes, non-negative sizes; adds ``area`` (box area unless given)."""
     sc, bbox = c["score"], c["bbox"]
@@ -335,25 +490,25 @@ def read_result_columns(
         p = Path(source)
         if not p.is_file():
             raise InputError(f"{what} {str(source)!r}: no such file")
-        chunks = _iter_chunks(p, what, chunk_bytes)
+        chunks = None
     else:
         raise InputError(f"{what}: expected a path or a list of detections, got {type(source).__name__}")
     want_seg = iou_type == "segm" if keep_segmentation is None else keep_segmentation
+    if chunks is None:
+        chunks = _Stream(p, what, chunk_bytes, with_seg=want_seg)
     try:
         for objs in chunks:
-            if isinstance(objs, dict):  # fast path: plain box results
-                if iou_type == "segm":
-                    raise InputError(f"{what} {name}: detection {offset} lacks 'segmentation' (needed for segm)")
-                c = _check(objs, offset, what, name)
-                c["seg"] = [None] * len(c["score"]) if want_seg else None
-                offset += len(c["score"])
-            else:
+            if isinstance(objs, dict):  # decoded by msgspec into columns
+                c = _struct_checked(objs, offset, what, name, iou_type)
+            else:  # a list of dicts (in memory, or the standard library's reading of a chunk)
                 if not objs:
                     continue
                 c = _columns(objs, offset, what, name, iou_type)
                 if want_seg and c["seg"] is None:
                     c["seg"] = [o.get("segmentation") if isinstance(o, dict) else None for o in objs]
-                offset += len(objs)
+            if want_seg and c["seg"] is None:
+                c["seg"] = [None] * len(c["score"])
+            offset += len(c["score"])
             cols.append(c)
     except UnicodeDecodeError as exc:
         raise InputError(f"{what} {name}: not a UTF-8 JSON file") from exc

@@ -23,7 +23,7 @@ class SynthSet:
     """Ground truth (COCO/LVIS dict) and results (list of dicts) as written to JSON."""
 
     ground_truth: dict[str, Any]
-    results: list[dict[str, Any]]
+    results: Any  # list of dicts, or columns (results_as_columns=True)
     settings: dict[str, Any]
 
 
@@ -39,6 +39,7 @@ def synth_detection_set(
     masks: bool = False,
     image_size: tuple[int, int] = (480, 640),
     detector_seed: int | None = None,
+    results_as_columns: bool = False,
 ) -> SynthSet:
     """Generate an LVIS-like (or COCO-like) ground truth and detector results.
 
@@ -55,6 +56,8 @@ def synth_detection_set(
     detector_seed : seed of the category traits (frequencies, detector quality and score scale);
         defaults to ``seed``. Two sets with the same ``detector_seed`` and different ``seed`` are
         "the same detector on different images" (for calibration: fit on one, apply to the other).
+    results_as_columns : return ``results`` as columns ``{"image_id", "category_id": (N,) int64,
+        "bbox": (N, 4), "score": (N,)}`` instead of a list of dicts (large sets; no masks).
     """
     num_images = check_positive(num_images, "num_images", integer=True)
     K = check_positive(num_categories, "num_categories", integer=True)
@@ -195,6 +198,15 @@ def synth_detection_set(
             x, y, w, h = gb[j]
             a["segmentation"] = [[x, y, x + w, y, x + w, y + h, x, y + h]]
         annotations.append(a)
+    if results_as_columns:
+        if masks:
+            raise InputError("results_as_columns: masks are only written as a list of dicts")
+        gt = {"info": {"description": "vistabench synthetic LVIS-like set", "seed": seed},
+              "images": images, "categories": categories, "annotations": annotations}
+        cols = {"image_id": image_ids[img], "category_id": cat_ids[cat], "bbox": box, "score": score}
+        return SynthSet(gt, cols, {"num_images": num_images, "num_categories": K, "dets_per_image": D,
+                                   "seed": seed, "format": format, "zipf": zipf, "score_decimals": score_decimals,
+                                   "masks": masks, "detector_seed": seed if detector_seed is None else detector_seed})
     bl = box.tolist()
     sl = score.tolist()
     il = image_ids[img].tolist()

@@ -37,6 +37,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Callable
 
 import numpy as np
+import torch
 from torch import nn
 
 from ..data.dataset import Dataset
@@ -116,7 +117,9 @@ def _ldam(ctx: _Context, test: np.ndarray, opt: dict) -> tuple[np.ndarray, list[
     if drw is None:
         drw = int(0.8 * ctx.cfg.epochs)
         opt["drw_epoch"] = drw
-    ctx.model.classifier = NormedLinear(ctx.model.feature_dim, ctx.model.num_classes)
+    with torch.random.fork_rng(devices=[]):  # seeded init of the cosine head; global RNG untouched
+        torch.manual_seed(ctx.cfg.seed)
+        ctx.model.classifier = NormedLinear(ctx.model.feature_dim, ctx.model.num_classes)
     loss = LDAMLoss(ctx.counts, max_margin=opt["max_margin"], scale=opt["scale"], drw_epoch=drw, beta=opt["beta"])
     res = _train(ctx, loss)
     return _predict(ctx, test) * np.float32(opt["scale"]), [res]
@@ -143,7 +146,10 @@ def _crt(ctx: _Context, test: np.ndarray, opt: dict) -> tuple[np.ndarray, list[T
     opt.update(crt_epochs=int(epochs2), crt_lr=float(lr2))
     head = ctx.model.classifier
     if isinstance(head, nn.Linear):
-        head.reset_parameters()
+        devices = [head.weight.device] if head.weight.is_cuda else []
+        with torch.random.fork_rng(devices=devices):  # seeded re-initialisation; global RNG untouched
+            torch.manual_seed(ctx.cfg.seed + 1)
+            head.reset_parameters()
     cfg2 = TrainConfig(**{**asdict(ctx.cfg), "epochs": epochs2, "lr": lr2, "warmup_epochs": 0})
     second = _train(ctx, cfg=cfg2, sampler="class_balanced", trainable="classifier")
     return _predict(ctx, test), [first, second]

@@ -31,7 +31,8 @@ The matching is computed once (:mod:`.detection_match`) and reused by all three 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import warnings
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Sequence
 
 import numpy as np
@@ -74,9 +75,21 @@ class DetectionEvaluation:
 # ----------------------------------------------------------------------------------- selection
 
 def rank_within(key: np.ndarray, score: np.ndarray) -> np.ndarray:
-    """Rank of each entry within its ``key`` group by descending score, ties in input order."""
+    """Rank of each entry within its ``key`` group by descending score, ties in input order.
+
+    Parameters
+    ----------
+    key : (n,) int group of each entry; score : (n,) float.
+
+    Returns
+    -------
+    (n,) int64, 0 for each group's best entry.
+    """
+    key = np.asarray(key)
+    score = np.asarray(score)
     n = len(key)
-    order = np.lexsort((np.arange(n), -score, key))
+    order = np.argsort(-score, kind="stable")  # two stable passes = lexsort((arange, -score, key)), faster
+    order = order[np.argsort(key[order], kind="stable")]
     ks = key[order]
     starts = np.flatnonzero(np.r_[True, ks[1:] != ks[:-1]]) if n else np.zeros(0, np.int64)
     rank_sorted = np.arange(n) - np.repeat(starts, np.diff(np.r_[starts, n]))
@@ -103,7 +116,83 @@ def top_per_class(dets: Detections, *, k: int) -> np.ndarray:
     return np.flatnonzero(rank_within(dets.category, dets.score) < k)
 
 
-# -------------------------------------------------------------------------------- accumulation
+def federated_selection(gt: GroundTruth, dets: Detections) -> np.ndarray:
+    """(n,) bool: the detections the official tool evaluates at all.
+
+    LVIS (lvis-api): a detection counts only where its category has ground truth in its image or is
+    listed negative for the image, and (``get_ann_ids``) only with ``0 < area < inf``. COCO: all.
+    This is the one place the rule lives; AP and the calibration labels both use it.
+    """
+    n = len(dets)
+    if gt.format != "lvis":
+        return np.ones(n, bool)
+    K = gt.num_categories
+    gkey = dets.image * K + dets.category
+    pos_keys = np.unique(gt.image * K + gt.category)
+    evaluated = np.isin(gkey, pos_keys) | np.isin(gkey, gt.negative)
+    return evaluated & (dets.area > 0) & (dets.area < np.inf)
+
+
+def lvis_area_filter(gt: GroundTruth) -> GroundTruth:
+    """lvis-api loads annotations with ``get_ann_ids(..., cat_ids)``, which keeps only
+    0 < area < inf: zero-area ground truth is dropped (detections likewise, in
+    :func:`federated_selection`). COCO ground truth is returned unchanged."""
+    if gt.format != "lvis":
+        return gt
+    ok = (gt.area > 0) & (gt.area < np.inf)
+    return gt if ok.all() else gt.subset(ok)
+
+
+def canonical_order(dets: Detections, idx: np.ndarray) -> np.ndarray:
+    """``idx`` sorted by category, descending score, image, file position (the evaluation order)."""
+    o = np.argsort(dets.image[idx], kind="stable")  # stable passes, last key first (as lexsort, faster)
+    o = o[np.argsort(-dets.score[idx][o], kind="stable")]
+    o = o[np.argsort(dets.category[idx][o], kind="stable")]
+    return idx[o]
+
+
+# --------------------------------------------------------------------------------------- match
+
+@dataclass
+class MatchedSet:
+    """Stage 1 of the evaluation: the selected detections matched once for all thresholds/areas.
+
+    Attributes
+    ----------
+    gt : the ground truth as evaluated (LVIS: zero-area annotations dropped).
+    det : (n,) int64 positions into the Detections, canonical order (:func:`canonical_order`).
+    match : :class:`~.detection_match.Matching` of ``det``.
+    in_cap : (n,) bool; COCO: within pycocotools' top 100 per image and category; LVIS: all True.
+    """
+
+    gt: GroundTruth
+    det: np.ndarray
+    match: Matching
+    in_cap: np.ndarray
+
+
+def match_set(gt: GroundTruth, dets: Detections, keep: np.ndarray | None = None, *,
+              iou_type: IouType = "bbox") -> MatchedSet:
+    """Select (``keep`` and :func:`federated_selection`), order and match detections against ``gt``.
+
+    Parameters
+    ----------
+    keep : (n,) bool or None (all); the union of what the variants to be accumulated need.
+    """
+    gt = lvis_area_filter(gt)
+    sel = federated_selection(gt, dets)
+    if keep is not None:
+        sel &= keep
+    det = canonical_order(dets, np.flatnonzero(sel))
+    match = match_detections(gt, dets, det, iou_type=iou_type)
+    if gt.format == "coco":  # pycocotools keeps the top maxDets[-1] per image and category
+        in_cap = match.group_rank < COCO_MAX_DETS[-1]
+    else:
+        in_cap = np.ones(len(det), bool)
+    return MatchedSet(gt=gt, det=det, match=match, in_cap=in_cap)
+
+
+# ---------------------------------------------------------------------------------- accumulate
 
 def recall_counts(num_gt: np.ndarray, thr: np.ndarray = RECALL_THRESHOLDS) -> np.ndarray:
     """(K, R) smallest integer m with float(m / n_k) >= thr_r (exactly as numpy divides)."""
@@ -116,6 +205,23 @@ def recall_counts(num_gt: np.ndarray, thr: np.ndarray = RECALL_THRESHOLDS) -> np
     return m
 
 
+@dataclass
+class PRCurves:
+    """Result of :func:`pr_curves` for K ranked lists.
+
+    Attributes
+    ----------
+    precision : (K, R) interpolated precision at the recall points; NaN where ``num_gt == 0``.
+    recall : (K,) final recall; NaN where ``num_gt == 0``.
+    tp_pos, tp_seg : (m,) ranked positions and list (segment) indices of the true positives.
+    """
+
+    precision: np.ndarray
+    recall: np.ndarray
+    tp_pos: np.ndarray
+    tp_seg: np.ndarray
+
+
 def pr_curves(
     seg_start: np.ndarray,
     seg_end: np.ndarray,
@@ -124,7 +230,7 @@ def pr_curves(
     ok_cum: np.ndarray,
     num_gt: np.ndarray,
     rec_counts: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+) -> PRCurves:
     """Interpolated precision at the recall points for K ranked lists at once (sparse form).
 
     A ranked list of n detections is split into K contiguous segments ``[seg_start, seg_end)``.
@@ -136,11 +242,6 @@ def pr_curves(
     Precision at a true positive i is ``tp_i / (fp_i + tp_i + eps)`` with segment-local cumulative
     counts, exactly as lvis-api; the right-to-left maximum only changes at true positives, so only
     they are evaluated: O(candidates + K R) per call instead of O(n).
-
-    Returns
-    -------
-    precision (K, R), -1 where ``num_gt == 0``; recall (K,), -1 likewise; tp_pos, tp_seg: positions
-    and segments of the true positives.
     """
     K, R = rec_counts.shape
     matched = code != 0
@@ -164,14 +265,202 @@ def pr_curves(
     bm[bounds[:, :R] >= bounds[:, 1:]] = 0.0
     prec = np.maximum.accumulate(bm[:, ::-1], axis=1)[:, ::-1]
     ok = num_gt > 0
-    prec[~ok] = -1.0
-    rec = np.where(ok, ntp / np.where(ok, num_gt, 1), -1.0)
-    return prec, rec, tp_pos, tp_seg
+    prec[~ok] = np.nan
+    rec = np.where(ok, ntp / np.where(ok, num_gt, 1), np.nan)
+    return PRCurves(precision=prec, recall=rec, tp_pos=tp_pos, tp_seg=tp_seg)
 
 
-def _mean_valid(s: np.ndarray) -> float:
-    v = s[s > -1]
+class _Ranked:
+    """A variant's detections as one ranked list (canonical or pooled order) for pr_curves."""
+
+    def __init__(self, match: Matching, mask: np.ndarray, order: np.ndarray | None, seg: np.ndarray, K: int):
+        pos = np.cumsum(mask) - 1  # position among the variant's detections (canonical order)
+        if order is not None:  # re-rank: order lists canonical-masked positions in ranked order
+            inv = np.full(int(mask.sum()), -1, np.int64)
+            inv[order] = np.arange(len(order))
+            pos = np.where(mask, inv[np.clip(pos, 0, None)] if len(inv) else -1, -1)
+        else:
+            pos = np.where(mask, pos, -1)
+        cp = pos[match.cand] if len(match.cand) else np.zeros(0, np.int64)
+        keep = np.flatnonzero(cp >= 0)
+        o = np.argsort(cp[keep], kind="stable")
+        self.cand_pos = cp[keep][o]
+        self.cand_sel = keep[o]
+        self.n = int((pos >= 0).sum())
+        self.seg_start = np.searchsorted(seg, np.arange(K), "left")
+        self.seg_end = np.searchsorted(seg, np.arange(K), "right")
+        self.src = np.flatnonzero(pos >= 0)[np.argsort(pos[pos >= 0], kind="stable")]  # ranked -> matched order
+
+    def ok_cum(self, match: Matching, a: int) -> np.ndarray:
+        ok = ~(match.det_out[a] | match.det_nel)[self.src]
+        out = np.zeros(self.n + 1, np.int64)
+        np.cumsum(ok, out=out[1:])
+        return out
+
+
+@dataclass
+class Accumulation:
+    """Stage 2, per category (AP^Old, AP^Fixed): the arrays lvis-api's / cocoeval's ``accumulate``
+    fill, with NaN where they write -1.
+
+    Attributes
+    ----------
+    precision : (T, R, K, A) float64. Axes: T = 10 IoU thresholds ``IOU_THRESHOLDS`` (0.50:0.05:0.95),
+        R = 101 recall points ``RECALL_THRESHOLDS`` (0:0.01:1), K = categories in ``gt.category_ids``
+        order, A = 4 area ranges ``AREA_LABELS`` (all, small, medium, large). Interpolated
+        precision; NaN where the category has no (non-ignored) ground truth in that area.
+    recall : (T, K, A) final recall (LVIS) or (T, K, A, M) for M = pycocotools' maxDets 1/10/100
+        (COCO); NaN likewise.
+    num_gt : (K, A) int64 non-ignored ground truths.
+    num_detections : detections in the ranked lists.
+    """
+
+    precision: np.ndarray
+    recall: np.ndarray
+    num_gt: np.ndarray
+    num_detections: int
+
+
+@dataclass
+class PooledAccumulation:
+    """Stage 2 of AP^Pool: one ranked list per pool, area "all".
+
+    Attributes
+    ----------
+    precision : (T, R, P) float64; P = ``pools`` ("all", then LVIS's "r", "c", "f"); NaN where a
+        pool has no ground truth or (COCO) no frequencies.
+    pools : the P pool names.
+    num_gt : (P,) int64 non-ignored ground truths summed over the pool's categories.
+    num_detections : detections in the "all" list.
+    """
+
+    precision: np.ndarray
+    pools: tuple[str, ...]
+    num_gt: np.ndarray
+    num_detections: int
+
+
+def accumulate(ms: MatchedSet, dets: Detections, mask: np.ndarray) -> Accumulation:
+    """Per-category precision/recall of the matched detections where ``mask`` ((n,) bool over
+    ``ms.det``; COCO's per-(image, category) cap is applied here)."""
+    gt, match, det = ms.gt, ms.match, ms.det
+    mask = mask & ms.in_cap
+    T, R, A, K = len(IOU_THRESHOLDS), len(RECALL_THRESHOLDS), len(AREA_RANGES), gt.num_categories
+    lvis = gt.format == "lvis"
+    seg = dets.category[det[mask]]
+    rk = _Ranked(match, mask, None, seg, K)
+    num_gt = np.stack([np.bincount(gt.category[~match.gt_ignore[a]], minlength=K) for a in range(A)], 1)
+    precision = np.full((T, R, K, A), np.nan)
+    recall = np.full((T, K, A) if lvis else (T, K, A, len(COCO_MAX_DETS)), np.nan)
+    if not lvis:
+        grank = match.group_rank[rk.src]
+    for a in range(A):
+        okc = rk.ok_cum(match, a)
+        rc = recall_counts(num_gt[:, a])
+        ok = num_gt[:, a] > 0
+        for t in range(T):
+            c = pr_curves(rk.seg_start, rk.seg_end, rk.cand_pos, match.code[a, t, rk.cand_sel], okc,
+                          num_gt[:, a], rc)
+            precision[t, :, :, a] = c.precision.T
+            if lvis:
+                recall[t, :, a] = c.recall
+            else:
+                recall[t, :, a, -1] = c.recall
+                for mi, md in enumerate(COCO_MAX_DETS[:-1]):
+                    cnt = np.bincount(c.tp_seg[grank[c.tp_pos] < md], minlength=K)
+                    recall[t, :, a, mi] = np.where(ok, cnt / np.where(ok, num_gt[:, a], 1), np.nan)
+    return Accumulation(precision=precision, recall=recall, num_gt=num_gt, num_detections=int(mask.sum()))
+
+
+def accumulate_pooled(ms: MatchedSet, dets: Detections, mask: np.ndarray) -> PooledAccumulation:
+    """Pooled precision over all categories and over each frequency group (area "all")."""
+    gt, match, det = ms.gt, ms.match, ms.det
+    mask = mask & ms.in_cap
+    T, R = len(IOU_THRESHOLDS), len(RECALL_THRESHOLDS)
+    sel = det[mask]
+    pools = ("all",) + FREQUENCIES
+    num_gt_cat = np.bincount(gt.category[~match.gt_ignore[0]], minlength=gt.num_categories)
+    # ranking as LVISPooledEval: descending score; ties by image, then category, then file order
+    order = np.lexsort((sel, dets.category[sel], dets.image[sel], -dets.score[sel]))
+    precision = np.full((T, R, len(pools)), np.nan)
+    ngts = np.zeros(len(pools), np.int64)
+    for p, name in enumerate(pools):
+        if name == "all":
+            in_pool = np.ones(gt.num_categories, bool)
+        elif gt.frequency is None:
+            continue
+        else:
+            in_pool = gt.frequency == name
+        keep_m = in_pool[dets.category[sel]]
+        o = order[keep_m[order]]
+        sub = mask.copy()
+        sub[np.flatnonzero(mask)[~keep_m]] = False
+        rk = _Ranked(match, sub, (np.cumsum(keep_m) - 1)[o], np.zeros(len(o), np.int64), 1)
+        ngt = np.array([int(num_gt_cat[in_pool].sum())])
+        ngts[p] = ngt[0]
+        rc = recall_counts(ngt)
+        okc = rk.ok_cum(match, 0)
+        for t in range(T):
+            precision[t, :, p] = pr_curves(rk.seg_start, rk.seg_end, rk.cand_pos, match.code[0, t, rk.cand_sel],
+                                           okc, ngt, rc).precision[0]
+    return PooledAccumulation(precision=precision, pools=pools, num_gt=ngts, num_detections=int(mask.sum()))
+
+
+# ----------------------------------------------------------------------------------- summarize
+
+def _mean_defined(s: np.ndarray) -> float:
+    v = s[~np.isnan(s)]
     return float(np.mean(v)) if len(v) else float("nan")
+
+
+def summarize(acc: Accumulation, gt: GroundTruth, *, max_dets_label: int | str | None) -> dict[str, float]:
+    """lvis-api's / pycocotools' summary keys from an :class:`Accumulation` (means over the defined
+    entries, NaN where none is).
+
+    Keys: AP, AP50, AP75, APs, APm, APl, APr, APc, APf (NaN for COCO); LVIS: AR@N, ARs@N, ARm@N,
+    ARl@N with N = ``max_dets_label``; COCO: AR@1, AR@10, AR@100, ARs@100, ARm@100, ARl@100.
+    """
+    precision, recall = acc.precision, acc.recall
+    lvis = gt.format == "lvis"
+
+    def ap(iou_thr=None, area="all", freq=None):
+        a = AREA_LABELS.index(area)
+        s = precision[:, :, :, a]
+        if iou_thr is not None:
+            s = s[np.flatnonzero(iou_thr == IOU_THRESHOLDS)]
+        if freq is not None:
+            s = s[:, :, gt.frequency == freq]
+        return _mean_defined(s)
+
+    def ar(area="all", mi=None):
+        a = AREA_LABELS.index(area)
+        return _mean_defined(recall[:, :, a] if mi is None else recall[:, :, a, mi])
+
+    res = {"AP": ap(), "AP50": ap(iou_thr=0.50), "AP75": ap(iou_thr=0.75),
+           "APs": ap(area="small"), "APm": ap(area="medium"), "APl": ap(area="large")}
+    for f in FREQUENCIES:
+        res[f"AP{f}"] = ap(freq=f) if lvis else float("nan")
+    if lvis:
+        res[f"AR@{max_dets_label}"] = ar()
+        for area in ("small", "medium", "large"):
+            res[f"AR{area[0]}@{max_dets_label}"] = ar(area)
+    else:
+        for mi, md in enumerate(COCO_MAX_DETS):
+            res[f"AR@{md}"] = ar(mi=mi)
+        for area in ("small", "medium", "large"):
+            res[f"AR{area[0]}@{COCO_MAX_DETS[-1]}"] = ar(area, mi=len(COCO_MAX_DETS) - 1)
+    return res
+
+
+def summarize_pooled(acc: PooledAccumulation) -> dict[str, float]:
+    """AP, AP50, AP75 of the "all" pool and APr/APc/APf of the frequency pools."""
+    p = acc.precision
+    res = {"AP": _mean_defined(p[:, :, 0]),
+           "AP50": _mean_defined(p[np.flatnonzero(0.5 == IOU_THRESHOLDS), :, 0]),
+           "AP75": _mean_defined(p[np.flatnonzero(0.75 == IOU_THRESHOLDS), :, 0])}
+    for i, name in enumerate(acc.pools[1:], start=1):
+        res[f"AP{name}"] = _mean_defined(p[:, :, i])
+    return res
 
 
 # ----------------------------------------------------------------------------------- evaluation
@@ -184,8 +473,10 @@ def evaluate_detections(
     variants: Sequence[Variant] = VARIANTS,
     max_dets_per_image: int | None = None,
     dets_per_class: int = 10_000,
+    fixed_area: Literal["mask", "box"] = "mask",
 ) -> DetectionEvaluation:
-    """AP^Old, AP^Fixed and AP^Pool of ``dets`` against ``gt``.
+    """AP^Old, AP^Fixed and AP^Pool of ``dets`` against ``gt``: select, :func:`match_set`,
+    :func:`accumulate` / :func:`accumulate_pooled`, :func:`summarize` / :func:`summarize_pooled`.
 
     Parameters
     ----------
@@ -196,6 +487,10 @@ def evaluate_detections(
     max_dets_per_image : per-image cut for AP^Old; default 300 for LVIS, none for COCO (pycocotools
         applies its maxDets 1/10/100 per image *and category*).
     dets_per_class : k of AP^Fixed / AP^Pool (top k per category over the whole set).
+    fixed_area : with ``iou_type="segm"``, the detection area that decides small/medium/large (and
+        the zero-area filter) for AP^Fixed / AP^Pool: "mask" as the authors' scripts (they drop the
+        box), or "box" as lvis-api. AP^Old always follows lvis-api / pycocotools (box area when the
+        result has a box).
 
     Returns
     -------
@@ -204,6 +499,7 @@ def evaluate_detections(
     AR@1, AR@10, AR@100, ARs@100, ...); ``results["pool"]`` has AP, AP50, AP75, APr, APc, APf.
     """
     check_choice(iou_type, "iou_type", ("bbox", "segm"))
+    check_choice(fixed_area, "fixed_area", ("mask", "box"))
     variants = list(dict.fromkeys(variants))
     for v in variants:
         check_choice(v, "variants", VARIANTS)
@@ -215,207 +511,104 @@ def evaluate_detections(
         max_dets_per_image = LVIS_MAX_DETS
     if max_dets_per_image is not None:
         max_dets_per_image = check_positive(max_dets_per_image, "max_dets_per_image", integer=True)
+    warn_annotation_id_zero(gt)
     n = len(dets)
-    K = gt.num_categories
-    gt = _lvis_area_filter(gt)
     keep: dict[str, np.ndarray] = {}
     if "old" in variants:
         m = np.zeros(n, bool)
         m[top_per_image(dets, k=max_dets_per_image) if max_dets_per_image is not None else slice(None)] = True
         keep["old"] = m
+    fixed_dets = dets
     if "fixed" in variants or "pool" in variants:
         m = np.zeros(n, bool)
         m[top_per_class(dets, k=dets_per_class)] = True
         keep["fixed"] = m
-    union = np.zeros(n, bool)
-    for m in keep.values():
-        union |= m
-    # federated evaluation (LVIS): only categories with ground truth or listed negative in the image
-    gkey = dets.image * K + dets.category
-    if lvis:
-        pos_keys = np.unique(gt.image * K + gt.category)
-        evaluated = np.isin(gkey, pos_keys) | np.isin(gkey, gt.negative)
-        union &= evaluated & (dets.area > 0) & (dets.area < np.inf)
-    cand = np.flatnonzero(union)
-    # canonical order: category, descending score, image, file position
-    order = np.lexsort((cand, dets.image[cand], -dets.score[cand], dets.category[cand]))
-    det = cand[order]
-    match = match_detections(gt, dets, det, iou_type=iou_type)
-    if not lvis:  # pycocotools keeps the top maxDets[-1] per image and category
-        in_cap = match.group_rank < COCO_MAX_DETS[-1]
-    else:
-        in_cap = np.ones(len(det), bool)
+        if iou_type == "segm" and fixed_area == "mask":
+            fixed_dets = _with_mask_area(gt, dets, m)
+    # one matching serves every variant that sees the same detection areas
+    groups = [(dets, [b for b in keep if fixed_dets is dets or b == "old"])]
+    if fixed_dets is not dets:
+        groups.append((fixed_dets, ["fixed"]))
+    matched: dict[str, tuple[MatchedSet, Detections]] = {}
+    for d, bases in groups:
+        if not bases:
+            continue
+        union = np.zeros(n, bool)
+        for b in bases:
+            union |= keep[b]
+        ms = match_set(gt, d, union, iou_type=iou_type)
+        for b in bases:
+            matched[b] = (ms, d)
 
     settings = {"format": gt.format, "iou_type": iou_type, "variants": variants,
                 "max_dets_per_image": max_dets_per_image, "dets_per_class": dets_per_class,
-                "num_images": gt.num_images, "num_categories": K, "num_ground_truth": len(gt),
+                "num_images": gt.num_images, "num_categories": gt.num_categories, "num_ground_truth": len(gt),
                 "num_results": n}
+    if iou_type == "segm":
+        settings["fixed_area"] = fixed_area
     ev = DetectionEvaluation(results={}, settings=settings)
     for v in variants:
         base = "fixed" if v == "pool" else v
-        mask = keep[base][det] & in_cap
-        ev.num_detections[v] = int(mask.sum())
+        ms, d = matched[base]
+        mask = keep[base][ms.det]
         if v == "pool":
-            ev.results[v], ev.precision[v] = _pool(gt, dets, det, match, mask)
+            pacc = accumulate_pooled(ms, d, mask)
+            ev.results[v], ev.precision[v], ev.num_detections[v] = summarize_pooled(pacc), pacc.precision, pacc.num_detections
         else:
-            n_label = ("all" if v == "fixed" else (max_dets_per_image if lvis else None))
-            ev.results[v], ev.precision[v] = _per_category(gt, dets, det, match, mask, n_label)
-    for v, p in ev.precision.items():  # the -1 "no ground truth" marks stay internal: NaN outside
-        ev.precision[v] = np.where(p < 0, np.nan, p)
+            acc = accumulate(ms, d, mask)
+            label = "all" if v == "fixed" else (max_dets_per_image if lvis else None)
+            ev.results[v] = summarize(acc, ms.gt, max_dets_label=label)
+            ev.precision[v], ev.num_detections[v] = acc.precision, acc.num_detections
     return ev
 
 
-def _lvis_area_filter(gt: GroundTruth) -> GroundTruth:
-    """lvis-api loads annotations with ``get_ann_ids(..., cat_ids)``, which keeps only
-    0 < area < inf: zero-area ground truth is dropped (detections likewise, in the caller)."""
-    if gt.format != "lvis":
-        return gt
-    ok = (gt.area > 0) & (gt.area < np.inf)
-    return gt if ok.all() else gt.subset(ok)
+def _with_mask_area(gt: GroundTruth, dets: Detections, which: np.ndarray) -> Detections:
+    """``dets`` with the mask area (pycocotools ``area`` of the RLE) for the detections in ``which``."""
+    import pycocotools.mask as mask_utils
+
+    from .detection_match import to_rle
+
+    if dets.segmentation is None:
+        raise InputError("iou_type='segm' needs 'segmentation' in the results")
+    idx = np.flatnonzero(which)
+    size = gt.image_size
+    rles = []
+    for i in idx:
+        img = int(dets.image[i])
+        h, w = (int(size[img, 0]), int(size[img, 1])) if size is not None else (0, 0)
+        rles.append(to_rle(dets.segmentation[i], h, w))
+    area = dets.area.copy()
+    # pycocotools' area() overflows a uint8 counter for lists of 256 or more: 255 at a time
+    area[idx] = np.concatenate([np.asarray(mask_utils.area(rles[i: i + 255]), np.float64).reshape(-1)
+                                for i in range(0, len(rles), 255)] or [np.zeros(0)])
+    return replace(dets, area=area)
 
 
-class _Ranked:
-    """A variant's detections as one ranked list (canonical or pooled order) for pr_curves."""
-
-    def __init__(self, match: Matching, mask: np.ndarray, order: np.ndarray | None, seg: np.ndarray, K: int):
-        n_all = len(match.det)
-        pos = np.cumsum(mask) - 1  # position among the variant's detections (canonical order)
-        if order is not None:  # re-rank: order lists canonical-masked positions in ranked order
-            inv = np.full(int(mask.sum()), -1, np.int64)
-            inv[order] = np.arange(len(order))
-            pos = np.where(mask, inv[np.clip(pos, 0, None)] if len(inv) else -1, -1)
-        else:
-            pos = np.where(mask, pos, -1)
-        self.pos_of = pos  # (n_all,) ranked position of each matched-order detection, -1 if absent
-        cp = pos[match.cand] if len(match.cand) else np.zeros(0, np.int64)
-        keep = np.flatnonzero(cp >= 0)
-        o = np.argsort(cp[keep], kind="stable")
-        self.cand_pos = cp[keep][o]
-        self.cand_sel = keep[o]
-        self.n = int((pos >= 0).sum())
-        self.seg_start = np.searchsorted(seg, np.arange(K), "left")
-        self.seg_end = np.searchsorted(seg, np.arange(K), "right")
-        self.src = np.flatnonzero(pos >= 0)[np.argsort(pos[pos >= 0], kind="stable")]  # ranked -> matched order
-        self.n_all = n_all
-
-    def ok_cum(self, match: Matching, a: int) -> np.ndarray:
-        ok = ~(match.det_out[a] | match.det_nel)[self.src]
-        out = np.zeros(self.n + 1, np.int64)
-        np.cumsum(ok, out=out[1:])
-        return out
+class OfficialToolsDifferenceWarning(UserWarning):
+    """The result is correct but differs from what lvis-api / pycocotools would report."""
 
 
-def _per_category(gt, dets, det, match, mask, n_label):
-    T, R, A, K = len(IOU_THRESHOLDS), len(RECALL_THRESHOLDS), len(AREA_RANGES), gt.num_categories
-    lvis = gt.format == "lvis"
-    seg = dets.category[det[mask]]
-    rk = _Ranked(match, mask, None, seg, K)
-    num_gt = np.stack([np.bincount(gt.category[~match.gt_ignore[a]], minlength=K) for a in range(A)], 1)
-    precision = -np.ones((T, R, K, A))
-    if lvis:
-        recall = -np.ones((T, K, A))
-    else:
-        recall = -np.ones((T, K, A, len(COCO_MAX_DETS)))
-        grank = match.group_rank[rk.src]
-    for a in range(A):
-        okc = rk.ok_cum(match, a)
-        rc = recall_counts(num_gt[:, a])
-        for t in range(T):
-            prec, rec, tp_pos, tp_seg = pr_curves(rk.seg_start, rk.seg_end, rk.cand_pos,
-                                                  match.code[a, t, rk.cand_sel], okc, num_gt[:, a], rc)
-            precision[t, :, :, a] = prec.T
-            if lvis:
-                recall[t, :, a] = rec
-            else:
-                recall[t, :, a, -1] = rec
-                ok = num_gt[:, a] > 0
-                for mi, md in enumerate(COCO_MAX_DETS[:-1]):
-                    cnt = np.bincount(tp_seg[grank[tp_pos] < md], minlength=K)
-                    recall[t, :, a, mi] = np.where(ok, cnt / np.where(ok, num_gt[:, a], 1), -1.0)
-    res: dict[str, float] = {}
-
-    def ap(iou_thr=None, area="all", freq=None):
-        aidx = [i for i, l in enumerate(AREA_LABELS) if l == area]
-        s = precision
-        if iou_thr is not None:
-            s = s[np.where(iou_thr == IOU_THRESHOLDS)[0]]
-        if freq is not None:
-            groups = [i for i in range(K) if gt.frequency[i] == freq]
-            s = s[:, :, groups, aidx]
-        else:
-            s = s[:, :, :, aidx]
-        return _mean_valid(s)
-
-    def ar(area="all", mi=None):
-        aidx = [i for i, l in enumerate(AREA_LABELS) if l == area]
-        s = recall[:, :, aidx] if mi is None else recall[:, :, aidx, [mi]]
-        return _mean_valid(s)
-
-    res["AP"] = ap()
-    res["AP50"] = ap(iou_thr=0.50)
-    res["AP75"] = ap(iou_thr=0.75)
-    res["APs"] = ap(area="small")
-    res["APm"] = ap(area="medium")
-    res["APl"] = ap(area="large")
-    for f in FREQUENCIES:
-        res[f"AP{f}"] = ap(freq=f) if lvis else float("nan")
-    if lvis:
-        res[f"AR@{n_label}"] = ar()
-        for area in ("small", "medium", "large"):
-            res[f"AR{area[0]}@{n_label}"] = ar(area)
-    else:
-        for mi, md in enumerate(COCO_MAX_DETS):
-            res[f"AR@{md}"] = ar(mi=mi)
-        for area in ("small", "medium", "large"):
-            res[f"AR{area[0]}@{COCO_MAX_DETS[-1]}"] = ar(area, mi=len(COCO_MAX_DETS) - 1)
-    return res, precision
+def warn_annotation_id_zero(gt: GroundTruth) -> None:
+    """One-line warning when a ground-truth annotation has id 0 (see ``docs/fidelity.md``)."""
+    if len(gt.ann_id) and np.any(gt.ann_id == 0):
+        warnings.warn("ground truth has an annotation with id 0: vistabench counts its matches correctly, "
+                      "but lvis-api and pycocotools store matches as annotation ids and count a match to "
+                      "id 0 as a false positive, so their AP would be lower", OfficialToolsDifferenceWarning,
+                      stacklevel=3)
 
 
-def _pool(gt, dets, det, match, mask):
-    """Pooled AP over all categories and over each frequency group (area "all")."""
-    T, R = len(IOU_THRESHOLDS), len(RECALL_THRESHOLDS)
-    sel = det[mask]
-    pools = [("all", None)] + [(f, f) for f in FREQUENCIES]
-    num_gt_cat = np.bincount(gt.category[~match.gt_ignore[0]], minlength=gt.num_categories)
-    # ranking as LVISPooledEval: descending score; ties by image, then category, then file order
-    order = np.lexsort((sel, dets.category[sel], dets.image[sel], -dets.score[sel]))
-    precision = -np.ones((T, R, len(pools)))
-    for p, (name, freq) in enumerate(pools):
-        if freq is None:
-            in_pool = np.ones(gt.num_categories, bool)
-        elif gt.frequency is None:
-            continue
-        else:
-            in_pool = gt.frequency == freq
-        keep_m = in_pool[dets.category[sel]]
-        o = order[keep_m[order]]
-        rk = _Ranked(match, _sub_mask(mask, keep_m), _reindex(o, keep_m), np.zeros(len(o), np.int64), 1)
-        ngt = np.array([int(num_gt_cat[in_pool].sum())])
-        rc = recall_counts(ngt)
-        okc = rk.ok_cum(match, 0)
-        for t in range(T):
-            prec, _, _, _ = pr_curves(rk.seg_start, rk.seg_end, rk.cand_pos, match.code[0, t, rk.cand_sel],
-                                      okc, ngt, rc)
-            precision[t, :, p] = prec[0]
-    res = {"AP": _mean_valid(precision[:, :, 0]),
-           "AP50": _mean_valid(precision[np.where(0.5 == IOU_THRESHOLDS)[0], :, 0]),
-           "AP75": _mean_valid(precision[np.where(0.75 == IOU_THRESHOLDS)[0], :, 0])}
-    for p, (name, freq) in enumerate(pools[1:], start=1):
-        res[f"AP{name}"] = _mean_valid(precision[:, :, p])
-    return res, precision
+@dataclass
+class DetectionLabels:
+    """Result of :func:`detection_labels`.
 
+    Attributes
+    ----------
+    index : (n,) int64 positions into the Detections, ascending.
+    label : (n,) bool, True where the detection is a true positive.
+    """
 
-def _sub_mask(mask: np.ndarray, keep_masked: np.ndarray) -> np.ndarray:
-    """Restrict ``mask`` (over matched order) to the masked entries where ``keep_masked``."""
-    out = mask.copy()
-    out[np.flatnonzero(mask)[~keep_masked]] = False
-    return out
-
-
-def _reindex(order: np.ndarray, keep_masked: np.ndarray) -> np.ndarray:
-    """Map an order over masked positions (all kept) to positions among the kept ones."""
-    newpos = np.cumsum(keep_masked) - 1
-    return newpos[order]
+    index: np.ndarray
+    label: np.ndarray
 
 
 def detection_labels(
@@ -425,7 +618,8 @@ def detection_labels(
     iou_type: IouType = "bbox",
     iou_threshold: float = 0.75,
     dets_per_class: int | None = None,
-) -> tuple[np.ndarray, np.ndarray]:
+    recipe: Literal["vistabench", "devil"] = "vistabench",
+) -> DetectionLabels:
     """True/false-positive labels of the evaluated detections (for fitting calibration).
 
     Parameters
@@ -433,36 +627,37 @@ def detection_labels(
     gt, dets : ground truth and detections.
     iou_threshold : one of lvis-api's thresholds 0.50:0.05:0.95 (the paper uses 0.75).
     dets_per_class : optional top-k per category first (as AP^Fixed).
+    recipe : which detections get a label (both: only those :func:`federated_selection` keeps,
+        area "all"):
+
+        * "vistabench" — as AP counts them: an unmatched detection of a not-exhaustive category,
+          or one matched to an ignored ground truth, carries no label and is left out;
+        * "devil" — as the authors' ``load_tp_fp_fn`` (large-vocab-devil): every evaluated
+          detection is labelled, positive when matched to *any* ground truth at the threshold
+          (ignored ones included), so unmatched not-exhaustive detections are negatives.
 
     Returns
     -------
-    index : (n,) int64 positions into ``dets`` of the detections that are evaluated under the
-        federated rules and not ignored (area "all"; an unmatched detection of a not-exhaustive
-        category, or one matched to an ignored ground truth, carries no label and is left out).
-    label : (n,) bool, matched to a ground truth at ``iou_threshold``.
+    DetectionLabels with ``index`` (positions into ``dets``) and ``label``.
     """
     t = np.flatnonzero(np.isclose(IOU_THRESHOLDS, iou_threshold, rtol=0, atol=1e-12))
     if len(t) != 1:
         raise InputError(f"iou_threshold: expected one of {np.round(IOU_THRESHOLDS, 2).tolist()}, got {iou_threshold!r}")
-    n = len(dets)
-    K = gt.num_categories
-    gt = _lvis_area_filter(gt)
-    keep = np.ones(n, bool)
+    check_choice(recipe, "recipe", ("vistabench", "devil"))
+    keep = None
     if dets_per_class is not None:
-        keep[:] = False
+        keep = np.zeros(len(dets), bool)
         keep[top_per_class(dets, k=dets_per_class)] = True
-    if gt.format == "lvis":
-        gkey = dets.image * K + dets.category
-        keep &= np.isin(gkey, np.unique(gt.image * K + gt.category)) | np.isin(gkey, gt.negative)
-        keep &= (dets.area > 0) & (dets.area < np.inf)
-    cand = np.flatnonzero(keep)
-    det = cand[np.lexsort((cand, dets.image[cand], -dets.score[cand], dets.category[cand]))]
-    match = match_detections(gt, dets, det, iou_type=iou_type)
-    code = match.codes(0, int(t[0]))
-    if gt.format == "coco":
-        code[match.group_rank >= COCO_MAX_DETS[-1]] = 2  # beyond pycocotools' cap: not evaluated
-    labelled = (code == 1) | ((code == 0) & ~(match.det_out[0] | match.det_nel))
-    idx = det[labelled]
-    lab = code[labelled] == 1
+    ms = match_set(gt, dets, keep, iou_type=iou_type)
+    code = ms.match.codes(0, int(t[0]))
+    code[~ms.in_cap] = 3  # beyond pycocotools' cap: not evaluated
+    if recipe == "devil":
+        labelled = code != 3
+        lab_all = (code == 1) | (code == 2)
+    else:
+        labelled = (code == 1) | ((code == 0) & ~(ms.match.det_out[0] | ms.match.det_nel))
+        lab_all = code == 1
+    idx = ms.det[labelled]
+    lab = lab_all[labelled]
     o = np.argsort(idx, kind="stable")
-    return idx[o], lab[o]
+    return DetectionLabels(index=idx[o], label=lab[o])

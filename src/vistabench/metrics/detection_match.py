@@ -80,7 +80,7 @@ def box_iou_pairs(d: np.ndarray, g: np.ndarray, crowd: np.ndarray) -> np.ndarray
     return out
 
 
-def _to_rle(segm, h: int, w: int):
+def to_rle(segm, h: int, w: int):
     """Polygon / uncompressed RLE / RLE -> compressed RLE (as ``LVIS.ann_to_rle``)."""
     import pycocotools.mask as mask_utils
 
@@ -199,8 +199,8 @@ def _segm_pairs(gt, dets, det, grp, lo, cnt, g_order, min_thr):
             h, w = (int(size[img, 0]), int(size[img, 1])) if size is not None else (0, 0)
             for gi in g_idx:
                 if gi not in gt_rle:
-                    gt_rle[gi] = _to_rle(gt.segmentation[gi], h, w)
-            d_rles = [_to_rle(dets.segmentation[det[grp[p]]], h, w) for p in pos]
+                    gt_rle[gi] = to_rle(gt.segmentation[gi], h, w)
+            d_rles = [to_rle(dets.segmentation[det[grp[p]]], h, w) for p in pos]
             ious = np.asarray(mask_utils.iou(d_rles, [gt_rle[gi] for gi in g_idx],
                                              [int(c) for c in gt.crowd[g_idx]]), float).reshape(len(pos), len(g_idx))
             dd, gg = np.nonzero(ious >= min_thr)

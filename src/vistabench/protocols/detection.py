@@ -8,7 +8,7 @@ The pure evaluation lives in :mod:`vistabench.metrics.detection`; the synthetic 
 from __future__ import annotations
 
 import os
-from typing import Any, Literal, Sequence
+from typing import Any, Literal, NamedTuple, Sequence
 
 import numpy as np
 
@@ -16,9 +16,11 @@ from ..metrics.detection import (DetectionEvaluation, detection_labels, evaluate
                                  top_per_class)
 from ..metrics.detection_data import Detections, GroundTruth
 from ..store import Record, ResultsStore
+from .._validation import check_choice
 from ..errors import InputError
 from ..jsonutil import read_json
-from .detection_calibration import Calibration, apply_calibration, calibrators, fit_calibration
+from .detection_calibration import (Calibration, apply_calibration, calibrators, fit_calibration,
+                                    fit_calibration_devil)
 
 PROTOCOL = "detection"
 
@@ -32,7 +34,14 @@ def rerank_top_per_class(dets: Detections, *, k: int) -> Detections:
     return dets.subset(top_per_class(dets, k=k))
 
 
-def toy_example(*, b1_correct: bool, ranking: int) -> tuple[GroundTruth, Detections]:
+class ToyExample(NamedTuple):
+    """The toy's ground truth and detections (named; unpacks as ``gt, dets``)."""
+
+    gt: GroundTruth
+    dets: Detections
+
+
+def toy_example(*, b1_correct: bool, ranking: int) -> ToyExample:
     """Figure 2 of the paper: one image, class A with two objects, class B with one.
 
     The detector is perfectly calibrated: A1 and A2 (score 1.0) are correct, B1 (score 0.8) is
@@ -50,7 +59,7 @@ def toy_example(*, b1_correct: bool, ranking: int) -> tuple[GroundTruth, Detecti
                                bbox=[[0, 0, 10, 10], [20, 0, 10, 10], b1], score=[1.0, 1.0, 0.8])
     if ranking == 2:
         dets = rerank_top_per_class(dets, k=1)
-    return gt, dets
+    return ToyExample(gt, dets)
 
 
 def toy_expected_ap(ranking: int, *, p_correct: float = 0.8) -> float:
@@ -104,12 +113,25 @@ def record_evaluation(store: ResultsStore, dataset: str, method: str, seed: int,
 
 def calibrate_detections(fit_gt: GroundTruth, fit_dets: Detections, *, method: str = "platt",
                          iou_threshold: float = 0.75, min_samples: int = 20,
-                         dets_per_class: int | None = 10_000) -> Calibration:
-    """Fit per-category calibration on a held-out detection set (labels at IoU ``iou_threshold``)."""
-    idx, lab = detection_labels(fit_gt, fit_dets, iou_threshold=iou_threshold, dets_per_class=dets_per_class)
-    cal = fit_calibration(fit_dets.score[idx], lab, fit_gt.category_ids[fit_dets.category[idx]],
-                          method=method, min_samples=min_samples)
-    cal.settings.update({"iou_threshold": iou_threshold, "dets_per_class": dets_per_class})
+                         dets_per_class: int | None = 10_000, recipe: str = "vistabench",
+                         iou_type: str = "bbox") -> Calibration:
+    """Fit per-category calibration on a held-out detection set (labels at IoU ``iou_threshold``).
+
+    ``recipe="vistabench"``: labels as AP counts them, a pooled fallback for categories with fewer
+    than ``min_samples`` labels. ``recipe="devil"``: the authors' construction (every evaluated
+    detection labelled, positive on any match; categories without a positive score 0; Platt on
+    logit(score) or 20-bin histogram binning); ``min_samples`` is not used.
+    """
+    check_choice(recipe, "recipe", ("vistabench", "devil"))
+    lab = detection_labels(fit_gt, fit_dets, iou_threshold=iou_threshold, dets_per_class=dets_per_class,
+                           recipe=recipe, iou_type=iou_type)
+    idx = lab.index
+    cats = fit_gt.category_ids[fit_dets.category[idx]]
+    if recipe == "devil":
+        cal = fit_calibration_devil(fit_dets.score[idx], lab.label, cats, method=method)
+    else:
+        cal = fit_calibration(fit_dets.score[idx], lab.label, cats, method=method, min_samples=min_samples)
+    cal.settings.update({"iou_threshold": iou_threshold, "dets_per_class": dets_per_class, "recipe": recipe})
     return cal
 
 

@@ -139,6 +139,62 @@ def fit_bbq(s: np.ndarray, y: np.ndarray, *, max_bins: int | None = None, prior_
     return {"kind": "bbq", "models": models, "weights": w.tolist()}
 
 
+_EPS = 1e-12
+
+
+def fit_platt_logit(s: np.ndarray, y: np.ndarray) -> dict:
+    """Platt scaling on logit(score), as netcal's ``LogisticCalibration`` the authors use."""
+    from scipy.special import logit
+
+    a, b = _logistic(logit(np.clip(s, _EPS, 1 - _EPS))[:, None], y)
+    return {"kind": "platt-logit", "a": float(a), "b": float(b)}
+
+
+def fit_histbin_uniform(s: np.ndarray, y: np.ndarray, *, bins: int = 20) -> dict:
+    """Histogram binning over ``bins`` equal-width bins of [0, 1] (netcal's ``HistogramBinning``);
+    an empty bin predicts its centre."""
+    edges = np.linspace(0.0, 1.0, bins + 1)
+    n, k = _bin_values(np.clip(s, 0, 1), y, edges)
+    val = np.where(n > 0, k / np.maximum(n, 1), (edges[:-1] + edges[1:]) / 2)
+    return {"kind": "bins", "edges": edges.tolist(), "values": val.tolist()}
+
+
+#: The authors' recipe (large-vocab-devil ``configs/calib``): per-class calibrators, classes with no
+#: detection or no true positive at fit time score 0; Platt on logit(score); histogram binning with
+#: TEST.N_BINS = 20 equal-width bins.
+DEVIL_METHODS: dict[str, Callable[..., dict]] = {"platt": fit_platt_logit, "histbin": fit_histbin_uniform}
+
+
+def fit_calibration_devil(scores: np.ndarray, labels: np.ndarray, category_ids: np.ndarray, *,
+                          method: str = "platt") -> Calibration:
+    """Per-category calibration as the authors' ``train_calibration.py`` (GROUPING per-class,
+    MISSING_SCORE and NO_TP_SCORE "zero"): a category with at least one positive gets its own
+    calibrator, every other category (no positive, or not seen at fit time) maps to score 0.
+
+    Parameters
+    ----------
+    scores : (n,) float in [0, 1]; labels : (n,) bool; category_ids : (n,) int.
+    method : "platt" (on logit(score)) or "histbin" (20 equal-width bins).
+    """
+    if method not in DEVIL_METHODS:
+        raise InputError(f"method: the devil recipe supports {sorted(DEVIL_METHODS)}, got {method!r}")
+    fit = DEVIL_METHODS[method]
+    s = np.asarray(scores, float)
+    y = np.asarray(labels, bool)
+    c = np.asarray(category_ids, np.int64)
+    if not (len(s) == len(y) == len(c)):
+        raise InputError(f"scores, labels, category_ids: lengths differ ({len(s)}, {len(y)}, {len(c)})")
+    if not np.all(np.isfinite(s)):
+        raise InputError("scores: expected finite values")
+    per: dict[int, dict] = {}
+    for cat in np.unique(c):
+        m = c == cat
+        per[int(cat)] = fit(s[m], y[m]) if y[m].any() else {"kind": "zero"}
+    return Calibration(method, per, {"kind": "zero"},
+                       {"recipe": "devil", "num_fit": int(len(s)),
+                        "num_categories_fitted": sum(v["kind"] != "zero" for v in per.values())})
+
+
 def predict(model: dict, s: np.ndarray) -> np.ndarray:
     """Evaluate one fitted calibrator (a JSON dict) on scores ``s``."""
     kind = model["kind"]
@@ -153,6 +209,12 @@ def predict(model: dict, s: np.ndarray) -> np.ndarray:
     if kind == "beta":
         _check_open_unit(s, "scores")
         return _sigmoid(model["a"] * np.log(s) - model["b"] * np.log1p(-s) + model["c"])
+    if kind == "platt-logit":
+        from scipy.special import logit
+
+        return _sigmoid(model["a"] * logit(np.clip(s, _EPS, 1 - _EPS)) + model["b"])
+    if kind == "zero":
+        return np.zeros(len(s))
     if kind == "bbq":
         out = np.zeros(len(s))
         for m, w in zip(model["models"], model["weights"]):
