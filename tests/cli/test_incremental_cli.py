@@ -153,3 +153,39 @@ def test_help_texts(capsys) -> None:
             main(argv)
         assert e.value.code == 0
         assert "usage:" in capsys.readouterr().out
+
+
+def test_run_fr_command_stores_settings(capsys, tmp_path) -> None:
+    from vistabench.store import ResultsStore
+
+    store = tmp_path / "r.sqlite"
+    rc, out, err = run_cli(capsys, "incremental", "run", "--data", "digits", "--base-classes", "8", "--way", "1",
+                           "--shot", "3", "--base-shot", "30", "--method", "fr", "--epochs", "1",
+                           "--model-opt", "dim=16", "--model-opt", "depth=3", "--model-opt", "heads=2",
+                           "--fr-epochs", "2", "--fr-weights", "cr=0.5", "--out", str(tmp_path / "run"),
+                           "--store", str(store), "--json")
+    assert rc == 0, err
+    r = json.loads(out)
+    assert len(r["sessions"]) == 3 and 0 <= r["gacc"] <= 1
+    with ResultsStore(store) as s:
+        (rec,) = s.records(protocol="incremental")
+    assert rec.method == "fr" and rec.settings["model"] == "vit_small"
+    # no --model: the method's default ViT shape, updated by --model-opt
+    assert rec.settings["model_options"] == {"dim": 16, "depth": 3, "heads": 2}
+    fr = rec.settings["fr"]
+    assert fr["epochs"] == 2 and fr["cr"] == 0.5 and fr["cos"] == 0.1 and fr["layers"] == [0, 1] and fr["hidden"] == 128
+
+
+@pytest.mark.parametrize("extra,match", [
+    (["--method", "fr", "--fr-weights", "kl=1"], "--fr-weights: unknown loss 'kl'"),
+    (["--method", "fr", "--fr-weights", "cr"], "--fr-weights: expected KEY=VALUE"),
+    (["--method", "fr", "--fr-epochs", "0"], "--fr-epochs"),
+    (["--method", "prototype", "--fr-epochs", "3"], "go with --method fr"),
+    (["--method", "fr", "--model-opt", "dim"], "--model-opt: expected KEY=VALUE"),
+    (["--method", "fr", "--model", "cnn28"], "needs a ViT"),
+])
+def test_run_fr_bad_options_one_line(capsys, tmp_path, extra, match) -> None:
+    rc, _, err = run_cli(capsys, "incremental", "run", "--data", "digits", "--base-classes", "8", "--way", "1",
+                         "--shot", "3", "--base-shot", "10", "--epochs", "1", "--out", str(tmp_path / "run"),
+                         "--store", str(tmp_path / "r.sqlite"), *extra)
+    assert rc == 2 and match in err and len(err.strip().splitlines()) == 1, err

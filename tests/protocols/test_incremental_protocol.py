@@ -207,7 +207,7 @@ def digits_small():
 def test_learner_registry_names() -> None:
     from vistabench.learners.incremental import incremental_methods
 
-    assert incremental_methods.names() == ["finetune", "prototype"]
+    assert incremental_methods.names() == ["finetune", "fr", "prototype"]
     with pytest.raises(InputError, match="did you mean 'prototype'"):
         incremental_methods.get("prototypes")
 

@@ -183,3 +183,112 @@ def test_cli_bad_names_one_line(capsys, tmp_path):
     assert main(["smalldata", "splits", "--dataset", "eurosat", "--root", str(tmp_path / "e"), "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "expected 13 spectral bands, found 4" in err
+
+
+# ------------------------------------------------------------------ augmentation (gem's per dataset)
+torch = pytest.importorskip("torch")
+from vistabench.data.augment import (NO_AUGMENTATION, PAD_CROP_FLIP, Augmentation,  # noqa: E402
+                                     crop_and_resize, resized_crop_boxes)
+from vistabench.data.smalldata import get_preset  # noqa: E402
+
+# gem's bash_scripts/bench_*.sh on top of its defaults (hflip on, vflip off, no shift, scale 1):
+# --rand-shift without --target-size = RandomCrop(size, padding=shift, padding_mode="reflect");
+# --min-scale with --target-size = RandomResizedCrop(size, scale=(min_scale, 1)).
+GEM_AUG = {"cifair10": ("shift", 4, 1.0, True, False), "eurosat": ("shift", 8, 1.0, True, True),
+           "clamm": ("resized", 0, 0.2, False, False), "cub200": ("resized", 0, 0.4, True, False),
+           "isic2018": ("resized", 0, 0.4, True, True)}
+
+
+def test_presets_carry_gems_augmentation():
+    for name, (crop, shift, scale, hflip, vflip) in GEM_AUG.items():
+        a = get_preset(name).augmentation
+        assert (a.crop, a.shift, a.min_scale, a.hflip, a.vflip) == (crop, shift, scale, hflip, vflip), name
+        if crop == "shift":
+            assert a.pad_mode == "reflect"
+        assert get_preset(name, recipe="vistabench").augmentation == PAD_CROP_FLIP
+    for name in ("mnist5k", "digits"):  # digits are not flip-invariant: no augmentation in either recipe
+        assert get_preset(name).augmentation == NO_AUGMENTATION == get_preset(name, recipe="vistabench").augmentation
+        assert not NO_AUGMENTATION
+
+
+@pytest.mark.parametrize("mode,np_mode", [("reflect", "reflect"), ("zeros", "constant")])
+def test_shift_is_a_window_of_the_padded_image(mode, np_mode):
+    x = torch.rand(300, 2, 6, 7)
+    y = Augmentation(crop="shift", shift=2, pad_mode=mode)(x, torch.Generator().manual_seed(0)).numpy()
+    offsets = set()
+    for i in range(len(x)):
+        padded = np.pad(x[i].numpy(), ((0, 0), (2, 2), (2, 2)), mode=np_mode)
+        hits = [(oy, ox) for oy in range(5) for ox in range(5)
+                if np.array_equal(padded[:, oy:oy + 6, ox:ox + 7], y[i])]
+        assert hits, i
+        offsets.add(hits[0])
+    assert offsets == {(oy, ox) for oy in range(5) for ox in range(5)}  # every shift −2..+2 occurs
+
+
+def _np_crop_resize(img, top, left, bh, bw, h, w):
+    """Cut out the box, then bilinear resize to (h, w) with half-pixel centres, edges clamped."""
+    crop = img[:, top:top + bh, left:left + bw]
+
+    def axis(n_out, n_in):
+        src = np.clip((np.arange(n_out) + 0.5) * n_in / n_out - 0.5, 0, n_in - 1)
+        i0 = np.floor(src).astype(int)
+        return i0, np.minimum(i0 + 1, n_in - 1), src - i0
+
+    y0, y1, wy = axis(h, bh)
+    x0, x1, wx = axis(w, bw)
+    top_row = crop[:, y0][:, :, x0] * (1 - wx) + crop[:, y0][:, :, x1] * wx
+    bot_row = crop[:, y1][:, :, x0] * (1 - wx) + crop[:, y1][:, :, x1] * wx
+    return top_row * (1 - wy)[:, None] + bot_row * wy[:, None]
+
+
+def test_resized_crop_boxes_and_resampling():
+    n, h, w = 400, 24, 20
+    top, left, bh, bw = resized_crop_boxes(n, h, w, 0.4, torch.Generator().manual_seed(1))
+    area = (bh * bw).double() / (h * w)
+    ratio = bw.double() / bh.double()
+    assert torch.all((top >= 0) & (left >= 0) & (top + bh <= h) & (left + bw <= w))
+    assert area.min() >= 0.4 - 0.06 and area.max() <= 1.0  # s ~ U(0.4, 1) up to rounding of the sides
+    assert ratio.min() >= 0.75 - 0.06 and ratio.max() <= 4 / 3 + 0.08
+    assert area.min() < 0.5 and area.max() > 0.9  # the whole range is drawn
+    x = torch.rand(6, 3, h, w)
+    y = crop_and_resize(x, top[:6], left[:6], bh[:6], bw[:6]).numpy()
+    for i in range(6):
+        ref = _np_crop_resize(x[i].numpy().astype(np.float64), int(top[i]), int(left[i]), int(bh[i]), int(bw[i]), h, w)
+        np.testing.assert_allclose(y[i], ref, atol=1e-5)
+    # scale 1 on a square image leaves only the whole image (as torchvision's RandomResizedCrop)
+    sq = torch.rand(50, 1, 16, 16)
+    np.testing.assert_allclose(Augmentation(crop="resized", min_scale=1.0)(sq, torch.Generator().manual_seed(2)),
+                               sq, atol=1e-6)
+
+
+@pytest.mark.parametrize("hflip,vflip", [(True, False), (False, True), (False, False)])
+def test_flips_only_on_their_axis(hflip, vflip):
+    x = torch.rand(400, 1, 5, 5)
+    y = Augmentation(hflip=hflip, vflip=vflip)(x, torch.Generator().manual_seed(3))
+    same = torch.all((y == x).flatten(1), 1)
+    flipped = torch.all((y == x.flip(3 if hflip else 2)).flatten(1), 1)
+    assert torch.all(same | flipped)
+    if hflip or vflip:
+        assert 0.4 < flipped.float().mean() < 0.6
+    else:
+        assert torch.all(same)
+
+
+def test_trainer_applies_the_presets_augmentation():
+    from vistabench.learners.models import build_model
+    from vistabench.learners.trainer import TrainConfig, Trainer
+
+    seen = []
+
+    class Spy(Augmentation):
+        def __call__(self, x, generator):
+            seen.append(tuple(x.shape))
+            return super().__call__(x, generator)
+
+    imgs = np.random.default_rng(0).integers(0, 255, (20, 8, 8, 1), dtype=np.uint8)
+    model = build_model("cnn28", num_classes=2, in_channels=1, image_size=8, seed=0)
+    cfg = TrainConfig(epochs=1, batch_size=10, augment=Spy(vflip=True), count_flops=False)
+    Trainer(model, cfg).fit(imgs, np.arange(20) % 2)
+    assert seen == [(10, 1, 8, 8)] * 2
+    with pytest.raises(InputError, match="min_scale"):
+        Augmentation(crop="resized", min_scale=0)

@@ -35,7 +35,16 @@ def test_run_tune_final_records_and_table(tmp_path, capsys):
     assert len(tune_recs) == 1 and len(finals) == 2
     search = tune_recs[0].settings["search"]
     assert len(search["trials"]) == 3 and all(len(t["curve"]) == t["epochs"] >= 1 for t in search["trials"])
-    assert tune_recs[0].metrics["best_val_balanced_accuracy"] == search["best_value"] == sp["best_val"]
+    assert tune_recs[0].metrics["best_val_score"] == search["best_value"] == sp["best_val"]
+    # gem's rules by default, re-derived from the stored curves: score = mean of the last 5 epochs'
+    # plain val accuracy, best among all trials (stopped or not), first trial on a tie
+    st = search["settings"]
+    assert (st["reduction_factor"], st["sampler"], st["score_window"], st["select"]) == (2, "random", 5, "all")
+    assert tune_recs[0].settings["val_metric"] == "accuracy" and tune_recs[0].settings["recipe"] == "gem"
+    gem = [float(np.mean(t["curve"][-5:])) for t in search["trials"]]
+    assert search["best_value"] == pytest.approx(max(gem)) and search["best_trial"] == int(np.argmax(gem))
+    n_val = 10 * 8  # --per-class 20 keeps gem's 30/20 share: 12 train + 8 val per class
+    assert all(abs(v * n_val - round(v * n_val)) < 1e-9 for t in search["trials"] for v in t["curve"])
     for r in finals:
         assert r.settings["config"] == sp["best_config"] and r.settings["test"] == "test"
         assert 0 <= r.metrics["balanced_accuracy"] <= 1 and r.metrics["images_per_second"] > 0
@@ -140,3 +149,29 @@ def test_diverged_trials_are_recorded_and_reported(tmp_path, capsys):
         (rec,) = s.records(protocol="smalldata", tag="tune")
     trials = rec.settings["search"]["trials"]
     assert len(trials) == 3 and all(t["state"] == "failed" and "loss" in t["error"] for t in trials)
+
+
+def test_vistabench_recipe_keeps_the_earlier_rules(tmp_path, capsys):
+    store = tmp_path / "r.sqlite"
+    tiny = [a if a != "3" else "2" for a in TINY if a not in ("--sampler", "random")]  # 2 trials, recipe's sampler
+    rc, out, err = run(capsys, "smalldata", "tune", "--method", "ce", "--recipe", "vistabench", *tiny, "--json",
+                       "--store", store, "--work-dir", tmp_path / "w")
+    assert rc == 0, err
+    with ResultsStore(store) as s:
+        (rec,) = s.records(protocol="smalldata", tag="tune")
+    st = rec.settings["search"]["settings"]
+    assert (st["reduction_factor"], st["sampler"], st["score_window"], st["select"]) == (3, "tpe", 1, "complete")
+    assert rec.settings["val_metric"] == "balanced_accuracy" and rec.settings["recipe"] == "vistabench"
+    assert rec.settings["preset"]["val_fraction"] == 0.4 and rec.settings["preset"]["train_per_class"] is None
+    trials = rec.settings["search"]["trials"]
+    done = [t for t in trials if t["state"] == "complete"]
+    best = max(done, key=lambda t: t["curve"][-1])
+    assert rec.settings["search"]["best_value"] == best["curve"][-1]
+    # an individual option overrides the recipe; a different rule is a different study
+    rc, out, err = run(capsys, "smalldata", "tune", "--method", "ce", "--recipe", "vistabench", "--select", "all",
+                       *tiny, "--json", "--store", store, "--work-dir", tmp_path / "w")
+    assert rc == 0, err
+    assert json.loads(out)["splits"][0]["resumed_trials"] == 2  # selection is not part of the study's name
+    rc, out, err = run(capsys, "smalldata", "tune", "--method", "ce", "--recipe", "vistabench", "--score-window", "2",
+                       *tiny, "--json", "--store", store, "--work-dir", tmp_path / "w")
+    assert rc == 0 and json.loads(out)["splits"][0]["resumed_trials"] == 0

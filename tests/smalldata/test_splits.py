@@ -100,3 +100,73 @@ def test_cli_splits_mnist5k(tmp_path, capsys):
     for i in range(3):
         c = json.loads((tmp_path / "s" / f"val{i}.json").read_text())
         assert c["kind"] == "smalldata-split" and c["class_counts"] == [20] * 10 and c["dataset"] == "mnist5k"
+
+
+# ------------------------------------------------------------------ gem's split sizes
+# Per-class counts of gem's datasets/<name>/{train0,val0}.txt (ciFAIR-10 from gem/datasets/cifair.py:
+# train = first 30, val = next 20 of each class): train, val, trainval pool.
+GEM_SIZES = {"cifair10": (30, 20), "eurosat": (30, 20), "clamm": (30, 20), "cub200": (20, 10), "isic2018": (50, 30)}
+
+
+@pytest.mark.parametrize("name", sorted(GEM_SIZES))
+def test_presets_draw_gems_train_val_sizes(name):
+    from vistabench.data.smalldata import get_preset
+
+    n_train, n_val = GEM_SIZES[name]
+    # CUB: the official training part has 30 images per class, 29 for six classes (gem's val0: 9 there)
+    counts = [30] * 6 + [29] * 2 if name == "cub200" else [n_train + n_val + 15] * 5
+    ds = pool(counts, seed=1)
+    sizes = get_preset(name).split_sizes()
+    for s in build_splits(ds.labels, num_classes=len(counts), seed=0, **sizes):
+        if name == "cub200":
+            assert s["trainval"]["class_counts"] == counts
+            assert s["val"]["class_counts"] == [10] * 6 + [9] * 2
+        else:
+            assert s["val"]["class_counts"] == [n_val] * 5
+        assert s["train"]["class_counts"] == [n_train] * len(counts)
+        assert s["train"]["train_per_class"] == n_train and s["train"]["val_fraction"] is None
+    # our earlier rule (vistabench recipe) gives 18/12 on CUB and 48/32 on ISIC instead
+    old = get_preset(name, recipe="vistabench").split_sizes()
+    s0 = build_splits(ds.labels, num_classes=len(counts), seed=0, **old)[0]
+    expect = {"cub200": 18, "isic2018": 48}.get(name, 30)
+    assert s0["train"]["class_counts"][0] == expect
+
+
+def test_split_sizes_overrides():
+    from vistabench.data.smalldata import get_preset
+
+    p = get_preset("mnist5k")
+    assert p.split_sizes() == {"per_class": 50, "train_per_class": 30, "val_fraction": None}
+    assert p.split_sizes(per_class=20) == {"per_class": 20, "train_per_class": 12, "val_fraction": None}
+    assert p.split_sizes(train_per_class=40) == {"per_class": 50, "train_per_class": 40, "val_fraction": None}
+    assert p.split_sizes(val_fraction=0.5) == {"per_class": 50, "train_per_class": None, "val_fraction": 0.5}
+
+
+def test_fixed_train_size_keeps_the_draw_and_checks_room_for_val():
+    ds = pool([60, 70, 80])
+    a = build_splits(ds.labels, num_classes=3, per_class=50, seed=2)  # 60/40 of 50 = 30/20
+    b = build_splits(ds.labels, num_classes=3, per_class=50, seed=2, train_per_class=30)
+    for x, y in zip(a, b):  # the same images: only the recorded rule differs
+        for part in ("trainval", "train", "val"):
+            assert x[part]["indices"] == y[part]["indices"]
+    with pytest.raises(InputError, match="train_per_class=50: class '0' has 50 trainval images, which leaves none"):
+        build_splits(ds.labels, num_classes=3, per_class=50, seed=0, train_per_class=50)
+    with pytest.raises(InputError, match="train_per_class"):
+        build_splits(ds.labels, num_classes=3, per_class=50, seed=0, train_per_class=0)
+
+
+def test_cli_splits_recipes_and_errors(tmp_path, capsys):
+    assert main(["smalldata", "splits", "--dataset", "digits", "--out", str(tmp_path / "g"), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["train_per_class"] == 30 and out["counts"]["val0.json"] == 200 and out["recipe"] == "gem"
+    assert main(["smalldata", "splits", "--dataset", "digits", "--recipe", "vistabench", "--per-class", "30",
+                 "--out", str(tmp_path / "v"), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["val_fraction"] == 0.4 and out["counts"]["train0.json"] == 180  # round(0.6 · 30) per class
+    rc = main(["smalldata", "splits", "--dataset", "digits", "--train-per-class", "10", "--val-fraction", "0.3",
+               "--out", str(tmp_path / "x")])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and "either --train-per-class or --val-fraction" in err
+    with pytest.raises(SystemExit):
+        main(["smalldata", "splits", "--dataset", "digits", "--recipe", "paper", "--out", str(tmp_path / "x")])
+    assert "invalid choice: 'paper'" in capsys.readouterr().err

@@ -9,11 +9,12 @@ import sys
 import textwrap
 import time
 
+import numpy as np
 import pytest
 
 from vistabench.errors import InputError
-from vistabench.tuning import (Choice, Fixed, LogUniform, TuneResult, TuneSettings, Uniform, parse_space,
-                               space_to_json, tune)
+from vistabench.tuning import (Choice, Fixed, LogUniform, TrialRecord, TuneResult, TuneSettings, Uniform,
+                               parse_space, select_best, space_to_json, tune)
 
 SPACE = {"lr": LogUniform(1e-4, 0.1), "bs": Choice((8, 16)), "momentum": Fixed(0.9)}
 
@@ -29,7 +30,9 @@ def objective(config, report):
 
 
 def test_asha_prunes_and_records_every_epoch():
-    s = TuneSettings(trials=15, max_epochs=9, grace_period=1, reduction_factor=3, sampler="random", seed=1)
+    # the vistabench rules: last-epoch value, best among completed trials
+    s = TuneSettings(trials=15, max_epochs=9, grace_period=1, reduction_factor=3, sampler="random", seed=1,
+                     score_window=1, select="complete")
     r = tune(objective, SPACE, s)
     assert len(r.trials) == 15 and [t.number for t in r.trials] == list(range(15))
     states = {t.state for t in r.trials}
@@ -41,12 +44,13 @@ def test_asha_prunes_and_records_every_epoch():
         if t.state == "complete":
             assert t.epochs == 9 and t.value == pytest.approx(t.curve[-1])
         else:
-            assert t.epochs < 9 and t.value is None
+            assert t.epochs < 9 and t.value == pytest.approx(t.curve[-1])  # its score when it was stopped
     best = max((t for t in r.trials if t.state == "complete"), key=lambda t: t.value)
     assert r.best_value == best.value and r.best_config == best.config
     assert r.total_epochs == sum(t.epochs for t in r.trials) < 15 * 9
     # plain search of the same configurations trains every trial to the end
-    full = tune(objective, SPACE, TuneSettings(trials=15, max_epochs=9, scheduler="none", sampler="random", seed=1))
+    full = tune(objective, SPACE, TuneSettings(trials=15, max_epochs=9, scheduler="none", sampler="random", seed=1,
+                                               score_window=1, select="complete"))
     assert full.total_epochs == 15 * 9
     assert [t.config for t in full.trials] == [t.config for t in r.trials]
     assert full.best_value >= r.best_value
@@ -135,6 +139,7 @@ def test_failed_trials_are_recorded_not_fatal():
     r = tune(diverging, SPACE, TuneSettings(trials=10, max_epochs=9, scheduler="none", sampler="random", seed=3))
     failed = [t for t in r.trials if t.state == "failed"]
     assert failed and all("nan" in t.error for t in failed) and len(r.trials) == 10
+    assert all(t.value is None for t in failed)
     assert r.best_config["bs"] == 8
 
 
@@ -152,6 +157,12 @@ def test_space_json_round_trip_and_errors():
         TuneSettings(trials=3, max_epochs=5, grace_period=6)
     with pytest.raises(InputError, match="engine"):
         TuneSettings(trials=3, max_epochs=5, engine="slurm")
+    with pytest.raises(InputError, match="select: expected one of"):
+        TuneSettings(trials=3, max_epochs=5, select="best")
+    with pytest.raises(InputError, match="score_window"):
+        TuneSettings(trials=3, max_epochs=5, score_window=0)
+    with pytest.raises(InputError, match="reduction_factor"):
+        TuneSettings(trials=3, max_epochs=5, reduction_factor=1)
 
 
 def _shape(obj):
@@ -179,6 +190,87 @@ def test_ray_engine_tiny_search_same_record_shape(tmp_path):
         assert t.curve == pytest.approx([ceiling * (1 - 0.5 ** e) for e in range(1, t.epochs + 1)])
     a, b = r.to_dict(), local.to_dict()
     assert set(a) == set(b) and set(a["trials"][0]) == set(b["trials"][0])
-    complete = [t for t in r.trials if t.state == "complete"]
-    assert r.best_value == max(t.value for t in complete)
+    # gem's rules on Ray too: value = mean of the last 5 raw values, best among all trials
+    for t in r.trials:
+        assert t.value == pytest.approx(float(np.mean(t.curve[-5:])))
+    assert r.best_value == max(t.value for t in r.trials)
     json.dumps(a)  # JSON-serialisable like the local record
+
+
+# ------------------------------------------------------------------ gem's rules, side by side
+# gem (scripts/hpo.py, gem/pipelines/common.py) reports after every epoch
+#     accuracy_avg5 = np.mean(metrics["val_accuracy"][-5:])
+# ASHA (reduction factor 2) stops trials on it, and the best configuration is
+#     analysis.get_best_trial("accuracy_avg5", "max", scope="last")
+# i.e. over ALL trials (stopped ones included) the largest last reported accuracy_avg5, NaN
+# skipped, the first trial winning a tie. Both are re-written here on their own.
+
+def gem_avg5_sequence(curve):
+    out, hist = [], []
+    for v in curve:
+        hist.append(v)
+        out.append(np.mean(hist[-5:]))
+    return out
+
+
+def gem_best_trial(trials):
+    """Ray Tune's get_best_trial(metric, "max", scope="last") over the trials in creation order."""
+    best, best_score = None, None
+    for t in trials:
+        if not t["curve"]:
+            continue
+        score = gem_avg5_sequence(t["curve"])[-1]
+        if np.isnan(score):
+            continue
+        if best_score is None or score > best_score:
+            best, best_score = t, score
+    return best, best_score
+
+
+def overfitting(config, report):
+    """A noisy curve that peaks at an epoch set by lr, then falls (so stopped trials can be the best)."""
+    rng = np.random.default_rng(int(config["lr"] * 1e9) % 2**32)
+    peak = 1 + int(8 * (math.log10(config["lr"]) + 4) / 3)
+    v = 0.0
+    for epoch in range(1, 13):
+        v = 0.9 - 0.04 * abs(epoch - peak) + 0.05 * rng.standard_normal()
+        report(epoch, v)
+    return v
+
+
+def test_gem_rules_match_a_rewrite_of_gem(tmp_path):
+    s = TuneSettings(trials=24, max_epochs=12, grace_period=2, seed=4)  # defaults: eta 2, random, avg5, all
+    assert (s.reduction_factor, s.sampler, s.score_window, s.select) == (2, "random", 5, "all")
+    r = tune(overfitting, SPACE, s, storage=tmp_path / "g.db", study_name="g")
+    trials = r.to_dict()["trials"]
+    assert {t["state"] for t in trials} == {"complete", "pruned"}
+    # what ASHA compared at every epoch is gem's accuracy_avg5 of the raw curve
+    import optuna
+
+    st = optuna.load_study(study_name="g", storage=f"sqlite:///{tmp_path / 'g.db'}")
+    for t, ot in zip(trials, sorted(st.get_trials(deepcopy=False), key=lambda t: t.number)):
+        seen = [ot.intermediate_values[k] for k in sorted(ot.intermediate_values)]
+        assert seen == pytest.approx(gem_avg5_sequence(t["curve"]))
+        assert t["value"] == pytest.approx(gem_avg5_sequence(t["curve"])[-1])
+    best, score = gem_best_trial(trials)
+    assert r.best_trial == best["number"] and r.best_value == pytest.approx(score)
+    assert r.best_config == best["config"]
+    # the difference the rule makes here: a stopped trial beats every completed one
+    assert best["state"] == "pruned"
+    complete = tune(overfitting, SPACE, TuneSettings(trials=24, max_epochs=12, grace_period=2, seed=4,
+                                                     select="complete"))
+    assert [t.curve for t in complete.trials] == [t["curve"] for t in trials]  # same search, other pick
+    only = [t for t in trials if t["state"] == "complete"]
+    assert complete.best_trial == gem_best_trial(only)[0]["number"] != r.best_trial
+
+
+def test_select_best_edge_cases():
+    def rec(n, state, value):
+        return TrialRecord(number=n, config={"n": n}, state=state, value=value, curve=[], epochs=0)
+
+    trials = [rec(0, "pruned", 0.9), rec(1, "complete", 0.8), rec(2, "complete", 0.8), rec(3, "failed", None),
+              rec(4, "pruned", float("nan"))]
+    assert select_best(trials, "all").number == 0
+    assert select_best(trials, "complete").number == 1  # tie: the earlier trial, as Ray's strict ">"
+    assert select_best([rec(0, "pruned", 0.5)], "complete") is None
+    assert select_best([rec(0, "failed", None)], "all") is None

@@ -21,7 +21,7 @@ def register(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
                     "             alias: sessions\n"
                     "  score      aAcc, lAcc, tAcc, gAcc (+ curve), PD, KR from an accuracy matrix or from\n"
                     "             one predictions file per session, and store the record (--no-store to skip)\n"
-                    "  run        sessions -> reference learner (prototype | finetune) -> predictions -> scores -> store\n"
+                    "  run        sessions -> learner (prototype | finetune | fr) -> predictions -> scores -> store\n"
                     "  reference  the paper's corner cases (Lazy, Greedy, Greedy-NF) for a session layout\n\n"
                     "Accuracies are fractions in [0, 1]. gAcc is the area under gAcc(alpha), alpha in [0, 1],\n"
                     "computed in closed form; --compat reproduces the authors' public formula instead.")
@@ -76,13 +76,34 @@ def register(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
                      "  similarity to class-mean prototypes; each novel session adds its prototypes.\n"
                      "finetune:  train on the base session, then grow the linear head and fine-tune the whole\n"
                      "  network on each novel session's few shots (it forgets: the contrast to show).\n"
-                     "Writes OUT/session_<i>.npz, scores them and adds a record to the store.")
+                     "fr:        the paper's feature rectification: a frozen ViT + prototypes, and per\n"
+                     "  intermediate block an FR module X_FR = M_m(cat(M_F(X_final), M_I(X_inter))) trained\n"
+                     "  with the IR (pairwise distances) and CR (prototype similarities) relation losses,\n"
+                     "  a cosine constraint and novel-class CE; branches averaged at test time. Default\n"
+                     "  backbone: vit_small with dim=64, depth=6, heads=4 (CPU-sized; the authors' shape is\n"
+                     "  --model vit_small --model-opt dim=256 --model-opt depth=12 --model-opt heads=8).\n"
+                     "Writes OUT/session_<i>.npz, scores them and adds a record to the store.\n\n"
+                     "example: vistabench incremental run --data mnist5k --method fr --base-classes 5 --way 1 \\\n"
+                     "           --shot 5 --epochs 1 --store /tmp/fs.sqlite")
     p.add_argument("--data", required=True, help="mnist5k | digits | cifar100:DIR | folder:DIR | npz:FILE")
     p.add_argument("--sessions", metavar="FILE", help="sessions file (else built from the layout options)")
     _layout_args(p)
     p.add_argument("--base-shot", type=int, help="training samples per base class (default: all)")
-    p.add_argument("--method", required=True, help="prototype | finetune")
-    p.add_argument("--model", default="cnn28", help="backbone (cnn28, resnet32, resnet18, ...; default cnn28)")
+    p.add_argument("--method", required=True, help="prototype | finetune | fr")
+    p.add_argument("--model", help="backbone (cnn28, resnet32, resnet18, vit_small, ...; default: cnn28, "
+                                   "for fr a small vit_small)")
+    p.add_argument("--model-opt", action="append", default=[], metavar="KEY=VALUE",
+                   help="backbone option, repeatable (vit_small: dim, depth, heads, patch_size; cnn28: width)")
+    p.add_argument("--fr-recipe", choices=("cpu", "paper"), default="cpu",
+                   help="fr: 'paper' = the authors' FR budget (100 epochs, PK batches of 1024, hidden 512); "
+                        "'cpu' (default) = 20 epochs, batches of 256, hidden 128, same losses and weights")
+    p.add_argument("--fr-epochs", type=int, help="fr: FR-module epochs per session (overrides the recipe)")
+    p.add_argument("--fr-layers", type=int, nargs="+", metavar="BLOCK",
+                   help="fr: 0-based ViT blocks feeding FR branches (default: the three before the last)")
+    p.add_argument("--fr-weights", metavar="K=V,...",
+                   help="fr: loss weights, e.g. cos=0.1,cr=0.1,ir_intra=1,ir_inter=1,ce_novel=0.5 (the default)")
+    p.add_argument("--fr-ensemble", choices=("logits", "softmax"), default="logits",
+                   help="fr: average the branches' cosine logits (authors' code, default) or softmaxes (paper)")
     p.add_argument("--epochs", type=int, default=5, help="base-session epochs (default 5)")
     p.add_argument("--novel-epochs", type=int, default=10, help="finetune: epochs per novel session (default 10)")
     p.add_argument("--lr", type=float, default=0.05, help="base-session learning rate (default 0.05)")
@@ -243,17 +264,25 @@ def _run(args: Any) -> dict[str, Any]:
     from ..protocols.incremental import load_sessions, run, write_sessions
     from ..store import ResultsStore
 
+    from .._validation import check_int, check_positive
+
+    for opt, v in (("--epochs", args.epochs), ("--novel-epochs", args.novel_epochs), ("--batch-size", args.batch_size)):
+        check_int(v, opt, min=1)
+    for opt, v in (("--lr", args.lr), ("--novel-lr", args.novel_lr)):
+        check_positive(v, opt)
     data = load_dataset(args.data)
     if data.test is None:
         raise InputError(f"--data {args.data!r}: the dataset has no test part")
     if args.sessions:
-        if args.preset or args.base_classes or args.way or args.shot:
+        if any(v is not None for v in (args.preset, args.base_classes, args.way, args.shot)):
             raise InputError("--sessions already fixes the layout; drop --preset/--base-classes/--way/--shot")
         sessions = load_sessions(args.sessions)
     else:
         sessions = write_sessions(Path(args.out) / "sessions.json", _build(args, data))
     with (ResultsStore(args.store) if args.store else nullcontext()) as store:
-        scores, paths = run(data, sessions, method=args.method, model=args.model, epochs=args.epochs,
+        scores, paths = run(data, sessions, method=args.method, model=args.model,
+                            model_options=_key_values(args.model_opt, "--model-opt"),
+                            method_options=_method_options(args), epochs=args.epochs,
                             novel_epochs=args.novel_epochs, lr=args.lr, novel_lr=args.novel_lr,
                             batch_size=args.batch_size, seed=args.seed, device=args.device,
                             mode="compat" if args.compat else "exact", out_dir=args.out, store=store,
@@ -262,6 +291,47 @@ def _run(args: Any) -> dict[str, Any]:
     out["predictions"] = [str(p) for p in paths]
     out["store"] = args.store
     return out
+
+
+def _number(text: str) -> int | float | str:
+    for conv in (int, float):
+        try:
+            return conv(text)
+        except ValueError:
+            pass
+    return text
+
+
+def _key_values(items: list[str], flag: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for item in items:
+        key, eq, value = item.partition("=")
+        if not eq or not key.strip() or not value.strip():
+            raise InputError(f"{flag}: expected KEY=VALUE, got {item!r}")
+        out[key.strip()] = _number(value.strip())
+    return out
+
+
+def _method_options(args: Any) -> dict[str, Any]:
+    fr_given = (args.fr_layers or args.fr_weights or args.fr_epochs is not None or args.fr_ensemble != "logits"
+                or args.fr_recipe != "cpu")
+    if args.method != "fr":
+        if fr_given:
+            raise InputError(f"--fr-* options go with --method fr, got --method {args.method}")
+        return {}
+    from ..learners.fscil_fr import FRConfig
+
+    weights = _key_values([w for w in (args.fr_weights or "").split(",") if w.strip()], "--fr-weights")
+    known = ("cos", "cr", "ir_intra", "ir_inter", "ce_novel")
+    bad = sorted(set(weights) - set(known))
+    if bad:
+        raise InputError(f"--fr-weights: unknown loss {bad[0]!r} (known: {', '.join(known)})")
+    try:
+        extra = {} if args.fr_epochs is None else {"epochs": args.fr_epochs}
+        return {"fr": FRConfig.recipe(args.fr_recipe, layers=tuple(args.fr_layers) if args.fr_layers else None,
+                                      ensemble=args.fr_ensemble, **extra, **weights)}
+    except InputError as exc:
+        raise InputError(f"--fr-{str(exc).replace('_', '-')}") from exc
 
 
 def _reference(args: Any) -> dict[str, Any]:
@@ -274,6 +344,12 @@ def _reference(args: Any) -> dict[str, Any]:
         if args.base_classes is None or args.way is None or args.num_sessions is None:
             raise InputError("give --preset or all of --base-classes, --way, --num-sessions")
         b, w, n = args.base_classes, args.way, args.num_sessions
+        from .._validation import check_int
+
+        for opt, v in (("--base-classes", b), ("--way", w), ("--num-sessions", n)):
+            check_int(v, opt, min=1)
+    if not 0 <= args.base_accuracy <= 1:
+        raise InputError(f"--base-accuracy: expected a fraction in [0, 1], got {args.base_accuracy}")
     res = reference_scores(base_classes=b, way=w, num_sessions=n, base_accuracy=args.base_accuracy,
                            mode="compat" if args.compat else "exact")
     return {k: v.to_dict() for k, v in res.items()}

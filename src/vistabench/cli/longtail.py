@@ -145,6 +145,12 @@ def _split(args):
     from ..data import load_dataset, write_split
     from ..protocols.longtail import build_training_split
 
+    from .._validation import check_fraction
+
+    check_fraction(args.val_fraction, "--val-fraction")
+    if args.val_fraction >= 1:
+        raise InputError(f"--val-fraction: expected a fraction in [0, 1) (some samples must stay for training), "
+                         f"got {args.val_fraction}")
     ds = load_dataset(args.data)
     split = build_training_split(ds.train.labels, imbalance=args.imbalance, n_max=args.n_max, kind=args.kind,
                                  seed=args.seed, val_fraction=args.val_fraction, dataset=args.data)
@@ -153,20 +159,12 @@ def _split(args):
 
 
 def _load_labels(path: str):
-    import zipfile
+    from ..data.predictions import read_npz_arrays
 
-    import numpy as np
-
-    p = Path(path)
-    if not p.is_file():
-        raise InputError(f"--labels {path!r}: no such file")
-    try:
-        with np.load(p, allow_pickle=False) as z:
-            if "labels" not in z.files:
-                raise InputError(f"--labels {path!r}: no array 'labels' (found {z.files})")
-            return z["labels"]
-    except (zipfile.BadZipFile, OSError, ValueError) as exc:
-        raise InputError(f"--labels {path!r}: not a readable .npz ({exc})") from exc
+    arrays = read_npz_arrays(path, "--labels")
+    if "labels" not in arrays:
+        raise InputError(f"--labels {path!r}: no array 'labels' (found {sorted(arrays)})")
+    return arrays["labels"]
 
 
 def _sweep(args):

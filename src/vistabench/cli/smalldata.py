@@ -16,7 +16,17 @@ def _dataset_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dataset", required=True, metavar="NAME",
                    help="cifair10 | cub200 | isic2018 | eurosat | clamm | mnist5k | digits | folder")
     p.add_argument("--root", metavar="DIR", help="the dataset's folder (not for mnist5k/digits)")
-    p.add_argument("--per-class", type=int, metavar="N", help="trainval images per class (default: the preset's)")
+    p.add_argument("--recipe", choices=["gem", "vistabench"], default="gem",
+                   help="protocol rules: gem = the benchmark's code (default: fixed train/val sizes per class, the "
+                        "dataset's own augmentation, ASHA eta 2, random search, mean val accuracy of the last 5 "
+                        "epochs, best among all trials); vistabench = our earlier rules (60/40 train/val, "
+                        "pad-crop + flip, eta 3, TPE, last-epoch balanced accuracy, completed trials only)")
+    p.add_argument("--per-class", type=int, metavar="N", help="trainval images per class (default: the preset's; "
+                   "alone it keeps the preset's train share, e.g. 20 -> 12 train + 8 val)")
+    p.add_argument("--train-per-class", type=int, metavar="N",
+                   help="train images per class, the rest of trainval is val (gem: 30; CUB 20, ISIC 50)")
+    p.add_argument("--val-fraction", type=float, metavar="F",
+                   help="instead of --train-per-class: share of each class's trainval images in val (vistabench: 0.4)")
     p.add_argument("--seed", type=int, default=0, help="split seed and search seed (default 0)")
     p.add_argument("--image-size", type=int, metavar="PX",
                    help="side length variable-size images are resized to (default: the preset's)")
@@ -38,9 +48,21 @@ def _run_args(p: argparse.ArgumentParser, *, final: bool, search: bool) -> None:
     if search:
         p.add_argument("--trials", type=int, help="configurations per split (default: the preset's)")
         p.add_argument("--grace-period", type=int, help="ASHA's minimum epochs (default: the preset's)")
-        p.add_argument("--reduction-factor", type=int, default=3, help="ASHA's eta (default 3)")
-        p.add_argument("--scheduler", choices=["asha", "none"], default="asha")
-        p.add_argument("--sampler", choices=["tpe", "random"], default="tpe")
+        p.add_argument("--reduction-factor", type=int, help="ASHA's eta (default: the recipe's, gem 2, vistabench 3)")
+        p.add_argument("--scheduler", choices=["asha", "none"], default="asha",
+                       help="asha stops weak trials early; none trains every trial to --epochs")
+        p.add_argument("--sampler", choices=["random", "tpe"],
+                       help="how configurations are proposed (default: the recipe's, gem random, vistabench tpe)")
+        p.add_argument("--score-window", type=int, metavar="K",
+                       help="a trial's score = mean val metric of its last K epochs (default: gem 5, vistabench 1)")
+        p.add_argument("--select", choices=["all", "complete"],
+                       help="pick the best configuration among all trials, stopped ones included (gem), or among "
+                            "completed trials only (vistabench)")
+        p.add_argument("--val-metric", choices=["accuracy", "balanced_accuracy"],
+                       help="validation metric the search maximises (default: gem accuracy, vistabench balanced)")
+        p.add_argument("--augment", choices=["preset", "pad-crop-flip", "none"], default="preset",
+                       help="training augmentation: the dataset's own (preset, gem's per dataset), zero-pad-4 crop + "
+                            "horizontal flip for every dataset, or none")
         p.add_argument("--engine", choices=["local", "ray"], default="local",
                        help="local: Optuna in-process (resumable SQLite study); ray: Ray Tune")
         p.add_argument("--ray-address", metavar="ADDR", help="Ray cluster address (default: start a local Ray)")
@@ -71,7 +93,8 @@ def register(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
     p = s.add_parser("split", aliases=["splits"], help="write the split files (alias: splits)", description=
                      "Writes trainval0..2.json, train0..2.json, val0..2.json (and test0..2.json for datasets "
                      "without an official test set) to --out. Each holds the sorted `indices` (positions in the "
-                     "dataset's training pool), per-class counts and a sha256; per class, train ~60%% / val ~40%%. "
+                     "dataset's training pool), per-class counts and a sha256. Per class, train/val sizes follow the "
+                     "recipe: gem's fixed counts (30/20; CUB 20/rest; ISIC 50/30) or vistabench's 60%%/40%%. "
                      "The same seed writes byte-identical files.")
     _dataset_args(p)
     p.add_argument("--out", required=True, metavar="DIR", help="folder to write the split files to")
@@ -114,25 +137,56 @@ def register(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
     p.set_defaults(handler=_table)
 
     p = s.add_parser("list", help="dataset presets and methods")
+    p.add_argument("--recipe", choices=["gem", "vistabench"], default="gem", help="show this recipe's presets")
     add_json_arg(p)
     p.set_defaults(handler=_list, human=_list_text)
     return s
 
 
 # ---------------------------------------------------------------------------------- handlers
+def _check_ranges(args) -> None:
+    """Every integer option's range, before any data is loaded (CLI option names in the message)."""
+    from .._validation import check_int
+
+    for dest, low in (("per_class", 1), ("image_size", 1), ("epochs", 1), ("threads", 1), ("trials", 1),
+                      ("grace_period", 1), ("reduction_factor", 2), ("repeats", 1), ("final_epochs", 1),
+                      ("train_per_class", 1), ("score_window", 1)):
+        check_int(getattr(args, dest, None), f"--{dest.replace('_', '-')}", min=low, allow_none=True)
+    vf = getattr(args, "val_fraction", None)
+    if vf is not None and not 0 < vf < 1:
+        raise InputError(f"--val-fraction: expected a fraction in (0, 1), got {vf}")
+    for dest, low in (("batch_sizes", 1), ("split", 0)):
+        for v in getattr(args, dest, None) or []:
+            check_int(v, f"--{dest.replace('_', '-')}", min=low)
+
+
 def _splits(args):
     from ..data.smalldata import get_preset, load_smalldata
-    from ..data.smalldata_splits import write_splits
 
-    preset = get_preset(args.dataset)
+    _check_ranges(args)
+    from ..data.smalldata_splits import write_preset_splits
+
+    preset = get_preset(args.dataset, recipe=args.recipe)
+    _check_sizes(args)
     data = load_smalldata(args.dataset, args.root, image_size=args.image_size)
-    own = data.test is None
-    res = write_splits(data.train, args.out, dataset_name=args.dataset,
-                       per_class=args.per_class if args.per_class is not None else preset.per_class,
-                       seed=args.seed, val_fraction=preset.val_fraction, num_splits=preset.num_splits,
-                       own_test=own, test_per_class=preset.test_per_class if own else None)
+    res = write_preset_splits(data, args.out, dataset_name=args.dataset, preset=preset, seed=args.seed,
+                              per_class=args.per_class, train_per_class=args.train_per_class,
+                              val_fraction=args.val_fraction)
     res["dataset"] = args.dataset
+    res["recipe"] = args.recipe
     return res
+
+
+def _check_sizes(args) -> None:
+    if args.train_per_class is not None and args.val_fraction is not None:
+        raise InputError(f"--val-fraction {args.val_fraction}: give either --train-per-class or --val-fraction, "
+                         "not both")
+
+
+def _augmentation(name: str):
+    from ..data.augment import NO_AUGMENTATION, PAD_CROP_FLIP
+
+    return {"preset": None, "pad-crop-flip": PAD_CROP_FLIP, "none": NO_AUGMENTATION}[name]
 
 
 def _splits_text(r: dict) -> str:
@@ -146,11 +200,14 @@ def _space_override(args) -> dict | None:
         text = args.space.strip()
         if text.startswith("{"):
             try:
-                out.update(json.loads(text))
+                out = json.loads(text)
             except json.JSONDecodeError as exc:
                 raise InputError(f"--space: malformed JSON ({exc.msg})") from exc
         else:
-            out.update(read_json_file(text, "--space"))
+            out = read_json_file(text, "--space")
+        if not isinstance(out, dict):
+            raise InputError(f"--space {text[:60]!r}: expected a JSON object of parameter -> range, "
+                             f'e.g. {{"lr": {{"loguniform": [0.001, 0.1]}}}}, got a {type(out).__name__}')
     if getattr(args, "batch_sizes", None):
         out["batch_size"] = {"choice": list(args.batch_sizes)}
     return out or None
@@ -171,21 +228,31 @@ def _score(args):
 def _run(args):
     from contextlib import nullcontext
 
+    from ..data.smalldata import get_preset
     from ..learners.smalldata import get_method
     from ..protocols.smalldata import Options, prepare, run_method
     from ..store import ResultsStore
 
+    _check_ranges(args)
     get_method(args.method)  # unknown names fail before the data is loaded
-    pc = args.per_class
+    _check_sizes(args)
     split_out = None
     if args.splits is None:
-        split_out = Path(args.work_dir) / "splits" / f"{args.dataset}-pc{pc if pc is not None else 'preset'}-seed{args.seed}"
-    ctx = prepare(args.dataset, root=args.root, split_dir=args.splits, per_class=pc, seed=args.seed,
-                  image_size=args.image_size, splits=args.split, out_splits=split_out)
+        sizes = get_preset(args.dataset, recipe=args.recipe).split_sizes(
+            per_class=args.per_class, train_per_class=args.train_per_class, val_fraction=args.val_fraction)
+        pc, tpc, vf = sizes["per_class"], sizes["train_per_class"], sizes["val_fraction"]
+        split_out = (Path(args.work_dir) / "splits" /
+                     f"{args.dataset}-pc{pc if pc is not None else 'all'}-{f'train{tpc}' if tpc else f'vf{vf:g}'}"
+                     f"-seed{args.seed}")
+    ctx = prepare(args.dataset, root=args.root, split_dir=args.splits, per_class=args.per_class, seed=args.seed,
+                  image_size=args.image_size, splits=args.split, out_splits=split_out, recipe=args.recipe,
+                  train_per_class=args.train_per_class, val_fraction=args.val_fraction)
     opts = Options(model=args.model, epochs=args.epochs, final_epochs=getattr(args, "final_epochs", None),
                    trials=args.trials, grace_period=args.grace_period, reduction_factor=args.reduction_factor,
                    repeats=getattr(args, "repeats", 10), device=args.device, engine=args.engine,
                    ray_address=args.ray_address, sampler=args.sampler, scheduler=args.scheduler, seed=args.seed,
+                   score_window=args.score_window, select=args.select, val_metric=args.val_metric,
+                   augmentation=_augmentation(args.augment),
                    space=_space_override(args), work_dir=args.work_dir, threads=args.threads)
     with (ResultsStore(args.store) if args.store else nullcontext()) as store:
         return run_method(ctx, args.method, opts, store, do_tune=args.mode in ("tune", "run"),
@@ -197,7 +264,7 @@ def _run_text(r: dict) -> str:
     for e in r["splits"]:
         s = f"  split {e['split']}: "
         if e.get("trials"):
-            s += f"{e['trials']} trials, {e['total_epochs']} epochs, best val balanced acc {100 * e['best_val']:.2f}% "
+            s += f"{e['trials']} trials, {e['total_epochs']} epochs, best val score {100 * e['best_val']:.2f}% "
         s += f"config {json.dumps(e['best_config'], sort_keys=True)}"
         if "test_balanced_accuracy" in e:
             v = [x for x in e["test_balanced_accuracy"] if x is not None]
@@ -226,17 +293,28 @@ def _list(args):
     from ..learners.smalldata import methods
     from ..tuning import space_to_json
 
-    return {"datasets": {n: presets.get(n).to_dict() for n in presets.names()},
+    from ..data.smalldata import get_preset
+
+    return {"recipe": args.recipe,
+            "datasets": {n: get_preset(n, recipe=args.recipe).to_dict() for n in presets.names()},
             "methods": {n: {"title": methods.get(n).title, "family": methods.get(n).family,
                             "space": space_to_json(methods.get(n).space), "fixed": methods.get(n).fixed,
                             "tuned": methods.get(n).tuned} for n in methods.names()}}
 
 
 def _list_text(r: dict) -> str:
+    from ..data.augment import Augmentation
+
     lines = ["datasets:"]
     for n, p in r["datasets"].items():
-        lines.append(f"  {n:10s} {p['description']}; {p['per_class'] or 'all'}/class, batch {p['batch_sizes']}, "
-                     f"{p['trials']} trials x {p['epochs']} epochs, grace {p['grace_period']}, model {p['model']}")
+        split = (f"{p['train_per_class']} train + {'rest' if p['per_class'] is None else p['per_class'] - p['train_per_class']}"
+                 f" val" if p["train_per_class"] else f"val fraction {p['val_fraction']}")
+        lines.append(f"  {n:10s} {p['description']}; {p['per_class'] or 'all'}/class ({split}), batch "
+                     f"{p['batch_sizes']}, {p['trials']} trials x {p['epochs']} epochs, grace {p['grace_period']}, "
+                     f"model {p['model']}; augment {Augmentation(**p['augmentation']).describe()}")
+    lines.append(f"search rules ({r['recipe']} recipe): " + ", ".join(
+        f"{k} {v}" for k, v in next(iter(r["datasets"].values())).items()
+        if k in ("reduction_factor", "sampler", "score_window", "select", "val_metric")))
     lines.append("methods:")
     for n, m in r["methods"].items():
         extra = json.dumps(m["space"]) if m["space"] else ""

@@ -1,14 +1,16 @@
 """Small-data split files: seeded, stratified, hashed.
 
 For split i = 0..2 the builder draws ``per_class`` images of every class from the training pool
-(``trainval{i}``), then divides each class's draw into train (``round((1 − val_fraction)·n_c)``) and
-val (the rest). Datasets without an official test set also get ``test{i}``: up to
+(``trainval{i}``), then divides each class's draw into train and val (the rest): either a fixed
+``train_per_class`` images (gem's split files: 30 train / 20 val for ciFAIR-10, EuroSAT and CLaMM,
+20 / ≤10 for CUB, 50 / 30 for ISIC) or ``round((1 − val_fraction)·n_c)`` images. Datasets without an official test set also get ``test{i}``: up to
 ``test_per_class`` images per class from the pool images that are not in ``trainval{i}``.
 Each split i has its own random stream ``default_rng([seed, i])``, so the three sub-samples are
 independent draws (they may share images), and the same seed writes byte-identical files anywhere.
 
 A split file (``write_split`` format) holds ``kind="smalldata-split"``, ``dataset``, ``part``
-(train/val/trainval/test), ``split`` (i), ``seed``, ``per_class``, ``val_fraction``,
+(train/val/trainval/test), ``split`` (i), ``seed``, ``per_class``, ``train_per_class``,
+``val_fraction`` (the one not used is null),
 ``class_names``, ``class_counts``, ``pool_size``, ``pool_labels_sha256`` and the sorted
 ``indices``: positions in the dataset's training pool (``DataSplits.train``).
 """
@@ -24,11 +26,11 @@ import numpy as np
 
 from .._validation import check_fraction, check_labels, check_positive
 from ..errors import InputError
-from .dataset import Dataset
-from .smalldata import labels_fingerprint
+from .dataset import DataSplits, Dataset
+from .smalldata import SmallDataPreset, labels_fingerprint
 from .splits import read_split, write_split
 
-__all__ = ["SmallDataSplit", "build_splits", "write_splits", "read_splits", "SPLIT_KIND"]
+__all__ = ["SmallDataSplit", "build_splits", "write_splits", "write_preset_splits", "read_splits", "SPLIT_KIND"]
 
 SPLIT_KIND = "smalldata-split"
 PARTS = ("trainval", "train", "val", "test")
@@ -61,7 +63,8 @@ def build_splits(
     num_classes: int,
     per_class: int | None,
     seed: int,
-    val_fraction: float = 0.4,
+    val_fraction: float | None = 0.4,
+    train_per_class: int | None = None,
     num_splits: int = 3,
     own_test: bool = False,
     test_per_class: int | None = None,
@@ -79,7 +82,10 @@ def build_splits(
         Images per class in trainval; None keeps every pool image (CUB), so only train/val vary.
     seed : int
     val_fraction : float in (0, 1)
-        Share of each class's trainval images that go to val (paper: ≈ 40%).
+        Share of each class's trainval images that go to val (vistabench recipe: 40%); ignored
+        when ``train_per_class`` is given.
+    train_per_class : int, optional
+        Train images per class; the rest of each class's trainval images go to val (gem).
     own_test : bool
         Also draw ``test{i}`` from the images outside ``trainval{i}``.
     test_per_class : int, optional
@@ -91,9 +97,15 @@ def build_splits(
     """
     y = check_labels(labels, "labels", num_classes=num_classes)
     seed = int(check_positive(seed, "seed", strict=False, integer=True))
-    vf = check_fraction(val_fraction, "val_fraction")
-    if not 0 < vf < 1:
-        raise InputError(f"val_fraction: expected a fraction strictly between 0 and 1, got {val_fraction!r}")
+    vf: float | None = None
+    if train_per_class is not None:
+        train_per_class = int(check_positive(train_per_class, "train_per_class", integer=True))
+    else:
+        if val_fraction is None:
+            raise InputError("val_fraction: expected a fraction when train_per_class is not given, got None")
+        vf = check_fraction(val_fraction, "val_fraction")
+        if not 0 < vf < 1:
+            raise InputError(f"val_fraction: expected a fraction strictly between 0 and 1, got {val_fraction!r}")
     num_splits = int(check_positive(num_splits, "num_splits", integer=True))
     names = class_names or [str(i) for i in range(num_classes)]
     counts = np.bincount(y, minlength=num_classes)
@@ -115,10 +127,18 @@ def build_splits(
     if per_class is None and counts.min() < 2:
         k = int(np.argmin(counts))
         raise InputError(f"labels: class {names[k]!r} has {int(counts[k])} image; train and val need at least 2")
+    if train_per_class is not None:
+        tv_n = counts if per_class is None else np.minimum(counts, per_class)
+        short = np.flatnonzero(tv_n <= train_per_class)
+        if short.size:
+            k = int(short[0])
+            raise InputError(f"train_per_class={train_per_class}: class {names[k]!r} has {int(tv_n[k])} trainval "
+                             f"images, which leaves none for val")
     if test_per_class is not None:
         test_per_class = int(check_positive(test_per_class, "test_per_class", integer=True))
     by_class = [np.flatnonzero(y == c) for c in range(num_classes)]
-    common = {"kind": SPLIT_KIND, "version": 1, "seed": seed, "per_class": per_class, "val_fraction": vf,
+    common = {"kind": SPLIT_KIND, "version": 1, "seed": seed, "per_class": per_class,
+              "train_per_class": train_per_class, "val_fraction": vf,
               "num_classes": num_classes, "class_names": list(names), "pool_size": int(len(y)),
               "pool_labels_sha256": labels_fingerprint(y)}
     out = []
@@ -132,8 +152,11 @@ def build_splits(
             else:
                 chosen = rng.permutation(pool)[:per_class]
             chosen = rng.permutation(chosen)
-            n_train = int(np.floor((1.0 - vf) * len(chosen) + 0.5))
-            n_train = min(max(n_train, 1), len(chosen) - 1)
+            if train_per_class is not None:
+                n_train = train_per_class
+            else:
+                n_train = int(np.floor((1.0 - vf) * len(chosen) + 0.5))  # type: ignore[operator]
+                n_train = min(max(n_train, 1), len(chosen) - 1)
             tv.append(chosen)
             tr.append(chosen[:n_train])
             va.append(chosen[n_train:])
@@ -159,7 +182,8 @@ def write_splits(
     dataset_name: str,
     per_class: int | None,
     seed: int,
-    val_fraction: float = 0.4,
+    val_fraction: float | None = 0.4,
+    train_per_class: int | None = None,
     num_splits: int = 3,
     own_test: bool = False,
     test_per_class: int | None = None,
@@ -169,7 +193,8 @@ def write_splits(
     Returns ``{"out": dir, "files": {name: sha256}, "counts": {name: size}}``.
     """
     splits = build_splits(dataset.labels, num_classes=dataset.num_classes, per_class=per_class, seed=seed,
-                          val_fraction=val_fraction, num_splits=num_splits, own_test=own_test,
+                          val_fraction=val_fraction, train_per_class=train_per_class,
+                          num_splits=num_splits, own_test=own_test,
                           test_per_class=test_per_class, class_names=list(dataset.class_names))
     out = Path(out_dir)
     files, sizes = {}, {}
@@ -180,6 +205,27 @@ def write_splits(
             files[f"{part}{i}.json"] = sealed["sha256"]
             sizes[f"{part}{i}.json"] = len(sealed["indices"])
     return {"out": str(out), "files": files, "counts": sizes}
+
+
+def write_preset_splits(
+    data: DataSplits,
+    out_dir: str | os.PathLike[str],
+    *,
+    dataset_name: str,
+    preset: SmallDataPreset,
+    seed: int,
+    per_class: int | None = None,
+    train_per_class: int | None = None,
+    val_fraction: float | None = None,
+) -> dict[str, Any]:
+    """:func:`write_splits` with the preset's split sizes (overrides as in
+    :meth:`SmallDataPreset.split_sizes`); datasets without an official test set get ``test{i}``."""
+    own = data.test is None
+    sizes = preset.split_sizes(per_class=per_class, train_per_class=train_per_class, val_fraction=val_fraction)
+    res = write_splits(data.train, out_dir, dataset_name=dataset_name, seed=seed, num_splits=preset.num_splits,
+                       own_test=own, test_per_class=preset.test_per_class if own else None, **sizes)
+    res.update(sizes)
+    return res
 
 
 def read_splits(

@@ -13,6 +13,8 @@ every class seen so far (``scores``):
     Train on the base session, then for each novel session grow the linear head by the new classes
     and fine-tune the whole network on the few shots alone. Nothing protects the old classes, so it
     forgets them: the contrast the gAcc curve should make visible.
+``fr``
+    The paper's feature rectification on a frozen ViT (:mod:`.fscil_fr`).
 
 Images go in as the dataset stores them (N, H, W, B); the shared :class:`~.trainer.Trainer` converts
 and standardises them. Every session reuses the base session's input normalisation (a fixed
@@ -23,7 +25,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
@@ -37,7 +39,8 @@ from .trainer import TrainConfig, Trainer
 
 __all__ = ["IncrementalConfig", "IncrementalLearner", "PrototypeLearner", "FinetuneLearner", "incremental_methods"]
 
-incremental_methods: Registry[type["IncrementalLearner"]] = Registry("incremental method")
+incremental_methods: Registry[type["IncrementalLearner"]] = Registry(
+    "incremental method", modules=("vistabench.learners.fscil_fr",))  # fr registers itself there
 
 
 @dataclass
@@ -56,6 +59,11 @@ class IncrementalConfig:
         Capped at the session's number of images.
     seed : int
     device : str
+    model_options : dict
+        Keyword options of the backbone (e.g. ``{"dim": 64, "depth": 6, "heads": 4}`` for
+        ``vit_small``), passed to :func:`~vistabench.learners.models.build_model`.
+    method_options : dict
+        Method-specific settings (``{"fr": FRConfig(...)}`` for the feature-rectification learner).
     """
 
     model: str = "cnn28"
@@ -66,6 +74,8 @@ class IncrementalConfig:
     batch_size: int = 128
     seed: int = 0
     device: str = "cpu"
+    model_options: dict = field(default_factory=dict)
+    method_options: dict = field(default_factory=dict)
 
 
 class _SessionTrainer(Trainer):
@@ -86,7 +96,13 @@ class _SessionTrainer(Trainer):
 
 
 class IncrementalLearner:
-    """Base class: ``learn(images, labels, classes, session=i)`` then ``scores(images)``."""
+    """Base class: ``learn(images, labels, classes, session=i)`` then ``scores(images)``.
+
+    ``default_model``/``default_model_options``: the backbone a run uses when none is named.
+    """
+
+    default_model: str = "cnn28"
+    default_model_options: dict = {}
 
     def __init__(self, cfg: IncrementalConfig, *, in_channels: int, image_size: int | None = None,
                  base_cache: dict | None = None) -> None:
@@ -126,8 +142,8 @@ class IncrementalLearner:
         h = hashlib.sha256(np.ascontiguousarray(images).tobytes())
         h.update(np.ascontiguousarray(labels, dtype=np.int64).tobytes())
         c = self.cfg
-        return (c.model, c.epochs, c.lr, c.batch_size, c.seed, c.device, self.in_channels, self.image_size,
-                tuple(self.classes), h.hexdigest())
+        return (c.model, tuple(sorted(c.model_options.items())), c.epochs, c.lr, c.batch_size, c.seed, c.device,
+                self.in_channels, self.image_size, tuple(self.classes), h.hexdigest())
 
     def _train_base(self, images: np.ndarray, labels: np.ndarray) -> None:
         """Train the backbone on the base session. With a ``base_cache`` dict, a base session
@@ -140,7 +156,7 @@ class IncrementalLearner:
             self.train_results.append(result)
             return
         model = build_model(self.cfg.model, num_classes=len(self.classes), in_channels=self.in_channels,
-                            image_size=self.image_size, seed=self.cfg.seed)
+                            image_size=self.image_size, seed=self.cfg.seed, **self.cfg.model_options)
         cfg = self._config(epochs=self.cfg.epochs, lr=self.cfg.lr, n=len(labels), seed=self.cfg.seed)
         self.trainer = _SessionTrainer(model, cfg)
         self.train_results.append(self.trainer.fit(images, self._targets(labels)))
@@ -154,6 +170,10 @@ class IncrementalLearner:
     def scores(self, images: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(N, C_seen) scores and the class id of each column."""
         raise NotImplementedError  # pragma: no cover
+
+    def settings(self) -> dict[str, Any]:
+        """Method-specific settings stored with the run's record (none for the simple learners)."""
+        return {}
 
 
 @incremental_methods.register("prototype")
@@ -218,3 +238,5 @@ class FinetuneLearner(IncrementalLearner):
         if self.trainer is None:
             raise InputError("scores: learn the base session first")
         return self.trainer.predict_logits(images), np.asarray(self.classes, dtype=np.int64)
+
+

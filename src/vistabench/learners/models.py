@@ -421,6 +421,29 @@ class VisionTransformer(Backbone):
         x = self.norm(self.blocks(x))
         return x[:, 0]
 
+    def block_features(self, x: torch.Tensor, blocks: "list[int] | tuple[int, ...]") -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """Final features and the class token after each listed block (0-based), shapes (N, D).
+
+        Intermediate tokens go through the final ``norm`` as well, as in the FSCIL feature
+        rectification code (iSEE-Laboratory/Revisting_FSCIL, ``models/deit.py``,
+        ``MultiLyaerOutputVisionTransformer``). ``block_features(x, [])[0]`` equals ``features(x)``.
+        """
+        depth = len(self.blocks)
+        bad = [b for b in blocks if isinstance(b, bool) or not 0 <= int(b) < depth]
+        if bad:
+            raise InputError(f"blocks: expected block indices in 0..{depth - 1}, got {bad}")
+        want = {int(b) for b in blocks}
+        x = self.patch_embed(x)
+        gh, gw = x.shape[-2:]
+        x = x.flatten(2).transpose(1, 2)
+        x = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], dim=1) + self._pos(gh, gw)
+        inter: dict[int, torch.Tensor] = {}
+        for i, blk in enumerate(self.blocks):
+            x = blk(x)
+            if i in want:
+                inter[i] = self.norm(x)[:, 0]
+        return self.norm(x)[:, 0], [inter[int(b)] for b in blocks]
+
 
 @models.register("vit_small")
 def _vit_small(num_classes: int, in_channels: int, image_size: int | None = None, **kw) -> Backbone:

@@ -109,9 +109,10 @@ class TrainConfig:
         asked for but missing); ``"auto"`` takes CUDA when available.
     label_smoothing : float
         For the default cross-entropy loss, in [0, 1].
-    augment : bool
-        Random crop after ``crop_padding`` zero padding + horizontal flip (for 32 px natural
-        images; leave off for digits).
+    augment : bool or callable
+        True: random crop after ``crop_padding`` zero padding + horizontal flip (for 32 px natural
+        images; leave off for digits). A callable ``(x, generator) -> x`` on the float
+        (n, C, H, W) batch replaces it (e.g. a dataset's :class:`vistabench.data.augment.Augmentation`).
     crop_padding : int
         Padding of the random crop (4 = the CIFAR convention).
     warmup_epochs : int
@@ -138,7 +139,7 @@ class TrainConfig:
     seed: int = 0
     device: str = "cpu"
     label_smoothing: float = 0.0
-    augment: bool = False
+    augment: bool | Callable = False
     crop_padding: int = 4
     warmup_epochs: int = 0
     nesterov: bool = False
@@ -297,7 +298,8 @@ class Trainer:
     def _batch(self, images: np.ndarray, idx: np.ndarray | slice, gen: torch.Generator | None) -> torch.Tensor:
         x = to_float_nchw(images[idx])
         if gen is not None:
-            x = augment_batch(x, gen, padding=self.cfg.crop_padding)
+            aug = self.cfg.augment
+            x = aug(x, gen) if callable(aug) else augment_batch(x, gen, padding=self.cfg.crop_padding)
         return self.normaliser.apply(x).to(self.device, non_blocking=True)  # type: ignore[union-attr]  # set by fit() first
 
     def _step_flops(self, input_shape: tuple[int, ...], n: int, trainable: str) -> int:

@@ -279,6 +279,11 @@ def _check_pool(labels: np.ndarray, sweep: dict[str, Any], arrays: list[list[np.
     if labels.size and labels.max() >= C:
         raise InputError(f"predictions: labels must be < {C} (the sweep's num_classes), found {int(labels.max())}")
     needed = 1 + max((int(a.max()) for pt in arrays for a in pt if a.size), default=-1)
+    pool = sweep.get("pool_size")  # sweep files written before it was recorded lack it
+    if pool is not None and len(labels) != pool:
+        raise InputError(f"predictions: {len(labels)} samples, but the sweep was built on a pool of {pool}: "
+                         f"length differs ({'longer' if len(labels) > pool else 'shorter'} than the sweep's pool; "
+                         "another test set?)")
     if len(labels) < needed:
         raise InputError(f"predictions: {len(labels)} samples, but the sweep indexes a pool of at least {needed}: "
                          "length differs from the sweep's pool")

@@ -179,7 +179,9 @@ def run(
     sessions: dict[str, Any],
     *,
     method: str,
-    model: str = "cnn28",
+    model: str | None = None,
+    model_options: dict[str, Any] | None = None,
+    method_options: dict[str, Any] | None = None,
     epochs: int = 5,
     novel_epochs: int = 10,
     lr: float = 0.05,
@@ -198,9 +200,11 @@ def run(
     score the files and (with ``store``) record the run.
 
     ``data`` is a :class:`~vistabench.data.DataSplits` with a test part; ``sessions`` a sessions dict
-    with train indices and a test pool. ``method`` is ``"prototype"`` or ``"finetune"`` (registry
-    :data:`vistabench.learners.incremental.incremental_methods`). Pass the same ``base_cache`` dict to
-    several runs to train an identical base session only once.
+    with train indices and a test pool. ``method`` is ``"prototype"``, ``"finetune"`` or ``"fr"``
+    (registry :data:`vistabench.learners.incremental.incremental_methods`). ``model`` defaults to the
+    method's backbone (cnn28; for ``fr`` a small ``vit_small``, ``dim=64, depth=6, heads=4``, unless
+    ``model_options`` says otherwise); ``method_options`` holds method settings (``{"fr": FRConfig}``).
+    Pass the same ``base_cache`` dict to several runs to train an identical base session only once.
     """
     from ..learners.incremental import IncrementalConfig, incremental_methods
 
@@ -211,7 +215,12 @@ def run(
         raise InputError("sessions: running a learner needs train_indices and a test pool (build the file "
                          "with `vistabench incremental sessions`)")
     learner_cls = incremental_methods.get(method)
-    cfg = IncrementalConfig(model=model, epochs=epochs, novel_epochs=novel_epochs, lr=lr, novel_lr=novel_lr,
+    if model is None:
+        model = learner_cls.default_model
+        model_options = {**learner_cls.default_model_options, **(model_options or {})}
+    model_options = dict(model_options or {})
+    cfg = IncrementalConfig(model=model, model_options=model_options, method_options=dict(method_options or {}),
+                            epochs=epochs, novel_epochs=novel_epochs, lr=lr, novel_lr=novel_lr,
                             batch_size=batch_size, seed=seed, device=device)
     learner = learner_cls(cfg, in_channels=int(data.train.images.shape[-1]), image_size=int(data.train.images.shape[1]),
                           base_cache=base_cache)
@@ -240,7 +249,8 @@ def run(
     else:
         result = score_predictions(preds, sessions, mode=mode)
     if store is not None:
-        settings = {"model": model, "epochs": epochs, "novel_epochs": novel_epochs, "lr": lr,
+        settings = {"model": model, "model_options": model_options, **learner.settings(),
+                    "epochs": epochs, "novel_epochs": novel_epochs, "lr": lr,
                     "novel_lr": novel_lr, "batch_size": batch_size, "device": device,
                     "seconds": round(seconds, 2)}
         store.add(record_for(result, dataset=dataset or sessions.get("dataset") or data.train.name,

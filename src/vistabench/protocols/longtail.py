@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from .._validation import check_positive
+from .._validation import check_fraction, check_positive
 from ..data import Dataset, load_dataset, load_predictions, seal, save_predictions, write_split
 from ..data.predictions import Predictions
 from ..errors import InputError
@@ -51,6 +51,9 @@ def build_training_split(
     dict (sealed split-file content): ``indices`` (training positions), ``val_indices``,
     ``counts`` (training samples per class, validation excluded) and the settings.
     """
+    val_fraction = check_fraction(val_fraction, "val_fraction")
+    if val_fraction >= 1:
+        raise InputError(f"val_fraction: expected a fraction in [0, 1), got {val_fraction}")
     labels = np.asarray(labels, dtype=np.int64)
     C = int(labels.max()) + 1 if labels.size else 0
     if C == 0:

@@ -23,7 +23,7 @@ from ..metrics import longtail as M
 SWEEP_KIND = "longtail-sweep"
 SWEEP_VERSION = 1
 SWEEP_KEYS = {"kind", "version", "seed", "num_classes", "train_counts", "test_imbalance", "n_max",
-              "repeats", "points", "sha256"}
+              "repeats", "pool_size", "points", "sha256"}
 POINT_KEYS = {"alpha", "divergence", "class_counts", "samples"}
 SCALARS = ("auc", "avg", "std", "max", "min", "drop_ratio", "balanced", "many", "medium", "few",
            "worst_class")
@@ -115,7 +115,7 @@ def build_sweep(
     return seal({
         "kind": SWEEP_KIND, "version": SWEEP_VERSION, "seed": int(seed), "num_classes": C,
         "train_counts": counts.tolist(), "test_imbalance": rho_t, "n_max": int(n_max),
-        "repeats": int(R), "points": out_points,
+        "repeats": int(R), "pool_size": int(len(labels)), "points": out_points,
     })
 
 
@@ -125,13 +125,13 @@ def write_sweep(path: str | Path, sweep: dict[str, Any]) -> dict[str, Any]:
 
 def read_sweep(path: str | Path) -> dict[str, Any]:
     """Read a sweep file: hash verified, structure checked."""
-    sweep = read_split(path, kind=SWEEP_KIND)
+    sweep = read_split(path, kind=SWEEP_KIND, what="sweep file")
     validate_sweep(sweep, where=f"sweep file {str(path)!r}")
     return sweep
 
 
 def validate_sweep(sweep: dict[str, Any], *, where: str = "sweep") -> None:
-    if set(sweep) != SWEEP_KEYS:
+    if set(sweep) not in (SWEEP_KEYS, SWEEP_KEYS - {"pool_size"}):  # older files lack pool_size
         raise InputError(f"{where}: expected keys {sorted(SWEEP_KEYS)}, found {sorted(sweep)}")
     if sweep["version"] != SWEEP_VERSION:
         raise InputError(f"{where}: unsupported version {sweep['version']!r} (this vistabench reads {SWEEP_VERSION})")

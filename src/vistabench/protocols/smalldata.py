@@ -5,14 +5,19 @@ Pipeline per (dataset, method):
 1. split files ``trainval{i}``/``train{i}``/``val{i}`` (+ ``test{i}``) for i = 0..2
    (:mod:`vistabench.data.smalldata_splits`);
 2. per split, a search on train{i}/val{i} with the *same* budget for every method
-   (:func:`vistabench.tuning.tune`; ASHA by default; lr ~ logU(1e-4, 0.1), weight decay
-   ~ logU(1e-5, 0.1), batch size from the preset, plus the method's own hyper-parameters); the
-   score is balanced accuracy on val{i} after each epoch;
+   (:func:`vistabench.tuning.tune`; lr ~ logU(1e-4, 0.1), weight decay ~ logU(1e-5, 0.1),
+   batch size from the preset, plus the method's own hyper-parameters). The preset's rules decide
+   the rest; by default gem's: ASHA with η = 2, random search, the score after each epoch is the
+   mean plain accuracy on val{i} over the last 5 epochs, the best configuration is chosen among all
+   trials (stopped ones included), and training batches get the dataset's own augmentation
+   (``--recipe vistabench``: η = 3, TPE, last-epoch balanced accuracy, completed trials only,
+   pad-crop + flip; see ``docs/smalldata.md``);
 3. the split's best configuration trained ``repeats`` times (seeds 0..repeats−1) on trainval{i}
    and scored with balanced accuracy on the test set (official, or test{i}).
 
-Records (``protocol="smalldata"``): ``tag="tune"`` — one per search, settings = the whole
-:class:`~vistabench.tuning.TuneResult` (every trial and its curve); ``tag="final"`` — one per final
+Records (``protocol="smalldata"``): ``tag="tune"`` — one per search, settings = the preset, the
+recipe, the validation metric, the augmentation and the whole :class:`~vistabench.tuning.TuneResult`
+(every trial and its curve), metric ``best_val_score`` (the best trial's windowed score); ``tag="final"`` — one per final
 run, metrics ``balanced_accuracy``, ``accuracy``, ``images_per_second``, ``peak_memory_bytes``.
 """
 
@@ -28,8 +33,9 @@ from typing import Any, Iterator, NamedTuple
 import numpy as np
 
 from ..data.dataset import DataSplits, Dataset
+from ..data.augment import Augmentation
 from ..data.smalldata import SmallDataPreset, get_preset, load_smalldata
-from ..data.smalldata_splits import SmallDataSplit, read_splits, write_splits
+from ..data.smalldata_splits import SmallDataSplit, read_splits, write_preset_splits
 from ..errors import InputError
 from ..metrics.classification import balanced_accuracy
 from ..store import Record, ResultsStore
@@ -43,22 +49,26 @@ PROTOCOL = "smalldata"
 
 @dataclass
 class Options:
-    """Run settings; None means "the preset's value"."""
+    """Run settings; None means "the preset's value" (the preset of the context's recipe)."""
 
     model: str | None = None
     epochs: int | None = None
     final_epochs: int | None = None
     trials: int | None = None
     grace_period: int | None = None
-    reduction_factor: int = 3
+    reduction_factor: int | None = None
     repeats: int = 10
     splits: list[int] | None = None
     device: str = "cpu"
     engine: str = "local"
     ray_address: str | None = None
     ray_num_cpus: int | None = None
-    sampler: str = "tpe"
+    sampler: str | None = None
     scheduler: str = "asha"
+    score_window: int | None = None
+    select: str | None = None
+    val_metric: str | None = None
+    augmentation: Augmentation | None = None
     seed: int = 0
     space: dict[str, Any] | None = None
     work_dir: str = "smalldata-runs"
@@ -71,10 +81,25 @@ class Options:
             max_epochs=self.epochs if self.epochs is not None else preset.epochs,
             grace_period=self.grace_period if self.grace_period is not None else min(
                 preset.grace_period, self.epochs if self.epochs is not None else preset.epochs),
-            reduction_factor=self.reduction_factor, scheduler=self.scheduler,  # type: ignore[arg-type]
-            sampler=self.sampler, seed=self.seed, engine=self.engine,  # type: ignore[arg-type]
+            reduction_factor=_pick(self.reduction_factor, preset.reduction_factor),
+            scheduler=self.scheduler,  # type: ignore[arg-type]
+            sampler=_pick(self.sampler, preset.sampler), score_window=_pick(self.score_window, preset.score_window),
+            select=_pick(self.select, preset.select), seed=self.seed, engine=self.engine,  # type: ignore[arg-type]
             ray_address=self.ray_address, ray_num_cpus=self.ray_num_cpus,
             ray_gpus_per_trial=1.0 if self.device.startswith("cuda") and self.engine == "ray" else 0.0)
+
+    def val_metric_for(self, preset: SmallDataPreset) -> str:
+        m = _pick(self.val_metric, preset.val_metric)
+        if m not in ("accuracy", "balanced_accuracy"):
+            raise InputError(f"val_metric: expected 'accuracy' or 'balanced_accuracy', got {m!r}")
+        return m
+
+    def augmentation_for(self, preset: SmallDataPreset) -> Augmentation:
+        return self.augmentation if self.augmentation is not None else preset.augmentation
+
+
+def _pick(value: Any, default: Any) -> Any:
+    return default if value is None else value
 
 
 class EvalSet(NamedTuple):
@@ -110,18 +135,21 @@ class Context:
 
 def prepare(dataset: str, *, root: str | None = None, split_dir: str | os.PathLike[str] | None = None,
             per_class: int | None = None, seed: int = 0, image_size: int | None = None,
-            splits: list[int] | None = None, out_splits: str | os.PathLike[str] | None = None) -> Context:
-    """Load ``dataset`` and its split files (``split_dir``), or write fresh ones to ``out_splits``."""
-    preset = get_preset(dataset)
+            splits: list[int] | None = None, out_splits: str | os.PathLike[str] | None = None,
+            recipe: str = "gem", train_per_class: int | None = None,
+            val_fraction: float | None = None) -> Context:
+    """Load ``dataset`` and its split files (``split_dir``), or write fresh ones to ``out_splits``.
+
+    ``recipe`` picks the preset's rules ("gem" or "vistabench"); ``per_class``, ``train_per_class``
+    and ``val_fraction`` override its split sizes when the files are written here.
+    """
+    preset = get_preset(dataset, recipe=recipe)
     data = load_smalldata(dataset, root, image_size=image_size)
     if split_dir is None:
         if out_splits is None:
             raise InputError("--splits: give a folder of split files, or an output folder to write them to")
-        pc = per_class if per_class is not None else preset.per_class
-        own = data.test is None
-        write_splits(data.train, out_splits, dataset_name=dataset, per_class=pc, seed=seed,
-                     val_fraction=preset.val_fraction, num_splits=preset.num_splits, own_test=own,
-                     test_per_class=preset.test_per_class if own else None)
+        write_preset_splits(data, out_splits, dataset_name=dataset, preset=preset, seed=seed, per_class=per_class,
+                            train_per_class=train_per_class, val_fraction=val_fraction)
         split_dir = out_splits
     sp = read_splits(split_dir, data.train, dataset_name=dataset, splits=splits)
     img = data.train.images
@@ -139,6 +167,14 @@ def method_space(method: str, preset: SmallDataPreset, *, overrides: dict[str, A
     for k, v in m.fixed.items():
         space[k] = Fixed(v)
     if overrides:
+        from .._validation import close_matches
+
+        if not isinstance(overrides, dict):
+            raise InputError(f"--space: expected a JSON object of parameter -> range, got {type(overrides).__name__}")
+        for k in overrides:  # an unknown key would be ignored while the real parameter keeps its range
+            if k not in space:
+                raise InputError(f"--space: method {method!r} has no parameter {k!r}{close_matches(k, sorted(space))}; "
+                                 f"its parameters are {sorted(space)}")
         space.update(parse_space(overrides))
     if not m.tuned:  # nothing is searched: a batch-size choice becomes its median, anything else is an error
         for k, p in list(space.items()):
@@ -163,14 +199,15 @@ def _train(ctx: Context, method: str, config: dict, opts: Options, *, epochs: in
                                in_channels=ctx.in_channels, image_size=ctx.image_size, seed=seed)
     cfg = TrainConfig(epochs=epochs, lr=float(config["lr"]), weight_decay=float(config["weight_decay"]),
                       batch_size=int(config["batch_size"]), momentum=0.9, seed=seed, device=opts.device,
-                      augment=ctx.preset.augment, count_flops=False)
+                      augment=opts.augmentation_for(ctx.preset), count_flops=False)
     classes = list(range(ctx.pool.num_classes))
     holder: dict[str, Any] = {}
+    plain = opts.val_metric_for(ctx.preset) == "accuracy"
 
     def callback(epoch: int, metrics: dict) -> None:
         vx, vy = val  # type: ignore[misc]
         pred = holder["trainer"].predict_logits(vx).argmax(1)
-        report(epoch, balanced_accuracy(vy, pred, classes=classes))
+        report(epoch, float(np.mean(pred == vy)) if plain else balanced_accuracy(vy, pred, classes=classes))
 
     tr = Trainer(model, cfg, loss_fn=loss, callback=callback if report is not None else None)
     holder["trainer"] = tr
@@ -212,10 +249,12 @@ def _study(ctx: Context, split: SmallDataSplit, method: str, opts: Options) -> t
     import json
 
     st = opts.settings(ctx.preset)
-    key = json.dumps({"space": space_to_json(method_space(method, ctx.preset, overrides=opts.space)),
-                      "split": split.split_hash, "sampler": st.sampler, "scheduler": st.scheduler,
-                      "rf": st.reduction_factor}, sort_keys=True)
-    digest = hashlib.sha256(key.encode()).hexdigest()[:8]
+    key = {"space": space_to_json(method_space(method, ctx.preset, overrides=opts.space)),
+           "split": split.split_hash, "sampler": st.sampler, "scheduler": st.scheduler,
+           "rf": st.reduction_factor}
+    key.update(window=st.score_window, val_metric=opts.val_metric_for(ctx.preset),
+               augment=opts.augmentation_for(ctx.preset).to_dict())
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:8]
     name = (f"{ctx.name}-{method}-{_model_name(ctx, opts)}-split{split.index}-seed{opts.seed}"
             f"-e{st.max_epochs}-g{st.grace_period}-{digest}")
     return name, Path(opts.work_dir) / "studies" / f"{name}.db"
@@ -260,7 +299,7 @@ def tune_split(ctx: Context, split: SmallDataSplit, method: str, opts: Options,
 
         def rep(epoch: int, value: float) -> None:
             scores.append(value)
-            report(epoch, value)
+            report(epoch, value)  # the engine averages the last score_window values
 
         _train(ctx, method, config, opts, epochs=settings.max_epochs, seed=opts.seed, train_idx=split.train,
                val=(vx, vy), report=rep)
@@ -273,8 +312,11 @@ def tune_split(ctx: Context, split: SmallDataSplit, method: str, opts: Options,
         store.add(Record(protocol=PROTOCOL, dataset=ctx.name, method=method, seed=opts.seed,
                          split_hash=split.split_hash, tag="tune" + opts.tag_suffix,
                          settings={"split": split.index, "model": model, "device": opts.device,
-                                   "preset": ctx.preset.to_dict(), "search": result.to_dict()},
-                         metrics={"best_val_balanced_accuracy": result.best_value,
+                                   "preset": ctx.preset.to_dict(), "recipe": ctx.preset.recipe,
+                                   "val_metric": opts.val_metric_for(ctx.preset),
+                                   "augmentation": opts.augmentation_for(ctx.preset).to_dict(),
+                                   "search": result.to_dict()},
+                         metrics={"best_val_score": result.best_value,
                                   "trials": len(result.trials), "total_epochs": result.total_epochs}))
     return result
 
@@ -307,6 +349,7 @@ def final_split(ctx: Context, split: SmallDataSplit, method: str, config: dict, 
         settings_d = {"split": split.index, "repeat": r, "config": config, "model": _model_name(ctx, opts),
                       "epochs": epochs, "device": opts.device, "test": test_name,
                       "tune_best_val": tune_value, "per_class": ctx.preset.per_class,
+                      "recipe": ctx.preset.recipe, "augmentation": opts.augmentation_for(ctx.preset).to_dict(),
                       "trainval_size": int(len(split.trainval))}
         if store is not None:
             store.add(to_record(metrics, dataset=ctx.name, method=method, seed=r, split_hash=split.split_hash,

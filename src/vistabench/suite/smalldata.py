@@ -7,7 +7,7 @@ declare(Protocol(
     title="Image classification with small datasets",
     question="small-data methods against a tuned baseline: same budget, 30 runs, Welch's test",
     order=40,
-    split="vistabench.data.smalldata_splits:write_splits",
+    split="vistabench.data.smalldata_splits:write_preset_splits",
     score="vistabench.protocols.smalldata:score",
     record="vistabench.protocols.smalldata:to_record",
     run="vistabench.protocols.smalldata:run_method",

@@ -1,0 +1,119 @@
+"""`vistabench grid run|status|table CONFIG.yaml`: a protocol's whole table from one config."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from . import add_json_arg, add_store_arg
+
+_FMT = argparse.RawDescriptionHelpFormatter
+_CONFIG_HELP = """\
+CONFIG (YAML or JSON) names one protocol, fixed options and the grid of varied options:
+
+  protocol: longtail
+  fixed: {data: digits, imbalance: 10, epochs: 1}
+  grid:
+    method: [ce, ldam_drw]
+    seed: [0, 1]
+
+Every cell is `vistabench <protocol> run` with the fixed options plus one value
+of each grid option (option names as in that command's --help, '_' or '-'). Examples: examples/.
+"""
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    g = sub.add_parser("grid", help="run a protocol over a grid of options (resumable; local or Ray)",
+                       formatter_class=_FMT,
+                       description="Reproduce a paper's table: protocol x datasets x methods x seeds.\n\n"
+                                   "  run     run the cells not yet in the store (local processes or Ray tasks)\n"
+                                   "  status  which cells are done, running, failed, missing\n"
+                                   "  table   the protocol's paper-shaped table of exactly this grid\n\n"
+                                   + _CONFIG_HELP + "\nCluster runbook: docs/grid.md.")
+    s = g.add_subparsers(dest="verb", metavar="VERB", required=True)
+
+    p = s.add_parser("run", help="run the missing cells and store their records", formatter_class=_FMT,
+                     description="Runs every cell whose records are not yet in --store (same protocol, same "
+                                 "options: each record carries its cell key in settings.grid_cell), so a killed "
+                                 "grid resumes by running the same command again. A failing cell is marked "
+                                 "failed with its one-line error and the others go on (exit status 1 if any "
+                                 "failed). Only this process writes the store.\n\n" + _CONFIG_HELP)
+    p.add_argument("config", metavar="CONFIG.yaml")
+    p.add_argument("--engine", default="local", choices=["local", "ray"],
+                   help="local: this machine (default); ray: one Ray task per cell")
+    p.add_argument("--ray-address", metavar="ADDR",
+                   help="Ray cluster to use (e.g. HEAD_IP:6379 from `ray start --head`); default: start a local Ray")
+    p.add_argument("--max-parallel", type=int, metavar="N",
+                   help="cells at once (local default 1 = in this process; ray default: as resources allow)")
+    p.add_argument("--cpus-per-cell", type=int, default=1, metavar="N",
+                   help="CPUs a cell declares to Ray, and its torch threads (default 1)")
+    p.add_argument("--gpus-per-cell", type=float, metavar="G",
+                   help="GPUs a cell declares to Ray (default: 1 when the cell's --device is cuda, else 0)")
+    p.add_argument("--work-dir", metavar="DIR",
+                   help="cells' scratch files, on whichever machine runs them (default: grid-runs/ beside the store)")
+    add_store_arg(p)
+    add_json_arg(p)
+    p.set_defaults(handler=_run, human=None)
+
+    p = s.add_parser("status", help="done / running / failed / missing cells",
+                     description="Lists the grid's cells with their status: done (records in the store), running "
+                                 "(a live driver is running it), failed (with the error), missing.")
+    p.add_argument("config", metavar="CONFIG.yaml")
+    add_store_arg(p)
+    add_json_arg(p)
+    p.set_defaults(handler=_status, human=_status_text)
+
+    p = s.add_parser("table", help="the paper-shaped table of exactly this grid",
+                     description="Renders the protocol's results table (best bold, second underlined, third "
+                                 "italic; significance marks where the protocol has them) from the records of "
+                                 "this grid's done cells only.")
+    p.add_argument("config", metavar="CONFIG.yaml")
+    p.add_argument("--format", default="markdown", choices=["markdown", "latex", "csv"])
+    add_store_arg(p)
+    add_json_arg(p)
+    p.set_defaults(handler=_table)
+
+
+def _run(args):
+    from ..grid import load_config, run_grid
+
+    cfg = load_config(args.config)
+    log = None if args.json else (lambda m: print(m, file=sys.stderr, flush=True))
+    res = run_grid(cfg, store=args.store, engine=args.engine, max_parallel=args.max_parallel,
+                   ray_address=args.ray_address, cpus_per_cell=args.cpus_per_cell,
+                   gpus_per_cell=args.gpus_per_cell, work_dir=args.work_dir, log=log)
+    if args.json:
+        from . import emit
+
+        emit(res.to_dict(), as_json=True)
+    else:
+        print(f"cells {res.cells}: ran {res.ran}, skipped {res.skipped}, failed {res.failed}")
+    if res.failed:
+        sys.exit(1)
+    return None
+
+
+def _status(args):
+    from ..grid import grid_status, load_config
+
+    return grid_status(load_config(args.config), store=args.store)
+
+
+def _status_text(st) -> str:
+    lines = [f"{'status':8} {'key':16}  cell"]
+    for r in st["rows"]:
+        cell = ", ".join(f"{k}={v}" for k, v in r["cell"].items()) or "(single cell)"
+        lines.append(f"{r['status']:8} {r['key']:16}  {cell}" + (f"  -- {r['error']}" if r["error"] else ""))
+    lines.append(f"{st['cells']} cells: {st['done']} done, {st['running']} running, {st['failed']} failed, "
+                 f"{st['missing']} missing")
+    return "\n".join(lines)
+
+
+def _table(args):
+    from ..grid import grid_table, load_config
+
+    table = grid_table(load_config(args.config), store=args.store)
+    if args.json:
+        return {"columns": [c.key for c in table.columns], "rows": table.rows}
+    print(table.render(args.format))
+    return None

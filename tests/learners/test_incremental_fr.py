@@ -1,0 +1,202 @@
+"""Feature rectification (paper 003): each loss against a numpy re-derivation, the module's shapes,
+the ViT's intermediate features, and the learner end to end on a tiny problem."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from scipy.spatial.distance import cdist
+
+from vistabench.data import load_dataset
+from vistabench.errors import InputError
+from vistabench.learners.fscil_fr import (
+    FeatureRectify,
+    FRConfig,
+    FRLearner,
+    cos_loss,
+    cr_loss,
+    default_fr_layers,
+    ir_loss,
+    pairwise_distances,
+)
+from vistabench.learners.incremental import IncrementalConfig, incremental_methods
+from vistabench.learners.models import build_model
+
+
+def smooth_l1(a: np.ndarray, b: np.ndarray) -> float:
+    d = np.abs(a - b)
+    return float(np.mean(np.where(d < 1, 0.5 * d ** 2, d - 0.5)))
+
+
+def softmax(z: np.ndarray) -> np.ndarray:
+    z = z - z.max(axis=1, keepdims=True)
+    e = np.exp(z)
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def unit(x: np.ndarray) -> np.ndarray:
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+@pytest.fixture
+def feats() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(3)
+    rect = rng.normal(size=(12, 8))
+    inter = rng.normal(scale=0.3, size=(12, 8))  # distances of both sizes: both smooth-L1 branches
+    protos = rng.normal(size=(5, 8))
+    labels = np.array([0, 0, 1, 1, 1, 2, 2, 3, 4, 4, 4, 4])
+    return rect, inter, protos, labels
+
+
+def t(x: np.ndarray) -> torch.Tensor:
+    return torch.as_tensor(x, dtype=torch.float64)
+
+
+# -------------------------------------------------------------------------------------- losses
+def test_pairwise_distances_match_scipy(feats) -> None:
+    rect = feats[0]
+    d = pairwise_distances(t(rect)).numpy()
+    assert np.allclose(d, cdist(rect, rect), atol=1e-6)
+    assert np.all(np.diag(d) == 0)
+    # equal rows: finite distance and a finite gradient (the clamp before the square root)
+    x = t(np.vstack([rect[:1], rect[:1]])).requires_grad_(True)
+    pairwise_distances(x).sum().backward()
+    assert torch.isfinite(x.grad).all()
+
+
+def test_ir_loss_all_pairs_is_eq8(feats) -> None:
+    rect, inter = feats[0], feats[1]
+    want = smooth_l1(cdist(rect, rect), cdist(inter, inter))
+    assert float(ir_loss(t(rect), t(inter))) == pytest.approx(want, rel=1e-9)
+
+
+def test_ir_loss_intra_inter_split_as_the_authors(feats) -> None:
+    rect, inter, _, labels = feats
+    dr, di = cdist(rect, rect), cdist(inter, inter)
+    same = labels[:, None] == labels[None, :]  # the diagonal counts as a same-class pair
+    want = 0.7 * smooth_l1(dr[same], di[same]) + 2.0 * smooth_l1(dr[~same], di[~same])
+    got = ir_loss(t(rect), t(inter), torch.as_tensor(labels), intra_weight=0.7, inter_weight=2.0)
+    assert float(got) == pytest.approx(want, rel=1e-9)
+    # one class only: no different-class pairs, that group contributes nothing
+    one = ir_loss(t(rect), t(inter), torch.zeros(12, dtype=torch.long))
+    assert float(one) == pytest.approx(smooth_l1(dr, di), rel=1e-9)
+    # identical geometry -> zero loss; only the rectified side gets a gradient
+    assert float(ir_loss(t(inter), t(inter), torch.as_tensor(labels))) == pytest.approx(0, abs=1e-9)
+    r, i = t(rect).requires_grad_(True), t(inter).requires_grad_(True)
+    ir_loss(r, i, torch.as_tensor(labels)).backward()
+    assert r.grad is not None and i.grad is None
+
+
+def test_cr_loss_is_kl_of_prototype_softmaxes(feats) -> None:
+    rect, inter, protos, _ = feats
+    tau = 16.0
+    q_r = softmax(tau * unit(rect) @ unit(protos).T)
+    q_i = softmax(tau * unit(inter) @ unit(protos).T)
+    want = np.mean(np.sum(q_i * (np.log(q_i) - np.log(q_r)), axis=1))  # KL(q_I || q_FR), per sample
+    assert float(cr_loss(t(rect), t(inter), t(protos), temperature=tau)) == pytest.approx(want, rel=1e-8)
+    # scale-invariant (L2-normalised features) and zero when the directions agree
+    assert float(cr_loss(t(3 * rect), t(inter), t(protos))) == pytest.approx(want, rel=1e-8)
+    assert float(cr_loss(t(2 * inter), t(inter), t(protos))) == pytest.approx(0, abs=1e-12)
+    want1 = np.mean(np.sum(softmax(unit(inter) @ unit(protos).T) * (
+        np.log(softmax(unit(inter) @ unit(protos).T)) - np.log(softmax(unit(rect) @ unit(protos).T))), axis=1))
+    assert float(cr_loss(t(rect), t(inter), t(protos), temperature=1.0)) == pytest.approx(want1, rel=1e-8)
+
+
+def test_cos_loss(feats) -> None:
+    rect, inter = feats[0], feats[1]
+    want = np.mean(1 - np.sum(unit(rect) * unit(inter), axis=1))
+    assert float(cos_loss(t(rect), t(inter))) == pytest.approx(want, rel=1e-9)
+
+
+# -------------------------------------------------------------------------------------- module
+def test_feature_rectify_shapes_and_parameters() -> None:
+    d, h = 16, 32
+    m = FeatureRectify(d, hidden=h)
+    out = m(torch.randn(7, d), torch.randn(7, d))
+    assert out.shape == (7, d)
+    # M_F, M_I: d -> h -> d with a LayerNorm on h; M_m: 2d -> 2d -> d with a LayerNorm on 2d
+    mlp = lambda a, b, c: a * b + b + 2 * b + b * c + c  # noqa: E731
+    assert sum(p.numel() for p in m.parameters()) == 2 * mlp(d, h, d) + mlp(2 * d, 2 * d, d)
+    # the output depends on both inputs
+    x_f, x_i = torch.randn(3, d), torch.randn(3, d)
+    assert not torch.allclose(m(x_f, x_i), m(x_f, torch.randn(3, d)))
+    assert not torch.allclose(m(x_f, x_i), m(torch.randn(3, d), x_i))
+
+
+def test_vit_block_features() -> None:
+    model = build_model("vit_small", num_classes=3, in_channels=1, image_size=8, seed=0, dim=16, depth=4, heads=2)
+    model.eval()
+    x = torch.randn(5, 1, 8, 8)
+    final, inter = model.block_features(x, [1, 3])
+    assert final.shape == (5, 16) and [i.shape for i in inter] == [(5, 16), (5, 16)]
+    assert torch.allclose(final, model.features(x), atol=1e-6)
+    assert torch.allclose(inter[1], final, atol=1e-6)  # the last block's token is the final feature
+    assert not torch.allclose(inter[0], final)
+    with pytest.raises(InputError, match="blocks"):
+        model.block_features(x, [4])
+
+
+def test_default_layers_and_config_validation() -> None:
+    assert default_fr_layers(12) == (8, 9, 10)  # the authors' -output_blocks 8 9 10
+    assert default_fr_layers(6) == (2, 3, 4)
+    assert default_fr_layers(2) == (0,)
+    with pytest.raises(InputError, match="epochs"):
+        FRConfig(epochs=0)
+    with pytest.raises(InputError, match="ensemble"):
+        FRConfig(ensemble="vote")
+    with pytest.raises(InputError, match="layers"):
+        FRConfig(layers=())
+
+
+# ------------------------------------------------------------------------------------- learner
+def _digits_sessions():
+    data = load_dataset("digits")
+    tr, te = data.train, data.test
+    return data, tr, te
+
+
+def _learner(**fr) -> FRLearner:
+    cfg = IncrementalConfig(model="vit_small", model_options={"dim": 16, "depth": 3, "heads": 2}, epochs=2,
+                            lr=0.05, batch_size=64, seed=0,
+                            method_options={"fr": FRConfig(epochs=3, p=4, k=4, batch_size=64, samples_per_class=20, **fr)})
+    return incremental_methods.get("fr")(cfg, in_channels=1, image_size=8)
+
+
+def test_learner_runs_sessions_and_is_seeded() -> None:
+    data, tr, te = _digits_sessions()
+    base = np.flatnonzero(tr.labels < 5)
+    nov = np.flatnonzero(tr.labels == 5)[:3]
+    test = np.flatnonzero(te.labels <= 5)
+
+    def go(**fr):
+        lr = _learner(**fr)
+        lr.learn(tr.images[base], tr.labels[base], list(range(5)), session=1)
+        s1, c1 = lr.scores(te.images[test[te.labels[test] < 5]])
+        lr.learn(tr.images[nov], tr.labels[nov], [5], session=2)
+        s2, c2 = lr.scores(te.images[test])
+        return lr, s1, c1, s2, c2
+
+    lr, s1, c1, s2, c2 = go()
+    assert s1.shape[1] == 5 and c1.tolist() == [0, 1, 2, 3, 4]
+    assert s2.shape == (len(test), 6) and c2.tolist() == [0, 1, 2, 3, 4, 5]
+    assert np.all(np.abs(s2) <= 1 + 1e-5)  # averaged cosine logits
+    assert lr.layers == (0, 1) and lr.prototypes.shape == (6, 16)
+    assert set(lr.dists) == set(range(6)) and set(lr.dists[5]) == {"final", "layer0", "layer1"}
+    assert all(np.isfinite(list(h.values())).all() for h in lr.loss_history)
+    assert any(h["ce_novel"] > 0 for h in lr.loss_history) and lr.settings()["fr"]["layers"] == [0, 1]
+    _, _, _, again, _ = go()
+    assert np.array_equal(s2, again)  # seeded: the same run gives the same scores
+    _, _, _, soft, _ = go(ensemble="softmax")
+    assert np.allclose(soft.sum(axis=1), 1, atol=1e-5)
+
+
+def test_learner_needs_a_vit() -> None:
+    data, tr, _ = _digits_sessions()
+    cfg = IncrementalConfig(model="cnn28", epochs=1, batch_size=64, method_options={"fr": FRConfig(epochs=1)})
+    with pytest.raises(InputError, match="needs a ViT"):
+        incremental_methods.get("fr")(cfg, in_channels=1, image_size=8)
+    base = np.flatnonzero(tr.labels < 5)
+    with pytest.raises(InputError, match="layers"):
+        bad = _learner(layers=(2,))  # the last of 3 blocks is the final feature, not an intermediate one
+        bad.learn(tr.images[base], tr.labels[base], list(range(5)), session=1)
