@@ -1,4 +1,4 @@
-"""Networks and a training loop for the multi-branch long-tail methods (BBN, RIDE, TADE, TDE, IB).
+"""Networks for the multi-branch long-tail methods (BBN, RIDE, TADE, TDE, IB).
 
 Every network splits a :class:`~.models.Backbone` into a shared trunk and per-branch/per-expert
 private parts (:func:`split_backbone`). On ``resnet32`` this is the references' split: RIDE/SADE
@@ -6,40 +6,25 @@ experts own stages 2–3 at reduced widths 24/48 (``reduce_dimension``), BBN's b
 copy each of the last residual block. Other backbones share all of ``features`` and give each
 branch/expert a *branch block* (``Linear(D, D) → BatchNorm1d → ReLU``) — see ``docs/fidelity.md``.
 
-:func:`fit_steps` is :class:`~.trainer.Trainer`'s loop (SGD, per-step cosine learning rate,
-augmentation, FLOP counting, same :class:`~.trainer.TrainResult`) with a method-defined step, and
-an optional second sampler drawn alongside the uniform one (BBN's reversed sampler).
+They are trained by :class:`~.trainer.Trainer` with a method-defined ``step`` (and, for BBN, the
+:func:`reversed_probabilities` as ``second_sampler``); see :mod:`.lt_survey`.
 """
 
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Callable
-from dataclasses import asdict
 from typing import Literal
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.utils.flop_counter import FlopCounterMode
 
-from .. import progress
-from ..errors import InputError
 from .losses import tde_counterfactual
 from .models import Backbone, CifarResNet, NormedLinear, _CifarBlock, _kaiming_init
-from .tensors import Normaliser
-from .trainer import (
-    TrainConfig,
-    Trainer,
-    TrainingDiverged,
-    TrainResult,
-    _peak_rss_bytes,
-    epoch_order,
-)
 
-__all__ = ["BBNNet", "BranchBlock", "CausalNormNet", "ExpertNet", "fit_steps", "reversed_probabilities",
+__all__ = ["BBNNet", "BranchBlock", "CausalNormNet", "ExpertNet", "reversed_probabilities",
            "split_backbone"]
 
 
@@ -189,99 +174,3 @@ def reversed_probabilities(labels: np.ndarray) -> np.ndarray:
     w_class = np.where(counts > 0, counts.max() / np.maximum(counts, 1), 0.0)
     p = w_class[labels] / counts[labels]
     return p / p.sum()
-
-
-# step(x, y, x2, y2, epoch) -> (loss, logits for the training accuracy)
-Step = Callable[[torch.Tensor, torch.Tensor, "torch.Tensor | None", "torch.Tensor | None", int],
-                "tuple[torch.Tensor, torch.Tensor]"]
-
-
-def fit_steps(net: nn.Module, images: np.ndarray, labels: np.ndarray, cfg: TrainConfig, step: Step, *,
-              second_sampler: np.ndarray | None = None, sampler: str = "uniform",
-              params: list[nn.Parameter] | None = None,
-              on_epoch: Callable[[int], None] | None = None) -> tuple[Trainer, TrainResult]:
-    """Train ``net`` with a method-defined ``step``; returns the :class:`Trainer` (for prediction,
-    with the training normalisation) and the :class:`TrainResult`.
-
-    ``second_sampler`` (per-sample probabilities, shape (N,)) draws a second batch of the same size
-    for every batch (``x2, y2`` in ``step``; None otherwise). ``params`` restricts the optimised
-    parameters (default all). ``on_epoch(epoch)`` runs before every epoch (0-based).
-    """
-    tr = Trainer(net, cfg)
-    tr.normaliser = Normaliser.fit(images)
-    labels = np.asarray(labels, dtype=np.int64)
-    n = len(labels)
-    if cfg.batch_size > n:
-        raise InputError(f"batch_size: expected at most the number of training images ({n}), got {cfg.batch_size}")
-    params = list(net.parameters()) if params is None else params
-    opt = torch.optim.SGD(params, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay,
-                          nesterov=cfg.nesterov and cfg.momentum > 0)
-    rng = np.random.default_rng(cfg.seed)
-    rng2 = np.random.default_rng(cfg.seed + 7)
-    aug = torch.Generator().manual_seed(cfg.seed + 1) if cfg.augment else None
-    steps_per_epoch = len(tr._batches(np.arange(n), cfg.batch_size))
-    total = cfg.epochs * steps_per_epoch
-    dev = tr.device
-    if dev.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(dev)
-    flop_cache: dict[int, int] = {}
-    history: list[dict] = []
-    flops = step_i = seen = 0
-    train_seconds = 0.0
-    t_start = time.perf_counter()
-    with tr._threads(), torch.random.fork_rng(devices=[dev] if dev.type == "cuda" else []):
-        torch.manual_seed(cfg.seed)
-        for epoch in progress.track(range(cfg.epochs), total=cfg.epochs, description="training"):
-            if on_epoch is not None:
-                on_epoch(epoch)
-            net.train()
-            batches = tr._batches(epoch_order(labels, rng, sampler), cfg.batch_size)
-            tot = torch.zeros((), device=dev)
-            correct = torch.zeros((), dtype=torch.long, device=dev)
-            t0 = time.perf_counter()
-            lr = cfg.lr
-            for b in batches:
-                lr = tr._lr_at(step_i, total, steps_per_epoch)
-                for g in opt.param_groups:
-                    g["lr"] = lr
-                x = tr._batch(images, b, aug)
-                y = torch.from_numpy(labels[b]).to(dev)
-                x2 = y2 = None
-                if second_sampler is not None:
-                    b2 = rng2.choice(n, size=len(b), replace=True, p=second_sampler)
-                    x2, y2 = tr._batch(images, b2, aug), torch.from_numpy(labels[b2]).to(dev)
-                opt.zero_grad(set_to_none=True)
-                if cfg.count_flops and len(b) not in flop_cache:
-                    with FlopCounterMode(display=False) as counter:
-                        loss, logits = step(x, y, x2, y2, epoch)
-                        loss.backward()
-                    flop_cache[len(b)] = int(counter.get_total_flops())
-                else:
-                    loss, logits = step(x, y, x2, y2, epoch)
-                    loss.backward()
-                opt.step()
-                flops += flop_cache.get(len(b), 0)
-                tot += loss.detach() * len(b)
-                correct += (logits.detach().argmax(1) == y).sum()
-                step_i += 1
-                seen += len(b)
-            if dev.type == "cuda":
-                torch.cuda.synchronize(dev)
-            train_seconds += time.perf_counter() - t0
-            m_loss = float(tot) / n
-            if not math.isfinite(m_loss):
-                raise TrainingDiverged(f"training loss became {m_loss} at epoch {epoch + 1} (lr={cfg.lr}); "
-                                       "lower the learning rate")
-            history.append({"epoch": epoch + 1, "loss": m_loss, "train_acc": int(correct) / n,
-                            "val_acc": float("nan"), "lr": lr})
-    if dev.type == "cuda":
-        peak, kind = int(torch.cuda.max_memory_allocated(dev)), "cuda_max_allocated"
-    else:
-        peak, kind = _peak_rss_bytes(), "process_max_rss"
-    conf = asdict(cfg)
-    conf.update(sampler=sampler if second_sampler is None else f"{sampler}+second", trainable="custom")
-    return tr, TrainResult(
-        history=history, flops=int(flops), eval_flops=0, steps=step_i, seconds=time.perf_counter() - t_start,
-        train_seconds=train_seconds, images_per_second=seen / train_seconds if train_seconds > 0 else float("nan"),
-        peak_memory_bytes=peak, peak_memory_kind=kind, stopped_early=False, device=str(dev), config=conf,
-        normaliser=tr.normaliser.to_dict())

@@ -34,11 +34,11 @@ import torch.nn.functional as F
 
 from ..errors import InputError
 from .losses import GCLLoss, IBLoss, LADELoss, RIDELoss, TADELoss, bbn_alpha
-from .lt_nets import BBNNet, CausalNormNet, ExpertNet, fit_steps, reversed_probabilities
+from .lt_nets import BBNNet, CausalNormNet, ExpertNet, reversed_probabilities
 from .lt_registry import _Context, _predict, _register, _train
 from .models import NormedLinear
 from .tensors import augment_batch, to_float_nchw
-from .trainer import TrainConfig, Trainer, TrainResult, resolve_device
+from .trainer import TrainConfig, Trainer, TrainResult, TrainStep, resolve_device
 
 Out = "tuple[np.ndarray, list[TrainResult]]"
 
@@ -50,8 +50,10 @@ def _seeded(seed: int, make):
         return make()
 
 
-def _fit(ctx: _Context, net: torch.nn.Module, step, **kw) -> TrainResult:
-    tr, res = fit_steps(net, ctx.train.images, ctx.train.labels, ctx.cfg, step, **kw)
+def _fit(ctx: _Context, net: torch.nn.Module, step: TrainStep, **fit_kw) -> TrainResult:
+    """Train ``net`` with the method's ``step``; the trainer (prediction, normalisation) goes to ``ctx``."""
+    tr = Trainer(net, ctx.cfg, step=step)
+    res = tr.fit(ctx.train.images, ctx.train.labels, **fit_kw)
     ctx.trainer = tr
     return res
 
@@ -96,10 +98,11 @@ def _ride(ctx: _Context, test: np.ndarray, opt: dict) -> Out:
                     reweight_epoch=int(opt["reweight_epoch"])).to(resolve_device(ctx.cfg.device))
 
     def step(x, y, x2, y2, epoch):
+        loss.set_epoch(epoch)  # deferred re-weighting from reweight_epoch
         z = net.experts(x)
         return loss(z, y), z.mean(0)
 
-    res = _fit(ctx, net, step, on_epoch=loss.set_epoch)
+    res = _fit(ctx, net, step)
     return _predict(ctx, test), [res]
 
 
@@ -185,7 +188,7 @@ def _expert_logits(tr: Trainer, net: ExpertNet, images: np.ndarray, gen: torch.G
     net.eval()
     out = []
     bs = tr.cfg.eval_batch_size
-    with tr._threads():
+    with tr.threads():
         for s in range(0, len(images), bs):
             x = to_float_nchw(images[s:s + bs])
             if gen is not None:
@@ -207,7 +210,7 @@ def _tade(ctx: _Context, test: np.ndarray, opt: dict) -> Out:
 
     res = _fit(ctx, net, step)
     tr = ctx.trainer
-    tr._check_predict(test, "test_images")  # type: ignore[union-attr]
+    tr.normaliser.check_compatible(test, "test_images")  # type: ignore[union-attr]
     clean = _expert_logits(tr, net, test, None, 0)  # type: ignore[arg-type]
     gen = torch.Generator().manual_seed(ctx.cfg.seed + 11)
     views = np.stack([_expert_logits(tr, net, test, gen, ctx.cfg.crop_padding) for _ in range(2)])  # type: ignore[arg-type]
