@@ -273,7 +273,7 @@ def test_second_sampler_draws_a_same_size_batch_from_its_probabilities():
 
 
 def test_custom_step_and_second_sampler_errors():
-    step = lambda x, y, x2, y2, epoch: (x.sum(), x.flatten(1)[:, :3])  # noqa: E731
+    step = lambda x, y, x2, y2, epoch: (x.sum(), x.flatten(1)[:, :3])
     cfg = TrainConfig(epochs=1, batch_size=16)
     model = build_model("cnn28", num_classes=3, in_channels=1, seed=0)
     with pytest.raises(InputError, match="^step: .*not both"):

@@ -396,9 +396,9 @@ class Trainer:
             to fine-tune on new data with the statistics of an earlier training set).
         second_sampler : ndarray of float, shape (N,), optional
             Per-image probabilities (summing to 1) of a second sampler (BBN's reversed sampler):
-            every batch gets a second batch of the same size drawn with replacement from them
-            (its own generator, seeded with ``seed + 7``), passed to ``step`` as ``x2, y2``.
-            Needs a trainer with a ``step``.
+            every batch gets a second batch of the same size drawn with replacement from them (its
+            own generator, seeded with ``seed + 7``; augmented like the first), passed to ``step``
+            as ``x2, y2``. Needs a trainer with a ``step``.
 
         Returns
         -------
