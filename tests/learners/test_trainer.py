@@ -57,7 +57,7 @@ def test_history_result_fields_and_json():
 
 def test_cosine_schedule_per_step():
     tr = make(epochs=4, warmup_epochs=1)
-    lrs = [tr._lr_at(s, 12, 3) for s in range(12)]
+    lrs = [tr.lr_at(s, 12, 3) for s in range(12)]
     np.testing.assert_allclose(lrs[:3], [0.05 / 3, 0.1 / 3, 0.05])
     np.testing.assert_allclose(lrs[3:], [0.05 * 0.5 * (1 + math.cos(math.pi * t / 9)) for t in range(9)])
 
@@ -287,3 +287,15 @@ def test_custom_step_and_second_sampler_errors():
         tr.fit(X, Y, second_sampler=np.full(48, 1.0))
     with pytest.raises(InputError, match="^trainable: "):
         tr.fit(X, Y, trainable="classifier")
+
+
+def test_apply_runs_a_function_on_normalised_batches_like_predict():
+    tr = make(eval_batch_size=20)
+    tr.fit(X, Y)
+    out = tr.apply(X, lambda x: torch.cat([tr.model(x), tr.model.features(x)], 1), width=3 + tr.model.feature_dim)
+    np.testing.assert_array_equal(out[:, :3], tr.predict_logits(X))
+    np.testing.assert_array_equal(out[:, 3:], tr.features(X))
+    # batch(): the normalised float batch that training and prediction feed the model
+    x = X[:5].astype(np.float64) / 255
+    expect = ((x - (X / 255).mean()) / (X / 255).std()).transpose(0, 3, 1, 2)
+    np.testing.assert_allclose(tr.batch(X, np.arange(5)).numpy(), expect, rtol=1e-5, atol=1e-5)

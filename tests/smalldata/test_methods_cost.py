@@ -118,7 +118,7 @@ def test_dvp_two_stage_pipeline_pretrains_the_teacher_then_distils():
     assert torch.all(loss.feature_margin <= 0)
     # stage 2: the loss on a training batch is CE + λ · distillation / N, recomputed here
     model.train()
-    xb = tr._batch(x, np.arange(10), None)
+    xb = tr.batch(x, np.arange(10))
     logits = model(xb)
     _, s = model.last
     with torch.no_grad():
@@ -172,7 +172,7 @@ def test_auxilearn_updates_auxiliary_parameters_only_on_schedule():
     assert not torch.equal(loss.combine.detach(), torch.ones(2))  # the combiner learned too
     # the primary loss: mean(w · [main, aux_scale · aux]) + mean(main), focal losses, recomputed here
     model.train()
-    xb = tr._batch(x, np.arange(8), None)
+    xb = tr.batch(x, np.arange(8))
     yb = torch.tensor(y[:8])
     logits = model(xb)
     with torch.no_grad():

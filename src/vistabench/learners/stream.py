@@ -212,16 +212,16 @@ class _SearchTrainer(Trainer):
         super().__init__(*args, **kwargs)
         self.schedule, self.crop, self.flip = schedule, bool(crop), bool(flip)
 
-    def _lr_at(self, step: int, total: int, steps_per_epoch: int) -> float:
+    def lr_at(self, step: int, total: int, steps_per_epoch: int) -> float:
         if self.schedule != "piecewise":
-            return super()._lr_at(step, total, steps_per_epoch)
+            return super().lr_at(step, total, steps_per_epoch)
         scale = 1.0
         for progress, s in PIECEWISE:
             if step >= int(progress * total):
                 scale = s
         return self.cfg.lr * scale
 
-    def _batch(self, images: np.ndarray, idx: np.ndarray | slice, gen: torch.Generator | None) -> torch.Tensor:
+    def batch(self, images: np.ndarray, idx: np.ndarray | slice, gen: torch.Generator | None = None) -> torch.Tensor:
         x = to_float_nchw(images[idx])
         if gen is not None and (self.crop or self.flip):
             x = augment_batch(x, gen, padding=self.cfg.crop_padding if self.crop else 0, flip=self.flip)

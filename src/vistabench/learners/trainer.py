@@ -325,7 +325,10 @@ class Trainer:
     def in_channels(self) -> int | None:
         return getattr(self.model, "in_channels", None)
 
-    def _batch(self, images: np.ndarray, idx: np.ndarray | slice, gen: torch.Generator | None) -> torch.Tensor:
+    def batch(self, images: np.ndarray, idx: np.ndarray | slice, gen: torch.Generator | None = None) -> torch.Tensor:
+        """``images[idx]`` (n, H, W, B) as the normalised float (n, B, H, W) tensor on the device that
+        training sees; augmented (``cfg.augment``) with ``gen`` when one is given. Needs the
+        normalisation of :meth:`fit` (set before its first step). Subclasses may override it."""
         x = to_float_nchw(images[idx])
         if gen is not None:
             aug = self.cfg.augment
@@ -353,7 +356,10 @@ class Trainer:
             batches[-2] = np.concatenate([batches[-2], batches.pop()])
         return batches
 
-    def _lr_at(self, step: int, total: int, steps_per_epoch: int) -> float:
+    def lr_at(self, step: int, total: int, steps_per_epoch: int) -> float:
+        """Learning rate of 0-based optimisation ``step`` of ``total``: linear warm-up over
+        ``cfg.warmup_epochs`` x ``steps_per_epoch`` steps, then the cosine to 0 (see the module
+        docstring). Subclasses may override it (another schedule)."""
         warm = self.cfg.warmup_epochs * steps_per_epoch
         if step < warm:
             return self.cfg.lr * (step + 1) / warm
@@ -534,15 +540,15 @@ class Trainer:
                 t0 = time.perf_counter()
                 lr = cfg.lr
                 for b in batches:
-                    lr = self._lr_at(step, total_steps, steps_per_epoch)
+                    lr = self.lr_at(step, total_steps, steps_per_epoch)
                     for g in opt.param_groups:
                         g["lr"] = lr
-                    x = self._batch(images, b, aug_gen)
+                    x = self.batch(images, b, aug_gen)
                     y = torch.from_numpy(labels[b]).to(self.device)
                     x2 = y2 = None
                     if second_sampler is not None:
                         b2 = rng2.choice(n, size=len(b), replace=True, p=second_sampler)
-                        x2, y2 = self._batch(images, b2, aug_gen), torch.from_numpy(labels[b2]).to(self.device)
+                        x2, y2 = self.batch(images, b2, aug_gen), torch.from_numpy(labels[b2]).to(self.device)
                     key = ("step", len(b))
                     measure = self.step is not None and cfg.count_flops and key not in self._flop_cache
                     opt.zero_grad(set_to_none=True)
@@ -631,11 +637,18 @@ class Trainer:
         try:
             with self.threads():
                 for s in range(0, len(images), bs):
-                    x = self._batch(images, slice(s, s + bs), None)
+                    x = self.batch(images, slice(s, s + bs))
                     out[s:s + bs] = fn(x).float().cpu().numpy()
         finally:
             self.model.train(was_training)
         return out
+
+    def apply(self, images: np.ndarray, fn: Callable[[torch.Tensor], torch.Tensor], *, width: int) -> np.ndarray:
+        """``fn(x)`` on the normalised (N, H, W, B) ``images`` in eval mode, without gradients, in
+        batches of ``cfg.eval_batch_size``: float32 ndarray of shape (N, width), ``fn`` returning
+        (n, width) per batch (e.g. several feature maps concatenated)."""
+        images = self._check_predict(images, "images")
+        return self._run(images, fn, width)
 
     def predict_logits(self, images: np.ndarray) -> np.ndarray:
         """Logits, float32 ndarray of shape (N, C), for (N, H, W, B) images (eval mode)."""

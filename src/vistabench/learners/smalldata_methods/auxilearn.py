@@ -175,7 +175,7 @@ class AuxiLearnLoss(nn.Module):
     def _meta_step(self, x: torch.Tensor, y: torch.Tensor) -> None:
         model, tr = self._model[0], self._trainer
         pick = self._rng.choice(len(self._aux_idx), size=min(len(self._aux_idx), tr.cfg.batch_size), replace=False)
-        xa = tr._batch(self._images, self._aux_idx[pick], None)
+        xa = tr.batch(self._images, self._aux_idx[pick])
         ya = torch.from_numpy(self._aux_labels[pick]).to(xa.device)
         la, _ = model.both(xa)
         val = focal_loss(torch.softmax(la, 1), F.one_hot(ya, la.shape[1]).to(la.dtype)).mean()

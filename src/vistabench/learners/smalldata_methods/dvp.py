@@ -124,7 +124,7 @@ class DVPLoss(nn.Module):
                     continue
                 for g in opt.param_groups:
                     g["lr"] = cfg.lr * 0.5 * (1 + math.cos(math.pi * step / steps))
-                xq, xk = trainer._batch(images, idx, gen), trainer._batch(images, idx, gen)
+                xq, xk = trainer.batch(images, idx, gen), trainer.batch(images, idx, gen)
                 q = F.normalize(proj_q(enc_q.features(xq)), dim=1)
                 with torch.no_grad():
                     for pk, pq in zip(list(enc_k.parameters()) + list(proj_k.parameters()), params):
@@ -147,7 +147,7 @@ class DVPLoss(nn.Module):
             p.requires_grad_(False)
         self.teacher.eval()
         with torch.no_grad():
-            feats = torch.cat([self.teacher.features(trainer._batch(images, np.arange(s, min(s + 256, n)), None))
+            feats = torch.cat([self.teacher.features(trainer.batch(images, np.arange(s, min(s + 256, n))))
                                for s in range(0, n, 256)]).double().cpu().numpy()
         margin = gaussian_margin(feats.mean(0), feats.std(0))
         self.feature_margin.copy_(torch.as_tensor(margin, dtype=torch.float32))
