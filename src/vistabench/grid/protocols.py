@@ -28,7 +28,7 @@ MANAGED: frozenset[str] = frozenset({"store", "no_store", "json", "out", "work_d
 # in the killed cell's scratch store)
 KEEP_WORK_DIR: frozenset[str] = frozenset({"smalldata"})
 # options that change where or how fast a cell runs, never its result: not part of the cell key
-RUNTIME_ONLY: frozenset[str] = frozenset({"threads", "ray_address"})
+RUNTIME_ONLY: frozenset[str] = frozenset({"threads", "ray_address", "max_parallel"})
 
 
 def protocols() -> list[str]:

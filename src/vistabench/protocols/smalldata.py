@@ -74,6 +74,11 @@ class Options:
     work_dir: str = "smalldata-runs"
     tag_suffix: str = ""
     threads: int | None = None
+    max_parallel: int | None = None
+
+    def dispatch_finals(self) -> bool:
+        """Whether the final runs go through the grid engine (Ray, or several local processes)."""
+        return self.engine == "ray" or (self.max_parallel or 1) > 1
 
     def settings(self, preset: SmallDataPreset) -> TuneSettings:
         return TuneSettings(
@@ -313,31 +318,82 @@ def tune_split(ctx: Context, split: SmallDataSplit, method: str, opts: Options,
     return result
 
 
-def final_split(ctx: Context, split: SmallDataSplit, method: str, config: dict, opts: Options,
-                store: ResultsStore | None = None, *, tune_value: float | None = None) -> list[dict]:
-    """Train ``config`` ``opts.repeats`` times on trainval{i}; score balanced accuracy on the test set."""
+def _final_metrics(ctx: Context, split: SmallDataSplit, method: str, config: dict, opts: Options, *,
+                   epochs: int, repeat: int) -> dict[str, Any]:
+    """One final run (seed ``repeat``) on trainval{i}, scored on the test set; a diverged run gives NaN."""
+    tx, ty, _ = ctx.test_set(split)
+    classes = list(range(ctx.pool.num_classes))
+    try:
+        tr, res = _train(ctx, method, config, opts, epochs=epochs, seed=repeat, train_idx=split.trainval, val=None)
+        with torch_threads(opts.threads):
+            pred = tr.predict_logits(tx).argmax(1)
+        return {"balanced_accuracy": balanced_accuracy(ty, pred, classes=classes),
+                "accuracy": float(np.mean(pred == ty)), "images_per_second": res.images_per_second,
+                "peak_memory_bytes": res.peak_memory_bytes, "peak_memory_kind": res.peak_memory_kind,
+                "train_seconds": res.train_seconds, "diverged": False}
+    except FloatingPointError as exc:  # a diverged run is recorded as undefined (NaN), not as a score
+        return {"balanced_accuracy": float("nan"), "accuracy": float("nan"),
+                "images_per_second": float("nan"), "peak_memory_bytes": None, "peak_memory_kind": None,
+                "train_seconds": float("nan"), "diverged": True, "error": str(exc)}
+
+
+def _final_job(ctx: Context, split: SmallDataSplit, method: str, config: dict, opts: Options, epochs: int,
+               repeat: int) -> dict[str, Any]:
+    """One final run in an engine's worker (a spawned process or a Ray task): quiet, and with
+    ``opts.threads`` torch threads (default 1, the CPUs the job declares)."""
+    from dataclasses import replace
+
+    from ..progress import set_quiet
+
+    set_quiet(True)
+    return _final_metrics(ctx, split, method, config, replace(opts, threads=opts.threads or 1), epochs=epochs,
+                          repeat=repeat)
+
+
+def _final_outcomes(ctx: Context, split: SmallDataSplit, method: str, config: dict, opts: Options,
+                    epochs: int) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(repeat, metrics)`` in repeat order: in this process, or dispatched through the grid engine
+    (:func:`vistabench.grid.engines.run_jobs`) and handed back in order as soon as a prefix is done."""
     from ..progress import track
 
+    if not opts.dispatch_finals():
+        for r in track(range(opts.repeats), total=opts.repeats, description=f"{method} split {split.index}"):
+            yield r, _final_metrics(ctx, split, method, config, opts, epochs=epochs, repeat=r)
+        return
+    from ..grid.engines import Job, run_jobs
+
+    gpus = 1.0 if opts.device.startswith("cuda") and opts.engine == "ray" else 0.0
+    jobs = [Job(_final_job, (ctx, split, method, config, opts, epochs, r), tag=r, gpus=gpus)
+            for r in range(opts.repeats)]
+    done: dict[int, dict[str, Any]] = {}
+    nxt = 0
+    outcomes = run_jobs(jobs, engine=opts.engine, max_parallel=opts.max_parallel, cpus_per_job=opts.threads or 1,
+                        ray_address=opts.ray_address)
+    try:
+        for out in outcomes:
+            done[out.job.tag] = out.result()  # a run that raised (not diverged) stops the command, as in sequence
+            while nxt in done:
+                yield nxt, done.pop(nxt)
+                nxt += 1
+    finally:
+        outcomes.close()  # stop the pool / Ray before the error propagates
+
+
+def final_split(ctx: Context, split: SmallDataSplit, method: str, config: dict, opts: Options,
+                store: ResultsStore | None = None, *, tune_value: float | None = None) -> list[dict]:
+    """Train ``config`` ``opts.repeats`` times on trainval{i}; score balanced accuracy on the test set.
+
+    The repeats are independent: with ``opts.engine == "ray"`` or ``opts.max_parallel > 1`` they run
+    through the grid engine (Ray tasks or local processes); records are written here, by the driver,
+    in repeat order, and equal those of the sequential path (same seeds, same threads -> same metrics).
+    """
     settings = opts.settings(ctx.preset)
     epochs = opts.final_epochs or settings.max_epochs
     space = {k: Fixed(v) for k, v in config.items()}
     _check_batch(ctx, space, len(split.trainval), f"trainval{split.index}")
-    tx, ty, test_name = ctx.test_set(split)
-    classes = list(range(ctx.pool.num_classes))
+    test_name = ctx.test_set(split).name
     out = []
-    for r in track(range(opts.repeats), total=opts.repeats, description=f"{method} split {split.index}"):
-        try:
-            tr, res = _train(ctx, method, config, opts, epochs=epochs, seed=r, train_idx=split.trainval, val=None)
-            with torch_threads(opts.threads):
-                pred = tr.predict_logits(tx).argmax(1)
-            metrics = {"balanced_accuracy": balanced_accuracy(ty, pred, classes=classes),
-                       "accuracy": float(np.mean(pred == ty)), "images_per_second": res.images_per_second,
-                       "peak_memory_bytes": res.peak_memory_bytes, "peak_memory_kind": res.peak_memory_kind,
-                       "train_seconds": res.train_seconds, "diverged": False}
-        except FloatingPointError as exc:  # a diverged run is recorded as undefined (NaN), not as a score
-            metrics = {"balanced_accuracy": float("nan"), "accuracy": float("nan"),
-                       "images_per_second": float("nan"), "peak_memory_bytes": None, "peak_memory_kind": None,
-                       "train_seconds": float("nan"), "diverged": True, "error": str(exc)}
+    for r, metrics in _final_outcomes(ctx, split, method, config, opts, epochs):
         settings_d = {"split": split.index, "repeat": r, "config": config, "model": _model_name(ctx, opts),
                       "epochs": epochs, "device": opts.device, "test": test_name,
                       "tune_best_val": tune_value, "per_class": ctx.preset.per_class,
@@ -390,8 +446,10 @@ def run_method(ctx: Context, method: str, opts: Options, store: ResultsStore | N
 
     With ``require_search`` a missing or unfinished search is an error instead of being run.
     """
+    from ..grid.engines import check_engine
     from ..learners.smalldata import get_method
 
+    check_engine(opts.engine, max_parallel=opts.max_parallel, ray_address=opts.ray_address)
     m = get_method(method)
     space = method_space(method, ctx.preset, overrides=opts.space)
     searched = any(not isinstance(p, Fixed) for p in space.values())
