@@ -14,6 +14,7 @@ Engines never write to the store: the driver does (one writer).
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -89,6 +90,42 @@ def run_jobs(jobs: list[Job], *, engine: str = "local", max_parallel: int | None
         yield from _jobs_local(jobs, max_parallel=max_parallel or 1, on_start=start)
 
 
+# the process pool of an open local engine_session: (pool, its size)
+_SESSION_POOL: tuple[Any, int] | None = None
+
+
+@contextmanager
+def engine_session(engine: str, *, ray_address: str | None = None, max_parallel: int | None = None,
+                   cpus_per_job: int = 1) -> Iterator[None]:
+    """Keep one Ray up across several :func:`run_jobs` calls (e.g. the trials of every task of a
+    stream): started (or connected) here when ``engine == "ray"`` and none is initialised, stopped at
+    the end; a no-op for the local engine."""
+    check_engine(engine, max_parallel=max_parallel, ray_address=ray_address)
+    if engine != "ray":
+        if (max_parallel or 1) <= 1:
+            yield
+            return
+        global _SESSION_POOL
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        outer = _SESSION_POOL
+        with ProcessPoolExecutor(max_workers=max_parallel, mp_context=multiprocessing.get_context("spawn")) as pool:
+            _SESSION_POOL = (pool, max_parallel)  # worker processes start once, not once per run_jobs call
+            try:
+                yield
+            finally:
+                _SESSION_POOL = outer
+        return
+    ray = _import_ray()
+    started = _init_ray(ray, ray_address=ray_address, max_parallel=max_parallel, cpus_per_job=cpus_per_job)
+    try:
+        yield
+    finally:
+        if started:
+            ray.shutdown()
+
+
 def _jobs_local(jobs: list[Job], *, max_parallel: int, on_start: Callable[[Job], None]) -> Iterator[Outcome]:
     if max_parallel <= 1:
         for job in jobs:
@@ -101,25 +138,34 @@ def _jobs_local(jobs: list[Job], *, max_parallel: int, on_start: Callable[[Job],
                 yield Outcome(job, value=value)
         return
     import multiprocessing
-    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+    from concurrent.futures import ProcessPoolExecutor
+
+    if _SESSION_POOL is not None and _SESSION_POOL[1] == max_parallel:
+        yield from _drain_pool(_SESSION_POOL[0], jobs, max_parallel=max_parallel, on_start=on_start)
+        return
+    with ProcessPoolExecutor(max_workers=max_parallel, mp_context=multiprocessing.get_context("spawn")) as pool:
+        yield from _drain_pool(pool, jobs, max_parallel=max_parallel, on_start=on_start)
+
+
+def _drain_pool(pool: Any, jobs: list[Job], *, max_parallel: int, on_start: Callable[[Job], None]) -> Iterator[Outcome]:
+    from concurrent.futures import FIRST_COMPLETED, wait
 
     queue = list(jobs)
-    with ProcessPoolExecutor(max_workers=max_parallel, mp_context=multiprocessing.get_context("spawn")) as pool:
-        pending: dict[Any, Job] = {}
-        while queue or pending:
-            while queue and len(pending) < max_parallel:
-                job = queue.pop(0)
-                on_start(job)
-                pending[pool.submit(job.fn, *job.args)] = job
-            finished, _ = wait(list(pending), return_when=FIRST_COMPLETED)
-            for fut in finished:
-                job = pending.pop(fut)
-                try:
-                    value = fut.result()
-                except Exception as exc:  # the job raised, or its worker process died
-                    yield Outcome(job, error=exc)
-                else:
-                    yield Outcome(job, value=value)
+    pending: dict[Any, Job] = {}
+    while queue or pending:
+        while queue and len(pending) < max_parallel:
+            job = queue.pop(0)
+            on_start(job)
+            pending[pool.submit(job.fn, *job.args)] = job
+        finished, _ = wait(list(pending), return_when=FIRST_COMPLETED)
+        for fut in finished:
+            job = pending.pop(fut)
+            try:
+                value = fut.result()
+            except Exception as exc:  # the job raised, or its worker process died
+                yield Outcome(job, error=exc)
+            else:
+                yield Outcome(job, value=value)
 
 
 def _jobs_ray(jobs: list[Job], *, max_parallel: int | None, cpus_per_job: int, ray_address: str | None,
