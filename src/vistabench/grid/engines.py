@@ -176,8 +176,8 @@ def _jobs_ray(jobs: list[Job], *, max_parallel: int | None, cpus_per_job: int, r
         have = ray.cluster_resources().get("GPU", 0.0)
         need = max((j.gpus for j in jobs), default=0.0)
         if need > have:
-            raise InputError(f"jobs need {need:g} GPU each but the Ray cluster has {have:g} "
-                             "(--device cuda needs GPU workers; or set --gpus-per-cell)")
+            raise InputError(f"each task needs {need:g} GPU but the Ray cluster has {have:g} "
+                             "(--device cuda needs GPU workers; a grid can set --gpus-per-cell)")
         remotes: dict[Any, Any] = {}
         shared: dict[int, Any] = {}  # id(arg) -> ObjectRef: a big argument (a dataset) is put once
 

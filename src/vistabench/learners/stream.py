@@ -535,9 +535,13 @@ class SearchLearner(StreamLearner):
             jobs = [Job(_trial_job, (self, shared, plan, engine.threads), tag=plan["trial"], gpus=gpus)
                     for plan in plans]
             done: dict[int, _TrialOutcome] = {}
-            for out in run_jobs(jobs, engine=engine.engine, max_parallel=engine.max_parallel,
-                                cpus_per_job=engine.threads, ray_address=engine.ray_address):
-                done[out.job.tag] = out.result()
+            outcomes = run_jobs(jobs, engine=engine.engine, max_parallel=engine.max_parallel,
+                                cpus_per_job=engine.threads, ray_address=engine.ray_address)
+            try:
+                for out in outcomes:
+                    done[out.job.tag] = out.result()  # a failed trial fails the task, as in sequence
+            finally:
+                outcomes.close()
             for plan in plans:
                 absorb(plan, done[plan["trial"]])
         else:
