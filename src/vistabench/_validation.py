@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
@@ -17,6 +18,10 @@ __all__ = [
     "check_choice",
     "check_same_length",
     "check_classes",
+    "check_input_file",
+    "check_input_dir",
+    "check_int",
+    "close_matches",
 ]
 
 
@@ -125,3 +130,51 @@ def check_classes(classes: Any, name: str = "classes") -> np.ndarray:
     if len(np.unique(a)) != len(a):
         raise InputError(f"{name}: class list has duplicates")
     return a
+
+
+def check_input_file(path: Any, name: str, *, what: str = "file") -> "Path":
+    """An existing regular file: a folder or a missing path gives a one-line :class:`InputError`."""
+    from pathlib import Path
+
+    p = Path(path)
+    if p.is_dir():
+        raise InputError(f"{name} {str(path)!r}: is a folder, expected a {what}")
+    if not p.exists():
+        raise InputError(f"{name} {str(path)!r}: no such {what}")
+    if not p.is_file():
+        raise InputError(f"{name} {str(path)!r}: not a regular {what}")
+    return p
+
+
+def check_input_dir(path: Any, name: str) -> "Path":
+    """An existing folder: a file or a missing path gives a one-line :class:`InputError`."""
+    from pathlib import Path
+
+    p = Path(path)
+    if p.is_file():
+        raise InputError(f"{name} {str(path)!r}: is a file, expected a folder")
+    if not p.is_dir():
+        raise InputError(f"{name} {str(path)!r}: no such folder")
+    return p
+
+
+def check_int(v: Any, name: str, *, min: int | None = None, max: int | None = None,
+              allow_none: bool = False) -> int | None:
+    """An integer in ``[min, max]`` (``name`` is what the user typed, e.g. ``--repeats``)."""
+    if v is None and allow_none:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+        raise InputTypeError(f"{name}: expected an integer, got {v!r}")
+    if min is not None and v < min:
+        raise InputError(f"{name}: expected an integer >= {min}, got {v}")
+    if max is not None and v > max:
+        raise InputError(f"{name}: expected an integer <= {max}, got {v}")
+    return int(v)
+
+
+def close_matches(word: str, options: Sequence[str]) -> str:
+    """`` (did you mean 'x'?)`` for a close match of ``word`` among ``options``, else ``""``."""
+    import difflib
+
+    m = difflib.get_close_matches(str(word), [str(o) for o in options], n=2, cutoff=0.6)
+    return f" (did you mean {' or '.join(repr(x) for x in m)}?)" if m else ""

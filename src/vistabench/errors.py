@@ -1,8 +1,19 @@
-"""Exception types raised on bad user input.
+"""Exception types raised on bad user input, and the one-line description of user-caused errors.
 
-Both subclass the builtin they refine, so ``except ValueError`` keeps working; the CLI catches
-:class:`InputError` and prints its message as one line.
+Both exception types subclass the builtin they refine, so ``except ValueError`` keeps working; the
+CLI catches them (and the OS / file-format errors :func:`user_error_message` recognises) and prints one
+line on stderr with exit status :data:`USER_ERROR`.
 """
+
+from __future__ import annotations
+
+import errno
+import json
+
+#: Exit status of every user-caused error (argparse uses the same for bad options).
+USER_ERROR = 2
+#: Exit status of an internal error (a bug): the traceback is shown with a request to report it.
+INTERNAL_ERROR = 70
 
 
 class InputError(ValueError):
@@ -11,3 +22,58 @@ class InputError(ValueError):
 
 class InputTypeError(InputError, TypeError):
     """Input of the wrong type."""
+
+
+def one_line(text: str) -> str:
+    """Join a multi-line message into one line (``"; "`` between the non-empty lines)."""
+    return "; ".join(s.strip() for s in str(text).splitlines() if s.strip())
+
+
+def _os_message(exc: OSError) -> str | None:
+    name = exc.filename
+    if name is None:
+        return None
+    where = repr(str(name))
+    if isinstance(exc, IsADirectoryError):
+        return f"{where}: is a folder, expected a file"
+    if isinstance(exc, NotADirectoryError):
+        return f"{where}: a part of the path is a file, not a folder"
+    if isinstance(exc, FileNotFoundError):
+        return f"{where}: no such file or folder"
+    if isinstance(exc, FileExistsError):
+        return f"{where}: already exists and is not a folder"
+    if isinstance(exc, PermissionError):
+        return f"{where}: permission denied"
+    if exc.errno in (errno.ENOSPC, errno.EROFS, errno.ENAMETOOLONG, errno.ELOOP, errno.EDQUOT):
+        return f"{where}: {exc.strerror}"
+    return None
+
+
+def user_error_message(exc: BaseException) -> str | None:
+    """One line describing a user-caused error, or None when ``exc`` is (probably) a bug.
+
+    User-caused: :class:`InputError`; OS errors on a named path (missing, a folder where a file is
+    expected, permission denied, disk full); malformed JSON; a SQLite file that is not a database;
+    an image PIL cannot identify.
+    """
+    if isinstance(exc, InputError):
+        return one_line(str(exc))
+    if isinstance(exc, json.JSONDecodeError):
+        return f"malformed JSON ({exc.msg} at line {exc.lineno})"
+    import sys
+
+    sqlite3 = sys.modules.get("sqlite3")
+    if sqlite3 is not None and isinstance(exc, sqlite3.DatabaseError) and not isinstance(
+            exc, (sqlite3.ProgrammingError, sqlite3.InterfaceError)):
+        if "locked" in str(exc) or "busy" in str(exc):
+            return f"results store busy: another process has held it locked for over 30 s ({exc})"
+        return one_line(f"results store: {exc} (is --store a vistabench results store?)")
+    pil = sys.modules.get("PIL")
+    if pil is not None:
+        from PIL import UnidentifiedImageError
+
+        if isinstance(exc, UnidentifiedImageError):
+            return one_line(f"{exc} (corrupt or not an image)")
+    if isinstance(exc, OSError):
+        return _os_message(exc)
+    return None

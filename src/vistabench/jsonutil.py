@@ -47,7 +47,7 @@ def read_json(path: str | os.PathLike[str], *, what: str) -> Any:
     """Read a user's JSON file; a missing, non-UTF-8 or malformed file is one line naming it."""
     p = Path(path)
     if not p.is_file():
-        raise InputError(f"{what} {str(path)!r}: " + ("is a directory, expected a file" if p.is_dir() else "no such file"))
+        raise InputError(f"{what} {str(path)!r}: " + ("is a folder, expected a file" if p.is_dir() else "no such file"))
     try:
         return json.loads(p.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from . import __version__
+from .errors import InputError
 from .jsonutil import dumps, json_safe
 
 DEFAULT_STORE = "vistabench.sqlite"
@@ -64,17 +65,89 @@ class Record:
         return json_safe(asdict(self))
 
 
-class ResultsStore:
-    """A results store at ``path`` (created on first use)."""
+#: ``PRAGMA application_id`` of a vistabench store (ASCII "VBst"): foreign SQLite files are refused.
+APPLICATION_ID = 0x56427374
+#: ``PRAGMA user_version``: the schema this version writes; a newer one is refused with advice.
+SCHEMA_VERSION = 1
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+_RECORD_COLUMNS = {"id", "protocol", "dataset", "method", "seed", "split_hash", "settings", "metrics",
+                   "version", "created", "tag"}
 
-    def __init__(self, path: str | os.PathLike[str] = DEFAULT_STORE) -> None:
+
+class ResultsStore:
+    """A results store at ``path`` (created on first use unless ``read_only``).
+
+    The file is marked as ours (``PRAGMA application_id`` = :data:`APPLICATION_ID`, ``user_version``
+    = :data:`SCHEMA_VERSION`). Opening refuses, with one-line :class:`~vistabench.errors.InputError`:
+    a file that is not SQLite, a SQLite file of another program, a corrupted file and a store of a
+    newer schema. ``read_only=True`` (tables, reports) never creates or modifies the file.
+    """
+
+    def __init__(self, path: str | os.PathLike[str] = DEFAULT_STORE, *, read_only: bool = False) -> None:
         self.path = Path(path)
-        if self.path.parent and not self.path.parent.exists():
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._conn = sqlite3.connect(str(self.path), timeout=30.0)
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.executescript(_SCHEMA)
-        self._conn.commit()
+        self.read_only = read_only
+        where = f"results store {str(self.path)!r}"
+        if self.path.is_dir():
+            raise InputError(f"{where}: is a folder, expected a results store file")
+        exists = self.path.is_file() and self.path.stat().st_size > 0
+        if read_only and not self.path.is_file():
+            raise InputError(f"{where}: no such results store (run a protocol or `vistabench demo` first)")
+        if exists:
+            try:
+                with open(self.path, "rb") as f:
+                    head = f.read(len(_SQLITE_MAGIC))
+            except OSError as exc:
+                raise InputError(f"{where}: cannot read ({exc.strerror})") from exc
+            if head != _SQLITE_MAGIC:
+                raise InputError(f"{where}: not a SQLite results store (the file holds something else); "
+                                 "pass a new file name to --store")
+        elif not read_only and not self.path.parent.is_dir():
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise InputError(f"{where}: cannot create its folder ({exc.strerror})") from exc
+        try:
+            if read_only:
+                self._conn = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True, timeout=30.0)
+            else:
+                self._conn = sqlite3.connect(str(self.path), timeout=30.0)
+            self._check_and_init(where)
+        except sqlite3.OperationalError as exc:
+            if "locked" in str(exc) or "busy" in str(exc):
+                raise
+            raise InputError(f"{where}: cannot open ({exc})") from exc
+        except sqlite3.DatabaseError as exc:
+            raise InputError(f"{where}: corrupted SQLite file ({exc}); restore it from a backup or pass "
+                             "a new file name to --store") from exc
+
+    def _check_and_init(self, where: str) -> None:
+        conn = self._conn
+        app_id = conn.execute("PRAGMA application_id").fetchone()[0]
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if app_id == APPLICATION_ID:
+            if version > SCHEMA_VERSION:
+                raise InputError(f"{where}: written by a newer vistabench (schema {version}, this version reads "
+                                 f"up to {SCHEMA_VERSION}); upgrade vistabench to read it")
+        elif app_id != 0:
+            raise InputError(f"{where}: a SQLite file of another program (application_id {app_id:#x}), not a "
+                             "vistabench results store; pass a new file name to --store")
+        elif tables - {"records", "sqlite_sequence"}:
+            raise InputError(f"{where}: a SQLite file of another program (tables {sorted(tables)[:5]}), not a "
+                             "vistabench results store; pass a new file name to --store")
+        elif "records" in tables:  # a store written before stores were marked: check its columns
+            cols = {r[1] for r in conn.execute("PRAGMA table_info(records)")}
+            if cols != _RECORD_COLUMNS:
+                raise InputError(f"{where}: its 'records' table is not vistabench's (columns {sorted(cols)}); "
+                                 "pass a new file name to --store")
+        if self.read_only:
+            return
+        conn.execute("PRAGMA journal_mode=WAL")
+        if app_id != APPLICATION_ID or version != SCHEMA_VERSION or "records" not in tables:
+            with conn:
+                conn.executescript(_SCHEMA)
+                conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+                conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     def close(self) -> None:
         self._conn.close()
@@ -134,11 +207,23 @@ class ResultsStore:
             sql += " WHERE " + " AND ".join(where)
         sql += " ORDER BY id"
         out = []
-        for row in self._conn.execute(sql, args):
+        try:
+            rows = self._conn.execute(sql, args).fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise InputError(f"results store {str(self.path)!r}: cannot read records ({exc}); restore it "
+                             "from a backup or pass a new file name to --store") from exc
+        for row in rows:
+            loaded = {}
+            for col, text in (("settings", row[6]), ("metrics", row[7])):
+                try:
+                    loaded[col] = json.loads(text)
+                except (TypeError, json.JSONDecodeError) as exc:
+                    raise InputError(f"results store {str(self.path)!r}: record {row[0]} ({row[1]}/{row[3]}) has "
+                                     f"malformed {col} JSON; delete that record") from exc
             out.append(
                 Record(
                     id=row[0], protocol=row[1], dataset=row[2], method=row[3], seed=row[4],
-                    split_hash=row[5], settings=json.loads(row[6]), metrics=json.loads(row[7]),
+                    split_hash=row[5], settings=loaded["settings"], metrics=loaded["metrics"],
                     version=row[8], created=row[9], tag=row[10],
                 )
             )

@@ -50,7 +50,7 @@ def test_sweep_then_score(capsys, files):
     assert rc == 0, err
     sweep = json.loads((files / "sweep.json").read_text())
     assert set(sweep) == {"kind", "version", "seed", "num_classes", "train_counts", "test_imbalance", "n_max",
-                          "repeats", "points", "sha256"}
+                          "repeats", "pool_size", "points", "sha256"}
     for extra in ([], ["--exact"]):
         rc, out, err = run(capsys, "longtail", "score", "--predictions", str(files / "pred.npz"), "--sweep",
                            str(files / "sweep.json"), "--json", *extra)

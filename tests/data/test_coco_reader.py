@@ -95,7 +95,9 @@ def test_empty_results_file(synth, tmp_path):
     gt = read_ground_truth(synth.ground_truth)
     p = tmp_path / "dt.json"
     p.write_text(" [ ] ")
-    assert len(read_results(p, gt)) == 0
+    with pytest.raises(InputError, match="empty.*--allow-empty"):
+        read_results(p, gt)
+    assert len(read_results(p, gt, allow_empty=True)) == 0
 
 
 def test_bad_ground_truth(tmp_path):

@@ -33,7 +33,7 @@ def test_bad_predictions_files(tmp_path):
     with pytest.raises(InputError, match="no such file"):
         load_predictions(tmp_path / "missing.npz")
     (tmp_path / "junk.npz").write_bytes(b"not a zip")
-    with pytest.raises(InputError, match="not a readable"):
+    with pytest.raises(InputError, match="not a .npz archive"):
         load_predictions(tmp_path / "junk.npz")
     np.savez(tmp_path / "two.npz", labels=[0], logits=[[1.0]], pred=[0])
     with pytest.raises(InputError, match="exactly one"):

@@ -43,14 +43,14 @@ def test_local_processes_store_the_sequential_records(ctx, sequential, tmp_path,
     assert [r[0] for r in sequential] == [0, 1]
     assert sequential[0][3]["balanced_accuracy"] != sequential[1][3]["balanced_accuracy"]  # seeds differ: not vacuous
     assert all(0 <= r[3]["balanced_accuracy"] <= 1 and not math.isnan(r[3]["accuracy"]) for r in sequential)
-    monkeypatch.setattr(sd, "_final_metrics", _not_here)  # the workers import their own, unpatched
+    monkeypatch.setattr(sd, "_final_run", _not_here)  # the workers import their own, unpatched
     par = _finals(ctx, tmp_path / "p.sqlite", Options(epochs=1, repeats=2, threads=1, max_parallel=2))
     assert par == sequential
 
 
 def test_ray_two_workers_store_the_sequential_records(ctx, sequential, tmp_path, monkeypatch):
     pytest.importorskip("ray")
-    monkeypatch.setattr(sd, "_final_metrics", _not_here)
+    monkeypatch.setattr(sd, "_final_run", _not_here)
     by_ray = _finals(ctx, tmp_path / "ray.sqlite", Options(epochs=1, repeats=2, threads=1, engine="ray",
                                                            max_parallel=2))
     assert by_ray == sequential

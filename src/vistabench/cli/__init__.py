@@ -4,19 +4,19 @@ Each declared protocol (:mod:`vistabench.suite`) names its CLI module, whose ``r
 adds ``vistabench <protocol> split|score|run`` and its own verbs and returns the verbs' subparsers;
 every protocol then gets the common ``table`` verb. Commands across protocols (demo, table, report,
 stats) live in ``_COMMON``. Handlers return a JSON-serialisable object (printed with ``--json``) or None.
-Bad input (``InputError``, a missing file, malformed JSON) ends with one line on stderr and exit 2.
+Bad input (``InputError``, a missing or unwritable file, malformed JSON, a file that is not a results
+store) ends with one line on stderr and exit 2; an internal bug shows its traceback and exit 70.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import sys
 from typing import Any, Callable, Sequence
 
 from .. import __version__
-from ..errors import InputError
+from ..errors import INTERNAL_ERROR, USER_ERROR, user_error_message
 
 _COMMON = ["stats", "common", "grid"]
 
@@ -68,7 +68,61 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
     print(f"vistabench: warning: {message}", file=sys.stderr)
 
 
+#: API parameter names whose CLI option is not simply ``--<name-with-dashes>``.
+_ALIASES = {"max_epochs": "--epochs", "pool_labels": "--labels", "iou_threshold": "--iou",
+            "num_images": "--images", "num_categories": "--categories", "meta_test_from_year": "--meta-test-from",
+            "per_class_topk": "--per-class-topk", "num_classes": "--classes"}
+
+
+def _options_of(parser: argparse.ArgumentParser, args: argparse.Namespace) -> dict[str, str]:
+    """dest -> option string of the sub-command that ran (e.g. ``n_max`` -> ``--n-max``)."""
+    out: dict[str, str] = {}
+    p: argparse.ArgumentParser | None = parser
+    while p is not None:
+        nxt = None
+        for a in p._actions:
+            if isinstance(a, argparse._SubParsersAction):  # follow the sub-command that was chosen
+                nxt = a.choices.get(str(getattr(args, a.dest, None)))
+            elif a.option_strings:
+                out[a.dest] = max(a.option_strings, key=len)
+        p = nxt
+    return out
+
+
+def _option_names(message: str, parser: argparse.ArgumentParser, args: argparse.Namespace) -> str:
+    """Say ``--n-max`` where the API's message says ``n_max`` (the user typed the option)."""
+    import re
+
+    opts = _options_of(parser, args)
+    names = {k: v for k, v in _ALIASES.items() if v in opts.values()}
+    names.update({k: v for k, v in opts.items() if k not in ("help", "json", "version")})
+    if not names:
+        return message
+    alternatives = "|".join(map(re.escape, sorted(names, key=len, reverse=True)))
+    # the API's convention: a message starts with the parameter's name ("n_max: expected ...");
+    # elsewhere only "snake_name=value" is a parameter name
+    snake = "|".join(re.escape(k) for k in sorted(names, key=len, reverse=True) if "_" in k)
+    pattern = re.compile(r"^(" + alternatives + r")(?=[:=]| \(| must| expected)"
+                         + (r"|(?<![\w'\"/.-])(" + snake + r")(?==)" if snake else ""))
+    message = pattern.sub(lambda m: names[m.group(1) or m.group(2)], message)
+    return re.sub(r"(--[\w-]+)( '[^']*')?: \1:", r"\1\2:", message)  # "--matrix 'm.json': --matrix: ..."
+
+
+def _debug() -> bool:
+    import os
+
+    return os.environ.get("VISTABENCH_DEBUG", "") not in ("", "0")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; return the exit status.
+
+    0 success; 2 (:data:`~vistabench.errors.USER_ERROR`) for every user-caused error, printed as one
+    line without a traceback (argparse's own option errors use 2 too); 70 for an internal error (a
+    bug), printed with its traceback and a request to report it; 130 when interrupted.
+    ``VISTABENCH_DEBUG=1`` prints the traceback of user errors too.
+    """
+    import traceback
     import warnings
 
     parser = build_parser()
@@ -81,15 +135,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         result = args.handler(args)
         emit(result, as_json=getattr(args, "json", False), human=getattr(args, "human", None))
-    except InputError as exc:
-        print(f"vistabench: error: {exc}", file=sys.stderr)
-        return 2
-    except FileNotFoundError as exc:
-        print(f"vistabench: error: {exc.filename or exc}: no such file", file=sys.stderr)
-        return 2
-    except json.JSONDecodeError as exc:
-        print(f"vistabench: error: malformed JSON ({exc.msg} at line {exc.lineno})", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:
         print("vistabench: interrupted", file=sys.stderr)
         return 130
@@ -98,6 +143,18 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
+    except Exception as exc:
+        message = user_error_message(exc)
+        if message is None:  # a bug: keep the traceback, ask for a report
+            traceback.print_exc()
+            print(f"vistabench: internal error ({type(exc).__name__}): this is a bug in vistabench "
+                  f"{__version__}; please report it with the command line and the traceback above",
+                  file=sys.stderr)
+            return INTERNAL_ERROR
+        if _debug():
+            traceback.print_exc()
+        print(f"vistabench: error: {_option_names(message, parser, args)}", file=sys.stderr)
+        return USER_ERROR
     return 0
 
 

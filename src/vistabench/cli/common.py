@@ -6,7 +6,6 @@ import argparse
 import sys
 
 from . import add_json_arg, add_store_arg
-from ..errors import InputError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -48,13 +47,10 @@ def _demo(args):
 
 
 def _open_store(path: str):
-    from pathlib import Path
-
+    """Open a results store read-only (tables and reports never create or modify it)."""
     from ..store import ResultsStore
 
-    if not Path(path).is_file():
-        raise InputError(f"--store {path!r}: no such results store (run a protocol or `vistabench demo` first)")
-    return ResultsStore(path)
+    return ResultsStore(path, read_only=True)
 
 
 def _table(args):

@@ -45,6 +45,8 @@ def register(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
                    help="top K per category for AP^Fixed / AP^Pool (default: 10000)")
     e.add_argument("--gt-format", default="auto", choices=["auto", "lvis", "coco"],
                    help="auto: LVIS when images carry neg/not-exhaustive lists, else COCO")
+    e.add_argument("--allow-empty", action="store_true",
+                   help="score an empty results list (AP 0) instead of refusing it")
     e.add_argument("--split", metavar="SPLIT.json", help="score only the test images of this split file")
     add_record_args(e, what="results", dataset_default="the ground-truth file's name")
     add_store_arg(e)
@@ -183,11 +185,16 @@ def _eval(args):
     from ..progress import step
     from ..protocols.detection import score, to_record
 
+    from .._validation import check_int
+
     variants = _variants(args.ap)
+    check_int(args.dets_per_class, "--dets-per-class", min=1)
+    check_int(args.max_dets_per_image, "--max-dets-per-image", min=1, allow_none=True)
     split = _read_split(args.split)
     with step("reading and evaluating"), one_line_warnings():
         out = score(args.results, args.gt, iou_type=args.iou_type, variants=variants, gt_format=args.gt_format,
-                    max_dets_per_image=args.max_dets_per_image, dets_per_class=args.dets_per_class, split=split)
+                    max_dets_per_image=args.max_dets_per_image, dets_per_class=args.dets_per_class, split=split,
+                    allow_empty=args.allow_empty)
     out["settings"].update(gt=str(args.gt), results=str(args.results))
     rec = to_record(out, dataset=args.dataset or Path(args.gt).stem,
                     method=args.method or Path(args.results).stem, seed=args.seed, tag=args.tag,
@@ -260,6 +267,12 @@ def _cal_fit(args):
     from ..data.coco import read_ground_truth, read_results
     from ..protocols.detection import calibrate_detections
 
+    from .._validation import check_int
+
+    check_int(args.min_samples, "--min-samples", min=1)
+    check_int(args.dets_per_class, "--dets-per-class", min=1)
+    if not 0 < args.iou <= 1:
+        raise InputError(f"--iou: expected an IoU threshold in (0, 1], got {args.iou}")
     gt = read_ground_truth(args.gt, with_segmentation=args.iou_type == "segm")
     dets = read_results(args.results, gt, iou_type=args.iou_type)
     if args.recipe != "devil":

@@ -264,11 +264,17 @@ def _run(args: Any) -> dict[str, Any]:
     from ..protocols.incremental import load_sessions, run, write_sessions
     from ..store import ResultsStore
 
+    from .._validation import check_int, check_positive
+
+    for opt, v in (("--epochs", args.epochs), ("--novel-epochs", args.novel_epochs), ("--batch-size", args.batch_size)):
+        check_int(v, opt, min=1)
+    for opt, v in (("--lr", args.lr), ("--novel-lr", args.novel_lr)):
+        check_positive(v, opt)
     data = load_dataset(args.data)
     if data.test is None:
         raise InputError(f"--data {args.data!r}: the dataset has no test part")
     if args.sessions:
-        if args.preset or args.base_classes or args.way or args.shot:
+        if any(v is not None for v in (args.preset, args.base_classes, args.way, args.shot)):
             raise InputError("--sessions already fixes the layout; drop --preset/--base-classes/--way/--shot")
         sessions = load_sessions(args.sessions)
     else:
@@ -338,6 +344,12 @@ def _reference(args: Any) -> dict[str, Any]:
         if args.base_classes is None or args.way is None or args.num_sessions is None:
             raise InputError("give --preset or all of --base-classes, --way, --num-sessions")
         b, w, n = args.base_classes, args.way, args.num_sessions
+        from .._validation import check_int
+
+        for opt, v in (("--base-classes", b), ("--way", w), ("--num-sessions", n)):
+            check_int(v, opt, min=1)
+    if not 0 <= args.base_accuracy <= 1:
+        raise InputError(f"--base-accuracy: expected a fraction in [0, 1], got {args.base_accuracy}")
     res = reference_scores(base_classes=b, way=w, num_sessions=n, base_accuracy=args.base_accuracy,
                            mode="compat" if args.compat else "exact")
     return {k: v.to_dict() for k, v in res.items()}

@@ -18,7 +18,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                                  "s_b^2/n_b), Welch-Satterthwaite df, p from Student's t (equals "
                                  "scipy.stats.ttest_ind(a, b, equal_var=False)). Each file holds a JSON list "
                                  "of numbers. t, df and p are null when undefined (fewer than 2 scores in a "
-                                 "list, or no variance in either).")
+                                 "list, or no variance in either; a standard deviation below 1e-12 of the data's scale, e.g. "
+                                 "rounding noise of a constant list, counts as none).")
     p.add_argument("--a", required=True, metavar="A.json", help="JSON list of scores of method A")
     p.add_argument("--b", required=True, metavar="B.json", help="JSON list of scores of method B")
     p.add_argument("--alternative", choices=["two-sided", "less", "greater"], default="two-sided",

@@ -144,7 +144,7 @@ def _add_cut_args(q: argparse.ArgumentParser) -> None:
 
 def _arch_opts(args) -> dict:
     if args.arch == "cnn28":
-        return {"width": args.width or 8}
+        return {"width": 8 if args.width is None else args.width}
     return {"width": args.width} if args.width is not None else {}
 
 
@@ -217,12 +217,16 @@ def _run(args):
     from ..store import ResultsStore
     from ..streams import load_stream
 
-    if args.trials is not None and args.trials <= 0:
-        raise InputError(f"--trials: expected a positive integer, got {args.trials}")
-    if args.steps is not None and args.steps <= 0:
-        raise InputError(f"--steps: expected a positive integer, got {args.steps}")
-    if args.data_root is not None and not Path(args.data_root).is_dir():
-        raise InputError(f"--data-root {args.data_root!r}: no such folder")
+    from .._validation import check_input_dir, check_input_file, check_int
+
+    check_int(args.trials, "--trials", min=1)
+    check_int(args.steps, "--steps", min=1)
+    for opt, v in (("--width", args.width), ("--max-tasks", args.max_tasks), ("--threads", args.threads)):
+        check_int(v, opt, min=1, allow_none=True)
+    if args.data_root is not None:
+        check_input_dir(args.data_root, "--data-root")
+    if args.checkpoint is not None:
+        check_input_file(args.checkpoint, "--checkpoint")
     stream = load_stream(args.stream, meta_test_from_year=args.meta_test_from)
     opts = {"trials": args.trials, "steps": args.steps, "seed": args.seed, "arch": args.arch, "device": args.device,
             "arch_options": _arch_opts(args), "search_space": args.search_space}
@@ -272,6 +276,14 @@ def _pretrain(args):
         raise InputError(f"--lr: expected a positive number, got {args.lr}")
     if args.data_root is not None and not Path(args.data_root).is_dir():
         raise InputError(f"--data-root {args.data_root!r}: no such folder")
+    from .._validation import check_int
+
+    check_int(args.width, "--width", min=1, allow_none=True)
+    out = Path(args.out)
+    if out.is_dir():
+        raise InputError(f"--out {args.out!r}: is a folder, expected a checkpoint file name (e.g. pt-mt.pt)")
+    if not out.parent.is_dir():
+        raise InputError(f"--out {args.out!r}: its folder {str(out.parent)!r} does not exist")
     stream = load_stream(args.stream, meta_test_from_year=args.meta_test_from)
     cfg = LearnerConfig(seed=args.seed, arch=args.arch, arch_options=_arch_opts(args), device=args.device)
     return pretrain_meta_train(stream, args.out, steps=args.steps, seed=args.seed, config=cfg, lr=args.lr,
@@ -290,11 +302,11 @@ def _report(args):
     from ..report.stream_analysis import analyse
     from ..store import ResultsStore
 
-    if not Path(args.store).is_file():
+    if not Path(args.store).exists():
         raise InputError(f"--store {args.store!r}: no such results store (run `vistabench stream run` first)")
     from ..report.stream import with_cflop_parts
 
-    with ResultsStore(args.store) as store:
+    with ResultsStore(args.store, read_only=True) as store:
         a = with_cflop_parts(analyse(store, args.runs or None), store)
     if not a["runs"]:
         raise InputError(f"--store {args.store!r}: holds no stream runs")

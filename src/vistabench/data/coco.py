@@ -295,9 +295,9 @@ def _decode_ground_truth(source: Any, with_segmentation: bool, what: str) -> Any
     try:
         if isinstance(source, dict):
             return msgspec.convert(source, typ)
-        p = Path(source)
-        if not p.is_file():
-            raise InputError(f"{what} {str(source)!r}: no such file")
+        from .._validation import check_input_file
+
+        p = check_input_file(source, what)
         data = p.read_bytes()
         if data.startswith(b"\xef\xbb\xbf"):
             data = data[3:]
@@ -354,6 +354,12 @@ def read_ground_truth(
         seg = [a.segmentation for a in anns]
         if any(x is None for x in seg):
             raise InputError(f"{what} {name}: iou_type 'segm' needs 'segmentation' in every annotation")
+    for kind, ids in (("annotation", [a.id for a in anns]), ("image", [im.id for im in images]),
+                      ("category", [c.id for c in cats])):
+        values, counts = np.unique(np.asarray(ids, dtype=np.int64), return_counts=True)
+        if np.any(counts > 1):  # the official tools silently keep one of each duplicate id
+            raise InputError(f"{what} {name}: duplicate {kind} ids {values[counts > 1][:5].tolist()}; "
+                             f"every {kind} needs its own id")
     return GroundTruth.from_arrays(
         format=format, image_ids=np.fromiter([im.id for im in images], np.int64, len(images)),
         category_ids=np.fromiter([c.id for c in cats], np.int64, len(cats)),
@@ -487,9 +493,9 @@ def read_result_columns(
     if isinstance(source, list):
         chunks: Any = [source]
     elif isinstance(source, (str, os.PathLike)):
-        p = Path(source)
-        if not p.is_file():
-            raise InputError(f"{what} {str(source)!r}: no such file")
+        from .._validation import check_input_file
+
+        p = check_input_file(source, what)
         chunks = None
     else:
         raise InputError(f"{what}: expected a path or a list of detections, got {type(source).__name__}")
@@ -532,17 +538,22 @@ def read_results(
     *,
     iou_type: Literal["bbox", "segm"] = "bbox",
     chunk_bytes: int = _CHUNK,
+    allow_empty: bool = False,
 ) -> Detections:
     """Read a COCO/LVIS results file (a JSON list of ``{image_id, category_id, bbox, score}`` and,
     for masks, ``segmentation`` RLE) against ``gt``; streamed in chunks.
 
     Unknown image or category ids are an error; when *no* image id is known the message says the
-    file belongs to another dataset.
+    file belongs to another dataset. An empty list is an error (it scores AP 0, usually a broken
+    export) unless ``allow_empty``.
     """
     name = _name(source)
     c = read_result_columns(source, iou_type=iou_type, chunk_bytes=chunk_bytes)
     iid = c["image_id"]
     if len(iid) == 0:
+        if not allow_empty:
+            raise InputError(f"--results {name}: the results list is empty (it would score AP 0); "
+                             "pass --allow-empty if that is intended")
         return Detections.empty()
     if not np.any(np.isin(iid, gt.image_ids)):
         raise InputError(f"--results {name}: none of its {len(np.unique(iid))} image ids are in the ground truth "

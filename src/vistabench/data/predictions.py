@@ -110,16 +110,39 @@ def save_predictions(
     return p
 
 
+def read_npz_arrays(path: str | os.PathLike[str], what: str) -> dict[str, np.ndarray]:
+    """All arrays of a ``.npz`` file, never unpickling; one-line :class:`InputError` otherwise.
+
+    ``what`` names the file for the message (e.g. ``"--labels"``, ``"predictions file"``).
+    """
+    from .._validation import check_input_file
+
+    p = check_input_file(path, what)
+    where = f"{what} {str(path)!r}"
+    try:
+        with open(p, "rb") as f:
+            head = f.read(4)
+    except OSError as exc:
+        raise InputError(f"{where}: cannot read ({exc.strerror})") from exc
+    if head[:2] != b"PK":
+        kind = "a .npy array" if head[:4] == b"\x93NUM" else "a pickle" if head[:1] == b"\x80" else "another format"
+        raise InputError(f"{where}: not a .npz archive (the file is {kind}); save arrays with numpy.savez")
+    try:
+        with np.load(p, allow_pickle=False) as z:
+            return {k: z[k] for k in z.files}
+    except ValueError as exc:
+        if "pickle" in str(exc):
+            raise InputError(f"{where}: holds object (pickled) arrays, which are refused; save numeric "
+                             "arrays only") from exc
+        raise InputError(f"{where}: not a readable .npz archive ({str(exc).splitlines()[0]})") from exc
+    except (zipfile.BadZipFile, OSError, EOFError, KeyError) as exc:
+        raise InputError(f"{where}: corrupt .npz archive ({type(exc).__name__})") from exc
+
+
 def load_predictions(path: str | os.PathLike[str]) -> Predictions:
     """Read and validate a predictions ``.npz`` (no pickles are loaded)."""
     p = Path(path)
-    if not p.is_file():
-        raise InputError(f"predictions file {str(p)!r}: no such file")
-    try:
-        with np.load(p, allow_pickle=False) as z:
-            arrays = {k: z[k] for k in z.files}
-    except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
-        raise InputError(f"predictions file {str(p)!r}: not a readable .npz ({exc})") from exc
+    arrays = read_npz_arrays(p, "predictions file")
     if "labels" not in arrays:
         raise InputError(f"predictions file {str(p)!r}: missing array 'labels' (found {sorted(arrays)})")
     kinds = [k for k in KINDS if k in arrays]

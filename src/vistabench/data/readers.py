@@ -47,9 +47,9 @@ class _RestrictedUnpickler(pickle.Unpickler):
 
 def safe_unpickle(path: str | os.PathLike[str]) -> Any:
     """Load an untrusted pickle (CIFAR's format) with the restricted unpickler."""
-    p = Path(path)
-    if not p.is_file():
-        raise InputError(f"{str(p)!r}: no such file")
+    from .._validation import check_input_file
+
+    p = check_input_file(path, "pickle")
     try:
         with open(p, "rb") as f:
             return _RestrictedUnpickler(io.BytesIO(f.read()), encoding="bytes").load()
@@ -91,9 +91,9 @@ def _names(meta: dict, key: str, n: int) -> list[str]:
 
 def read_cifar(root: str | os.PathLike[str], *, variant: int = 10) -> DataSplits:
     """Read an extracted ``cifar-10-batches-py`` or ``cifar-100-python`` folder."""
-    root = Path(root)
-    if not root.is_dir():
-        raise InputError(f"cifar{variant} root {str(root)!r}: no such folder")
+    from .._validation import check_input_dir
+
+    root = check_input_dir(root, f"cifar{variant} root")
     if variant == 10:
         files = [root / f"data_batch_{i}" for i in range(1, 6)]
         test_files, label_key, meta_file, names_key = [root / "test_batch"], "labels", "batches.meta", "label_names"
@@ -122,14 +122,22 @@ def _read_image(path: Path) -> np.ndarray:
     if suffix in {".tif", ".tiff"}:
         import tifffile
 
-        arr = tifffile.imread(path)
+        try:
+            arr = tifffile.imread(path)
+        except Exception as exc:  # tifffile raises TiffFileError, ValueError, OSError, ...
+            raise InputError(f"image {str(path)!r}: not a readable TIFF ({type(exc).__name__})") from exc
         if arr.ndim == 3 and arr.shape[0] < arr.shape[-1] and arr.shape[0] <= 16:
             arr = np.moveaxis(arr, 0, -1)  # band-first GeoTIFF -> channels last
     else:
-        from PIL import Image
+        from PIL import Image, UnidentifiedImageError
 
-        with Image.open(path) as im:
-            arr = np.asarray(im.convert("RGB") if im.mode not in ("L", "RGB") else im)
+        try:
+            with Image.open(path) as im:
+                arr = np.asarray(im.convert("RGB") if im.mode not in ("L", "RGB") else im)
+        except UnidentifiedImageError as exc:
+            raise InputError(f"image {str(path)!r}: not a readable image (corrupt or another format)") from exc
+        except (OSError, SyntaxError, ValueError) as exc:
+            raise InputError(f"image {str(path)!r}: corrupt or truncated image ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})") from exc
     if arr.ndim == 2:
         arr = arr[:, :, None]
     return arr
@@ -141,9 +149,9 @@ def read_image_folder(root: str | os.PathLike[str], *, class_names: list[str] | 
 
     Images of different sizes need ``size`` (H, W): they are resized with bilinear filtering.
     """
-    root = Path(root)
-    if not root.is_dir():
-        raise InputError(f"image folder {str(root)!r}: no such folder")
+    from .._validation import check_input_dir
+
+    root = check_input_dir(root, "image folder")
     found = sorted(d.name for d in root.iterdir() if d.is_dir())
     names = list(class_names) if class_names is not None else found
     missing = [c for c in names if c not in found]
@@ -179,11 +187,10 @@ def read_image_folder(root: str | os.PathLike[str], *, class_names: list[str] | 
 def read_npz(path: str | os.PathLike[str]) -> DataSplits:
     """``images`` (N,H,W[,B]) + ``labels`` (N,) [+ ``class_names``], or the same with ``train_`` /
     ``test_`` prefixes for an official test split."""
+    from .predictions import read_npz_arrays
+
     p = Path(path)
-    if not p.is_file():
-        raise InputError(f"npz dataset {str(p)!r}: no such file")
-    with np.load(p, allow_pickle=False) as z:
-        arrays = {k: z[k] for k in z.files}
+    arrays = read_npz_arrays(p, "npz dataset")
 
     def part(prefix: str) -> Dataset | None:
         if f"{prefix}images" not in arrays:
@@ -261,4 +268,7 @@ def _folder(arg: str | None = None) -> DataSplits:
 def load_dataset(spec: str) -> DataSplits:
     """Load ``NAME`` or ``NAME:PATH`` through the dataset registry (see module docstring)."""
     name, _, arg = spec.partition(":")
+    if name not in readers.names() and Path(spec).exists():
+        raise InputError(f"dataset {spec!r}: a path needs a kind prefix: folder:{spec}, npz:{spec}, "
+                         f"cifar10:{spec} or cifar100:{spec}")
     return readers.get(name)(arg or None)

@@ -1,4 +1,5 @@
-"""Demo of the stream protocol: every baseline at several budgets on the embedded stream."""
+"""Demo of the stream protocol: every baseline (Indep, FT-prev, FT-d, MT, ensembling, BHPO, PT) at
+several budgets on the embedded stream."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from ..store import ResultsStore
 # (trials, steps) per budget; quick: one tiny budget and three learners (a smoke test)
 BUDGETS = [(1, 12), (2, 24)]
 QUICK_BUDGETS = [(1, 4)]
-LEARNERS = ["indep", "ft-prev", "ft-d", "ensemble", "pt"]
+LEARNERS = ["indep", "ft-prev", "ft-d", "mt", "ensemble", "bhpo", "pt"]
 QUICK_LEARNERS = ["indep", "ft-d", "pt"]
 OPTIONS = {"arch": "cnn28", "arch_options": {"width": 8}, "min_batch": 32}
 

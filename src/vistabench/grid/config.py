@@ -121,9 +121,9 @@ def load_config(path: str | Path) -> GridConfig:
     """Read a grid config file (``.yaml``/``.yml`` or ``.json``)."""
     import yaml
 
-    p = Path(path)
-    if not p.is_file():
-        raise InputError(f"CONFIG {str(path)!r}: no such file")
+    from .._validation import check_input_file
+
+    p = check_input_file(path, "CONFIG")
     try:
         text = p.read_text(encoding="utf-8")
         data = json.loads(text) if p.suffix == ".json" else yaml.safe_load(text)

@@ -28,7 +28,7 @@ lists where, and docs/fidelity.md the deliberate differences.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any, Sequence
 
 import numpy as np

@@ -418,7 +418,8 @@ class StreamLearner:
         return out
 
 
-stream_learners: Registry[type[StreamLearner]] = Registry("stream learner")
+stream_learners: Registry[type[StreamLearner]] = Registry(
+    "stream learner", modules=("vistabench.learners.stream_mt", "vistabench.learners.stream_bhpo"))
 
 
 class SearchLearner(StreamLearner):
@@ -733,8 +734,10 @@ class PT(SearchLearner):
             raise InputError(f"--checkpoint {str(p)!r}: no such file")
         try:
             sd = torch.load(p, map_location="cpu", weights_only=True)
-        except Exception as exc:  # torch raises UnpicklingError / RuntimeError variants
-            raise InputError(f"--checkpoint {str(p)!r}: not a weights-only torch state dict ({exc})") from exc
+        except Exception as exc:  # torch raises UnpicklingError / RuntimeError variants; its text advises
+            # an unsafe load, so it is not repeated
+            raise InputError(f"--checkpoint {str(p)!r}: not a weights-only state dict (tensors only, as written by "
+                             "torch.save(model.state_dict(), FILE)); refusing to load other objects") from exc
         if isinstance(sd, dict) and "state_dict" in sd:
             sd = sd["state_dict"]
         if not isinstance(sd, dict) or not all(isinstance(v, torch.Tensor) for v in sd.values()):
@@ -753,21 +756,13 @@ class PT(SearchLearner):
         return self.pretrained, "checkpoint"
 
 
-def _load_learner_modules() -> None:
-    """Import the learners kept in their own modules (they register themselves; imported lazily
-    because they import from this module)."""
-    from . import stream_bhpo, stream_mt  # noqa: F401
-
-
 def learner_names() -> list[str]:
     """Names of every registered stream learner (``indep``, ..., ``mt``, ``bhpo``)."""
-    _load_learner_modules()
     return stream_learners.names()
 
 
 def make_learner(name: str, **config: Any) -> StreamLearner:
     """Instantiate a registered stream learner with :class:`LearnerConfig` options."""
-    _load_learner_modules()
     cls = stream_learners.get(name)
     known = set(LearnerConfig.__dataclass_fields__)
     unknown = sorted(set(config) - known)

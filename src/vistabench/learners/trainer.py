@@ -261,8 +261,11 @@ class Trainer:
     loss_fn : callable, optional
         ``loss_fn(logits, targets) -> scalar`` (default: cross-entropy with
         ``cfg.label_smoothing``). If it has ``set_epoch(epoch)`` (0-based), the trainer calls it at
-        the start of every epoch (deferred re-weighting uses this). A ``torch.nn.Module`` loss is
-        moved to the device.
+        the start of every epoch (deferred re-weighting uses this); if it has
+        ``before_fit(trainer, images, labels)``, the trainer calls it once after the input
+        normalisation is set and before the first step (two-stage methods use this); if that
+        returns an index array, only those images are trained on (the rest is the loss's own
+        hold-out set). A ``torch.nn.Module`` loss is moved to the device.
     callback : callable, optional
         ``callback(epoch, metrics) -> bool | None`` after every epoch (``epoch`` 1-based,
         ``metrics`` = that epoch's history entry). Returning True stops training; exceptions (for
@@ -300,7 +303,7 @@ class Trainer:
         if gen is not None:
             aug = self.cfg.augment
             x = aug(x, gen) if callable(aug) else augment_batch(x, gen, padding=self.cfg.crop_padding)
-        return self.normaliser.apply(x)  # type: ignore[union-attr]  # set by fit() first.to(self.device, non_blocking=True)
+        return self.normaliser.apply(x.to(self.device, non_blocking=True))  # type: ignore[union-attr]  # set by fit() first
 
     def _step_flops(self, input_shape: tuple[int, ...], n: int, trainable: str) -> int:
         key = (tuple(input_shape), n, trainable)
@@ -444,6 +447,14 @@ class Trainer:
                 return nn.functional.cross_entropy(logits, y, label_smoothing=ls)
         elif isinstance(loss_fn, nn.Module):
             loss_fn.to(self.device)
+        if hasattr(loss_fn, "before_fit"):  # e.g. a teacher pre-trained on the same images
+            keep = loss_fn.before_fit(self, images, labels)
+            if keep is not None:  # the loss holds some images out of training (an auxiliary set)
+                images, labels = images[keep], labels[keep]
+                n = len(labels)
+                if cfg.batch_size > n:
+                    raise InputError(f"batch_size: expected at most the {n} training images left after the "
+                                     f"loss's hold-out, got {cfg.batch_size}")
 
         rng = np.random.default_rng(cfg.seed)
         aug_gen = torch.Generator().manual_seed(cfg.seed + 1) if cfg.augment else None

@@ -105,6 +105,9 @@ def check_accuracy_matrix(matrix: Any, name: str = "matrix") -> np.ndarray:
                     f"(a lower-triangular matrix: row i lists A_i^1..A_i^i)")
             if any(v is None for v in row):
                 raise InputError(f"{name}: row {i + 1} has a null entry on or below the diagonal")
+            bad = next((v for v in row if isinstance(v, (str, bytes, bool, np.bool_))), None)
+            if bad is not None:  # "0.9" or true would silently become a number
+                raise InputTypeError(f"{name}: row {i + 1} must hold numbers, found {bad!r} ({type(bad).__name__})")
             try:
                 vals = np.asarray(row, dtype=np.float64)
             except (TypeError, ValueError) as exc:

@@ -10,11 +10,15 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any, Literal, Mapping, Sequence
 
+import numpy as np
 
 from .._validation import check_array, check_fraction
 from ..errors import InputError
 
-__all__ = ["WelchResult", "welch_test", "not_worse_than_best"]
+__all__ = ["WelchResult", "welch_test", "not_worse_than_best", "VARIANCE_RTOL"]
+
+#: Relative tolerance below which a sample's standard deviation counts as zero (see :func:`welch_test`).
+VARIANCE_RTOL = 1e-12
 
 Alternative = Literal["two-sided", "less", "greater"]
 
@@ -58,6 +62,13 @@ def welch_test(a: Any, b: Any, *, alternative: Alternative = "two-sided") -> Wel
         ``t``, ``df``, ``p`` are NaN when undefined: fewer than two samples in either group, or
         both groups without any variance (the statistic is 0/0 or ±x/0).
 
+    Notes
+    -----
+    A group's variance counts as zero when its standard deviation is at most
+    :data:`VARIANCE_RTOL` (1e-12) times the data's scale (the largest ``|x|`` over both groups): a
+    constant list such as ``[0.9] * 3`` has a floating-point variance of about 1e-32, which would
+    otherwise give t ≈ 1e15 and p ≈ 0 instead of "undefined".
+
     Examples
     --------
     >>> r = welch_test([1.0, 2.0, 3.0], [4.0, 5.0, 7.0])
@@ -74,7 +85,11 @@ def welch_test(a: Any, b: Any, *, alternative: Alternative = "two-sided") -> Wel
     nan = float("nan")
     if na < 2 or nb < 2:
         return WelchResult(nan, nan, nan, ma, mb, na, nb, alternative)
-    va, vb = float(xa.var(ddof=1)) / na, float(xb.var(ddof=1)) / nb
+    scale = max(float(np.max(np.abs(xa))), float(np.max(np.abs(xb))))
+    floor = (VARIANCE_RTOL * scale) ** 2  # variances at or below this are rounding noise
+    va, vb = float(xa.var(ddof=1)), float(xb.var(ddof=1))
+    va = 0.0 if va <= floor else va / na
+    vb = 0.0 if vb <= floor else vb / nb
     se2 = va + vb
     if se2 == 0.0:
         return WelchResult(nan, nan, nan, ma, mb, na, nb, alternative)

@@ -169,7 +169,11 @@ def build_image_split(ground_truth: str | os.PathLike[str] | dict, *, calibratio
 def _gt_json(source: str | os.PathLike[str] | dict) -> dict:
     if isinstance(source, dict):
         return source
-    return read_json(source, what="ground truth")
+    gt = read_json(source, what="--gt")
+    if not isinstance(gt, dict) or not isinstance(gt.get("images"), list):
+        raise InputError(f"--gt {str(source)!r}: expected a COCO/LVIS ground-truth object with an 'images' list, "
+                         f"got {type(gt).__name__} (a results file?)")
+    return gt
 
 
 def _restrict(gt: dict, results: Any, image_ids: Sequence[int]) -> tuple[dict, list]:
@@ -193,10 +197,12 @@ def score(
     gt_format: Literal["auto", "lvis", "coco"] = "auto",
     split: dict[str, Any] | None = None,
     part: Literal["test", "calibration"] = "test",
+    allow_empty: bool = False,
 ) -> dict[str, Any]:
     """Score a results file (or list) against ground truth: AP^Old, AP^Fixed, AP^Pool.
 
-    With ``split`` (from :func:`build_image_split`) only the images of ``part`` are evaluated.
+    With ``split`` (from :func:`build_image_split`) only the images of ``part`` are evaluated. An
+    empty results list is refused unless ``allow_empty``.
     Returns :func:`evaluation_result`'s dict.
     """
     from ..data.coco import read_ground_truth, read_results
@@ -204,7 +210,7 @@ def score(
     if split is not None:
         ground_truth, results = _restrict(_gt_json(ground_truth), results, split[part])
     gt = read_ground_truth(ground_truth, format=gt_format, with_segmentation=iou_type == "segm")
-    dets = read_results(results, gt, iou_type=iou_type)
+    dets = read_results(results, gt, iou_type=iou_type, allow_empty=allow_empty)
     ev = evaluate_detections(gt, dets, iou_type=iou_type, variants=tuple(variants),
                              max_dets_per_image=max_dets_per_image, dets_per_class=dets_per_class)
     out = evaluation_result(ev)

@@ -269,6 +269,8 @@ def fit_calibration(
         negatives, use the pooled fallback.
     """
     fit = calibrators.get(method)
+    if isinstance(min_samples, bool) or not isinstance(min_samples, (int, np.integer)) or min_samples < 1:
+        raise InputError(f"min_samples: expected an integer >= 1, got {min_samples!r}")
     s = np.asarray(scores, float)
     y = np.asarray(labels, bool)
     c = np.asarray(category_ids, np.int64)

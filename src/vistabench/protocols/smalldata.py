@@ -74,6 +74,7 @@ class Options:
     work_dir: str = "smalldata-runs"
     tag_suffix: str = ""
     threads: int | None = None
+    highres_scale: int = 1
     max_parallel: int | None = None
 
     def dispatch_finals(self) -> bool:
@@ -125,10 +126,27 @@ class Context:
     splits: list[SmallDataSplit]
     image_size: int
     in_channels: int
+    root: str | None = None
 
     @property
     def pool(self) -> Dataset:
         return self.data.train
+
+    def highres(self, scale: int) -> DataSplits:
+        """The dataset at ``scale`` x the side length: re-read from ``root`` for presets that resize
+        variable-size images (CUB, ISIC, CLaMM, folders), else the pool up-sampled bilinearly."""
+        cache = self.__dict__.setdefault("_highres", {})
+        if scale not in cache:
+            size = self.image_size * scale
+            if self.preset.image_size is not None:
+                data = load_smalldata(self.name, self.root, image_size=size)
+                if not np.array_equal(data.train.labels, self.pool.labels):
+                    raise InputError(f"dataset {self.name!r}: re-reading at {size} px gave a different pool")
+            else:
+                data = DataSplits(train=_upsample(self.pool, scale),
+                                  test=None if self.data.test is None else _upsample(self.data.test, scale))
+            cache[scale] = data
+        return cache[scale]
 
     def test_set(self, split: SmallDataSplit) -> "EvalSet":
         if split.test is not None:
@@ -158,7 +176,19 @@ def prepare(dataset: str, *, root: str | None = None, split_dir: str | os.PathLi
         split_dir = out_splits
     sp = read_splits(split_dir, data.train, dataset_name=dataset, splits=splits)
     img = data.train.images
-    return Context(dataset, preset, data, sp, int(img.shape[1]), int(img.shape[3]))
+    return Context(dataset, preset, data, sp, int(img.shape[1]), int(img.shape[3]), root=root)
+
+
+def _upsample(ds: Dataset, scale: int) -> Dataset:
+    import dataclasses
+
+    import torch
+
+    x = torch.from_numpy(np.ascontiguousarray(ds.images)).permute(0, 3, 1, 2).float()
+    y = torch.nn.functional.interpolate(x, scale_factor=scale, mode="bilinear", align_corners=False)
+    if ds.images.dtype == np.uint8:
+        y = y.round().clamp(0, 255)
+    return dataclasses.replace(ds, images=y.permute(0, 2, 3, 1).numpy().astype(ds.images.dtype))
 
 
 def method_space(method: str, preset: SmallDataPreset, *, overrides: dict[str, Any] | None = None) -> dict[str, Param]:
@@ -172,6 +202,14 @@ def method_space(method: str, preset: SmallDataPreset, *, overrides: dict[str, A
     for k, v in m.fixed.items():
         space[k] = Fixed(v)
     if overrides:
+        from .._validation import close_matches
+
+        if not isinstance(overrides, dict):
+            raise InputError(f"--space: expected a JSON object of parameter -> range, got {type(overrides).__name__}")
+        for k in overrides:  # an unknown key would be ignored while the real parameter keeps its range
+            if k not in space:
+                raise InputError(f"--space: method {method!r} has no parameter {k!r}{close_matches(k, sorted(space))}; "
+                                 f"its parameters are {sorted(space)}")
         space.update(parse_space(overrides))
     if not m.tuned:  # nothing is searched: a batch-size choice becomes its median, anything else is an error
         for k, p in list(space.items()):
@@ -318,23 +356,28 @@ def tune_split(ctx: Context, split: SmallDataSplit, method: str, opts: Options,
     return result
 
 
-def _final_metrics(ctx: Context, split: SmallDataSplit, method: str, config: dict, opts: Options, *,
-                   epochs: int, repeat: int) -> dict[str, Any]:
-    """One final run (seed ``repeat``) on trainval{i}, scored on the test set; a diverged run gives NaN."""
+def _final_run(ctx: Context, split: SmallDataSplit, method: str, config: dict, opts: Options, *,
+               epochs: int, repeat: int) -> dict[str, Any]:
+    """One final run (seed ``repeat``) on trainval{i}, scored on the test set (a diverged run gives NaN),
+    then, with ``opts.highres_scale`` > 1, its high-resolution fine-tune: ``{"metrics", "highres"}``
+    (``highres`` None when off or diverged). Writes nothing: the driver stores the records."""
     tx, ty, _ = ctx.test_set(split)
     classes = list(range(ctx.pool.num_classes))
     try:
         tr, res = _train(ctx, method, config, opts, epochs=epochs, seed=repeat, train_idx=split.trainval, val=None)
         with torch_threads(opts.threads):
             pred = tr.predict_logits(tx).argmax(1)
-        return {"balanced_accuracy": balanced_accuracy(ty, pred, classes=classes),
-                "accuracy": float(np.mean(pred == ty)), "images_per_second": res.images_per_second,
-                "peak_memory_bytes": res.peak_memory_bytes, "peak_memory_kind": res.peak_memory_kind,
-                "train_seconds": res.train_seconds, "diverged": False}
+        metrics = {"balanced_accuracy": balanced_accuracy(ty, pred, classes=classes),
+                   "accuracy": float(np.mean(pred == ty)), "images_per_second": res.images_per_second,
+                   "peak_memory_bytes": res.peak_memory_bytes, "peak_memory_kind": res.peak_memory_kind,
+                   "train_seconds": res.train_seconds, "diverged": False}
     except FloatingPointError as exc:  # a diverged run is recorded as undefined (NaN), not as a score
-        return {"balanced_accuracy": float("nan"), "accuracy": float("nan"),
-                "images_per_second": float("nan"), "peak_memory_bytes": None, "peak_memory_kind": None,
-                "train_seconds": float("nan"), "diverged": True, "error": str(exc)}
+        return {"metrics": {"balanced_accuracy": float("nan"), "accuracy": float("nan"),
+                            "images_per_second": float("nan"), "peak_memory_bytes": None, "peak_memory_kind": None,
+                            "train_seconds": float("nan"), "diverged": True, "error": str(exc)},
+                "highres": None}
+    highres = _highres_metrics(ctx, split, tr, opts) if opts.highres_scale > 1 else None
+    return {"metrics": metrics, "highres": highres}
 
 
 def _final_job(ctx: Context, split: SmallDataSplit, method: str, config: dict, opts: Options, epochs: int,
@@ -346,19 +389,19 @@ def _final_job(ctx: Context, split: SmallDataSplit, method: str, config: dict, o
     from ..progress import set_quiet
 
     set_quiet(True)
-    return _final_metrics(ctx, split, method, config, replace(opts, threads=opts.threads or 1), epochs=epochs,
-                          repeat=repeat)
+    return _final_run(ctx, split, method, config, replace(opts, threads=opts.threads or 1), epochs=epochs,
+                      repeat=repeat)
 
 
 def _final_outcomes(ctx: Context, split: SmallDataSplit, method: str, config: dict, opts: Options,
                     epochs: int) -> Iterator[tuple[int, dict[str, Any]]]:
-    """``(repeat, metrics)`` in repeat order: in this process, or dispatched through the grid engine
+    """``(repeat, run)`` in repeat order (``run``: :func:`_final_run`'s result): in this process, or dispatched through the grid engine
     (:func:`vistabench.grid.engines.run_jobs`) and handed back in order as soon as a prefix is done."""
     from ..progress import track
 
     if not opts.dispatch_finals():
         for r in track(range(opts.repeats), total=opts.repeats, description=f"{method} split {split.index}"):
-            yield r, _final_metrics(ctx, split, method, config, opts, epochs=epochs, repeat=r)
+            yield r, _final_run(ctx, split, method, config, opts, epochs=epochs, repeat=r)
         return
     from ..grid.engines import Job, run_jobs
 
@@ -393,7 +436,8 @@ def final_split(ctx: Context, split: SmallDataSplit, method: str, config: dict, 
     _check_batch(ctx, space, len(split.trainval), f"trainval{split.index}")
     test_name = ctx.test_set(split).name
     out = []
-    for r, metrics in _final_outcomes(ctx, split, method, config, opts, epochs):
+    for r, run in _final_outcomes(ctx, split, method, config, opts, epochs):
+        metrics = run["metrics"]
         settings_d = {"split": split.index, "repeat": r, "config": config, "model": _model_name(ctx, opts),
                       "epochs": epochs, "device": opts.device, "test": test_name,
                       "tune_best_val": tune_value, "per_class": ctx.preset.per_class,
@@ -402,8 +446,38 @@ def final_split(ctx: Context, split: SmallDataSplit, method: str, config: dict, 
         if store is not None:
             store.add(to_record(metrics, dataset=ctx.name, method=method, seed=r, split_hash=split.split_hash,
                                 settings=settings_d, tag="final" + opts.tag_suffix))
-        out.append({"settings": settings_d, "metrics": metrics})
+        entry = {"settings": settings_d, "metrics": metrics}
+        if run["highres"] is not None:
+            settings_h = dict(settings_d, highres_scale=opts.highres_scale,
+                              image_size=ctx.image_size * opts.highres_scale)
+            if store is not None:
+                store.add(to_record(run["highres"], dataset=ctx.name, method=method, seed=r,
+                                    split_hash=split.split_hash, settings=settings_h, tag="highres" + opts.tag_suffix))
+            entry["highres"] = {"settings": settings_h, "metrics": run["highres"]}
+        out.append(entry)
     return out
+
+
+def _highres_metrics(ctx: Context, split: SmallDataSplit, tr, opts: Options) -> dict[str, Any]:
+    """The paper's high-resolution step (§VII-D): fine-tune the trained model on trainval{i} at
+    ``opts.highres_scale`` x the resolution with the same hyper-parameters and epochs, evaluate
+    at that resolution. Stored with tag ``highres`` (kept out of Table 3's ``final`` records)."""
+    from ..learners.trainer import Trainer
+
+    hi = ctx.highres(opts.highres_scale)
+    tx, ty = (hi.train.images[split.test], hi.train.labels[split.test]) if split.test is not None else (
+        hi.test.images, hi.test.labels)  # type: ignore[union-attr]
+    try:
+        ft = Trainer(tr.model, tr.cfg, loss_fn=tr.loss_fn)
+        with torch_threads(opts.threads):
+            res = ft.fit(hi.train.images[split.trainval], hi.train.labels[split.trainval])
+            pred = ft.predict_logits(tx).argmax(1)
+        return {"balanced_accuracy": balanced_accuracy(ty, pred, classes=list(range(ctx.pool.num_classes))),
+                "accuracy": float(np.mean(pred == ty)), "images_per_second": res.images_per_second,
+                "peak_memory_bytes": res.peak_memory_bytes, "peak_memory_kind": res.peak_memory_kind,
+                "train_seconds": res.train_seconds, "diverged": False}
+    except FloatingPointError as exc:
+        return {"balanced_accuracy": float("nan"), "accuracy": float("nan"), "diverged": True, "error": str(exc)}
 
 
 def score(predictions: Any, ctx: Context, split_index: int) -> dict[str, Any]:
@@ -475,6 +549,9 @@ def run_method(ctx: Context, method: str, opts: Options, store: ResultsStore | N
             runs = final_split(ctx, split, method, config, opts, store, tune_value=value)
             scores = [r["metrics"]["balanced_accuracy"] for r in runs]
             entry["test_balanced_accuracy"] = scores
+            if opts.highres_scale > 1:
+                entry["highres_test_balanced_accuracy"] = [r["highres"]["metrics"]["balanced_accuracy"]
+                                                           for r in runs if "highres" in r]
         summary["splits"].append(entry)
     if do_final:
         allv = [v for e in summary["splits"] for v in e["test_balanced_accuracy"]]

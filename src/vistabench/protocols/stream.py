@@ -20,6 +20,7 @@ state that task produced; seeds are per task, so a resumed run equals an uninter
 
 from __future__ import annotations
 
+import json
 import os
 from contextlib import nullcontext
 import time
@@ -93,7 +94,8 @@ def _load_checkpoint(path: Path) -> dict:
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:
-        raise InputError(f"checkpoint {str(path)!r}: unreadable ({exc}); delete it to start the run afresh") from exc
+        raise InputError(f"checkpoint {str(path)!r}: unreadable or not a weights-only checkpoint "
+                         f"({type(exc).__name__}); delete it to start the run afresh") from exc
 
 
 def run_stream(
@@ -156,6 +158,9 @@ def run_stream(
         if ck.get("stream_hash") != stream.hash:
             raise InputError(f"run {run_id!r}: its checkpoint was made on a different stream definition; "
                              f"use another --run-id or delete {str(ckpt_path)!r}")
+        _check_same_settings(run_id, ckpt_path, [r.settings for r in existing[:1]] or
+                             ([json.loads(ck["settings"])] if isinstance(ck.get("settings"), str) else []),
+                             _learner_record(stream, learner, seed, run_id, {}, settings).settings)
         state = learner.state_from_dict(ck["state"])
         events: list[dict] = list(ck["events"])
         done = {r.metrics["task_index"] for r in existing}
@@ -217,9 +222,33 @@ def _run_tasks(stream: Stream, learner: Any, tasks: list[Task], *, state: Any, e
         }
         events.append(ev)
         _save_checkpoint(ckpt_path, {"stream_hash": stream.hash, "run_id": run_id, "state": learner.state_to_dict(state),
-                                     "events": events})
+                                     "events": events, "settings": _settings_json(stream, learner, seed, run_id, settings)})
         if store is not None:
             store.add(_learner_record(stream, learner, seed, run_id, ev, settings))
+
+
+def _settings_json(stream: Stream, learner: Any, seed: int, run_id: str, settings: dict | None) -> str:
+    from ..jsonutil import dumps
+
+    return dumps(_learner_record(stream, learner, seed, run_id, {}, settings).settings, sort_keys=True)
+
+
+def _check_same_settings(run_id: str, ckpt_path: Path, started: list[dict], current: dict) -> None:
+    """A resume must use the settings the run started with: one record per run, one setting each.
+
+    ``started``: the settings of the run's first stored event, else those saved in its checkpoint.
+    """
+    from ..jsonutil import dumps
+
+    if not started:
+        return
+    before, now = started[0], json.loads(dumps(current))
+    for key in sorted(set(before) | set(now)):
+        if key != "device" and before.get(key) != now.get(key):
+            opt = {"meta_test_from_year": "--meta-test-from", "arch_options": "--width"}.get(key, f"--{key.replace('_', '-')}")
+            raise InputError(f"run {run_id!r} was started with {key}={before.get(key)!r}, now {now.get(key)!r}: "
+                             f"resume it with the same {opt}, or start another run (--run-id, or delete "
+                             f"{str(ckpt_path.parent)!r})")
 
 
 def _learner_record(stream: Stream, learner: Any, seed: int, run_id: str, ev: dict, settings: dict | None) -> Record:

@@ -19,7 +19,7 @@ from ..store import ResultsStore
 __all__ = ["collect_runs", "analyse", "size_bin", "resolution_bin", "TRANSFER_LEARNERS"]
 
 REFERENCE = "indep"
-TRANSFER_LEARNERS = ("ft-prev", "ft-d", "pt")
+TRANSFER_LEARNERS = ("ft-prev", "ft-d", "mt", "pt")
 
 
 def size_bin(n: int) -> str:

@@ -137,14 +137,20 @@ def _slug(s: str) -> str:
 
 
 def _read_file(path: Path) -> dict[str, Any]:
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"stream file {str(path)!r}: not a UTF-8 text file") from exc
     if path.suffix.lower() in (".yaml", ".yml"):
         import yaml
 
         try:
             doc = yaml.safe_load(text)
         except yaml.YAMLError as exc:
-            raise InputError(f"stream file {str(path)!r}: malformed YAML ({exc})") from exc
+            mark = getattr(exc, "problem_mark", None)
+            at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+            raise InputError(f"stream file {str(path)!r}: malformed YAML "
+                             f"({getattr(exc, 'problem', None) or type(exc).__name__}{at})") from exc
     else:
         try:
             doc = json.loads(text)
@@ -231,6 +237,8 @@ def load_stream(spec: str, *, meta_test_from_year: int | str | None = None) -> S
     if not isinstance(spec, str) or not spec:
         raise InputError(f"stream: expected a stream name or a file path, got {spec!r}")
     p = Path(spec)
+    if p.is_dir():
+        raise InputError(f"stream file {spec!r}: is a folder, expected a JSON/YAML stream file or a stream name")
     if p.suffix.lower() in (".json", ".yaml", ".yml") or p.is_file():
         if not p.is_file():
             raise InputError(f"stream file {spec!r}: no such file")
@@ -255,4 +263,8 @@ def load_stream(spec: str, *, meta_test_from_year: int | str | None = None) -> S
         doc = {**doc, "meta_test_from_year": year}
     stream = parse_stream(doc, origin=origin)
     stream.meta_test_choice = choice
+    if meta_test_from_year is not None and stream.tasks and not stream.meta_test():
+        years = sorted({t.year for t in stream.tasks})
+        raise InputError(f"--meta-test-from {meta_test_from_year}: leaves no meta-test task in stream "
+                         f"{stream.name!r} (its tasks are from {years[0]}..{years[-1]}); pick a year up to {years[-1]}")
     return stream

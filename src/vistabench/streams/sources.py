@@ -156,8 +156,9 @@ def _embedded(task: Task) -> TaskSplits:
 
 # ---------------------------------------------------------------------------------- disk sources
 def _read_task_npz(path: Path, task: Task) -> TaskSplits:
-    with np.load(path, allow_pickle=False) as z:
-        arrays = {k: z[k] for k in z.files}
+    from ..data.predictions import read_npz_arrays
+
+    arrays = read_npz_arrays(path, f"task {task.uid}: data file")
     need = ["train_images", "train_labels", "test_images", "test_labels"]
     missing = [k for k in need if k not in arrays]
     if missing:
