@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import difflib
-from typing import Callable, Generic, Iterator, TypeVar
+import importlib
+from typing import Callable, Generic, Iterator, Sequence, TypeVar
 
 from .errors import InputError
 
@@ -24,9 +25,20 @@ class Registry(Generic[T]):
     vistabench.errors.InputError: unknown model 'tinny'; did you mean 'tiny'? (known: tiny)
     """
 
-    def __init__(self, kind: str) -> None:
+    def __init__(self, kind: str, *, modules: Sequence[str] = ()) -> None:
+        """``modules``: modules that register more entries into this registry; imported on the
+        first lookup, so an entry may live in a module that itself imports the registry's module
+        (no import cycle)."""
         self.kind = kind
         self._items: dict[str, T] = {}
+        self._modules = tuple(modules)
+        self._loaded = not self._modules
+
+    def _load(self) -> None:
+        if not self._loaded:
+            self._loaded = True
+            for name in self._modules:
+                importlib.import_module(name)
 
     def register(self, name: str) -> Callable[[T], T]:
         def deco(obj: T) -> T:
@@ -38,6 +50,7 @@ class Registry(Generic[T]):
         return deco
 
     def get(self, name: str) -> T:
+        self._load()
         if name in self._items:
             return self._items[name]
         close = difflib.get_close_matches(name, list(self._items), n=3, cutoff=0.5)
@@ -45,9 +58,11 @@ class Registry(Generic[T]):
         raise InputError(f"unknown {self.kind} {name!r}{hint} (known: {', '.join(sorted(self._items))})")
 
     def names(self) -> list[str]:
+        self._load()
         return sorted(self._items)
 
     def __contains__(self, name: object) -> bool:
+        self._load()
         return name in self._items
 
     def __iter__(self) -> Iterator[str]:

@@ -123,3 +123,15 @@ def test_cases_vary_options_together():
         parse_config({"protocol": "smalldata", "fixed": {"root": "x"}, "grid": {"cases": [{"root": "y"}]}})
     with pytest.raises(InputError, match="each of grid 'cases' must be a mapping"):
         parse_config({"protocol": "smalldata", "grid": {"cases": ["cub200"]}})
+
+
+def test_engine_options_inside_a_run_are_not_part_of_the_key():
+    sd = {"dataset": "digits", "method": "ce"}
+    assert cell_key("smalldata", canonical_options("smalldata", {**sd, "max_parallel": 4})) == \
+        cell_key("smalldata", canonical_options("smalldata", sd))
+    # smalldata's engine also picks the search backend (Optuna or Ray Tune): it stays in the key
+    assert cell_key("smalldata", canonical_options("smalldata", {**sd, "engine": "ray"})) != \
+        cell_key("smalldata", canonical_options("smalldata", sd))
+    st = {"stream": "embedded", "learner": "indep"}
+    assert cell_key("stream", canonical_options("stream", {**st, "engine": "ray", "max_parallel": 2})) == \
+        cell_key("stream", canonical_options("stream", st))

@@ -32,7 +32,6 @@ def test_ray_grid_matches_local_engine(tmp_path):
 
 
 def test_gpu_cells_need_gpus_in_the_cluster(tmp_path):
-    from vistabench.errors import InputError
     from vistabench.grid.engines import gpus_for
 
     cells = parse_config({**CFG, "fixed": {**CFG["fixed"], "device": "cuda"}}).cells()

@@ -57,7 +57,7 @@ def test_history_result_fields_and_json():
 
 def test_cosine_schedule_per_step():
     tr = make(epochs=4, warmup_epochs=1)
-    lrs = [tr._lr_at(s, 12, 3) for s in range(12)]
+    lrs = [tr.lr_at(s, 12, 3) for s in range(12)]
     np.testing.assert_allclose(lrs[:3], [0.05 / 3, 0.1 / 3, 0.05])
     np.testing.assert_allclose(lrs[3:], [0.05 * 0.5 * (1 + math.cos(math.pi * t / 9)) for t in range(9)])
 
@@ -232,3 +232,70 @@ def test_divergence_raises_training_diverged():
     with pytest.raises(TrainingDiverged, match="lower the learning rate"):
         Trainer(build_model("cnn28", num_classes=3, in_channels=1, seed=0),
                 TrainConfig(epochs=2, batch_size=16, lr=1e30)).fit(X, Y)
+
+
+# ----------------------------------------------------------------------- custom step, second sampler
+
+def test_custom_step_equal_to_default_loss_reproduces_the_default_loop():
+    ref = make(epochs=2, augment=True)
+    r_ref = ref.fit(X, Y)
+    model = build_model("cnn28", num_classes=3, in_channels=1, seed=0)
+
+    def step(x, y, x2, y2, epoch):
+        assert x2 is None and y2 is None
+        logits = model(x)
+        return torch.nn.functional.cross_entropy(logits, y), logits
+
+    tr = Trainer(model, TrainConfig(epochs=2, batch_size=16, lr=0.05, seed=0, augment=True), step=step)
+    res = tr.fit(X, Y)
+    np.testing.assert_array_equal(tr.predict_logits(X), ref.predict_logits(X))
+    assert [h["loss"] for h in res.history] == [h["loss"] for h in r_ref.history]
+    # measured on the real step (FlopCounterMode) = the default meta-device count
+    assert res.flops == r_ref.flops > 0 and res.steps == r_ref.steps == 6
+    assert res.config["trainable"] == "custom" and res.config["sampler"] == "uniform"
+
+
+def test_second_sampler_draws_a_same_size_batch_from_its_probabilities():
+    p = (Y == 2) / np.sum(Y == 2)  # only class 2
+    seen = []
+    model = build_model("cnn28", num_classes=3, in_channels=1, seed=0)
+
+    def step(x, y, x2, y2, epoch):
+        seen.append((len(y), y2.tolist(), tuple(x2.shape), epoch))
+        logits = model(x) + 0 * model(x2).sum()
+        return torch.nn.functional.cross_entropy(logits, y), logits
+
+    res = Trainer(model, TrainConfig(epochs=2, batch_size=20), step=step).fit(X, Y, second_sampler=p)
+    assert [s[0] for s in seen] == [20, 20, 8] * 2
+    assert all(set(y2) == {2} and len(y2) == n and shape[0] == n for n, y2, shape, _ in seen)
+    assert [s[3] for s in seen] == [0, 0, 0, 1, 1, 1]
+    assert res.config["sampler"] == "uniform+second"
+
+
+def test_custom_step_and_second_sampler_errors():
+    step = lambda x, y, x2, y2, epoch: (x.sum(), x.flatten(1)[:, :3])
+    cfg = TrainConfig(epochs=1, batch_size=16)
+    model = build_model("cnn28", num_classes=3, in_channels=1, seed=0)
+    with pytest.raises(InputError, match="^step: .*not both"):
+        Trainer(model, cfg, loss_fn=torch.nn.CrossEntropyLoss(), step=step)
+    with pytest.raises(InputError, match="^second_sampler: needs a trainer with a step"):
+        make().fit(X, Y, second_sampler=np.full(48, 1 / 48))
+    tr = Trainer(model, cfg, step=step)
+    with pytest.raises(InputError, match="^second_sampler: expected 48 "):
+        tr.fit(X, Y, second_sampler=np.full(47, 1 / 47))
+    with pytest.raises(InputError, match="^second_sampler: expected 48 "):
+        tr.fit(X, Y, second_sampler=np.full(48, 1.0))
+    with pytest.raises(InputError, match="^trainable: "):
+        tr.fit(X, Y, trainable="classifier")
+
+
+def test_apply_runs_a_function_on_normalised_batches_like_predict():
+    tr = make(eval_batch_size=20)
+    tr.fit(X, Y)
+    out = tr.apply(X, lambda x: torch.cat([tr.model(x), tr.model.features(x)], 1), width=3 + tr.model.feature_dim)
+    np.testing.assert_array_equal(out[:, :3], tr.predict_logits(X))
+    np.testing.assert_array_equal(out[:, 3:], tr.features(X))
+    # batch(): the normalised float batch that training and prediction feed the model
+    x = X[:5].astype(np.float64) / 255
+    expect = ((x - (X / 255).mean()) / (X / 255).std()).transpose(0, 3, 1, 2)
+    np.testing.assert_allclose(tr.batch(X, np.arange(5)).numpy(), expect, rtol=1e-5, atol=1e-5)

@@ -235,14 +235,14 @@ def test_bhpo_schedule_and_separate_augmentations():
 
     model = build_model("cnn28", num_classes=2, in_channels=1, width=2)
     tr = _SearchTrainer(model, TrainConfig(lr=0.2, epochs=1, count_flops=False), schedule="piecewise")
-    assert [tr._lr_at(s, 100, 10) for s in (0, 49, 50, 74, 75, 99)] == pytest.approx(
+    assert [tr.lr_at(s, 100, 10) for s in (0, 49, 50, 74, 75, 99)] == pytest.approx(
         [0.2, 0.2, 0.02, 0.02, 0.002, 0.002])
     cos = _SearchTrainer(model, TrainConfig(lr=0.2, epochs=1, count_flops=False))
-    assert cos._lr_at(50, 100, 10) == pytest.approx(0.1)  # the trainer's cosine, unchanged
+    assert cos.lr_at(50, 100, 10) == pytest.approx(0.1)  # the trainer's cosine, unchanged
     imgs = np.random.default_rng(0).integers(0, 255, (16, 8, 8, 1)).astype(np.uint8)
     flip_only = _SearchTrainer(model, TrainConfig(epochs=1, augment=True, count_flops=False), flip=True)
     flip_only.normaliser = Normaliser.fit(imgs)
-    out = flip_only._batch(imgs, np.arange(16), torch.Generator().manual_seed(0))
+    out = flip_only.batch(imgs, np.arange(16), torch.Generator().manual_seed(0))
     ref = flip_only.normaliser.apply(torch.as_tensor(imgs, dtype=torch.float32).permute(0, 3, 1, 2) / 255.0)
     same = [torch.allclose(out[i], ref[i]) for i in range(16)]
     flipped = [torch.allclose(out[i], ref[i].flip(2)) for i in range(16)]

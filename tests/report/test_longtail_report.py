@@ -37,3 +37,22 @@ def test_report_of_empty_store(tmp_path):
     with ResultsStore(tmp_path / "r.sqlite") as store:
         html = build_report(store, tmp_path / "rep").read_text()
     assert "no records yet" in html
+
+
+def test_survey_table_splits_equal_and_different_test_imbalance(tmp_path):
+    from vistabench.report.longtail import survey_table
+
+    with ResultsStore(tmp_path / "r.sqlite") as store:
+        eq = _record("ce", [0.99, 0.9, 0.6, 0.3, 0.1])
+        eq.settings["test_imbalance"] = 100.0
+        ne = _record("ce", [0.9, 0.8, 0.7, 0.6, 0.5], seed=1)
+        ne.settings["test_imbalance"] = 10.0
+        store.add(eq)
+        store.add(ne)
+        t = survey_table(store)
+    (row,) = t.rows
+    assert row["eq_auc"] == eq.metrics["auc"] and row["ne_auc"] == ne.metrics["auc"]
+    assert row["eq_drop_ratio"] == eq.metrics["drop_ratio"] and row["ne_balanced"] == ne.metrics["balanced"]
+    titles = [c.title for c in t.columns]
+    assert len(titles) == 14 and titles[0] == "AUC↑ (ρ_trn=ρ_tst)" and titles[9] == "STD↓ (ρ_trn≠ρ_tst)"
+    assert [c.higher_is_better for c in t.columns[:7]] == [True, True, False, True, True, False, True]

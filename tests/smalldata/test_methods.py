@@ -12,7 +12,8 @@ from vistabench.learners.smalldata import (CosineLoss, HarmonicConv2d, build_met
 from vistabench.learners.trainer import TrainConfig, Trainer
 from vistabench.errors import InputError
 
-CONFIG = {"xent_weight": 0.1, "dct_level": 5, "grad_l2": 0.1}
+CONFIG = {"xent_weight": 0.1, "dct_level": 5, "grad_l2": 0.1, "scattering_J": 1, "ole_weight": 0.25, "distill_weight": 1e-4,
+          "aux_scale": 0.25, "auxgrad_every": 2, "num_aux_classes": 2, "aux_set_size": 0.1, "kappa": 16.0}
 
 
 @pytest.mark.parametrize("name", methods.names())

@@ -22,7 +22,8 @@ def register(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
                     "  score    score a predictions file against a sweep: AUC, AVG, STD, MAX, MIN, DR, BTD, ...\n"
                     "           and store the record (--no-store to skip)\n"
                     "  run      split -> train a reference method -> predict -> sweep -> score -> store\n"
-                    "  table    the paper-style table of the stored runs\n\n"
+                    "  table    the paper-style table of the stored runs (--layout survey: the survey's\n"
+                    "           rho_trn = rho_tst / rho_trn != rho_tst columns)\n\n"
                     "Imbalance ratios are max/min class count (>= 1); the paper's notation 0.01 is read as 100.")
     s = lt.add_subparsers(dest="verb", metavar="VERB", required=True)
 
@@ -87,7 +88,8 @@ def register(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
                      "the sweep (test imbalance = training imbalance unless given), scores it and stores the "
                      "record. Files go to --out (split.json, predictions.npz, sweep.json).")
     p.add_argument("--data", required=True, help="mnist5k | digits | cifar10:DIR | cifar100:DIR | folder:DIR | npz:FILE")
-    p.add_argument("--method", required=True, help="ce, focal, ldam_drw, balanced_softmax, logit_adjust, crt")
+    p.add_argument("--method", required=True, help="ce, focal, ldam_drw, balanced_softmax, logit_adjust, crt, bbn, tde, "
+                   "ride, ib, tade (test-time aggregation on each unlabelled test set), lade, gcl; see docs/longtail.md")
     p.add_argument("--imbalance", type=float, required=True)
     p.add_argument("--epochs", type=int, default=10)
     p.add_argument("--seed", type=int, default=0)
@@ -103,7 +105,34 @@ def register(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
     add_store_arg(p)
     add_json_arg(p)
     p.set_defaults(handler=_run, human=_run_text)
+
+    p = s.add_parser("table", help="print the results table from the store", description=
+                     "Renders the store's long-tail records, best bold, second underlined, third italic; "
+                     "column titles carry the direction (↑ higher is better, ↓ lower). --layout paper (default): "
+                     "AUC, AVG, STD, MAX, MIN, DR, BTD, Many/Med./Few, Worst per (dataset, method, rho). --layout "
+                     "survey: AUC, AVG, STD, MAX, MIN, DR, BTD for runs whose test imbalance equals the training "
+                     "imbalance and for runs where it differs (--test-imbalance), side by side.")
+    p.add_argument("--layout", choices=["paper", "survey"], default="paper")
+    p.add_argument("--exact", action="store_true", help="the noise-free (R -> infinity) scores")
+    p.add_argument("--format", default="markdown", choices=["markdown", "latex", "csv"])
+    p.add_argument("--dataset", help="only records of this dataset")
+    add_store_arg(p, optional=False)
+    add_json_arg(p)
+    p.set_defaults(handler=_table)
     return s
+
+
+def _table(args):
+    from ..report.longtail import longtail_table, survey_table
+    from .common import _open_store
+
+    build = survey_table if args.layout == "survey" else longtail_table
+    with _open_store(args.store) as store:
+        table = build(store, dataset=args.dataset, exact=args.exact)
+    if args.json:
+        return {"columns": [c.key for c in table.columns], "rows": table.rows}
+    print(table.render(args.format))
+    return None
 
 
 def _profile(args):

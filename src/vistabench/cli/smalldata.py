@@ -64,7 +64,9 @@ def _run_args(p: argparse.ArgumentParser, *, final: bool, search: bool) -> None:
                        help="training augmentation: the dataset's own (preset, gem's per dataset), zero-pad-4 crop + "
                             "horizontal flip for every dataset, or none")
         p.add_argument("--engine", choices=["local", "ray"], default="local",
-                       help="local: Optuna in-process (resumable SQLite study); ray: Ray Tune")
+                       help="local: Optuna in-process (resumable SQLite study)" +
+                            (", final runs in this process or --max-parallel processes" if final else "") +
+                            "; ray: Ray Tune" + (", each final run a Ray task (the grid engine)" if final else ""))
         p.add_argument("--ray-address", metavar="ADDR", help="Ray cluster address (default: start a local Ray)")
         p.add_argument("--space", metavar="JSON|FILE",
                        help='override the search space, e.g. \'{"lr": {"loguniform": [1e-3, 0.1]}}\'')
@@ -72,6 +74,14 @@ def _run_args(p: argparse.ArgumentParser, *, final: bool, search: bool) -> None:
     if final:
         p.add_argument("--repeats", type=int, default=10, help="final runs per split (default 10)")
         p.add_argument("--final-epochs", type=int, help="epochs of the final runs (default: --epochs)")
+        p.add_argument("--highres-scale", type=int, default=1, metavar="S",
+                       help="after each final run, fine-tune it for the same epochs with the same "
+                            "hyper-parameters on S x larger images and score it there (the paper's "
+                            "448 px step on CUB/CLaMM: S=2); stored with tag 'highres' (default 1: off)")
+        p.add_argument("--max-parallel", type=int, metavar="N",
+                       help="final runs in flight at once (local: N worker processes, default 1 = in this process; "
+                            "ray: default as many as the cluster allows); each uses --threads CPUs (default 1 "
+                            "when dispatched). Records are the same as one after another")
     add_store_arg(p)
     add_json_arg(p)
 
@@ -253,10 +263,18 @@ def _run(args):
                    ray_address=args.ray_address, sampler=args.sampler, scheduler=args.scheduler, seed=args.seed,
                    score_window=args.score_window, select=args.select, val_metric=args.val_metric,
                    augmentation=_augmentation(args.augment),
-                   space=_space_override(args), work_dir=args.work_dir, threads=args.threads)
+                   space=_space_override(args), work_dir=args.work_dir, threads=args.threads,
+                   highres_scale=_highres_scale(args), max_parallel=getattr(args, "max_parallel", None))
     with (ResultsStore(args.store) if args.store else nullcontext()) as store:
         return run_method(ctx, args.method, opts, store, do_tune=args.mode in ("tune", "run"),
                           do_final=args.mode in ("final", "run"), require_search=args.mode == "final")
+
+
+def _highres_scale(args) -> int:
+    s = getattr(args, "highres_scale", 1)
+    if s < 1:
+        raise InputError(f"--highres-scale: expected an integer >= 1 (1 = off), got {s}")
+    return s
 
 
 def _run_text(r: dict) -> str:
@@ -269,6 +287,8 @@ def _run_text(r: dict) -> str:
         if "test_balanced_accuracy" in e:
             v = [x for x in e["test_balanced_accuracy"] if x is not None]
             s += "; test balanced acc " + " ".join(f"{100 * x:.2f}" for x in v)
+        if e.get("highres_test_balanced_accuracy"):
+            s += "; after high-res fine-tuning " + " ".join(f"{100 * x:.2f}" for x in e["highres_test_balanced_accuracy"])
         lines.append(s)
     if "mean_balanced_accuracy" in r:
         lines.append(f"  mean test balanced accuracy over {r['runs']} runs: {100 * r['mean_balanced_accuracy']:.2f}%")

@@ -85,7 +85,18 @@ def register(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
     q.add_argument("--run-id", help="default: STREAM-LEARNER-tTRIALS-sSTEPS-seedSEED")
     q.add_argument("--work-dir", default="vistabench-stream", metavar="DIR",
                    help="checkpoints for resuming (default ./vistabench-stream)")
-    q.add_argument("--threads", type=int, help="torch CPU threads")
+    q.add_argument("--threads", type=int, help="torch CPU threads (per trial when trials are dispatched; default 1 "
+                                             "there)")
+    q.add_argument("--engine", choices=("local", "ray"), default="local",
+                   help="where a task's search trials run: local = in this process, or --max-parallel worker "
+                        "processes; ray = each trial a Ray task (the grid engine; one Ray for the whole run). "
+                        "Events, errors and cFLOP are the same as one after another; bhpo's trials stay "
+                        "sequential (each proposal depends on the last)")
+    q.add_argument("--ray-address", metavar="ADDR", help="Ray cluster to use with --engine ray (default: start a "
+                                                         "local Ray)")
+    q.add_argument("--max-parallel", type=int, metavar="N",
+                   help="trials in flight at once (local default 1 = in this process; ray default: as many as "
+                        "the cluster allows)")
     add_store_arg(q)
     add_json_arg(q)
     q.set_defaults(handler=_run, human=_run_human)
@@ -201,7 +212,7 @@ def _score(args):
 def _run(args):
     from contextlib import nullcontext
 
-    from ..learners.stream import make_learner
+    from ..learners.stream import TrialEngine, make_learner
     from ..protocols.stream import default_run_id, run_stream
     from ..store import ResultsStore
     from ..streams import load_stream
@@ -222,6 +233,8 @@ def _run(args):
     if args.checkpoint:
         opts["checkpoint"] = args.checkpoint
     learner = make_learner(args.learner, **opts)
+    trial_engine = TrialEngine(engine=args.engine, max_parallel=args.max_parallel, ray_address=args.ray_address,
+                               threads=args.threads if args.threads is not None else 1)
     run_id = args.run_id or default_run_id(stream, args.learner, args.trials, args.steps, args.seed)
     if args.threads:
         import torch
@@ -230,7 +243,8 @@ def _run(args):
     with (ResultsStore(args.store) if args.store else nullcontext()) as store:
         res = run_stream(stream, learner, store=store, run_id=run_id, work_dir=args.work_dir, seed=args.seed,
                          data_root=args.data_root, settings={"trials": args.trials, "steps": args.steps},
-                         max_tasks=args.max_tasks, absent_labels=args.multilabel_absent)
+                         max_tasks=args.max_tasks, absent_labels=args.multilabel_absent,
+                         trial_engine=trial_engine if trial_engine.dispatches() else None)
     return {**res.summary(), "store": args.store,
             "events": [{k: e[k] for k in ("task", "split", "error", "flops", "parameters", "seconds")}
                        for e in res.events]}

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ..store import ResultsStore
 
-DEMO_METHODS = ("ce", "balanced_softmax", "logit_adjust", "ldam_drw")
+DEMO_METHODS = ("ce", "balanced_softmax", "logit_adjust", "ldam_drw", "tade")  # tade: test-agnostic experts
 
 
 def demo(store: ResultsStore, out_dir: Path, *, quick: bool = False) -> str:

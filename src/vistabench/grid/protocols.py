@@ -28,7 +28,9 @@ MANAGED: frozenset[str] = frozenset({"store", "no_store", "json", "out", "work_d
 # in the killed cell's scratch store)
 KEEP_WORK_DIR: frozenset[str] = frozenset({"smalldata"})
 # options that change where or how fast a cell runs, never its result: not part of the cell key
-RUNTIME_ONLY: frozenset[str] = frozenset({"threads", "ray_address"})
+RUNTIME_ONLY: frozenset[str] = frozenset({"threads", "ray_address", "max_parallel"})
+# ... and those that do so for one protocol only (smalldata's engine also picks the search backend)
+RUNTIME_ONLY_FOR: dict[str, frozenset[str]] = {"stream": frozenset({"engine"})}
 
 
 def protocols() -> list[str]:
@@ -122,7 +124,7 @@ def canonical_options(protocol: str, options: dict[str, Any]) -> dict[str, Any]:
     parser = _run_parser(check_protocol(protocol))
     args = parser.parse_args(_argv(protocol, parser, options))
     return {k: v for k, v in sorted(vars(args).items())
-            if k in _actions(parser) and k not in RUNTIME_ONLY}
+            if k in _actions(parser) and k not in RUNTIME_ONLY | RUNTIME_ONLY_FOR.get(protocol, frozenset())}
 
 
 def run_protocol(protocol: str, options: dict[str, Any], *, work_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:

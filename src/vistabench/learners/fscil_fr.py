@@ -28,7 +28,7 @@ lists where, and docs/fidelity.md the deliberate differences.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any, Sequence
 
 import numpy as np
@@ -298,8 +298,7 @@ class FRLearner(PrototypeLearner):
             final, inter = model.block_features(x, layers)
             return torch.cat([final, *inter], dim=1)
 
-        images = self.trainer._check_predict(images, "images")  # type: ignore[union-attr]
-        out = self.trainer._run(images, fn, d * (1 + len(layers)))  # type: ignore[union-attr]
+        out = self.trainer.apply(images, fn, width=d * (1 + len(layers)))  # type: ignore[union-attr]
         feats = {"final": out[:, :d]}
         for k, b in enumerate(layers):
             feats[f"layer{b}"] = out[:, d * (k + 1): d * (k + 2)]

@@ -39,7 +39,8 @@ from .trainer import TrainConfig, Trainer
 
 __all__ = ["IncrementalConfig", "IncrementalLearner", "PrototypeLearner", "FinetuneLearner", "incremental_methods"]
 
-incremental_methods: Registry[type["IncrementalLearner"]] = Registry("incremental method")
+incremental_methods: Registry[type["IncrementalLearner"]] = Registry(
+    "incremental method", modules=("vistabench.learners.fscil_fr",))  # fr registers itself there
 
 
 @dataclass
@@ -239,4 +240,3 @@ class FinetuneLearner(IncrementalLearner):
         return self.trainer.predict_logits(images), np.asarray(self.classes, dtype=np.int64)
 
 
-from . import fscil_fr as _fscil_fr  # noqa: E402,F401  (registers "fr"; imports this module's classes)

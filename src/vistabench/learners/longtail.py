@@ -24,6 +24,9 @@ Registry ``lt_methods``:
                 sampling for ``crt_epochs`` epochs (default max(1, epochs // 5))
 ============== ===========================================================================
 
+and the survey's further methods ``bbn``, ``tde``, ``ride``, ``ib``, ``tade``, ``lade``, ``gcl``
+(:mod:`vistabench.learners.lt_survey`).
+
 Method options go in ``options`` (unknown keys are an error).
 """
 
@@ -39,11 +42,12 @@ from torch import nn
 
 from ..data.dataset import Dataset
 from ..errors import InputError
-from ..registry import Registry
+from . import lt_survey  # noqa: F401  (registers bbn, tde, ride, ib, tade, lade, gcl)
 from .losses import (BalancedSoftmaxLoss, FocalLoss, LDAMLoss, check_class_counts, logit_adjust)
-from .models import Backbone, NormedLinear, build_model
+from .lt_registry import _Context, _predict, _register, _train, lt_methods
+from .models import NormedLinear, build_model
 from .tensors import check_images
-from .trainer import TrainConfig, Trainer, TrainResult, resolve_device
+from .trainer import TrainConfig, TrainResult, resolve_device
 
 __all__ = ["LTRunResult", "fit_predict", "lt_methods"]
 
@@ -67,6 +71,11 @@ class LTRunResult:
     settings : dict
         Everything that produced the run: method, model, epochs, seed, lr, batch_size, ... and the
         method's options with their defaults filled in.
+    test_time : callable or None
+        For methods that adapt to the test distribution without labels (``tade``):
+        ``test_time(indices) -> logits`` of shape (len(indices), C) for the test set made of those
+        rows of ``test_images``, computed from those images alone. None for the others, whose
+        ``logits`` serve every test set.
     """
 
     method: str
@@ -75,6 +84,7 @@ class LTRunResult:
     flops: int
     seconds: float
     settings: dict = field(default_factory=dict)
+    test_time: Callable[[np.ndarray], np.ndarray] | None = None
 
     @property
     def train_result(self) -> TrainResult:
@@ -87,49 +97,6 @@ class LTRunResult:
         if include_logits:
             d["logits"] = self.logits.tolist()
         return d
-
-
-@dataclass
-class _Context:
-    train: Dataset
-    counts: np.ndarray
-    model: Backbone
-    cfg: TrainConfig
-    trainer: Trainer | None = None
-
-
-# A method: (ctx, test_images, options) -> (logits, train results); options already defaulted.
-_Method = Callable[[_Context, np.ndarray, dict], "tuple[np.ndarray, list[TrainResult]]"]
-
-
-@dataclass
-class _Entry:
-    run: _Method
-    defaults: dict
-
-
-lt_methods: Registry[_Entry] = Registry("long-tail method")
-
-
-def _register(name: str, **defaults: object) -> Callable[[_Method], _Method]:
-    def deco(fn: _Method) -> _Method:
-        lt_methods.register(name)(_Entry(fn, dict(defaults)))
-        return fn
-    return deco
-
-
-def _train(ctx: _Context, loss: nn.Module | None = None, *, cfg: TrainConfig | None = None,
-           **fit_kw: object) -> TrainResult:
-    tr = Trainer(ctx.model, cfg or ctx.cfg, loss_fn=loss)
-    res = tr.fit(ctx.train.images, ctx.train.labels, **fit_kw)  # type: ignore[arg-type]
-    ctx.trainer = tr
-    return res
-
-
-def _predict(ctx: _Context, images: np.ndarray) -> np.ndarray:
-    if ctx.trainer is None:  # pragma: no cover - every method trains first
-        raise RuntimeError("predict before training")
-    return ctx.trainer.predict_logits(images)
 
 
 @_register("ce")
@@ -255,4 +222,5 @@ def fit_predict(
                 "train_counts": counts.tolist(), "lr_schedule": "cosine per step", "optimizer": "sgd"}
     return LTRunResult(method=method, logits=np.asarray(logits, dtype=np.float32), train_results=results,
                        flops=int(sum(r.flops for r in results)), seconds=time.perf_counter() - t0,
-                       settings=settings)
+                       settings=settings, test_time=ctx.test_time)
+

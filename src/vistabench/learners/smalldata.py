@@ -14,6 +14,9 @@ Registry ``methods``:
   combination. ``dct_level`` keeps the filters with ``u + v < level`` (level ≥ 2k−1 keeps all).
 - ``grad_l2`` — the squared input-gradient norm penalty (Bietti et al. 2019):
   ``L = CE + λ_grad · mean_i ‖∇_{x_i} ℓ(f(x_i), y_i)‖²``; weight decay disabled (paper §VI-F).
+- ``dhn``, ``ole``, ``fconv``, ``dskn``, ``dvp``, ``auxilearn``, ``tvmf`` — the rest of the
+  benchmark's methods, one module each in :mod:`vistabench.learners.smalldata_methods` (see
+  their docstrings and docs/smalldata.md).
 
 Each method declares its own searched hyper-parameters (``space``) and overrides of the common
 ones (``fixed``); the protocol adds lr, weight decay and batch size from the dataset preset.
@@ -32,8 +35,10 @@ from torch import nn
 
 from ..errors import InputError
 from ..registry import Registry
-from ..tuning import Choice, LogUniform, Param
+from ..tuning import Choice, LogUniform, Param, Uniform
+from . import smalldata_methods as _m
 from .models import build_model
+from .smalldata_methods import auxilearn, dhn, dskn, dvp, fconv, ole, tvmf  # noqa: F401  (registered below)
 
 __all__ = ["SmallDataMethod", "methods", "get_method", "build_method", "HarmonicConv2d", "dct_filters",
            "harmonize", "CosineLoss", "CosineCEModel", "GradL2Model"]
@@ -192,7 +197,7 @@ class SmallDataMethod:
 
     name: str
     title: str
-    family: str  # "baseline", "cost function", "architecture"
+    family: str  # "baseline", "cost function", "architecture", "warm-starting"
     space: dict[str, Param] = field(default_factory=dict)
     fixed: dict[str, Any] = field(default_factory=dict)
     tuned: bool = True
@@ -243,6 +248,20 @@ _register(SmallDataMethod("harmonic", "Harmonic networks (DCT blocks)", "archite
 _register(SmallDataMethod("grad_l2", "Grad-l2 penalty", "cost function",
                           space={"grad_l2": LogUniform(1e-3, 10.0)}, fixed={"weight_decay": 0.0},
                           builder=_grad_l2))
+# The other methods of the benchmark, one module each under learners/smalldata_methods/.
+_register(SmallDataMethod("dhn", "Deep hybrid networks (scattering + conv)", "architecture",
+                          space={"scattering_J": Choice((1, 2))}, builder=_m.dhn.build))
+_register(SmallDataMethod("ole", "Orthogonal low-rank embedding (CE + OLE)", "cost function",
+                          space={"ole_weight": LogUniform(0.01, 1.0)}, builder=_m.ole.build))
+_register(SmallDataMethod("fconv", "Full convolution", "architecture", builder=_m.fconv.build))
+_register(SmallDataMethod("dskn", "Dual selective kernel networks", "architecture", builder=_m.dskn.build))
+_register(SmallDataMethod("dvp", "Distilling visual priors (MoCo teacher + distillation)", "warm-starting",
+                          space={"distill_weight": LogUniform(1e-5, 1e-2)}, builder=_m.dvp.build))
+_register(SmallDataMethod("auxilearn", "Auxiliary learning (implicit differentiation)", "cost function",
+                          space={"aux_scale": LogUniform(0.05, 1.0), "auxgrad_every": Choice((5, 15, 30))},
+                          fixed={"num_aux_classes": 5, "aux_set_size": 0.015}, builder=_m.auxilearn.build))
+_register(SmallDataMethod("tvmf", "t-vMF similarity", "cost function",
+                          space={"kappa": Uniform(0.0, 32.0)}, builder=_m.tvmf.build))
 
 
 def get_method(name: str) -> SmallDataMethod:

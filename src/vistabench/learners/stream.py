@@ -53,7 +53,7 @@ from .models import build_model
 from .tensors import Normaliser, augment_batch, to_float_nchw
 from .trainer import TrainConfig, Trainer
 
-__all__ = ["learner_names", "TaskView", "ComputeLedger", "StreamLearner", "SearchLearner", "LearnerConfig",
+__all__ = ["learner_names", "TaskView", "ComputeLedger", "StreamLearner", "SearchLearner", "LearnerConfig", "TrialEngine",
            "stream_learners", "make_learner", "batch_size_for", "eval_points", "save_checkpoint"]
 
 
@@ -212,16 +212,16 @@ class _SearchTrainer(Trainer):
         super().__init__(*args, **kwargs)
         self.schedule, self.crop, self.flip = schedule, bool(crop), bool(flip)
 
-    def _lr_at(self, step: int, total: int, steps_per_epoch: int) -> float:
+    def lr_at(self, step: int, total: int, steps_per_epoch: int) -> float:
         if self.schedule != "piecewise":
-            return super()._lr_at(step, total, steps_per_epoch)
+            return super().lr_at(step, total, steps_per_epoch)
         scale = 1.0
         for progress, s in PIECEWISE:
             if step >= int(progress * total):
                 scale = s
         return self.cfg.lr * scale
 
-    def _batch(self, images: np.ndarray, idx: np.ndarray | slice, gen: torch.Generator | None) -> torch.Tensor:
+    def batch(self, images: np.ndarray, idx: np.ndarray | slice, gen: torch.Generator | None = None) -> torch.Tensor:
         x = to_float_nchw(images[idx])
         if gen is not None and (self.crop or self.flip):
             x = augment_batch(x, gen, padding=self.cfg.crop_padding if self.crop else 0, flip=self.flip)
@@ -315,6 +315,72 @@ def _score(kind: str, logits: np.ndarray, targets: np.ndarray) -> float:
     return float(np.mean(np.argmax(logits, axis=1) == targets))
 
 
+# -------------------------------------------------------------------- trials through an engine
+@dataclass(frozen=True)
+class TrialEngine:
+    """Where a task's search trials run: one after another in this process (the default), in
+    ``max_parallel`` local processes, or as Ray tasks (the grid engine, :mod:`vistabench.grid.engines`).
+
+    Not a learner setting: it changes where trials run, never what they compute (each trial's
+    random draws are made in the driver, in the sequential order, before any trial runs), so it is
+    not stored with the records. ``threads``: torch threads (and CPUs declared) per trial.
+    """
+
+    engine: str = "local"
+    max_parallel: int | None = None
+    ray_address: str | None = None
+    threads: int = 1
+
+    def __post_init__(self) -> None:
+        from ..grid.engines import check_engine
+
+        check_engine(self.engine, max_parallel=self.max_parallel, ray_address=self.ray_address)
+        check_positive(self.threads, "threads", integer=True)
+
+    def dispatches(self) -> bool:
+        return self.engine == "ray" or (self.max_parallel or 1) > 1
+
+
+@dataclass
+class _TrialData:
+    """What every trial of one task reads: the current task's training data and the chosen start
+    (never another task's data, except the auxiliary task's kept examples for ``mt``)."""
+
+    images: np.ndarray
+    labels: np.ndarray
+    targets: np.ndarray
+    val_idx: np.ndarray
+    kind: str
+    num_classes: int
+    num_outputs: int
+    head: int
+    patterns: np.ndarray | None
+    e_points: int
+    init: dict | None
+    aux: dict | None
+
+
+@dataclass
+class _TrialOutcome:
+    trainer: Trainer
+    curve: list[float]
+    steps: int
+    flops: Any
+
+
+def _trial_job(learner: "SearchLearner", data: _TrialData, plan: dict, threads: int) -> _TrialOutcome:
+    """One trial in an engine's worker (a spawned process or a Ray task), with ``threads`` torch threads."""
+    from ..progress import set_quiet
+
+    set_quiet(True)
+    before = torch.get_num_threads()
+    torch.set_num_threads(int(threads))
+    try:
+        return learner._run_trial(data, plan)
+    finally:
+        torch.set_num_threads(before)
+
+
 # ------------------------------------------------------------------------------------ learners
 class StreamLearner:
     """Base class of stream learners. Subclasses implement :meth:`init`, :meth:`train`, :meth:`predict`.
@@ -352,7 +418,8 @@ class StreamLearner:
         return out
 
 
-stream_learners: Registry[type[StreamLearner]] = Registry("stream learner")
+stream_learners: Registry[type[StreamLearner]] = Registry(
+    "stream learner", modules=("vistabench.learners.stream_mt", "vistabench.learners.stream_bhpo"))
 
 
 class SearchLearner(StreamLearner):
@@ -360,6 +427,8 @@ class SearchLearner(StreamLearner):
 
     ensemble = False
     count_in_trainer = False  # the ledger charges; True makes the trainer count too (a cross-check in tests)
+    parallel_trials = True  # a task's trials are independent given their draws (False: each depends on the last)
+    trial_engine: "TrialEngine | None" = None  # where a task's trials run (None: one after another here)
 
     def init(self) -> dict:
         return {"models": []}  # one entry per past task: uid, name, state_dict, num_outputs
@@ -424,59 +493,62 @@ class SearchLearner(StreamLearner):
         members: list[Member] = []
         curves: list[list[float]] = []
         history: list[tuple[dict, float]] = []
-        for trial in range(cfg.trials):
+        shared = _TrialData(images=images, labels=np.asarray(labels), targets=targets, val_idx=val_idx,
+                            kind=task.kind, num_classes=task.num_classes, num_outputs=num_outputs, head=head,
+                            patterns=patterns, e_points=e_points, init=init, aux=aux)
+
+        def draw(trial: int) -> dict:
+            """Every random draw of one trial, in the order of the sequential search (the rng is the
+            driver's: training itself draws nothing from it)."""
             hp = self._propose(rng, trial, list(history))
             bs = int(min(len(fit_idx), max(1, round(bs0 * hp.get("batch_scale", 1.0)))))
             # one "epoch" = steps/E full batches drawn from repeated shuffles of the fit part
             reps = int(math.ceil(per_chunk * bs / len(fit_idx)))
             order = np.concatenate([rng.permutation(fit_idx) for _ in range(reps)])[: per_chunk * bs]
-            x, y = images[order], np.asarray(labels)[order]
-            arch_options = dict(cfg.arch_options)
-            if "width" in hp:
-                arch_options["width"] = int(hp["width"])
-            model = self._build(head, b, h, seed=int(rng.integers(2**31)), init=init, arch_options=arch_options)
+            model_seed = int(rng.integers(2**31))
+            a_order = None
             if aux is not None:  # co-training: every step also takes bs images of the auxiliary task
                 a_order = np.concatenate([rng.permutation(len(aux["labels"]))
                                           for _ in range(int(math.ceil(per_chunk * bs / len(aux["labels"]))))])
                 a_order = a_order[: per_chunk * bs]
-                x = np.concatenate([x, aux["images"][a_order]])
-                y = np.concatenate([y, aux["labels"][a_order] + (len(patterns) if patterns is not None else num_outputs)])
-                parts = [_Part(0, len(patterns) if patterns is not None else num_outputs, 0, num_outputs, 1.0, patterns,
-                               hp["label_smoothing"]),
-                         _Part(len(patterns) if patterns is not None else num_outputs, aux["n_labels"], num_outputs,
-                               aux["n_out"], hp["aux_weight"], None, 0.0)]
-                loss: nn.Module | None = _JointLoss(parts)
-                step_bs = 2 * bs
-            else:
-                loss = _PatternBCE(patterns, hp["label_smoothing"]) if patterns is not None else None
-                step_bs = bs
-            tcfg = TrainConfig(epochs=e_points, lr=hp["lr"], weight_decay=cfg.weight_decay, batch_size=step_bs,
-                               momentum=cfg.momentum, seed=int(rng.integers(2**31)), device=cfg.device,
-                               label_smoothing=hp["label_smoothing"], eval_batch_size=512,
-                               count_flops=self.count_in_trainer,
-                               augment=bool(hp.get("crop", False) or hp.get("flip", False)),
-                               crop_padding=max(1, h // 8))
-            curve: list[float] = []
-            val_x, val_t = images[val_idx], targets[val_idx]
-            holder: dict[str, Trainer] = {}
+            return {"trial": trial, "hp": hp, "bs": bs, "order": order, "model_seed": model_seed,
+                    "a_order": a_order, "train_seed": int(rng.integers(2**31))}
 
-            def on_epoch(epoch: int, metrics: dict) -> None:
-                logits = holder["tr"].predict_logits(val_x)[:, : task.num_classes]
-                curve.append(_score(task.kind, logits, val_t))
-
-            tr = _SearchTrainer(model, tcfg, loss_fn=loss, callback=on_epoch, schedule=hp.get("schedule", "cosine"),
-                                crop=hp.get("crop", False), flip=hp.get("flip", False))
-            holder["tr"] = tr
-            res = tr.fit(x, y)
-            ledger.charge_train(model, shape, bs, res.steps, loss_fn=loss, what=f"trial {trial}")
+        def absorb(plan: dict, out: _TrialOutcome) -> None:
+            """Charge one trial to the ledger and keep it (in trial order, whichever engine ran it)."""
+            trial, hp, bs, tr = plan["trial"], plan["hp"], plan["bs"], out.trainer
+            ledger.charge_train(tr.model, shape, bs, out.steps, loss_fn=tr.loss_fn, what=f"trial {trial}")
             if aux is not None:
-                ledger.charge_train(model, shape, bs, res.steps, loss_fn=loss,
+                ledger.charge_train(tr.model, shape, bs, out.steps, loss_fn=tr.loss_fn,
                                     what=f"trial {trial} auxiliary ({aux['uid']})")
-            ledger.charge_forward(model, shape, len(val_idx) * len(curve), what=f"trial {trial} validation")
-            members.append(Member(tr, task.num_classes, curve[-1], {**hp, "batch_size": bs, "steps": res.steps,
-                                                                    "trainer_flops": res.flops}))
-            curves.append(curve)
-            history.append((hp, curve[-1]))
+            ledger.charge_forward(tr.model, shape, len(val_idx) * len(out.curve), what=f"trial {trial} validation")
+            members.append(Member(tr, task.num_classes, out.curve[-1], {**hp, "batch_size": bs, "steps": out.steps,
+                                                                        "trainer_flops": out.flops}))
+            curves.append(out.curve)
+            history.append((hp, out.curve[-1]))
+
+        engine = self.trial_engine
+        if engine is not None and engine.dispatches() and self.parallel_trials and cfg.trials > 1:
+            from ..grid.engines import Job, run_jobs
+
+            plans = [draw(t) for t in range(cfg.trials)]
+            gpus = 1.0 if cfg.device.startswith("cuda") and engine.engine == "ray" else 0.0
+            jobs = [Job(_trial_job, (self, shared, plan, engine.threads), tag=plan["trial"], gpus=gpus)
+                    for plan in plans]
+            done: dict[int, _TrialOutcome] = {}
+            outcomes = run_jobs(jobs, engine=engine.engine, max_parallel=engine.max_parallel,
+                                cpus_per_job=engine.threads, ray_address=engine.ray_address)
+            try:
+                for out in outcomes:
+                    done[out.job.tag] = out.result()  # a failed trial fails the task, as in sequence
+            finally:
+                outcomes.close()
+            for plan in plans:
+                absorb(plan, done[plan["trial"]])
+        else:
+            for trial in range(cfg.trials):
+                plan = draw(trial)
+                absorb(plan, self._run_trial(shared, plan))
         best = int(np.argmax([m.score for m in members]))
         if self.ensemble:
             s = np.array([m.score for m in members]) / cfg.temperature
@@ -498,6 +570,50 @@ class SearchLearner(StreamLearner):
                 "fit_images": int(len(fit_idx)), "val_images": int(len(val_idx)),
                 "aux_task": aux["uid"] if aux is not None else None}
         return state, Predictor(chosen, wts, task.kind, curves[best], info)
+
+    def _run_trial(self, d: "_TrialData", plan: dict) -> "_TrialOutcome":
+        """Train one trial from its draws (``plan``) on the current task's data ``d``; touches no rng,
+        no ledger and no state, so it can run in any process."""
+        cfg = self.config
+        hp, bs = plan["hp"], plan["bs"]
+        _, h, _, b = d.images.shape
+        x, y = d.images[plan["order"]], d.labels[plan["order"]]
+        arch_options = dict(cfg.arch_options)
+        if "width" in hp:
+            arch_options["width"] = int(hp["width"])
+        model = self._build(d.head, b, h, seed=plan["model_seed"], init=d.init, arch_options=arch_options)
+        n_cur = len(d.patterns) if d.patterns is not None else d.num_outputs
+        if d.aux is not None:
+            a_order = plan["a_order"]
+            x = np.concatenate([x, d.aux["images"][a_order]])
+            y = np.concatenate([y, d.aux["labels"][a_order] + n_cur])
+            parts = [_Part(0, n_cur, 0, d.num_outputs, 1.0, d.patterns, hp["label_smoothing"]),
+                     _Part(n_cur, d.aux["n_labels"], d.num_outputs, d.aux["n_out"], hp["aux_weight"], None, 0.0)]
+            loss: nn.Module | None = _JointLoss(parts)
+            step_bs = 2 * bs
+        else:
+            loss = _PatternBCE(d.patterns, hp["label_smoothing"]) if d.patterns is not None else None
+            step_bs = bs
+        tcfg = TrainConfig(epochs=d.e_points, lr=hp["lr"], weight_decay=cfg.weight_decay, batch_size=step_bs,
+                           momentum=cfg.momentum, seed=plan["train_seed"], device=cfg.device,
+                           label_smoothing=hp["label_smoothing"], eval_batch_size=512,
+                           count_flops=self.count_in_trainer,
+                           augment=bool(hp.get("crop", False) or hp.get("flip", False)),
+                           crop_padding=max(1, h // 8))
+        curve: list[float] = []
+        val_x, val_t = d.images[d.val_idx], d.targets[d.val_idx]
+        holder: dict[str, Trainer] = {}
+
+        def on_epoch(epoch: int, metrics: dict) -> None:
+            logits = holder["tr"].predict_logits(val_x)[:, : d.num_classes]
+            curve.append(_score(d.kind, logits, val_t))
+
+        tr = _SearchTrainer(model, tcfg, loss_fn=loss, callback=on_epoch, schedule=hp.get("schedule", "cosine"),
+                            crop=hp.get("crop", False), flip=hp.get("flip", False))
+        holder["tr"] = tr
+        res = tr.fit(x, y)
+        tr.callback = None  # the closure stays here: the trainer may travel back to the driver
+        return _TrialOutcome(tr, curve, int(res.steps), res.flops)
 
     def predict(self, predictor: Predictor, images: np.ndarray) -> np.ndarray:
         images = np.array(images, copy=True)  # a writable private copy (torch warns on read-only arrays)
@@ -640,21 +756,13 @@ class PT(SearchLearner):
         return self.pretrained, "checkpoint"
 
 
-def _load_learner_modules() -> None:
-    """Import the learners kept in their own modules (they register themselves; imported lazily
-    because they import from this module)."""
-    from . import stream_bhpo, stream_mt  # noqa: F401
-
-
 def learner_names() -> list[str]:
     """Names of every registered stream learner (``indep``, ..., ``mt``, ``bhpo``)."""
-    _load_learner_modules()
     return stream_learners.names()
 
 
 def make_learner(name: str, **config: Any) -> StreamLearner:
     """Instantiate a registered stream learner with :class:`LearnerConfig` options."""
-    _load_learner_modules()
     cls = stream_learners.get(name)
     known = set(LearnerConfig.__dataclass_fields__)
     unknown = sorted(set(config) - known)

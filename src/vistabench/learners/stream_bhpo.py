@@ -100,6 +100,8 @@ class BHPO(SearchLearner):
 
     name = "bhpo"
 
+    parallel_trials = False  # each proposal depends on the scores of the trials before it
+
     def _propose(self, rng: np.random.Generator, trial: int, history: list[tuple[dict, float]]) -> dict:
         cfg = self.config
         dims = search_space(cfg)

@@ -29,13 +29,14 @@ import re
 import resource
 import sys
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Iterator, Literal, Protocol
 
 import numpy as np
 import torch
 from torch import nn
+from torch.utils.flop_counter import FlopCounterMode
 
 from .. import progress
 from .._validation import check_fraction, check_labels, check_positive, check_same_length
@@ -43,7 +44,7 @@ from ..errors import InputError
 from .flops import count_train_step_flops, count_forward_flops
 from .tensors import Normaliser, augment_batch, check_images, to_float_nchw
 
-__all__ = ["TrainConfig", "TrainResult", "Trainer", "resolve_device", "EpochCallback", "epoch_order",
+__all__ = ["TrainConfig", "TrainResult", "Trainer", "resolve_device", "EpochCallback", "TrainStep", "epoch_order",
            "TrainingDiverged"]
 
 Device = Literal["cpu", "cuda", "auto"]
@@ -60,6 +61,19 @@ class TrainingDiverged(FloatingPointError):
 
 class EpochCallback(Protocol):
     def __call__(self, epoch: int, metrics: dict) -> bool | None: ...
+
+
+class TrainStep(Protocol):
+    """A method-defined training step: ``step(x, y, x2, y2, epoch) -> (loss, logits)``.
+
+    ``x`` (n, B, H, W) is the normalised (and augmented) batch and ``y`` (n,) its labels; ``x2, y2``
+    are the batch of the second sampler (see ``Trainer.fit(second_sampler=...)``), None without
+    one; ``epoch`` is 0-based. Returns the scalar loss to minimise and (n, C) logits for the
+    training accuracy.
+    """
+
+    def __call__(self, x: torch.Tensor, y: torch.Tensor, x2: torch.Tensor | None, y2: torch.Tensor | None,
+                 epoch: int) -> tuple[torch.Tensor, torch.Tensor]: ...
 
 
 def resolve_device(device: str) -> torch.device:
@@ -202,7 +216,8 @@ class TrainResult:
     stopped_early : bool
         The callback returned True.
     config : dict
-        The :class:`TrainConfig` used, plus ``sampler`` and ``trainable``.
+        The :class:`TrainConfig` used, plus ``sampler`` (``"<sampler>+second"`` with a second
+        sampler) and ``trainable`` (``"custom"`` when the trainer has a ``step``).
     normaliser : dict
         Channel mean/std used to standardise inputs.
     """
@@ -261,8 +276,18 @@ class Trainer:
     loss_fn : callable, optional
         ``loss_fn(logits, targets) -> scalar`` (default: cross-entropy with
         ``cfg.label_smoothing``). If it has ``set_epoch(epoch)`` (0-based), the trainer calls it at
-        the start of every epoch (deferred re-weighting uses this). A ``torch.nn.Module`` loss is
-        moved to the device.
+        the start of every epoch (deferred re-weighting uses this); if it has
+        ``before_fit(trainer, images, labels)``, the trainer calls it once after the input
+        normalisation is set and before the first step (two-stage methods use this); if that
+        returns an index array, only those images are trained on (the rest is the loss's own
+        hold-out set). A ``torch.nn.Module`` loss is moved to the device.
+    step : callable, optional
+        A :class:`TrainStep` ``step(x, y, x2, y2, epoch) -> (loss, logits)`` that replaces
+        ``loss_fn(model(x), y)`` for methods whose training forward differs from ``model(x)``
+        (multi-branch and multi-expert networks; ``model(x)`` stays the prediction). Everything
+        else is the same loop; its FLOPs are counted on the first real step of every batch size
+        (forward + backward, :class:`torch.utils.flop_counter.FlopCounterMode`). Not together with
+        ``loss_fn``.
     callback : callable, optional
         ``callback(epoch, metrics) -> bool | None`` after every epoch (``epoch`` 1-based,
         ``metrics`` = that epoch's history entry). Returning True stops training; exceptions (for
@@ -270,15 +295,20 @@ class Trainer:
     """
 
     def __init__(self, model: nn.Module, cfg: TrainConfig, *, loss_fn: Callable | None = None,
-                 callback: EpochCallback | None = None) -> None:
+                 step: TrainStep | None = None, callback: EpochCallback | None = None) -> None:
         if not isinstance(model, nn.Module):
             raise InputError(f"model: expected a torch.nn.Module, got {type(model).__name__}")
         if not isinstance(cfg, TrainConfig):
             raise InputError(f"cfg: expected a TrainConfig, got {type(cfg).__name__}")
         self.model = model
         self.cfg = cfg
+        if step is not None and loss_fn is not None:
+            raise InputError("step: a custom step computes its own loss; pass step or loss_fn, not both")
+        if step is not None and not callable(step):
+            raise InputError(f"step: expected a callable (x, y, x2, y2, epoch) -> (loss, logits), got {step!r}")
         self.device = resolve_device(cfg.device)
         self.loss_fn = loss_fn
+        self.step = step
         self.callback = callback
         self.normaliser: Normaliser | None = None
         self._flop_cache: dict[tuple, int] = {}
@@ -295,12 +325,15 @@ class Trainer:
     def in_channels(self) -> int | None:
         return getattr(self.model, "in_channels", None)
 
-    def _batch(self, images: np.ndarray, idx: np.ndarray | slice, gen: torch.Generator | None) -> torch.Tensor:
+    def batch(self, images: np.ndarray, idx: np.ndarray | slice, gen: torch.Generator | None = None) -> torch.Tensor:
+        """``images[idx]`` (n, H, W, B) as the normalised float (n, B, H, W) tensor on the device that
+        training sees; augmented (``cfg.augment``) with ``gen`` when one is given. Needs the
+        normalisation of :meth:`fit` (set before its first step). Subclasses may override it."""
         x = to_float_nchw(images[idx])
         if gen is not None:
             aug = self.cfg.augment
             x = aug(x, gen) if callable(aug) else augment_batch(x, gen, padding=self.cfg.crop_padding)
-        return self.normaliser.apply(x)  # type: ignore[union-attr]  # set by fit() first.to(self.device, non_blocking=True)
+        return self.normaliser.apply(x.to(self.device, non_blocking=True))  # type: ignore[union-attr]  # set by fit() first
 
     def _step_flops(self, input_shape: tuple[int, ...], n: int, trainable: str) -> int:
         key = (tuple(input_shape), n, trainable)
@@ -323,7 +356,10 @@ class Trainer:
             batches[-2] = np.concatenate([batches[-2], batches.pop()])
         return batches
 
-    def _lr_at(self, step: int, total: int, steps_per_epoch: int) -> float:
+    def lr_at(self, step: int, total: int, steps_per_epoch: int) -> float:
+        """Learning rate of 0-based optimisation ``step`` of ``total``: linear warm-up over
+        ``cfg.warmup_epochs`` x ``steps_per_epoch`` steps, then the cosine to 0 (see the module
+        docstring). Subclasses may override it (another schedule)."""
         warm = self.cfg.warmup_epochs * steps_per_epoch
         if step < warm:
             return self.cfg.lr * (step + 1) / warm
@@ -341,6 +377,7 @@ class Trainer:
         sampler: Sampler = "uniform",
         trainable: Trainable = "all",
         normaliser: Normaliser | None = None,
+        second_sampler: np.ndarray | None = None,
     ) -> TrainResult:
         """Train on (N, H, W, B) images and (N,) int labels.
 
@@ -363,6 +400,11 @@ class Trainer:
         normaliser : Normaliser, optional
             Use this input standardisation instead of measuring one on ``images`` (for example
             to fine-tune on new data with the statistics of an earlier training set).
+        second_sampler : ndarray of float, shape (N,), optional
+            Per-image probabilities (summing to 1) of a second sampler (BBN's reversed sampler):
+            every batch gets a second batch of the same size drawn with replacement from them (its
+            own generator, seeded with ``seed + 7``; augmented like the first), passed to ``step``
+            as ``x2, y2``. Needs a trainer with a ``step``.
 
         Returns
         -------
@@ -370,15 +412,16 @@ class Trainer:
         """
         flags = [p.requires_grad for p in self.model.parameters()]
         try:
-            with self._threads():
+            with self.threads():
                 return self._fit(images, labels, val=val, sampler=sampler, trainable=trainable,
-                                 normaliser=normaliser)
+                                 normaliser=normaliser, second_sampler=second_sampler)
         finally:  # classifier-only training switches gradients off; give the caller's flags back
             for p, f in zip(self.model.parameters(), flags):
                 p.requires_grad_(f)
 
     @contextmanager
-    def _threads(self) -> Iterator[None]:
+    def threads(self) -> Iterator[None]:
+        """Context manager: torch uses ``cfg.num_threads`` CPU threads inside (None: unchanged)."""
         n = self.cfg.num_threads
         if n is None:
             yield
@@ -391,7 +434,8 @@ class Trainer:
             torch.set_num_threads(before)
 
     def _fit(self, images: np.ndarray, labels: np.ndarray, *, val: tuple[np.ndarray, np.ndarray] | None,
-             sampler: str, trainable: str, normaliser: Normaliser | None = None) -> TrainResult:
+             sampler: str, trainable: str, normaliser: Normaliser | None = None,
+             second_sampler: np.ndarray | None = None) -> TrainResult:
         cfg = self.cfg
         if sampler not in ("uniform", "class_balanced"):
             raise InputError(f"sampler: expected 'uniform' or 'class_balanced', got {sampler!r}")
@@ -399,6 +443,8 @@ class Trainer:
             raise InputError(f"trainable: expected 'all' or 'classifier', got {trainable!r}")
         if trainable == "classifier" and not (hasattr(self.model, "features") and hasattr(self.model, "classifier")):
             raise InputError("trainable='classifier' needs a model with .features and .classifier")
+        if self.step is not None and trainable != "all":
+            raise InputError(f"trainable: a trainer with a custom step trains 'all', got {trainable!r}")
         images = check_images(images, "images", in_channels=self.in_channels)
         labels = check_labels(labels, "labels", num_classes=self.num_classes)
         check_same_length("images", images, "labels", labels)
@@ -407,6 +453,14 @@ class Trainer:
             raise InputError(
                 f"batch_size: expected at most the number of training images ({n}), got {cfg.batch_size}"
             )
+        if second_sampler is not None:
+            if self.step is None:
+                raise InputError("second_sampler: needs a trainer with a step (the default loss uses one batch)")
+            p = np.asarray(second_sampler)
+            if p.shape != (n,) or not np.issubdtype(p.dtype, np.floating) or not np.all(p >= 0) \
+                    or not np.isclose(p.sum(), 1.0):
+                raise InputError(f"second_sampler: expected {n} non-negative probabilities summing to 1, "
+                                 f"got shape {p.shape}, dtype {p.dtype}")
         if val is not None:
             if not (isinstance(val, tuple) and len(val) == 2):
                 raise InputError("val: expected a tuple (images, labels)")
@@ -444,8 +498,17 @@ class Trainer:
                 return nn.functional.cross_entropy(logits, y, label_smoothing=ls)
         elif isinstance(loss_fn, nn.Module):
             loss_fn.to(self.device)
+        if hasattr(loss_fn, "before_fit"):  # e.g. a teacher pre-trained on the same images
+            keep = loss_fn.before_fit(self, images, labels)
+            if keep is not None:  # the loss holds some images out of training (an auxiliary set)
+                images, labels = images[keep], labels[keep]
+                n = len(labels)
+                if cfg.batch_size > n:
+                    raise InputError(f"batch_size: expected at most the {n} training images left after the "
+                                     f"loss's hold-out, got {cfg.batch_size}")
 
         rng = np.random.default_rng(cfg.seed)
+        rng2 = np.random.default_rng(cfg.seed + 7)  # the second sampler's own draws
         aug_gen = torch.Generator().manual_seed(cfg.seed + 1) if cfg.augment else None
         steps_per_epoch = len(self._batches(np.arange(n), cfg.batch_size))
         total_steps = cfg.epochs * steps_per_epoch
@@ -464,7 +527,7 @@ class Trainer:
                     loss_fn.set_epoch(epoch)
                 order = epoch_order(labels, rng, sampler)
                 batches = self._batches(order, cfg.batch_size)
-                if cfg.count_flops:
+                if cfg.count_flops and self.step is None:  # a custom step is measured as it runs
                     for b in batches:
                         flops += self._step_flops(sample_shape, len(b), trainable)
                 if trainable == "all":
@@ -477,20 +540,25 @@ class Trainer:
                 t0 = time.perf_counter()
                 lr = cfg.lr
                 for b in batches:
-                    lr = self._lr_at(step, total_steps, steps_per_epoch)
+                    lr = self.lr_at(step, total_steps, steps_per_epoch)
                     for g in opt.param_groups:
                         g["lr"] = lr
-                    x = self._batch(images, b, aug_gen)
+                    x = self.batch(images, b, aug_gen)
                     y = torch.from_numpy(labels[b]).to(self.device)
-                    if trainable == "all":
-                        logits = self.model(x)
-                    else:
-                        with torch.no_grad():
-                            f = self.model.features(x)
-                        logits = self.model.classifier(f)
-                    loss = loss_fn(logits, y)
+                    x2 = y2 = None
+                    if second_sampler is not None:
+                        b2 = rng2.choice(n, size=len(b), replace=True, p=second_sampler)
+                        x2, y2 = self.batch(images, b2, aug_gen), torch.from_numpy(labels[b2]).to(self.device)
+                    key = ("step", len(b))
+                    measure = self.step is not None and cfg.count_flops and key not in self._flop_cache
                     opt.zero_grad(set_to_none=True)
-                    loss.backward()
+                    with FlopCounterMode(display=False) if measure else nullcontext() as counter:
+                        loss, logits = self._loss(x, y, x2, y2, epoch, loss_fn, trainable)
+                        loss.backward()
+                    if measure:
+                        self._flop_cache[key] = int(counter.get_total_flops())
+                    if self.step is not None and cfg.count_flops:
+                        flops += self._flop_cache[key]
                     opt.step()
                     tot_loss += loss.detach() * len(b)
                     correct += (logits.detach().argmax(1) == y).sum()
@@ -520,7 +588,8 @@ class Trainer:
         else:
             peak, kind = _peak_rss_bytes(), "process_max_rss"
         conf = asdict(cfg)
-        conf.update(sampler=sampler, trainable=trainable)
+        conf.update(sampler=sampler if second_sampler is None else f"{sampler}+second",
+                    trainable=trainable if self.step is None else "custom")
         return TrainResult(
             history=history, flops=int(flops), eval_flops=int(eval_flops), steps=step,
             seconds=time.perf_counter() - t_start, train_seconds=train_seconds,
@@ -528,6 +597,19 @@ class Trainer:
             peak_memory_bytes=peak, peak_memory_kind=kind, stopped_early=stopped,
             device=str(self.device), config=conf, normaliser=self.normaliser.to_dict(),
         )
+
+    def _loss(self, x: torch.Tensor, y: torch.Tensor, x2: torch.Tensor | None, y2: torch.Tensor | None,
+              epoch: int, loss_fn: Callable, trainable: str) -> tuple[torch.Tensor, torch.Tensor]:
+        """(loss, logits) of one training batch: the custom step, or ``loss_fn`` on the model's logits."""
+        if self.step is not None:
+            return self.step(x, y, x2, y2, epoch)
+        if trainable == "all":
+            logits = self.model(x)
+        else:
+            with torch.no_grad():
+                f = self.model.features(x)
+            logits = self.model.classifier(f)
+        return loss_fn(logits, y), logits
 
     def _eval_flops(self, n: int, sample_shape: tuple[int, ...]) -> int:
         bs = self.cfg.eval_batch_size
@@ -553,13 +635,20 @@ class Trainer:
         out = np.empty((len(images), width), dtype=np.float32)
         bs = self.cfg.eval_batch_size
         try:
-            with self._threads():
+            with self.threads():
                 for s in range(0, len(images), bs):
-                    x = self._batch(images, slice(s, s + bs), None)
+                    x = self.batch(images, slice(s, s + bs))
                     out[s:s + bs] = fn(x).float().cpu().numpy()
         finally:
             self.model.train(was_training)
         return out
+
+    def apply(self, images: np.ndarray, fn: Callable[[torch.Tensor], torch.Tensor], *, width: int) -> np.ndarray:
+        """``fn(x)`` on the normalised (N, H, W, B) ``images`` in eval mode, without gradients, in
+        batches of ``cfg.eval_batch_size``: float32 ndarray of shape (N, width), ``fn`` returning
+        (n, width) per batch (e.g. several feature maps concatenated)."""
+        images = self._check_predict(images, "images")
+        return self._run(images, fn, width)
 
     def predict_logits(self, images: np.ndarray) -> np.ndarray:
         """Logits, float32 ndarray of shape (N, C), for (N, H, W, B) images (eval mode)."""

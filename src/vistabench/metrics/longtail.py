@@ -305,6 +305,7 @@ def sweep_scores(
     bootstrap: int = 0,
     confidence: float = 0.95,
     seed: int = 0,
+    set_correct: list[list[Any]] | None = None,
 ) -> dict[str, Any]:
     """Score per-sample correctness over a sweep's test pool (the paper's Eq. 2-5 and Table 2 metrics).
 
@@ -326,6 +327,12 @@ def sweep_scores(
     bootstrap : int
         B > 0 adds ``ci``: percentile intervals of every scalar over B stratified bootstrap
         resamples of the pool (exact-mode metrics).
+    set_correct : list of list of bool arrays, optional
+        Per drawn set (``[t][r]``, aligned with ``points[t]["samples"][r]``) the correctness of a
+        method that predicts each test set on its own (test-time adaptation without labels). V_t
+        is then the mean over the R sets of their accuracy, in both modes (a drawn set holds
+        exactly N_c samples of class c, so there is no pool-level limit); ``correct`` still gives
+        the pool-level scores (balanced, groups, per class, test-agnostic).
 
     Returns
     -------
@@ -346,7 +353,11 @@ def sweep_scores(
     acc = k / n
     deltas = np.array([pt["divergence"] for pt in sweep["points"]])
     weights = np.array([pt["class_counts"] for pt in sweep["points"]], dtype=np.float64)  # (T, C)
-    if exact:
+    if set_correct is not None:
+        if len(set_correct) != len(arrays) or any(len(sc) != len(pt) for sc, pt in zip(set_correct, arrays)):
+            raise InputError("set_correct: expected one correctness array per drawn set of every point")
+        values = np.array([np.mean([np.mean(np.asarray(c, dtype=np.float64)) for c in sc]) for sc in set_correct])
+    elif exact:
         values = weights @ acc / weights.sum(axis=1)
     else:
         cf = correct.astype(np.float64)

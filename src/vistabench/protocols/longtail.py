@@ -139,8 +139,13 @@ def run(
                 "train_counts": split["counts"], "test_imbalance": sweep["test_imbalance"],
                 "points": points, "repeats": repeats, "epochs": epochs, "model": model,
                 "batch_size": batch_size, "lr": lr, "device": device, "sweep_sha256": sweep["sha256"],
+                "test_time_adaptation": result.test_time is not None,
                 **result.settings}
-    record = to_record(score(pred, sweep), dataset=name, method=method, seed=seed, split_hash=split["sha256"],
+    set_preds = None
+    if result.test_time is not None:  # test-time adaptation: each drawn set's images, never its labels
+        set_preds = [[result.test_time(np.asarray(s, dtype=np.int64)).argmax(1) for s in pt["samples"]]
+                     for pt in sweep["points"]]
+    record = to_record(score(pred, sweep, set_predictions=set_preds), dataset=name, method=method, seed=seed, split_hash=split["sha256"],
                        settings=settings, tag=tag, train={"seconds": result.seconds, "flops": result.flops})
     if store is not None:
         store.add(record)
@@ -155,16 +160,22 @@ def score(
     convention: Literal["tade", "oltr"] = "tade",
     bootstrap: int = 0,
     seed: int = 0,
+    set_predictions: list[list[np.ndarray]] | None = None,
 ) -> dict[str, Any]:
     """Score predictions (loaded, or an ``.npz`` path) against a sweep (content, or a file path).
+
+    ``set_predictions`` (a test-time method's predicted labels of every drawn set) is passed on to
+    :func:`~.longtail_sweep.score_sweep`.
 
     Returns :func:`~vistabench.metrics.longtail.sweep_scores`'s result (resampled V_t, or exact with
     ``exact=True``) plus ``exact``: the noise-free scalars, points and test-agnostic accuracies.
     """
     pred = predictions if isinstance(predictions, Predictions) else load_predictions(predictions)
     sw = sweep if isinstance(sweep, dict) else read_sweep(sweep)
-    result = score_sweep(pred, sw, exact=exact, convention=convention, bootstrap=bootstrap, seed=seed)
-    noise_free = result if exact else score_sweep(pred, sw, exact=True, convention=convention)
+    result = score_sweep(pred, sw, exact=exact, convention=convention, bootstrap=bootstrap, seed=seed,
+                         set_predictions=set_predictions)
+    noise_free = result if exact else score_sweep(pred, sw, exact=True, convention=convention,
+                                                  set_predictions=set_predictions)
     result["exact"] = {k: v for k, v in noise_free.items() if k not in ("per_class", "settings", "mode", "ci")}
     return result
 

@@ -161,13 +161,36 @@ def score_sweep(
     bootstrap: int = 0,
     confidence: float = 0.95,
     seed: int = 0,
+    set_predictions: list[list[np.ndarray]] | None = None,
 ) -> dict[str, Any]:
     """Score a predictions file's content over the sweep's test pool.
 
     The pipeline step: checks the sweep's structure and the predictions' shape, then calls
     :func:`vistabench.metrics.longtail.sweep_scores` (which documents the options and the result).
+    ``set_predictions[t][r]``: for methods that adapt to each unlabelled test set (test-time
+    aggregation), the predicted labels of the drawn set ``points[t]["samples"][r]``, in its order;
+    they become ``sweep_scores``'s ``set_correct``.
     """
     validate_sweep(sweep)
     _check_predictions(pred, sweep)
+    set_correct = None if set_predictions is None else _set_correct(pred.labels, sweep, set_predictions)
     return M.sweep_scores(pred.labels, pred.correct(), sweep, exact=exact, convention=convention,
-                          bootstrap=bootstrap, confidence=confidence, seed=seed)
+                          bootstrap=bootstrap, confidence=confidence, seed=seed, set_correct=set_correct)
+
+
+def _set_correct(labels: np.ndarray, sweep: dict[str, Any], set_predictions: Any) -> list[list[np.ndarray]]:
+    points = sweep["points"]
+    if len(set_predictions) != len(points):
+        raise InputError(f"set_predictions: expected {len(points)} points, got {len(set_predictions)}")
+    out = []
+    for t, (pt, preds) in enumerate(zip(points, set_predictions)):
+        if len(preds) != len(pt["samples"]):
+            raise InputError(f"set_predictions: point {t} needs {len(pt['samples'])} sets, got {len(preds)}")
+        row = []
+        for s, p in zip(pt["samples"], preds):
+            a, p = np.asarray(s, dtype=np.int64), np.asarray(p)
+            if p.shape != a.shape:
+                raise InputError(f"set_predictions: point {t} has a set of {len(a)} samples but {p.shape} predictions")
+            row.append(p == labels[a])
+        out.append(row)
+    return out

@@ -74,6 +74,12 @@ class Options:
     work_dir: str = "smalldata-runs"
     tag_suffix: str = ""
     threads: int | None = None
+    highres_scale: int = 1
+    max_parallel: int | None = None
+
+    def dispatch_finals(self) -> bool:
+        """Whether the final runs go through the grid engine (Ray, or several local processes)."""
+        return self.engine == "ray" or (self.max_parallel or 1) > 1
 
     def settings(self, preset: SmallDataPreset) -> TuneSettings:
         return TuneSettings(
@@ -120,10 +126,27 @@ class Context:
     splits: list[SmallDataSplit]
     image_size: int
     in_channels: int
+    root: str | None = None
 
     @property
     def pool(self) -> Dataset:
         return self.data.train
+
+    def highres(self, scale: int) -> DataSplits:
+        """The dataset at ``scale`` x the side length: re-read from ``root`` for presets that resize
+        variable-size images (CUB, ISIC, CLaMM, folders), else the pool up-sampled bilinearly."""
+        cache = self.__dict__.setdefault("_highres", {})
+        if scale not in cache:
+            size = self.image_size * scale
+            if self.preset.image_size is not None:
+                data = load_smalldata(self.name, self.root, image_size=size)
+                if not np.array_equal(data.train.labels, self.pool.labels):
+                    raise InputError(f"dataset {self.name!r}: re-reading at {size} px gave a different pool")
+            else:
+                data = DataSplits(train=_upsample(self.pool, scale),
+                                  test=None if self.data.test is None else _upsample(self.data.test, scale))
+            cache[scale] = data
+        return cache[scale]
 
     def test_set(self, split: SmallDataSplit) -> "EvalSet":
         if split.test is not None:
@@ -153,7 +176,19 @@ def prepare(dataset: str, *, root: str | None = None, split_dir: str | os.PathLi
         split_dir = out_splits
     sp = read_splits(split_dir, data.train, dataset_name=dataset, splits=splits)
     img = data.train.images
-    return Context(dataset, preset, data, sp, int(img.shape[1]), int(img.shape[3]))
+    return Context(dataset, preset, data, sp, int(img.shape[1]), int(img.shape[3]), root=root)
+
+
+def _upsample(ds: Dataset, scale: int) -> Dataset:
+    import dataclasses
+
+    import torch
+
+    x = torch.from_numpy(np.ascontiguousarray(ds.images)).permute(0, 3, 1, 2).float()
+    y = torch.nn.functional.interpolate(x, scale_factor=scale, mode="bilinear", align_corners=False)
+    if ds.images.dtype == np.uint8:
+        y = y.round().clamp(0, 255)
+    return dataclasses.replace(ds, images=y.permute(0, 2, 3, 1).numpy().astype(ds.images.dtype))
 
 
 def method_space(method: str, preset: SmallDataPreset, *, overrides: dict[str, Any] | None = None) -> dict[str, Param]:
@@ -321,31 +356,88 @@ def tune_split(ctx: Context, split: SmallDataSplit, method: str, opts: Options,
     return result
 
 
-def final_split(ctx: Context, split: SmallDataSplit, method: str, config: dict, opts: Options,
-                store: ResultsStore | None = None, *, tune_value: float | None = None) -> list[dict]:
-    """Train ``config`` ``opts.repeats`` times on trainval{i}; score balanced accuracy on the test set."""
+def _final_run(ctx: Context, split: SmallDataSplit, method: str, config: dict, opts: Options, *,
+               epochs: int, repeat: int) -> dict[str, Any]:
+    """One final run (seed ``repeat``) on trainval{i}, scored on the test set (a diverged run gives NaN),
+    then, with ``opts.highres_scale`` > 1, its high-resolution fine-tune: ``{"metrics", "highres"}``
+    (``highres`` None when off or diverged). Writes nothing: the driver stores the records."""
+    tx, ty, _ = ctx.test_set(split)
+    classes = list(range(ctx.pool.num_classes))
+    try:
+        tr, res = _train(ctx, method, config, opts, epochs=epochs, seed=repeat, train_idx=split.trainval, val=None)
+        with torch_threads(opts.threads):
+            pred = tr.predict_logits(tx).argmax(1)
+        metrics = {"balanced_accuracy": balanced_accuracy(ty, pred, classes=classes),
+                   "accuracy": float(np.mean(pred == ty)), "images_per_second": res.images_per_second,
+                   "peak_memory_bytes": res.peak_memory_bytes, "peak_memory_kind": res.peak_memory_kind,
+                   "train_seconds": res.train_seconds, "diverged": False}
+    except FloatingPointError as exc:  # a diverged run is recorded as undefined (NaN), not as a score
+        return {"metrics": {"balanced_accuracy": float("nan"), "accuracy": float("nan"),
+                            "images_per_second": float("nan"), "peak_memory_bytes": None, "peak_memory_kind": None,
+                            "train_seconds": float("nan"), "diverged": True, "error": str(exc)},
+                "highres": None}
+    highres = _highres_metrics(ctx, split, tr, opts) if opts.highres_scale > 1 else None
+    return {"metrics": metrics, "highres": highres}
+
+
+def _final_job(ctx: Context, split: SmallDataSplit, method: str, config: dict, opts: Options, epochs: int,
+               repeat: int) -> dict[str, Any]:
+    """One final run in an engine's worker (a spawned process or a Ray task): quiet, and with
+    ``opts.threads`` torch threads (default 1, the CPUs the job declares)."""
+    from dataclasses import replace
+
+    from ..progress import set_quiet
+
+    set_quiet(True)
+    return _final_run(ctx, split, method, config, replace(opts, threads=opts.threads or 1), epochs=epochs,
+                      repeat=repeat)
+
+
+def _final_outcomes(ctx: Context, split: SmallDataSplit, method: str, config: dict, opts: Options,
+                    epochs: int) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(repeat, run)`` in repeat order (``run``: :func:`_final_run`'s result): in this process, or dispatched through the grid engine
+    (:func:`vistabench.grid.engines.run_jobs`) and handed back in order as soon as a prefix is done."""
     from ..progress import track
 
+    if not opts.dispatch_finals():
+        for r in track(range(opts.repeats), total=opts.repeats, description=f"{method} split {split.index}"):
+            yield r, _final_run(ctx, split, method, config, opts, epochs=epochs, repeat=r)
+        return
+    from ..grid.engines import Job, run_jobs
+
+    gpus = 1.0 if opts.device.startswith("cuda") and opts.engine == "ray" else 0.0
+    jobs = [Job(_final_job, (ctx, split, method, config, opts, epochs, r), tag=r, gpus=gpus)
+            for r in range(opts.repeats)]
+    done: dict[int, dict[str, Any]] = {}
+    nxt = 0
+    outcomes = run_jobs(jobs, engine=opts.engine, max_parallel=opts.max_parallel, cpus_per_job=opts.threads or 1,
+                        ray_address=opts.ray_address)
+    try:
+        for out in outcomes:
+            done[out.job.tag] = out.result()  # a run that raised (not diverged) stops the command, as in sequence
+            while nxt in done:
+                yield nxt, done.pop(nxt)
+                nxt += 1
+    finally:
+        outcomes.close()  # stop the pool / Ray before the error propagates
+
+
+def final_split(ctx: Context, split: SmallDataSplit, method: str, config: dict, opts: Options,
+                store: ResultsStore | None = None, *, tune_value: float | None = None) -> list[dict]:
+    """Train ``config`` ``opts.repeats`` times on trainval{i}; score balanced accuracy on the test set.
+
+    The repeats are independent: with ``opts.engine == "ray"`` or ``opts.max_parallel > 1`` they run
+    through the grid engine (Ray tasks or local processes); records are written here, by the driver,
+    in repeat order, and equal those of the sequential path (same seeds, same threads -> same metrics).
+    """
     settings = opts.settings(ctx.preset)
     epochs = opts.final_epochs or settings.max_epochs
     space = {k: Fixed(v) for k, v in config.items()}
     _check_batch(ctx, space, len(split.trainval), f"trainval{split.index}")
-    tx, ty, test_name = ctx.test_set(split)
-    classes = list(range(ctx.pool.num_classes))
+    test_name = ctx.test_set(split).name
     out = []
-    for r in track(range(opts.repeats), total=opts.repeats, description=f"{method} split {split.index}"):
-        try:
-            tr, res = _train(ctx, method, config, opts, epochs=epochs, seed=r, train_idx=split.trainval, val=None)
-            with torch_threads(opts.threads):
-                pred = tr.predict_logits(tx).argmax(1)
-            metrics = {"balanced_accuracy": balanced_accuracy(ty, pred, classes=classes),
-                       "accuracy": float(np.mean(pred == ty)), "images_per_second": res.images_per_second,
-                       "peak_memory_bytes": res.peak_memory_bytes, "peak_memory_kind": res.peak_memory_kind,
-                       "train_seconds": res.train_seconds, "diverged": False}
-        except FloatingPointError as exc:  # a diverged run is recorded as undefined (NaN), not as a score
-            metrics = {"balanced_accuracy": float("nan"), "accuracy": float("nan"),
-                       "images_per_second": float("nan"), "peak_memory_bytes": None, "peak_memory_kind": None,
-                       "train_seconds": float("nan"), "diverged": True, "error": str(exc)}
+    for r, run in _final_outcomes(ctx, split, method, config, opts, epochs):
+        metrics = run["metrics"]
         settings_d = {"split": split.index, "repeat": r, "config": config, "model": _model_name(ctx, opts),
                       "epochs": epochs, "device": opts.device, "test": test_name,
                       "tune_best_val": tune_value, "per_class": ctx.preset.per_class,
@@ -354,8 +446,38 @@ def final_split(ctx: Context, split: SmallDataSplit, method: str, config: dict, 
         if store is not None:
             store.add(to_record(metrics, dataset=ctx.name, method=method, seed=r, split_hash=split.split_hash,
                                 settings=settings_d, tag="final" + opts.tag_suffix))
-        out.append({"settings": settings_d, "metrics": metrics})
+        entry = {"settings": settings_d, "metrics": metrics}
+        if run["highres"] is not None:
+            settings_h = dict(settings_d, highres_scale=opts.highres_scale,
+                              image_size=ctx.image_size * opts.highres_scale)
+            if store is not None:
+                store.add(to_record(run["highres"], dataset=ctx.name, method=method, seed=r,
+                                    split_hash=split.split_hash, settings=settings_h, tag="highres" + opts.tag_suffix))
+            entry["highres"] = {"settings": settings_h, "metrics": run["highres"]}
+        out.append(entry)
     return out
+
+
+def _highres_metrics(ctx: Context, split: SmallDataSplit, tr, opts: Options) -> dict[str, Any]:
+    """The paper's high-resolution step (§VII-D): fine-tune the trained model on trainval{i} at
+    ``opts.highres_scale`` x the resolution with the same hyper-parameters and epochs, evaluate
+    at that resolution. Stored with tag ``highres`` (kept out of Table 3's ``final`` records)."""
+    from ..learners.trainer import Trainer
+
+    hi = ctx.highres(opts.highres_scale)
+    tx, ty = (hi.train.images[split.test], hi.train.labels[split.test]) if split.test is not None else (
+        hi.test.images, hi.test.labels)  # type: ignore[union-attr]
+    try:
+        ft = Trainer(tr.model, tr.cfg, loss_fn=tr.loss_fn)
+        with torch_threads(opts.threads):
+            res = ft.fit(hi.train.images[split.trainval], hi.train.labels[split.trainval])
+            pred = ft.predict_logits(tx).argmax(1)
+        return {"balanced_accuracy": balanced_accuracy(ty, pred, classes=list(range(ctx.pool.num_classes))),
+                "accuracy": float(np.mean(pred == ty)), "images_per_second": res.images_per_second,
+                "peak_memory_bytes": res.peak_memory_bytes, "peak_memory_kind": res.peak_memory_kind,
+                "train_seconds": res.train_seconds, "diverged": False}
+    except FloatingPointError as exc:
+        return {"balanced_accuracy": float("nan"), "accuracy": float("nan"), "diverged": True, "error": str(exc)}
 
 
 def score(predictions: Any, ctx: Context, split_index: int) -> dict[str, Any]:
@@ -398,8 +520,10 @@ def run_method(ctx: Context, method: str, opts: Options, store: ResultsStore | N
 
     With ``require_search`` a missing or unfinished search is an error instead of being run.
     """
+    from ..grid.engines import check_engine
     from ..learners.smalldata import get_method
 
+    check_engine(opts.engine, max_parallel=opts.max_parallel, ray_address=opts.ray_address)
     m = get_method(method)
     space = method_space(method, ctx.preset, overrides=opts.space)
     searched = any(not isinstance(p, Fixed) for p in space.values())
@@ -425,6 +549,9 @@ def run_method(ctx: Context, method: str, opts: Options, store: ResultsStore | N
             runs = final_split(ctx, split, method, config, opts, store, tune_value=value)
             scores = [r["metrics"]["balanced_accuracy"] for r in runs]
             entry["test_balanced_accuracy"] = scores
+            if opts.highres_scale > 1:
+                entry["highres_test_balanced_accuracy"] = [r["highres"]["metrics"]["balanced_accuracy"]
+                                                           for r in runs if "highres" in r]
         summary["splits"].append(entry)
     if do_final:
         allv = [v for e in summary["splits"] for v in e["test_balanced_accuracy"]]

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+from contextlib import nullcontext
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -110,6 +111,7 @@ def run_stream(
     settings: dict | None = None,
     max_tasks: int | None = None,
     absent_labels: str = "zero",
+    trial_engine: Any = None,
 ) -> StreamRunResult:
     """Run ``learner`` over ``stream``; write one event per task; resume if a checkpoint exists.
 
@@ -138,9 +140,11 @@ def run_stream(
     absent_labels : {"zero", "omit"}
         Multilabel error: a label without positives in the test part counts AP 0 (``"zero"``,
         dm_nevis's sklearn macro AP) or is left out of the mean (``"omit"``).
+    trial_engine : TrialEngine, optional
+        Where a search learner runs each task's trials (:class:`~vistabench.learners.stream.TrialEngine`:
+        local processes or Ray tasks, one Ray kept up for the whole run); None: one after another
+        here. The events are the same either way.
     """
-    from ..learners.stream import ComputeLedger, TaskView
-
     if absent_labels not in ABSENT_LABELS:
         raise InputError(f"absent_labels: expected one of {list(ABSENT_LABELS)}, got {absent_labels!r}")
     if isinstance(stream, str):
@@ -170,7 +174,27 @@ def run_stream(
         state, events = learner.init(), []
     start = len(events)
     stop = len(stream.tasks) if max_tasks is None else min(len(stream.tasks), int(max_tasks))
-    for task in progress.track(stream.tasks[start:stop], total=stop - start, description=f"stream {run_id}"):
+    if trial_engine is None:
+        session = nullcontext()
+    else:
+        from ..grid.engines import engine_session
+
+        learner.trial_engine = trial_engine
+        session = engine_session(trial_engine.engine, ray_address=trial_engine.ray_address,
+                                 max_parallel=trial_engine.max_parallel, cpus_per_job=trial_engine.threads)
+    with session:
+        _run_tasks(stream, learner, stream.tasks[start:stop], state=state, events=events, store=store, run_id=run_id,
+                   seed=seed, resolve=resolve, settings=settings, absent_labels=absent_labels, ckpt_path=ckpt_path)
+    return StreamRunResult(run_id, events, start, stream.meta_test_cut())
+
+
+def _run_tasks(stream: Stream, learner: Any, tasks: list[Task], *, state: Any, events: list[dict],
+               store: ResultsStore | None, run_id: str, seed: int, resolve: Callable[[Task], TaskSplits],
+               settings: dict, absent_labels: str, ckpt_path: Path) -> None:
+    """Hand ``tasks`` to the learner one at a time; append an event per task, checkpoint, store it."""
+    from ..learners.stream import ComputeLedger, TaskView
+
+    for task in progress.track(tasks, total=len(tasks), description=f"stream {run_id}"):
         data = resolve(task)
         view = TaskView(uid=task.uid, name=task.name, year=task.year, domain=task.domain, kind=task.kind,
                         num_classes=data.train.num_classes, class_names=tuple(data.train.class_names),
@@ -201,7 +225,6 @@ def run_stream(
                                      "events": events, "settings": _settings_json(stream, learner, seed, run_id, settings)})
         if store is not None:
             store.add(_learner_record(stream, learner, seed, run_id, ev, settings))
-    return StreamRunResult(run_id, events, start, stream.meta_test_cut())
 
 
 def _settings_json(stream: Stream, learner: Any, seed: int, run_id: str, settings: dict | None) -> str:

@@ -12,11 +12,15 @@ from .html import Section
 from .tables import Column, Table, aggregate
 
 COLUMNS = [
-    Column("auc", "AUC"), Column("avg", "AVG"), Column("std", "STD", higher_is_better=False),
-    Column("max", "MAX"), Column("min", "MIN"), Column("drop_ratio", "DR", higher_is_better=False),
-    Column("balanced", "BTD"), Column("many", "Many"), Column("medium", "Med."), Column("few", "Few"),
-    Column("worst_class", "Worst"),
+    Column("auc", "AUC↑"), Column("avg", "AVG↑"), Column("std", "STD↓", higher_is_better=False),
+    Column("max", "MAX↑"), Column("min", "MIN↑"), Column("drop_ratio", "DR↓", higher_is_better=False),
+    Column("balanced", "BTD↑"), Column("many", "Many↑"), Column("medium", "Med.↑"), Column("few", "Few↑"),
+    Column("worst_class", "Worst↑"),
 ]
+SURVEY_KEYS = ("auc", "avg", "std", "max", "min", "drop_ratio", "balanced")  # the survey's Tables 2-6
+SURVEY_COLUMNS = [Column(f"{g}_{c.key}", f"{c.title} ({sym})", c.higher_is_better)
+                  for g, sym in (("eq", "ρ_trn=ρ_tst"), ("ne", "ρ_trn≠ρ_tst")) for c in COLUMNS
+                  if c.key in SURVEY_KEYS]
 
 
 def _groups(records: list[Record]) -> dict[tuple[str, str, float], list[Record]]:
@@ -39,6 +43,26 @@ def longtail_table(store: ResultsStore, *, dataset: str | None = None, exact: bo
     mode = "exact (noise-free)" if exact else "resampled"
     return Table(COLUMNS, rows, caption=f"Long-tailed sweep metrics ({mode}), % — best bold, second "
                                         "underlined, third italic; means over seeds.")
+
+
+def survey_table(store: ResultsStore, *, dataset: str | None = None, exact: bool = False) -> Table:
+    """The survey's layout (Fang et al., Tables 2–6): per (dataset, method, ρ_trn), AUC, AVG, STD, MAX,
+    MIN, DR and BTD for sweeps whose test imbalance equals the training imbalance (``eq_*``) and for
+    those where it differs (``ne_*``, averaged over the differing ρ_tst); arrows give each column's
+    direction. Cells without records are empty."""
+    rows: list[dict[str, Any]] = []
+    for (ds, method, rho), recs in sorted(_groups(store.records(protocol="longtail", dataset=dataset)).items(),
+                                          key=lambda kv: (kv[0][0], kv[0][2] or 0, kv[0][1])):
+        row: dict[str, Any] = {"method": method if dataset else f"{method} ({ds}, ρ={rho:g})", "seeds": len(recs)}
+        for g in ("eq", "ne"):
+            sel = [r for r in recs if (r.settings.get("test_imbalance", rho) == rho) == (g == "eq")]
+            src = [r.metrics.get("exact", r.metrics) if exact else r.metrics for r in sel]
+            for k in SURVEY_KEYS:
+                row[f"{g}_{k}"] = aggregate([m.get(k) for m in src])
+        rows.append(row)
+    mode = "exact (noise-free)" if exact else "resampled"
+    return Table(SURVEY_COLUMNS, rows, caption=f"Survey layout ({mode}), %: ↑ higher is better, ↓ lower is "
+                                               "better; best bold, second underlined, third italic.")
 
 
 def accuracy_divergence_figure(records: list[Record]):
@@ -86,6 +110,8 @@ def longtail_section(store: ResultsStore) -> Section | None:
              "relative drop from the best to the worst point; BTD the balanced (mean per-class) accuracy; "
              "Many/Med./Few group classes by training count (>100 / 20–100 / <20).")
     sec.table(longtail_table(store).render("markdown"))
+    sec.text("The survey's layout: the same scores for ρ_tst = ρ_trn and ρ_tst ≠ ρ_trn side by side.")
+    sec.table(survey_table(store).render("markdown"))
     sec.figure(accuracy_divergence_figure(records), "Accuracy at each sweep point (Fang et al., Fig. 3).")
     agn = [r for r in records if r.metrics.get("test_agnostic")]
     if agn:

@@ -1,0 +1,166 @@
+"""Deep hybrid networks (Oyallon et al., ICCV 2017 / TPAMI 2019): fixed scattering, then conv blocks.
+
+A second-order 2-D scattering transform with L = 8 orientations and scale J (searched) turns a
+C x H x W image into ``C · K`` channels of size H/2^J x W/2^J, ``K = 1 + J L + L² J (J − 1) / 2``;
+it is computed by Kymatio (``Scattering2D``, the package the reference implementation
+github.com/lorenzobrigato/gem, ``pipelines/scattering.py``, uses). As there, the coefficients
+pass a batch norm without affine parameters, then a learned 3 x 3 conv + BN + ReLU and the
+convolutional blocks: the residual backbones' later stages at stride 1 (:class:`HybridBackbone`,
+the reference's adaptation); for ``cnn28`` (not in the reference) two wide residual blocks of
+64/128 channels (:class:`HybridNet`).
+
+Kymatio's ``kymatio.torch`` entry point also imports its 3-D module, which needs
+``scipy.special.sph_harm`` (removed in SciPy 1.15); the 2-D front end is imported directly.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ...errors import InputError
+from .. import models as _m
+
+__all__ = ["scattering_channels", "Scattering", "HybridNet", "HybridBackbone", "build"]
+
+ORIENTATIONS = 8
+
+
+def scattering_channels(J: int, L: int = ORIENTATIONS) -> int:
+    """Coefficients per input channel of an order-2 scattering: ``1 + J L + L² J (J − 1) / 2``."""
+    return 1 + J * L + L * L * J * (J - 1) // 2
+
+
+class Scattering(nn.Module):
+    """(N, C, H, W) -> (N, C·K, H/2^J, W/2^J); the Kymatio filter bank is built per input size."""
+
+    def __init__(self, J: int) -> None:
+        super().__init__()
+        self.J = int(J)
+        self._banks: dict[tuple, nn.Module] = {}
+
+    def _bank(self, h: int, w: int, device: torch.device) -> nn.Module:
+        key = (h, w, str(device))
+        if key not in self._banks:
+            from kymatio.scattering2d.frontend.torch_frontend import ScatteringTorch2D
+
+            if min(h, w) < 2 ** self.J:
+                raise InputError(f"method 'dhn': scale J={self.J} needs images of at least {2 ** self.J} px, "
+                                 f"got {h}x{w}")
+            self._banks[key] = ScatteringTorch2D(J=self.J, shape=(h, w), L=ORIENTATIONS).to(device)
+        return self._banks[key]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        n, c, h, w = x.shape
+        if x.device.type == "meta":  # FLOP counting: fixed filters, shape only
+            k = scattering_channels(self.J)
+            return x.new_zeros((n, c * k, -(-h // 2 ** self.J), -(-w // 2 ** self.J)))
+        s = self._bank(h, w, x.device)(x.contiguous())  # (N, C, K, H', W')
+        return s.flatten(1, 2)
+
+    def __deepcopy__(self, memo: dict) -> "Scattering":
+        return Scattering(self.J)
+
+
+class _Wide(nn.Module):
+    def __init__(self, cin: int, cout: int, stride: int) -> None:
+        super().__init__()
+        self.bn1, self.conv1 = nn.BatchNorm2d(cin), nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.bn2, self.conv2 = nn.BatchNorm2d(cout), nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.short = nn.Conv2d(cin, cout, 1, stride, bias=False) if (stride != 1 or cin != cout) else None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        o = F.relu(self.bn1(x))
+        idt = x if self.short is None else self.short(o)
+        return self.conv2(F.relu(self.bn2(self.conv1(o)))) + idt
+
+
+class HybridNet(_m.Backbone):
+    """Scattering(J) -> BN (no affine) -> conv3x3 + BN + ReLU -> 2 wide residual blocks -> pool -> linear."""
+
+    def __init__(self, num_classes: int, in_channels: int, *, J: int, widths: tuple[int, int]) -> None:
+        super().__init__()
+        k = in_channels * scattering_channels(J)
+        self.scattering = Scattering(J)
+        self.stem = nn.Sequential(nn.Conv2d(k, widths[0], 3, padding=1, bias=False), nn.BatchNorm2d(widths[0]),
+                                  nn.ReLU(inplace=True))
+        self.blocks = nn.Sequential(_Wide(widths[0], widths[0], 1), _Wide(widths[0], widths[1], 1))
+        self.bn = nn.BatchNorm2d(widths[1])
+        self._init_head(widths[1], num_classes, in_channels)
+        _m._kaiming_init(self)
+        self.norm = nn.BatchNorm2d(k, affine=False)
+
+    def features(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.stem(self.norm(self.scattering(x)))
+        x = F.relu(self.bn(self.blocks(x)))
+        return torch.flatten(F.adaptive_avg_pool2d(x, 1), 1)
+
+
+class HybridBackbone(_m.Backbone):
+    """The reference's adaptation of a residual backbone: its first stage(s) replaced by
+    scattering -> BN (no affine) -> 3x3 conv + BN + ReLU to the next stage's input width, the
+    down-sampling of the following stages removed (the scattering already sub-samples by 2^J),
+    as in github.com/lorenzobrigato/gem ``pipelines/scattering.py``:
+
+    - ``wrn16_8``: conv1 + stage 1 replaced; stages 2 and 3 at stride 1;
+    - ``resnet32``: conv1 + stage 1 replaced; stages 2 and 3 at stride 1;
+    - ``resnet18``/``resnet50``: stem + stages 1-2 replaced; stage 3 at stride 1 (ResNet-18: its
+      first conv becomes width -> width, identity shortcut), stage 4 unchanged.
+    """
+
+    def __init__(self, base: nn.Module, J: int) -> None:
+        super().__init__()
+        k = base.in_channels * scattering_channels(J)
+        self.post: nn.Module = nn.Identity()
+        if isinstance(base, _m.WideResNet):
+            n = len(base.blocks) // 3
+            tail = list(base.blocks[n:])
+            width = tail[0].bn1.num_features
+            for blk in (tail[0], tail[n]):
+                blk.conv1.stride = (1, 1)
+                if blk.shortcut is not None:
+                    blk.shortcut.stride = (1, 1)
+            self.post = nn.Sequential(base.bn, nn.ReLU())
+        elif isinstance(base, _m.CifarResNet):
+            n = len(base.layers) // 3
+            tail = list(base.layers[n:])
+            width = tail[0].conv1.in_channels
+            for blk in (tail[0], tail[n]):
+                blk.conv1.stride, blk.stride = (1, 1), 1
+        elif isinstance(base, _m.ResNet):
+            first = base.stages[2][0]
+            if isinstance(first, _m._BasicBlock):
+                width = first.conv1.out_channels
+                first.conv1 = nn.Conv2d(width, width, 3, padding=1, bias=False)
+                nn.init.kaiming_normal_(first.conv1.weight, mode="fan_out", nonlinearity="relu")
+                first.downsample = None
+            else:
+                width = first.conv1.in_channels
+                first.conv2.stride = (1, 1)
+                first.downsample[0].stride = (1, 1)
+            tail = [*base.stages[2], *base.stages[3]]
+        else:
+            raise InputError(f"method 'dhn': no hybrid adaptation for {type(base).__name__}")
+        self.scattering = Scattering(J)
+        self.norm = nn.BatchNorm2d(k, affine=False)
+        self.stem = nn.Sequential(nn.Conv2d(k, width, 3, padding=1, bias=False), nn.BatchNorm2d(width),
+                                  nn.ReLU(inplace=True))
+        nn.init.kaiming_normal_(self.stem[0].weight, mode="fan_out", nonlinearity="relu")
+        self.blocks = nn.Sequential(*tail)
+        self.feature_dim, self.num_classes, self.in_channels = base.feature_dim, base.num_classes, base.in_channels
+        self.classifier = base.classifier
+
+    def features(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.post(self.blocks(self.stem(self.norm(self.scattering(x)))))
+        return torch.flatten(F.adaptive_avg_pool2d(x, 1), 1)
+
+
+def build(base: nn.Module, config: dict) -> tuple[nn.Module, None]:
+    """Residual backbones: :class:`HybridBackbone` (the reference's adaptation); others (``cnn28``,
+    ``vit_small``): :class:`HybridNet`."""
+    J = int(config["scattering_J"])
+    if isinstance(base, (_m.WideResNet, _m.CifarResNet, _m.ResNet)):
+        return HybridBackbone(base, J), None
+    widths = (64, 128) if isinstance(base, _m.CNN28) else (128, 256)
+    return HybridNet(base.num_classes, base.in_channels, J=J, widths=widths), None

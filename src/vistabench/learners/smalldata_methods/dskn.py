@@ -1,0 +1,250 @@
+"""Dual Selective Kernel Networks (Sun et al., ECCV-W 2020), architecture only, cross-entropy loss.
+
+Following the reference implementation (github.com/lorenzobrigato/gem, ``pipelines/dsk/``):
+
+- :class:`SKBlock` (selective kernel, Li et al. CVPR 2019): M = 2 grouped 3 x 3 branches with
+  dilation 1 and 2 (anti-aliased :class:`BlurPool` when strided), U = Σ branches, s = GAP(U),
+  z = ReLU(BN(W s)) with ``d = max(channels / r, L)`` (r = 16, L = 32), per-branch attention
+  ``a_m = softmax_m(W_m z)`` (the M weights of every channel sum to one), output Σ_m a_m · branch_m.
+- :class:`DSKBasicBlock`: two residual SK branches (SK → BN → ReLU → SK → BN); during training
+  ONE of them, drawn at random, is used, at inference both with weight 1/2; shortcut with a
+  1 x 1 conv + BlurPool when the shape changes.
+- :class:`DSKBottleneck` (ResNet-50): two branches of 1 x 1 → SK (on 2·planes channels) → 1 x 1;
+  :class:`DSKWideBlock` (WRN): two pre-activation branches BN → ReLU → SK → BN → ReLU → SK, no
+  ReLU after the sum, shortcut without BN.
+- The network copies the backbone's layout: ResNet-18/50 → same stages with DSK basic/bottleneck
+  blocks (groups 32); WRN-16-8 → same widths with DSK wide blocks (groups 8); ResNet-32 → 3 x 5
+  DSK basic blocks of 16/32/64 channels (groups 8); ``cnn28`` (not in the reference) → one DSK
+  basic block per 16/32/64 stage.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .. import models as _m
+
+__all__ = ["BlurPool", "SKBlock", "DSKBasicBlock", "DSKBottleneck", "DSKWideBlock", "DSKNet", "build"]
+
+
+class BlurPool(nn.Module):
+    """Anti-aliased down-sampling (Zhang 2019): [1, 2, 1]ᵀ[1, 2, 1] / 16 blur, reflection pad, stride."""
+
+    def __init__(self, channels: int, stride: int = 2) -> None:
+        super().__init__()
+        a = torch.tensor([1.0, 2.0, 1.0])
+        filt = (a[:, None] * a[None, :]) / 16.0
+        self.register_buffer("filt", filt[None, None].repeat(channels, 1, 1, 1))
+        self.stride = stride
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.conv2d(F.pad(x, (1, 1, 1, 1), mode="reflect"), self.filt, stride=self.stride, groups=x.shape[1])
+
+
+class SKBlock(nn.Module):
+    """Selective kernel convolution ``cin -> cout`` with ``branches`` dilations 1..M."""
+
+    def __init__(self, cin: int, cout: int, *, stride: int = 1, branches: int = 2, groups: int = 8,
+                 r: int = 16, min_dim: int = 32) -> None:
+        super().__init__()
+        d = max(cout // r, min_dim)
+        self.branches, self.cout = branches, cout
+        self.convs = nn.ModuleList()
+        for i in range(branches):
+            layers: list[nn.Module] = [nn.Conv2d(cin, cout, 3, padding=1 + i, dilation=1 + i, groups=groups, bias=False)]
+            if stride > 1:
+                layers.append(BlurPool(cout, stride))
+            layers += [nn.BatchNorm2d(cout), nn.ReLU(inplace=False)]
+            self.convs.append(nn.Sequential(*layers))
+        self.fc = nn.Sequential(nn.Conv2d(cout, d, 1, bias=False), nn.BatchNorm2d(d), nn.ReLU(inplace=False))
+        self.fcs = nn.ModuleList(nn.Conv2d(d, cout, 1) for _ in range(branches))
+        self.last_attention: torch.Tensor | None = None
+
+    def attention(self, feats: torch.Tensor) -> torch.Tensor:
+        """Branch weights, shape (N, M, C, 1, 1), for branch outputs ``feats`` (N, M, C, H, W)."""
+        z = self.fc(feats.sum(1).mean((2, 3), keepdim=True))
+        return torch.softmax(torch.stack([fc(z) for fc in self.fcs], 1), dim=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        feats = torch.stack([c(x) for c in self.convs], 1)
+        a = self.attention(feats)
+        self.last_attention = a.detach()
+        return (feats * a).sum(1)
+
+
+class _SKBasic(nn.Module):
+    def __init__(self, cin: int, cout: int, stride: int, groups: int) -> None:
+        super().__init__()
+        self.sk1 = SKBlock(cin, cout, stride=stride, groups=groups)
+        self.bn1 = nn.BatchNorm2d(cout)
+        self.sk2 = SKBlock(cout, cout, groups=groups)
+        self.bn2 = nn.BatchNorm2d(cout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.bn2(self.sk2(F.relu(self.bn1(self.sk1(x)))))
+
+
+class DSKBasicBlock(nn.Module):
+    """Two SK residual branches, one drawn at random per training forward, averaged at inference."""
+
+    def __init__(self, cin: int, cout: int, stride: int = 1, groups: int = 8) -> None:
+        super().__init__()
+        self.branch1 = _SKBasic(cin, cout, stride, groups)
+        self.branch2 = _SKBasic(cin, cout, stride, groups)
+        if stride != 1 or cin != cout:
+            sc: list[nn.Module] = [nn.Conv2d(cin, cout, 1, bias=False)]
+            if stride > 1:
+                sc.append(BlurPool(cout, stride))
+            sc.append(nn.BatchNorm2d(cout))
+            self.shortcut: nn.Module = nn.Sequential(*sc)
+        else:
+            self.shortcut = nn.Identity()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.training:
+            w = float(torch.randint(0, 2, ()))
+            out = self.branch1(x) if w == 1.0 else self.branch2(x)
+        else:
+            out = 0.5 * self.branch1(x) + 0.5 * self.branch2(x)
+        return F.relu(out + self.shortcut(x))
+
+
+def _shortcut(cin: int, cout: int, stride: int, *, bn: bool = True) -> nn.Module:
+    """Identity, or a 1 x 1 conv (+ BlurPool when strided) (+ BN) — the reference's blur_downsampling."""
+    if stride == 1 and cin == cout:
+        return nn.Identity()
+    sc: list[nn.Module] = [nn.Conv2d(cin, cout, 1, bias=False)]
+    if stride > 1:
+        sc.append(BlurPool(cout, stride))
+    if bn:
+        sc.append(nn.BatchNorm2d(cout))
+    return nn.Sequential(*sc)
+
+
+class _SKBottleneck(nn.Module):
+    """1 x 1 (cin -> M·planes) -> SK -> 1 x 1 (-> 4·planes), BN after each; no residual of its own."""
+
+    def __init__(self, cin: int, planes: int, stride: int, groups: int, branches: int = 2) -> None:
+        super().__init__()
+        mid = planes * branches
+        self.conv1 = nn.Sequential(nn.Conv2d(cin, mid, 1, bias=False), nn.BatchNorm2d(mid), nn.ReLU(inplace=True))
+        self.sk = SKBlock(mid, mid, stride=stride, branches=branches, groups=groups)
+        self.conv3 = nn.Sequential(nn.Conv2d(mid, planes * 4, 1, bias=False), nn.BatchNorm2d(planes * 4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.conv3(self.sk(self.conv1(x)))
+
+
+class _SKWide(nn.Module):
+    """Pre-activation: BN -> ReLU -> SK(stride) -> BN -> ReLU -> SK."""
+
+    def __init__(self, cin: int, cout: int, stride: int, groups: int) -> None:
+        super().__init__()
+        self.bn1, self.sk1 = nn.BatchNorm2d(cin), SKBlock(cin, cout, stride=stride, groups=groups)
+        self.bn2, self.sk2 = nn.BatchNorm2d(cout), SKBlock(cout, cout, groups=groups)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.sk2(F.relu(self.bn2(self.sk1(F.relu(self.bn1(x))))))
+
+
+class _Dual(nn.Module):
+    """Two branches, one drawn at random per training forward, averaged at inference, + shortcut."""
+
+    relu_out = True
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.training:
+            w = float(torch.randint(0, 2, ()))
+            out = self.branch1(x) if w == 1.0 else self.branch2(x)
+        else:
+            out = 0.5 * self.branch1(x) + 0.5 * self.branch2(x)
+        out = out + self.shortcut(x)
+        return F.relu(out) if self.relu_out else out
+
+
+class DSKBottleneck(_Dual):
+    expansion = 4
+
+    def __init__(self, cin: int, planes: int, stride: int = 1, groups: int = 32) -> None:
+        super().__init__()
+        self.branch1 = _SKBottleneck(cin, planes, stride, groups)
+        self.branch2 = _SKBottleneck(cin, planes, stride, groups)
+        self.shortcut = _shortcut(cin, planes * 4, stride)
+
+
+class DSKWideBlock(_Dual):
+    """The reference's wide dual block: no ReLU after the sum (pre-activation network)."""
+
+    relu_out = False
+
+    def __init__(self, cin: int, cout: int, stride: int = 1, groups: int = 8) -> None:
+        super().__init__()
+        self.branch1 = _SKWide(cin, cout, stride, groups)
+        self.branch2 = _SKWide(cin, cout, stride, groups)
+        self.shortcut = _shortcut(cin, cout, stride, bn=False)
+
+
+class DSKNet(_m.Backbone):
+    """Stem + stages of dual selective kernel blocks; global average pooling; linear head.
+
+    ``block``: ``"basic"`` (:class:`DSKBasicBlock`), ``"bottleneck"`` (:class:`DSKBottleneck`,
+    4x expansion) or ``"wide"`` (:class:`DSKWideBlock`, pre-activation, final BN + ReLU).
+    """
+
+    def __init__(self, num_classes: int, in_channels: int, *, widths: tuple[int, ...], blocks: tuple[int, ...],
+                 groups: int, stem: str, block: str = "basic", stem_width: int | None = None) -> None:
+        super().__init__()
+        w0 = stem_width or widths[0]
+        if stem == "imagenet":
+            self.stem = nn.Sequential(nn.Conv2d(in_channels, w0, 7, stride=2, padding=3, bias=False),
+                                      nn.BatchNorm2d(w0), nn.ReLU(inplace=True), nn.MaxPool2d(3, 2, 1))
+        elif block == "wide":
+            self.stem = nn.Conv2d(in_channels, w0, 3, padding=1, bias=False)
+        else:
+            self.stem = nn.Sequential(nn.Conv2d(in_channels, w0, 3, padding=1, bias=False), nn.BatchNorm2d(w0),
+                                      nn.ReLU(inplace=True))
+        layers: list[nn.Module] = []
+        cin = w0
+        for i, (w, n) in enumerate(zip(widths, blocks)):
+            for b in range(n):
+                stride = 2 if (i > 0 and b == 0) else 1
+                if block == "bottleneck":
+                    layers.append(DSKBottleneck(cin, w, stride, groups))
+                    cin = 4 * w
+                elif block == "wide":
+                    layers.append(DSKWideBlock(cin, w, stride, groups))
+                    cin = w
+                else:
+                    layers.append(DSKBasicBlock(cin, w, stride, groups))
+                    cin = w
+        self.stages = nn.Sequential(*layers)
+        self.post: nn.Module = nn.Sequential(nn.BatchNorm2d(cin), nn.ReLU()) if block == "wide" else nn.Identity()
+        self._init_head(cin, num_classes, in_channels)
+        _m._kaiming_init(self)
+
+    def features(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.flatten(F.adaptive_avg_pool2d(self.post(self.stages(self.stem(x))), 1), 1)
+
+
+def dskn_like(base: nn.Module) -> DSKNet:
+    """The DSK network with ``base``'s layout (see the module docstring)."""
+    c, k = base.num_classes, base.in_channels
+    if isinstance(base, _m.ResNet):
+        bottleneck = isinstance(base.stages[0][0], _m._Bottleneck)
+        return DSKNet(c, k, widths=(64, 128, 256, 512), blocks=tuple(len(s) for s in base.stages), groups=32,
+                      stem="cifar" if base.small_input else "imagenet",
+                      block="bottleneck" if bottleneck else "basic", stem_width=64)
+    if isinstance(base, _m.WideResNet):
+        n = len(base.blocks) // 3
+        widths = tuple(base.blocks[i * n].conv1.out_channels for i in range(3))
+        return DSKNet(c, k, widths=widths, blocks=(n, n, n), groups=8, stem="cifar", block="wide", stem_width=16)
+    if isinstance(base, _m.CifarResNet):
+        n = len(base.layers) // 3
+        return DSKNet(c, k, widths=(16, 32, 64), blocks=(n, n, n), groups=8, stem="cifar")
+    return DSKNet(c, k, widths=(16, 32, 64), blocks=(1, 1, 1), groups=8, stem="cifar")
+
+
+def build(base: nn.Module, config: dict) -> tuple[nn.Module, None]:
+    return dskn_like(base), None

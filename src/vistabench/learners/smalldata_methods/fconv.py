@@ -1,0 +1,80 @@
+"""Full convolution (Kayhan & van Gemert, CVPR 2020): every filter value meets every pixel.
+
+Every k x k convolution (k > 1) gets padding k − 1 ("full" convolution: an H x W input gives
+(H + k − 1) x (W + k − 1) at stride 1), so feature maps grow instead of shrinking at the image
+border and the network cannot read absolute position from border effects. Residual blocks pad
+their identity path with zeros to the grown size, as in the reference implementation
+(github.com/lorenzobrigato/gem, ``pipelines/fconv.py``): by 2 around a block of two 3 x 3 convs,
+by 3 before a strided shortcut (1 for bottleneck blocks, which have one 3 x 3 conv).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ...errors import InputError
+from .. import models as _m
+
+__all__ = ["full_padding", "build"]
+
+
+class _FBasic(_m._BasicBlock):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        idt = F.pad(x, (2,) * 4) if self.downsample is None else self.downsample(F.pad(x, (3,) * 4))
+        out = F.relu(self.bn1(self.conv1(x)))
+        return F.relu(self.bn2(self.conv2(out)) + idt)
+
+
+class _FBottleneck(_m._Bottleneck):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        xp = F.pad(x, (1,) * 4)
+        idt = xp if self.downsample is None else self.downsample(xp)
+        out = F.relu(self.bn1(self.conv1(x)))
+        out = F.relu(self.bn2(self.conv2(out)))
+        return F.relu(self.bn3(self.conv3(out)) + idt)
+
+
+class _FCifar(_m._CifarBlock):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = F.relu(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        return F.relu(out + self.shortcut(F.pad(x, (3 if self.stride != 1 else 2,) * 4)))
+
+
+class _FWide(_m._WideBlock):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        o = F.relu(self.bn1(x))
+        strided = self.shortcut is not None and self.shortcut.stride[0] > 1
+        p = 3 if strided else 2
+        idt = F.pad(x, (p,) * 4) if self.shortcut is None else self.shortcut(F.pad(o, (p,) * 4))
+        out = F.relu(self.bn2(self.conv1(o)))
+        if self.dropout > 0:
+            out = F.dropout(out, p=self.dropout, training=self.training)
+        return self.conv2(out) + idt
+
+
+_BLOCKS = {_m._BasicBlock: _FBasic, _m._Bottleneck: _FBottleneck, _m._CifarBlock: _FCifar, _m._WideBlock: _FWide}
+
+
+def full_padding(model: nn.Module) -> int:
+    """Switch ``model`` to full convolutions in place; returns the number of convolutions changed.
+
+    Convolutions with a square k x k kernel (k > 1) get padding k − 1; residual blocks of the
+    built-in backbones get their identity path padded to match.
+    """
+    n = 0
+    for m in model.modules():
+        if type(m) in _BLOCKS:
+            m.__class__ = _BLOCKS[type(m)]
+        if isinstance(m, nn.Conv2d) and m.kernel_size[0] > 1 and m.kernel_size[0] == m.kernel_size[1]:
+            m.padding = (m.kernel_size[0] - 1,) * 2
+            n += 1
+    return n
+
+
+def build(base: nn.Module, config: dict) -> tuple[nn.Module, None]:
+    if isinstance(base, _m.VisionTransformer) or full_padding(base) == 0:
+        raise InputError("method 'fconv': needs a convolutional backbone (cnn28, resnet*, wrn16_8)")
+    return base, None

@@ -1,0 +1,43 @@
+"""run_jobs, the one scheduler behind grid cells, smalldata final runs and stream trials (in-process
+engine here; processes and Ray are checked by the callers' tests against their sequential results)."""
+
+import pytest
+
+from vistabench.errors import InputError
+from vistabench.grid.engines import Job, check_engine, engine_session, one_line, run_jobs
+
+
+def _square(x):
+    if x < 0:
+        raise ValueError(f"negative: {x}\nsecond line")
+    return x * x
+
+
+def test_outcomes_carry_values_errors_and_tags():
+    started = []
+    jobs = [Job(_square, (x,), tag=f"t{x}") for x in (2, -1, 3)]
+    outs = list(run_jobs(jobs, on_start=lambda j: started.append(j.tag)))
+    assert started == ["t2", "t-1", "t3"] and [o.job.tag for o in outs] == ["t2", "t-1", "t3"]
+    assert [o.ok for o in outs] == [True, False, True] and (outs[0].result(), outs[2].result()) == (4, 9)
+    with pytest.raises(ValueError, match="negative: -1"):
+        outs[1].result()  # the job's own exception, raised in the driver
+    assert one_line(outs[1].error) == "ValueError: negative: -1"
+
+
+@pytest.mark.parametrize("kw, message", [
+    ({"engine": "dask"}, "--engine: expected one of local, ray, got 'dask'"),
+    ({"engine": "local", "max_parallel": 0}, "--max-parallel: expected a positive integer, got 0"),
+    ({"engine": "local", "max_parallel": 1.5}, "--max-parallel: expected a positive integer, got 1.5"),
+    ({"engine": "local", "ray_address": "head:6379"}, "--ray-address: only with --engine ray"),
+])
+def test_engine_options_are_one_line_input_errors(kw, message):
+    kw = {"max_parallel": None, "ray_address": None, **kw}
+    with pytest.raises(InputError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        check_engine(**kw)
+    with pytest.raises(InputError):
+        list(run_jobs([Job(_square, (1,))], **kw))
+
+
+def test_a_local_session_without_parallelism_is_a_no_op():
+    with engine_session("local"):
+        assert [o.value for o in run_jobs([Job(_square, (x,)) for x in range(3)])] == [0, 1, 4]
