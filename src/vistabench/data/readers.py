@@ -21,7 +21,10 @@ from .dataset import DataSplits, Dataset
 
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp"}
 
-readers: Registry[Callable[[str | None], DataSplits]] = Registry("dataset")
+# The small-data presets (cifair10, cub200, ...) register themselves from data/smalldata.py, imported on
+# the first lookup.
+readers: Registry[Callable[[str | None], DataSplits]] = Registry(
+    "dataset", modules=("vistabench.data.smalldata",))
 
 
 # --------------------------------------------------------------------------- restricted unpickling
