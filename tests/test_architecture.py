@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "vistabench"
-BOTTOM = {"vistabench._validation", "vistabench.errors", "vistabench.jsonutil"}
+BOTTOM = {"vistabench._validation", "vistabench.errors", "vistabench.jsonutil", "vistabench._lazy"}
 
 
 def _module_name(path: Path) -> str:
