@@ -181,3 +181,13 @@ def test_ground_truth_unicode_names_and_extra_keys(synth, tmp_path):
     assert a.category_names == b.category_names and "café ☕ \"quoted\"" in a.category_names
     for k in ("image", "category", "bbox", "area", "ignore", "negative", "not_exhaustive"):
         assert np.array_equal(getattr(a, k), getattr(b, k)), k
+
+
+@pytest.mark.parametrize("chunk", [64, 1 << 20])
+def test_reader_accepts_a_utf8_bom(synth, tmp_path, chunk):
+    """Editors on Windows write a byte-order mark; the file reads as without it."""
+    gt = read_ground_truth(synth.ground_truth)
+    plain, bom = tmp_path / "plain.json", tmp_path / "bom.json"
+    plain.write_text(json.dumps(synth.results))
+    bom.write_bytes(b"\xef\xbb\xbf" + plain.read_bytes())
+    _same(read_results(bom, gt, chunk_bytes=chunk), read_results(plain, gt))
