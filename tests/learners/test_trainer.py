@@ -299,3 +299,17 @@ def test_apply_runs_a_function_on_normalised_batches_like_predict():
     x = X[:5].astype(np.float64) / 255
     expect = ((x - (X / 255).mean()) / (X / 255).std()).transpose(0, 3, 1, 2)
     np.testing.assert_allclose(tr.batch(X, np.arange(5)).numpy(), expect, rtol=1e-5, atol=1e-5)
+
+
+def test_normaliser_with_read_only_arrays_does_not_warn():
+    """After a Ray transfer the mean/std arrays are read-only; applying them must neither warn nor
+    write to them."""
+    import warnings
+
+    mean, std = np.array([0.5, 1.0]), np.array([2.0, 4.0])
+    mean.flags.writeable = std.flags.writeable = False
+    norm = Normaliser(mean=mean, std=std, dtype="float32")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = norm.apply(torch.ones(1, 2, 2, 2))
+    assert torch.allclose(out[0, 0], torch.full((2, 2), 0.25)) and torch.allclose(out[0, 1], torch.zeros(2, 2))

@@ -103,8 +103,9 @@ class Normaliser:
 
     def apply(self, x: torch.Tensor) -> torch.Tensor:
         """Standardise a float (n, B, H, W) tensor in place and return it."""
-        mean = torch.as_tensor(self.mean, dtype=x.dtype, device=x.device).view(1, -1, 1, 1)
-        std = torch.as_tensor(self.std, dtype=x.dtype, device=x.device).view(1, -1, 1, 1)
+        # torch.tensor copies (a few floats): the arrays may be read-only, e.g. after a Ray transfer
+        mean = torch.tensor(self.mean, dtype=x.dtype, device=x.device).view(1, -1, 1, 1)
+        std = torch.tensor(self.std, dtype=x.dtype, device=x.device).view(1, -1, 1, 1)
         return x.sub_(mean).div_(std)
 
     def to_dict(self) -> dict:
