@@ -86,31 +86,6 @@ class _SKBasic(nn.Module):
         return self.bn2(self.sk2(F.relu(self.bn1(self.sk1(x)))))
 
 
-class DSKBasicBlock(nn.Module):
-    """Two SK residual branches, one drawn at random per training forward, averaged at inference."""
-
-    def __init__(self, cin: int, cout: int, stride: int = 1, groups: int = 8) -> None:
-        super().__init__()
-        self.branch1 = _SKBasic(cin, cout, stride, groups)
-        self.branch2 = _SKBasic(cin, cout, stride, groups)
-        if stride != 1 or cin != cout:
-            sc: list[nn.Module] = [nn.Conv2d(cin, cout, 1, bias=False)]
-            if stride > 1:
-                sc.append(BlurPool(cout, stride))
-            sc.append(nn.BatchNorm2d(cout))
-            self.shortcut: nn.Module = nn.Sequential(*sc)
-        else:
-            self.shortcut = nn.Identity()
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.training:
-            w = float(torch.randint(0, 2, ()))
-            out = self.branch1(x) if w == 1.0 else self.branch2(x)
-        else:
-            out = 0.5 * self.branch1(x) + 0.5 * self.branch2(x)
-        return F.relu(out + self.shortcut(x))
-
-
 def _shortcut(cin: int, cout: int, stride: int, *, bn: bool = True) -> nn.Module:
     """Identity, or a 1 x 1 conv (+ BlurPool when strided) (+ BN) — the reference's blur_downsampling."""
     if stride == 1 and cin == cout:
@@ -162,6 +137,16 @@ class _Dual(nn.Module):
             out = 0.5 * self.branch1(x) + 0.5 * self.branch2(x)
         out = out + self.shortcut(x)
         return F.relu(out) if self.relu_out else out
+
+
+class DSKBasicBlock(_Dual):
+    """Two SK residual branches, one drawn at random per training forward, averaged at inference."""
+
+    def __init__(self, cin: int, cout: int, stride: int = 1, groups: int = 8) -> None:
+        super().__init__()
+        self.branch1 = _SKBasic(cin, cout, stride, groups)
+        self.branch2 = _SKBasic(cin, cout, stride, groups)
+        self.shortcut = _shortcut(cin, cout, stride)
 
 
 class DSKBottleneck(_Dual):
