@@ -6,6 +6,7 @@ a :class:`Protocol`: its name and title, and where its parts live in the layers 
 ========== =================================================================== =================
 part       what it does                                                        layer
 ========== =================================================================== =================
+config     the run's typed configuration, recipe included (``RunConfig``) ``protocols/``
 split      build the seeded, hashed split file content                         ``protocols/``
 score      score a predictions file against a split -> a named JSON result     ``protocols/``
 record     turn a result into a results-store :class:`~vistabench.store.Record` ``protocols/``
@@ -33,7 +34,7 @@ from ..registry import Registry
 
 __all__ = ["Protocol", "declare", "protocols", "get_protocol", "PARTS"]
 
-PARTS = ("split", "score", "record", "run", "table", "section", "demo", "cli")
+PARTS = ("config", "split", "score", "record", "run", "table", "section", "demo", "cli")
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,10 @@ class Protocol:
     - ``split(**options) -> dict``: sealed split-file content (has ``sha256``).
     - ``score(predictions, split, **options) -> dict``: a JSON-serialisable named result.
     - ``record(result, *, dataset, method, seed, tag, settings) -> Record | list[Record]``.
-    - ``run(**options) -> dict``: the stored record(s) as dicts (``store=None`` stores nothing).
+    - ``config``: a frozen :class:`~vistabench.config.RunConfig` subclass (every field typed, with
+      default, help, allowed values and whether it is runtime-only; the method's recipe included).
+    - ``run(config, *, store=None, work_dir=None) -> list[Record]``: the records of the run, stored
+      (with their ids) when ``store`` is given; files of the run go to ``work_dir`` when given.
     - ``table(store, *, dataset=None) -> Table``; ``section(store) -> Section | None``.
     - ``demo(store, out_dir, *, quick) -> str`` (a short human summary, e.g. the table).
     - ``cli``: a module with ``register(subparsers)`` adding ``split``, ``score``, ``run`` (and any
@@ -64,6 +68,7 @@ class Protocol:
     section: str
     demo: str
     cli: str
+    config: str = ""
 
     def part(self, name: str) -> Callable[..., Any]:
         """Import and return a part (``"split"``, ``"score"``, ...)."""

@@ -1,0 +1,179 @@
+"""Command-line options generated from a typed run configuration (:mod:`vistabench.config`).
+
+:func:`add_config_options` gives a ``run`` verb one flag per config field (``--name-with-dashes``,
+or the field's declared ``flags``), plus ``--config FILE`` (YAML or JSON; flags override it) and
+``--print-config`` (print the fully resolved config and exit; with ``--json`` as JSON). Flags keep
+their values as the user typed them; :func:`config_from_args` hands file values and flags to
+``Config.from_dict``, the one place where they are coerced and checked, so a bad value gets the same
+message from a flag, a config file and a grid cell (the CLI shows the field as its flag).
+"""
+
+from __future__ import annotations
+
+import argparse
+import typing
+from typing import Any, get_args, get_origin
+
+from ..config import FieldInfo, Options, RunConfig, read_config_file
+from ..errors import InputError
+
+_PREFIX = "cfg__"  # argparse dest of a config field's flag
+
+__all__ = ["add_config_options", "config_from_args", "print_config_result", "flag_names"]
+
+
+def _is_tuple(tp: Any) -> bool:
+    if get_origin(tp) is tuple:
+        return True
+    return any(get_origin(a) is tuple for a in get_args(tp))
+
+
+def _is_mapping(tp: Any) -> bool:
+    if get_origin(tp) is dict or tp is dict:
+        return True
+    return isinstance(tp, type) and issubclass(tp, Options)
+
+
+def _is_bool(tp: Any) -> bool:
+    return tp is bool
+
+
+class _KeyValue(argparse.Action):
+    """``--flag KEY=VALUE`` (repeatable) collected into a dict of strings."""
+
+    def __call__(self, parser, namespace, values, option_string=None):  # noqa: D102
+        current = dict(getattr(namespace, self.dest, None) or {})
+        for item in values:
+            key, sep, value = item.partition("=")
+            if not sep or not key.strip():
+                parser.error(f"{option_string}: expected KEY=VALUE, got {item!r}")
+            current[key.strip()] = value
+        setattr(namespace, self.dest, current)
+
+
+def _help(info: FieldInfo) -> str:
+    text = info.help.replace("%", "%%")
+    if info.choices is not None:
+        text += f" (one of: {', '.join(map(str, info.choices))})"
+    if info.required:
+        text += " [required]"
+    elif info.default is not None and not _is_mapping(info.type):
+        default = info.default
+        if isinstance(default, tuple):
+            default = " ".join(map(str, default))
+        text += f" (default: {default})"
+    if info.runtime:
+        text += " [runtime only: never changes the result]"
+    return text
+
+
+def flag_names(config_cls: type[Options]) -> dict[str, str]:
+    """Field name -> its main flag (for messages)."""
+    return {i.name: i.flag() for i in config_cls.fields_info()}
+
+
+def add_config_options(parser: argparse.ArgumentParser, config_cls: type[RunConfig], *,
+                       extra_flags: dict[str, tuple[str, ...]] | None = None) -> None:
+    """Add ``--config``, ``--print-config`` and one flag per field of ``config_cls`` to ``parser``.
+
+    ``extra_flags``: more spellings of a field's flag (kept for compatibility).
+    """
+    group = parser.add_argument_group(
+        "configuration", "every field of the run's config; a flag overrides --config FILE; "
+                         "--print-config shows the resolved values")
+    group.add_argument("--config", metavar="FILE", dest=_PREFIX + "_file",
+                       help="YAML or JSON file of config fields (as --print-config writes it)")
+    group.add_argument("--print-config", action="store_true", dest=_PREFIX + "_print",
+                       help="print the fully resolved config (defaults and recipe filled in; with --json as "
+                            "JSON) and exit without running")
+    for info in config_cls.fields_info():
+        flags = list(info.flags) or ["--" + info.name.replace("_", "-")]
+        alt = "--" + info.name.replace("_", "-")
+        if alt not in flags and "--" + info.name not in flags:
+            flags.append(alt)
+        for extra in (extra_flags or {}).get(info.name, ()):
+            if extra not in flags:
+                flags.append(extra)
+        kwargs: dict[str, Any] = {"dest": _PREFIX + info.name, "default": argparse.SUPPRESS, "help": _help(info)}
+        if info.metavar:
+            kwargs["metavar"] = info.metavar
+        if _is_bool(info.type):
+            group.add_argument(*flags, action=argparse.BooleanOptionalAction, **kwargs)
+        elif _is_mapping(info.type):
+            kwargs.setdefault("metavar", "KEY=VALUE")
+            group.add_argument(*flags, action=_KeyValue, nargs="+", **kwargs)
+        elif _is_tuple(info.type):
+            group.add_argument(*flags, nargs="+", **kwargs)
+        else:
+            group.add_argument(*flags, **kwargs)
+
+
+def given_from_args(args: argparse.Namespace) -> dict[str, Any]:
+    """The config fields set by ``--config`` and the flags (flags win), as given."""
+    values: dict[str, Any] = {}
+    path = getattr(args, _PREFIX + "_file", None)
+    if path is not None:
+        values.update(read_config_file(path, "--config"))
+    for dest, value in vars(args).items():
+        if dest.startswith(_PREFIX) and not dest.startswith(_PREFIX + "_"):
+            name = dest[len(_PREFIX):]
+            if name in values and isinstance(values[name], dict) and isinstance(value, dict):
+                value = {**values[name], **value}  # --method-opt k=v adds to the file's options
+            values = {k: v for k, v in values.items() if k.replace("-", "_") != name}
+            values[name] = value
+    return values
+
+
+def config_from_args(config_cls: type[RunConfig], args: argparse.Namespace) -> RunConfig:
+    """The run's config from ``--config`` and the flags (the one place they are checked)."""
+    return config_cls.from_dict(given_from_args(args))
+
+
+def wants_print(args: argparse.Namespace) -> bool:
+    return bool(getattr(args, _PREFIX + "_print", False))
+
+
+def print_config_result(config: RunConfig) -> dict[str, Any]:
+    """What ``--print-config`` prints: the resolved config (loadable by ``--config``)."""
+    return config.to_dict()
+
+
+def render_yaml(config: dict[str, Any]) -> str:
+    import yaml
+
+    return yaml.safe_dump(config, sort_keys=False, default_flow_style=None, allow_unicode=True).rstrip()
+
+
+def run_verb(config_cls: type[RunConfig], run: Any, *, human: Any = None) -> tuple[Any, Any]:
+    """A handler for ``vistabench <p> run``: build the config, print it or run it.
+
+    Returns ``(handler, human)`` for ``set_defaults``. ``run(config, *, store, work_dir)`` is the
+    protocol's run; ``--store``/``--no-store`` and ``--out`` (the work folder) come from ``args``.
+    """
+
+    def handler(args: argparse.Namespace) -> Any:
+        config = config_from_args(config_cls, args)
+        if wants_print(args):
+            args.human = render_yaml
+            return print_config_result(config)
+        from contextlib import nullcontext
+
+        from ..store import ResultsStore
+
+        store_path = getattr(args, "store", None)
+        with (ResultsStore(store_path) if store_path else nullcontext()) as store:
+            records = run(config, store=store, work_dir=getattr(args, "out", None))
+        dicts = [r.to_dict() if hasattr(r, "to_dict") else dict(r) for r in records]
+        if store is None:
+            for d in dicts:
+                d["id"] = None
+        return dicts[0] if len(dicts) == 1 else {"records": dicts}
+
+    return handler, human
+
+
+def check_no_unknown(config_cls: type[Options], names: typing.Iterable[str]) -> None:
+    known = {i.name for i in config_cls.fields_info()}
+    for n in names:
+        if n not in known:
+            raise InputError(f"{n}: unknown option")

@@ -1,0 +1,421 @@
+"""Typed run configurations: the one description of a run that the CLI, the grid and notebooks build.
+
+A protocol's :class:`RunConfig` is a frozen dataclass. Every field is typed and declared with
+:func:`option`: its default, help text, allowed values or range, and whether it is *runtime-only*
+(it changes where or how fast a run goes, never its result: ``device``, ``threads``, ...). A
+method's own hyper-parameters are an :class:`Options` dataclass of the same kind, so they are
+validated, printed and stored the same way.
+
+Building a config is the single place where input is checked::
+
+    cfg = LongtailConfig.from_dict({"data": "digits", "method": "ce", "imbalance": 10})
+
+:meth:`Options.from_dict` accepts ``-`` or ``_`` in names (one option under both spellings is
+refused), coerces strings (from a command line or an environment) to the field's type, refuses an
+unknown name with close matches, and raises :class:`~vistabench.errors.InputError` whose message
+starts with the field's name (``lr: expected a number > 0, got -1``): the CLI shows it with the flag
+(``--lr``), a grid with the config key. A config class may fill in defaults that depend on other
+fields (a *recipe*: a named preset of fields, chosen by the data or by the user) by overriding
+:meth:`Options.resolve`; what the user gave always wins over a preset.
+
+:meth:`RunConfig.to_dict` is the fully resolved config (JSON-able; ``--print-config`` prints it
+and ``--config`` reads it back); :meth:`RunConfig.key_dict` drops the runtime-only fields, and the
+fields added after grids existed while they hold the value older runs used (``key_default``), so a
+stored grid cell keeps its key when a field is added.
+
+This module imports neither torch nor any protocol.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import math
+import types
+import typing
+from dataclasses import MISSING, dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Literal, Mapping, TypeVar, Union, get_args, get_origin
+
+from .errors import InputError
+
+__all__ = ["option", "FieldInfo", "Options", "RunConfig", "read_config_file", "NO_KEY_DEFAULT"]
+
+_META = "vistabench"
+
+
+class _NoKeyDefault:
+    def __repr__(self) -> str:
+        return "NO_KEY_DEFAULT"
+
+
+#: ``key_default`` of a field that is always part of a grid cell's key.
+NO_KEY_DEFAULT: Any = _NoKeyDefault()
+
+C = TypeVar("C", bound="Options")
+
+
+@dataclass(frozen=True)
+class FieldInfo:
+    """What :func:`option` declares about one field (plus its name, type and default)."""
+
+    name: str
+    type: Any
+    default: Any
+    help: str
+    choices: tuple[Any, ...] | None = None
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    runtime: bool = False
+    flags: tuple[str, ...] = ()
+    key_default: Any = NO_KEY_DEFAULT
+    metavar: str | None = None
+    finite: bool = True
+
+    @property
+    def required(self) -> bool:
+        return self.default is MISSING
+
+    def flag(self) -> str:
+        """The command-line flag: the first of ``flags``, else ``--name-with-dashes``."""
+        return self.flags[0] if self.flags else "--" + self.name.replace("_", "-")
+
+    def describe(self) -> dict[str, Any]:
+        """JSON-able description (``vistabench <p> run --print-config --json`` documents fields by it)."""
+        return {"name": self.name, "type": _type_name(self.type),
+                "default": None if self.required else _jsonable(self.default), "required": self.required,
+                "help": self.help, "choices": None if self.choices is None else list(self.choices),
+                "low": self.low, "high": self.high, "runtime_only": self.runtime}
+
+
+def option(default: Any = MISSING, *, help: str, choices: typing.Sequence[Any] | None = None,
+           low: float | None = None, high: float | None = None, low_open: bool = False,
+           runtime: bool = False, flags: typing.Sequence[str] = (), key_default: Any = NO_KEY_DEFAULT,
+           metavar: str | None = None, finite: bool = True, default_factory: Any = MISSING) -> Any:
+    """Declare a config field.
+
+    Parameters
+    ----------
+    default : the value when the user gives none (omit for a required field).
+    help : one sentence for ``--help`` and the printed config's documentation.
+    choices : the allowed values (checked after coercion; close matches are suggested).
+    low, high : inclusive bounds of a number (``low_open=True``: ``> low``); for a tuple, of each item.
+    runtime : changes where or how fast a run goes, never its result (left out of a grid cell's key).
+    flags : command-line spellings, the first being the main one (default ``--name-with-dashes``).
+    key_default : a field added after grids existed drops out of the cell key while it holds this
+        value (the value older runs used), so stored cells keep their keys.
+    finite : refuse NaN and infinities (default).
+    """
+    meta = {"help": help, "choices": None if choices is None else tuple(choices), "low": low, "high": high,
+            "low_open": low_open, "runtime": runtime, "flags": tuple(flags), "key_default": key_default,
+            "metavar": metavar, "finite": finite}
+    if default_factory is not MISSING:
+        return field(default_factory=default_factory, metadata={_META: meta})
+    return field(default=default, metadata={_META: meta})
+
+
+def _type_name(tp: Any) -> str:
+    origin = get_origin(tp)
+    if origin is Literal:
+        return "one of " + ", ".join(map(repr, get_args(tp)))
+    if origin in (Union, types.UnionType):
+        return " | ".join(_type_name(a) for a in get_args(tp))
+    if origin is tuple:
+        return f"list of {_type_name(get_args(tp)[0])}"
+    if origin is dict:
+        return "mapping"
+    return getattr(tp, "__name__", str(tp))
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, Options):
+        return value.to_dict()
+    if isinstance(value, tuple):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    return value
+
+
+_TRUE = {"true", "yes", "on", "1"}
+_FALSE = {"false", "no", "off", "0"}
+
+
+def _coerce(value: Any, tp: Any, name: str, info: FieldInfo | None) -> Any:
+    """``value`` as type ``tp`` (strings from a command line are parsed); InputError naming ``name``."""
+    origin = get_origin(tp)
+    if tp is Any:
+        return value
+    if origin in (Union, types.UnionType):
+        args = get_args(tp)
+        if value is None or (isinstance(value, str) and value.lower() in ("none", "null") and type(None) in args):
+            if type(None) in args:
+                return None
+        errors = []
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                return _coerce(value, arg, name, info)
+            except InputError as exc:
+                errors.append(exc)
+        raise errors[0] if errors else InputError(f"{name}: expected {_type_name(tp)}, got {value!r}")
+    if origin is Literal:
+        allowed = get_args(tp)
+        if value in allowed:
+            return value
+        close = difflib.get_close_matches(str(value), [str(a) for a in allowed], n=2, cutoff=0.5)
+        hint = f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
+        raise InputError(f"{name}: expected one of {', '.join(map(str, allowed))}, got {value!r}{hint}")
+    if origin is tuple:
+        (item,) = get_args(tp)[:1]
+        if isinstance(value, str):
+            value = [v for v in value.replace(",", " ").split() if v]
+        if not isinstance(value, (list, tuple)):
+            value = [value]
+        return tuple(_coerce(v, item, name, info) for v in value)
+    if origin is dict or tp is dict:
+        if not isinstance(value, Mapping):
+            raise InputError(f"{name}: expected a mapping (KEY: VALUE), got {value!r}")
+        return {str(k): v for k, v in value.items()}
+    if isinstance(tp, type) and issubclass(tp, Options):
+        if isinstance(value, tp):
+            return value
+        if not isinstance(value, Mapping):
+            raise InputError(f"{name}: expected a mapping of options, got {value!r}")
+        return tp.from_dict(value, prefix=f"{name}.")
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
+            return value.strip().lower() in _TRUE
+        raise InputError(f"{name}: expected true or false, got {value!r}")
+    if tp is int:
+        if isinstance(value, bool):
+            raise InputError(f"{name}: expected an integer, got {value!r}")
+        if isinstance(value, int):
+            return int(value)
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        if isinstance(value, str):
+            try:
+                return int(value.strip())
+            except ValueError:
+                pass
+        raise InputError(f"{name}: expected an integer, got {value!r}")
+    if tp is float:
+        if isinstance(value, bool):
+            raise InputError(f"{name}: expected a number, got {value!r}")
+        try:
+            out = float(value)
+        except (TypeError, ValueError):
+            raise InputError(f"{name}: expected a number, got {value!r}") from None
+        if (info is None or info.finite) and not math.isfinite(out):
+            raise InputError(f"{name}: expected a finite number, got {value!r}")
+        return out
+    if tp is str:
+        if isinstance(value, (dict, list, tuple)) or value is None:
+            raise InputError(f"{name}: expected a string, got {value!r}")
+        return str(value)
+    raise TypeError(f"config field {name}: unsupported type {tp!r}")  # a bug of the config's declaration
+
+
+def _check_range(value: Any, name: str, info: FieldInfo) -> None:
+    items = value if isinstance(value, tuple) else (value,)
+    for v in items:
+        if not isinstance(v, (int, float)) or isinstance(v, bool):
+            continue
+        if info.low is not None and (v <= info.low if info.low_open else v < info.low):
+            bound = f"> {info.low:g}" if info.low_open else f">= {info.low:g}"
+            if info.high is not None:
+                bound += f" and <= {info.high:g}"
+            raise InputError(f"{name}: expected a number {bound}, got {v!r}")
+        if info.high is not None and v > info.high:
+            raise InputError(f"{name}: expected a number <= {info.high:g}, got {v!r}")
+    if info.choices is not None:
+        for v in items:
+            if v not in info.choices:
+                close = difflib.get_close_matches(str(v), [str(c) for c in info.choices], n=2, cutoff=0.5)
+                hint = f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
+                raise InputError(f"{name}: expected one of {', '.join(map(str, info.choices))}, "
+                                 f"got {v!r}{hint}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Options:
+    """A frozen, typed, validated set of options (a method's hyper-parameters, a run's config).
+
+    Subclasses are ``@dataclass(frozen=True, kw_only=True)`` with fields declared by :func:`option`.
+    Construct them with :meth:`from_dict` (coercion, presets, close-match errors); direct
+    construction validates types and ranges too. Override :meth:`check` for rules across fields.
+    """
+
+    @classmethod
+    def fields_info(cls) -> list[FieldInfo]:
+        """Every field's declaration, in declaration order."""
+        hints = typing.get_type_hints(cls)
+        out = []
+        for f in dataclasses.fields(cls):
+            meta = dict(f.metadata.get(_META) or {"help": ""})
+            default = f.default if f.default is not MISSING else (
+                f.default_factory() if f.default_factory is not MISSING else MISSING)
+            out.append(FieldInfo(name=f.name, type=hints[f.name], default=default, **meta))
+        return out
+
+    @classmethod
+    def field_info(cls, name: str) -> FieldInfo:
+        for info in cls.fields_info():
+            if info.name == name:
+                return info
+        raise KeyError(name)
+
+    def __post_init__(self) -> None:
+        for info in self.fields_info():
+            value = getattr(self, info.name)
+            coerced = _coerce(value, info.type, info.name, info)
+            _check_range(coerced, info.name, info)
+            if coerced is not value:
+                object.__setattr__(self, info.name, coerced)
+        self.check()
+
+    def check(self) -> None:
+        """Rules across fields (override); raise InputError naming the field."""
+
+    @classmethod
+    def resolve(cls, given: dict[str, Any]) -> dict[str, Any]:
+        """Fill in presets from the given fields (override for recipes); the given values win."""
+        return given
+
+    @classmethod
+    def normalise_names(cls, values: Mapping[str, Any], *, prefix: str = "") -> dict[str, Any]:
+        """``values`` with ``-`` read as ``_``; unknown names and one name spelt two ways are refused."""
+        known = {info.name for info in cls.fields_info()}
+        out: dict[str, Any] = {}
+        spelt: dict[str, str] = {}
+        for raw, value in values.items():
+            if not isinstance(raw, str):
+                raise InputError(f"{prefix}{raw!r}: option names are strings")
+            name = raw.strip().replace("-", "_")
+            if name in spelt:
+                raise InputError(f"{prefix}{name}: given twice ({spelt[name]!r} and {raw!r}); keep one")
+            if name not in known:
+                close = difflib.get_close_matches(name, sorted(known), n=3, cutoff=0.6)
+                hint = f"; did you mean {', '.join(close)}?" if close else ""
+                raise InputError(f"{prefix}{raw}: unknown option{hint} (known: {', '.join(sorted(known))})")
+            spelt[name] = raw
+            out[name] = value
+        return out
+
+    @classmethod
+    def from_dict(cls: type[C], values: Mapping[str, Any] | None = None, *, prefix: str = "") -> C:
+        """Build from a mapping (a config file, CLI flags, a grid cell): coerce, resolve, validate."""
+        if values is not None and not isinstance(values, Mapping):
+            raise InputError(f"{prefix or 'config'}: expected a mapping of options, got {values!r}")
+        given = cls.normalise_names(values or {}, prefix=prefix)
+        infos = {i.name: i for i in cls.fields_info()}
+        given = {k: _coerce(v, infos[k].type, prefix + k, infos[k]) for k, v in given.items()}
+        resolved = cls.resolve(dict(given))
+        missing = [i.name for i in infos.values() if i.required and i.name not in resolved]
+        if missing:
+            raise InputError(f"{prefix}{missing[0]}: required (no default); give a value")
+        try:
+            obj = cls(**resolved)
+        except InputError as exc:
+            if prefix and not str(exc).startswith(prefix):
+                raise InputError(prefix + str(exc)) from None
+            raise
+        object.__setattr__(obj, "_given", dict(given))
+        return obj
+
+    def given(self) -> dict[str, Any]:
+        """The fields the user set (before presets and defaults)."""
+        return dict(getattr(self, "_given", {}))
+
+    def with_changes(self: C, **changes: Any) -> C:
+        """A new config with ``changes`` applied to what was given (presets are resolved again)."""
+        return type(self).from_dict({**self.given(), **changes})
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every field, resolved, JSON-able, in declaration order."""
+        return {info.name: _jsonable(getattr(self, info.name)) for info in self.fields_info()}
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunConfig(Options):
+    """A protocol's run configuration: ``run(config, *, store=None, work_dir=None) -> list[Record]``.
+
+    ``protocol`` names the protocol (class attribute). Runtime-only fields are in :meth:`to_dict` but
+    not in :meth:`key_dict`.
+    """
+
+    protocol: ClassVar[str] = ""
+
+    def key_dict(self) -> dict[str, Any]:
+        """The canonical config minus runtime-only fields (and fields at their ``key_default``)."""
+        out = {}
+        for info in self.fields_info():
+            if info.runtime:
+                continue
+            value = _jsonable(getattr(self, info.name))
+            if info.key_default is not NO_KEY_DEFAULT and value == _jsonable(info.key_default):
+                continue
+            out[info.name] = value
+        return dict(sorted(out.items()))
+
+    def runtime_dict(self) -> dict[str, Any]:
+        return {i.name: _jsonable(getattr(self, i.name)) for i in self.fields_info() if i.runtime}
+
+
+def read_config_file(path: str | Path, name: str = "config") -> dict[str, Any]:
+    """A YAML or JSON mapping from ``path``; duplicate keys anywhere in it are refused.
+
+    ``name`` names the argument in messages (``--config 'x.yaml': ...``).
+    """
+    p = Path(path)
+    if p.is_dir():
+        raise InputError(f"{name} {str(path)!r}: is a folder, expected a YAML or JSON file")
+    if not p.is_file():
+        raise InputError(f"{name} {str(path)!r}: no such file")
+    try:
+        text = p.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError:
+        raise InputError(f"{name} {str(path)!r}: not a text file (expected YAML or JSON)") from None
+    data = load_yaml_text(text, f"{name} {str(path)!r}")
+    if data is None:
+        raise InputError(f"{name} {str(path)!r}: empty file")
+    if not isinstance(data, dict):
+        raise InputError(f"{name} {str(path)!r}: expected a mapping of options, got {type(data).__name__}")
+    return data
+
+
+def load_yaml_text(text: str, where: str) -> Any:
+    """Parse YAML (JSON is YAML) refusing a key written twice in one mapping (PyYAML keeps the last)."""
+    import yaml
+
+    class _Loader(yaml.SafeLoader):
+        pass
+
+    def mapping(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        loader.flatten_mapping(node)
+        out: dict[Any, Any] = {}
+        for key_node, value_node in node.value:
+            key = loader.construct_object(key_node, deep=deep)
+            try:
+                dup = key in out
+            except TypeError:
+                raise InputError(f"{where}: line {key_node.start_mark.line + 1}: a key must be a plain value") from None
+            if dup:
+                raise InputError(f"{where}: line {key_node.start_mark.line + 1}: key {key!r} written twice "
+                                 "in one mapping (keep one; YAML would silently drop the first)")
+            out[key] = loader.construct_object(value_node, deep=deep)
+        return out
+
+    _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
+    try:
+        return yaml.load(text, Loader=_Loader)  # noqa: S506 (a SafeLoader subclass)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f"line {mark.line + 1}: " if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise InputError(f"{where}: {at}not valid YAML/JSON ({problem})") from None

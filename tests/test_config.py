@@ -1,0 +1,138 @@
+"""The typed run configuration (vistabench.config) and the flags generated from it."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import pytest
+
+from vistabench.config import NO_KEY_DEFAULT, Options, RunConfig, load_yaml_text, option, read_config_file
+from vistabench.errors import InputError
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Method(Options):
+    alpha: float = option(1.5, help="alpha", low=0)
+    heads: int = option(2, help="heads", low=1)
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Cfg(RunConfig):
+    protocol = "toy"
+    data: str = option(help="dataset spec")
+    method: Literal["ce", "focal"] = option("ce", help="method")
+    lr: float = option(0.05, help="learning rate", low=0, low_open=True)
+    epochs: int = option(10, help="epochs", low=1)
+    milestones: tuple[int, ...] = option((), help="epochs", low=0)
+    n_max: int | None = option(None, help="head count", low=1)
+    augment: bool = option(False, help="augment")
+    recipe: str = option("auto", help="recipe", choices=("auto", "cpu", "reference"), key_default="cpu")
+    weight_decay: float = option(5e-4, help="wd", low=0, key_default=5e-4)
+    method_options: _Method = option(default_factory=_Method, help="method options")
+    device: str = option("cpu", help="device", runtime=True)
+
+    @classmethod
+    def resolve(cls, given: dict[str, Any]) -> dict[str, Any]:
+        recipe = given.get("recipe", "auto")
+        if recipe == "auto":
+            recipe = "reference" if str(given.get("data", "")).startswith("cifar") else "cpu"
+        preset = {"reference": {"lr": 0.1, "epochs": 200, "weight_decay": 2e-4}}.get(recipe, {})
+        return {**preset, **given, "recipe": recipe}
+
+    def check(self) -> None:
+        if any(m >= self.epochs for m in self.milestones):
+            raise InputError(f"milestones: every milestone must be < epochs ({self.epochs}), got {list(self.milestones)}")
+
+
+def test_from_dict_coerces_strings_and_resolves_recipe():
+    cfg = _Cfg.from_dict({"data": "digits", "lr": "0.1", "epochs": "3", "n-max": "7", "augment": "yes",
+                          "milestones": "1 2"})
+    assert (cfg.lr, cfg.epochs, cfg.n_max, cfg.augment, cfg.milestones) == (0.1, 3, 7, True, (1, 2))
+    assert cfg.recipe == "cpu" and cfg.weight_decay == 5e-4
+    ref = _Cfg.from_dict({"data": "cifar100:/x"})
+    assert (ref.recipe, ref.lr, ref.epochs, ref.weight_decay) == ("reference", 0.1, 200, 2e-4)
+    # the user's value wins over the preset
+    assert _Cfg.from_dict({"data": "cifar100:/x", "lr": 0.3}).lr == 0.3
+
+
+@pytest.mark.parametrize("values, message", [
+    ({"data": "d", "lr": -1}, "lr: expected a number > 0, got -1"),
+    ({"data": "d", "lr": "abc"}, "lr: expected a number, got 'abc'"),
+    ({"data": "d", "lr": "nan"}, "lr: expected a finite number"),
+    ({"data": "d", "epochs": 2.5}, "epochs: expected an integer, got 2.5"),
+    ({"data": "d", "epochs": True}, "epochs: expected an integer"),
+    ({"data": "d", "method": "focall"}, "did you mean 'focal'"),
+    ({"data": "d", "lrr": 1}, "lrr: unknown option; did you mean lr"),
+    ({"data": "d", "n_max": 3, "n-max": 4}, "n_max: given twice"),
+    ({"lr": 1}, "data: required"),
+    ({"data": "d", "epochs": 3, "milestones": [5]}, "milestones: every milestone must be < epochs (3)"),
+    ({"data": "d", "method_options": {"alpha": -1}}, "method_options.alpha: expected a number >= 0"),
+    ({"data": "d", "method_options": {"alhpa": 1}}, "method_options.alhpa: unknown option; did you mean alpha"),
+    ({"data": "d", "augment": "maybe"}, "augment: expected true or false"),
+    ({"data": "d", "recipe": "gem"}, "recipe: expected one of auto, cpu, reference"),
+])
+def test_bad_values_name_the_field(values, message):
+    with pytest.raises(InputError) as err:
+        _Cfg.from_dict(values)
+    assert message in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_to_dict_round_trips_and_key_drops_runtime_and_key_defaults():
+    cfg = _Cfg.from_dict({"data": "digits", "method_options": {"alpha": 1}, "device": "cuda"})
+    d = cfg.to_dict()
+    assert d["method_options"] == {"alpha": 1.0, "heads": 2}
+    assert list(d) == [i.name for i in _Cfg.fields_info()]
+    again = _Cfg.from_dict(json.loads(json.dumps(d)))
+    assert again == cfg
+    key = cfg.key_dict()
+    assert "device" not in key and "recipe" not in key and "weight_decay" not in key
+    assert _Cfg.from_dict({"data": "cifar10:/x"}).key_dict()["recipe"] == "reference"
+    # device does not change the key
+    assert _Cfg.from_dict({"data": "digits", "device": "cuda"}).key_dict() == _Cfg.from_dict({"data": "digits"}).key_dict()
+    assert _Cfg.field_info("recipe").key_default == "cpu"
+    assert _Cfg.field_info("lr").key_default is NO_KEY_DEFAULT
+
+
+def test_with_changes_resolves_the_recipe_again():
+    cfg = _Cfg.from_dict({"data": "digits"})
+    assert cfg.with_changes(data="cifar10:/x").lr == 0.1
+    assert cfg.given() == {"data": "digits"}
+
+
+def test_generated_flags_print_and_read_config(tmp_path):
+    from vistabench.cli.configured import add_config_options, config_from_args, given_from_args
+
+    p = argparse.ArgumentParser()
+    add_config_options(p, _Cfg)
+    args = p.parse_args(["--data", "digits", "--lr", "0.2", "--milestones", "3", "4", "--augment",
+                         "--method-options", "alpha=2", "heads=3"])
+    cfg = config_from_args(_Cfg, args)
+    assert (cfg.lr, cfg.milestones, cfg.augment, cfg.method_options.alpha, cfg.method_options.heads) == (
+        0.2, (3, 4), True, 2.0, 3)
+    f = tmp_path / "c.json"
+    f.write_text(json.dumps(cfg.to_dict()))
+    from_file = config_from_args(_Cfg, p.parse_args(["--config", str(f)]))
+    assert from_file == cfg
+    over = config_from_args(_Cfg, p.parse_args(["--config", str(f), "--lr", "0.3", "--method-options", "heads=5"]))
+    assert over.lr == 0.3 and over.method_options.heads == 5 and over.method_options.alpha == 2.0
+    assert "lr" not in given_from_args(p.parse_args([]))
+
+
+def test_yaml_duplicate_keys_are_refused(tmp_path):
+    with pytest.raises(InputError, match="key 'method' written twice"):
+        load_yaml_text("method: [ce]\nmethod: [focal]\n", "x.yaml")
+    with pytest.raises(InputError, match="line 3: key 'a' written twice"):
+        load_yaml_text("fixed:\n  a: 1\n  a: 2\n", "x.yaml")
+    f = tmp_path / "c.yaml"
+    f.write_text("[1, 2]")
+    with pytest.raises(InputError, match="expected a mapping"):
+        read_config_file(f)
+    f.write_text("a: [1\n")
+    with pytest.raises(InputError, match="not valid YAML"):
+        read_config_file(f)
+    with pytest.raises(InputError, match="no such file"):
+        read_config_file(tmp_path / "missing.yaml")
