@@ -291,7 +291,8 @@ def run_sessions(config: Any, data: Any, sessions: dict[str, Any], *,
     seconds = time.perf_counter() - t0
     result = score_predictions(preds, sessions, mode="compat" if config.compat else "exact")
     settings = {**config.to_dict(), "model": model, "model_options": model_options, **learner.settings()}
-    for name in ("data", "tag", "seed", "method"):  # the record's own columns
+    # the record's own columns, and the layout, which the record takes from the sessions themselves
+    for name in ("data", "tag", "seed", "method", "preset", "base_classes", "way", "shot", "num_sessions"):
         settings.pop(name, None)
     record = record_for(result, dataset=config.data or sessions.get("dataset") or data.train.name,
                         method=config.method, seed=config.seed, sessions=sessions, settings=settings, tag=config.tag)

@@ -161,6 +161,10 @@ class IncrementalConfig(RunConfig):
     @staticmethod
     def _fold_fr_fields(fr_given: dict[str, Any], mo: dict[str, Any]) -> dict[str, Any]:
         mo = dict(mo)
+        if fr_given.get("fr_epochs") is not None and fr_given["fr_epochs"] < 1:
+            raise InputError(f"fr_epochs: expected a number >= 1, got {fr_given['fr_epochs']!r}")
+        if fr_given.get("fr_layers") is not None and any(b < 0 for b in fr_given["fr_layers"]):
+            raise InputError(f"fr_layers: expected block indices >= 0, got {list(fr_given['fr_layers'])}")
         moved: dict[str, tuple[str, Any]] = {}
         for name, value in fr_given.items():
             items = _fr_weights(value) if name == "fr_weights" else {FR_FIELDS[name]: value}
