@@ -152,8 +152,10 @@ def score(
 
 
 def to_record(result: dict[str, Any], *, dataset: str, method: str, seed: int | None,
-              sessions: dict[str, Any], settings: dict[str, Any], tag: str | None = None) -> Record:
-    """A results-store record (protocol "incremental") of one scored run (``score``'s result)."""
+              sessions: dict[str, Any], settings: dict[str, Any], tag: str | None = None,
+              seconds: float | None = None) -> Record:
+    """A results-store record (protocol "incremental") of one scored run (``score``'s result);
+    ``seconds``: the learner's wall time (None for predictions scored from files)."""
     st = {
         "base_classes": sessions.get("base_classes", len(sessions["classes"][0])),
         "way": sessions.get("way"), "shot": sessions.get("shot"),
@@ -163,15 +165,17 @@ def to_record(result: dict[str, Any], *, dataset: str, method: str, seed: int | 
     st.pop("sample_counts", None)
     metrics = {k: v for k, v in result.items() if k != "settings"}
     metrics["sample_counts"] = result["settings"].get("sample_counts")
+    metrics["seconds"] = None if seconds is None else round(float(seconds), 2)
     return Record(protocol=PROTOCOL, dataset=dataset, method=method, seed=seed,
                   split_hash=sessions.get("sha256"), settings=st, metrics=metrics, tag=tag)
 
 
 def record_for(scores: IncrementalScores, *, dataset: str, method: str, seed: int | None,
-               sessions: dict[str, Any], settings: dict[str, Any], tag: str | None = None) -> Record:
+               sessions: dict[str, Any], settings: dict[str, Any], tag: str | None = None,
+               seconds: float | None = None) -> Record:
     """:func:`to_record` of an :class:`IncrementalScores`."""
     return to_record(scores.to_dict(), dataset=dataset, method=method, seed=seed, sessions=sessions,
-                     settings=settings, tag=tag)
+                     settings=settings, tag=tag, seconds=seconds)
 
 
 def layout_settings(*, preset: str | None = None, base_classes: int | None = None, way: int | None = None,
@@ -294,7 +298,5 @@ def run_sessions(config: Any, data: Any, sessions: dict[str, Any], *,
     # the record's own columns, and the layout, which the record takes from the sessions themselves
     for name in ("data", "tag", "seed", "method", "preset", "base_classes", "way", "shot", "num_sessions"):
         settings.pop(name, None)
-    record = record_for(result, dataset=config.data or sessions.get("dataset") or data.train.name,
-                        method=config.method, seed=config.seed, sessions=sessions, settings=settings, tag=config.tag)
-    record.metrics["seconds"] = round(seconds, 2)
-    return record
+    return record_for(result, dataset=config.data, method=config.method, seed=config.seed, sessions=sessions,
+                      settings=settings, tag=config.tag, seconds=seconds)
