@@ -41,7 +41,7 @@ __all__ = [
     "PRESETS", "build_sessions", "load_sessions", "write_sessions", "read_index_lists",
     "sessions_from_index_lists", "image_folder_paths", "session_test_pool", "predicted_over_seen",
     "score_predictions", "score_prediction_files", "reference_scores", "run", "run_sessions", "score", "to_record",
-    "record_for", "layout_settings", "sessions_for_data",
+    "record_for", "layout_settings", "sessions_for_data", "score_matrix", "layout_sessions", "reference_for",
 ]
 
 
@@ -115,6 +115,59 @@ def score_prediction_files(
     """:func:`score_predictions` on ``.npz`` predictions files, one per session, in session order."""
     preds = [load_predictions(p) for p in paths]
     return score_predictions(preds, sessions, mode=mode, names=[f"predictions file {str(p)!r}" for p in paths])
+
+
+def score_matrix(content: Any, *, base_classes: int | None, way: int | None, mode: Mode = "exact",
+                 num_alphas: int = 101, name: str = "matrix") -> IncrementalScores:
+    """Scores of an accuracy matrix given as ``{"matrix": [[A_1^1], [A_2^1, A_2^2], ...]}`` (fractions)
+    for ``base_classes`` base classes and ``way`` classes per novel session; ``name`` names the
+    input in messages."""
+    from ..metrics.incremental import session_sizes_uniform
+
+    if base_classes is None or way is None:
+        raise InputError("base_classes: a matrix needs base_classes and way (the sessions' sizes)")
+    if not isinstance(content, dict) or "matrix" not in content:
+        keys = f" with keys {sorted(content)}" if isinstance(content, dict) else ""
+        raise InputError(f"{name}: expected a JSON object with a 'matrix' key, got {type(content).__name__}{keys}")
+    m = content["matrix"]
+    n = len(m) if isinstance(m, list) else 0
+    if n == 0:
+        raise InputError(f"{name}: 'matrix' must be a non-empty list of rows")
+    sizes = session_sizes_uniform(base_classes=base_classes, way=way, num_sessions=n)
+    try:
+        return incremental_scores(m, session_sizes=sizes, mode=mode, num_alphas=num_alphas, way=way)
+    except InputError as exc:
+        raise InputError(f"{name}: {exc}") from exc
+
+
+def layout_sessions(session_sizes: Sequence[int], *, base_classes: int | None = None,
+                    way: int | None = None) -> dict[str, Any]:
+    """A sessions dict (classes only, in label order) for scores that came without a sessions file."""
+    ends = np.cumsum(list(session_sizes)).tolist()
+    return {"classes": [list(range(a, b)) for a, b in zip([0] + ends[:-1], ends)], "base_classes": base_classes,
+            "way": way}
+
+
+def reference_for(*, preset: str | None = None, base_classes: int | None = None, way: int | None = None,
+                  num_sessions: int | None = None, base_accuracy: float = 0.85,
+                  mode: Mode = "exact") -> dict[str, IncrementalScores]:
+    """:func:`reference_scores` for a preset's layout or the given one (every value checked)."""
+    if preset is not None:
+        st = preset_settings(preset)
+        base_classes, way, num_sessions = st["base_classes"], st["way"], st["num_sessions"]
+    else:
+        missing = [k for k, v in (("base_classes", base_classes), ("way", way), ("num_sessions", num_sessions))
+                   if v is None]
+        if missing:
+            raise InputError(f"{missing[0]}: give a preset or all of base_classes, way, num_sessions "
+                             f"(missing {', '.join(missing)})")
+        for k, v in (("base_classes", base_classes), ("way", way), ("num_sessions", num_sessions)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise InputError(f"{k}: expected an integer >= 1, got {v!r}")
+    if not 0 <= base_accuracy <= 1:
+        raise InputError(f"base_accuracy: expected a fraction in [0, 1], got {base_accuracy}")
+    return reference_scores(base_classes=base_classes, way=way, num_sessions=num_sessions,  # type: ignore[arg-type]
+                            base_accuracy=base_accuracy, mode=mode)
 
 
 def reference_scores(
