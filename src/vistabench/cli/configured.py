@@ -19,7 +19,12 @@ from ..errors import InputError
 
 _PREFIX = "cfg__"  # argparse dest of a config field's flag
 
-__all__ = ["add_config_options", "config_from_args", "print_config_result", "flag_names"]
+__all__ = ["add_config_options", "config_from_args", "print_config_result", "flag_names", "field_of_dest"]
+
+
+def field_of_dest(dest: str) -> str:
+    """The config field an argparse ``dest`` holds (``dest`` itself when it is no config field's)."""
+    return dest[len(_PREFIX):] if dest.startswith(_PREFIX) and not dest.startswith(_PREFIX + "_") else dest
 
 
 def _is_tuple(tp: Any) -> bool:
