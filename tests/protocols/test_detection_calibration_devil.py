@@ -14,8 +14,13 @@ from vistabench.data.coco import read_ground_truth, read_results
 from vistabench.data.detection_synth import synth_detection_set
 from vistabench.metrics.detection import detection_labels
 from vistabench.protocols.detection import apply_to, calibrate_detections
-from vistabench.protocols.detection_calibration import (apply_calibration, fit_calibration_devil,
-                                                        fit_histbin_netcal, maintain_rank, predict)
+from vistabench.protocols.detection_calibration import (
+    apply_calibration,
+    fit_calibration_devil,
+    fit_histbin_netcal,
+    maintain_rank,
+    predict,
+)
 
 
 # ---------------------------------------------------------------- netcal 1.1-1.3 HistogramBinning, re-written

@@ -19,13 +19,20 @@ rather than silently ignored. This module imports neither numpy nor any data.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from ..config import Options, RunConfig, option
 from ..errors import InputError
 
-__all__ = ["RECIPES", "DEVIL_CALIBRATION_METHODS", "CalibrationSettings", "DetectionConfig",
-           "resolve_calibration", "fill_recipe", "check_calibration_method"]
+__all__ = [
+    "DEVIL_CALIBRATION_METHODS",
+    "RECIPES",
+    "CalibrationSettings",
+    "DetectionConfig",
+    "check_calibration_method",
+    "fill_recipe",
+    "resolve_calibration",
+]
 
 RECIPES = ("vistabench", "devil")
 #: The methods the authors' recipe has (netcal's LogisticCalibration and HistogramBinning).
@@ -72,9 +79,9 @@ def resolve_calibration(given: dict[str, Any], names: dict[str, str], *, active:
         return name in given and given[name] is not None and given[name] != preset[generic]
 
     if not active:
-        for generic in names:
+        for generic, field_name in names.items():
             if generic != "method" and changed(generic):
-                raise InputError(f"{names[generic]}: only read when calibrating (set {names['method']}); remove it")
+                raise InputError(f"{field_name}: only read when calibrating (set {names['method']}); remove it")
     if recipe == "devil" and changed("min_samples"):
         raise InputError(f"{names['min_samples']}: not read by the devil recipe (the authors fit every "
                          f"category with a true positive and score the others 0); remove it or use "
@@ -116,7 +123,7 @@ class CalibrationSettings(Options):
     bins: int | None = option(None, low=1, help="histbin's bins; default the recipe's (vistabench: 10 "
                                                 "equal-mass; devil: 20 equal-width, as netcal)")
 
-    _NAMES = {"method": "method", "recipe": "recipe", "iou_threshold": "iou_threshold", "iou_type": "iou_type",
+    _NAMES: ClassVar[dict[str, str]] = {"method": "method", "recipe": "recipe", "iou_threshold": "iou_threshold", "iou_type": "iou_type",
               "dets_per_class": "dets_per_class", "min_samples": "min_samples", "bins": "bins"}
 
     @classmethod
@@ -175,7 +182,7 @@ class DetectionConfig(RunConfig):
                               help="histbin's bins; default the recipe's (vistabench: 10 equal-mass; devil: 20 "
                                    "equal-width, as netcal)")
 
-    _NAMES = {"method": "calibrate", "recipe": "recipe", "iou_threshold": "calibration_iou",
+    _NAMES: ClassVar[dict[str, str]] = {"method": "calibrate", "recipe": "recipe", "iou_threshold": "calibration_iou",
               "iou_type": "calibration_iou_type", "dets_per_class": "calibration_dets_per_class",
               "min_samples": "min_samples", "bins": "bins"}
 
