@@ -115,12 +115,32 @@ def _argv(protocol: str, parser: argparse.ArgumentParser, options: dict[str, Any
     return argv
 
 
+def config_class(protocol: str) -> Any:
+    """The protocol's typed run configuration class, or None while it declares none."""
+    from ..suite import get_protocol
+
+    proto = get_protocol(check_protocol(protocol))
+    return proto.part("config") if getattr(proto, "config", "") else None
+
+
+def _config_of(protocol: str, cls: Any, options: dict[str, Any]) -> Any:
+    for name in options:
+        if str(name).replace("-", "_") in MANAGED:
+            raise InputError(f"option {name!r}: set by the grid itself (per-cell folders, --store of `grid run`); "
+                             "remove it from the config")
+    return cls.from_dict(options)
+
+
 def canonical_options(protocol: str, options: dict[str, Any]) -> dict[str, Any]:
     """The cell's options as the protocol reads them: CLI defaults filled in, types applied.
 
     Raises ``InputError`` (one line) for an unknown option (with close matches), a bad value or a
-    missing required option. Two configs that mean the same run give the same dict.
+    missing required option. Two configs that mean the same run give the same dict. A protocol
+    with a typed config: its :meth:`~vistabench.config.RunConfig.key_dict`.
     """
+    cls = config_class(protocol)
+    if cls is not None:
+        return _config_of(protocol, cls, options).key_dict()
     parser = _run_parser(check_protocol(protocol))
     args = parser.parse_args(_argv(protocol, parser, options))
     return {k: v for k, v in sorted(vars(args).items())
@@ -136,6 +156,19 @@ def run_protocol(protocol: str, options: dict[str, Any], *, work_dir: str | os.P
     """
     from ..store import ResultsStore
 
+    cls = config_class(protocol)
+    if cls is not None:  # a typed config: the protocol's run(config, *, store, work_dir)
+        from ..suite import get_protocol
+
+        config = _config_of(protocol, cls, options)
+        work = Path(work_dir)
+        if protocol not in KEEP_WORK_DIR:
+            shutil.rmtree(work, ignore_errors=True)
+        work.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix="vistabench-cell-") as tmp, \
+                ResultsStore(Path(tmp) / "cell.sqlite") as scratch:
+            records = get_protocol(protocol).part("run")(config, store=scratch, work_dir=work / "out")
+            return [r.to_dict() for r in records]
     parser = _run_parser(check_protocol(protocol))
     args = parser.parse_args(_argv(protocol, parser, options))
     work = Path(work_dir)
