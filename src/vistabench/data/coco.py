@@ -26,7 +26,7 @@ import msgspec
 import numpy as np
 
 from ..errors import InputError
-from ..metrics.detection_data import Detections, GroundTruth
+from ..metrics.detection import Detections, GroundTruth
 
 _CHUNK = 2 << 20  # smaller than before (8 MB): the decoded records stay closer in cache while they become columns
 

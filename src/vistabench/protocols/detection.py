@@ -12,9 +12,8 @@ from typing import Any, Literal, NamedTuple, Sequence
 
 import numpy as np
 
-from ..metrics.detection import (DetectionEvaluation, detection_labels, evaluate_detections,
-                                 top_per_class)
-from ..metrics.detection_data import Detections, GroundTruth
+from ..metrics.detection import (DetectionEvaluation, Detections, GroundTruth, detection_labels,
+                                 evaluate_detections, top_per_class)
 from ..store import Record, ResultsStore
 from .._validation import check_choice
 from ..errors import InputError

@@ -7,13 +7,14 @@ be built directly from arrays (:meth:`GroundTruth.from_arrays`, :meth:`Detection
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Sequence
+from typing import Any, Literal
 
 import numpy as np
 
-from .._validation import check_array
-from ..errors import InputError
+from ..._validation import check_array
+from ...errors import InputError
 
 GtFormat = Literal["lvis", "coco"]
 FREQUENCIES: tuple[str, ...] = ("r", "c", "f")
@@ -105,7 +106,7 @@ class GroundTruth:
     def __len__(self) -> int:
         return len(self.image)
 
-    def subset(self, keep: np.ndarray) -> "GroundTruth":
+    def subset(self, keep: np.ndarray) -> GroundTruth:
         """The same images and categories with only the annotations where ``keep`` (bool, (G,))."""
         from dataclasses import replace
 
@@ -135,7 +136,7 @@ class GroundTruth:
         segmentation: list | None = None,
         image_size: Any | None = None,
         category_names: list[str] | None = None,
-    ) -> "GroundTruth":
+    ) -> GroundTruth:
         """Build and validate ground truth from per-annotation arrays keyed by the dataset's ids.
 
         ``negative`` / ``not_exhaustive`` map an image id to category ids (LVIS
@@ -230,13 +231,13 @@ class Detections:
     def __len__(self) -> int:
         return len(self.score)
 
-    def subset(self, idx: np.ndarray) -> "Detections":
+    def subset(self, idx: np.ndarray) -> Detections:
         """The detections at positions ``idx`` (in that order)."""
         seg = None if self.segmentation is None else [self.segmentation[i] for i in idx]
         return Detections(self.image[idx], self.category[idx], self.bbox[idx], self.score[idx],
                           self.area[idx], seg)
 
-    def with_scores(self, score: np.ndarray) -> "Detections":
+    def with_scores(self, score: np.ndarray) -> Detections:
         """Same detections with new scores (validated finite, same length)."""
         s = check_array(score, "score", ndim=1, kind="float")
         if len(s) != len(self):
@@ -244,7 +245,7 @@ class Detections:
         return Detections(self.image, self.category, self.bbox, s, self.area, self.segmentation)
 
     @classmethod
-    def empty(cls) -> "Detections":
+    def empty(cls) -> Detections:
         z = np.zeros(0, np.int64)
         return cls(z, z.copy(), np.zeros((0, 4)), np.zeros(0), np.zeros(0))
 
@@ -259,7 +260,7 @@ class Detections:
         score: Any,
         segmentation: list | None = None,
         area: Any | None = None,
-    ) -> "Detections":
+    ) -> Detections:
         """Validate detections given by dataset ids against ``gt`` (unknown ids are an error)."""
         iid = _ids(image_id, "results.image_id")
         cid = _ids(category_id, "results.category_id")
