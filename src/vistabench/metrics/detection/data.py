@@ -15,6 +15,7 @@ import numpy as np
 
 from ..._validation import check_array
 from ...errors import InputError
+from .masks import check_segmentations
 
 GtFormat = Literal["lvis", "coco"]
 FREQUENCIES: tuple[str, ...] = ("r", "c", "f")
@@ -199,7 +200,13 @@ class GroundTruth:
 
         size = None
         if image_size is not None:
-            size = check_array(image_size, "image_size", ndim=2, kind="integer")[order_i]
+            size = check_array(image_size, "image_size", ndim=2, kind="integer")[order_i].astype(np.int64)
+        if segmentation is not None:
+            if len(segmentation) != n:
+                raise InputError(f"annotations.segmentation: expected {n} masks, got {len(segmentation)}")
+            if size is None:
+                raise InputError("image_size: masks need each image's (height, width)")
+            check_segmentations(segmentation, what="annotation", sizes=size[img], image_ids=iid)
         names = None if category_names is None else [category_names[i] for i in order_c]
         return cls(format=format, image_ids=img_sorted, category_ids=cat_sorted, frequency=freq,
                    image=img, category=cat, bbox=box, area=ar.astype(np.float64), ignore=ign, crowd=crowd,
@@ -273,5 +280,17 @@ class Detections:
         box = _boxes(bbox, "results.bbox", n)
         img = _index_of(iid, gt.image_ids, "results", "image")
         cat = _index_of(cid, gt.category_ids, "results", "category")
+        if segmentation is not None:
+            if len(segmentation) != n:
+                raise InputError(f"results.segmentation: expected {n} masks, got {len(segmentation)}")
+            has = [i for i, x in enumerate(segmentation) if x is not None]  # None: a result without a mask
+            if has:
+                if gt.image_size is None:
+                    raise InputError("results.segmentation: masks need the ground truth's image sizes (image_size)")
+                idx = np.asarray(has, np.int64)
+                segs = segmentation if len(has) == n else [segmentation[i] for i in has]
+                check_segmentations(segs, what="detection", sizes=gt.image_size[img[idx]], image_ids=iid[idx],
+                                    positions=idx)
         ar = box[:, 2] * box[:, 3] if area is None else check_array(area, "results.area", ndim=1, kind="float")
         return cls(img, cat, box, sc, ar.astype(np.float64, copy=False), segmentation)
+

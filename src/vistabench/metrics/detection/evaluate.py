@@ -121,6 +121,10 @@ def evaluate_detections(
     if max_dets_per_image is not None:
         max_dets_per_image = check_positive(max_dets_per_image, "max_dets_per_image", integer=True)
     warn_annotation_id_zero(gt)
+    if iou_type == "segm" and dets.segmentation is not None:
+        absent = [i for i, x in enumerate(dets.segmentation) if x is None]
+        if absent:
+            raise InputError(f"results: detection {absent[0]} has no segmentation (iou_type 'segm' needs one each)")
     n = len(dets)
     sr = ScoreRank.of(dets.score)  # the one score sort; every ordering below reuses it
     keep: dict[str, np.ndarray] = {}
