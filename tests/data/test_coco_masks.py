@@ -13,7 +13,11 @@ import pytest
 from vistabench.data.coco import read_ground_truth, read_result_columns, read_results
 from vistabench.data.detection_synth import synth_detection_set
 from vistabench.errors import InputError
-from vistabench.metrics.detection import check_segmentations, decode_rle_counts, evaluate_detections
+from vistabench.metrics.detection import (
+    check_segmentations,
+    decode_rle_counts,
+    evaluate_detections,
+)
 
 
 @pytest.fixture(scope="module")

@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 
 import vistabench.metrics.detection as det
-from vistabench.metrics.detection import MatchCode, accumulate, match_set
-from vistabench.data.detection_synth import synth_detection_set
 from vistabench.data.coco import read_ground_truth, read_results
+from vistabench.data.detection_synth import synth_detection_set
+from vistabench.metrics.detection import MatchCode, accumulate, match_set
 
 PKG = Path(det.__file__).parent
 PHASES = ("data", "params", "sort", "masks", "select", "match", "accumulate", "summarize", "evaluate", "labels")
