@@ -15,12 +15,17 @@ Not run in CI. The machine's load changes every ratio: run it on a quiet machine
     python benchmarks/detection_eval.py --images 19809 --categories 1203 --dets-per-image 360 \\
         --skip lvis-api faster-coco-eval                                 # LVIS-val scale
     python benchmarks/detection_eval.py --images 300 --categories 100 --masks   # segm vs lvis-api segm
+    python benchmarks/detection_eval.py --coco --images 5000 --categories 80 --dets-per-image 120 --repeat 3
+                                        # COCO-val size vs pycocotools and faster-coco-eval
+    python benchmarks/detection_eval.py --images 1000 --categories 1000 --repeat 3 --lookup
+                                        # the issue-23 set; `vistabench-cli:old` is `detection eval --ap old`
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import compileall
 import os
 import statistics
 import subprocess
@@ -61,6 +66,45 @@ elif which == "faster-coco-eval":
     e.params.maxDets = [300]
     e.evaluate(); e.accumulate(); e.summarize()
     out = {"AP": float(e.stats_as_dict["AP_all"])}
+elif which.startswith("vistabench-cli:"):  # `vistabench detection eval --ap ... --json`, as a user runs it
+    import contextlib, io
+    from vistabench.cli import main
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        rc = main(["detection", "eval", "--gt", gt, "--results", dt, "--iou-type", iou_type,
+                   "--ap", which.split(":")[1], "--json"])
+    if rc:
+        sys.exit(rc)
+    res = json.loads(buf.getvalue())
+    out = {"AP": res[which.split(":")[1].split(",")[0]]["AP"]}
+elif which == "pycocotools":
+    import contextlib, io
+    from pycocotools.coco import COCO
+    from pycocotools.cocoeval import COCOeval
+    with contextlib.redirect_stdout(io.StringIO()):
+        g = COCO(gt)
+        e = COCOeval(g, g.loadRes(dt), iou_type)
+        e.evaluate(); e.accumulate(); e.summarize()
+    out = {"AP": float(e.stats[0])}
+elif which == "faster-coco-eval:coco":
+    from faster_coco_eval import COCO, COCOeval_faster
+    g = COCO(gt)
+    e = COCOeval_faster(g, g.loadRes(dt), iou_type, print_function=lambda *a, **k: None)
+    e.evaluate(); e.accumulate(); e.summarize()
+    out = {"AP": float(e.stats[0])}
+elif which.startswith("lookup:"):  # detectron2's proposal path: get_ann_ids + load_anns once per image
+    if which == "lookup:lvis-api":
+        import numpy as np
+        np.float = float
+        import logging; logging.disable(logging.INFO)
+        from lvis import LVIS
+    else:
+        from vistabench.compat.lvis import LVIS
+    g = LVIS(gt)
+    ids = g.get_img_ids()
+    t1 = time.perf_counter()
+    n = sum(len(g.load_anns(g.get_ann_ids(img_ids=[i]))) for i in ids)
+    out = {"lookups": len(ids), "annotations": n, "per_image_us": (time.perf_counter() - t1) / len(ids) * 1e6}
 else:
     from vistabench.data.coco import read_ground_truth, read_results
     from vistabench.metrics.detection import evaluate_detections
@@ -129,6 +173,12 @@ def main() -> None:
     ap.add_argument("--dets-per-image", type=int, default=360)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--masks", action="store_true", help="evaluate segm (RLE masks) instead of boxes")
+    ap.add_argument("--coco", action="store_true",
+                    help="COCO ground truth (pycocotools semantics) against pycocotools and faster-coco-eval; "
+                         "COCO-val size: --images 5000 --categories 80 --dets-per-image 120")
+    ap.add_argument("--lookup", action="store_true",
+                    help="also time get_ann_ids(img_ids=[i]) + load_anns once per image (detectron2's proposal "
+                         "path): lvis-api against vistabench.compat.lvis")
     ap.add_argument("--skip", nargs="*", default=[],
                     help="runs to skip: lvis-api, faster-coco-eval, json.load, vistabench:old, vistabench:old,fixed,pool")
     ap.add_argument("--timeout", type=float, default=3600)
@@ -155,6 +205,7 @@ def main() -> None:
         else:
             s = synth_detection_set(num_images=args.images, num_categories=args.categories,
                                     dets_per_image=args.dets_per_image, seed=args.seed, masks=args.masks,
+                                    format="coco" if args.coco else "lvis",
                                     results_as_columns=not args.masks)
             n = len(s.results) if args.masks else len(s.results["score"])
             gt.write_text(json.dumps(s.ground_truth))
@@ -175,8 +226,17 @@ def main() -> None:
                     pass
         if args.repeat < 1:
             ap.error(f"--repeat: expected a positive integer, got {args.repeat}")
-        todo = [w for w in ("vistabench:old", "vistabench:old,fixed,pool", "json.load", "faster-coco-eval", "lvis-api")
-                if w not in args.skip and not (w == "faster-coco-eval" and args.masks)]
+        # vistabench's modules compiled once, as an installed package is (the environment may forbid
+        # writing bytecode at import time, and lvis-api / pycocotools are installed compiled)
+        import vistabench
+
+        compileall.compile_dir(str(Path(vistabench.__file__).parent), quiet=1)
+        if args.coco:
+            every = ("vistabench-cli:old", "vistabench:old", "json.load", "faster-coco-eval:coco", "pycocotools")
+        else:
+            every = ("vistabench-cli:old", "vistabench:old", "vistabench:old,fixed,pool", "json.load",
+                     "faster-coco-eval", "lvis-api") + (("lookup:vistabench", "lookup:lvis-api") if args.lookup else ())
+        todo = [w for w in every if w not in args.skip and not (w.startswith("faster-coco-eval") and args.masks)]
         trials: dict[str, list[dict]] = {w: [] for w in todo}
         for rnd in range(args.repeat):
             for which in todo:
@@ -188,6 +248,8 @@ def main() -> None:
                 extra = (f"  (read {r['read_seconds']:.2f} s, evaluate {r['eval_seconds']:.2f} s)"
                          if "read_seconds" in r else "")
                 ap_ = f"  AP {r['AP']:.6f}" if "AP" in r else ""
+                if "per_image_us" in r:
+                    ap_ = f"  {r['per_image_us']:.1f} us per image ({r['lookups']} images, {r['annotations']} annotations)"
                 tag = f" [{rnd + 1}/{args.repeat}]" if args.repeat > 1 else ""
                 print(f"{which:<28} {r['seconds']:8.2f} s  {r['peak_rss'] / 2**30:6.2f} GiB{ap_}{extra}{tag}")
         runs = {w: median_run(t) for w, t in trials.items()}
@@ -199,6 +261,23 @@ def main() -> None:
                     print(f"{which:<28} {r['seconds']:8.2f} s  {r['peak_rss'] / 2**30:6.2f} GiB  "
                           f"(runs {min(spread):.2f} .. {max(spread):.2f} s)")
         print(f"load average after the runs: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    def compare(slow: str, fast: str, target: str) -> None:
+        a, b = runs.get(slow, {}), runs.get(fast, {})
+        if "seconds" not in a or "seconds" not in b:
+            return
+        rounds = [x["seconds"] / y["seconds"] for x, y in zip(trials[slow], trials[fast]) if "seconds" in x and "seconds" in y]
+        dap = f"; |AP difference| = {abs(a['AP'] - b['AP']):.2e}" if "AP" in a and "AP" in b else ""
+        print(f"[{target}] {fast} vs {slow}: {a['seconds'] / b['seconds']:.1f}x faster (medians; rounds "
+              f"{', '.join(f'{x:.1f}x' for x in rounds)}), {b['peak_rss'] / a['peak_rss']:.3f}x the peak memory{dap}")
+
+    print()
+    compare("lvis-api", "vistabench-cli:old", "target >= 50x")
+    compare("faster-coco-eval:coco", "vistabench-cli:old", "target >= 5x")
+    compare("pycocotools", "vistabench-cli:old", "COCO")
+    lk, lr = runs.get("lookup:vistabench", {}), runs.get("lookup:lvis-api", {})
+    if "per_image_us" in lk and "per_image_us" in lr:
+        print(f"per-image look-up (get_ann_ids + load_anns): vistabench.compat.lvis {lk['per_image_us']:.1f} us, "
+              f"lvis-api {lr['per_image_us']:.1f} us per image")
     vb, allv, ref = runs.get("vistabench:old", {}), runs.get("vistabench:old,fixed,pool", {}), runs.get("lvis-api", {})
     jl = runs.get("json.load", {})
     print()

@@ -555,3 +555,73 @@ def test_catalogue_covers_every_sub_command():
                if not any(c[:len(leaf)] == leaf for c in covered)]
     assert not missing, missing
     assert len(CASES) >= 100
+
+
+# ---------------------------------------------------------------------- detection masks (issue 24)
+@pytest.fixture(scope="module")
+def dm(tmp_path_factory):
+    """A small segm set and copies with one malformed mask each (results or ground truth)."""
+    import copy
+
+    from vistabench.data.detection_synth import synth_detection_set
+
+    t = tmp_path_factory.mktemp("masks")
+    syn = synth_detection_set(num_images=4, num_categories=3, dets_per_image=3, seed=0, masks=True)
+    (t / "gt.json").write_text(json.dumps(syn.ground_truth))
+    (t / "dt.json").write_text(json.dumps(syn.results))
+    for name, segm in MASK_RESULTS.items():
+        res = copy.deepcopy(syn.results)
+        if segm is None:
+            del res[2]["segmentation"]
+        else:
+            res[2]["segmentation"] = segm
+        (t / f"dt_{name}.json").write_text(json.dumps(res))
+    for name, (segm, image) in MASK_GT.items():
+        gt = copy.deepcopy(syn.ground_truth)
+        if segm is None:
+            del gt["annotations"][3]["segmentation"]
+        else:
+            gt["annotations"][3]["segmentation"] = segm
+        img = next(im for im in gt["images"] if im["id"] == gt["annotations"][3]["image_id"])
+        img.update(image)
+        (t / f"gt_{name}.json").write_text(json.dumps(gt))
+    return t
+
+
+MASK_RESULTS = {
+    "nosize": {"counts": "PPYo1"}, "negative": {"size": [480, 640], "counts": [-5, 480 * 640 + 5]},
+    "poly3": [[1.0, 2.0, 3.0]], "string": "PPYo1", "missing": None,
+    "othersize": {"size": [240, 320], "counts": [240 * 320]}, "garbage": {"size": [480, 640], "counts": "~~\x01 "},
+    "badsum": {"size": [480, 640], "counts": "PPYo1"},
+}
+MASK_GT = {"poly3": ([[1, 2, 3]], {}), "string": ("abc", {}), "missing": (None, {}),
+           "othersize": ({"size": [480, 640], "counts": [480 * 640]}, {"height": 100})}
+_SEGM = ["detection", "eval", "--iou-type", "segm", "--gt"]
+MASK_CASES = [
+    ("mask-rle-without-size", _SEGM + ["{m}/gt.json", "--results", "{m}/dt_nosize.json"], "detection 2, segmentation: an RLE object needs 'size'"),
+    ("mask-negative-counts", _SEGM + ["{m}/gt.json", "--results", "{m}/dt_negative.json"], "segmentation.counts: negative count"),
+    ("mask-3-number-polygon", _SEGM + ["{m}/gt.json", "--results", "{m}/dt_poly3.json"], "detection 2, segmentation[0]"),
+    ("mask-string", _SEGM + ["{m}/gt.json", "--results", "{m}/dt_string.json"], "got a str"),
+    ("mask-missing", _SEGM + ["{m}/gt.json", "--results", "{m}/dt_missing.json"], "detection 2 lacks 'segmentation'"),
+    ("mask-other-size", _SEGM + ["{m}/gt.json", "--results", "{m}/dt_othersize.json"], "segmentation.size"),
+    ("mask-undecodable", _SEGM + ["{m}/gt.json", "--results", "{m}/dt_garbage.json"], "undecodable compressed RLE"),
+    ("mask-counts-sum", _SEGM + ["{m}/gt.json", "--results", "{m}/dt_badsum.json"], "not h*w"),
+    ("mask-gt-3-number-polygon", _SEGM + ["{m}/gt_poly3.json", "--results", "{m}/dt.json"], "annotation 3, segmentation[0]"),
+    ("mask-gt-string", _SEGM + ["{m}/gt_string.json", "--results", "{m}/dt.json"], "annotation 3, segmentation: "),
+    ("mask-gt-missing", _SEGM + ["{m}/gt_missing.json", "--results", "{m}/dt.json"], "annotation 3 (id 4) lacks"),
+    ("mask-gt-other-size", _SEGM + ["{m}/gt_othersize.json", "--results", "{m}/dt.json"], "[100, 640]"),
+    ("mask-rerank-undecodable", ["detection", "rerank", "--results", "{m}/dt_garbage.json", "--per-class-topk", "2",
+                                 "--out", "{m}/r.json"], "undecodable compressed RLE"),
+    ("mask-calfit-other-size", ["detection", "calibrate", "fit", "--iou-type", "segm", "--gt", "{m}/gt.json",
+                                "--results", "{m}/dt_othersize.json", "--out", "{m}/c.json"], "segmentation.size"),
+]
+
+
+@pytest.mark.parametrize("argv,expect", [c[1:] for c in MASK_CASES], ids=[c[0] for c in MASK_CASES])
+def test_mask_mistake_is_one_line(capsys, dm, argv, expect):
+    rc, out, err = _run(capsys, [a.replace("{m}", str(dm)) for a in argv])
+    assert rc == USER_ERROR, (rc, err[-2000:])
+    assert "Traceback" not in err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert "error:" in lines[0] and expect in lines[0], lines[0]

@@ -14,8 +14,7 @@ from vistabench.data.coco import read_ground_truth, read_results
 from vistabench.errors import InputError
 from vistabench.metrics.detection import (detection_labels, evaluate_detections, recall_counts,
                                           top_per_class, top_per_image)
-from vistabench.metrics.detection_data import Detections, GroundTruth
-from vistabench.metrics.detection_match import RECALL_THRESHOLDS, box_iou_pairs
+from vistabench.metrics.detection import RECALL_THRESHOLDS, Detections, GroundTruth, box_iou_pairs
 from vistabench.data.detection_synth import synth_detection_set
 
 _spec = importlib.util.spec_from_file_location(

@@ -3,9 +3,8 @@
 import numpy as np
 import pytest
 
-from vistabench.metrics._detection_sort import (group_ranks, member, score_order, score_order_keys, stable_by,
-                                                stable_by_keys)
-from vistabench.metrics.detection import rank_within
+from vistabench.metrics.detection import (group_ranks, member, rank_within, score_order, score_order_keys,
+                                         stable_by, stable_by_keys)
 
 
 @pytest.mark.parametrize("score", [

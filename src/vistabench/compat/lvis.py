@@ -25,11 +25,9 @@ import numpy as np
 
 from ..data.coco import read_ground_truth, read_result_columns
 from ..errors import InputError
-from ..metrics.detection import (DetectionEvaluation, IOU_THRESHOLDS, LVIS_MAX_DETS, RECALL_THRESHOLDS,
-                                 accumulate, evaluate_detections, match_set, summarize, top_per_image,
-                                 warn_annotation_id_zero)
-from ..metrics.detection_data import Detections, GroundTruth
-from ..metrics.detection_match import AREA_LABELS, AREA_RANGES
+from ..metrics.detection import (AREA_LABELS, AREA_RANGES, DetectionEvaluation, Detections, GroundTruth,
+                                 IOU_THRESHOLDS, LVIS_MAX_DETS, RECALL_THRESHOLDS, accumulate, evaluate_detections,
+                                 match_set, summarize, top_per_image, warn_annotation_id_zero)
 
 __all__ = ["LVIS", "LVISResults", "LVISEval", "LVISEvaluator", "Params"]
 

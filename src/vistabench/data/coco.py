@@ -26,7 +26,7 @@ import msgspec
 import numpy as np
 
 from ..errors import InputError
-from ..metrics.detection_data import Detections, GroundTruth
+from ..metrics.detection import Detections, GroundTruth, check_segmentations, to_rle
 
 _CHUNK = 2 << 20  # smaller than before (8 MB): the decoded records stay closer in cache while they become columns
 
@@ -366,14 +366,25 @@ def read_ground_truth(
     seg = None
     if with_segmentation:
         seg = [a.segmentation for a in anns]
-        if any(x is None for x in seg):
-            raise InputError(f"{what} {name}: iou_type 'segm' needs 'segmentation' in every annotation")
+        absent = [i for i, x in enumerate(seg) if x is None]
+        if absent:
+            raise InputError(f"{what} {name}: annotation {absent[0]} (id {anns[absent[0]].id}) lacks 'segmentation'; "
+                             f"iou_type 'segm' needs one in every annotation")
     for kind, ids in (("annotation", [a.id for a in anns]), ("image", [im.id for im in images]),
                       ("category", [c.id for c in cats])):
         values, counts = np.unique(np.asarray(ids, dtype=np.int64), return_counts=True)
         if np.any(counts > 1):  # the official tools silently keep one of each duplicate id
             raise InputError(f"{what} {name}: duplicate {kind} ids {values[counts > 1][:5].tolist()}; "
                              f"every {kind} needs its own id")
+    try:
+        return _ground_truth_arrays(images, anns, cats, format, freq, seg)
+    except InputError as exc:
+        raise InputError(f"{what} {name}: {exc}") from exc
+
+
+def _ground_truth_arrays(images: list, anns: list, cats: list, format: str, freq: list | None,
+                         seg: list | None) -> GroundTruth:
+    n = len(anns)
     return GroundTruth.from_arrays(
         format=format, image_ids=np.fromiter([im.id for im in images], np.int64, len(images)),
         category_ids=np.fromiter([c.id for c in cats], np.int64, len(cats)),
@@ -412,12 +423,9 @@ def _columns(objs: list, offset: int, what: str, name: str, iou_type: str) -> di
     box = [o.get("bbox") for o in objs]
     missing = [i for i, b in enumerate(box) if b is None]
     if missing:
-        if seg is None:
-            raise InputError(f"{what} {name}: detection {offset + missing[0]} lacks 'bbox'")
-        import pycocotools.mask as mask_utils
-
-        for i in missing:
-            box[i] = mask_utils.toBbox(seg[i]).tolist()
+        mbox, marea = _boxes_from_masks(seg, missing, offset, what, name)
+        for j, i in enumerate(missing):
+            box[i] = mbox[j].tolist()
     try:
         bbox = np.asarray(box, dtype=np.float64).reshape(len(objs), 4)
         sc = np.asarray(score)
@@ -438,11 +446,8 @@ def _columns(objs: list, offset: int, what: str, name: str, iou_type: str) -> di
                          f"'category_id' must be integers") from exc
     area = None
     if missing:  # as pycocotools/lvis-api: box area when the result has a box, else mask area
-        import pycocotools.mask as mask_utils
-
         area = bbox[:, 2] * bbox[:, 3]
-        for i in missing:
-            area[i] = float(mask_utils.area(seg[i]))
+        area[missing] = marea
     c = _check({"image_id": iid_a, "category_id": cid_a, "bbox": bbox, "score": sc}, offset, what, name, area)
     c["seg"] = seg
     return c
@@ -458,15 +463,44 @@ def _struct_checked(c: dict[str, Any], offset: int, what: str, name: str, iou_ty
             raise InputError(f"{what} {name}: detection {offset + absent[0]} lacks 'segmentation' (needed for segm)")
     area = None
     if missing:
-        if seg is None or any(seg[i] is None for i in missing):
-            raise InputError(f"{what} {name}: detection {offset + missing[0]} lacks 'bbox'")
-        import pycocotools.mask as mask_utils
-
+        mbox, marea = _boxes_from_masks(seg, missing, offset, what, name)
         area = c["bbox"][:, 2] * c["bbox"][:, 3]
-        for i in missing:
-            c["bbox"][i] = mask_utils.toBbox(seg[i])
-            area[i] = float(mask_utils.area(seg[i]))
+        c["bbox"][missing] = mbox
+        area[missing] = marea
     return _check(c, offset, what, name, area)
+
+
+def _boxes_from_masks(seg: list | None, missing: list[int], offset: int, what: str,
+                      name: str) -> tuple[np.ndarray, np.ndarray]:
+    """Boxes and mask areas of the results at ``missing`` that have no box, from their RLE masks
+    (pycocotools ``toBbox`` / ``area``, as its ``loadRes`` derives them), after checking the masks."""
+    if seg is None or any(seg[i] is None for i in missing):
+        raise InputError(f"{what} {name}: detection {offset + missing[0]} lacks 'bbox'")
+    _check_masks(seg, missing, offset, what, name)  # before pycocotools reads them
+    poly = [i for i in missing if isinstance(seg[i], list)]
+    if poly:
+        raise InputError(f"{what} {name}: detection {offset + poly[0]} lacks 'bbox' and its mask is a polygon "
+                         f"(its box needs the image size): give a 'bbox' or an RLE mask")
+    import pycocotools.mask as mask_utils
+
+    rles = [to_rle(seg[i], int(seg[i]["size"][0]), int(seg[i]["size"][1])) for i in missing]
+    # pycocotools' list calls count in a uint8: 255 at a time
+    parts = [rles[s: s + 255] for s in range(0, len(rles), 255)]
+    return (np.concatenate([np.asarray(mask_utils.toBbox(p), np.float64).reshape(-1, 4) for p in parts]),
+            np.concatenate([np.asarray(mask_utils.area(p), np.float64).reshape(-1) for p in parts]))
+
+
+def _check_masks(seg: list, which: list[int] | None, offset: int, what: str, name: str) -> None:
+    """:func:`~vistabench.metrics.detection.check_segmentations` of ``seg[which]`` (None: every mask
+    present), named by the detection's position in the file."""
+    idx = [i for i, x in enumerate(seg) if x is not None] if which is None else which
+    if not idx:
+        return
+    try:
+        check_segmentations(seg if len(idx) == len(seg) else [seg[i] for i in idx], what="detection",
+                            offset=offset, positions=np.asarray(idx, np.int64))
+    except InputError as exc:
+        raise InputError(f"{what} {name}: {exc}") from exc
 
 
 def _check(c: dict[str, Any], offset: int, what: str, name: str, area: np.ndarray | None = None) -> dict[str, Any]:
@@ -493,12 +527,17 @@ def read_result_columns(
     iou_type: Literal["bbox", "segm"] = "bbox",
     chunk_bytes: int = _CHUNK,
     keep_segmentation: bool | None = None,
+    check_masks: bool = True,
 ) -> dict[str, Any]:
     """Read a results file (streamed) into columns keyed by the file's own ids.
 
     Returns ``{"image_id", "category_id": (N,) int64, "bbox": (N, 4), "score", "area": (N,) float64,
-    "segmentation": list or None}``. Validates scores (finite), boxes (finite, non-negative size)
-    and ids (integers); needs no ground truth (used by ``rerank`` and ``calibrate apply``).
+    "segmentation": list or None}``. Validates scores (finite), boxes (finite, non-negative size),
+    ids (integers) and, with ``check_masks``, the masks' form (``check_segmentations``; their sizes
+    need the ground truth: :meth:`Detections.from_ids` checks those, and the form with them, so
+    :func:`read_results` passes ``check_masks=False``). Masks of results without a box are always
+    checked (their box is derived from them). Needs no ground truth (used by ``rerank`` and
+    ``calibrate apply``).
     """
     what = "--results"
     name = _name(source)
@@ -528,6 +567,8 @@ def read_result_columns(
                     c["seg"] = [o.get("segmentation") if isinstance(o, dict) else None for o in objs]
             if want_seg and c["seg"] is None:
                 c["seg"] = [None] * len(c["score"])
+            if check_masks and c["seg"] is not None:
+                _check_masks(c["seg"], None, offset, what, name)
             offset += len(c["score"])
             cols.append(c)
     except UnicodeDecodeError as exc:
@@ -560,7 +601,7 @@ def read_results(
     export) unless ``allow_empty``.
     """
     name = _name(source)
-    c = read_result_columns(source, iou_type=iou_type, chunk_bytes=chunk_bytes)
+    c = read_result_columns(source, iou_type=iou_type, chunk_bytes=chunk_bytes, check_masks=False)
     iid = c["image_id"]
     if len(iid) == 0:
         if not allow_empty:

@@ -8,8 +8,7 @@ from pathlib import Path
 
 from ..data.coco import read_ground_truth, read_results
 from ..data.detection_synth import SynthSet, synth_detection_set
-from ..metrics.detection import evaluate_detections
-from ..metrics.detection_data import Detections, GroundTruth
+from ..metrics.detection import Detections, GroundTruth, evaluate_detections
 from ..protocols.detection import apply_to, calibrate_detections, record_evaluation, rerank_top_per_class
 from ..protocols.detection_calibration import calibrators
 from ..protocols.detection_config import CalibrationSettings

@@ -19,9 +19,8 @@ from typing import Any, Literal, NamedTuple, Sequence
 import numpy as np
 
 from ..errors import InputError
-from ..metrics.detection import (DetectionEvaluation, detection_labels, evaluate_detections,
-                                 top_per_class)
-from ..metrics.detection_data import Detections, GroundTruth
+from ..metrics.detection import (DetectionEvaluation, Detections, GroundTruth, detection_labels,
+                                 evaluate_detections, top_per_class)
 from ..store import Record, ResultsStore
 from .detection_calibration import Calibration, apply_calibration, fit_calibration, fit_calibration_devil
 from .detection_config import CalibrationSettings, DetectionConfig

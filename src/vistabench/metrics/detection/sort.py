@@ -11,6 +11,8 @@ result is exactly the stable order.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 _BITS = 62  # packed keys stay non-negative int64
@@ -117,3 +119,19 @@ def member(keys: np.ndarray, *sets: np.ndarray, size: int) -> list[np.ndarray]:
         table[s] |= np.uint8(1 << i)
     got = table[keys]
     return [(got & np.uint8(1 << i)).astype(bool) for i in range(len(sets))]
+
+
+@dataclass
+class ScoreRank:
+    """The one score sort of an evaluation: ``order`` (:func:`score_order`) and ``rank``, the dense
+    rank of each detection's score (0 = highest; equal scores share a rank)."""
+
+    order: np.ndarray
+    rank: np.ndarray
+
+    @classmethod
+    def of(cls, score: np.ndarray) -> ScoreRank:
+        order, keys = score_order_keys(score)
+        rank = np.empty(len(order), np.int64)
+        rank[order] = dense_rank_sorted(keys)
+        return cls(order, rank)

@@ -7,13 +7,15 @@ be built directly from arrays (:meth:`GroundTruth.from_arrays`, :meth:`Detection
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Sequence
+from typing import Any, Literal
 
 import numpy as np
 
-from .._validation import check_array
-from ..errors import InputError
+from ..._validation import check_array
+from ...errors import InputError
+from .masks import check_segmentations
 
 GtFormat = Literal["lvis", "coco"]
 FREQUENCIES: tuple[str, ...] = ("r", "c", "f")
@@ -105,7 +107,7 @@ class GroundTruth:
     def __len__(self) -> int:
         return len(self.image)
 
-    def subset(self, keep: np.ndarray) -> "GroundTruth":
+    def subset(self, keep: np.ndarray) -> GroundTruth:
         """The same images and categories with only the annotations where ``keep`` (bool, (G,))."""
         from dataclasses import replace
 
@@ -135,7 +137,7 @@ class GroundTruth:
         segmentation: list | None = None,
         image_size: Any | None = None,
         category_names: list[str] | None = None,
-    ) -> "GroundTruth":
+    ) -> GroundTruth:
         """Build and validate ground truth from per-annotation arrays keyed by the dataset's ids.
 
         ``negative`` / ``not_exhaustive`` map an image id to category ids (LVIS
@@ -198,7 +200,13 @@ class GroundTruth:
 
         size = None
         if image_size is not None:
-            size = check_array(image_size, "image_size", ndim=2, kind="integer")[order_i]
+            size = check_array(image_size, "image_size", ndim=2, kind="integer")[order_i].astype(np.int64)
+        if segmentation is not None:
+            if len(segmentation) != n:
+                raise InputError(f"annotations.segmentation: expected {n} masks, got {len(segmentation)}")
+            if size is None:
+                raise InputError("image_size: masks need each image's (height, width)")
+            check_segmentations(segmentation, what="annotation", sizes=size[img], image_ids=iid)
         names = None if category_names is None else [category_names[i] for i in order_c]
         return cls(format=format, image_ids=img_sorted, category_ids=cat_sorted, frequency=freq,
                    image=img, category=cat, bbox=box, area=ar.astype(np.float64), ignore=ign, crowd=crowd,
@@ -230,13 +238,13 @@ class Detections:
     def __len__(self) -> int:
         return len(self.score)
 
-    def subset(self, idx: np.ndarray) -> "Detections":
+    def subset(self, idx: np.ndarray) -> Detections:
         """The detections at positions ``idx`` (in that order)."""
         seg = None if self.segmentation is None else [self.segmentation[i] for i in idx]
         return Detections(self.image[idx], self.category[idx], self.bbox[idx], self.score[idx],
                           self.area[idx], seg)
 
-    def with_scores(self, score: np.ndarray) -> "Detections":
+    def with_scores(self, score: np.ndarray) -> Detections:
         """Same detections with new scores (validated finite, same length)."""
         s = check_array(score, "score", ndim=1, kind="float")
         if len(s) != len(self):
@@ -244,7 +252,7 @@ class Detections:
         return Detections(self.image, self.category, self.bbox, s, self.area, self.segmentation)
 
     @classmethod
-    def empty(cls) -> "Detections":
+    def empty(cls) -> Detections:
         z = np.zeros(0, np.int64)
         return cls(z, z.copy(), np.zeros((0, 4)), np.zeros(0), np.zeros(0))
 
@@ -259,7 +267,7 @@ class Detections:
         score: Any,
         segmentation: list | None = None,
         area: Any | None = None,
-    ) -> "Detections":
+    ) -> Detections:
         """Validate detections given by dataset ids against ``gt`` (unknown ids are an error)."""
         iid = _ids(image_id, "results.image_id")
         cid = _ids(category_id, "results.category_id")
@@ -272,5 +280,17 @@ class Detections:
         box = _boxes(bbox, "results.bbox", n)
         img = _index_of(iid, gt.image_ids, "results", "image")
         cat = _index_of(cid, gt.category_ids, "results", "category")
+        if segmentation is not None:
+            if len(segmentation) != n:
+                raise InputError(f"results.segmentation: expected {n} masks, got {len(segmentation)}")
+            has = [i for i, x in enumerate(segmentation) if x is not None]  # None: a result without a mask
+            if has:
+                if gt.image_size is None:
+                    raise InputError("results.segmentation: masks need the ground truth's image sizes (image_size)")
+                idx = np.asarray(has, np.int64)
+                segs = segmentation if len(has) == n else [segmentation[i] for i in has]
+                check_segmentations(segs, what="detection", sizes=gt.image_size[img[idx]], image_ids=iid[idx],
+                                    positions=idx)
         ar = box[:, 2] * box[:, 3] if area is None else check_array(area, "results.area", ndim=1, kind="float")
         return cls(img, cat, box, sc, ar.astype(np.float64, copy=False), segmentation)
+

@@ -12,34 +12,43 @@ once (groups share no ground truth, so there are no conflicts), for all 10 IoU t
 
 Because greedy matching of a score-ordered list is prefix-stable (dropping the lowest-scored
 detections of a group does not change the matches of the others), one matching of the union of all
-kept detections serves AP^Old, AP^Fixed and AP^Pool.
+kept detections serves AP^Old, AP^Fixed and AP^Pool: :func:`match_set` selects
+(:mod:`.select`), orders and matches them once (:class:`MatchedSet`). Each outcome is a
+:class:`MatchCode`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from enum import IntEnum
 
 import numpy as np
 
-from ._detection_sort import member, stable_by_keys
-from .detection_data import Detections, GroundTruth
-
-#: lvis-api / pycocotools: IoU thresholds 0.50:0.05:0.95 and recall points 0:0.01:1.
-IOU_THRESHOLDS = np.linspace(0.5, 0.95, int(np.round((0.95 - 0.5) / 0.05)) + 1, endpoint=True)
-RECALL_THRESHOLDS = np.linspace(0.0, 1.00, int(np.round((1.00 - 0.0) / 0.01)) + 1, endpoint=True)
-AREA_RANGES = np.array([[0 ** 2, 1e5 ** 2], [0 ** 2, 32 ** 2], [32 ** 2, 96 ** 2], [96 ** 2, 1e5 ** 2]], float)
-AREA_LABELS = ("all", "small", "medium", "large")
+from ...errors import InputError
+from .data import Detections, GroundTruth
+from .masks import to_rle
+from .params import AREA_RANGES, COCO_MAX_DETS, IOU_THRESHOLDS, IouType
+from .select import canonical_order, federated_selection, lvis_area_filter
+from .sort import ScoreRank, member, stable_by_keys
 
 _PAIR_CHUNK = 1 << 19  # pairs per IoU batch: bounds the transient memory (~50 MB)
+
+
+class MatchCode(IntEnum):
+    """What the matching made of a detection at one area range and IoU threshold (stored as int8)."""
+
+    UNMATCHED = 0  #: no ground truth taken: a false positive where the detection counts
+    TRUE_POSITIVE = 1  #: matched to a ground truth that counts
+    MATCHED_IGNORED = 2  #: matched to an ignored ground truth: the detection is ignored too
+    NOT_EVALUATED = 3  #: (labels only) beyond pycocotools' per-(image, category) cap
 
 
 @dataclass
 class Matching:
     """Result of :func:`match_detections` for detections ``det`` (positions into a Detections).
 
-    ``code[a, t, j]`` for candidate ``cand[j]`` (a position into ``det``): 0 unmatched, 1 matched
-    to a ground truth that counts, 2 matched to an ignored ground truth (the detection is then
-    ignored). Non-candidates are unmatched at every threshold.
+    ``code[a, t, j]`` for candidate ``cand[j]`` (a position into ``det``) is a :class:`MatchCode`:
+    UNMATCHED, TRUE_POSITIVE or MATCHED_IGNORED. Non-candidates are unmatched at every threshold.
     """
 
     det: np.ndarray  # (n,) detection indices, in the order given
@@ -51,8 +60,8 @@ class Matching:
     group_rank: np.ndarray  # (n,) rank of each detection within its (image, category) group
 
     def codes(self, a: int, t: int) -> np.ndarray:
-        """Dense (n,) int8 codes for area ``a`` and threshold ``t``."""
-        out = np.zeros(len(self.det), np.int8)
+        """Dense (n,) int8 :class:`MatchCode` values for area ``a`` and threshold ``t``."""
+        out = np.full(len(self.det), MatchCode.UNMATCHED, np.int8)
         out[self.cand] = self.code[a, t]
         return out
 
@@ -79,19 +88,6 @@ def box_iou_pairs(d: np.ndarray, g: np.ndarray, crowd: np.ndarray) -> np.ndarray
     out = np.zeros(len(d))
     np.divide(i, u, out=out, where=ok)
     return out
-
-
-def to_rle(segm, h: int, w: int):
-    """Polygon / uncompressed RLE / RLE -> compressed RLE (as ``LVIS.ann_to_rle``)."""
-    import pycocotools.mask as mask_utils
-
-    if isinstance(segm, list):
-        return mask_utils.merge(mask_utils.frPyObjects(segm, h, w))
-    if isinstance(segm.get("counts"), list):
-        return mask_utils.frPyObjects(segm, h, w)
-    if isinstance(segm.get("counts"), str):
-        return {"size": segm["size"], "counts": segm["counts"].encode("ascii")}
-    return segm
 
 
 def match_detections(
@@ -205,8 +201,6 @@ def _segm_pairs(gt, dets, det, grp, lo, cnt, g_order, min_thr):
     import pycocotools.mask as mask_utils
 
     if gt.segmentation is None or dets.segmentation is None:
-        from ..errors import InputError
-
         raise InputError("iou_type='segm' needs 'segmentation' in both the ground truth and the results")
     size = gt.image_size
     has = np.flatnonzero(cnt > 0)
@@ -249,7 +243,7 @@ def _greedy_rounds(pdet, pgt, piou, gk_sorted, grp, starts, gt_ignore, crowd, th
     pc, pgt, piou = pc[order], pgt[order], piou[order]
     prank = crank[pc]
     rb = np.flatnonzero(np.r_[True, prank[1:] != prank[:-1], True])
-    code = np.zeros((A, T, len(cands)), np.int8)
+    code = np.full((A, T, len(cands)), MatchCode.UNMATCHED, np.int8)
     matched = np.zeros((A, T, gt_ignore.shape[1]), bool)
     thr3 = thr[None, :, None]
     for r0, r1 in zip(rb[:-1], rb[1:]):
@@ -264,8 +258,8 @@ def _greedy_rounds(pdet, pgt, piou, gk_sorted, grp, starts, gt_ignore, crowd, th
         ig = gt_ignore[:, g][:, None, :]  # (A, 1, P)
         idx = np.arange(P)
         choice = np.full((A, T, len(seg)), -1, np.int64)
-        kind = np.zeros((A, T, len(seg)), np.int8)
-        for phase, mask in ((1, valid & ~ig), (2, valid & ig)):
+        kind = np.full((A, T, len(seg)), MatchCode.UNMATCHED, np.int8)
+        for phase, mask in ((MatchCode.TRUE_POSITIVE, valid & ~ig), (MatchCode.MATCHED_IGNORED, valid & ig)):
             key = np.where(mask, v, -1.0)
             best = np.maximum.reduceat(key, seg, axis=2)
             hit = mask & (key == np.repeat(best, seg_len, axis=2))
@@ -277,3 +271,45 @@ def _greedy_rounds(pdet, pgt, piou, gk_sorted, grp, starts, gt_ignore, crowd, th
         matched[aa, tt, g[choice[aa, tt, dd]]] = True
         code[:, :, c[seg]] = kind
     return cands, code
+
+
+@dataclass
+class MatchedSet:
+    """Stage 1 of the evaluation: the selected detections matched once for all thresholds/areas.
+
+    Attributes
+    ----------
+    gt : the ground truth as evaluated (LVIS: zero-area annotations dropped).
+    det : (n,) int64 positions into the Detections, canonical order (:func:`canonical_order`).
+    match : :class:`Matching` of ``det``.
+    in_cap : (n,) bool; COCO: within pycocotools' top 100 per image and category; LVIS: all True.
+    """
+
+    gt: GroundTruth
+    det: np.ndarray
+    match: Matching
+    in_cap: np.ndarray
+    score_rank: np.ndarray | None = field(default=None, repr=False)  # (N,) dense score rank, 0 = best
+
+
+def match_set(gt: GroundTruth, dets: Detections, keep: np.ndarray | None = None, *,
+              iou_type: IouType = "bbox", score_rank: ScoreRank | None = None) -> MatchedSet:
+    """Select (``keep`` and :func:`federated_selection`), order and match detections against ``gt``.
+
+    Parameters
+    ----------
+    keep : (n,) bool or None (all); the union of what the variants to be accumulated need.
+    score_rank : the evaluation's one score sort of ``dets.score``, if already computed.
+    """
+    sr = ScoreRank.of(dets.score) if score_rank is None else score_rank
+    gt = lvis_area_filter(gt)
+    sel = federated_selection(gt, dets)
+    if keep is not None:
+        sel &= keep
+    det = canonical_order(dets, np.flatnonzero(sel), score_rank=sr.rank)
+    match = match_detections(gt, dets, det, iou_type=iou_type)
+    if gt.format == "coco":  # pycocotools keeps the top maxDets[-1] per image and category
+        in_cap = match.group_rank < COCO_MAX_DETS[-1]
+    else:
+        in_cap = np.ones(len(det), bool)
+    return MatchedSet(gt=gt, det=det, match=match, in_cap=in_cap, score_rank=sr.rank)

@@ -1,0 +1,154 @@
+"""Large-vocabulary detection AP (AP^Old, AP^Fixed, AP^Pool), exact against lvis-api / pycocotools.
+
+One module per phase of the evaluation; every public name is re-exported here, so
+``from vistabench.metrics.detection import evaluate_detections, GroundTruth, ...`` is the one import
+other packages use (numpy only; pycocotools is imported for masks only).
+
+==================  =====================================================================
+module              public names
+==================  =====================================================================
+:mod:`.data`        ``GroundTruth``, ``Detections``, ``FREQUENCIES``, ``GtFormat``
+:mod:`.params`      ``IOU_THRESHOLDS``, ``RECALL_THRESHOLDS``, ``AREA_RANGES``, ``AREA_LABELS``,
+                    ``COCO_MAX_DETS``, ``LVIS_MAX_DETS``, ``IouType``
+:mod:`.sort`        ``ScoreRank``, ``score_key``, ``score_order``, ``score_order_keys``,
+                    ``stable_by``, ``stable_by_keys``, ``dense_rank_sorted``, ``group_ranks``,
+                    ``member``
+:mod:`.masks`       ``check_segmentations``, ``decode_rle_counts``, ``to_rle``,
+                    ``MIN_POLYGON_NUMBERS``, ``MAX_CODE_GROUPS``
+:mod:`.select`      ``rank_within``, ``top_mask``, ``top_per_image``, ``top_per_class``,
+                    ``federated_selection``, ``lvis_area_filter``, ``canonical_order``
+:mod:`.match`       ``MatchCode``, ``Matching``, ``box_iou_pairs``, ``match_detections``,
+                    ``MatchedSet``, ``match_set``
+:mod:`.accumulate`  ``recall_counts``, ``PRCurves``, ``pr_curves``, ``Accumulation``,
+                    ``PooledAccumulation``, ``accumulate``, ``accumulate_pooled``
+:mod:`.summarize`   ``summarize``, ``summarize_pooled``
+:mod:`.evaluate`    ``evaluate_detections``, ``DetectionEvaluation``, ``Variant``, ``VARIANTS``,
+                    ``POOL_KEYS``, ``OfficialToolsDifferenceWarning``, ``warn_annotation_id_zero``
+:mod:`.labels`      ``detection_labels``, ``DetectionLabels`` (calibration labels)
+==================  =====================================================================
+"""
+
+from .accumulate import (
+                         Accumulation,
+                         PooledAccumulation,
+                         PRCurves,
+                         accumulate,
+                         accumulate_pooled,
+                         pr_curves,
+                         recall_counts,
+)
+from .data import FREQUENCIES, Detections, GroundTruth, GtFormat
+from .evaluate import (
+                         POOL_KEYS,
+                         VARIANTS,
+                         DetectionEvaluation,
+                         OfficialToolsDifferenceWarning,
+                         Variant,
+                         evaluate_detections,
+                         warn_annotation_id_zero,
+)
+from .labels import DetectionLabels, detection_labels
+from .masks import (
+                         MAX_CODE_GROUPS,
+                         MIN_POLYGON_NUMBERS,
+                         check_segmentations,
+                         decode_rle_counts,
+                         to_rle,
+)
+from .match import (
+                         MatchCode,
+                         MatchedSet,
+                         Matching,
+                         box_iou_pairs,
+                         match_detections,
+                         match_set,
+)
+from .params import (
+                         AREA_LABELS,
+                         AREA_RANGES,
+                         COCO_MAX_DETS,
+                         IOU_THRESHOLDS,
+                         LVIS_MAX_DETS,
+                         RECALL_THRESHOLDS,
+                         IouType,
+)
+from .select import (
+                         canonical_order,
+                         federated_selection,
+                         lvis_area_filter,
+                         rank_within,
+                         top_mask,
+                         top_per_class,
+                         top_per_image,
+)
+from .sort import (
+                         ScoreRank,
+                         dense_rank_sorted,
+                         group_ranks,
+                         member,
+                         score_key,
+                         score_order,
+                         score_order_keys,
+                         stable_by,
+                         stable_by_keys,
+)
+from .summarize import summarize, summarize_pooled
+
+__all__ = [
+                         "AREA_LABELS",
+                         "AREA_RANGES",
+                         "COCO_MAX_DETS",
+                         "FREQUENCIES",
+                         "IOU_THRESHOLDS",
+                         "LVIS_MAX_DETS",
+                         "MAX_CODE_GROUPS",
+                         "MIN_POLYGON_NUMBERS",
+                         "POOL_KEYS",
+                         "RECALL_THRESHOLDS",
+                         "VARIANTS",
+                         "Accumulation",
+                         "DetectionEvaluation",
+                         "DetectionLabels",
+                         "Detections",
+                         "GroundTruth",
+                         "GtFormat",
+                         "IouType",
+                         "MatchCode",
+                         "MatchedSet",
+                         "Matching",
+                         "OfficialToolsDifferenceWarning",
+                         "PRCurves",
+                         "PooledAccumulation",
+                         "ScoreRank",
+                         "Variant",
+                         "accumulate",
+                         "accumulate_pooled",
+                         "box_iou_pairs",
+                         "canonical_order",
+                         "check_segmentations",
+                         "decode_rle_counts",
+                         "dense_rank_sorted",
+                         "detection_labels",
+                         "evaluate_detections",
+                         "federated_selection",
+                         "group_ranks",
+                         "lvis_area_filter",
+                         "match_detections",
+                         "match_set",
+                         "member",
+                         "pr_curves",
+                         "rank_within",
+                         "recall_counts",
+                         "score_key",
+                         "score_order",
+                         "score_order_keys",
+                         "stable_by",
+                         "stable_by_keys",
+                         "summarize",
+                         "summarize_pooled",
+                         "to_rle",
+                         "top_mask",
+                         "top_per_class",
+                         "top_per_image",
+                         "warn_annotation_id_zero",
+]

@@ -1,0 +1,65 @@
+"""Summary: lvis-api's / pycocotools' keys (AP, AP50, ..., AR@N) from an accumulation: means over
+the defined entries (the tools' -1 left out), NaN where none is."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .accumulate import Accumulation, PooledAccumulation
+from .data import FREQUENCIES, GroundTruth
+from .params import AREA_LABELS, COCO_MAX_DETS, IOU_THRESHOLDS
+
+
+def _mean_defined(s: np.ndarray) -> float:
+    v = s[~np.isnan(s)]
+    return float(np.mean(v)) if len(v) else float("nan")
+
+
+def summarize(acc: Accumulation, gt: GroundTruth, *, max_dets_label: int | str | None) -> dict[str, float]:
+    """lvis-api's / pycocotools' summary keys from an :class:`Accumulation` (means over the defined
+    entries, NaN where none is).
+
+    Keys: AP, AP50, AP75, APs, APm, APl, APr, APc, APf (NaN for COCO); LVIS: AR@N, ARs@N, ARm@N,
+    ARl@N with N = ``max_dets_label``; COCO: AR@1, AR@10, AR@100, ARs@100, ARm@100, ARl@100.
+    """
+    precision, recall = acc.precision, acc.recall
+    lvis = gt.format == "lvis"
+
+    def ap(iou_thr=None, area="all", freq=None):
+        a = AREA_LABELS.index(area)
+        s = precision[:, :, :, a]
+        if iou_thr is not None:
+            s = s[np.flatnonzero(iou_thr == IOU_THRESHOLDS)]
+        if freq is not None:
+            s = s[:, :, gt.frequency == freq]
+        return _mean_defined(s)
+
+    def ar(area="all", mi=None):
+        a = AREA_LABELS.index(area)
+        return _mean_defined(recall[:, :, a] if mi is None else recall[:, :, a, mi])
+
+    res = {"AP": ap(), "AP50": ap(iou_thr=0.50), "AP75": ap(iou_thr=0.75),
+           "APs": ap(area="small"), "APm": ap(area="medium"), "APl": ap(area="large")}
+    for f in FREQUENCIES:
+        res[f"AP{f}"] = ap(freq=f) if lvis else float("nan")
+    if lvis:
+        res[f"AR@{max_dets_label}"] = ar()
+        for area in ("small", "medium", "large"):
+            res[f"AR{area[0]}@{max_dets_label}"] = ar(area)
+    else:
+        for mi, md in enumerate(COCO_MAX_DETS):
+            res[f"AR@{md}"] = ar(mi=mi)
+        for area in ("small", "medium", "large"):
+            res[f"AR{area[0]}@{COCO_MAX_DETS[-1]}"] = ar(area, mi=len(COCO_MAX_DETS) - 1)
+    return res
+
+
+def summarize_pooled(acc: PooledAccumulation) -> dict[str, float]:
+    """AP, AP50, AP75 of the "all" pool and APr/APc/APf of the frequency pools."""
+    p = acc.precision
+    res = {"AP": _mean_defined(p[:, :, 0]),
+           "AP50": _mean_defined(p[np.flatnonzero(0.5 == IOU_THRESHOLDS), :, 0]),
+           "AP75": _mean_defined(p[np.flatnonzero(0.75 == IOU_THRESHOLDS), :, 0])}
+    for i, name in enumerate(acc.pools[1:], start=1):
+        res[f"AP{name}"] = _mean_defined(p[:, :, i])
+    return res
