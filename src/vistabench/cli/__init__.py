@@ -83,8 +83,8 @@ def _options_of(parser: argparse.ArgumentParser, args: argparse.Namespace) -> di
         for a in p._actions:
             if isinstance(a, argparse._SubParsersAction):  # follow the sub-command that was chosen
                 nxt = a.choices.get(str(getattr(args, a.dest, None)))
-            elif a.option_strings:
-                out[a.dest] = max(a.option_strings, key=len)
+            elif a.option_strings:  # a config field's flag: its dest is "cfg__<field>"
+                out[a.dest.removeprefix("cfg__")] = max(a.option_strings, key=len)
         p = nxt
     return out
 
