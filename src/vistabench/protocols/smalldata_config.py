@@ -158,6 +158,8 @@ class SmalldataConfig(RunConfig):
         if preset.needs_root and not self.root:
             raise InputError(f"root: dataset {self.dataset!r} needs its folder (give root, or dataset as "
                              f"{self.dataset}:DIR)")
+        if self.ray_address is not None and self.engine != "ray":
+            raise InputError(f"ray_address: only with engine ray (got engine {self.engine!r})")
         if self.train_per_class is not None and self.val_fraction is not None:
             raise InputError(f"val_fraction: give either train_per_class or val_fraction, not both (got "
                              f"{self.val_fraction} and {self.train_per_class})")
