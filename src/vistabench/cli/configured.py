@@ -39,7 +39,11 @@ def _is_tuple(tp: Any) -> bool:
 def _is_mapping(tp: Any) -> bool:
     if get_origin(tp) is dict or tp is dict:
         return True
-    return isinstance(tp, type) and issubclass(tp, Options)
+    if isinstance(tp, type) and issubclass(tp, Options):
+        return True
+    args = get_args(tp)  # a union of a mapping and an Options class (e.g. method_options)
+    return (get_origin(tp) is not dict and any(isinstance(a, type) and issubclass(a, Options) for a in args)
+            and all(_is_mapping(a) for a in args if a is not type(None)))
 
 
 def _is_bool(tp: Any) -> bool:
