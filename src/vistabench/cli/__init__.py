@@ -105,7 +105,7 @@ def _option_names(message: str, parser: argparse.ArgumentParser, args: argparse.
     # the API's convention: a message starts with the parameter's name ("n_max: expected ...");
     # elsewhere only "snake_name=value" is a parameter name
     snake = "|".join(re.escape(k) for k in sorted(names, key=len, reverse=True) if "_" in k)
-    pattern = re.compile(r"^(" + alternatives + r")(?=[:=]| \(| must| expected)"
+    pattern = re.compile(r"^(" + alternatives + r")(?=[:=]| \(| must| expected| ')"
                          + (r"|(?<![\w'\"/.-])(" + snake + r")(?==)" if snake else ""))
     message = pattern.sub(lambda m: names[m.group(1) or m.group(2)], message)
     return re.sub(r"(--[\w-]+)( '[^']*')?: \1:", r"\1\2:", message)  # "--matrix 'm.json': --matrix: ..."

@@ -197,7 +197,9 @@ def _run_human(res) -> str:
                  f"= training {sm['cflop_train']:.3e} + selection/validation forwards {sm['cflop_selection']:.3e}")
     if records:
         st = records[0]["settings"]
-        lines.append(f"meta-test from {st.get('meta_test_from_year')} (recipe {st.get('recipe', 'cpu')})")
+        n_test = sum(e["split"] == "meta-test" for e in events)
+        lines.append(f"meta-test from {st.get('meta_test_from_year')}: {len(events) - n_test} meta-train, {n_test} "
+                     f"meta-test tasks run of {st.get('num_tasks')}; recipe {st.get('recipe', 'cpu')}")
     return "\n".join(lines)
 
 

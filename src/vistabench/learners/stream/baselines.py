@@ -162,6 +162,8 @@ class PT(SearchLearner):
         if not self.config.checkpoint:
             raise InputError("checkpoint: learner 'pt' needs a checkpoint file (a state dict saved with torch.save)")
         p = Path(self.config.checkpoint)
+        if p.is_dir():
+            raise InputError(f"checkpoint {str(p)!r}: is a folder, expected a state dict file")
         if not p.is_file():
             raise InputError(f"checkpoint {str(p)!r}: no such file")
         try:
