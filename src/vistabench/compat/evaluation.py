@@ -23,7 +23,7 @@ from ..metrics.detection import canonical_order, federated_selection, pr_curves,
 from ..metrics.detection_data import Detections, GroundTruth
 from ..metrics.detection_match import Matching, match_detections
 
-__all__ = ["EmptyResultsError", "ParamsMatch", "Accumulated", "match_for_params", "accumulate_for_params",
+__all__ = ["EmptyResultsError", "UnknownIdError", "ParamsMatch", "Accumulated", "match_for_params", "accumulate_for_params",
            "mean_defined", "id_positions", "PolygonFromBox"]
 
 
@@ -31,6 +31,13 @@ class EmptyResultsError(InputError, IndexError):
     """No results to evaluate. An :class:`~vistabench.errors.InputError` (so the CLI prints one line)
     and an ``IndexError``, the type lvis-api and pycocotools raise on an empty list (``anns[0]``) and
     the type mmdetection catches to log "results empty"."""
+
+
+class UnknownIdError(InputError, KeyError):
+    """An id that is not in the dataset (lvis-api raises a bare KeyError)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
 
 
 def PolygonFromBox(x: float, y: float, w: float, h: float) -> list:

@@ -35,39 +35,14 @@ from ..errors import InputError, InputTypeError
 from ..metrics.detection import LVIS_MAX_DETS, warn_annotation_id_zero
 from ..metrics.detection_data import Detections, GroundTruth
 from ..metrics.detection_match import AREA_LABELS, AREA_RANGES, IOU_THRESHOLDS, RECALL_THRESHOLDS, to_rle
-from .evaluation import (EmptyResultsError, accumulate_for_params, id_positions, match_for_params, mean_defined)
+from .evaluation import (EmptyResultsError, UnknownIdError, accumulate_for_params, id_positions, match_for_params,
+                         mean_defined)
 from .per_image import evaluate_group, group_ious
-from .results import load_result_list, prepare_results
+from .results import load_result_list, prepare_results, read_dataset
 
 __all__ = ["LVIS", "LVISResults", "LVISEval", "Params", "EmptyResultsError", "UnknownIdError"]
 
 logger = logging.getLogger(__name__)
-
-
-class UnknownIdError(InputError, KeyError):
-    """An id that is not in the dataset (lvis-api raises a bare KeyError)."""
-
-    def __str__(self) -> str:
-        return str(self.args[0])
-
-
-def _read_dataset(source: Any, what: str) -> dict:
-    if isinstance(source, dict):
-        return source
-    if not isinstance(source, (str, Path)):
-        raise InputTypeError(f"{what}: expected a path or a dict, got {type(source).__name__}")
-    p = Path(source)
-    if not p.is_file():
-        raise InputError(f"{what}: {str(source)!r} is not a file")
-    import msgspec
-
-    try:
-        data = msgspec.json.decode(p.read_bytes())
-    except msgspec.DecodeError as exc:
-        raise InputError(f"{what}: {str(source)!r} is not valid JSON ({exc})") from None
-    if not isinstance(data, dict) or not {"images", "annotations", "categories"} <= set(data):
-        raise InputError(f"{what}: {str(source)!r} needs 'images', 'annotations' and 'categories'")
-    return data
 
 
 def _load(table: dict, ids, kind: str) -> list:
@@ -83,7 +58,7 @@ class LVIS:
     """As ``lvis.LVIS(annotation_path)`` (a dict is accepted too)."""
 
     def __init__(self, annotation_path: str | Path | dict):
-        self.dataset = _read_dataset(annotation_path, "annotation_path")
+        self.dataset = read_dataset(annotation_path, "annotation_path")
         self._gt: dict[bool, GroundTruth] = {}
         self._index: dict[str, Any] | None = None
         if not isinstance(self, LVISResults):

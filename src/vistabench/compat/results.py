@@ -19,7 +19,26 @@ import numpy as np
 from ..errors import InputError, InputTypeError
 from .evaluation import EmptyResultsError, PolygonFromBox
 
-__all__ = ["load_result_list", "prepare_results", "check_segmentation"]
+__all__ = ["read_dataset", "load_result_list", "prepare_results", "check_segmentation"]
+
+
+def read_dataset(source: Any, what: str) -> dict:
+    if isinstance(source, dict):
+        return source
+    if not isinstance(source, (str, Path)):
+        raise InputTypeError(f"{what}: expected a path or a dict, got {type(source).__name__}")
+    p = Path(source)
+    if not p.is_file():
+        raise InputError(f"{what}: {str(source)!r} is not a file")
+    import msgspec
+
+    try:
+        data = msgspec.json.decode(p.read_bytes())
+    except msgspec.DecodeError as exc:
+        raise InputError(f"{what}: {str(source)!r} is not valid JSON ({exc})") from None
+    if not isinstance(data, dict) or not {"images", "annotations", "categories"} <= set(data):
+        raise InputError(f"{what}: {str(source)!r} needs 'images', 'annotations' and 'categories'")
+    return data
 
 
 def load_result_list(source: Any, what: str) -> list:
