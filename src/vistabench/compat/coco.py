@@ -32,7 +32,7 @@ from .evaluation import UnknownIdError, accumulate_for_params, id_positions, mat
 from .per_image import evaluate_group, group_ious
 from .results import load_result_list, prepare_results, read_dataset
 
-__all__ = ["COCO", "COCOeval", "Params"]
+__all__ = ["COCO", "COCOeval", "Params", "detections_of"]
 
 
 def _array_like(x: Any) -> bool:
@@ -189,13 +189,20 @@ def _mask_box(coco: COCO, ann: dict, i: int) -> list:
     return mask_utils.toBbox(to_rle(ann["segmentation"], int(img.get("height", 0)), int(img.get("width", 0)))).tolist()
 
 
-def _detections(coco_dt: COCO, gt: GroundTruth, iou_type: str) -> Detections:
+def detections_of(coco_dt: COCO, gt: GroundTruth, iou_type: str) -> tuple[Detections, np.ndarray]:
     """Results as the evaluation reads them: ``area`` and (bbox mode) ``bbox`` as stored on each
-    result, masks from ``segmentation``; positions = ``dataset["annotations"]`` order."""
+    result, masks from ``segmentation``. Results of images or categories absent from ``gt`` are left
+    out, as pycocotools never loads them (its ids come from the ground truth); returns the detections
+    and their positions in ``dataset["annotations"]``."""
     anns = coco_dt.dataset.get("annotations", [])
     try:
         iid = np.array([a["image_id"] for a in anns], np.int64)
         cid = np.array([a["category_id"] for a in anns], np.int64)
+    except KeyError as exc:
+        raise InputError(f"cocoDt: a result lacks {exc.args[0]!r}") from None
+    pos = np.flatnonzero(np.isin(iid, gt.image_ids) & np.isin(cid, gt.category_ids))
+    anns = [anns[i] for i in pos]
+    try:
         score = np.array([a["score"] for a in anns], np.float64)
         area = np.array([a["area"] for a in anns], np.float64)
     except KeyError as exc:
@@ -203,16 +210,18 @@ def _detections(coco_dt: COCO, gt: GroundTruth, iou_type: str) -> Detections:
     if iou_type == "segm":
         seg = [a.get("segmentation") for a in anns]
         if any(s is None for s in seg):
-            raise InputError(f"cocoDt: result {seg.index(None)} lacks 'segmentation' (iouType 'segm')")
+            raise InputError(f"cocoDt: result {int(pos[seg.index(None)])} lacks 'segmentation' (iouType 'segm')")
         box = [a["bbox"] if "bbox" in a else _mask_box(coco_dt, a, i) for i, a in enumerate(anns)]
     else:
         seg = None
         if any("bbox" not in a for a in anns):
-            raise InputError(f"cocoDt: result {next(i for i, a in enumerate(anns) if 'bbox' not in a)} lacks 'bbox' "
-                             f"(iouType 'bbox')")
+            raise InputError(f"cocoDt: result {int(pos[next(i for i, a in enumerate(anns) if 'bbox' not in a)])} "
+                             f"lacks 'bbox' (iouType 'bbox')")
         box = [a["bbox"] for a in anns]
     bbox = np.asarray(box, np.float64).reshape(len(anns), 4)
-    return Detections.from_ids(gt, image_id=iid, category_id=cid, bbox=bbox, score=score, segmentation=seg, area=area)
+    d = Detections.from_ids(gt, image_id=iid[pos], category_id=cid[pos], bbox=bbox, score=score, segmentation=seg,
+                            area=area)
+    return d, pos
 
 
 class Params:
@@ -246,6 +255,7 @@ class COCOeval:
         self._paramsEval: Any = {}
         self.stats: Any = []
         self._pm = None
+        self._dt_pos = np.zeros(0, np.int64)
         self._per_image: dict[str, Any] = {}
         if cocoGt is not None:
             self.params.imgIds = sorted(cocoGt.getImgIds())
@@ -267,7 +277,7 @@ class COCOeval:
         if area.ndim != 2 or area.shape[1] != 2:
             raise InputError(f"params.areaRng: expected pairs [low, high], got {p.areaRng!r}")
         gt = self.cocoGt.ground_truth(p.iouType == "segm")
-        dets = _detections(self.cocoDt, gt, p.iouType)
+        dets, self._dt_pos = detections_of(self.cocoDt, gt, p.iouType)
         self._pm = match_for_params(
             gt, dets, iou_type=p.iouType, img_rows=id_positions(p.imgIds, gt.image_ids, "params.imgIds"),
             cat_rows=id_positions(p.catIds, gt.category_ids, "params.catIds"), use_cats=bool(p.useCats),
@@ -335,7 +345,7 @@ class COCOeval:
                 gts[int(img_of[pm.gt.image[i]]), a["category_id"] if use else -1].append(a)
             if use:
                 for j in np.sort(pm.det):
-                    a = res[int(j)]
+                    a = res[int(self._dt_pos[j])]
                     dts[a["image_id"], a["category_id"]].append(a)
             else:  # positions into the re-ordered detections: rebuild in catIds order, then file order
                 order = {c: k for k, c in reversed(list(enumerate(self._paramsEval.catIds)))}
