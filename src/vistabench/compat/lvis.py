@@ -60,7 +60,6 @@ class LVIS:
     def __init__(self, annotation_path: str | Path | dict):
         self.dataset = read_dataset(annotation_path, "annotation_path")
         self._gt: dict[bool, GroundTruth] = {}
-        self._index: dict[str, Any] | None = None
         if not isinstance(self, LVISResults):
             self.ground_truth(False)  # validated now, as lvis-api reads at construction
 
@@ -73,29 +72,32 @@ class LVIS:
                                                             with_segmentation=with_segmentation)
         return self._gt[with_segmentation]
 
-    # the index: built once, on first use (lvis-api builds it in the constructor)
-    def _idx(self) -> dict[str, Any]:
-        if self._index is None:
-            anns = {a["id"]: a for a in self.dataset["annotations"]}
-            img_ann_map, cat_img_map = defaultdict(list), defaultdict(list)
-            for a in self.dataset["annotations"]:
-                img_ann_map[a["image_id"]].append(a)
-                cat_img_map[a["category_id"]].append(a["image_id"])
-            self._index = {"anns": anns, "cats": {c["id"]: c for c in self.dataset["categories"]},
-                           "imgs": {i["id"]: i for i in self.dataset["images"]},
-                           "img_ann_map": img_ann_map, "cat_img_map": cat_img_map}
-        return self._index
+    # the index: built once, on first use (lvis-api builds it in the constructor); afterwards the
+    # tables are plain attributes, so each look-up costs what lvis-api's does
+    _INDEX = ("anns", "cats", "imgs", "img_ann_map", "cat_img_map")
 
-    anns = property(lambda self: self._idx()["anns"])
-    cats = property(lambda self: self._idx()["cats"])
-    imgs = property(lambda self: self._idx()["imgs"])
-    img_ann_map = property(lambda self: self._idx()["img_ann_map"])
-    cat_img_map = property(lambda self: self._idx()["cat_img_map"])
+    def __getattr__(self, name: str) -> Any:
+        if name in LVIS._INDEX and "dataset" in self.__dict__:
+            self._build_index()
+            return self.__dict__[name]
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def _build_index(self) -> None:
+        anns = {a["id"]: a for a in self.dataset["annotations"]}
+        img_ann_map, cat_img_map = defaultdict(list), defaultdict(list)
+        for a in self.dataset["annotations"]:
+            img_ann_map[a["image_id"]].append(a)
+            cat_img_map[a["category_id"]].append(a["image_id"])
+        self.__dict__.update(anns=anns, cats={c["id"]: c for c in self.dataset["categories"]},
+                             imgs={i["id"]: i for i in self.dataset["images"]}, img_ann_map=img_ann_map,
+                             cat_img_map=cat_img_map)
 
     def get_ann_ids(self, img_ids=None, cat_ids=None, area_rng=None) -> list[int]:
         if img_ids is not None:
             m = self.img_ann_map
-            anns = [a for i in img_ids for a in m.get(i, ())]
+            anns = []
+            for i in img_ids:
+                anns.extend(m[i])
         else:
             anns = self.dataset["annotations"]
         if cat_ids is None and area_rng is None:
