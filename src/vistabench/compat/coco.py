@@ -158,7 +158,8 @@ class COCO:
         res.dataset["images"] = list(self.dataset.get("images", []))
         anns = self.loadNumpyAnnotations(resFile) if isinstance(resFile, np.ndarray) else load_result_list(resFile, "resFile")
         ids = np.fromiter(self.imgs.keys(), np.int64, len(self.imgs))
-        prepare_results(anns, what="resFile", coco=True, image_ids=ids)
+        sizes = {i: (int(im.get("height", 0)), int(im.get("width", 0))) for i, im in self.imgs.items()}
+        prepare_results(anns, what="resFile", coco=True, image_ids=ids, image_sizes=sizes)
         res.dataset["categories"] = copy.deepcopy(self.dataset.get("categories", []))
         res.dataset["annotations"] = anns
         res.createIndex()

@@ -146,7 +146,8 @@ class LVISResults(LVIS):
         if max_dets > 0 and anns:
             anns = _limit_dets_per_image(anns, int(max_dets))
         ggt = gt.ground_truth(False)
-        self.columns = prepare_results(anns, what="results", coco=False, image_ids=ggt.image_ids)
+        sizes = {im["id"]: (int(im.get("height", 0)), int(im.get("width", 0))) for im in gt.dataset["images"]}
+        self.columns = prepare_results(anns, what="results", coco=False, image_ids=ggt.image_ids, image_sizes=sizes)
         super().__init__({"images": gt.dataset["images"], "categories": gt.dataset["categories"], "annotations": anns})
         self.lvis_gt = gt
         self.max_dets = int(max_dets)

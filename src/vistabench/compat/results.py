@@ -11,6 +11,7 @@ as the tools do. Masks are checked (``size``, ``counts``) so a bad one is one li
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -62,14 +63,26 @@ def load_result_list(source: Any, what: str) -> list:
     return source
 
 
-def check_segmentation(seg: Any, where: str) -> None:
-    """A polygon list (each polygon >= 3 points) or an RLE dict with ``size`` [h, w] and ``counts``
-    (a string, bytes, or non-negative integers)."""
+_RLE_CHARS = re.compile(rb"[0-o]*")  # pycocotools' compressed counts: characters 48..111
+
+
+def check_segmentation(seg: Any, where: str, image_size: tuple[int, int] | None = None) -> None:
+    """A polygon list (each polygon >= 3 points) or an RLE dict with ``size`` [h, w] — the image's,
+    when ``image_size`` is known — and ``counts`` (compressed characters, or non-negative integers
+    summing to h x w). pycocotools' decoder is undefined on anything else."""
     if isinstance(seg, dict):
         size, counts = seg.get("size"), seg.get("counts")
         if not (isinstance(size, (list, tuple)) and len(size) == 2 and all(isinstance(v, (int, np.integer)) and v >= 0
                                                                              for v in size)):
             raise InputError(f"{where}.segmentation: an RLE needs 'size' [height, width], got {size!r}")
+        if image_size is not None and all(image_size) and tuple(int(v) for v in size) != tuple(image_size):
+            raise InputError(f"{where}.segmentation: RLE size {list(size)} is not its image's size "
+                             f"{list(image_size)} [height, width]")
+        if isinstance(counts, (str, bytes)):
+            b = counts.encode("latin-1", "replace") if isinstance(counts, str) else counts
+            if not _RLE_CHARS.fullmatch(b):
+                raise InputError(f"{where}.segmentation: RLE counts is not a compressed RLE string "
+                                 f"(characters '0'..'o')")
         if isinstance(counts, list):
             if any((not isinstance(c, (int, np.integer))) or c < 0 for c in counts):
                 raise InputError(f"{where}.segmentation: RLE counts must be non-negative integers")
@@ -89,19 +102,22 @@ def check_segmentation(seg: Any, where: str) -> None:
                      f"got {type(seg).__name__}")
 
 
-def _rle(seg: Any, where: str) -> Any:
+def _rle(seg: Any, where: str, size) -> Any:
     if not isinstance(seg, dict):
         raise InputError(f"{where}.segmentation: results without 'bbox' need a compressed RLE dict, "
                          f"got {type(seg).__name__}")
-    check_segmentation(seg, where)
+    check_segmentation(seg, where, size)
     if isinstance(seg["counts"], list):
         raise InputError(f"{where}.segmentation: results without 'bbox' need a compressed RLE (string counts)")
     return seg
 
 
-def prepare_results(anns: list, *, what: str, coco: bool, image_ids: np.ndarray) -> dict[str, Any]:
+def prepare_results(anns: list, *, what: str, coco: bool, image_ids: np.ndarray,
+                    image_sizes: dict | None = None) -> dict[str, Any]:
     """Update ``anns`` as the tool's loader does and return columns ``image_id``, ``category_id``,
-    ``score``, ``bbox`` (N, 4), ``area``, ``segmentation`` (list)."""
+    ``score``, ``bbox`` (N, 4), ``area``, ``segmentation`` (list). ``image_sizes``: image id ->
+    (height, width), to check RLE sizes."""
+    sizes = image_sizes or {}
     if len(anns) == 0:
         raise EmptyResultsError(f"{what}: the results list is empty (lvis-api and pycocotools raise IndexError "
                                 f"on it; nothing to evaluate)")
@@ -131,7 +147,7 @@ def prepare_results(anns: list, *, what: str, coco: bool, image_ids: np.ndarray)
             if "segmentation" not in ann:
                 ann["segmentation"] = PolygonFromBox(x, y, w, h)
             else:
-                check_segmentation(ann["segmentation"], where)
+                check_segmentation(ann["segmentation"], where, sizes.get(ann.get("image_id")))
             ann["area"] = bb[2] * bb[3]
             bbox[i] = (x, y, w, h)
             area[i] = w * h
@@ -139,7 +155,7 @@ def prepare_results(anns: list, *, what: str, coco: bool, image_ids: np.ndarray)
             if "segmentation" not in ann:
                 raise InputError(f"{where}: lacks 'segmentation' (the first result has no 'bbox', so every result "
                                  f"needs a mask)")
-            seg = _rle(ann["segmentation"], where)
+            seg = _rle(ann["segmentation"], where, sizes.get(ann.get("image_id")))
             ann["area"] = mask_utils.area(seg)
             if "bbox" not in ann:
                 ann["bbox"] = mask_utils.toBbox(seg)
