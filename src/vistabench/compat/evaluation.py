@@ -24,7 +24,7 @@ from ..metrics.detection_data import Detections, GroundTruth
 from ..metrics.detection_match import Matching, match_detections
 
 __all__ = ["EmptyResultsError", "UnknownIdError", "ParamsMatch", "Accumulated", "match_for_params", "accumulate_for_params",
-           "mean_defined", "id_positions", "PolygonFromBox"]
+           "mean_defined", "id_positions"]
 
 
 class EmptyResultsError(InputError, IndexError):
@@ -38,12 +38,6 @@ class UnknownIdError(InputError, KeyError):
 
     def __str__(self) -> str:
         return str(self.args[0])
-
-
-def PolygonFromBox(x: float, y: float, w: float, h: float) -> list:
-    """The rectangle polygon both official loaders give a box-only result in segm mode."""
-    x2, y2 = x + w, y + h
-    return [[x, y, x, y2, x2, y2, x2, y]]
 
 
 def id_positions(ids: Sequence[int], known: np.ndarray, field: str) -> np.ndarray:

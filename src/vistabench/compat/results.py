@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InputError, InputTypeError
-from .evaluation import EmptyResultsError, PolygonFromBox
+from .evaluation import EmptyResultsError
 
 __all__ = ["read_dataset", "load_result_list", "prepare_results", "check_segmentation"]
 
@@ -112,6 +112,25 @@ def _rle(seg: Any, where: str, size) -> Any:
     return seg
 
 
+def _boxes(boxes: list, what: str) -> np.ndarray:
+    """(N, 4) float64 boxes; a missing or malformed one is named."""
+    try:
+        b = np.asarray(boxes, dtype=np.float64)
+        if b.shape == (len(boxes), 4):
+            return b
+    except (TypeError, ValueError):
+        pass
+    for i, bb in enumerate(boxes):
+        if bb is None:
+            raise InputError(f"{what}[{i}]: lacks 'bbox' (the first result has one, so every result needs one)")
+        try:
+            if np.asarray(bb, dtype=np.float64).shape != (4,):
+                raise ValueError
+        except (TypeError, ValueError):
+            raise InputError(f"{what}[{i}].bbox: expected 4 numbers [x, y, w, h], got {bb!r}") from None
+    raise InputError(f"{what}: every 'bbox' must be 4 numbers [x, y, w, h]")
+
+
 def prepare_results(anns: list, *, what: str, coco: bool, image_ids: np.ndarray,
                     image_sizes: dict | None = None) -> dict[str, Any]:
     """Update ``anns`` as the tool's loader does and return columns ``image_id``, ``category_id``,
@@ -130,28 +149,27 @@ def prepare_results(anns: list, *, what: str, coco: bool, image_ids: np.ndarray,
     if not with_box and "segmentation" not in first:
         raise InputError(f"{what}[0]: a result needs 'bbox' or 'segmentation'")
     n = len(anns)
-    bbox = np.zeros((n, 4))
-    area = np.zeros(n)
+    bad = next((i for i, a in enumerate(anns) if not isinstance(a, dict)), None)
+    if bad is not None:
+        raise InputTypeError(f"{what}[{bad}]: expected a result dict, got {type(anns[bad]).__name__}")
+    if with_box:
+        bbox = _boxes([a.get("bbox") for a in anns], what)
+        area = bbox[:, 2] * bbox[:, 3]
+        x, y = bbox[:, 0], bbox[:, 1]
+        x2, y2 = x + bbox[:, 2], y + bbox[:, 3]
+        area_l = area.tolist()
+        rect = np.stack([x, y, x, y2, x2, y2, x2, y], 1).tolist()  # the box's rectangle polygon, as both tools
+    else:
+        bbox, area = np.zeros((n, 4)), np.zeros(n)
     for i, ann in enumerate(anns):
-        if not isinstance(ann, dict):
-            raise InputTypeError(f"{what}[{i}]: expected a result dict, got {type(ann).__name__}")
-        where = f"{what}[{i}]"
         if with_box:
-            bb = ann.get("bbox")
-            if bb is None:
-                raise InputError(f"{where}: lacks 'bbox' (the first result has one, so every result needs one)")
-            try:
-                x, y, w, h = (float(v) for v in bb)
-            except (TypeError, ValueError):
-                raise InputError(f"{where}.bbox: expected 4 numbers [x, y, w, h], got {bb!r}") from None
             if "segmentation" not in ann:
-                ann["segmentation"] = PolygonFromBox(x, y, w, h)
+                ann["segmentation"] = [rect[i]]
             else:
-                check_segmentation(ann["segmentation"], where, sizes.get(ann.get("image_id")))
-            ann["area"] = bb[2] * bb[3]
-            bbox[i] = (x, y, w, h)
-            area[i] = w * h
+                check_segmentation(ann["segmentation"], f"{what}[{i}]", sizes.get(ann.get("image_id")))
+            ann["area"] = area_l[i]
         else:
+            where = f"{what}[{i}]"
             if "segmentation" not in ann:
                 raise InputError(f"{where}: lacks 'segmentation' (the first result has no 'bbox', so every result "
                                  f"needs a mask)")
