@@ -11,7 +11,7 @@ import pathlib
 import numpy as np
 import pytest
 
-from vistabench.compat.lvis import LVIS, LVISEval, LVISEvaluator, LVISResults
+from vistabench.compat.lvis import LVIS, LVISEval, LVISResults
 from vistabench.data.detection_synth import synth_detection_set
 
 _spec = importlib.util.spec_from_file_location(
@@ -55,7 +55,7 @@ def test_get_results_equal_lvis_api(tmp_path, iou_type):
     e2 = LVISEval(g, LVISResults(g, copy.deepcopy(res)), iou_type)
     e2.run()
     _same(e2.get_results(), _official(p, res, iou_type, 300).get_results())
-    assert g.get_cat_ids() == sorted(c["id"] for c in gt["categories"])
+    assert g.get_cat_ids() == [c["id"] for c in gt["categories"]]  # file order, as lvis-api
 
 
 def test_print_results_and_undefined_is_minus_one(tmp_path, capsys):
@@ -68,63 +68,3 @@ def test_print_results_and_undefined_is_minus_one(tmp_path, capsys):
     assert "Average Precision  (AP) @[ IoU=0.50:0.95" in capsys.readouterr().out
     ref = _official(p, s.results, "bbox", 300).get_results()
     _same(e.get_results(), ref)
-
-
-class _Boxes:
-    def __init__(self, t):
-        self.tensor = t
-
-
-class _Instances:
-    def __init__(self, boxes, scores, classes, masks=None):
-        self.pred_boxes, self.scores, self.pred_classes = _Boxes(boxes), scores, classes
-        if masks is not None:
-            self.pred_masks = masks
-
-
-@pytest.mark.parametrize("iou_type", ["bbox", "segm"])
-def test_detectron2_style_evaluator_streams_and_equals_the_api(iou_type):
-    from vistabench.data.coco import read_ground_truth, read_results
-    from vistabench.metrics.detection import evaluate_detections
-    import pycocotools.mask as mu
-
-    s = synth_detection_set(num_images=8, num_categories=6, dets_per_image=12, seed=23, image_size=(60, 80),
-                            score_decimals=None)
-    gt = s.ground_truth
-    if iou_type == "segm":
-        gt, _ = _ref.triangle_masks(gt, [], seed=0)
-    cats = sorted(c["id"] for c in gt["categories"])
-    ev = LVISEvaluator(gt, iou_type=iou_type, max_dets_per_image=10, dets_per_class=20)
-    ev.reset()
-    by_img: dict[int, list] = {}
-    for r in s.results:
-        by_img.setdefault(r["image_id"], []).append(r)
-    flat = []
-    for img, rs in by_img.items():  # one "batch" per image, XYXY boxes, contiguous class indices
-        b = np.array([r["bbox"] for r in rs], float)
-        xyxy = np.concatenate([b[:, :2], b[:, :2] + b[:, 2:]], 1)
-        masks = None
-        if iou_type == "segm":
-            masks = np.zeros((len(rs), 60, 80), bool)
-            for i, (x, y, w, h) in enumerate(b):
-                masks[i, int(y): int(np.ceil(y + h)), int(x): int(np.ceil(x + w))] = True
-        inst = _Instances(xyxy, np.array([r["score"] for r in rs]), np.array([cats.index(r["category_id"]) for r in rs]),
-                          masks)
-        ev.process([{"image_id": img}], [{"instances": inst}])
-        for i, r in enumerate(rs):
-            o = {"image_id": img, "category_id": r["category_id"], "bbox": xyxy[i, :2].tolist() + (xyxy[i, 2:] - xyxy[i, :2]).tolist(),
-                 "score": r["score"]}
-            if masks is not None:
-                rle = mu.encode(np.asfortranarray(masks[i].astype(np.uint8)))
-                o["segmentation"] = {"size": rle["size"], "counts": rle["counts"].decode()}
-            flat.append(o)
-    out = ev.evaluate()[iou_type]
-    g = read_ground_truth(gt, with_segmentation=iou_type == "segm")
-    ref = evaluate_detections(g, read_results(flat, g, iou_type=iou_type), iou_type=iou_type,
-                              max_dets_per_image=10, dets_per_class=20).results
-    for v in ("old", "fixed", "pool"):
-        for k, x in ref[v].items():
-            if k.startswith("AP"):
-                y = out[f"{k}^{v.capitalize()}"]
-                assert (math.isnan(x) and math.isnan(y)) or abs(100 * x - y) < 1e-9, (v, k)
-    assert 0 < out["AP^Old"] < 100

@@ -1,145 +1,185 @@
-"""lvis-api drop-in (``from vistabench.compat.lvis import LVIS, LVISResults, LVISEval``) and a
-detectron2-style evaluator.
+"""lvis-api drop-in: ``from vistabench.compat.lvis import LVIS, LVISResults, LVISEval``.
 
-The three classes take lvis-api's constructor arguments and give the same ``get_results()``
-(an ``OrderedDict`` with lvis-api's keys and its -1 for "undefined", so code written for lvis-api —
-detectron2's and mmdetection's LVIS evaluators — reads them unchanged) and the same
-``eval["precision"]`` (T, R, K, A) / ``eval["recall"]`` (T, K, A) arrays, -1 where lvis-api writes
--1. Differences: ``params`` honours ``max_dets`` (the AR label, as lvis-api), ``img_ids`` and
-``cat_ids`` are informative only (the whole set is evaluated; lvis-api does the same unless they are
-changed); ``iou_thrs``/``rec_thrs``/``area_rng`` are fixed at lvis-api's defaults.
+lvis-api's public surface as its clients (detectron2, mmdetection, scripts) use it, scored by
+vistabench's vectorised evaluator (:mod:`.evaluation`), equal to lvis-api 0.5.3 to 1e-9 in the tests:
 
-:class:`LVISEvaluator` follows detectron2's ``DatasetEvaluator`` protocol without depending on it:
-``reset()``, ``process(inputs, outputs)`` (one call per batch; predictions are kept as arrays, not
-dicts) and ``evaluate()``, returning AP^Old, AP^Fixed and AP^Pool (see ``docs/detection.md``).
+* ``LVIS``: ``dataset``, ``anns``/``cats``/``imgs``, ``img_ann_map``/``cat_img_map`` (built once, on
+  first use: every look-up is O(1) per call), ``get_img_ids()`` / ``get_cat_ids()`` in *file order*
+  (mmdetection maps its label i to ``get_cat_ids()[i]``), ``get_ann_ids``, ``load_anns``,
+  ``load_cats``, ``load_imgs``, ``ann_to_rle``, ``ann_to_mask``.
+* ``LVISResults`` *is* an ``LVIS`` (``load_anns``, ``get_ann_ids``, ``get_top_results`` ...); it
+  takes a path or a list (results without ``bbox`` — detectron2's segm path — get it from the mask,
+  as lvis-api does) and keeps each image's top ``max_dets`` (-1: all).
+* ``LVISEval``: ``params.img_ids`` / ``cat_ids`` / ``iou_thrs`` / ``rec_thrs`` / ``area_rng``
+  honoured (a subset scores the subset); ``max_dets`` is the AR label, as in lvis-api (the cut is
+  ``LVISResults``'s); ``eval["precision" | "recall" | "dt_pointers"]``, ``freq_groups``,
+  ``results``, ``stats``; ``eval_imgs``, ``ious`` and ``evaluate_img`` are computed when read.
+* Errors: an empty results list (or ``max_dets=0``) raises :class:`EmptyResultsError`, an
+  ``IndexError`` as lvis-api's (mmdetection catches it) and an ``InputError``.
+
+``use_cats=0`` is refused (lvis-api's summary breaks on it). The detectron2 evaluator is
+:class:`vistabench.compat.detectron2.LVISEvaluator`.
 """
 
 from __future__ import annotations
 
+import datetime
 import logging
-from collections import OrderedDict
+from collections import OrderedDict, defaultdict
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
-from ..data.coco import read_ground_truth, read_result_columns
-from ..errors import InputError
-from ..metrics.detection import (AREA_LABELS, AREA_RANGES, DetectionEvaluation, Detections, GroundTruth,
-                                 IOU_THRESHOLDS, LVIS_MAX_DETS, RECALL_THRESHOLDS, accumulate, evaluate_detections,
-                                 match_set, summarize, top_per_image, warn_annotation_id_zero)
+from ..errors import InputError, InputTypeError
+from ..metrics.detection import (AREA_LABELS, AREA_RANGES, IOU_THRESHOLDS, LVIS_MAX_DETS, RECALL_THRESHOLDS, Detections,
+                                 GroundTruth, to_rle, warn_annotation_id_zero)
+from .evaluation import (EmptyResultsError, UnknownIdError, accumulate_for_params, id_positions, match_for_params,
+                         mean_defined)
+from .per_image import evaluate_group, group_ious
+from .results import load_result_list, prepare_results, read_dataset
 
-__all__ = ["LVIS", "LVISResults", "LVISEval", "LVISEvaluator", "Params"]
+__all__ = ["LVIS", "LVISResults", "LVISEval", "Params", "EmptyResultsError", "UnknownIdError"]
 
 logger = logging.getLogger(__name__)
 
 
-class LVIS:
-    """LVIS ground truth, as ``lvis.LVIS(annotation_path)`` (a dict is accepted too).
+def _load(table: dict, ids, kind: str) -> list:
+    if ids is None:
+        return list(table.values())
+    try:
+        return [table[i] for i in ids]
+    except KeyError as exc:
+        raise UnknownIdError(f"ids: {kind} id {exc.args[0]!r} is not in the dataset") from None
 
-    ``get_img_ids``, ``get_cat_ids``, ``get_ann_ids``, ``load_anns``, ``load_cats``, ``load_imgs``
-    and the ``dataset`` / ``anns`` / ``cats`` / ``imgs`` dicts are available; the dicts are built
-    on first use (evaluation does not need them).
-    """
+
+class LVIS:
+    """As ``lvis.LVIS(annotation_path)`` (a dict is accepted too)."""
 
     def __init__(self, annotation_path: str | Path | dict):
-        self._source = annotation_path if isinstance(annotation_path, dict) else str(annotation_path)
+        self.dataset = read_dataset(annotation_path, "annotation_path")
         self._gt: dict[bool, GroundTruth] = {}
-        self._dataset: dict | None = annotation_path if isinstance(annotation_path, dict) else None
-        self.ground_truth(False)  # validates now, as lvis-api reads at construction
+        if not isinstance(self, LVISResults):
+            self.ground_truth(False)  # validated now, as lvis-api reads at construction
 
     def ground_truth(self, with_segmentation: bool) -> GroundTruth:
         """The annotations as a :class:`GroundTruth` (cached; masks only when asked for)."""
+        from ..data.coco import read_ground_truth
+
         if with_segmentation not in self._gt:
-            if with_segmentation and False in self._gt:
-                del self._gt[False]
-            self._gt[with_segmentation] = read_ground_truth(self._source, format="lvis",
+            self._gt[with_segmentation] = read_ground_truth(self.dataset, format="lvis",
                                                             with_segmentation=with_segmentation)
         return self._gt[with_segmentation]
 
-    @property
-    def _any_gt(self) -> GroundTruth:
-        return next(iter(self._gt.values())) if self._gt else self.ground_truth(False)
+    # the index: built once, on first use (lvis-api builds it in the constructor); afterwards the
+    # tables are plain attributes, so each look-up costs what lvis-api's does
+    _INDEX = ("anns", "cats", "imgs", "img_ann_map", "cat_img_map")
 
-    @property
-    def dataset(self) -> dict:
-        if self._dataset is None:
-            import json
+    def __getattr__(self, name: str) -> Any:
+        if name in LVIS._INDEX and "dataset" in self.__dict__:
+            self._build_index()
+            return self.__dict__[name]
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
-            with open(self._source, "rb") as f:
-                self._dataset = json.load(f)
-        return self._dataset
-
-    @property
-    def anns(self) -> dict:
-        return {a["id"]: a for a in self.dataset["annotations"]}
-
-    @property
-    def cats(self) -> dict:
-        return {c["id"]: c for c in self.dataset["categories"]}
-
-    @property
-    def imgs(self) -> dict:
-        return {i["id"]: i for i in self.dataset["images"]}
-
-    def get_img_ids(self) -> list[int]:
-        return self._any_gt.image_ids.tolist()
-
-    def get_cat_ids(self) -> list[int]:
-        return self._any_gt.category_ids.tolist()
+    def _build_index(self) -> None:
+        anns = {a["id"]: a for a in self.dataset["annotations"]}
+        img_ann_map, cat_img_map = defaultdict(list), defaultdict(list)
+        for a in self.dataset["annotations"]:
+            img_ann_map[a["image_id"]].append(a)
+            cat_img_map[a["category_id"]].append(a["image_id"])
+        self.__dict__.update(anns=anns, cats={c["id"]: c for c in self.dataset["categories"]},
+                             imgs={i["id"]: i for i in self.dataset["images"]}, img_ann_map=img_ann_map,
+                             cat_img_map=cat_img_map)
 
     def get_ann_ids(self, img_ids=None, cat_ids=None, area_rng=None) -> list[int]:
-        g = self._any_gt
-        keep = np.ones(len(g), bool)
         if img_ids is not None:
-            keep &= np.isin(g.image_ids[g.image], np.asarray(list(img_ids)))
-        if cat_ids is not None:
-            keep &= np.isin(g.category_ids[g.category], np.asarray(list(cat_ids)))
-        if cat_ids is not None or area_rng is not None:
-            lo, hi = (0.0, float("inf")) if area_rng is None else area_rng
-            keep &= (g.area > lo) & (g.area < hi)
-        return g.ann_id[keep].tolist()
+            m = self.img_ann_map
+            anns = []
+            for i in img_ids:
+                anns.extend(m[i])
+        else:
+            anns = self.dataset["annotations"]
+        if cat_ids is None and area_rng is None:
+            return [a["id"] for a in anns]
+        cats = set(cat_ids) if cat_ids is not None else None
+        lo, hi = (0, float("inf")) if area_rng is None else area_rng
+        return [a["id"] for a in anns if (cats is None or a["category_id"] in cats) and lo < a["area"] < hi]
+
+    def get_cat_ids(self) -> list[int]:
+        return list(self.cats.keys())
+
+    def get_img_ids(self) -> list[int]:
+        return list(self.imgs.keys())
 
     def load_anns(self, ids=None) -> list[dict]:
-        a = self.anns
-        return list(a.values()) if ids is None else [a[i] for i in ids]
+        return _load(self.anns, ids, "annotation")
 
     def load_cats(self, ids) -> list[dict]:
-        c = self.cats
-        return list(c.values()) if ids is None else [c[i] for i in ids]
+        return _load(self.cats, ids, "category")
 
     def load_imgs(self, ids) -> list[dict]:
-        m = self.imgs
-        return list(m.values()) if ids is None else [m[i] for i in ids]
+        return _load(self.imgs, ids, "image")
+
+    def ann_to_rle(self, ann: dict):
+        img = self.imgs[ann["image_id"]]
+        return to_rle(ann["segmentation"], img["height"], img["width"])
+
+    def ann_to_mask(self, ann: dict) -> np.ndarray:
+        import pycocotools.mask as mask_utils
+
+        return mask_utils.decode(self.ann_to_rle(ann))
 
 
-class LVISResults:
-    """Detections, as ``lvis.LVISResults(lvis_gt, results, max_dets=300)``: ``results`` is a path or a
-    list of result dicts; each image keeps its top ``max_dets`` (-1: all), as lvis-api."""
+class LVISResults(LVIS):
+    """As ``lvis.LVISResults(lvis_gt, results, max_dets=300)``: ``results`` is a path or a list of
+    result dicts (updated in place with ``area``, ``id`` ..., as lvis-api does)."""
 
     def __init__(self, lvis_gt: LVIS | str | Path, results: str | Path | list, max_dets: int = LVIS_MAX_DETS):
-        self.lvis_gt = lvis_gt if isinstance(lvis_gt, LVIS) else LVIS(lvis_gt)
-        if isinstance(results, Path):
-            results = str(results)
-        self.columns = read_result_columns(results, keep_segmentation=True)
-        if len(self.columns["score"]) == 0:
-            raise InputError("results: an empty results list (lvis-api fails on it too)")
+        gt = lvis_gt if isinstance(lvis_gt, LVIS) else LVIS(lvis_gt)
+        if isinstance(max_dets, bool) or not isinstance(max_dets, (int, np.integer)):
+            raise InputTypeError(f"max_dets: expected an integer (-1 for no limit), got {max_dets!r}")
+        anns = load_result_list(results, "results")
+        if max_dets == 0:
+            raise EmptyResultsError("max_dets: 0 keeps no detection per image (lvis-api then fails with IndexError); "
+                                    "use -1 for no limit or a positive number")
+        if max_dets > 0 and anns:
+            anns = _limit_dets_per_image(anns, int(max_dets))
+        ggt = gt.ground_truth(False)
+        sizes = {im["id"]: (int(im.get("height", 0)), int(im.get("width", 0))) for im in gt.dataset["images"]}
+        self.columns = prepare_results(anns, what="results", coco=False, image_ids=ggt.image_ids, image_sizes=sizes)
+        super().__init__({"images": gt.dataset["images"], "categories": gt.dataset["categories"], "annotations": anns})
+        self.lvis_gt = gt
         self.max_dets = int(max_dets)
 
     def detections(self, gt: GroundTruth) -> Detections:
+        """The results as :class:`Detections` of ``gt`` (positions = ``id - 1``)."""
         c = self.columns
-        d = Detections.from_ids(gt, image_id=c["image_id"], category_id=c["category_id"], bbox=c["bbox"],
-                                score=c["score"], segmentation=c["segmentation"], area=c["area"])
-        if self.max_dets >= 0:
-            d = d.subset(top_per_image(d, k=max(self.max_dets, 1)) if self.max_dets > 0 else np.zeros(0, np.int64))
-        return d
+        return Detections.from_ids(gt, image_id=c["image_id"], category_id=c["category_id"], bbox=c["bbox"],
+                                   score=c["score"], segmentation=c["segmentation"], area=c["area"])
+
+    def limit_dets_per_image(self, anns: list, max_dets: int) -> list:
+        return _limit_dets_per_image(anns, max_dets)
+
+    def get_top_results(self, img_id: int, score_thrs: float) -> list[dict]:
+        return [a for a in self.load_anns(self.get_ann_ids(img_ids=[img_id])) if a["score"] > score_thrs]
+
+
+def _limit_dets_per_image(anns: list, max_dets: int) -> list:
+    """lvis-api's order: grouped by image (first appearance), each image's top ``max_dets`` by score
+    (stable) when it has more, else its file order."""
+    by_img: dict[Any, list] = defaultdict(list)
+    for a in anns:
+        by_img[a["image_id"]].append(a)
+    for k, v in by_img.items():
+        if len(v) > max_dets:
+            by_img[k] = sorted(v, key=lambda a: a["score"], reverse=True)[:max_dets]
+    return [a for v in by_img.values() for a in v]
 
 
 class Params:
-    """lvis-api's evaluation parameters (fixed at its defaults, except ``max_dets``)."""
+    """lvis-api's evaluation parameters (every field is read by :class:`LVISEval`)."""
 
     def __init__(self, iou_type: str):
-        self.iou_type = iou_type
         self.img_ids: list[int] = []
         self.cat_ids: list[int] = []
         self.iou_thrs = IOU_THRESHOLDS.copy()
@@ -148,44 +188,128 @@ class Params:
         self.area_rng = AREA_RANGES.tolist()
         self.area_rng_lbl = list(AREA_LABELS)
         self.use_cats = 1
+        self.img_count_lbl = ["r", "c", "f"]
+        self.iou_type = iou_type
 
 
 class LVISEval:
     """As ``lvis.LVISEval(lvis_gt, lvis_dt, iou_type="segm")``: ``run()`` = ``evaluate()``,
     ``accumulate()``, ``summarize()``; ``get_results()``; ``print_results()``."""
 
-    def __init__(self, lvis_gt: LVIS | str, lvis_dt: LVISResults | str | list, iou_type: str = "segm"):
+    def __init__(self, lvis_gt: LVIS | str, lvis_dt: LVISResults | str | list | None = None, iou_type: str = "segm"):
         if iou_type not in ("bbox", "segm"):
-            raise ValueError(f"iou_type: {iou_type} is not supported.")
-        self.lvis_gt = lvis_gt if isinstance(lvis_gt, LVIS) else LVIS(lvis_gt)
-        self.lvis_dt = lvis_dt if isinstance(lvis_dt, LVISResults) else LVISResults(self.lvis_gt, lvis_dt)
-        self.params = Params(iou_type)
-        self.params.img_ids = self.lvis_gt.get_img_ids()
-        self.params.cat_ids = self.lvis_gt.get_cat_ids()
+            raise InputError(f"iou_type: {iou_type} is not supported (expected 'bbox' or 'segm').")
+        if isinstance(lvis_gt, LVIS):
+            self.lvis_gt = lvis_gt
+        elif isinstance(lvis_gt, (str, Path, dict)):
+            self.lvis_gt = LVIS(lvis_gt)
+        else:
+            raise InputTypeError(f"lvis_gt: unsupported type {type(lvis_gt).__name__} (expected LVIS or a path)")
+        if isinstance(lvis_dt, LVISResults) or lvis_dt is None:
+            self.lvis_dt = lvis_dt
+        elif isinstance(lvis_dt, (str, Path, list)):
+            self.lvis_dt = LVISResults(self.lvis_gt, lvis_dt)
+        else:
+            raise InputTypeError(f"lvis_dt: unsupported type {type(lvis_dt).__name__} (expected LVISResults, a path "
+                                 f"or a list)")
         self.eval: dict[str, Any] = {}
+        self.params = Params(iou_type=iou_type)
         self.results: OrderedDict[str, float] = OrderedDict()
-        self._matched = None
+        self.stats: Any = []
+        self.params.img_ids = sorted(self.lvis_gt.get_img_ids())
+        self.params.cat_ids = sorted(self.lvis_gt.get_cat_ids())
+        self.freq_groups: list[list[int]] = []
+        self._pm = None
+        self._acc = None
+        self._per_image: dict[str, Any] = {}
 
+    # ------------------------------------------------------------------ evaluate / accumulate
     def evaluate(self) -> None:
-        gt = self.lvis_gt.ground_truth(self.params.iou_type == "segm")
+        p = self.params
+        if self.lvis_dt is None:
+            raise InputError("lvis_dt: no results to evaluate (pass LVISResults, a path or a list)")
+        if p.use_cats != 1:
+            raise InputError(f"params.use_cats: vistabench's LVISEval evaluates per category only (use_cats=1); "
+                             f"got {p.use_cats!r} (lvis-api's summary fails on it)")
+        if p.iou_type not in ("bbox", "segm"):
+            raise InputError(f"params.iou_type: expected 'bbox' or 'segm', got {p.iou_type!r}")
+        p.img_ids = list(np.unique(np.asarray(p.img_ids, np.int64)).tolist())
+        gt = self.lvis_gt.ground_truth(p.iou_type == "segm")
         warn_annotation_id_zero(gt)
-        self._dets = self.lvis_dt.detections(gt)
-        self._matched = match_set(gt, self._dets, iou_type=self.params.iou_type)
+        dets = self.lvis_dt.detections(gt)
+        self._pm = match_for_params(
+            gt, dets, iou_type=p.iou_type, img_rows=id_positions(p.img_ids, gt.image_ids, "params.img_ids"),
+            cat_rows=id_positions(p.cat_ids, gt.category_ids, "params.cat_ids"), use_cats=True,
+            iou_thrs=np.asarray(p.iou_thrs, np.float64), area_rng=np.asarray(p.area_rng, np.float64))
+        freq = gt.frequency[self._pm.cat_rows]
+        self.freq_groups = [np.flatnonzero(freq == f).tolist() for f in p.img_count_lbl]
+        self._acc = None
+        self._per_image = {}
+        self.eval = {}
 
     def accumulate(self) -> None:
-        if self._matched is None:
+        if self._pm is None:
+            logger.warning("Please run evaluate first.")
             raise RuntimeError("Please run evaluate() first.")
-        acc = accumulate(self._matched, self._dets, np.ones(len(self._matched.det), bool))
+        p = self.params
+        acc = accumulate_for_params(self._pm, rec_thrs=np.asarray(p.rec_thrs, np.float64), max_dets=None)
         self._acc = acc
-        self.eval = {"params": self.params, "counts": list(acc.precision.shape),
-                     "precision": np.nan_to_num(acc.precision, nan=-1.0),
-                     "recall": np.nan_to_num(acc.recall, nan=-1.0)}
+        self.eval = {"params": p, "counts": list(acc.precision.shape[:4]),
+                     "date": datetime.datetime.now().strftime("%Y-%m-%d %H:%M:%S"),
+                     "precision": acc.precision[..., 0], "recall": acc.recall[..., 0],
+                     "dt_pointers": self._dt_pointers(acc)}
+
+    def _dt_pointers(self, acc) -> dict:
+        pm = self._pm
+        m, det = pm.match, pm.det
+        T, A = m.code.shape[1], m.code.shape[0]
+        cat_of = pm.dets.category[det]
+        out: dict[int, dict[int, dict]] = {k: {a: {} for a in range(A)} for k in range(len(pm.cat_rows))}
+        for a in range(A):
+            sel = acc.ranked[a, 0]
+            codes = np.stack([m.codes(a, t) for t in range(T)])[:, sel] if T else np.zeros((0, len(sel)), np.int8)
+            ok = ~(m.det_out[a] | m.det_nel)[sel]
+            tps, fps = codes == 1, (codes == 0) & ok[None, :]
+            ids = det[sel] + 1  # LVISResults ids are positions + 1
+            seg = cat_of[sel]
+            for k, row in enumerate(pm.cat_rows):
+                if acc.num_gt[k, a] == 0:
+                    continue
+                lo, hi = np.searchsorted(seg, row, "left"), np.searchsorted(seg, row, "right")
+                out[k][a] = {"dt_ids": ids[lo:hi], "tps": tps[:, lo:hi], "fps": fps[:, lo:hi]}
+        return out
+
+    # ------------------------------------------------------------------ summarize
+    def _summarize(self, summary_type: str, iou_thr=None, area_rng="all", freq_group_idx=None) -> float:
+        p = self.params
+        aidx = [i for i, lbl in enumerate(p.area_rng_lbl) if lbl == area_rng]
+        s = self.eval["precision"] if summary_type == "ap" else self.eval["recall"]
+        if iou_thr is not None:
+            s = s[np.where(iou_thr == np.asarray(p.iou_thrs))[0]]
+        if summary_type == "ap":
+            s = s[:, :, self.freq_groups[freq_group_idx], aidx] if freq_group_idx is not None else s[:, :, :, aidx]
+        else:
+            s = s[:, :, aidx]
+        return mean_defined(s)
 
     def summarize(self) -> None:
         if not self.eval:
             raise RuntimeError("Please run accumulate() first.")
-        res = summarize(self._acc, self._matched.gt, max_dets_label=self.params.max_dets)
-        self.results = OrderedDict((k, -1 if v != v else v) for k, v in res.items())
+        max_dets = self.params.max_dets
+        r = self.results
+        r["AP"] = self._summarize("ap")
+        r["AP50"] = self._summarize("ap", iou_thr=0.50)
+        r["AP75"] = self._summarize("ap", iou_thr=0.75)
+        r["APs"] = self._summarize("ap", area_rng="small")
+        r["APm"] = self._summarize("ap", area_rng="medium")
+        r["APl"] = self._summarize("ap", area_rng="large")
+        r["APr"] = self._summarize("ap", freq_group_idx=0)
+        r["APc"] = self._summarize("ap", freq_group_idx=1)
+        r["APf"] = self._summarize("ap", freq_group_idx=2)
+        self.stats = np.array([r[k] for k in list(r)[:9]], float)
+        r[f"AR@{max_dets}"] = self._summarize("ar")
+        for area in ("small", "medium", "large"):
+            r[f"AR{area[0]}@{max_dets}"] = self._summarize("ar", area_rng=area)
 
     def run(self) -> None:
         self.evaluate()
@@ -200,106 +324,72 @@ class LVISEval:
     def print_results(self) -> None:
         template = " {:<18} {} @[ IoU={:<9} | area={:>6s} | maxDets={:>3d} catIds={:>3s}] = {:0.3f}"
         for key, value in self.results.items():
-            title, typ = ("Average Precision", "(AP)") if "AP" in key else ("Average Recall", "(AR)")
+            max_dets = self.params.max_dets
+            if "AP" in key:
+                title, cat_group_name = "Average Precision", "all"
+            else:
+                title, cat_group_name = "Average Recall", "all"
             if len(key) > 2 and key[2].isdigit():
-                iou = f"{float(key[2:]) / 100:0.2f}"
+                iou_thr = float(key[2:]) / 100
+                iou = "{:0.2f}".format(iou_thr)
             else:
-                iou = f"{self.params.iou_thrs[0]:0.2f}:{self.params.iou_thrs[-1]:0.2f}"
-            group = key[2] if len(key) > 2 and key[2] in "rcf" else "all"
-            area = key[2] if len(key) > 2 and key[2] in "sml" else "all"
-            print(template.format(title, typ, iou, area, self.params.max_dets, group, value))
+                iou = "{:0.2f}:{:0.2f}".format(self.params.iou_thrs[0], self.params.iou_thrs[-1])
+            if len(key) > 2 and key[2] in "rcf":
+                cat_group_name = key[2]
+            area_rng = key[2] if len(key) > 2 and key[2] in "sml" else "all"
+            typ = "(AP)" if "AP" in key else "(AR)"
+            print(template.format(title, typ, iou, area_rng, max_dets, cat_group_name, value))
 
+    # ------------------------------------------------------------------ per-image records, on request
+    def _groups(self) -> tuple[dict, dict]:
+        if "groups" not in self._per_image:
+            pm = self._pm
+            if pm is None:
+                raise RuntimeError("Please run evaluate() first.")
+            g, d = pm.gt, pm.dets
+            anns, res = self.lvis_gt.anns, self.lvis_dt.dataset["annotations"]
+            gts, dts = defaultdict(list), defaultdict(list)
+            for i in range(len(g)):
+                a = anns[int(g.ann_id[i])]
+                gts[a["image_id"], a["category_id"]].append(a)
+            for j in np.sort(pm.det):
+                a = res[int(j)]
+                dts[a["image_id"], a["category_id"]].append(a)
+            self._per_image["groups"] = (gts, dts)
+        return self._per_image["groups"]
 
-def _array(x: Any) -> np.ndarray:
-    """A tensor (any framework, any device) or array-like as a numpy array."""
-    for attr in ("detach", "cpu"):
-        if hasattr(x, attr):
-            x = getattr(x, attr)()
-    if hasattr(x, "numpy"):
-        x = x.numpy()
-    return np.asarray(x)
+    def compute_iou(self, img_id: int, cat_id: int):
+        gts, dts = self._groups()
+        gt, dt = gts.get((img_id, cat_id), []), dts.get((img_id, cat_id), [])
+        img = self.lvis_gt.imgs[img_id]
+        return group_ious(dt, gt, iou_type=self.params.iou_type, size=(img["height"], img["width"]),
+                          crowd=[0] * len(gt))
 
+    @property
+    def ious(self) -> dict:
+        """{(img_id, cat_id): (D, G) IoU} for every evaluated pair (computed on first read)."""
+        if "ious" not in self._per_image:
+            self._per_image["ious"] = {(i, c): self.compute_iou(i, c) for i in self.params.img_ids
+                                       for c in self.params.cat_ids}
+        return self._per_image["ious"]
 
-class LVISEvaluator:
-    """A detectron2-style evaluator (duck-typed, no detectron2 needed) giving AP^Old, AP^Fixed, AP^Pool.
+    def evaluate_img(self, img_id: int, cat_id: int, area_rng) -> dict | None:
+        gts, dts = self._groups()
+        gt, dt = gts.get((img_id, cat_id), []), dts.get((img_id, cat_id), [])
+        ious = self._per_image.get("ious", {}).get((img_id, cat_id))
+        if ious is None:
+            ious = self.compute_iou(img_id, cat_id)
+        r = evaluate_group(gt, dt, ious, iou_thrs=np.asarray(self.params.iou_thrs), area_rng=area_rng, coco=False,
+                           not_exhaustive=set(self.lvis_gt.imgs[img_id]["not_exhaustive_category_ids"]))
+        if r is not None:
+            r["image_id"], r["category_id"] = img_id, cat_id
+        return r
 
-    Parameters
-    ----------
-    lvis_gt : LVIS, or a path / dict of LVIS (or COCO) ground truth.
-    iou_type : "bbox" or "segm" (``pred_masks`` must then be present; encoded to RLE as they arrive).
-    class_ids : category id of each contiguous class index the model predicts; default: the ground
-        truth's category ids sorted (detectron2's mapping for LVIS).
-    max_dets_per_image, dets_per_class : AP^Old's per-image cut and AP^Fixed's per-class budget.
-
-    ``process(inputs, outputs)``: ``inputs[i]["image_id"]``; ``outputs[i]["instances"]`` with
-    ``pred_boxes`` (XYXY, a ``Boxes``-like object with ``.tensor`` or an (N, 4) array), ``scores``,
-    ``pred_classes`` and, for segm, ``pred_masks`` (N, H, W); or a dict with ``boxes`` (XYXY),
-    ``scores``, ``labels`` (and ``masks``). ``evaluate()`` returns ``{iou_type: {"AP^Old": ..,
-    "AP^Fixed": .., "AP^Pool": .., "APr^Old": .., ...}}`` in percent, as detectron2's evaluators.
-    """
-
-    def __init__(self, lvis_gt: LVIS | str | Path | dict, *, iou_type: str = "bbox",
-                 class_ids: Sequence[int] | None = None, max_dets_per_image: int = LVIS_MAX_DETS,
-                 dets_per_class: int = 10_000):
-        if iou_type not in ("bbox", "segm"):
-            raise InputError(f"iou_type: expected 'bbox' or 'segm', got {iou_type!r}")
-        self.iou_type = iou_type
-        if isinstance(lvis_gt, LVIS):
-            self.gt = lvis_gt.ground_truth(iou_type == "segm")
-        else:
-            self.gt = read_ground_truth(lvis_gt if isinstance(lvis_gt, dict) else str(lvis_gt),
-                                        with_segmentation=iou_type == "segm")
-        self.class_ids = np.asarray(self.gt.category_ids if class_ids is None else class_ids, np.int64)
-        self.max_dets_per_image = max_dets_per_image
-        self.dets_per_class = dets_per_class
-        self.last: DetectionEvaluation | None = None
-        self.reset()
-
-    def reset(self) -> None:
-        self._parts: list[tuple[np.ndarray, ...]] = []
-        self._masks: list = []
-
-    def process(self, inputs: Sequence[dict], outputs: Sequence[Any]) -> None:
-        for inp, out in zip(inputs, outputs):
-            image_id = int(inp["image_id"])
-            inst = out["instances"] if isinstance(out, dict) and "instances" in out else out
-            if isinstance(inst, dict):
-                boxes, scores, labels = inst["boxes"], inst["scores"], inst["labels"]
-                masks = inst.get("masks")
-            else:
-                boxes, scores, labels = inst.pred_boxes, inst.scores, inst.pred_classes
-                masks = getattr(inst, "pred_masks", None)
-            boxes = _array(getattr(boxes, "tensor", boxes)).astype(np.float64).reshape(-1, 4)
-            xywh = np.concatenate([boxes[:, :2], boxes[:, 2:] - boxes[:, :2]], axis=1)
-            labels = _array(labels).astype(np.int64).reshape(-1)
-            if len(labels) and (labels.min() < 0 or labels.max() >= len(self.class_ids)):
-                raise InputError(f"process: class index {int(labels.max())} outside the {len(self.class_ids)} "
-                                 f"classes of class_ids")
-            self._parts.append((np.full(len(labels), image_id, np.int64), self.class_ids[labels], xywh,
-                                _array(scores).astype(np.float64).reshape(-1)))
-            if self.iou_type == "segm":
-                if masks is None:
-                    raise InputError("process: iou_type 'segm' needs pred_masks in the outputs")
-                import pycocotools.mask as mask_utils
-
-                m = _array(masks).astype(np.uint8)
-                m = m.reshape(len(labels), *m.shape[-2:])
-                self._masks.extend(mask_utils.encode(np.asfortranarray(m.transpose(1, 2, 0))) if len(labels) else [])
-
-    def evaluate(self) -> dict[str, dict[str, float]]:
-        if self._parts:
-            iid, cid, box, score = (np.concatenate(x) for x in zip(*self._parts))
-        else:
-            iid = cid = np.zeros(0, np.int64)
-            box, score = np.zeros((0, 4)), np.zeros(0)
-        dets = Detections.from_ids(self.gt, image_id=iid, category_id=cid, bbox=box, score=score,
-                                   segmentation=self._masks if self.iou_type == "segm" else None)
-        ev = evaluate_detections(self.gt, dets, iou_type=self.iou_type, max_dets_per_image=self.max_dets_per_image,
-                                 dets_per_class=self.dets_per_class)
-        self.last = ev
-        out: dict[str, float] = {}
-        for v in ("old", "fixed", "pool"):
-            for k, x in ev.results[v].items():
-                if k.startswith("AP"):
-                    out[f"{k}^{v.capitalize()}"] = 100 * x
-        return {self.iou_type: out}
+    @property
+    def eval_imgs(self) -> list:
+        """lvis-api's per (category, area, image) records, in its order (computed on first read)."""
+        if "eval_imgs" not in self._per_image:
+            p = self.params
+            self._per_image["eval_imgs"] = [self.evaluate_img(i, c, a) for c in p.cat_ids for a in p.area_rng
+                                            for i in p.img_ids]
+        return self._per_image["eval_imgs"]

@@ -1,0 +1,400 @@
+"""pycocotools drop-in: ``from vistabench.compat.coco import COCO, COCOeval``.
+
+``COCO`` keeps pycocotools' data model (``dataset``, ``anns``/``imgs``/``cats``, ``imgToAnns``,
+``catToImgs``, ``createIndex()`` — torchmetrics sets ``dataset`` and calls it — ``getAnnIds``,
+``getCatIds``, ``getImgIds``, ``loadAnns``/``loadCats``/``loadImgs``, ``annToRLE``/``annToMask``,
+``loadRes`` from a list, a path or an N x 7 array, ``loadNumpyAnnotations``). ``COCOeval`` takes
+pycocotools' ``params`` (``iouThrs``, ``recThrs``, ``maxDets``, ``areaRng``/``areaRngLbl``,
+``imgIds``, ``catIds``, ``useCats``) and gives its ``evaluate`` / ``accumulate`` / ``summarize``,
+``stats``, ``eval["precision" | "recall" | "scores"]``, and — computed when read — ``evalImgs``,
+``ious``, ``evaluateImg``. Scores come from vistabench's vectorised evaluator (:mod:`.evaluation`),
+equal to pycocotools to 1e-9 in the tests.
+
+Masks as pycocotools derives them: ground truth without ``bbox`` in segm mode (torchmetrics' export)
+gets the mask's box; results without ``bbox`` get it from the mask (and the mask area); box-only
+results in segm mode become rectangle masks. Keypoints are not supported (one-line error).
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import InputError, InputTypeError
+from ..metrics.detection import Detections, GroundTruth
+from ..metrics.detection import AREA_LABELS, AREA_RANGES, IOU_THRESHOLDS, RECALL_THRESHOLDS, to_rle
+from .evaluation import UnknownIdError, accumulate_for_params, id_positions, match_for_params, mean_defined
+from .per_image import evaluate_group, group_ious
+from .results import load_result_list, prepare_results, read_dataset
+
+__all__ = ["COCO", "COCOeval", "Params", "detections_of"]
+
+
+def _array_like(x: Any) -> bool:
+    return hasattr(x, "__iter__") and hasattr(x, "__len__")
+
+
+def _listed(x: Any) -> list:
+    return list(x) if _array_like(x) else [x]
+
+
+class COCO:
+    """As ``pycocotools.coco.COCO(annotation_file=None)`` (a dict is accepted too)."""
+
+    def __init__(self, annotation_file: str | Path | dict | None = None):
+        self.dataset: dict = {}
+        self.anns: dict = {}
+        self.cats: dict = {}
+        self.imgs: dict = {}
+        self.imgToAnns: dict = defaultdict(list)
+        self.catToImgs: dict = defaultdict(list)
+        self._gt: dict[bool, GroundTruth] = {}
+        if annotation_file is not None:
+            self.dataset = read_dataset(annotation_file, "annotation_file")
+            self.createIndex()
+
+    def createIndex(self) -> None:
+        anns, cats, imgs = {}, {}, {}
+        img_to_anns, cat_to_imgs = defaultdict(list), defaultdict(list)
+        for ann in self.dataset.get("annotations", ()):
+            img_to_anns[ann["image_id"]].append(ann)
+            anns[ann["id"]] = ann
+        for img in self.dataset.get("images", ()):
+            imgs[img["id"]] = img
+        for cat in self.dataset.get("categories", ()):
+            cats[cat["id"]] = cat
+        if "annotations" in self.dataset and "categories" in self.dataset:
+            for ann in self.dataset["annotations"]:
+                cat_to_imgs[ann["category_id"]].append(ann["image_id"])
+        self.anns, self.cats, self.imgs, self.imgToAnns, self.catToImgs = anns, cats, imgs, img_to_anns, cat_to_imgs
+        self._gt = {}
+
+    def info(self) -> None:
+        for key, value in self.dataset.get("info", {}).items():
+            print(f"{key}: {value}")
+
+    def getAnnIds(self, imgIds=[], catIds=[], areaRng=[], iscrowd=None) -> list:  # noqa: B006 -- pycocotools' API
+        imgIds, catIds = _listed(imgIds), _listed(catIds)
+        if len(imgIds) == len(catIds) == len(areaRng) == 0:
+            anns = self.dataset.get("annotations", [])
+        else:
+            if len(imgIds):
+                anns = [a for i in imgIds for a in self.imgToAnns.get(i, ())]
+            else:
+                anns = self.dataset.get("annotations", [])
+            if len(catIds):
+                cs = set(catIds)
+                anns = [a for a in anns if a["category_id"] in cs]
+            if len(areaRng):
+                anns = [a for a in anns if areaRng[0] < a["area"] < areaRng[1]]
+        if iscrowd is not None:
+            return [a["id"] for a in anns if a["iscrowd"] == iscrowd]
+        return [a["id"] for a in anns]
+
+    def getCatIds(self, catNms=[], supNms=[], catIds=[]) -> list:  # noqa: B006
+        catNms, supNms, catIds = _listed(catNms), _listed(supNms), _listed(catIds)
+        cats = self.dataset.get("categories", [])
+        if len(catNms):
+            cats = [c for c in cats if c["name"] in catNms]
+        if len(supNms):
+            cats = [c for c in cats if c["supercategory"] in supNms]
+        if len(catIds):
+            cats = [c for c in cats if c["id"] in catIds]
+        return [c["id"] for c in cats]
+
+    def getImgIds(self, imgIds=[], catIds=[]) -> list:  # noqa: B006
+        imgIds, catIds = _listed(imgIds), _listed(catIds)
+        if len(imgIds) == len(catIds) == 0:
+            return list(self.imgs.keys())
+        ids = set(imgIds)
+        for i, c in enumerate(catIds):
+            ids = set(self.catToImgs[c]) if i == 0 and len(ids) == 0 else ids & set(self.catToImgs[c])
+        return list(ids)
+
+    def _load(self, table: dict, ids, kind: str) -> list:
+        try:
+            if _array_like(ids):
+                return [table[i] for i in ids]
+            if isinstance(ids, (int, np.integer)):
+                return [table[ids]]
+        except KeyError as exc:
+            raise UnknownIdError(f"ids: {kind} id {exc.args[0]!r} is not in the dataset") from None
+        return []
+
+    def loadAnns(self, ids=[]) -> list:  # noqa: B006
+        return self._load(self.anns, ids, "annotation")
+
+    def loadCats(self, ids=[]) -> list:  # noqa: B006
+        return self._load(self.cats, ids, "category")
+
+    def loadImgs(self, ids=[]) -> list:  # noqa: B006
+        return self._load(self.imgs, ids, "image")
+
+    def annToRLE(self, ann: dict):
+        img = self.imgs[ann["image_id"]]
+        return to_rle(ann["segmentation"], img["height"], img["width"])
+
+    def annToMask(self, ann: dict) -> np.ndarray:
+        import pycocotools.mask as mask_utils
+
+        return mask_utils.decode(self.annToRLE(ann))
+
+    def loadNumpyAnnotations(self, data: np.ndarray) -> list:
+        """N x 7 ``[image_id, x, y, w, h, score, category_id]`` rows as result dicts."""
+        if not isinstance(data, np.ndarray) or data.ndim != 2 or data.shape[1] != 7:
+            raise InputError(f"resFile: an array needs shape (N, 7) [image_id, x, y, w, h, score, category_id], "
+                             f"got {getattr(data, 'shape', type(data).__name__)}")
+        return [{"image_id": int(r[0]), "bbox": [r[1], r[2], r[3], r[4]], "score": r[5], "category_id": int(r[6])}
+                for r in data]
+
+    def loadRes(self, resFile) -> "COCO":
+        """Results (a list, a JSON path or an N x 7 array) as a ``COCO``, prepared as pycocotools does."""
+        res = COCO()
+        res.dataset["images"] = list(self.dataset.get("images", []))
+        anns = self.loadNumpyAnnotations(resFile) if isinstance(resFile, np.ndarray) else load_result_list(resFile, "resFile")
+        ids = np.fromiter(self.imgs.keys(), np.int64, len(self.imgs))
+        sizes = {i: (int(im.get("height", 0)), int(im.get("width", 0))) for i, im in self.imgs.items()}
+        prepare_results(anns, what="resFile", coco=True, image_ids=ids, image_sizes=sizes)
+        res.dataset["categories"] = copy.deepcopy(self.dataset.get("categories", []))
+        res.dataset["annotations"] = anns
+        res.createIndex()
+        return res
+
+    def ground_truth(self, with_segmentation: bool) -> GroundTruth:
+        """The annotations as a pycocotools-semantics :class:`GroundTruth` (cached until
+        ``createIndex``). In segm mode an annotation without ``bbox`` gets its mask's box."""
+        from ..data.coco import read_ground_truth
+
+        if with_segmentation not in self._gt:
+            ds = self.dataset
+            anns = ds.get("annotations", [])
+            if with_segmentation and any("bbox" not in a for a in anns):
+                anns = [a if "bbox" in a else {**a, "bbox": _mask_box(self, a, i)} for i, a in enumerate(anns)]
+            self._gt[with_segmentation] = read_ground_truth(
+                {"images": ds.get("images", []), "annotations": anns, "categories": ds.get("categories", [])},
+                format="coco", with_segmentation=with_segmentation)
+        return self._gt[with_segmentation]
+
+
+def _mask_box(coco: COCO, ann: dict, i: int) -> list:
+    import pycocotools.mask as mask_utils
+
+    if "segmentation" not in ann:
+        raise InputError(f"annotations[{i}]: has neither 'bbox' nor 'segmentation'")
+    img = coco.imgs.get(ann.get("image_id"), {})
+    return mask_utils.toBbox(to_rle(ann["segmentation"], int(img.get("height", 0)), int(img.get("width", 0)))).tolist()
+
+
+def detections_of(coco_dt: COCO, gt: GroundTruth, iou_type: str) -> tuple[Detections, np.ndarray]:
+    """Results as the evaluation reads them: ``area`` and (bbox mode) ``bbox`` as stored on each
+    result, masks from ``segmentation``. Results of images or categories absent from ``gt`` are left
+    out, as pycocotools never loads them (its ids come from the ground truth); returns the detections
+    and their positions in ``dataset["annotations"]``."""
+    anns = coco_dt.dataset.get("annotations", [])
+    try:
+        iid = np.array([a["image_id"] for a in anns], np.int64)
+        cid = np.array([a["category_id"] for a in anns], np.int64)
+    except KeyError as exc:
+        raise InputError(f"cocoDt: a result lacks {exc.args[0]!r}") from None
+    pos = np.flatnonzero(np.isin(iid, gt.image_ids) & np.isin(cid, gt.category_ids))
+    anns = [anns[i] for i in pos]
+    try:
+        score = np.array([a["score"] for a in anns], np.float64)
+        area = np.array([a["area"] for a in anns], np.float64)
+    except KeyError as exc:
+        raise InputError(f"cocoDt: a result lacks {exc.args[0]!r}") from None
+    if iou_type == "segm":
+        seg = [a.get("segmentation") for a in anns]
+        if any(s is None for s in seg):
+            raise InputError(f"cocoDt: result {int(pos[seg.index(None)])} lacks 'segmentation' (iouType 'segm')")
+        box = [a["bbox"] if "bbox" in a else _mask_box(coco_dt, a, i) for i, a in enumerate(anns)]
+    else:
+        seg = None
+        if any("bbox" not in a for a in anns):
+            raise InputError(f"cocoDt: result {int(pos[next(i for i, a in enumerate(anns) if 'bbox' not in a)])} "
+                             f"lacks 'bbox' (iouType 'bbox')")
+        box = [a["bbox"] for a in anns]
+    bbox = np.asarray(box, np.float64).reshape(len(anns), 4)
+    d = Detections.from_ids(gt, image_id=iid[pos], category_id=cid[pos], bbox=bbox, score=score, segmentation=seg,
+                            area=area)
+    return d, pos
+
+
+class Params:
+    """pycocotools' detection parameters (keypoints are not supported)."""
+
+    def __init__(self, iouType: str = "segm"):
+        if iouType not in ("segm", "bbox"):
+            raise InputError(f"iouType: expected 'bbox' or 'segm', got {iouType!r} (keypoints are not supported)")
+        self.imgIds: list = []
+        self.catIds: list = []
+        self.iouThrs = IOU_THRESHOLDS.copy()
+        self.recThrs = RECALL_THRESHOLDS.copy()
+        self.maxDets = [1, 10, 100]
+        self.areaRng = AREA_RANGES.tolist()
+        self.areaRngLbl = list(AREA_LABELS)
+        self.useCats = 1
+        self.iouType = iouType
+        self.useSegm = None
+
+
+class COCOeval:
+    """As ``pycocotools.cocoeval.COCOeval(cocoGt, cocoDt, iouType="segm")``."""
+
+    def __init__(self, cocoGt: COCO | None = None, cocoDt: COCO | None = None, iouType: str = "segm"):
+        for name, v in (("cocoGt", cocoGt), ("cocoDt", cocoDt)):
+            if v is not None and not isinstance(v, COCO):
+                raise InputTypeError(f"{name}: expected vistabench.compat.coco.COCO, got {type(v).__name__}")
+        self.cocoGt, self.cocoDt = cocoGt, cocoDt
+        self.eval: dict = {}
+        self.params = Params(iouType=iouType)
+        self._paramsEval: Any = {}
+        self.stats: Any = []
+        self._pm = None
+        self._dt_pos = np.zeros(0, np.int64)
+        self._per_image: dict[str, Any] = {}
+        if cocoGt is not None:
+            self.params.imgIds = sorted(cocoGt.getImgIds())
+            self.params.catIds = sorted(cocoGt.getCatIds())
+
+    def evaluate(self) -> None:
+        p = self.params
+        if p.useSegm is not None:
+            p.iouType = "segm" if p.useSegm == 1 else "bbox"
+        if p.iouType not in ("bbox", "segm"):
+            raise InputError(f"params.iouType: expected 'bbox' or 'segm', got {p.iouType!r}")
+        if self.cocoGt is None or self.cocoDt is None:
+            raise InputError("cocoGt, cocoDt: both are needed to evaluate")
+        p.imgIds = list(np.unique(np.asarray(p.imgIds, np.int64)).tolist())
+        if p.useCats:
+            p.catIds = list(np.unique(np.asarray(p.catIds, np.int64)).tolist())
+        p.maxDets = sorted(int(m) for m in p.maxDets)
+        area = np.asarray(p.areaRng, np.float64)
+        if area.ndim != 2 or area.shape[1] != 2:
+            raise InputError(f"params.areaRng: expected pairs [low, high], got {p.areaRng!r}")
+        gt = self.cocoGt.ground_truth(p.iouType == "segm")
+        dets, self._dt_pos = detections_of(self.cocoDt, gt, p.iouType)
+        self._pm = match_for_params(
+            gt, dets, iou_type=p.iouType, img_rows=id_positions(p.imgIds, gt.image_ids, "params.imgIds"),
+            cat_rows=id_positions(p.catIds, gt.category_ids, "params.catIds"), use_cats=bool(p.useCats),
+            iou_thrs=np.asarray(p.iouThrs, np.float64), area_rng=area)
+        self._paramsEval = copy.deepcopy(p)
+        self._per_image = {}
+        self.eval = {}
+
+    def accumulate(self, p: Params | None = None) -> None:
+        if self._pm is None:
+            raise RuntimeError("Please run evaluate() first")
+        p = self.params if p is None else p
+        acc = accumulate_for_params(self._pm, rec_thrs=np.asarray(p.recThrs, np.float64), max_dets=list(p.maxDets))
+        p.catIds = p.catIds if p.useCats == 1 else [-1]
+        self.eval = {"params": p, "counts": list(acc.precision.shape),
+                     "date": datetime.datetime.now().strftime("%Y-%m-%d %H:%M:%S"),
+                     "precision": acc.precision, "recall": acc.recall, "scores": acc.scores}
+
+    def _summarize(self, ap: int = 1, iouThr=None, areaRng: str = "all", maxDets: int = 100) -> float:
+        p = self.params
+        aind = [i for i, a in enumerate(p.areaRngLbl) if a == areaRng]
+        mind = [i for i, m in enumerate(p.maxDets) if m == maxDets]
+        s = self.eval["precision"] if ap == 1 else self.eval["recall"]
+        if iouThr is not None:
+            s = s[np.where(iouThr == np.asarray(p.iouThrs))[0]]
+        s = s[:, :, :, aind, mind] if ap == 1 else s[:, :, aind, mind]
+        mean_s = mean_defined(s)
+        title, typ = ("Average Precision", "(AP)") if ap == 1 else ("Average Recall", "(AR)")
+        iou = f"{p.iouThrs[0]:0.2f}:{p.iouThrs[-1]:0.2f}" if iouThr is None else f"{iouThr:0.2f}"
+        print(f" {title:<18} {typ} @[ IoU={iou:<9} | area={areaRng:>6s} | maxDets={maxDets:>3d} ] = {mean_s:0.3f}")
+        return mean_s
+
+    def summarize(self) -> None:
+        if not self.eval:
+            raise Exception("Please run accumulate() first")  # pycocotools' type; clients catch Exception
+        m = self.params.maxDets
+        if len(m) < 3:
+            raise InputError(f"params.maxDets: summarize reads three values (pycocotools' stats), got {m!r}")
+        s = self._summarize
+        self.stats = np.array([
+            s(1), s(1, iouThr=.5, maxDets=m[2]), s(1, iouThr=.75, maxDets=m[2]), s(1, areaRng="small", maxDets=m[2]),
+            s(1, areaRng="medium", maxDets=m[2]), s(1, areaRng="large", maxDets=m[2]), s(0, maxDets=m[0]),
+            s(0, maxDets=m[1]), s(0, maxDets=m[2]), s(0, areaRng="small", maxDets=m[2]),
+            s(0, areaRng="medium", maxDets=m[2]), s(0, areaRng="large", maxDets=m[2])])
+
+    def __str__(self) -> str:
+        self.summarize()
+        return ""
+
+    # ------------------------------------------------------------------ per-image records, on request
+    def _groups(self) -> tuple[dict, dict]:
+        if "groups" not in self._per_image:
+            pm = self._pm
+            if pm is None:
+                raise RuntimeError("Please run evaluate() first")
+            gts, dts = defaultdict(list), defaultdict(list)
+            g_anns = {}
+            for a in self.cocoGt.dataset.get("annotations", []):
+                g_anns[a["id"]] = a
+            res = self.cocoDt.dataset.get("annotations", [])
+            img_of = pm.gt.image_ids
+            use = bool(self._paramsEval.useCats)
+            for i in range(len(pm.gt)):
+                a = g_anns[int(pm.gt.ann_id[i])]
+                gts[int(img_of[pm.gt.image[i]]), a["category_id"] if use else -1].append(a)
+            if use:
+                for j in np.sort(pm.det):
+                    a = res[int(self._dt_pos[j])]
+                    dts[a["image_id"], a["category_id"]].append(a)
+            else:  # positions into the re-ordered detections: rebuild in catIds order, then file order
+                order = {c: k for k, c in reversed(list(enumerate(self._paramsEval.catIds)))}
+                keep = [a for a in res if a["image_id"] in set(self._paramsEval.imgIds) and a["category_id"] in order]
+                for a in sorted(keep, key=lambda a: order[a["category_id"]]):
+                    dts[a["image_id"], -1].append(a)
+            self._per_image["groups"] = (gts, dts)
+        return self._per_image["groups"]
+
+    def computeIoU(self, imgId: int, catId: int):
+        gts, dts = self._groups()
+        key = (imgId, catId if self._paramsEval.useCats else -1)
+        gt, dt = gts.get(key, []), dts.get(key, [])
+        dt = [dt[i] for i in np.argsort([-d["score"] for d in dt], kind="mergesort")][: self._paramsEval.maxDets[-1]]
+        img = self.cocoGt.imgs.get(imgId, {})
+        return group_ious(dt, gt, iou_type=self._paramsEval.iouType, size=(int(img.get("height", 0)),
+                                                                           int(img.get("width", 0))),
+                          crowd=[int(g.get("iscrowd", 0)) for g in gt])
+
+    @property
+    def ious(self) -> dict:
+        if "ious" not in self._per_image:
+            p = self._paramsEval
+            cats = p.catIds if p.useCats else [-1]
+            self._per_image["ious"] = {(i, c): self.computeIoU(i, c) for i in p.imgIds for c in cats}
+        return self._per_image["ious"]
+
+    def evaluateImg(self, imgId: int, catId: int, aRng, maxDet: int) -> dict | None:
+        gts, dts = self._groups()
+        key = (imgId, catId if self._paramsEval.useCats else -1)
+        gt, dt = gts.get(key, []), dts.get(key, [])
+        ious = self._per_image.get("ious", {}).get((imgId, catId))
+        if ious is None:
+            ious = self.computeIoU(imgId, catId)
+        r = evaluate_group(gt, dt, ious, iou_thrs=np.asarray(self._paramsEval.iouThrs), area_rng=aRng, coco=True,
+                           max_det=maxDet)
+        if r is not None:
+            r["image_id"], r["category_id"] = imgId, catId
+        return r
+
+    @property
+    def evalImgs(self) -> list:
+        """pycocotools' per (category, area, image) records, in its order (computed on first read)."""
+        if "evalImgs" not in self._per_image:
+            if self._pm is None:
+                raise RuntimeError("Please run evaluate() first")
+            p = self._paramsEval
+            cats = p.catIds if p.useCats else [-1]
+            self._per_image["evalImgs"] = [self.evaluateImg(i, c, a, p.maxDets[-1]) for c in cats
+                                           for a in p.areaRng for i in p.imgIds]
+        return self._per_image["evalImgs"]

@@ -1,0 +1,201 @@
+"""Result lists as the official loaders prepare them (``LVISResults.__init__``, ``COCO.loadRes``).
+
+The first result decides (as in both tools): when it has a box, every result needs one, its area is
+the box area, and a result without ``segmentation`` gets the box's rectangle polygon (so box-only
+results become rectangle masks in segm mode); when it has none, every result needs a compressed RLE
+``segmentation``, its area is the mask area and a missing box is the mask's bounding box. Each
+result gets ``id`` = position + 1 (and, for COCO, ``iscrowd`` 0) — the dicts are updated in place,
+as the tools do. Masks are checked (``size``, ``counts``) so a bad one is one line naming the result.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import InputError, InputTypeError
+from .evaluation import EmptyResultsError
+
+__all__ = ["read_dataset", "load_result_list", "prepare_results", "check_segmentation"]
+
+
+def read_dataset(source: Any, what: str) -> dict:
+    if isinstance(source, dict):
+        return source
+    if not isinstance(source, (str, Path)):
+        raise InputTypeError(f"{what}: expected a path or a dict, got {type(source).__name__}")
+    p = Path(source)
+    if not p.is_file():
+        raise InputError(f"{what}: {str(source)!r} is not a file")
+    import msgspec
+
+    try:
+        data = msgspec.json.decode(p.read_bytes())
+    except msgspec.DecodeError as exc:
+        raise InputError(f"{what}: {str(source)!r} is not valid JSON ({exc})") from None
+    if not isinstance(data, dict) or not {"images", "annotations", "categories"} <= set(data):
+        raise InputError(f"{what}: {str(source)!r} needs 'images', 'annotations' and 'categories'")
+    return data
+
+
+def load_result_list(source: Any, what: str) -> list:
+    """A results path (JSON list) or an in-memory list."""
+    if isinstance(source, (str, Path)):
+        import msgspec
+
+        p = Path(source)
+        if not p.is_file():
+            raise InputError(f"{what}: {str(source)!r} is not a file")
+        try:
+            data = msgspec.json.decode(p.read_bytes())
+        except msgspec.DecodeError as exc:
+            try:
+                data = json.loads(p.read_text(encoding="utf-8-sig"))
+            except ValueError:
+                raise InputError(f"{what}: {str(source)!r} is not valid JSON ({exc})") from None
+        source = data
+    if not isinstance(source, list):
+        raise InputTypeError(f"{what}: expected a list of result dicts (or a path to one), got {type(source).__name__}")
+    return source
+
+
+_RLE_CHARS = re.compile(rb"[0-o]*")  # pycocotools' compressed counts: characters 48..111
+
+
+def check_segmentation(seg: Any, where: str, image_size: tuple[int, int] | None = None) -> None:
+    """A polygon list (each polygon >= 3 points) or an RLE dict with ``size`` [h, w] — the image's,
+    when ``image_size`` is known — and ``counts`` (compressed characters, or non-negative integers
+    summing to h x w). pycocotools' decoder is undefined on anything else."""
+    if isinstance(seg, dict):
+        size, counts = seg.get("size"), seg.get("counts")
+        if not (isinstance(size, (list, tuple)) and len(size) == 2 and all(isinstance(v, (int, np.integer)) and v >= 0
+                                                                             for v in size)):
+            raise InputError(f"{where}.segmentation: an RLE needs 'size' [height, width], got {size!r}")
+        if image_size is not None and all(image_size) and tuple(int(v) for v in size) != tuple(image_size):
+            raise InputError(f"{where}.segmentation: RLE size {list(size)} is not its image's size "
+                             f"{list(image_size)} [height, width]")
+        if isinstance(counts, (str, bytes)):
+            b = counts.encode("latin-1", "replace") if isinstance(counts, str) else counts
+            if not _RLE_CHARS.fullmatch(b):
+                raise InputError(f"{where}.segmentation: RLE counts is not a compressed RLE string "
+                                 f"(characters '0'..'o')")
+        if isinstance(counts, list):
+            if any((not isinstance(c, (int, np.integer))) or c < 0 for c in counts):
+                raise InputError(f"{where}.segmentation: RLE counts must be non-negative integers")
+            if sum(counts) != size[0] * size[1]:
+                raise InputError(f"{where}.segmentation: RLE counts sum to {sum(counts)}, expected height x width "
+                                 f"= {size[0] * size[1]}")
+        elif not isinstance(counts, (str, bytes)):
+            raise InputError(f"{where}.segmentation: RLE 'counts' must be a string or a list, got {type(counts).__name__}")
+        return
+    if isinstance(seg, list) and seg and all(isinstance(p, list) for p in seg):
+        for p in seg:
+            if len(p) < 6 or len(p) % 2:
+                raise InputError(f"{where}.segmentation: a polygon needs an even number >= 6 of coordinates, "
+                                 f"got {len(p)}")
+        return
+    raise InputError(f"{where}.segmentation: expected polygons (a list of lists) or an RLE dict, "
+                     f"got {type(seg).__name__}")
+
+
+def _rle(seg: Any, where: str, size) -> Any:
+    if not isinstance(seg, dict):
+        raise InputError(f"{where}.segmentation: results without 'bbox' need a compressed RLE dict, "
+                         f"got {type(seg).__name__}")
+    check_segmentation(seg, where, size)
+    if isinstance(seg["counts"], list):
+        raise InputError(f"{where}.segmentation: results without 'bbox' need a compressed RLE (string counts)")
+    return seg
+
+
+def _boxes(boxes: list, what: str) -> np.ndarray:
+    """(N, 4) float64 boxes; a missing or malformed one is named."""
+    try:
+        b = np.asarray(boxes, dtype=np.float64)
+        if b.shape == (len(boxes), 4):
+            return b
+    except (TypeError, ValueError):
+        pass
+    for i, bb in enumerate(boxes):
+        if bb is None:
+            raise InputError(f"{what}[{i}]: lacks 'bbox' (the first result has one, so every result needs one)")
+        try:
+            if np.asarray(bb, dtype=np.float64).shape != (4,):
+                raise ValueError
+        except (TypeError, ValueError):
+            raise InputError(f"{what}[{i}].bbox: expected 4 numbers [x, y, w, h], got {bb!r}") from None
+    raise InputError(f"{what}: every 'bbox' must be 4 numbers [x, y, w, h]")
+
+
+def prepare_results(anns: list, *, what: str, coco: bool, image_ids: np.ndarray,
+                    image_sizes: dict | None = None) -> dict[str, Any]:
+    """Update ``anns`` as the tool's loader does and return columns ``image_id``, ``category_id``,
+    ``score``, ``bbox`` (N, 4), ``area``, ``segmentation`` (list). ``image_sizes``: image id ->
+    (height, width), to check RLE sizes."""
+    sizes = image_sizes or {}
+    if len(anns) == 0:
+        raise EmptyResultsError(f"{what}: the results list is empty (lvis-api and pycocotools raise IndexError "
+                                f"on it; nothing to evaluate)")
+    import pycocotools.mask as mask_utils
+
+    first = anns[0]
+    if not isinstance(first, dict):
+        raise InputTypeError(f"{what}[0]: expected a result dict, got {type(first).__name__}")
+    with_box = "bbox" in first and not (coco and first["bbox"] == [])
+    if not with_box and "segmentation" not in first:
+        raise InputError(f"{what}[0]: a result needs 'bbox' or 'segmentation'")
+    n = len(anns)
+    bad = next((i for i, a in enumerate(anns) if not isinstance(a, dict)), None)
+    if bad is not None:
+        raise InputTypeError(f"{what}[{bad}]: expected a result dict, got {type(anns[bad]).__name__}")
+    if with_box:
+        bbox = _boxes([a.get("bbox") for a in anns], what)
+        area = bbox[:, 2] * bbox[:, 3]
+        x, y = bbox[:, 0], bbox[:, 1]
+        x2, y2 = x + bbox[:, 2], y + bbox[:, 3]
+        area_l = area.tolist()
+        rect = np.stack([x, y, x, y2, x2, y2, x2, y], 1).tolist()  # the box's rectangle polygon, as both tools
+    else:
+        bbox, area = np.zeros((n, 4)), np.zeros(n)
+    for i, ann in enumerate(anns):
+        if with_box:
+            if "segmentation" not in ann:
+                ann["segmentation"] = [rect[i]]
+            else:
+                check_segmentation(ann["segmentation"], f"{what}[{i}]", sizes.get(ann.get("image_id")))
+            ann["area"] = area_l[i]
+        else:
+            where = f"{what}[{i}]"
+            if "segmentation" not in ann:
+                raise InputError(f"{where}: lacks 'segmentation' (the first result has no 'bbox', so every result "
+                                 f"needs a mask)")
+            seg = _rle(ann["segmentation"], where, sizes.get(ann.get("image_id")))
+            ann["area"] = mask_utils.area(seg)
+            if "bbox" not in ann:
+                ann["bbox"] = mask_utils.toBbox(seg)
+            bbox[i] = np.asarray(ann["bbox"], np.float64).reshape(4)
+            area[i] = float(ann["area"])
+        ann["id"] = i + 1
+        if coco:
+            ann["iscrowd"] = 0
+    try:
+        iid = np.array([a["image_id"] for a in anns])
+        cid = np.array([a["category_id"] for a in anns])
+        score = np.array([a["score"] for a in anns])
+    except KeyError as exc:
+        bad = next(i for i, a in enumerate(anns) if exc.args[0] not in a)
+        raise InputError(f"{what}[{bad}]: lacks {exc.args[0]!r}") from None
+    if iid.dtype.kind not in "iu" or cid.dtype.kind not in "iu":
+        raise InputError(f"{what}: 'image_id' and 'category_id' must be integers")
+    if score.dtype.kind not in "iuf":
+        raise InputError(f"{what}: every 'score' must be a number")
+    known = np.isin(iid, image_ids)
+    if not known.all():
+        raise InputError(f"{what}[{int(np.flatnonzero(~known)[0])}]: image_id {int(iid[~known][0])} is not in the "
+                         f"ground truth (results do not correspond to this set)")
+    return {"image_id": iid.astype(np.int64), "category_id": cid.astype(np.int64), "score": score.astype(np.float64),
+            "bbox": bbox, "area": area, "segmentation": [a["segmentation"] for a in anns]}

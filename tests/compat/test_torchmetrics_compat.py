@@ -1,0 +1,126 @@
+"""vistabench.compat.torchmetrics against torchmetrics' own MeanAveragePrecision (pycocotools backend),
+same update() calls. torchvision is not installed here: its ``box_convert`` (the only piece
+torchmetrics takes from it) is supplied by a transcription below."""
+
+from __future__ import annotations
+
+import sys
+import types
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("torchmetrics")
+
+from vistabench.compat.torchmetrics import MeanAveragePrecision  # noqa: E402
+from vistabench.errors import InputError  # noqa: E402
+
+
+def _box_convert(boxes, in_fmt, out_fmt):
+    """torchvision.ops.box_convert for the formats torchmetrics uses (to "xywh")."""
+    if in_fmt == out_fmt:
+        return boxes.clone()
+    if in_fmt == "cxcywh":
+        cx, cy, w, h = boxes.unbind(-1)
+        boxes = torch.stack((cx - 0.5 * w, cy - 0.5 * h, cx + 0.5 * w, cy + 0.5 * h), dim=-1)
+    x1, y1, x2, y2 = boxes.unbind(-1)
+    return torch.stack((x1, y1, x2 - x1, y2 - y1), dim=-1)
+
+
+@pytest.fixture
+def reference(monkeypatch):
+    tv, ops = types.ModuleType("torchvision"), types.ModuleType("torchvision.ops")
+    ops.box_convert = _box_convert
+    tv.ops = ops
+    monkeypatch.setitem(sys.modules, "torchvision", tv)
+    monkeypatch.setitem(sys.modules, "torchvision.ops", ops)
+    import torchmetrics.detection.mean_ap as m
+
+    monkeypatch.setattr(m, "_TORCHVISION_AVAILABLE", True)
+    return m.MeanAveragePrecision
+
+
+def _batches(seed, *, masks=False, fmt="xyxy", n_img=10, n_cls=4, H=60, W=80):
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n_img):
+        ng, nd = int(rng.integers(0, 6)), int(rng.integers(0, 9))
+        if i == 3:
+            ng = 0  # an image without ground truth
+        if i == 5:
+            nd = 0  # an image without predictions
+        def boxes(n):
+            xy = rng.uniform(0, 40, (n, 2))
+            wh = rng.uniform(4, 35, (n, 2))
+            return np.concatenate([xy, xy + wh], 1).astype(np.float32)
+        gb, db = boxes(ng), boxes(nd)
+        if nd and ng:
+            db[: min(nd, ng)] = gb[: min(nd, ng)] + rng.normal(0, 2, (min(nd, ng), 4)).astype(np.float32)
+        def conv(b):
+            if fmt == "xywh":
+                return np.concatenate([b[:, :2], b[:, 2:] - b[:, :2]], 1)
+            if fmt == "cxcywh":
+                return np.concatenate([(b[:, :2] + b[:, 2:]) / 2, b[:, 2:] - b[:, :2]], 1)
+            return b
+        def mk(b):
+            m = np.zeros((len(b), H, W), np.uint8)
+            for k, (x1, y1, x2, y2) in enumerate(b):
+                m[k, int(max(y1, 0)): int(y2), int(max(x1, 0)): int((x1 + x2) / 2) + 1] = 1
+            return torch.from_numpy(m).bool()
+        p = {"boxes": torch.from_numpy(conv(db)), "scores": torch.from_numpy(rng.random(nd).astype(np.float32)),
+             "labels": torch.from_numpy(rng.integers(0, n_cls, nd))}
+        t = {"boxes": torch.from_numpy(conv(gb)), "labels": torch.from_numpy(rng.integers(0, n_cls, ng)),
+             "iscrowd": torch.from_numpy((rng.random(ng) < 0.15).astype(np.int64))}
+        if nd and ng:
+            p["labels"][: min(nd, ng)] = t["labels"][: min(nd, ng)]
+        if masks:
+            p["masks"], t["masks"] = mk(db), mk(gb)
+        out.append(([p], [t]))
+    return out
+
+
+def _same(ours: dict, ref: dict):
+    assert set(ours) == set(ref), set(ours) ^ set(ref)
+    for k, v in ref.items():
+        if isinstance(v, dict):
+            continue
+        a, b = np.asarray(ours[k], float), np.asarray(v, float)
+        assert a.shape == b.shape and np.allclose(a, b, rtol=0, atol=1e-6), (k, a, b)
+
+
+@pytest.mark.parametrize("kw", [
+    {},
+    {"box_format": "xywh", "class_metrics": True},
+    {"box_format": "cxcywh", "average": "micro"},
+    {"iou_thresholds": [0.5, 0.75], "max_detection_thresholds": [1, 2, 5], "extended_summary": True},
+    {"iou_type": "segm"},
+    {"iou_type": ("bbox", "segm"), "class_metrics": True},
+])
+def test_same_calls_same_numbers_as_torchmetrics(reference, kw):
+    fmt = kw.get("box_format", "xyxy")
+    masks = "segm" in (kw.get("iou_type", "bbox"),) or "segm" in kw.get("iou_type", ())
+    ref, ours = reference(**kw), MeanAveragePrecision(**kw)
+    for preds, target in _batches(7, masks=masks, fmt=fmt):
+        ref.update(preds, target)
+        ours.update(preds, target)
+    r, o = ref.compute(), ours.compute()
+    _same(o, r)
+    assert float(o["map_50" if "bbox_map" not in o else "bbox_map_50"]) > 0.05  # map is -1 without maxDets 100, as there
+    ours.reset()
+    assert ours.detection_box == [] and ours.groundtruth_mask == []
+
+
+def test_nothing_updated_gives_minus_one_as_torchmetrics(reference):
+    r, o = reference().compute(), MeanAveragePrecision().compute()
+    _same(o, r)
+
+
+def test_input_mistakes_are_one_line():
+    m = MeanAveragePrecision()
+    with pytest.raises(InputError, match="preds, target: 1 predictions for 2 targets"):
+        m.update([{}], [{}, {}])
+    with pytest.raises(InputError, match=r"preds\[0\]: lacks 'scores'"):
+        m.update([{"boxes": torch.zeros(0, 4), "labels": torch.zeros(0)}], [{"boxes": torch.zeros(0, 4), "labels": torch.zeros(0)}])
+    with pytest.raises(InputError, match="box_format"):
+        MeanAveragePrecision(box_format="xyz")
