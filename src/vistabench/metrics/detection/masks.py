@@ -183,7 +183,8 @@ def check_segmentations(
         prob = _size_problem(size)
         if prob is not None:
             fail(i, ".size", prob)
-        if sizes is not None and (int(size[0]) != sizes[i, 0] or int(size[1]) != sizes[i, 1]):
+        known = sizes is not None and sizes[i, 0] > 0 and sizes[i, 1] > 0  # 0: the image's size is unknown
+        if known and (int(size[0]) != sizes[i, 0] or int(size[1]) != sizes[i, 1]):
             fail(i, ".size", f"the mask is {list(map(int, size))} (height, width) but {image_of(i)} is "
                              f"{[int(sizes[i, 0]), int(sizes[i, 1])]}")
         counts = s["counts"]
