@@ -32,6 +32,40 @@ def test_every_part_resolves(proto):
 
 
 @pytest.mark.parametrize("proto", PROTOCOLS, ids=lambda p: p.name)
+def test_config_run_and_score_follow_one_signature(proto):
+    """Every protocol: a frozen typed RunConfig (every field with help), ``run(config, *, store=None,
+    work_dir=None) -> list[Record]`` and ``score(predictions, reference, ...)``."""
+    import dataclasses
+    import inspect
+    import typing
+
+    from vistabench.config import RunConfig
+    from vistabench.store import Record
+
+    config = proto.part("config")
+    assert isinstance(config, type) and issubclass(config, RunConfig), proto.references()["config"]
+    assert dataclasses.is_dataclass(config) and config.__dataclass_params__.frozen
+    assert config.protocol == proto.name
+    for info in config.fields_info():
+        assert info.help.strip(), f"{proto.name} config field {info.name!r} has no help text"
+        assert info.type is not typing.Any, f"{proto.name} config field {info.name!r} is untyped"
+
+    run = proto.part("run")
+    params = list(inspect.signature(run).parameters.values())
+    assert [(p.name, p.kind) for p in params] == [
+        ("config", inspect.Parameter.POSITIONAL_OR_KEYWORD),
+        ("store", inspect.Parameter.KEYWORD_ONLY), ("work_dir", inspect.Parameter.KEYWORD_ONLY)]
+    assert params[1].default is None and params[2].default is None
+    hints = typing.get_type_hints(run)
+    assert hints["config"] is config
+    assert typing.get_origin(hints["return"]) is list and typing.get_args(hints["return"]) == (Record,)
+
+    score = list(inspect.signature(proto.part("score")).parameters.values())
+    assert [p.name for p in score[:2]] == ["predictions", "reference"]
+    assert all(p.kind in (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.VAR_KEYWORD) for p in score[2:])
+
+
+@pytest.mark.parametrize("proto", PROTOCOLS, ids=lambda p: p.name)
 @pytest.mark.parametrize("verb", ["split", "score", "run", "table"])
 def test_same_verbs_everywhere(proto, verb, capsys):
     with pytest.raises(SystemExit) as exc:

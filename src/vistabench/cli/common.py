@@ -46,7 +46,7 @@ def _demo(args):
     return summary if args.json else None
 
 
-def _open_store(path: str):
+def open_store(path: str):
     """Open a results store read-only (tables and reports never create or modify it)."""
     from ..store import ResultsStore
 
@@ -57,7 +57,7 @@ def _table(args):
     from ..suite import get_protocol
 
     proto = get_protocol(args.protocol)
-    with _open_store(args.store) as store:
+    with open_store(args.store) as store:
         table = proto.part("table")(store, dataset=args.dataset)
     if args.json:
         return {"columns": [c.key for c in table.columns], "rows": table.rows}
@@ -80,7 +80,7 @@ def add_table_verb(verbs: argparse._SubParsersAction, protocol: str) -> None:
 def _report(args):
     from ..report import build_report
 
-    with _open_store(args.store) as store:
+    with open_store(args.store) as store:
         path = build_report(store, args.out)
     if args.json:
         return {"report": str(path)}

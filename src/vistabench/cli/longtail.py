@@ -124,10 +124,10 @@ def register(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
 
 def _table(args):
     from ..report.longtail import longtail_table, survey_table
-    from .common import _open_store
+    from .common import open_store
 
     build = survey_table if args.layout == "survey" else longtail_table
-    with _open_store(args.store) as store:
+    with open_store(args.store) as store:
         table = build(store, dataset=args.dataset, exact=args.exact)
     if args.json:
         return {"columns": [c.key for c in table.columns], "rows": table.rows}

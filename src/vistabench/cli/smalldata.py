@@ -180,10 +180,10 @@ def _run_text(r: dict) -> str:
 
 
 def _table(args):
-    from .common import _open_store
+    from .common import open_store
     from ..report.smalldata import accuracy_table, cost_table
 
-    with _open_store(args.store) as store:
+    with open_store(args.store) as store:
         table = (cost_table if args.cost else accuracy_table)(store, dataset=args.dataset)
     if args.json:
         return {"columns": [c.key for c in table.columns], "rows": table.rows,

@@ -69,7 +69,7 @@ def _get(d: dict, key: str) -> Any:
     raise KeyError(key)
 
 
-def _cifar_batch(path: Path, label_key: str) -> tuple[np.ndarray, np.ndarray]:
+def read_cifar_batch(path: Path, label_key: str) -> tuple[np.ndarray, np.ndarray]:
     d = safe_unpickle(path)
     if not isinstance(d, dict):
         raise InputError(f"{str(path)!r}: expected a dict in a CIFAR batch, got {type(d).__name__}")
@@ -108,8 +108,8 @@ def read_cifar(root: str | os.PathLike[str], *, variant: int = 10) -> DataSplits
     missing = [f.name for f in files + test_files if not f.is_file()]
     if missing:
         raise InputError(f"cifar{variant} root {str(root)!r}: missing files {missing}")
-    tr = [_cifar_batch(f, label_key) for f in files]
-    te = [_cifar_batch(f, label_key) for f in test_files]
+    tr = [read_cifar_batch(f, label_key) for f in files]
+    te = [read_cifar_batch(f, label_key) for f in test_files]
     meta = safe_unpickle(root / meta_file) if (root / meta_file).is_file() else {}
     names = _names(meta if isinstance(meta, dict) else {}, names_key, variant)
     if len(names) != variant:

@@ -33,7 +33,7 @@ from ..errors import InputError
 from ..registry import Registry
 from .augment import NO_AUGMENTATION, PAD_CROP_FLIP, Augmentation
 from .dataset import DataSplits, Dataset
-from .readers import _cifar_batch, read_image_folder, readers
+from .readers import read_cifar_batch, read_image_folder, readers
 
 __all__ = ["SmallDataPreset", "presets", "get_preset", "RECIPES", "vistabench_recipe", "load_smalldata", "labels_fingerprint",
            "CIFAR10_CLASSES", "ISIC2018_CLASSES", "EUROSAT_CLASSES", "CLAMM_CLASSES"]
@@ -255,8 +255,8 @@ def read_cifair10(root: str | Path) -> DataSplits:
     missing = [f.name for f in files if not f.is_file()]
     if missing:
         raise InputError(f"{str(train_dir)!r}: missing CIFAR-10 batches {missing}")
-    parts = [_cifar_batch(f, "labels") for f in files]
-    xt, yt = _cifar_batch(test_dir / "test_batch", "labels")
+    parts = [read_cifar_batch(f, "labels") for f in files]
+    xt, yt = read_cifar_batch(test_dir / "test_batch", "labels")
     x = np.concatenate([p[0] for p in parts])
     y = np.concatenate([p[1] for p in parts])
     for arr, where in ((y, str(train_dir)), (yt, str(test_dir / "test_batch"))):

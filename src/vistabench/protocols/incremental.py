@@ -22,6 +22,7 @@ from ..data.predictions import Predictions, load_predictions, save_predictions
 from ..errors import InputError
 from ..metrics.incremental import IncrementalScores, Mode, accuracy_matrix, corner_case_matrix, incremental_scores
 from ..store import Record, ResultsStore
+from .incremental_config import IncrementalConfig
 from .incremental_sessions import (  # noqa: F401  (re-exported: the protocol's public API)
     PRESETS,
     build_sessions,
@@ -272,7 +273,7 @@ def sessions_for_data(data: Any, *, data_name: str, preset: str | None = None, b
                           test_per_class=test_per_class, dataset=data_name, preset=preset)
 
 
-def run(config: Any, *, store: ResultsStore | None = None,
+def run(config: IncrementalConfig, *, store: ResultsStore | None = None,
         work_dir: str | os.PathLike[str] | None = None) -> list[Record]:
     """Run ``config`` (an :class:`~vistabench.protocols.incremental_config.IncrementalConfig`): load
     the data, build (or read) the sessions, run the learner through them, score, record.
@@ -282,7 +283,6 @@ def run(config: Any, *, store: ResultsStore | None = None,
     its id. Returns ``[record]``.
     """
     from ..data import load_dataset
-    from .incremental_config import IncrementalConfig
 
     if not isinstance(config, IncrementalConfig):
         raise InputError(f"config: expected an IncrementalConfig, got {type(config).__name__}")

@@ -352,15 +352,18 @@ def _read_events(path: str | Path) -> Any:
         raise InputError(f"events {str(path)!r}: not a JSON file ({exc})") from None
 
 
-def score(events: list[dict[str, Any]] | str | Path, stream: Stream | str, *, meta_test_from_year: int | str | None = None) -> dict[str, Any]:
+def score(predictions: list[dict[str, Any]] | str | Path, reference: Stream | str, *,
+          meta_test_from_year: int | str | None = None) -> dict[str, Any]:
     """Score a run's per-task events (from any learner) against a stream.
 
-    ``events``: (a JSON file of) one dict per task, in stream order, each with ``task`` (the task's uid) and ``error``
-    (1 - accuracy, or 1 - mAP for multilabel tasks) and ``flops`` (compute charged for that task);
-    optional keys of :data:`EVENT_KEYS` are kept (missing: null). A run may stop early (a prefix of
-    the stream). Returns ``summary`` (``avg_error`` over the meta-test tasks present, ``cflop``,
+    ``predictions``: the events — (a JSON file of) one dict per task, in stream order, each with
+    ``task`` (the task's uid) and ``error`` (1 - accuracy, or 1 - mAP for multilabel tasks) and
+    ``flops`` (compute charged for that task); optional keys of :data:`EVENT_KEYS` are kept (missing:
+    null). A run may stop early (a prefix of the stream). ``reference``: the stream (loaded, or its
+    name or file). Returns ``summary`` (``avg_error`` over the meta-test tasks present, ``cflop``,
     ``tasks``) and ``events`` completed with the stream's metadata.
     """
+    events, stream = predictions, reference
     s = stream if isinstance(stream, Stream) else load_stream(stream, meta_test_from_year=meta_test_from_year)
     if isinstance(events, (str, Path)):
         events = _read_events(events)
