@@ -57,7 +57,7 @@ def test_ray_two_workers_store_the_sequential_records(ctx, sequential, tmp_path,
 
 
 def test_engine_options_are_checked_once(ctx):
-    with pytest.raises(InputError, match="--max-parallel: expected a positive integer, got 0"):
+    with pytest.raises(InputError, match="max.parallel: expected a positive integer, got 0"):
         run_method(ctx, "ce_untuned", Options(epochs=1, repeats=1, max_parallel=0))
-    with pytest.raises(InputError, match="--ray-address: only with --engine ray"):
+    with pytest.raises(InputError, match="ray.address: only with (--)?engine ray"):
         run_method(ctx, "ce_untuned", Options(epochs=1, repeats=1, ray_address="127.0.0.1:1"))

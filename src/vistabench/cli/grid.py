@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from contextlib import contextmanager
+from typing import Iterator
 
 from . import add_json_arg, add_store_arg
 
@@ -17,8 +20,9 @@ CONFIG (YAML or JSON) names one protocol, fixed options and the grid of varied o
     method: [ce, ldam_drw]
     seed: [0, 1]
 
-Every cell is `vistabench <protocol> run` with the fixed options plus one value
-of each grid option (option names as in that command's --help, '_' or '-'). Examples: examples/.
+Every cell is the protocol's run config (the fields of `vistabench <protocol> run
+--print-config`, written with '_' or '-') made of the fixed options plus one value of
+each grid option. Every cell is checked before anything runs. Examples: examples/.
 """
 
 
@@ -74,20 +78,46 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=_table)
 
 
+@contextmanager
+def stdout_to_stderr() -> Iterator[None]:
+    """Send everything written to file descriptor 1 (Python's ``print``, Ray's and C++ libraries'
+    logs alike) to stderr while the body runs, so that a ``--json`` command's stdout holds its JSON only."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def _store(args) -> str:
+    if args.store is None:
+        from ..errors import InputError
+
+        raise InputError("--no-store: a grid needs its results store (it keeps each cell's records there and "
+                         "skips the cells already done); give --store FILE or leave the default")
+    return args.store
+
+
 def _run(args):
     from ..grid import load_config, run_grid
 
     cfg = load_config(args.config)
     log = None if args.json else (lambda m: print(m, file=sys.stderr, flush=True))
-    res = run_grid(cfg, store=args.store, engine=args.engine, max_parallel=args.max_parallel,
-                   ray_address=args.ray_address, cpus_per_cell=args.cpus_per_cell,
-                   gpus_per_cell=args.gpus_per_cell, work_dir=args.work_dir, log=log)
+    with stdout_to_stderr():
+        res = run_grid(cfg, store=_store(args), engine=args.engine, max_parallel=args.max_parallel,
+                       ray_address=args.ray_address, cpus_per_cell=args.cpus_per_cell,
+                       gpus_per_cell=args.gpus_per_cell, work_dir=args.work_dir, log=log)
     if args.json:
         from . import emit
 
         emit(res.to_dict(), as_json=True)
     else:
-        print(f"cells {res.cells}: ran {res.ran}, skipped {res.skipped}, failed {res.failed}")
+        retried = f", retried {res.retried} after a lost worker or node" if res.retried else ""
+        print(f"cells {res.cells}: ran {res.ran}, skipped {res.skipped}, failed {res.failed}{retried}")
     if res.failed:
         sys.exit(1)
     return None
@@ -96,7 +126,7 @@ def _run(args):
 def _status(args):
     from ..grid import grid_status, load_config
 
-    return grid_status(load_config(args.config), store=args.store)
+    return grid_status(load_config(args.config), store=_store(args))
 
 
 def _status_text(st) -> str:
@@ -112,7 +142,7 @@ def _status_text(st) -> str:
 def _table(args):
     from ..grid import grid_table, load_config
 
-    table = grid_table(load_config(args.config), store=args.store)
+    table = grid_table(load_config(args.config), store=_store(args))
     if args.json:
         return {"columns": [c.key for c in table.columns], "rows": table.rows}
     print(table.render(args.format))
