@@ -28,8 +28,8 @@ from typing import Any, Callable, Iterator
 
 from .errors import InputError
 
-__all__ = ["ENGINES", "SYSTEM_RETRIES", "Job", "Outcome", "check_engine", "connect_ray", "engine_session",
-           "one_line", "run_jobs"]
+__all__ = ["ENGINES", "SYSTEM_RETRIES", "Job", "Outcome", "check_engine", "check_ray_address", "connect_ray",
+           "engine_session", "is_system_failure", "one_line", "resolve_ray_address", "run_jobs"]
 
 ENGINES = ("local", "ray")
 #: How many times a Ray task that died of a system failure (worker killed, node lost) is submitted again.
@@ -77,7 +77,8 @@ class Outcome:
 
 def check_engine(engine: str, *, max_parallel: int | None, ray_address: str | None,
                  max_parallel_option: str = "max_parallel") -> None:
-    """Validate the engine options once, at the boundary (one-line ``InputError`` naming the field)."""
+    """Validate the engine options once, at the boundary (one-line ``InputError`` naming the field);
+    with ``engine="ray"`` and an address, also that a cluster answers there (:func:`check_ray_address`)."""
     if engine not in ENGINES:
         raise InputError(f"engine: expected one of {', '.join(ENGINES)}, got {engine!r}")
     if max_parallel is not None and (isinstance(max_parallel, bool) or not isinstance(max_parallel, int)
@@ -85,6 +86,16 @@ def check_engine(engine: str, *, max_parallel: int | None, ray_address: str | No
         raise InputError(f"{max_parallel_option}: expected a positive integer, got {max_parallel!r}")
     if ray_address and engine != "ray":
         raise InputError("ray_address: only with engine ray")
+    if engine == "ray" and ray_address:
+        check_ray_address(ray_address)
+
+
+def check_ray_address(address: str) -> str:
+    """The address Ray will connect to (``auto`` resolved); one-line ``InputError`` within
+    :data:`CONNECT_TIMEOUT_S` seconds when no cluster is there (Ray itself would retry for minutes)."""
+    target = resolve_ray_address(address)
+    _check_reachable(target, address)
+    return target
 
 
 def run_jobs(jobs: list[Job], *, engine: str = "local", max_parallel: int | None = None, cpus_per_job: int = 1,
@@ -278,7 +289,7 @@ def resolve_ray_address(address: str) -> str:
     except OSError:
         found = ""
     if not found:
-        raise InputError("ray_address 'auto': no running Ray cluster found on this machine; start one with "
+        raise InputError("ray_address: 'auto' finds no running Ray cluster on this machine; start one with "
                          "`ray start --head`, or give the head's HOST:PORT")
     return found
 
@@ -291,8 +302,8 @@ def _check_reachable(address: str, given: str) -> None:
     try:
         socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT_S).close()
     except OSError as exc:
-        via = f" (found {address!r})" if address != given else ""
-        raise InputError(f"ray_address {given!r}{via}: nothing answers there ({exc.strerror or exc}); start the "
+        via = f" (where {given!r} points)" if address != given else ""
+        raise InputError(f"ray_address: nothing answers at {address!r}{via} ({exc.strerror or exc}); start the "
                          "head with `ray start --head` and use the address it prints") from None
 
 
@@ -313,12 +324,11 @@ def connect_ray(address: str | None, *, num_cpus: int | None = None, num_gpus: f
         return False
     kw: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
     if address:
-        target = resolve_ray_address(address)
-        _check_reachable(target, address)
+        target = check_ray_address(address)
         try:
             ray.init(address=target, **kw)
         except (ConnectionError, ValueError, RuntimeError, TimeoutError) as exc:
-            raise InputError(f"ray_address {address!r}: cannot connect ({one_line(exc)})") from None
+            raise InputError(f"ray_address: cannot connect to {address!r} ({one_line(exc)})") from None
     else:
         # address="local": always a new local instance (None would attach to a cluster recorded in
         # ray_current_cluster, and then refuse num_cpus)

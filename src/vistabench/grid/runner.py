@@ -10,7 +10,7 @@ from typing import Any, Callable
 from ..errors import InputError
 from ..store import Record, ResultsStore
 from .config import Cell, GridConfig
-from ..jobs import ENGINES, SYSTEM_RETRIES
+from ..jobs import ENGINES, SYSTEM_RETRIES, check_ray_address
 from .engines import gpus_for, run_local, run_ray
 from .state import STATUSES, GridState
 
@@ -79,7 +79,9 @@ def run_grid(config: GridConfig, *, store: str | os.PathLike[str], engine: str =
     check_store_path(store)
     say = log or (lambda _msg: None)
     cells = config.cells()  # validates every cell before anything runs
-    if not (engine == "ray" and ray_address):
+    if engine == "ray" and ray_address:
+        check_ray_address(ray_address)  # an absent cluster: one line now, not after the store is opened
+    else:
         check_local_gpus(cells, gpus_per_cell)
     work = Path(work_dir).resolve() if work_dir is not None else default_work_dir(store)
     with ResultsStore(store) as rs, GridState(store) as state:
