@@ -13,6 +13,7 @@ unchanged); fields added since carry ``key_default`` = the value the older code 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -71,7 +72,7 @@ class LongtailConfig(RunConfig):
                                            help="multiplier of the base lr from each milestone on")
     augment: bool | None = option(None, key_default=None,
                                   help="random crop + flip (default: on for >= 32 px images)")
-    method_options: Any = option(default_factory=dict, flags=("--method-opt", "--method-options"),
+    method_options: dict | MethodOptions = option(default_factory=dict, flags=("--method-opt", "--method-options"),
                                  help="the method's options as KEY=VALUE (see --print-config)")
     threads: int | None = option(None, low=1, runtime=True, help="CPU threads torch may use")
     tag: str | None = option(None, runtime=True, help="free-form tag of the stored record")
@@ -112,8 +113,8 @@ class LongtailConfig(RunConfig):
             raise InputError("lr_milestones: only the step schedule uses milestones (set schedule: step)")
         if self.warmup_epochs and self.warmup_epochs >= self.epochs:
             raise InputError(f"warmup_epochs: expected fewer than epochs={self.epochs}, got {self.warmup_epochs}")
-        if self.n_max is not None and self.n_max < 1:
-            raise InputError(f"n_max: expected a number >= 1, got {self.n_max}")
+        if not (self.device in ("cpu", "cuda", "auto") or re.fullmatch(r"cuda:\d+", self.device)):
+            raise InputError(f"device: expected 'cpu', 'cuda', 'cuda:N' or 'auto', got {self.device!r}")
 
     def key_dict(self) -> dict[str, Any]:
         """The grid key: as :meth:`RunConfig.key_dict`, with ``method_options`` reduced to the options
