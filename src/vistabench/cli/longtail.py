@@ -123,10 +123,10 @@ def register(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
 
 def _table(args):
     from ..report.longtail import longtail_table, survey_table
-    from .common import _open_store
+    from ..store import ResultsStore
 
     build = survey_table if args.layout == "survey" else longtail_table
-    with _open_store(args.store) as store:
+    with ResultsStore(args.store, read_only=True) as store:
         table = build(store, dataset=args.dataset, exact=args.exact)
     if args.json:
         return {"columns": [c.key for c in table.columns], "rows": table.rows}
