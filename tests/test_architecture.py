@@ -10,7 +10,14 @@ import ast
 import sys
 from pathlib import Path
 
+import importlib.util
+
 import pytest
+
+_spec = importlib.util.spec_from_file_location("_archcheck", Path(__file__).with_name("_archcheck.py"))
+A = importlib.util.module_from_spec(_spec)
+sys.modules["_archcheck"] = A  # dataclasses look their module up there
+_spec.loader.exec_module(A)
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "vistabench"
 BOTTOM = {"vistabench._validation", "vistabench.errors", "vistabench.jsonutil", "vistabench._lazy"}
@@ -78,49 +85,72 @@ def test_metrics_import_only_numpy_scipy_and_the_bottom_helpers(path):
             assert root in allowed_third_party or root in sys.stdlib_module_names, f"{path.name} imports {mod}"
 
 
-@pytest.mark.parametrize("path", [f for f in FILES if f.parent.name == "cli"], ids=lambda p: p.name)
-def test_cli_imports_no_private_name_of_another_layer(path):
-    for mod, names in _imports(path):
-        if _in(mod, "vistabench") and not _in(mod, "vistabench.cli"):
-            private = [n for n in names if n.startswith("_") and not n.startswith("__")]
-            assert not private, f"{path.name} imports private {private} from {mod}"
-        last = mod.rpartition(".")[2]
-        if _in(mod, "vistabench") and not _in(mod, "vistabench.cli") and mod not in BOTTOM:
-            assert not last.startswith("_"), f"{path.name} imports private module {mod}"
+def _tree():
+    return A.load_tree(SRC.parent)
 
 
 def test_no_import_cycle_between_modules():
-    graph: dict[str, set[str]] = {}
-    modules = {_module_name(f) for f in FILES}
-    for f in FILES:
-        deps = set()
-        for mod, names in _imports(f, top_level_only=True):
-            for cand in [mod] + [f"{mod}.{n}" for n in names]:
-                if cand in modules and cand != _module_name(f):
-                    deps.add(cand)
-        graph[_module_name(f)] = deps
-    # a package's __init__ importing its own submodules is how packages work: not a cycle
-    state: dict[str, int] = {}
-    stack: list[str] = []
+    assert A.find_cycles(_tree()) == []
 
-    def visit(m: str) -> None:
-        state[m] = 1
-        stack.append(m)
-        for d in graph.get(m, ()):
-            if _in(d, m):  # package -> its own submodule
-                continue
-            if state.get(d) == 1:
-                cycle = stack[stack.index(d):] + [d]
-                if not any(_in(b, a) for a, b in zip(cycle, cycle[1:])):
-                    raise AssertionError(f"import cycle: {' -> '.join(cycle)}")
-            elif d not in state:
-                visit(d)
-        stack.pop()
-        state[m] = 2
 
-    for m in sorted(graph):
-        if m not in state:
-            visit(m)
+def test_no_upward_import_anywhere():
+    assert A.upward_imports(_tree()) == []
+
+
+def test_no_private_name_crosses_a_module():
+    assert A.private_crossings(_tree()) == []
+
+
+def test_grid_never_imports_cli():
+    tree = _tree()
+    bad = [f"{m} -> {i.target}" for m, mod in tree.items() if _in(m, "vistabench.grid")
+           for i in mod.imports if _in(i.target, "vistabench.cli")]
+    assert not bad
+
+
+# --- the checker itself catches what it should (fed small trees that break each rule) ---------
+
+def test_checker_finds_a_cycle_closed_by_a_function_level_import():
+    tree = A.tree_from_sources({
+        "vistabench.learners.__init__": "",
+        "vistabench.learners.a": "from .b import f\n",
+        "vistabench.learners.b": "def f():\n    from .a import g\n    return g\n",
+        "vistabench.learners.c": "from . import a\n",
+    })
+    assert A.find_cycles(tree) == [["vistabench.learners.a", "vistabench.learners.b"]]
+    # the package importing its own sub-modules is no cycle
+    assert A.find_cycles(A.tree_from_sources({"vistabench.x.__init__": "from .y import z\n",
+                                              "vistabench.x.y": "from . import w\n",
+                                              "vistabench.x.w": ""})) == []
+
+
+def test_checker_finds_an_upward_import_inside_a_function():
+    tree = A.tree_from_sources({
+        "vistabench.metrics.m": "def f():\n    from ..learners import trainer\n",
+        "vistabench.learners.__init__": "", "vistabench.learners.trainer": "",
+        "vistabench.grid.g": "import vistabench.cli.x\n", "vistabench.cli.x": "",
+    })
+    found = A.upward_imports(tree)
+    assert len(found) == 2
+    assert any("vistabench.metrics.m imports vistabench.learners.trainer" in f for f in found)
+    assert any("vistabench.grid.g imports vistabench.cli.x" in f for f in found)
+
+
+def test_checker_finds_private_names_crossing_modules_aliases_included():
+    tree = A.tree_from_sources({
+        "vistabench.learners.__init__": "",
+        "vistabench.learners.models": "class _Block: pass\n",
+        "vistabench.learners.a": "from .models import _Block as Block\n",
+        "vistabench.learners.b": "from . import models as M\nx = M._Block\n",
+        "vistabench.metrics.__init__": "", "vistabench.metrics._sort": "",
+        "vistabench.learners.c": "from ..metrics._sort import f\n",
+        "vistabench.metrics.ok": "from ._sort import f\n",
+    })
+    found = A.private_crossings(tree)
+    assert len(found) == 3, found
+    assert any("learners.a imports private ['_Block']" in f for f in found)
+    assert any("uses private M._Block" in f for f in found)
+    assert any("private module vistabench.metrics._sort from outside" in f for f in found)
 
 
 def test_no_project_file_mentions_the_internal_design_document():

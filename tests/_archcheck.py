@@ -1,0 +1,227 @@
+"""The rules of tests/test_architecture.py as pure functions over source text (so the tests can feed
+them a tree that breaks each rule and see it caught).
+
+Every import statement counts, wherever it is written (a function-level import is a dependency and
+closes a cycle like any other).
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from pathlib import Path
+
+#: Layers, bottom first. A module may import modules of its own layer or below, never above.
+#: Entries are module prefixes; the longest matching prefix decides a module's layer.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("vistabench", "vistabench.errors", "vistabench.jsonutil", "vistabench._validation", "vistabench._lazy",
+     "vistabench.config", "vistabench.registry", "vistabench.progress"),
+    ("vistabench.metrics",),
+    ("vistabench.data", "vistabench.store", "vistabench.streams"),
+    ("vistabench.tuning", "vistabench.engines"),
+    ("vistabench.learners",),
+    ("vistabench.protocols",),
+    ("vistabench.suite", "vistabench.compat"),
+    ("vistabench.report",),
+    ("vistabench.demos",),
+    ("vistabench.grid",),
+    ("vistabench.cli", "vistabench.__main__"),
+)
+
+
+def layer_of(module: str) -> int | None:
+    best, best_len = None, -1
+    for i, prefixes in enumerate(LAYERS):
+        for p in prefixes:
+            if (module == p or module.startswith(p + ".")) and len(p) > best_len:
+                best, best_len = i, len(p)
+    return best
+
+
+@dataclass
+class ImportInfo:
+    target: str          # the module imported (relative imports resolved)
+    names: list[str]     # names imported from it (``from target import a, b``)
+    aliases: list[str]   # local names bound to a module (``import x.y as z`` -> z; ``from p import mod``)
+    line: int
+    top_level: bool
+
+
+@dataclass
+class Module:
+    name: str
+    is_package: bool
+    source: str
+    imports: list[ImportInfo] = field(default_factory=list)
+
+
+def module_name(path: Path, src_root: Path) -> tuple[str, bool]:
+    parts = path.relative_to(src_root).with_suffix("").parts
+    is_pkg = parts[-1] == "__init__"
+    return ".".join(parts[:-1] if is_pkg else parts), is_pkg
+
+
+def parse(name: str, source: str, *, is_package: bool, known: set[str]) -> Module:
+    """Parse one module's imports (``known``: every module name of the tree, to tell a sub-module
+    imported with ``from pkg import sub`` from a name of ``pkg``)."""
+    package = name if is_package else name.rpartition(".")[0]
+    tree = ast.parse(source)
+    top = {id(n) for n in tree.body}
+    # imports inside `if TYPE_CHECKING:` at top level count as top level too
+    for node in tree.body:
+        if isinstance(node, ast.If):
+            top |= {id(n) for n in ast.walk(node)}
+    mod = Module(name, is_package, source)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                alias = a.asname or a.name.split(".")[0]
+                mod.imports.append(ImportInfo(a.name, [], [alias] if a.asname else [], node.lineno, id(node) in top))
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            plain, aliases = [], []
+            for a in node.names:
+                sub = f"{target}.{a.name}"
+                if sub in known:  # `from pkg import submodule`: an import of the sub-module
+                    mod.imports.append(ImportInfo(sub, [], [a.asname or a.name], node.lineno, id(node) in top))
+                else:
+                    plain.append(a.name)
+            if plain:
+                mod.imports.append(ImportInfo(target, plain, aliases, node.lineno, id(node) in top))
+    return mod
+
+
+def load_tree(src_root: Path, package: str = "vistabench") -> dict[str, Module]:
+    files = sorted((src_root / package).rglob("*.py"))
+    names = {module_name(f, src_root)[0] for f in files}
+    out = {}
+    for f in files:
+        name, is_pkg = module_name(f, src_root)
+        out[name] = parse(name, f.read_text(encoding="utf-8"), is_package=is_pkg, known=names)
+    return out
+
+
+def tree_from_sources(sources: dict[str, str]) -> dict[str, Module]:
+    """A tree from ``{"pkg.mod": source}`` (a name ending in ``.__init__`` is a package)."""
+    names = {n.removesuffix(".__init__") for n in sources}
+    return {n.removesuffix(".__init__"): parse(n.removesuffix(".__init__"), s, is_package=n.endswith(".__init__"),
+                                               known=names)
+            for n, s in sources.items()}
+
+
+def _internal(target: str, tree: dict[str, Module], names: list[str]) -> list[str]:
+    """The tree's modules an import reaches (the module, or its sub-modules named in ``names``)."""
+    out = []
+    if target in tree:
+        out.append(target)
+    return out
+
+
+def dependency_graph(tree: dict[str, Module], *, top_level_only: bool = False) -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = {}
+    for name, mod in tree.items():
+        deps = set()
+        for imp in mod.imports:
+            if top_level_only and not imp.top_level:
+                continue
+            for t in _internal(imp.target, tree, imp.names):
+                if t != name:
+                    deps.add(t)
+        graph[name] = deps
+    return graph
+
+
+def _inside(child: str, parent: str) -> bool:
+    return child == parent or child.startswith(parent + ".")
+
+
+def find_cycles(tree: dict[str, Module]) -> list[list[str]]:
+    """Import cycles between modules, function-level imports included.
+
+    A package's ``__init__`` importing its own sub-modules (and those importing names of their
+    package) is how packages are built, not a cycle: edges from a package into itself are skipped.
+    """
+    graph = dependency_graph(tree)
+    for m, deps in graph.items():
+        graph[m] = {d for d in deps if not (_inside(d, m) or (tree[d].is_package and _inside(m, d)))}
+    cycles: list[list[str]] = []
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    counter = [0]
+
+    def strong(v: str) -> None:  # Tarjan's strongly connected components (iterative-free, small trees)
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                strong(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                cycles.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            strong(v)
+    return cycles
+
+
+def upward_imports(tree: dict[str, Module]) -> list[str]:
+    """``"a imports b (layer i -> j, line n)"`` for every import of a higher layer."""
+    out = []
+    for name, mod in tree.items():
+        la = layer_of(name)
+        for imp in mod.imports:
+            if not imp.target.startswith("vistabench"):
+                continue
+            lb = layer_of(imp.target)
+            if la is None or lb is None:
+                out.append(f"{name} imports {imp.target}: a module outside the declared layers")
+            elif lb > la:
+                out.append(f"{name} imports {imp.target} (layer {la} -> {lb}, line {imp.line})")
+    return out
+
+
+def private_crossings(tree: dict[str, Module]) -> list[str]:
+    """Private names (``_x``) used from another module: imported by name, through a module alias
+    (``models._Block``), or a private module imported from outside its own package."""
+    out = []
+    for name, mod in tree.items():
+        module_aliases: set[str] = set()
+        for imp in mod.imports:
+            if not imp.target.startswith("vistabench"):
+                continue
+            private = [n for n in imp.names if n.startswith("_") and not n.startswith("__")]
+            if private:
+                out.append(f"{name} imports private {private} from {imp.target} (line {imp.line})")
+            last = imp.target.rpartition(".")
+            if last[2].startswith("_") and not last[2].startswith("__") and not _inside(name, last[0]):
+                out.append(f"{name} imports private module {imp.target} from outside {last[0]} (line {imp.line})")
+            if imp.target in tree:
+                module_aliases.update(imp.aliases or ([imp.target.split(".")[-1]] if not imp.names else []))
+        if not module_aliases:
+            continue
+        for node in ast.walk(ast.parse(mod.source)):
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                    and node.value.id in module_aliases and node.attr.startswith("_")
+                    and not node.attr.startswith("__")):
+                out.append(f"{name} uses private {node.value.id}.{node.attr} (line {node.lineno})")
+    return out
