@@ -14,9 +14,9 @@ import argparse
 import time
 
 from vistabench.data import load_dataset
-from vistabench.learners.fscil_fr import FRConfig
 from vistabench.metrics.incremental import incremental_scores
-from vistabench.protocols.incremental import build_sessions, run
+from vistabench.protocols.incremental import build_sessions, run_sessions
+from vistabench.protocols.incremental_config import IncrementalConfig
 
 
 def main() -> None:
@@ -41,15 +41,19 @@ def main() -> None:
     print(f"{'method':10s} {'A_1^1':>6s} {'aAcc':>6s} {'gAcc':>6s} {'compat':>6s} {'gAcc(0)':>7s} {'seconds':>7s}")
     for method in ("prototype", "fr"):
         t0 = time.perf_counter()
-        opts = {"fr": FRConfig.recipe(args.recipe, epochs=args.fr_epochs, ce_novel=args.ce_novel)} if method == "fr" else {}
-        s, _ = run(data, sessions, method=method, model="vit_small", model_options=vit, method_options=opts,
-                   epochs=args.epochs, lr=args.lr, batch_size=64, seed=args.seed, base_cache=cache)
-        compat = incremental_scores(s.matrix, session_sizes=s.settings["session_sizes"], mode="compat").gacc
-        print(f"{method:10s} {100 * s.matrix[0][0]:6.2f} {100 * s.aacc:6.2f} {100 * s.gacc:6.2f} {100 * compat:6.2f} "
-              f"{100 * s.curve[0]['gacc']:7.2f} {time.perf_counter() - t0:7.1f}", flush=True)
-        print("  base accuracy A_i^1 per session:", " ".join(f"{100 * x['base_acc']:.1f}" for x in s.sessions))
-        print("  novel accuracy per session:     ", " ".join(f"{100 * x['novel_acc']:.1f}" for x in s.sessions[1:]),
-              flush=True)
+        opts = {"recipe": args.recipe, "epochs": args.fr_epochs, "ce_novel": args.ce_novel} if method == "fr" else {}
+        config = IncrementalConfig.from_dict({
+            "data": "mnist5k", "base_classes": 5, "way": 1, "shot": 5, "base_shot": args.base_shot,
+            "test_per_class": args.test_per_class, "method": method, "model": "vit_small", "model_opt": vit,
+            "method_options": opts, "epochs": args.epochs, "lr": args.lr, "batch_size": 64, "seed": args.seed})
+        m = run_sessions(config, data, sessions, base_cache=cache).metrics
+        compat = incremental_scores(m["matrix"], session_sizes=[len(c) for c in sessions["classes"]],
+                                    mode="compat").gacc
+        print(f"{method:10s} {100 * m['matrix'][0][0]:6.2f} {100 * m['aacc']:6.2f} {100 * m['gacc']:6.2f} "
+              f"{100 * compat:6.2f} {100 * m['curve'][0]['gacc']:7.2f} {time.perf_counter() - t0:7.1f}", flush=True)
+        print("  base accuracy A_i^1 per session:", " ".join(f"{100 * x['base_acc']:.1f}" for x in m["sessions"]))
+        print("  novel accuracy per session:     ",
+              " ".join(f"{100 * x['novel_acc']:.1f}" for x in m["sessions"][1:]), flush=True)
 
 
 if __name__ == "__main__":

@@ -117,7 +117,7 @@ def test_sessions_errors_one_line(capsys, tmp_path) -> None:
     assert rc == 2 and "expects 100 classes" in err
     rc, _, err = run_cli(capsys, "incremental", "sessions", "--data", "digits", "--way", "2",
                          "--out", str(tmp_path / "s.json"))
-    assert rc == 2 and "missing --base-classes, --shot" in err
+    assert rc == 2 and "--preset: give a preset or all of base_classes, way, shot (missing base_classes, shot)" in err
     bad = tmp_path / "overlap.json"
     bad.write_text(json.dumps({"kind": "incremental-sessions", "classes": [[0, 1], [1, 2]]}))
     npz = tmp_path / "p.npz"
@@ -139,9 +139,14 @@ def test_run_command(capsys, tmp_path) -> None:
                            "--shot", "3", "--base-shot", "30", "--method", "prototype", "--epochs", "1",
                            "--out", str(tmp_path / "run"), "--store", str(tmp_path / "r.sqlite"), "--json")
     assert rc == 0, err
-    r = json.loads(out)
-    assert len(r["predictions"]) == 3 and len(r["sessions"]) == 3
+    r = json.loads(out)  # the stored record
+    assert r["id"] == 1 and r["protocol"] == "incremental" and len(r["metrics"]["sessions"]) == 3
     assert (tmp_path / "run" / "sessions.json").is_file()
+    assert len(list((tmp_path / "run").glob("session_*.npz"))) == 3
+    rc, out, _ = run_cli(capsys, "incremental", "run", "--data", "digits", "--base-classes", "8", "--way", "1",
+                         "--shot", "3", "--base-shot", "30", "--method", "prototype", "--epochs", "1",
+                         "--out", str(tmp_path / "run2"), "--no-store")
+    assert rc == 0 and "gAcc" in out and "stored as record" not in out
     rc, _, err = run_cli(capsys, "incremental", "run", "--data", "digits", "--sessions",
                          str(tmp_path / "run" / "sessions.json"), "--method", "protoype")
     assert rc == 2 and "did you mean 'prototype'" in err
@@ -166,7 +171,7 @@ def test_run_fr_command_stores_settings(capsys, tmp_path) -> None:
                            "--store", str(store), "--json")
     assert rc == 0, err
     r = json.loads(out)
-    assert len(r["sessions"]) == 3 and 0 <= r["gacc"] <= 1
+    assert len(r["metrics"]["sessions"]) == 3 and 0 <= r["metrics"]["gacc"] <= 1
     with ResultsStore(store) as s:
         (rec,) = s.records(protocol="incremental")
     assert rec.method == "fr" and rec.settings["model"] == "vit_small"
@@ -180,12 +185,25 @@ def test_run_fr_command_stores_settings(capsys, tmp_path) -> None:
     (["--method", "fr", "--fr-weights", "kl=1"], "--fr-weights: unknown loss 'kl'"),
     (["--method", "fr", "--fr-weights", "cr"], "--fr-weights: expected KEY=VALUE"),
     (["--method", "fr", "--fr-epochs", "0"], "--fr-epochs"),
-    (["--method", "prototype", "--fr-epochs", "3"], "go with --method fr"),
+    (["--method", "prototype", "--fr-epochs", "3"], "--fr-epochs: goes with method fr"),
     (["--method", "fr", "--model-opt", "dim"], "--model-opt: expected KEY=VALUE"),
     (["--method", "fr", "--model", "cnn28"], "needs a ViT"),
+    (["--method", "fr", "--model-opt", "dim=abc"], "--model-opt: dim: expected an integer"),
+    (["--method", "fr", "--model-opt", "dims=8"], "--model-opt: dims: not an option of model 'vit_small'"),
+    (["--method", "fr", "--model-opt", "patch_size=16"], "--model-opt: patch_size: 16 is larger than the 8-pixel"),
+    (["--method", "fr", "--method-opt", "layers=9"], "method_options.layers: expected intermediate blocks 0..4"),
+    (["--method", "fr", "--method-opt", "cr=x"], "method_options.cr: expected a number"),
+    (["--method", "fr", "--method-opt", "kl=1"], "method_options.kl: unknown option"),
+    (["--method", "fr", "--fr-epochs", "3", "--method-opt", "epochs=4"], "--fr-epochs: says epochs=3"),
+    (["--method", "prototype", "--schedule", "step"], "--lr-milestones: the step schedule needs"),
+    (["--method", "prototype", "--lr-milestones", "2"], "--lr-milestones: only with schedule 'step'"),
+    (["--method", "prototype", "--warmup-epochs", "1"], "--warmup-epochs: expected fewer than epochs=1"),
 ])
 def test_run_fr_bad_options_one_line(capsys, tmp_path, extra, match) -> None:
-    rc, _, err = run_cli(capsys, "incremental", "run", "--data", "digits", "--base-classes", "8", "--way", "1",
-                         "--shot", "3", "--base-shot", "10", "--epochs", "1", "--out", str(tmp_path / "run"),
-                         "--store", str(tmp_path / "r.sqlite"), *extra)
+    try:
+        rc, _, err = run_cli(capsys, "incremental", "run", "--data", "digits", "--base-classes", "8", "--way", "1",
+                             "--shot", "3", "--base-shot", "10", "--epochs", "1", "--out", str(tmp_path / "run"),
+                             "--store", str(tmp_path / "r.sqlite"), *extra)
+    except SystemExit as exc:  # argparse's own errors (KEY=VALUE syntax)
+        rc, err = exc.code, capsys.readouterr().err
     assert rc == 2 and match in err and len(err.strip().splitlines()) == 1, err

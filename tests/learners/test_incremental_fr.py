@@ -10,17 +10,16 @@ from scipy.spatial.distance import cdist
 
 from vistabench.data import load_dataset
 from vistabench.errors import InputError
-from vistabench.learners.fscil_fr import (
+from vistabench.learners.incremental import IncrementalContext, incremental_methods
+from vistabench.learners.incremental.fr import (
     FeatureRectify,
-    FRConfig,
     FRLearner,
     cos_loss,
     cr_loss,
-    default_fr_layers,
     ir_loss,
     pairwise_distances,
 )
-from vistabench.learners.incremental import IncrementalConfig, incremental_methods
+from vistabench.learners.incremental.options import FROptions, script_layers
 from vistabench.learners.models import build_model
 
 
@@ -137,16 +136,21 @@ def test_vit_block_features() -> None:
         model.block_features(x, [4])
 
 
-def test_default_layers_and_config_validation() -> None:
-    assert default_fr_layers(12) == (8, 9, 10)  # the authors' -output_blocks 8 9 10
-    assert default_fr_layers(6) == (2, 3, 4)
-    assert default_fr_layers(2) == (0,)
+def test_default_layers_and_options_validation() -> None:
+    assert script_layers("mini_imagenet", 12) == (8, 9, 10)  # the authors' -output_blocks 8 9 10
+    assert script_layers("cifar100", 12) == (7, 8, 9)
+    assert script_layers("mini_imagenet", 6) == (2, 3, 4)  # counted from the last block
+    assert script_layers("mini_imagenet", 2) == (0,)
     with pytest.raises(InputError, match="epochs"):
-        FRConfig(epochs=0)
+        FROptions.from_dict({"epochs": 0})
     with pytest.raises(InputError, match="ensemble"):
-        FRConfig(ensemble="vote")
+        FROptions.from_dict({"ensemble": "vote"})
     with pytest.raises(InputError, match="layers"):
-        FRConfig(layers=())
+        FROptions.from_dict({"layers": []})
+    with pytest.raises(InputError, match="layers: expected intermediate blocks 0..4 of a 6-block ViT"):
+        FROptions.from_dict({"depth": 6, "layers": [3, 5]})
+    with pytest.raises(InputError, match="lr_factors: expected one factor per milestone"):
+        FROptions.from_dict({"lr_milestones": [5, 8], "lr_factors": [0.1]})
 
 
 # ------------------------------------------------------------------------------------- learner
@@ -157,10 +161,11 @@ def _digits_sessions():
 
 
 def _learner(**fr) -> FRLearner:
-    cfg = IncrementalConfig(model="vit_small", model_options={"dim": 16, "depth": 3, "heads": 2}, epochs=2,
-                            lr=0.05, batch_size=64, seed=0,
-                            method_options={"fr": FRConfig(epochs=3, p=4, k=4, batch_size=64, samples_per_class=20, **fr)})
-    return incremental_methods.get("fr")(cfg, in_channels=1, image_size=8)
+    opts = FROptions.from_dict({"depth": 3, "epochs": 3, "p": 4, "k": 4, "batch_size": 64, "samples_per_class": 20,
+                                **fr})
+    ctx = IncrementalContext(model="vit_small", model_options={"dim": 16, "depth": 3, "heads": 2}, epochs=2,
+                             lr=0.05, batch_size=64, seed=0, method_options=opts, in_channels=1, image_size=8)
+    return incremental_methods.get("fr")(ctx)
 
 
 def test_learner_runs_sessions_and_is_seeded() -> None:
@@ -193,10 +198,32 @@ def test_learner_runs_sessions_and_is_seeded() -> None:
 
 def test_learner_needs_a_vit() -> None:
     data, tr, _ = _digits_sessions()
-    cfg = IncrementalConfig(model="cnn28", epochs=1, batch_size=64, method_options={"fr": FRConfig(epochs=1)})
+    ctx = IncrementalContext(model="cnn28", epochs=1, batch_size=64, method_options=FROptions.from_dict({"epochs": 1}),
+                             in_channels=1, image_size=8)
     with pytest.raises(InputError, match="needs a ViT"):
-        incremental_methods.get("fr")(cfg, in_channels=1, image_size=8)
+        incremental_methods.get("fr")(ctx)
     base = np.flatnonzero(tr.labels < 5)
     with pytest.raises(InputError, match="layers"):
-        bad = _learner(layers=(2,))  # the last of 3 blocks is the final feature, not an intermediate one
+        # options placed for a deeper ViT: block 2 of a 3-block ViT is the final feature, not an intermediate one
+        opts = FROptions.from_dict({"depth": 12, "layers": [2], "epochs": 1, "p": 4, "k": 4})
+        bad = incremental_methods.get("fr")(IncrementalContext(
+            model="vit_small", model_options={"dim": 16, "depth": 3, "heads": 2}, epochs=1, batch_size=64,
+            method_options=opts, in_channels=1, image_size=8))
         bad.learn(tr.images[base], tr.labels[base], list(range(5)), session=1)
+
+
+def test_fr_lr_schedule_applied_equals_the_options() -> None:
+    """The FR modules' lr read from the optimiser at each epoch is lr x lr_factors[i] from lr_milestones[i] on."""
+    _, tr, _ = _digits_sessions()
+    base = np.flatnonzero(tr.labels < 5)
+    nov = np.flatnonzero(tr.labels == 5)[:3]
+    lr = _learner(epochs=5, lr=0.2, lr_milestones=[2, 4], lr_factors=[0.5, 0.05])
+    lr.learn(tr.images[base], tr.labels[base], list(range(5)), session=1)
+    lr.learn(tr.images[nov], tr.labels[nov], [5], session=2)
+    want = [0.2, 0.2, 0.1, 0.1, 0.01]
+    for session in (1, 2):
+        got = [x for s, _, x in lr.lr_history if s == session]
+        assert got == pytest.approx(want)
+    # the cpu recipe's default: the scripts' milestones 60/70/80/90 of 100 epochs, scaled to its 20 epochs
+    cpu = FROptions.from_dict({"script": "cifar100"})
+    assert (cpu.epochs, cpu.lr_milestones, cpu.lr_factors) == (20, (12, 14, 16, 18), (0.1, 0.01, 0.001, 0.0001))

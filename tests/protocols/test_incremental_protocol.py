@@ -212,50 +212,87 @@ def test_learner_registry_names() -> None:
         incremental_methods.get("prototypes")
 
 
+def _config(method: str, **fields):
+    from vistabench.protocols.incremental_config import IncrementalConfig
+
+    return IncrementalConfig.from_dict({"data": "digits", "base_classes": 6, "way": 2, "shot": 3, "method": method,
+                                        "epochs": 2, "novel_epochs": 2, "batch_size": 32, **fields})
+
+
 @pytest.mark.parametrize("method", ["prototype", "finetune"])
-def test_run_writes_predictions_and_record(method, digits_small, tmp_path) -> None:
+def test_run_sessions_writes_predictions_and_record(method, digits_small, tmp_path) -> None:
     s = P.build_sessions(digits_small.train.labels, digits_small.test.labels, base_classes=6, way=2, shot=3, seed=0)
-    with ResultsStore(tmp_path / "r.sqlite") as store:
-        res, paths = P.run(digits_small, s, method=method, epochs=2, novel_epochs=2, batch_size=32,
-                           out_dir=tmp_path / "pred", store=store, dataset="digits")
-        rec = store.records(protocol="incremental")[0]
-    assert len(paths) == 3 and all(p.is_file() for p in paths)
-    again = P.score_prediction_files(paths, s)  # the files reproduce the record
+    rec = P.run_sessions(_config(method), digits_small, s, work_dir=tmp_path / "pred")
+    paths = sorted((tmp_path / "pred").glob("session_*.npz"))
+    assert len(paths) == 3
+    again = P.score_prediction_files(paths, s)  # the files written as a by-product reproduce the record
     assert rec.metrics["gacc"] == pytest.approx(again.gacc) and rec.metrics["aacc"] == pytest.approx(again.aacc)
     assert rec.method == method and rec.settings["num_sessions"] == 3 and rec.settings["session_sizes"] == [6, 2, 2]
-    assert rec.split_hash is None  # unsealed sessions dict
-    base = [x["base_acc"] for x in res.sessions]
+    assert rec.split_hash is None and rec.id is None  # unsealed sessions dict, not stored
+    assert rec.settings["model"] == "cnn28" and rec.settings["weight_decay"] == 5e-4
+    base = [x["base_acc"] for x in rec.metrics["sessions"]]
     if method == "prototype":
         # a frozen backbone keeps base prototypes: new prototypes can only take base samples away
         assert all(b2 <= b1 + 1e-12 for b1, b2 in zip(base, base[1:]))
 
 
-def test_run_shares_the_base_session(digits_small) -> None:
+def test_run_from_config_stores_and_writes(tmp_path) -> None:
+    cfg = _config("prototype", base_classes=8, way=1, shot=3, base_shot=20, epochs=1, test_per_class=10)
+    with ResultsStore(tmp_path / "r.sqlite") as store:
+        (rec,) = P.run(cfg, store=store, work_dir=tmp_path / "w")
+        (stored,) = store.records(protocol="incremental")
+    assert rec.id == stored.id == 1 and stored.metrics["gacc"] == pytest.approx(rec.metrics["gacc"])
+    assert (tmp_path / "w" / "sessions.json").is_file() and len(list((tmp_path / "w").glob("session_*.npz"))) == 3
+    assert rec.settings["test_per_class"] == 10 and rec.dataset == "digits"
+    (no_files,) = P.run(cfg)  # no store, no work folder: the same record, nothing written
+    assert no_files.id is None and no_files.metrics["gacc"] == pytest.approx(rec.metrics["gacc"])
+    assert no_files.settings == rec.settings  # "seconds" is a metric, not a setting
+
+
+def test_run_sessions_shares_the_base_session(digits_small) -> None:
     s = P.build_sessions(digits_small.train.labels, digits_small.test.labels, base_classes=8, way=1, shot=2, seed=0)
     cache: dict = {}
-    a, _ = P.run(digits_small, s, method="prototype", epochs=1, base_cache=cache)
-    b, _ = P.run(digits_small, s, method="finetune", epochs=1, novel_epochs=1, base_cache=cache)
-    c, _ = P.run(digits_small, s, method="finetune", epochs=1, novel_epochs=1)
+    P.run_sessions(_config("prototype", epochs=1), digits_small, s, base_cache=cache)
+    b = P.run_sessions(_config("finetune", epochs=1, novel_epochs=1), digits_small, s, base_cache=cache)
+    c = P.run_sessions(_config("finetune", epochs=1, novel_epochs=1), digits_small, s)
     assert len(cache) == 1
-    assert b.matrix == c.matrix  # a cached base session gives the same model as retraining it
+    assert b.metrics["matrix"] == c.metrics["matrix"]  # a cached base session gives the same model as retraining it
 
 
 def test_run_errors(digits_small) -> None:
     s = {"kind": "incremental-sessions", "classes": [[0, 1], [2]]}
     with pytest.raises(InputError, match="needs train_indices"):
-        P.run(digits_small, s, method="prototype")
-    full = P.build_sessions(digits_small.train.labels, digits_small.test.labels, base_classes=8, way=1, shot=2, seed=0)
-    with pytest.raises(InputError, match="unknown incremental method"):
-        P.run(digits_small, full, method="icarl")
+        P.run_sessions(_config("prototype"), digits_small, s)
+    with pytest.raises(InputError, match="method: unknown incremental method 'icarl'"):
+        _config("icarl")
+    with pytest.raises(InputError, match="config: expected an IncrementalConfig"):
+        P.run({"data": "digits"})
     with pytest.raises(InputError, match="test part"):
-        P.run(DataSplits(digits_small.train, None), full, method="prototype")
+        P.sessions_for_data(DataSplits(digits_small.train, None), data_name="x", base_classes=2, way=1, shot=1)
+
+
+def test_score_takes_objects_or_files(digits_small, tmp_path) -> None:
+    s = P.build_sessions(digits_small.train.labels, digits_small.test.labels, base_classes=8, way=1, shot=2, seed=0)
+    rng = np.random.default_rng(0)
+    objs, files = [], []
+    for i in (1, 2, 3):
+        _, lab = P.session_test_pool(s, i)
+        logits = rng.normal(size=(len(lab), 10))
+        objs.append(Predictions(labels=lab, kind="logits", values=logits))
+        files.append(tmp_path / f"s{i}.npz")
+        save_predictions(files[-1], labels=lab, logits=logits)
+    assert P.score(objs, s)["gacc"] == pytest.approx(P.score(files, s)["gacc"])
+    with pytest.raises(InputError, match="predictions: the sessions file has 3 sessions, got 2"):
+        P.score(objs[:2], s)
 
 
 def test_finetune_keeps_base_normalisation_and_grows_head(digits_small) -> None:
-    from vistabench.learners.incremental import FinetuneLearner, IncrementalConfig
+    from vistabench.learners.incremental import IncrementalContext
+    from vistabench.learners.incremental.baselines import FinetuneLearner
 
     tr = digits_small.train
-    learner = FinetuneLearner(IncrementalConfig(epochs=1, novel_epochs=1, batch_size=32), in_channels=1, image_size=8)
+    learner = FinetuneLearner(IncrementalContext(model="cnn28", epochs=1, novel_epochs=1, batch_size=32, in_channels=1,
+                                                 image_size=8))
     base = np.flatnonzero(tr.labels < 8)
     learner.learn(tr.images[base], tr.labels[base], list(range(8)), session=1)
     norm = learner.trainer.normaliser.to_dict()

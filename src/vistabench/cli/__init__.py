@@ -17,6 +17,7 @@ from typing import Any, Callable, Sequence
 
 from .. import __version__
 from ..errors import INTERNAL_ERROR, USER_ERROR, user_error_message
+from .configured import CONFIG_DEST_PREFIX
 
 _COMMON = ["stats", "common", "grid"]
 
@@ -83,8 +84,8 @@ def _options_of(parser: argparse.ArgumentParser, args: argparse.Namespace) -> di
         for a in p._actions:
             if isinstance(a, argparse._SubParsersAction):  # follow the sub-command that was chosen
                 nxt = a.choices.get(str(getattr(args, a.dest, None)))
-            elif a.dest.startswith("cfg__"):  # a config field's flag (cli/configured.py): its main spelling
-                out[a.dest[len("cfg__"):]] = a.option_strings[0]
+            elif a.dest.startswith(CONFIG_DEST_PREFIX):  # a config field's flag (cli/configured.py): its main spelling
+                out[a.dest.removeprefix(CONFIG_DEST_PREFIX)] = a.option_strings[0]
             elif a.option_strings:
                 out[a.dest] = max(a.option_strings, key=len)
         p = nxt

@@ -19,8 +19,10 @@ from ..config import FieldInfo, Options, RunConfig, read_config_file
 from ..errors import InputError
 
 _PREFIX = "cfg__"  # argparse dest of a config field's flag
+#: the prefix of a config field's argparse dest (``cfg__lr``); the error handler strips it to name the flag
+CONFIG_DEST_PREFIX = _PREFIX
 
-__all__ = ["add_config_options", "config_from_args", "print_config_result", "flag_names"]
+__all__ = ["CONFIG_DEST_PREFIX", "add_config_options", "config_from_args", "print_config_result", "flag_names"]
 
 
 def _is_tuple(tp: Any) -> bool:

@@ -8,6 +8,8 @@ from typing import Any
 
 from . import add_json_arg, add_record_args, add_store_arg, read_json_file, store_records
 from ..errors import InputError
+from ..protocols.incremental_config import IncrementalConfig
+from .configured import add_config_options, run_verb
 
 _FMT = argparse.RawDescriptionHelpFormatter
 
@@ -79,44 +81,23 @@ def register(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
                      "fr:        the paper's feature rectification: a frozen ViT + prototypes, and per\n"
                      "  intermediate block an FR module X_FR = M_m(cat(M_F(X_final), M_I(X_inter))) trained\n"
                      "  with the IR (pairwise distances) and CR (prototype similarities) relation losses,\n"
-                     "  a cosine constraint and novel-class CE; branches averaged at test time. Default\n"
-                     "  backbone: vit_small with dim=64, depth=6, heads=4 (CPU-sized; the authors' shape is\n"
-                     "  --model vit_small --model-opt dim=256 --model-opt depth=12 --model-opt heads=8).\n"
-                     "Writes OUT/session_<i>.npz, scores them and adds a record to the store.\n\n"
+                     "  a cosine constraint and novel-class CE; branches averaged at test time. Its options\n"
+                     "  (--method-opt KEY=VALUE) default to the authors' run script of --preset's dataset\n"
+                     "  (else miniImageNet's); --fr-recipe paper: their budget and ViT shape (dim 256, depth 12,\n"
+                     "  8 heads), cpu (default): a CPU-sized budget and ViT (dim 64, depth 6, 4 heads).\n"
+                     "  See the resolved values with --print-config.\n"
+                     "Writes OUT/sessions.json (when built) and OUT/session_<i>.npz, scores the run and adds\n"
+                     "a record to the store.\n\n"
                      "example: vistabench incremental run --data mnist5k --method fr --base-classes 5 --way 1 \\\n"
-                     "           --shot 5 --epochs 1 --store /tmp/fs.sqlite")
-    p.add_argument("--data", required=True, help="mnist5k | digits | cifar100:DIR | folder:DIR | npz:FILE")
-    p.add_argument("--sessions", metavar="FILE", help="sessions file (else built from the layout options)")
-    _layout_args(p)
-    p.add_argument("--base-shot", type=int, help="training samples per base class (default: all)")
-    p.add_argument("--method", required=True, help="prototype | finetune | fr")
-    p.add_argument("--model", help="backbone (cnn28, resnet32, resnet18, vit_small, ...; default: cnn28, "
-                                   "for fr a small vit_small)")
-    p.add_argument("--model-opt", action="append", default=[], metavar="KEY=VALUE",
-                   help="backbone option, repeatable (vit_small: dim, depth, heads, patch_size; cnn28: width)")
-    p.add_argument("--fr-recipe", choices=("cpu", "paper"), default="cpu",
-                   help="fr: 'paper' = the authors' FR budget (100 epochs, PK batches of 1024, hidden 512); "
-                        "'cpu' (default) = 20 epochs, batches of 256, hidden 128, same losses and weights")
-    p.add_argument("--fr-epochs", type=int, help="fr: FR-module epochs per session (overrides the recipe)")
-    p.add_argument("--fr-layers", type=int, nargs="+", metavar="BLOCK",
-                   help="fr: 0-based ViT blocks feeding FR branches (default: the three before the last)")
-    p.add_argument("--fr-weights", metavar="K=V,...",
-                   help="fr: loss weights, e.g. cos=0.1,cr=0.1,ir_intra=1,ir_inter=1,ce_novel=0.5 (the default)")
-    p.add_argument("--fr-ensemble", choices=("logits", "softmax"), default="logits",
-                   help="fr: average the branches' cosine logits (authors' code, default) or softmaxes (paper)")
-    p.add_argument("--epochs", type=int, default=5, help="base-session epochs (default 5)")
-    p.add_argument("--novel-epochs", type=int, default=10, help="finetune: epochs per novel session (default 10)")
-    p.add_argument("--lr", type=float, default=0.05, help="base-session learning rate (default 0.05)")
-    p.add_argument("--novel-lr", type=float, default=0.01, help="finetune: novel-session learning rate (default 0.01)")
-    p.add_argument("--batch-size", type=int, default=128)
-    p.add_argument("--device", default="cpu", help="cpu | cuda | cuda:N")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--compat", action="store_true", help="score gAcc with the authors' public formula")
-    p.add_argument("--out", default="incremental-run", help="folder for the per-session predictions files")
-    p.add_argument("--tag", help="tag for the stored record")
+                     "           --shot 5 --epochs 1 --store /tmp/fs.sqlite\n"
+                     "         vistabench incremental run --data cifar100:DIR --preset cifar100 --method fr \\\n"
+                     "           --fr-recipe paper --print-config")
+    add_config_options(p, IncrementalConfig)
+    p.add_argument("--out", default="incremental-run", help="work folder: sessions file and per-session predictions")
     add_store_arg(p)
     add_json_arg(p)
-    p.set_defaults(handler=_run, human=_human_scores)
+    handler, human = run_verb(IncrementalConfig, _run, human=_human_record)
+    p.set_defaults(handler=handler, human=human)
 
     p = s.add_parser("reference", help="scores of the corner cases Lazy, Greedy, Greedy-NF", description=
                      "Lazy keeps A_i^1 = base accuracy and learns nothing new; Greedy learns only the current "
@@ -142,50 +123,15 @@ def _layout_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--num-sessions", type=int, help="sessions including the base session (default: all that fit)")
 
 
-def _layout(args: Any) -> dict[str, Any]:
-    from ..protocols.incremental import preset_settings
-
-    if args.preset:
-        st = preset_settings(args.preset)
-        for k in ("base_classes", "way", "shot", "num_sessions"):
-            v = getattr(args, k, None)
-            if v is not None and v != st[k]:
-                raise InputError(f"--{k.replace('_', '-')} {v} contradicts --preset {args.preset} ({st[k]})")
-        return st
-    missing = [f"--{k.replace('_', '-')}" for k in ("base_classes", "way", "shot") if getattr(args, k, None) is None]
-    if missing:
-        raise InputError(f"give --preset or all of --base-classes, --way, --shot (missing {', '.join(missing)})")
-    return {"base_classes": args.base_classes, "way": args.way, "shot": args.shot, "num_sessions": args.num_sessions}
-
-
-def _build(args: Any, data: Any) -> dict[str, Any]:
-    from ..protocols.incremental import build_sessions, image_folder_paths, sessions_from_index_lists
-
-    if data.test is None:
-        raise InputError(f"--data {args.data!r}: the dataset has no test part; the test pool comes from it")
-    name = args.data
-    if getattr(args, "index_lists", None):
-        paths = None
-        kind, _, arg = args.data.partition(":")
-        if kind == "folder":
-            root = Path(arg)
-            paths = image_folder_paths(root / "train" if (root / "train").is_dir() else root)
-        return sessions_from_index_lists(args.index_lists, train_labels=data.train.labels,
-                                         test_labels=data.test.labels, train_paths=paths,
-                                         class_names=data.train.class_names, dataset=name)
-    st = _layout(args)
-    if "num_classes" in st and data.train.num_classes != st["num_classes"]:
-        raise InputError(f"--preset {args.preset} expects {st['num_classes']} classes, --data has {data.train.num_classes}")
-    return build_sessions(data.train.labels, data.test.labels, base_classes=st["base_classes"], way=st["way"],
-                          shot=st["shot"], num_sessions=st["num_sessions"], seed=args.seed,
-                          base_shot=args.base_shot, dataset=name, preset=args.preset)
-
-
 def _sessions(args: Any) -> dict[str, Any]:
     from ..data import load_dataset
-    from ..protocols.incremental import write_sessions
+    from ..protocols.incremental import sessions_for_data, write_sessions
 
-    content = write_sessions(args.out, _build(args, load_dataset(args.data)))
+    content = sessions_for_data(load_dataset(args.data), data_name=args.data, preset=args.preset,
+                                base_classes=args.base_classes, way=args.way, shot=args.shot,
+                                num_sessions=args.num_sessions, base_shot=args.base_shot, seed=args.seed,
+                                index_lists=args.index_lists)
+    content = write_sessions(args.out, content)
     return {"out": args.out, "sha256": content["sha256"], "num_sessions": content["num_sessions"],
             "session_sizes": [len(c) for c in content["classes"]],
             "train_sizes": [len(t) for t in content["train_indices"]],
@@ -257,81 +203,10 @@ def _plot(scores: Any, path: str) -> None:
     plt.close(fig)
 
 
-def _run(args: Any) -> dict[str, Any]:
-    from contextlib import nullcontext
+def _run(config: Any, *, store: Any = None, work_dir: Any = None) -> Any:
+    from ..protocols.incremental import run
 
-    from ..data import load_dataset
-    from ..protocols.incremental import load_sessions, run, write_sessions
-    from ..store import ResultsStore
-
-    from .._validation import check_int, check_positive
-
-    for opt, v in (("--epochs", args.epochs), ("--novel-epochs", args.novel_epochs), ("--batch-size", args.batch_size)):
-        check_int(v, opt, min=1)
-    for opt, v in (("--lr", args.lr), ("--novel-lr", args.novel_lr)):
-        check_positive(v, opt)
-    data = load_dataset(args.data)
-    if data.test is None:
-        raise InputError(f"--data {args.data!r}: the dataset has no test part")
-    if args.sessions:
-        if any(v is not None for v in (args.preset, args.base_classes, args.way, args.shot)):
-            raise InputError("--sessions already fixes the layout; drop --preset/--base-classes/--way/--shot")
-        sessions = load_sessions(args.sessions)
-    else:
-        sessions = write_sessions(Path(args.out) / "sessions.json", _build(args, data))
-    with (ResultsStore(args.store) if args.store else nullcontext()) as store:
-        scores, paths = run(data, sessions, method=args.method, model=args.model,
-                            model_options=_key_values(args.model_opt, "--model-opt"),
-                            method_options=_method_options(args), epochs=args.epochs,
-                            novel_epochs=args.novel_epochs, lr=args.lr, novel_lr=args.novel_lr,
-                            batch_size=args.batch_size, seed=args.seed, device=args.device,
-                            mode="compat" if args.compat else "exact", out_dir=args.out, store=store,
-                            dataset=args.data, tag=args.tag)
-    out = scores.to_dict()
-    out["predictions"] = [str(p) for p in paths]
-    out["store"] = args.store
-    return out
-
-
-def _number(text: str) -> int | float | str:
-    for conv in (int, float):
-        try:
-            return conv(text)
-        except ValueError:
-            pass
-    return text
-
-
-def _key_values(items: list[str], flag: str) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for item in items:
-        key, eq, value = item.partition("=")
-        if not eq or not key.strip() or not value.strip():
-            raise InputError(f"{flag}: expected KEY=VALUE, got {item!r}")
-        out[key.strip()] = _number(value.strip())
-    return out
-
-
-def _method_options(args: Any) -> dict[str, Any]:
-    fr_given = (args.fr_layers or args.fr_weights or args.fr_epochs is not None or args.fr_ensemble != "logits"
-                or args.fr_recipe != "cpu")
-    if args.method != "fr":
-        if fr_given:
-            raise InputError(f"--fr-* options go with --method fr, got --method {args.method}")
-        return {}
-    from ..learners.fscil_fr import FRConfig
-
-    weights = _key_values([w for w in (args.fr_weights or "").split(",") if w.strip()], "--fr-weights")
-    known = ("cos", "cr", "ir_intra", "ir_inter", "ce_novel")
-    bad = sorted(set(weights) - set(known))
-    if bad:
-        raise InputError(f"--fr-weights: unknown loss {bad[0]!r} (known: {', '.join(known)})")
-    try:
-        extra = {} if args.fr_epochs is None else {"epochs": args.fr_epochs}
-        return {"fr": FRConfig.recipe(args.fr_recipe, layers=tuple(args.fr_layers) if args.fr_layers else None,
-                                      ensemble=args.fr_ensemble, **extra, **weights)}
-    except InputError as exc:
-        raise InputError(f"--fr-{str(exc).replace('_', '-')}") from exc
+    return run(config, store=store, work_dir=work_dir)
 
 
 def _reference(args: Any) -> dict[str, Any]:
@@ -372,3 +247,10 @@ def _human_scores(r: dict[str, Any]) -> str:
     if r.get("record_id") is not None:
         lines.append(f"stored as record {r['record_id']}")
     return "\n".join(lines)
+
+
+def _human_record(r: dict[str, Any]) -> str:
+    """A run's record (or records) as the score table."""
+    records = r["records"] if "records" in r else [r]
+    return "\n\n".join(_human_scores({**rec["metrics"], "settings": rec["settings"], "record_id": rec["id"]})
+                       for rec in records)

@@ -16,7 +16,8 @@ def demo(store: ResultsStore, out_dir: Path, *, quick: bool = False) -> str:
     shown with the Lazy / Greedy / Greedy-NF corner cases.
     """
     from ..data import load_dataset
-    from ..protocols.incremental import build_sessions, run, write_sessions
+    from ..protocols.incremental import build_sessions, run_sessions, write_sessions
+    from ..protocols.incremental_config import IncrementalConfig
     from ..report.incremental import incremental_table
 
     out_dir = Path(out_dir)
@@ -27,7 +28,10 @@ def demo(store: ResultsStore, out_dir: Path, *, quick: bool = False) -> str:
     sessions = write_sessions(out_dir / "sessions.json", sessions)
     cache: dict = {}  # both methods start from the same (seeded) base session: train it once
     for method in ("prototype", "finetune"):
-        run(data, sessions, method=method, model="cnn28", epochs=2 if quick else 4, novel_epochs=5,
-            lr=0.05, novel_lr=0.01, batch_size=32 if quick else 64, seed=0, out_dir=out_dir / method,
-            store=store, dataset="mnist5k", tag="demo", base_cache=cache)
+        config = IncrementalConfig.from_dict({
+            "data": "mnist5k", "base_classes": 5, "way": 1, "shot": 5, "base_shot": base_shot,
+            "test_per_class": 30 if quick else None, "method": method, "model": "cnn28",
+            "epochs": 2 if quick else 4, "novel_epochs": 5, "lr": 0.05, "novel_lr": 0.01,
+            "batch_size": 32 if quick else 64, "seed": 0, "tag": "demo"})
+        store.add(run_sessions(config, data, sessions, work_dir=out_dir / method, base_cache=cache))
     return incremental_table(store, dataset="mnist5k").render("markdown")

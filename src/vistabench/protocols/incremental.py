@@ -10,10 +10,11 @@ reference learner and writes a record to the results store.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from pathlib import Path
-from typing import Any, NamedTuple, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -39,7 +40,8 @@ PROTOCOL = "incremental"
 __all__ = [
     "PRESETS", "build_sessions", "load_sessions", "write_sessions", "read_index_lists",
     "sessions_from_index_lists", "image_folder_paths", "session_test_pool", "predicted_over_seen",
-    "score_predictions", "score_prediction_files", "reference_scores", "run", "score", "to_record", "record_for",
+    "score_predictions", "score_prediction_files", "reference_scores", "run", "run_sessions", "score", "to_record",
+    "record_for", "layout_settings", "sessions_for_data",
 ]
 
 
@@ -83,7 +85,7 @@ def score_predictions(
     check_sessions(sessions)
     n = len(sessions["classes"])
     if len(predictions) != n:
-        raise InputError(f"--predictions: the sessions file has {n} sessions, got {len(predictions)} predictions files")
+        raise InputError(f"predictions: the sessions file has {n} sessions, got {len(predictions)} predictions files")
     names = list(names) if names is not None else [f"predictions {i + 1}" for i in range(n)]
     y_true, y_pred = [], []
     for i, p in enumerate(predictions):
@@ -128,16 +130,21 @@ def reference_scores(
 
 
 def score(
-    predictions: Sequence[str | os.PathLike[str]], sessions: dict[str, Any] | str | os.PathLike[str], *,
-    mode: Mode = "exact", num_alphas: int = 101,
+    predictions: Sequence[Predictions | str | os.PathLike[str]], reference: dict[str, Any] | str | os.PathLike[str],
+    *, mode: Mode = "exact", num_alphas: int = 101,
 ) -> dict[str, Any]:
-    """Score one predictions file per session against a sessions file (content or path).
+    """Score one predictions object or file per session against the sessions (content or path).
 
     Returns :meth:`IncrementalScores.to_dict`: aacc, lacc, tacc, gacc, pd, kr, per-session scores,
     the gAcc(alpha) curve (``num_alphas`` points), the matrix and the settings.
     """
-    sess = sessions if isinstance(sessions, dict) else load_sessions(sessions)
-    scores = score_prediction_files(predictions, sess, mode=mode)
+    sess = reference if isinstance(reference, dict) else load_sessions(reference)
+    if isinstance(predictions, (str, os.PathLike, Predictions)):
+        predictions = [predictions]
+    names = [f"predictions file {str(p)!r}" if not isinstance(p, Predictions) else f"predictions {i + 1}"
+             for i, p in enumerate(predictions)]
+    preds = [p if isinstance(p, Predictions) else load_predictions(p) for p in predictions]
+    scores = score_predictions(preds, sess, mode=mode, names=names)
     if mode == "exact" and num_alphas != 101:
         scores = incremental_scores(scores.matrix, session_sizes=session_sizes(sess),
                                     sample_counts=scores.settings["sample_counts"], num_alphas=num_alphas)
@@ -167,92 +174,127 @@ def record_for(scores: IncrementalScores, *, dataset: str, method: str, seed: in
                      settings=settings, tag=tag)
 
 
-class IncrementalRun(NamedTuple):
-    """:func:`run`'s result: the ``scores`` and the per-session ``predictions`` files it wrote."""
+def layout_settings(*, preset: str | None = None, base_classes: int | None = None, way: int | None = None,
+                    shot: int | None = None, num_sessions: int | None = None) -> dict[str, Any]:
+    """The session layout: a preset's (other values must agree with it) or the given values."""
+    if preset is not None:
+        st = preset_settings(preset)
+        for k, v in (("base_classes", base_classes), ("way", way), ("shot", shot), ("num_sessions", num_sessions)):
+            if v is not None and v != st[k]:
+                raise InputError(f"{k}: {v} contradicts preset {preset} ({st[k]})")
+        return st
+    missing = [k for k, v in (("base_classes", base_classes), ("way", way), ("shot", shot)) if v is None]
+    if missing:
+        raise InputError(f"preset: give a preset or all of base_classes, way, shot (missing {', '.join(missing)})")
+    return {"base_classes": base_classes, "way": way, "shot": shot, "num_sessions": num_sessions}
 
-    scores: IncrementalScores
-    predictions: list[Path]
 
-
-def run(
-    data: Any,
-    sessions: dict[str, Any],
-    *,
-    method: str,
-    model: str | None = None,
-    model_options: dict[str, Any] | None = None,
-    method_options: dict[str, Any] | None = None,
-    epochs: int = 5,
-    novel_epochs: int = 10,
-    lr: float = 0.05,
-    novel_lr: float = 0.01,
-    batch_size: int = 128,
-    seed: int = 0,
-    device: str = "cpu",
-    mode: Mode = "exact",
-    out_dir: str | os.PathLike[str] | None = None,
-    store: ResultsStore | None = None,
-    dataset: str | None = None,
-    tag: str | None = None,
-    base_cache: dict | None = None,
-) -> "IncrementalRun":
-    """Run a reference learner through every session, write one predictions file per session,
-    score the files and (with ``store``) record the run.
-
-    ``data`` is a :class:`~vistabench.data.DataSplits` with a test part; ``sessions`` a sessions dict
-    with train indices and a test pool. ``method`` is ``"prototype"``, ``"finetune"`` or ``"fr"``
-    (registry :data:`vistabench.learners.incremental.incremental_methods`). ``model`` defaults to the
-    method's backbone (cnn28; for ``fr`` a small ``vit_small``, ``dim=64, depth=6, heads=4``, unless
-    ``model_options`` says otherwise); ``method_options`` holds method settings (``{"fr": FRConfig}``).
-    Pass the same ``base_cache`` dict to several runs to train an identical base session only once.
-    """
-    from ..learners.incremental import IncrementalConfig, incremental_methods
-
-    check_sessions(sessions)
+def sessions_for_data(data: Any, *, data_name: str, preset: str | None = None, base_classes: int | None = None,
+                      way: int | None = None, shot: int | None = None, num_sessions: int | None = None,
+                      base_shot: int | None = None, seed: int = 0, index_lists: str | None = None,
+                      test_per_class: int | None = None) -> dict[str, Any]:
+    """The sessions content for a loaded dataset: from the literature's index lists, else built
+    from the layout (a preset or base_classes/way/shot). ``data_name`` is the dataset spec
+    (``folder:DIR`` lets index lists name image paths)."""
     if data.test is None:
-        raise InputError("data: the incremental protocol needs a dataset with a test part")
-    if sessions.get("train_indices") is None or sessions.get("test_indices") is None:
-        raise InputError("sessions: running a learner needs train_indices and a test pool (build the file "
-                         "with `vistabench incremental sessions`)")
-    learner_cls = incremental_methods.get(method)
-    if model is None:
-        model = learner_cls.default_model
-        model_options = {**learner_cls.default_model_options, **(model_options or {})}
-    model_options = dict(model_options or {})
-    cfg = IncrementalConfig(model=model, model_options=model_options, method_options=dict(method_options or {}),
-                            epochs=epochs, novel_epochs=novel_epochs, lr=lr, novel_lr=novel_lr,
-                            batch_size=batch_size, seed=seed, device=device)
-    learner = learner_cls(cfg, in_channels=int(data.train.images.shape[-1]), image_size=int(data.train.images.shape[1]),
-                          base_cache=base_cache)
-    out = Path(out_dir) if out_dir is not None else None
-    paths: list[Path] = []
-    preds: list[Predictions] = []
+        raise InputError(f"data: {data_name!r} has no test part; the test pool comes from it")
+    if index_lists:
+        paths = None
+        kind, _, arg = data_name.partition(":")
+        if kind == "folder":
+            root = Path(arg)
+            paths = image_folder_paths(root / "train" if (root / "train").is_dir() else root)
+        return sessions_from_index_lists(index_lists, train_labels=data.train.labels, test_labels=data.test.labels,
+                                         train_paths=paths, class_names=data.train.class_names, dataset=data_name)
+    st = layout_settings(preset=preset, base_classes=base_classes, way=way, shot=shot, num_sessions=num_sessions)
+    if "num_classes" in st and data.train.num_classes != st["num_classes"]:
+        raise InputError(f"preset: {preset} expects {st['num_classes']} classes, data {data_name!r} has "
+                         f"{data.train.num_classes}")
+    return build_sessions(data.train.labels, data.test.labels, base_classes=st["base_classes"], way=st["way"],
+                          shot=st["shot"], num_sessions=st["num_sessions"], seed=seed, base_shot=base_shot,
+                          test_per_class=test_per_class, dataset=data_name, preset=preset)
+
+
+def run(config: Any, *, store: ResultsStore | None = None,
+        work_dir: str | os.PathLike[str] | None = None) -> list[Record]:
+    """Run ``config`` (an :class:`~vistabench.protocols.incremental_config.IncrementalConfig`): load
+    the data, build (or read) the sessions, run the learner through them, score, record.
+
+    With ``work_dir`` the sessions file (when built) and one predictions file per session
+    (``session_<i>.npz``) are written there; with ``store`` the record is stored and returned with
+    its id. Returns ``[record]``.
+    """
+    from ..data import load_dataset
+    from .incremental_config import IncrementalConfig
+
+    if not isinstance(config, IncrementalConfig):
+        raise InputError(f"config: expected an IncrementalConfig, got {type(config).__name__}")
+    data = load_dataset(config.data)
+    if data.test is None:
+        raise InputError(f"data: {config.data!r} has no test part; the test pool comes from it")
+    if config.sessions is not None:
+        sessions = load_sessions(config.sessions)
+    else:
+        sessions = sessions_for_data(data, data_name=config.data, preset=config.preset,
+                                     base_classes=config.base_classes, way=config.way, shot=config.shot,
+                                     num_sessions=config.num_sessions, base_shot=config.base_shot, seed=config.seed,
+                                     test_per_class=config.test_per_class)
+        if work_dir is not None:
+            sessions = write_sessions(Path(work_dir) / "sessions.json", sessions)
+    record = run_sessions(config, data, sessions, work_dir=work_dir)
+    if store is not None:
+        record = dataclasses.replace(record, id=store.add(record))
+    return [record]
+
+
+def run_sessions(config: Any, data: Any, sessions: dict[str, Any], *,
+                 work_dir: str | os.PathLike[str] | None = None, base_cache: dict | None = None) -> Record:
+    """The learner of ``config`` through ``sessions`` on a loaded ``data``: the run's record.
+
+    For callers that already hold the data and the sessions (the demo runs two methods on one
+    split). After each session the learner's scores of the test pool are kept as predictions (and
+    written to ``work_dir/session_<i>.npz`` when given) and scored as they are. Pass one
+    ``base_cache`` dict to several runs to train an identical base session once.
+    """
+    from ..learners.incremental import IncrementalContext, incremental_methods
+    from ..learners.model_options import check_patch_size
     from ..progress import track
 
+    check_sessions(sessions)
+    if sessions.get("train_indices") is None or sessions.get("test_indices") is None:
+        raise InputError("sessions: running a learner needs train_indices and a test pool (build the file "
+                         "with `vistabench incremental split`)")
+    model, model_options = config.backbone()
+    image_size = int(data.train.images.shape[1])
+    check_patch_size(model, model_options, image_size, data=config.data)
+    ctx = IncrementalContext(
+        model=model, model_options=model_options, in_channels=int(data.train.images.shape[-1]),
+        image_size=image_size, epochs=config.epochs, lr=config.lr, momentum=config.momentum,
+        nesterov=config.nesterov, weight_decay=config.weight_decay, warmup_epochs=config.warmup_epochs,
+        schedule=config.schedule, lr_milestones=config.lr_milestones, lr_factors=config.lr_factors,
+        batch_size=config.batch_size, novel_epochs=config.novel_epochs, novel_lr=config.novel_lr,
+        seed=config.seed, device=config.device, method_options=config.learner_options(), base_cache=base_cache)
+    learner = incremental_methods.get(config.method)(ctx)
+    out = Path(work_dir) if work_dir is not None else None
+    preds: list[Predictions] = []
     t0 = time.perf_counter()
     n = len(sessions["classes"])
-    for i in track(range(n), total=n, description=f"{method}: sessions"):
+    for i in track(range(n), total=n, description=f"{config.method}: sessions"):
         idx = np.asarray(sessions["train_indices"][i], dtype=np.int64)
         learner.learn(data.train.images[idx], data.train.labels[idx], sessions["classes"][i], session=i + 1)
         pool, lab = session_test_pool(sessions, i + 1)
         scores, classes = learner.scores(data.test.images[pool])
-        if out is not None:
-            path = out / f"session_{i + 1}.npz"
-            p = save_predictions(path, labels=lab, logits=scores, classes=classes)
-            paths.append(path)
+        if out is not None:  # a by-product for the user: the run scores the objects it holds
+            preds.append(save_predictions(out / f"session_{i + 1}.npz", labels=lab, logits=scores, classes=classes))
         else:
-            p = Predictions(labels=lab, kind="logits", values=scores, classes=classes)
-        preds.append(p)
+            preds.append(Predictions(labels=lab, kind="logits", values=scores, classes=classes))
     seconds = time.perf_counter() - t0
-    if paths:  # score what was written: the same path a user's files take
-        result = score_prediction_files(paths, sessions, mode=mode)
-    else:
-        result = score_predictions(preds, sessions, mode=mode)
-    if store is not None:
-        settings = {"model": model, "model_options": model_options, **learner.settings(),
-                    "epochs": epochs, "novel_epochs": novel_epochs, "lr": lr,
-                    "novel_lr": novel_lr, "batch_size": batch_size, "device": device,
-                    "seconds": round(seconds, 2)}
-        store.add(record_for(result, dataset=dataset or sessions.get("dataset") or data.train.name,
-                             method=method, seed=seed, sessions=sessions, settings=settings, tag=tag))
-    return IncrementalRun(result, paths)
+    result = score_predictions(preds, sessions, mode="compat" if config.compat else "exact")
+    settings = {**config.to_dict(), "model": model, "model_options": model_options, **learner.settings()}
+    # the record's own columns, and the layout, which the record takes from the sessions themselves
+    for name in ("data", "tag", "seed", "method", "preset", "base_classes", "way", "shot", "num_sessions"):
+        settings.pop(name, None)
+    record = record_for(result, dataset=config.data or sessions.get("dataset") or data.train.name,
+                        method=config.method, seed=config.seed, sessions=sessions, settings=settings, tag=config.tag)
+    record.metrics["seconds"] = round(seconds, 2)
+    return record

@@ -11,6 +11,7 @@ declare(Protocol(
     score="vistabench.protocols.incremental:score",
     record="vistabench.protocols.incremental:to_record",
     run="vistabench.protocols.incremental:run",
+    config="vistabench.protocols.incremental_config:IncrementalConfig",
     table="vistabench.report.incremental:incremental_table",
     section="vistabench.report.incremental:incremental_section",
     demo="vistabench.demos.incremental:demo",

@@ -14,7 +14,7 @@ every class seen so far (``scores``):
     and fine-tune the whole network on the few shots alone. Nothing protects the old classes, so it
     forgets them: the contrast the gAcc curve should make visible.
 ``fr``
-    The paper's feature rectification on a frozen ViT (:mod:`.fscil_fr`).
+    The paper's feature rectification on a frozen ViT (:mod:`.fr`).
 
 Images go in as the dataset stores them (N, H, W, B); the shared :class:`~.trainer.Trainer` converts
 and standardises them. Every session reuses the base session's input normalisation (a fixed
@@ -25,63 +25,30 @@ from __future__ import annotations
 
 import copy
 import hashlib
-from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
 import torch
 from torch import nn
 
-from ..errors import InputError
-from ..registry import Registry
-from .models import build_model
-from .trainer import TrainConfig, Trainer
+from ...errors import InputError
+from ..models import build_model
+from ..trainer import TrainConfig, Trainer
+from . import IncrementalContext, register_method
+from .options import step_factor
 
-__all__ = ["IncrementalConfig", "IncrementalLearner", "PrototypeLearner", "FinetuneLearner", "incremental_methods"]
-
-incremental_methods: Registry[type["IncrementalLearner"]] = Registry(
-    "incremental method", modules=("vistabench.learners.fscil_fr",))  # fr registers itself there
+__all__ = ["SessionTrainer", "IncrementalLearner", "PrototypeLearner", "FinetuneLearner"]
 
 
-@dataclass
-class IncrementalConfig:
-    """Settings of a reference learner.
-
-    Attributes
-    ----------
-    model : str
-        Backbone name in :data:`vistabench.learners.models.models`.
-    epochs, lr : int, float
-        Base-session training (SGD + cosine schedule, momentum 0.9, weight decay 5e-4).
-    novel_epochs, novel_lr : int, float
-        Per novel session (``finetune`` only; the prototype learner does not train after session 1).
-    batch_size : int
-        Capped at the session's number of images.
-    seed : int
-    device : str
-    model_options : dict
-        Keyword options of the backbone (e.g. ``{"dim": 64, "depth": 6, "heads": 4}`` for
-        ``vit_small``), passed to :func:`~vistabench.learners.models.build_model`.
-    method_options : dict
-        Method-specific settings (``{"fr": FRConfig(...)}`` for the feature-rectification learner).
-    """
-
-    model: str = "cnn28"
-    epochs: int = 5
-    lr: float = 0.05
-    novel_epochs: int = 10
-    novel_lr: float = 0.01
-    batch_size: int = 128
-    seed: int = 0
-    device: str = "cpu"
-    model_options: dict = field(default_factory=dict)
-    method_options: dict = field(default_factory=dict)
-
-
-class _SessionTrainer(Trainer):
-    """The shared trainer, with the input normalisation frozen after the base session."""
+class SessionTrainer(Trainer):
+    """The shared trainer, with the input normalisation frozen after the base session and the
+    base session's lr schedule (``"cosine"``, the trainer's own, or ``"step"``: the base lr times
+    ``lr_factors[i]`` from epoch ``lr_milestones[i]`` on, after the linear warm-up)."""
 
     _frozen_norm: Any = None
+    schedule: str = "cosine"
+    lr_milestones: tuple[int, ...] = ()
+    lr_factors: tuple[float, ...] = ()
 
     @property
     def normaliser(self):  # type: ignore[override]
@@ -94,27 +61,31 @@ class _SessionTrainer(Trainer):
     def freeze_normaliser(self) -> None:
         self._frozen_norm = self.__dict__.get("_norm")
 
+    def lr_at(self, step: int, total: int, steps_per_epoch: int) -> float:
+        if self.schedule != "step":
+            return super().lr_at(step, total, steps_per_epoch)
+        warm = self.cfg.warmup_epochs * steps_per_epoch
+        if step < warm:
+            return self.cfg.lr * (step + 1) / warm
+        return self.cfg.lr * step_factor(step // steps_per_epoch, self.lr_milestones, self.lr_factors)
+
 
 class IncrementalLearner:
     """Base class: ``learn(images, labels, classes, session=i)`` then ``scores(images)``.
 
-    ``default_model``/``default_model_options``: the backbone a run uses when none is named.
+    Built from an :class:`~vistabench.learners.incremental.IncrementalContext` (``self.cfg``).
     """
 
-    default_model: str = "cnn28"
-    default_model_options: dict = {}
-
-    def __init__(self, cfg: IncrementalConfig, *, in_channels: int, image_size: int | None = None,
-                 base_cache: dict | None = None) -> None:
-        if not isinstance(cfg, IncrementalConfig):
-            raise InputError(f"cfg: expected an IncrementalConfig, got {type(cfg).__name__}")
-        self.cfg = cfg
-        self.in_channels = int(in_channels)
-        self.image_size = image_size
+    def __init__(self, ctx: IncrementalContext) -> None:
+        if not isinstance(ctx, IncrementalContext):
+            raise InputError(f"ctx: expected an IncrementalContext, got {type(ctx).__name__}")
+        self.cfg = ctx
+        self.in_channels = int(ctx.in_channels)
+        self.image_size = ctx.image_size
         self.classes: list[int] = []  # class id of each output, in learning order
-        self.trainer: _SessionTrainer | None = None
+        self.trainer: SessionTrainer | None = None
         self.train_results: list[Any] = []
-        self.base_cache = base_cache
+        self.base_cache = ctx.base_cache
 
     def _targets(self, labels: np.ndarray) -> np.ndarray:
         pos = {c: k for k, c in enumerate(self.classes)}
@@ -134,16 +105,19 @@ class IncrementalLearner:
         self.classes += new
         return new
 
-    def _config(self, *, epochs: int, lr: float, n: int, seed: int) -> TrainConfig:
-        return TrainConfig(epochs=epochs, lr=lr, weight_decay=5e-4, batch_size=min(self.cfg.batch_size, n),
-                           momentum=0.9, seed=seed, device=self.cfg.device, count_flops=False)
+    def _config(self, *, epochs: int, lr: float, n: int, seed: int, warmup_epochs: int = 0) -> TrainConfig:
+        c = self.cfg
+        return TrainConfig(epochs=epochs, lr=lr, weight_decay=c.weight_decay, batch_size=min(c.batch_size, n),
+                           momentum=c.momentum, nesterov=c.nesterov, warmup_epochs=warmup_epochs, seed=seed,
+                           device=c.device, count_flops=False)
 
     def _base_key(self, images: np.ndarray, labels: np.ndarray) -> tuple:
         h = hashlib.sha256(np.ascontiguousarray(images).tobytes())
         h.update(np.ascontiguousarray(labels, dtype=np.int64).tobytes())
         c = self.cfg
-        return (c.model, tuple(sorted(c.model_options.items())), c.epochs, c.lr, c.batch_size, c.seed, c.device,
-                self.in_channels, self.image_size, tuple(self.classes), h.hexdigest())
+        return (c.model, tuple(sorted(c.model_options.items())), c.epochs, c.lr, c.momentum, c.nesterov,
+                c.weight_decay, c.warmup_epochs, c.schedule, c.lr_milestones, c.lr_factors, c.batch_size, c.seed,
+                c.device, self.in_channels, self.image_size, tuple(self.classes), h.hexdigest())
 
     def _train_base(self, images: np.ndarray, labels: np.ndarray) -> None:
         """Train the backbone on the base session. With a ``base_cache`` dict, a base session
@@ -157,8 +131,11 @@ class IncrementalLearner:
             return
         model = build_model(self.cfg.model, num_classes=len(self.classes), in_channels=self.in_channels,
                             image_size=self.image_size, seed=self.cfg.seed, **self.cfg.model_options)
-        cfg = self._config(epochs=self.cfg.epochs, lr=self.cfg.lr, n=len(labels), seed=self.cfg.seed)
-        self.trainer = _SessionTrainer(model, cfg)
+        cfg = self._config(epochs=self.cfg.epochs, lr=self.cfg.lr, n=len(labels), seed=self.cfg.seed,
+                           warmup_epochs=self.cfg.warmup_epochs)
+        self.trainer = SessionTrainer(model, cfg)
+        self.trainer.schedule = self.cfg.schedule
+        self.trainer.lr_milestones, self.trainer.lr_factors = self.cfg.lr_milestones, self.cfg.lr_factors
         self.train_results.append(self.trainer.fit(images, self._targets(labels)))
         self.trainer.freeze_normaliser()
         if key is not None:
@@ -176,13 +153,12 @@ class IncrementalLearner:
         return {}
 
 
-@incremental_methods.register("prototype")
+@register_method("prototype")
 class PrototypeLearner(IncrementalLearner):
     """Frozen backbone + cosine classifier over class-mean prototypes."""
 
-    def __init__(self, cfg: IncrementalConfig, *, in_channels: int, image_size: int | None = None,
-                 base_cache: dict | None = None) -> None:
-        super().__init__(cfg, in_channels=in_channels, image_size=image_size, base_cache=base_cache)
+    def __init__(self, ctx: IncrementalContext) -> None:
+        super().__init__(ctx)
         self.prototypes = np.zeros((0, 0), dtype=np.float64)
 
     def _prototypes(self, images: np.ndarray, labels: np.ndarray, classes: Sequence[int]) -> np.ndarray:
@@ -209,7 +185,7 @@ class PrototypeLearner(IncrementalLearner):
         return (f @ self.prototypes.T).astype(np.float32), np.asarray(self.classes, dtype=np.int64)
 
 
-@incremental_methods.register("finetune")
+@register_method("finetune")
 class FinetuneLearner(IncrementalLearner):
     """Grow the linear head and fine-tune everything on each novel session's shots (forgets)."""
 
@@ -232,6 +208,7 @@ class FinetuneLearner(IncrementalLearner):
         model.num_classes = len(self.classes)
         self.trainer.cfg = self._config(epochs=self.cfg.novel_epochs, lr=self.cfg.novel_lr, n=len(labels),
                                         seed=self.cfg.seed + session)
+        self.trainer.schedule = "cosine"  # novel sessions: a cosine from novel_lr
         self.train_results.append(self.trainer.fit(images, self._targets(labels)))
 
     def scores(self, images: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

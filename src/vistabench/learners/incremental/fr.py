@@ -22,13 +22,13 @@ is scored by every FR branch against the prototypes and the branches are average
 ensemble).
 
 Everything the paper's text leaves open follows the authors' code (iSEE-Laboratory/Revisting_FSCIL,
-``models/my_vit/helper.py``, ``models/myModules.py``, ``runs/miniImageNet.sh``); docs/incremental.md
-lists where, and docs/fidelity.md the deliberate differences.
+``models/my_vit/helper.py``, ``models/myModules.py``) and the per-dataset run scripts
+(``runs/cifar100.sh``, ``runs/miniImageNet.sh``, ``runs/cub200.sh``: :class:`.options.FROptions`);
+docs/incremental.md lists where, and docs/fidelity.md the deliberate differences.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
 from typing import Any, Sequence
 
 import numpy as np
@@ -36,111 +36,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .._validation import check_choice, check_positive
-from ..errors import InputError
-from .incremental import IncrementalConfig, PrototypeLearner, incremental_methods
+from ...errors import InputError
+from . import IncrementalContext, register_method
+from .baselines import PrototypeLearner
+from .options import FROptions, step_factor
 
-__all__ = ["FRConfig", "FeatureRectify", "FRLearner", "pairwise_distances", "ir_loss", "cr_loss",
-           "cos_loss", "default_fr_layers", "FR_RECIPES"]
-
-#: ViT shape the ``fr`` method uses when no model is named: small enough for a CPU (the authors'
-#: ViT has dim 256, depth 12, 8 heads; pass those as model options to get it).
-CPU_VIT_OPTIONS: dict[str, int] = {"dim": 64, "depth": 6, "heads": 4}
+__all__ = ["FeatureRectify", "FRLearner", "pairwise_distances", "ir_loss", "cr_loss", "cos_loss", "VIT_MODELS"]
 
 #: Backbones with ``block_features`` (intermediate class tokens).
 VIT_MODELS = ("vit_small",)
-
-
-FR_RECIPES = ("cpu", "paper")
-
-
-@dataclass
-class FRConfig:
-    """Hyper-parameters of feature rectification; defaults from the authors' ``runs/miniImageNet.sh``.
-
-    Attributes
-    ----------
-    layers : tuple of int, optional
-        0-based ViT blocks whose class token feeds an FR branch. Default: the three blocks before
-        the last (8, 9, 10 for a 12-block ViT, the authors' choice).
-    epochs : int
-        FR training epochs per session (``-epochs_fr 100``).
-    lr, momentum, dampening : float
-        SGD of the FR modules (0.1, 0.9, 0.9; weight decay 0), learning rate ×0.1 after 60, 70,
-        80 and 90 % of the epochs (``-milestones_fr 60 70 80 90`` of 100).
-    p, k : int
-        PK batches: k classes × p samples (32 × 32; the authors' ``-p 32 -k 32``).
-    batch_size : int
-        Sampled features per step in novel sessions (``-batch_size_fr 1024``).
-    samples_per_class : int
-        Sampled features per class and epoch in novel sessions (600, ``TensorAugDataset4``).
-    cos, cr, ir_intra, ir_inter, ce_novel : float
-        Loss weights (``-fr_cos 0.1 -fr_kl 0.1 -rkd_intra 1 -rkd_inter 1 -fr_ce_novel 0.5``).
-    temperature : float
-        Scale of the cosine logits in the CR and CE losses (16 in the code; the paper omits it).
-    hidden : int
-        Hidden width of M_F and M_I (512 in the code; M_m's hidden width is 2·dim).
-    k_nearest : int
-        Base classes whose covariance a novel class borrows (``-K 2``).
-    eps : float
-        Added to covariance diagonals (``-eps 1e-6``).
-    ensemble : {"logits", "softmax"}
-        How branches are averaged: cosine logits (the authors' code) or softmax of the scaled
-        logits (the paper's text).
-    """
-
-    layers: tuple[int, ...] | None = None
-    epochs: int = 100
-    lr: float = 0.1
-    momentum: float = 0.9
-    dampening: float = 0.9
-    p: int = 32
-    k: int = 32
-    batch_size: int = 1024
-    samples_per_class: int = 600
-    cos: float = 0.1
-    cr: float = 0.1
-    ir_intra: float = 1.0
-    ir_inter: float = 1.0
-    ce_novel: float = 0.5
-    temperature: float = 16.0
-    hidden: int = 512
-    k_nearest: int = 2
-    eps: float = 1e-6
-    ensemble: str = "logits"
-
-    def __post_init__(self) -> None:
-        for name in ("epochs", "p", "k", "batch_size", "samples_per_class", "hidden", "k_nearest"):
-            setattr(self, name, int(check_positive(getattr(self, name), name, integer=True)))
-        for name in ("lr", "temperature"):
-            setattr(self, name, check_positive(getattr(self, name), name))
-        for name in ("cos", "cr", "ir_intra", "ir_inter", "ce_novel", "eps", "momentum", "dampening"):
-            setattr(self, name, check_positive(getattr(self, name), name, strict=False))
-        check_choice(self.ensemble, "ensemble", ("logits", "softmax"))
-        if self.layers is not None:
-            if isinstance(self.layers, (int, str)) or len(self.layers) == 0:
-                raise InputError(f"layers: expected a non-empty list of block indices, got {self.layers!r}")
-            self.layers = tuple(int(check_positive(b, "layers", strict=False, integer=True)) for b in self.layers)
-
-    @classmethod
-    def recipe(cls, name: str, **overrides: Any) -> "FRConfig":
-        """``"paper"``: the authors' settings (the defaults). ``"cpu"``: the same losses and weights
-        with a CPU-sized budget: 20 epochs, 16 × 16 PK batches of 256, 100 sampled features per class
-        and epoch, hidden width 128 (a few seconds per session instead of minutes)."""
-        check_choice(name, "recipe", FR_RECIPES)
-        base = {} if name == "paper" else {"epochs": 20, "p": 16, "k": 16, "batch_size": 256,
-                                           "samples_per_class": 100, "hidden": 128}
-        return cls(**{**base, **overrides})
-
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["layers"] = None if self.layers is None else list(self.layers)
-        return d
-
-
-def default_fr_layers(depth: int) -> tuple[int, ...]:
-    """The three blocks before the last (0-based): (8, 9, 10) for 12 blocks, fewer for shallow ViTs."""
-    return tuple(range(max(0, depth - 4), depth - 1)) or (0,)
 
 
 # ------------------------------------------------------------------------------------- losses
@@ -260,27 +164,21 @@ class _Gaussian:
         return self.mean + rng.standard_normal((n, len(self.mean))) @ self.chol.T
 
 
-@incremental_methods.register("fr")
+@register_method("fr", options=FROptions, backbone="vit_small",
+                 backbone_options={"dim": 64, "depth": 6, "heads": 4})
 class FRLearner(PrototypeLearner):
     """Frozen ViT + prototype classifier + feature rectification from intermediate blocks."""
 
-    default_model = "vit_small"
-    default_model_options = CPU_VIT_OPTIONS
-
-    def __init__(self, cfg: IncrementalConfig, *, in_channels: int, image_size: int | None = None,
-                 base_cache: dict | None = None) -> None:
-        super().__init__(cfg, in_channels=in_channels, image_size=image_size, base_cache=base_cache)
-        if cfg.model not in VIT_MODELS:
-            raise InputError(f"model {cfg.model!r}: method 'fr' needs a ViT backbone with intermediate blocks "
-                             f"({', '.join(VIT_MODELS)})")
-        fr = cfg.method_options.get("fr") if cfg.method_options else None
-        if fr is None:
-            fr = FRConfig.recipe("cpu")
-        elif isinstance(fr, dict):
-            fr = FRConfig(**fr)
-        if not isinstance(fr, FRConfig):
-            raise InputError(f"method_options['fr']: expected an FRConfig or dict, got {type(fr).__name__}")
+    def __init__(self, ctx: IncrementalContext) -> None:
+        super().__init__(ctx)
+        if ctx.model not in VIT_MODELS:
+            raise InputError(f"model: method 'fr' needs a ViT backbone with intermediate blocks "
+                             f"({', '.join(VIT_MODELS)}), got {ctx.model!r}")
+        fr = ctx.method_options
+        if not isinstance(fr, FROptions):
+            raise InputError(f"method_options: expected FROptions for method 'fr', got {type(fr).__name__}")
         self.fr = fr
+        self.lr_history: list[tuple[int, int, float]] = []  # (session, 0-based epoch, lr of the FR modules)
         self.layers: tuple[int, ...] = ()
         self.branches: nn.ModuleDict | None = None
         self.dists: dict[int, dict[str, _Gaussian]] = {}
@@ -311,13 +209,14 @@ class FRLearner(PrototypeLearner):
     def _setup(self) -> None:
         model = self.trainer.model  # type: ignore[union-attr]
         if not hasattr(model, "block_features"):
-            raise InputError(f"model {self.cfg.model!r}: method 'fr' needs a ViT backbone with intermediate "
-                             "blocks (vit_small)")
+            raise InputError(f"model: method 'fr' needs a ViT backbone with intermediate blocks (vit_small), "
+                             f"got {self.cfg.model!r}")
         depth = len(model.blocks)
-        layers = self.fr.layers if self.fr.layers is not None else default_fr_layers(depth)
+        layers = self.fr.layers
         bad = [b for b in layers if b >= depth - 1]
         if bad:
-            raise InputError(f"fr layers: expected intermediate blocks 0..{depth - 2} of a {depth}-block ViT, got {bad}")
+            raise InputError(f"method_options.layers: expected intermediate blocks 0..{depth - 2} of a "
+                             f"{depth}-block ViT, got {bad}")
         self.layers = tuple(layers)
         dim = int(model.feature_dim)
         with torch.random.fork_rng(devices=[]):
@@ -349,11 +248,17 @@ class FRLearner(PrototypeLearner):
                 near = np.argsort(dist, kind="stable")[: self.fr.k_nearest]
                 self.dists[int(c)][key] = _Gaussian(mu, base_covs[near].mean(axis=0), self.fr.eps)
 
-    def _optimizer(self) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler]:
-        opt = torch.optim.SGD(self.branches.parameters(), lr=self.fr.lr, momentum=self.fr.momentum,  # type: ignore[union-attr]
-                              dampening=self.fr.dampening, weight_decay=0.0)
-        miles = sorted({max(1, round(f * self.fr.epochs)) for f in (0.6, 0.7, 0.8, 0.9)})
-        return opt, torch.optim.lr_scheduler.MultiStepLR(opt, milestones=miles, gamma=0.1)
+    def _optimizer(self) -> torch.optim.Optimizer:
+        """SGD of the FR modules (weight decay 0, as the authors' ``helper.py``)."""
+        return torch.optim.SGD(self.branches.parameters(), lr=self.fr.lr, momentum=self.fr.momentum,  # type: ignore[union-attr]
+                               dampening=self.fr.dampening, weight_decay=0.0)
+
+    def _set_epoch_lr(self, opt: torch.optim.Optimizer, session: int, epoch: int) -> None:
+        """The step schedule: ``lr x lr_factors[i]`` from epoch ``lr_milestones[i]`` on (MultiStepLR)."""
+        lr = self.fr.lr * step_factor(epoch, self.fr.lr_milestones, self.fr.lr_factors)
+        for g in opt.param_groups:
+            g["lr"] = lr
+        self.lr_history.append((session, epoch, lr))
 
     def _step(self, batch: dict[str, torch.Tensor], labels: torch.Tensor, *, novel: bool,
               opt: torch.optim.Optimizer) -> dict[str, float]:
@@ -395,15 +300,15 @@ class FRLearner(PrototypeLearner):
         by_class = {c: np.flatnonzero(labels == c) for c in self.base_classes}
         tens = {k: torch.as_tensor(v, device=dev) for k, v in feats.items()}
         lab = torch.as_tensor(labels, device=dev)
-        opt, sched = self._optimizer()
+        opt = self._optimizer()
         n_batches = max(1, len(labels) // (fr.p * fr.k))
-        for _ in range(fr.epochs):
+        for epoch in range(fr.epochs):
+            self._set_epoch_lr(opt, session, epoch)
             for _ in range(n_batches):
                 cls = rng.choice(self.base_classes, size=fr.k)
                 idx = np.concatenate([rng.choice(by_class[int(c)], size=fr.p) for c in cls])
                 it = torch.as_tensor(idx, device=dev)
                 self.loss_history.append(self._step({k: v[it] for k, v in tens.items()}, lab[it], novel=False, opt=opt))
-            sched.step()
 
     def _train_novel_fr(self, shots: dict[str, np.ndarray], shot_labels: np.ndarray, session: int) -> None:
         """Novel session: features sampled from every seen class's Gaussians (``samples_per_class``
@@ -415,9 +320,10 @@ class FRLearner(PrototypeLearner):
         c = len(seen)
         real = {k: torch.as_tensor(v, device=dev) for k, v in shots.items()}
         real_lab = torch.as_tensor(shot_labels, device=dev)
-        opt, sched = self._optimizer()
+        opt = self._optimizer()
         groups = max(1, (fr.samples_per_class * c) // (fr.p * fr.k))
-        for _ in range(fr.epochs):
+        for epoch in range(fr.epochs):
+            self._set_epoch_lr(opt, session, epoch)
             order = np.concatenate([np.tile(rng.permutation(c)[: fr.k], fr.p) for _ in range(groups)])
             for s in range(0, len(order), fr.batch_size):
                 lab = np.asarray(seen)[order[s: s + fr.batch_size]]
@@ -430,7 +336,6 @@ class FRLearner(PrototypeLearner):
                     batch[key] = torch.cat([torch.as_tensor(x, dtype=torch.float32, device=dev), real[key]])
                 lab_t = torch.cat([torch.as_tensor(lab, device=dev), real_lab])
                 self.loss_history.append(self._step(batch, lab_t, novel=True, opt=opt))
-            sched.step()
 
     def learn(self, images: np.ndarray, labels: np.ndarray, classes: Sequence[int], *, session: int) -> None:
         labels = np.asarray(labels, dtype=np.int64)

@@ -1,0 +1,230 @@
+"""The few-shot class-incremental run's configuration (:class:`IncrementalConfig`); no torch, no data.
+
+Fields that were ``vistabench incremental run`` flags keep their names and defaults (grid cell keys
+of older grids stay). The base session's recipe (``lr`` ... ``lr_factors``) is in the config; the
+method's own hyper-parameters are ``method_options`` (for ``fr``: the authors' run script of the
+``preset``'s dataset, :class:`~vistabench.learners.incremental.options.FROptions`). The ``fr_*``
+fields are the older spellings of ``fr``'s options: resolving the config moves them into
+``method_options`` (and back to their defaults), so a printed config names every value once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ..config import Options, RunConfig, option
+from ..errors import InputError
+from ..learners.incremental import default_backbone, method_options_class
+from ..learners.incremental.options import FR_PAPER_VIT, FR_SCRIPTS
+from ..learners.model_options import check_model_options
+from .incremental_sessions import PRESETS
+
+__all__ = ["IncrementalConfig", "FR_FIELDS", "FR_LOSS_WEIGHTS"]
+
+#: older ``fr_*`` fields -> the ``fr`` method option they set
+FR_FIELDS = {"fr_recipe": "recipe", "fr_epochs": "epochs", "fr_layers": "layers", "fr_ensemble": "ensemble"}
+#: the keys ``fr_weights`` may set
+FR_LOSS_WEIGHTS = ("cos", "cr", "ir_intra", "ir_inter", "ce_novel")
+_FR_DEFAULTS: dict[str, Any] = {"fr_recipe": "cpu", "fr_epochs": None, "fr_layers": None, "fr_weights": None,
+                                "fr_ensemble": "logits"}
+_LAYOUT = ("preset", "base_classes", "way", "shot")
+
+
+def _number(text: str) -> Any:
+    for conv in (int, float):
+        try:
+            return conv(text)
+        except ValueError:
+            pass
+    return text
+
+
+def _fr_weights(text: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for item in (w.strip() for w in text.split(",")):
+        if not item:
+            continue
+        key, eq, value = item.partition("=")
+        if not eq or not key.strip() or not value.strip():
+            raise InputError(f"fr_weights: expected KEY=VALUE,..., got {item!r}")
+        if key.strip() not in FR_LOSS_WEIGHTS:
+            raise InputError(f"fr_weights: unknown loss {key.strip()!r} (known: {', '.join(FR_LOSS_WEIGHTS)})")
+        out[key.strip()] = _number(value.strip())
+    return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class IncrementalConfig(RunConfig):
+    """One run of a reference learner through the few-shot class-incremental sessions."""
+
+    protocol = "incremental"
+
+    data: str = option(help="mnist5k | digits | cifar100:DIR | folder:DIR | npz:FILE (needs a test part)")
+    sessions: str | None = option(None, metavar="FILE",
+                                  help="sessions file (else built from the layout fields and written to the work folder)")
+    preset: Literal["cifar100", "mini_imagenet", "cub200"] | None = option(  # = PRESETS (tested)
+        None,
+                                help="session layout of a FSCIL benchmark (cifar100, mini_imagenet: 60 base, 8 x 5-way "
+                                     "5-shot; cub200: 100 base, 10 x 10-way 5-shot); for fr also the authors' run script")
+    base_classes: int | None = option(None, low=1, help="|Y_1| (base classes 0..B-1)")
+    way: int | None = option(None, low=1, help="classes per novel session")
+    shot: int | None = option(None, low=1, help="training samples per novel class")
+    num_sessions: int | None = option(None, low=1, help="sessions including the base session (default: all that fit)")
+    base_shot: int | None = option(None, low=1, help="training samples per base class (default: all)")
+    test_per_class: int | None = option(None, low=1, key_default=None,
+                                        help="test samples per class in the pool (default: all)")
+    method: str = option(help="prototype | finetune | fr (or a method added with register_method)")
+    model: str | None = option(None, help="backbone (cnn28, resnet32, resnet18, vit_small, ...; default: the "
+                                          "method's: cnn28, for fr vit_small with dim=64, depth=6, heads=4)")
+    model_opt: dict = option(default_factory=dict, flags=("--model-opt",),
+                             help="backbone options KEY=VALUE (vit_small: dim, depth, heads, patch_size, "
+                                  "mlp_ratio; cnn28: width); with no model, added to the method's backbone options")
+    method_options: dict = option(default_factory=dict, flags=("--method-opt", "--method-options"), key_default={},
+                                  help="the method's own options KEY=VALUE (fr: see --print-config); printed resolved")
+    epochs: int = option(5, low=1, help="base-session epochs")
+    lr: float = option(0.05, low=0, low_open=True, help="base-session learning rate (SGD)")
+    momentum: float = option(0.9, low=0, high=1, key_default=0.9, help="SGD momentum (base and novel sessions)")
+    nesterov: bool = option(False, key_default=False, help="Nesterov momentum")
+    weight_decay: float = option(5e-4, low=0, key_default=5e-4, help="SGD weight decay (base and novel sessions)")
+    warmup_epochs: int = option(0, low=0, key_default=0, help="linear warm-up epochs of the base session")
+    schedule: Literal["cosine", "step"] = option(
+        "cosine", key_default="cosine",
+        help="base-session lr: cosine to 0 per step, or step: lr x lr_factors[i] from epoch lr_milestones[i] on")
+    lr_milestones: tuple[int, ...] = option((), low=1, key_default=(), help="epochs of the step schedule")
+    lr_factors: tuple[float, ...] = option((), low=0, low_open=True, key_default=(),
+                                           help="multiplier of lr from each milestone on (step schedule)")
+    batch_size: int = option(128, low=1, help="batch size (capped at a session's images)")
+    novel_epochs: int = option(10, low=1, help="finetune: epochs per novel session (cosine from novel_lr)")
+    novel_lr: float = option(0.01, low=0, low_open=True, help="finetune: novel-session learning rate")
+    fr_recipe: Literal["cpu", "paper"] = option("cpu", help="fr: older spelling of method_options recipe "
+                                                            "(paper: the authors' FR budget; cpu: a CPU-sized one)")
+    fr_epochs: int | None = option(None, low=1, help="fr: older spelling of method_options epochs")
+    fr_layers: tuple[int, ...] | None = option(None, low=0, metavar="BLOCK",
+                                               help="fr: older spelling of method_options layers")
+    fr_weights: str | None = option(None, metavar="K=V,...",
+                                    help="fr: older spelling of the loss weights in method_options "
+                                         "(cos, cr, ir_intra, ir_inter, ce_novel)")
+    fr_ensemble: Literal["logits", "softmax"] = option("logits",
+                                                       help="fr: older spelling of method_options ensemble")
+    seed: int = option(0, help="seed of the shots, the initialisation and the training order")
+    device: str = option("cpu", help="cpu | cuda | cuda:N")
+    compat: bool = option(False, help="score gAcc with the authors' public formula")
+    tag: str | None = option(None, help="tag of the stored record")
+
+    # ------------------------------------------------------------------------------ resolve
+    @classmethod
+    def resolve(cls, given: dict[str, Any]) -> dict[str, Any]:
+        out = dict(given)
+        method = out.get("method")
+        if not isinstance(method, str):
+            return out  # required / type: the field checks say so
+        opts_cls = method_options_class(method)
+        mo = out.get("method_options") or {}
+        mo = mo.to_dict() if isinstance(mo, Options) else dict(mo)
+        fr_given = {k: out[k] for k in _FR_DEFAULTS if k in out and out[k] != _FR_DEFAULTS[k]}
+        if fr_given and method != "fr":
+            first = next(iter(fr_given))
+            raise InputError(f"{first}: goes with method fr, got method {method!r}")
+        if method == "fr":
+            mo = cls._fold_fr_fields(fr_given, mo)
+            out.update(_FR_DEFAULTS)
+        model, model_opt = cls._backbone(out, method, mo.get("recipe"))
+        out["model_opt"] = check_model_options(model, out.get("model_opt") or {})
+        if method == "fr":
+            if model != "vit_small":
+                raise InputError(f"model: method 'fr' needs a ViT backbone with intermediate blocks (vit_small), "
+                                 f"got {model!r}")
+            preset = out.get("preset")
+            mo.setdefault("script", preset if preset in FR_SCRIPTS else "mini_imagenet")
+            depth = model_opt.get("depth", 12)  # VisionTransformer's default depth
+            if "depth" in mo and str(mo["depth"]) != str(depth):
+                raise InputError(f"method_options.depth: the backbone has {depth} blocks, got {mo['depth']!r} "
+                                 "(set the backbone's depth with model_opt depth=N)")
+            mo["depth"] = depth
+        out["method_options"] = opts_cls.from_dict(mo, prefix="method_options.").to_dict()
+        return out
+
+    @staticmethod
+    def _backbone(given: dict[str, Any], method: str, recipe: Any = None) -> tuple[str, dict[str, Any]]:
+        """(model, options) the run builds: the method's backbone when no model is named (for fr's
+        ``paper`` recipe the authors' ViT shape, dim 256, depth 12, 8 heads)."""
+        model = given.get("model")
+        opts = dict(given.get("model_opt") or {})
+        if model is None:
+            model, defaults = default_backbone(method)
+            if method == "fr" and recipe == "paper":
+                defaults = dict(FR_PAPER_VIT)
+            return model, {**defaults, **check_model_options(model, opts)}
+        return model, check_model_options(model, opts)
+
+    @staticmethod
+    def _fold_fr_fields(fr_given: dict[str, Any], mo: dict[str, Any]) -> dict[str, Any]:
+        mo = dict(mo)
+        if fr_given.get("fr_epochs") is not None and fr_given["fr_epochs"] < 1:
+            raise InputError(f"fr_epochs: expected a number >= 1, got {fr_given['fr_epochs']!r}")
+        if fr_given.get("fr_layers") is not None and any(b < 0 for b in fr_given["fr_layers"]):
+            raise InputError(f"fr_layers: expected block indices >= 0, got {list(fr_given['fr_layers'])}")
+        moved: dict[str, tuple[str, Any]] = {}
+        for name, value in fr_given.items():
+            items = _fr_weights(value) if name == "fr_weights" else {FR_FIELDS[name]: value}
+            for key, v in items.items():
+                moved[key] = (name, v)
+        for key, (name, value) in moved.items():
+            norm = {k.replace("-", "_"): v for k, v in mo.items()}
+            if key in norm and str(norm[key]) != str(value) and not (
+                    isinstance(value, tuple) and list(value) == list(norm[key] or [])):
+                raise InputError(f"{name}: says {key}={value!r}, method_options says {norm[key]!r}; give one")
+            mo[key] = value
+        return mo
+
+    # -------------------------------------------------------------------------------- check
+    def check(self) -> None:
+        if self.sessions is not None:
+            given = [k for k in _LAYOUT if getattr(self, k) is not None]
+            if given:
+                raise InputError(f"sessions: the sessions file already fixes the layout; drop {', '.join(given)}")
+        elif self.preset is None:
+            missing = [k for k in ("base_classes", "way", "shot") if getattr(self, k) is None]
+            if missing:
+                raise InputError(f"preset: give a preset or all of base_classes, way, shot (missing "
+                                 f"{', '.join(missing)})")
+        else:
+            num_classes, b, w, k, n = PRESETS[self.preset]
+            for name, want in (("base_classes", b), ("way", w), ("shot", k), ("num_sessions", n)):
+                v = getattr(self, name)
+                if v is not None and v != want:
+                    raise InputError(f"{name}: {v} contradicts preset {self.preset} ({want})")
+        if self.warmup_epochs and self.warmup_epochs >= self.epochs:
+            raise InputError(f"warmup_epochs: expected fewer than epochs={self.epochs}, got {self.warmup_epochs}")
+        if self.schedule == "step":
+            if not self.lr_milestones:
+                raise InputError("lr_milestones: the step schedule needs at least one milestone epoch")
+            if list(self.lr_milestones) != sorted(set(self.lr_milestones)):
+                raise InputError(f"lr_milestones: expected increasing epochs, got {list(self.lr_milestones)}")
+            late = [m for m in self.lr_milestones if m >= self.epochs]
+            if late:
+                raise InputError(f"lr_milestones: expected epochs < epochs={self.epochs}, got {late}")
+            if len(self.lr_factors) != len(self.lr_milestones):
+                raise InputError(f"lr_factors: expected one factor per milestone ({len(self.lr_milestones)}), "
+                                 f"got {len(self.lr_factors)}")
+        elif self.lr_milestones or self.lr_factors:
+            name = "lr_milestones" if self.lr_milestones else "lr_factors"
+            raise InputError(f"{name}: only with schedule 'step' (schedule is {self.schedule!r})")
+
+    # ------------------------------------------------------------------------------ helpers
+    def key_dict(self) -> dict[str, Any]:
+        """As :meth:`RunConfig.key_dict`, with ``model_opt`` in its older form (a list of ``KEY=VALUE``
+        strings, ``[]`` when empty), so grid cells keep the keys they had when it was a repeated flag."""
+        out = super().key_dict()
+        out["model_opt"] = [f"{k}={v}" for k, v in self.model_opt.items()]
+        return out
+
+    def backbone(self) -> tuple[str, dict[str, Any]]:
+        """(model, options) the run builds."""
+        return self._backbone({"model": self.model, "model_opt": self.model_opt}, self.method,
+                              self.method_options.get("recipe"))
+
+    def learner_options(self) -> Options:
+        """The method's options as its Options object (checked when the config was built)."""
+        return method_options_class(self.method).from_dict(self.method_options, prefix="method_options.")
