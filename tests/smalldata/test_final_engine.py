@@ -6,8 +6,8 @@ import math
 import pytest
 
 from vistabench.errors import InputError
-import vistabench.protocols.smalldata as sd
-from vistabench.protocols.smalldata import Options, final_split, prepare, run_method
+import vistabench.protocols.smalldata_final as sd
+from vistabench.protocols.smalldata import RunPlan as Options, SmalldataConfig, final_split, prepare
 from vistabench.store import ResultsStore
 
 # measured cost, not results: wall time, and on CPU the process's peak RSS (another process, another peak)
@@ -26,8 +26,10 @@ def sequential(ctx, tmp_path_factory):
 
 
 def _finals(ctx, store_path, opts):
+    records = []
+    out = final_split(ctx, ctx.splits[0], "ce", CONFIG, opts, records)
     with ResultsStore(store_path) as store:
-        out = final_split(ctx, ctx.splits[0], "ce", CONFIG, opts, store)
+        store.add_many(records)
         recs = store.records(protocol="smalldata", tag="final")
     assert [o["metrics"]["balanced_accuracy"] for o in out] == [r.metrics["balanced_accuracy"] for r in recs]
     return [(r.seed, r.split_hash, r.settings, {k: v for k, v in r.metrics.items()
@@ -56,8 +58,9 @@ def test_ray_two_workers_store_the_sequential_records(ctx, sequential, tmp_path,
     assert by_ray == sequential
 
 
-def test_engine_options_are_checked_once(ctx):
-    with pytest.raises(InputError, match="max.parallel: expected a positive integer, got 0"):
-        run_method(ctx, "ce_untuned", Options(epochs=1, repeats=1, max_parallel=0))
-    with pytest.raises(InputError, match="ray.address: only with (--)?engine ray"):
-        run_method(ctx, "ce_untuned", Options(epochs=1, repeats=1, ray_address="127.0.0.1:1"))
+def test_engine_options_are_checked_once():
+    base = {"dataset": "digits", "method": "ce_untuned"}
+    with pytest.raises(InputError, match="max_parallel: expected a number >= 1, got 0"):
+        SmalldataConfig.from_dict({**base, "max_parallel": 0})
+    with pytest.raises(InputError, match="ray_address: only with engine ray"):
+        SmalldataConfig.from_dict({**base, "ray_address": "127.0.0.1:1"})

@@ -7,8 +7,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from vistabench.learners.smalldata import (CosineLoss, HarmonicConv2d, build_method, dct_filters, harmonize,
-                                           methods)
+from vistabench.learners.smalldata.basic import CosineLoss
+from vistabench.learners.smalldata.build import build_method
+from vistabench.learners.smalldata.harmonic import HarmonicConv2d, dct_filters, harmonize
+from vistabench.learners.smalldata.registry import methods
 from vistabench.learners.trainer import TrainConfig, Trainer
 from vistabench.errors import InputError
 
@@ -27,7 +29,8 @@ def test_every_method_trains_and_predicts(name):
     assert all(math.isfinite(h["loss"]) for h in res.history)
     assert tr.predict_logits(x).shape == (40, 4)
     m = methods.get(name)
-    assert set(m.space) <= set(CONFIG) and m.title
+    searched = {i.name for i in m.options.fields_info() if isinstance(i.default, dict)}
+    assert searched <= set(CONFIG) and m.title
 
 
 def test_methods_are_seeded():

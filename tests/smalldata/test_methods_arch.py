@@ -6,10 +6,10 @@ import scipy.signal
 import torch
 
 from vistabench.learners.models import build_model
-from vistabench.learners.smalldata import build_method
-from vistabench.learners.smalldata_methods.dhn import Scattering, scattering_channels
-from vistabench.learners.smalldata_methods.dskn import DSKBasicBlock, SKBlock
-from vistabench.learners.smalldata_methods.fconv import full_padding
+from vistabench.learners.smalldata.build import build_method
+from vistabench.learners.smalldata.dhn import Scattering, scattering_channels
+from vistabench.learners.smalldata.dskn import DSKBasicBlock, SKBlock
+from vistabench.learners.smalldata.fconv import full_padding
 
 
 # ------------------------------------------------------------------------------------ DHN
@@ -124,7 +124,7 @@ def test_dual_block_uses_one_branch_in_training_and_the_mean_at_inference():
 
 
 def test_dskn_replaces_the_backbone_and_trains():
-    model, loss = build_method("dskn", "cnn28", {}, num_classes=4, in_channels=1, image_size=8, seed=0)
+    model, loss = build_method("dskn", "cnn28", {"loss": "ce"}, num_classes=4, in_channels=1, image_size=8, seed=0)
     assert loss is None
     assert sum(isinstance(m, DSKBasicBlock) for m in model.modules()) == 3
     assert model(torch.randn(2, 1, 8, 8)).shape == (2, 4)

@@ -7,7 +7,7 @@ import numpy as np
 
 from vistabench.cli import main
 from vistabench.data.dataset import Dataset
-from vistabench.protocols.smalldata import _upsample
+from vistabench.protocols.smalldata_core import upsample
 from vistabench.store import ResultsStore
 
 TINY = ["--dataset", "digits", "--per-class", "10", "--split", "0", "--epochs", "1", "--trials", "1",
@@ -17,14 +17,14 @@ TINY = ["--dataset", "digits", "--per-class", "10", "--split", "0", "--epochs", 
 def test_upsample_is_bilinear_interpolation():
     x = np.array([[0, 100], [200, 40]], dtype=np.uint8)[None, :, :, None]
     ds = Dataset(images=x, labels=np.array([0]), class_names=["a"])
-    up = _upsample(ds, 2).images[0, :, :, 0]
+    up = upsample(ds, 2).images[0, :, :, 0]
     # half-pixel-centred bilinear: output (i, j) samples input at ((i + 0.5) / 2 − 0.5), clamped
     src = np.clip((np.arange(4) + 0.5) / 2 - 0.5, 0, 1)
     f = x[0, :, :, 0].astype(float)
     want = np.array([[(1 - a) * ((1 - b) * f[0, 0] + b * f[0, 1]) + a * ((1 - b) * f[1, 0] + b * f[1, 1])
                       for b in src] for a in src])
     np.testing.assert_array_equal(up, np.round(want).astype(np.uint8))
-    assert _upsample(ds, 2).images.shape == (1, 4, 4, 1)
+    assert upsample(ds, 2).images.shape == (1, 4, 4, 1)
 
 
 def test_final_runs_with_highres_finetuning_store_both(tmp_path, capsys):
@@ -33,14 +33,15 @@ def test_final_runs_with_highres_finetuning_store_both(tmp_path, capsys):
                *TINY, "--store", str(store), "--work-dir", str(work)])
     out, err = capsys.readouterr()
     assert rc == 0, err
-    sp = json.loads(out)["splits"][0]
-    assert len(sp["highres_test_balanced_accuracy"]) == 1
+    printed = json.loads(out)["records"]
+    assert [r["tag"] for r in printed] == ["final", "highres"]
     with ResultsStore(store) as s:
         final, = s.records(protocol="smalldata", tag="final")
         hi, = s.records(protocol="smalldata", tag="highres")
     assert final.settings.get("highres_scale") is None and hi.settings["highres_scale"] == 2
     assert hi.settings["image_size"] == 16 and 0 <= hi.metrics["balanced_accuracy"] <= 1
-    assert hi.metrics["balanced_accuracy"] == sp["highres_test_balanced_accuracy"][0]
+    assert hi.metrics["balanced_accuracy"] == printed[1]["metrics"]["balanced_accuracy"]
+    assert [r["id"] for r in printed] == [final.id, hi.id]
     rc = main(["smalldata", "final", "--method", "ce_untuned", "--highres-scale", "0", *TINY,
                "--store", str(store), "--work-dir", str(work)])
     _, err = capsys.readouterr()

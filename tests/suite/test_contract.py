@@ -114,25 +114,27 @@ def test_incremental_score_and_run_records_have_the_same_shape(tmp_path):
 
 def test_smalldata_score_and_run_records_have_the_same_shape(tmp_path):
     from vistabench.data import save_predictions
-    from vistabench.protocols.smalldata import Options, prepare, run_method, score, to_record
+    from vistabench.protocols.smalldata import SmalldataConfig, prepare_from_config, run, score, to_record
 
-    ctx = prepare("digits", out_splits=tmp_path / "splits", per_class=20, seed=0, splits=[0])
-    opts = Options(model="cnn28", epochs=1, trials=1, repeats=1, scheduler="none", sampler="random",
-                   work_dir=str(tmp_path), threads=1)
+    config = SmalldataConfig.from_dict({"dataset": "digits", "per_class": 20, "split": [0], "model": "cnn28",
+                                        "epochs": 1, "trials": 1, "repeats": 1, "scheduler": "none",
+                                        "sampler": "random", "threads": 1, "method": "ce_untuned"})
     with ResultsStore(tmp_path / "s.sqlite") as store:
-        run_method(ctx, "ce_untuned", opts, store)
+        (returned,) = run(config, store=store, work_dir=tmp_path)
         (ran,) = store.records(protocol="smalldata")
+    assert returned.id == ran.id is not None
+    ctx = prepare_from_config(config, tmp_path)
     _, ty, _ = ctx.test_set(ctx.splits[0])
     pred = np.where(np.arange(len(ty)) % 2 == 0, ty, (ty + 1) % 10)  # half right, by construction
     save_predictions(tmp_path / "p.npz", labels=ty, pred=pred)
-    result = score(tmp_path / "p.npz", ctx, 0)
+    result = score(tmp_path / "p.npz", ctx, split=0)
     assert result["accuracy"] == pytest.approx(np.mean(pred == ty))
     scored = to_record(result, dataset="digits", method="p", seed=None, split_hash=result["settings"]["split_hash"],
                        settings={})
     assert _shape(scored) == _shape(ran) and scored.tag == ran.tag == "final"
     with pytest.raises(InputError, match="labels differ"):
         save_predictions(tmp_path / "q.npz", labels=ty[::-1], pred=pred)
-        score(tmp_path / "q.npz", ctx, 0)
+        score(tmp_path / "q.npz", ctx, split=0)
 
 
 def test_stream_score_and_run_records_have_the_same_shape(tmp_path):

@@ -32,58 +32,33 @@ def _dataset_args(p: argparse.ArgumentParser) -> None:
                    help="side length variable-size images are resized to (default: the preset's)")
 
 
-def _run_args(p: argparse.ArgumentParser, *, final: bool, search: bool) -> None:
-    _dataset_args(p)
-    p.add_argument("--method", required=True, metavar="NAME",
-                   help="ce | ce_untuned | cosine | cosine_ce | harmonic | grad_l2")
-    p.add_argument("--splits", metavar="DIR", help="folder of split files (default: written to WORK/splits/...)")
-    p.add_argument("--split", type=int, nargs="+", metavar="I", help="only these splits (default: all)")
-    p.add_argument("--model", help="backbone (default: the preset's: wrn16_8 for cifair10, resnet50, cnn28 for "
-                                   "mnist5k/digits); resnet18 for quick runs")
-    p.add_argument("--epochs", type=int, help="epochs per trial (default: the preset's)")
-    p.add_argument("--device", default="cpu", help="cpu | cuda | cuda:N | auto")
-    p.add_argument("--work-dir", default="smalldata-runs", metavar="DIR",
+def _run_verb(p: argparse.ArgumentParser, stages: str) -> None:
+    """A verb generated from :class:`SmalldataConfig`; ``tune``/``final`` fix ``stages``."""
+    from ..protocols.smalldata_config import SmalldataConfig
+    from .configured import add_config_options, run_verb
+
+    add_config_options(p, SmalldataConfig)
+    p.add_argument("--work-dir", "--out", dest="out", default="smalldata-runs", metavar="DIR",
                    help="where split files and the Optuna study files live (default ./smalldata-runs)")
-    p.add_argument("--threads", type=int, help="torch CPU threads while training")
-    if search:
-        p.add_argument("--trials", type=int, help="configurations per split (default: the preset's)")
-        p.add_argument("--grace-period", type=int, help="ASHA's minimum epochs (default: the preset's)")
-        p.add_argument("--reduction-factor", type=int, help="ASHA's eta (default: the recipe's, gem 2, vistabench 3)")
-        p.add_argument("--scheduler", choices=["asha", "none"], default="asha",
-                       help="asha stops weak trials early; none trains every trial to --epochs")
-        p.add_argument("--sampler", choices=["random", "tpe"],
-                       help="how configurations are proposed (default: the recipe's, gem random, vistabench tpe)")
-        p.add_argument("--score-window", type=int, metavar="K",
-                       help="a trial's score = mean val metric of its last K epochs (default: gem 5, vistabench 1)")
-        p.add_argument("--select", choices=["all", "complete"],
-                       help="pick the best configuration among all trials, stopped ones included (gem), or among "
-                            "completed trials only (vistabench)")
-        p.add_argument("--val-metric", choices=["accuracy", "balanced_accuracy"],
-                       help="validation metric the search maximises (default: gem accuracy, vistabench balanced)")
-        p.add_argument("--augment", choices=["preset", "pad-crop-flip", "none"], default="preset",
-                       help="training augmentation: the dataset's own (preset, gem's per dataset), zero-pad-4 crop + "
-                            "horizontal flip for every dataset, or none")
-        p.add_argument("--engine", choices=["local", "ray"], default="local",
-                       help="local: Optuna in-process (resumable SQLite study)" +
-                            (", final runs in this process or --max-parallel processes" if final else "") +
-                            "; ray: Ray Tune" + (", each final run a Ray task (the grid engine)" if final else ""))
-        p.add_argument("--ray-address", metavar="ADDR", help="Ray cluster address (default: start a local Ray)")
-        p.add_argument("--space", metavar="JSON|FILE",
-                       help='override the search space, e.g. \'{"lr": {"loguniform": [1e-3, 0.1]}}\'')
-        p.add_argument("--batch-sizes", type=int, nargs="+", metavar="B", help="override the searched batch sizes")
-    if final:
-        p.add_argument("--repeats", type=int, default=10, help="final runs per split (default 10)")
-        p.add_argument("--final-epochs", type=int, help="epochs of the final runs (default: --epochs)")
-        p.add_argument("--highres-scale", type=int, default=1, metavar="S",
-                       help="after each final run, fine-tune it for the same epochs with the same "
-                            "hyper-parameters on S x larger images and score it there (the paper's "
-                            "448 px step on CUB/CLaMM: S=2); stored with tag 'highres' (default 1: off)")
-        p.add_argument("--max-parallel", type=int, metavar="N",
-                       help="final runs in flight at once (local: N worker processes, default 1 = in this process; "
-                            "ray: default as many as the cluster allows); each uses --threads CPUs (default 1 "
-                            "when dispatched). Records are the same as one after another")
     add_store_arg(p)
     add_json_arg(p)
+    handler, _ = run_verb(SmalldataConfig, _run_config)
+
+    def staged(args: argparse.Namespace):
+        if stages != "tune+final":
+            given = getattr(args, "cfg__stages", stages)
+            if given != stages:
+                raise InputError(f"stages: `smalldata {stages}` runs stages {stages!r}, got {given!r}; use `run`")
+            args.cfg__stages = stages
+        return handler(args)
+
+    p.set_defaults(handler=staged, human=_run_text)
+
+
+def _run_config(config, *, store, work_dir):
+    from ..protocols.smalldata import run
+
+    return run(config, store=store, work_dir=work_dir)
 
 
 def register(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
@@ -111,13 +86,13 @@ def register(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
     add_json_arg(p)
     p.set_defaults(handler=_splits, human=_splits_text)
 
-    for verb, final, search, helptext in (
-            ("tune", False, True, "search hyper-parameters on every split"),
-            ("final", True, True, "final runs with each split's best configuration (tune first)"),
-            ("run", True, True, "tune + final runs")):
-        p = s.add_parser(verb, help=helptext, description=helptext + ". Records go to the results store.")
-        _run_args(p, final=final, search=search)
-        p.set_defaults(handler=_run, human=_run_text, mode=verb)
+    for verb, stages, helptext in (
+            ("tune", "tune", "search hyper-parameters on every split"),
+            ("final", "final", "final runs with each split's best configuration (tune first)"),
+            ("run", "tune+final", "tune + final runs")):
+        p = s.add_parser(verb, help=helptext, description=helptext + ". Records go to the results store. "
+                         "Every flag is a field of the run's config (--print-config shows them all, resolved).")
+        _run_verb(p, stages)
 
     p = s.add_parser("score", help="score a predictions file on a split's test set", description=
                      "Scores a predictions .npz (labels + logits|probs|pred over split I's test set: the "
@@ -154,30 +129,15 @@ def register(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
 
 
 # ---------------------------------------------------------------------------------- handlers
-def _check_ranges(args) -> None:
-    """Every integer option's range, before any data is loaded (CLI option names in the message)."""
-    from .._validation import check_int
-
-    for dest, low in (("per_class", 1), ("image_size", 1), ("epochs", 1), ("threads", 1), ("trials", 1),
-                      ("grace_period", 1), ("reduction_factor", 2), ("repeats", 1), ("final_epochs", 1),
-                      ("train_per_class", 1), ("score_window", 1)):
-        check_int(getattr(args, dest, None), f"--{dest.replace('_', '-')}", min=low, allow_none=True)
-    vf = getattr(args, "val_fraction", None)
-    if vf is not None and not 0 < vf < 1:
-        raise InputError(f"--val-fraction: expected a fraction in (0, 1), got {vf}")
-    for dest, low in (("batch_sizes", 1), ("split", 0)):
-        for v in getattr(args, dest, None) or []:
-            check_int(v, f"--{dest.replace('_', '-')}", min=low)
-
-
 def _splits(args):
     from ..data.smalldata import get_preset, load_smalldata
-
-    _check_ranges(args)
     from ..data.smalldata_splits import write_preset_splits
+    from ..protocols.smalldata_config import SmalldataConfig
 
+    SmalldataConfig.from_dict({k: getattr(args, k) for k in ("dataset", "root", "recipe", "per_class", "seed",
+                                                             "train_per_class", "val_fraction", "image_size")
+                               if getattr(args, k) is not None} | {"method": "ce"})  # the same checks as `run`
     preset = get_preset(args.dataset, recipe=args.recipe)
-    _check_sizes(args)
     data = load_smalldata(args.dataset, args.root, image_size=args.image_size)
     res = write_preset_splits(data, args.out, dataset_name=args.dataset, preset=preset, seed=args.seed,
                               per_class=args.per_class, train_per_class=args.train_per_class,
@@ -187,47 +147,16 @@ def _splits(args):
     return res
 
 
-def _check_sizes(args) -> None:
-    if args.train_per_class is not None and args.val_fraction is not None:
-        raise InputError(f"--val-fraction {args.val_fraction}: give either --train-per-class or --val-fraction, "
-                         "not both")
-
-
-def _augmentation(name: str):
-    from ..data.augment import NO_AUGMENTATION, PAD_CROP_FLIP
-
-    return {"preset": None, "pad-crop-flip": PAD_CROP_FLIP, "none": NO_AUGMENTATION}[name]
-
-
 def _splits_text(r: dict) -> str:
     return f"wrote {len(r['files'])} split files to {r['out']}: " + ", ".join(
         f"{k} ({v})" for k, v in r["counts"].items())
-
-
-def _space_override(args) -> dict | None:
-    out: dict = {}
-    if getattr(args, "space", None):
-        text = args.space.strip()
-        if text.startswith("{"):
-            try:
-                out = json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise InputError(f"--space: malformed JSON ({exc.msg})") from exc
-        else:
-            out = read_json_file(text, "--space")
-        if not isinstance(out, dict):
-            raise InputError(f"--space {text[:60]!r}: expected a JSON object of parameter -> range, "
-                             f'e.g. {{"lr": {{"loguniform": [0.001, 0.1]}}}}, got a {type(out).__name__}')
-    if getattr(args, "batch_sizes", None):
-        out["batch_size"] = {"choice": list(args.batch_sizes)}
-    return out or None
 
 
 def _score(args):
     from ..protocols.smalldata import prepare, score, to_record
 
     ctx = prepare(args.dataset, root=args.root, split_dir=args.splits, image_size=args.image_size, splits=[args.split])
-    result = score(args.predictions, ctx, args.split)
+    result = score(args.predictions, ctx, split=args.split)
     rec = to_record(result, dataset=args.dataset, method=args.method or Path(args.predictions).stem, seed=args.seed,
                     split_hash=result["settings"]["split_hash"], settings={"predictions": str(args.predictions)},
                     tag=args.tag)
@@ -235,63 +164,18 @@ def _score(args):
     return {**result, "record_id": ids[0] if ids else None}
 
 
-def _run(args):
-    from contextlib import nullcontext
-
-    from ..data.smalldata import get_preset
-    from ..learners.smalldata import get_method
-    from ..protocols.smalldata import Options, prepare, run_method
-    from ..store import ResultsStore
-
-    _check_ranges(args)
-    get_method(args.method)  # unknown names fail before the data is loaded
-    _check_sizes(args)
-    split_out = None
-    if args.splits is None:
-        sizes = get_preset(args.dataset, recipe=args.recipe).split_sizes(
-            per_class=args.per_class, train_per_class=args.train_per_class, val_fraction=args.val_fraction)
-        pc, tpc, vf = sizes["per_class"], sizes["train_per_class"], sizes["val_fraction"]
-        split_out = (Path(args.work_dir) / "splits" /
-                     f"{args.dataset}-pc{pc if pc is not None else 'all'}-{f'train{tpc}' if tpc else f'vf{vf:g}'}"
-                     f"-seed{args.seed}")
-    ctx = prepare(args.dataset, root=args.root, split_dir=args.splits, per_class=args.per_class, seed=args.seed,
-                  image_size=args.image_size, splits=args.split, out_splits=split_out, recipe=args.recipe,
-                  train_per_class=args.train_per_class, val_fraction=args.val_fraction)
-    opts = Options(model=args.model, epochs=args.epochs, final_epochs=getattr(args, "final_epochs", None),
-                   trials=args.trials, grace_period=args.grace_period, reduction_factor=args.reduction_factor,
-                   repeats=getattr(args, "repeats", 10), device=args.device, engine=args.engine,
-                   ray_address=args.ray_address, sampler=args.sampler, scheduler=args.scheduler, seed=args.seed,
-                   score_window=args.score_window, select=args.select, val_metric=args.val_metric,
-                   augmentation=_augmentation(args.augment),
-                   space=_space_override(args), work_dir=args.work_dir, threads=args.threads,
-                   highres_scale=_highres_scale(args), max_parallel=getattr(args, "max_parallel", None))
-    with (ResultsStore(args.store) if args.store else nullcontext()) as store:
-        return run_method(ctx, args.method, opts, store, do_tune=args.mode in ("tune", "run"),
-                          do_final=args.mode in ("final", "run"), require_search=args.mode == "final")
-
-
-def _highres_scale(args) -> int:
-    s = getattr(args, "highres_scale", 1)
-    if s < 1:
-        raise InputError(f"--highres-scale: expected an integer >= 1 (1 = off), got {s}")
-    return s
-
-
 def _run_text(r: dict) -> str:
-    lines = [f"{r['dataset']} / {r['method']}:"]
-    for e in r["splits"]:
-        s = f"  split {e['split']}: "
-        if e.get("trials"):
-            s += f"{e['trials']} trials, {e['total_epochs']} epochs, best val score {100 * e['best_val']:.2f}% "
-        s += f"config {json.dumps(e['best_config'], sort_keys=True)}"
-        if "test_balanced_accuracy" in e:
-            v = [x for x in e["test_balanced_accuracy"] if x is not None]
-            s += "; test balanced acc " + " ".join(f"{100 * x:.2f}" for x in v)
-        if e.get("highres_test_balanced_accuracy"):
-            s += "; after high-res fine-tuning " + " ".join(f"{100 * x:.2f}" for x in e["highres_test_balanced_accuracy"])
-        lines.append(s)
-    if "mean_balanced_accuracy" in r:
-        lines.append(f"  mean test balanced accuracy over {r['runs']} runs: {100 * r['mean_balanced_accuracy']:.2f}%")
+    """One line per record: what it is and its score (the full records with --json)."""
+    lines = []
+    for rec in r.get("records", [r]):
+        st, m = rec.get("settings", {}), rec.get("metrics", {})
+        what = f"{rec['dataset']} / {rec['method']} split {st.get('split')}"
+        if str(rec.get("tag", "")).startswith("tune"):
+            lines.append(f"{what}: {m.get('trials')} trials, {m.get('total_epochs')} epochs, best val score "
+                         f"{100 * m['best_val_score']:.2f}%")
+        else:
+            lines.append(f"{what} {rec.get('tag')} run {st.get('repeat')}: test balanced accuracy "
+                         f"{100 * m['balanced_accuracy']:.2f}% (config {json.dumps(st.get('config'), sort_keys=True)})")
     return "\n".join(lines)
 
 
@@ -310,16 +194,14 @@ def _table(args):
 
 def _list(args):
     from ..data.smalldata import presets
-    from ..learners.smalldata import methods
-    from ..tuning import space_to_json
-
     from ..data.smalldata import get_preset
+    from ..learners.smalldata.registry import methods
 
     return {"recipe": args.recipe,
             "datasets": {n: get_preset(n, recipe=args.recipe).to_dict() for n in presets.names()},
             "methods": {n: {"title": methods.get(n).title, "family": methods.get(n).family,
-                            "space": space_to_json(methods.get(n).space), "fixed": methods.get(n).fixed,
-                            "tuned": methods.get(n).tuned} for n in methods.names()}}
+                            "options": methods.get(n).options.for_recipe(args.recipe).to_dict(),
+                            "fixed": methods.get(n).fixed, "tuned": methods.get(n).tuned} for n in methods.names()}}
 
 
 def _list_text(r: dict) -> str:
@@ -337,6 +219,6 @@ def _list_text(r: dict) -> str:
         if k in ("reduction_factor", "sampler", "score_window", "select", "val_metric")))
     lines.append("methods:")
     for n, m in r["methods"].items():
-        extra = json.dumps(m["space"]) if m["space"] else ""
+        extra = json.dumps(m["options"]) if m["options"] else ""
         lines.append(f"  {n:10s} {m['title']} {extra}".rstrip())
     return "\n".join(lines)

@@ -65,7 +65,9 @@ class SmallDataPreset:
     searched batch sizes; ``reduction_factor`` (ASHA η), ``sampler``, ``score_window`` (the score
     is the mean of the last k validation values), ``select`` (best among "all" trials or
     "complete" ones) and ``val_metric`` ("accuracy" or "balanced_accuracy" on val) are the rules.
-    ``augmentation`` is applied to training batches (tuning and final runs).
+    ``augmentation`` is applied to training batches (tuning and final runs). ``stem`` is the ResNet
+    stem: ``"imagenet"`` (7x7/2 conv + max-pool), ``"small"`` (3x3/1) or ``"auto"`` (small at <= 64 px);
+    gem's ResNets keep the ImageNet stem on 64 px EuroSAT.
     """
 
     name: str
@@ -91,6 +93,7 @@ class SmallDataPreset:
     val_metric: Literal["accuracy", "balanced_accuracy"] = "accuracy"
     num_splits: int = 3
     recipe: str = "gem"
+    stem: str = "auto"
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -139,7 +142,7 @@ _preset(SmallDataPreset("isic2018", "ISIC 2018 task 3 skin lesions, 7 classes (R
                         augmentation=Augmentation(crop="resized", min_scale=0.4, hflip=True, vflip=True)))
 _preset(SmallDataPreset("eurosat", "EuroSAT Sentinel-2, 13 spectral bands (64x64)", 50, "own",
                         (10, 25, 50), 500, 250, 25, "resnet50", "resnet18", test_per_class=1950,
-                        augmentation=Augmentation(crop="shift", shift=8, hflip=True, vflip=True)))
+                        augmentation=Augmentation(crop="shift", shift=8, hflip=True, vflip=True), stem="imagenet"))
 _preset(SmallDataPreset("clamm", "CLaMM 2016 Latin script styles, 12 classes (grayscale)", 50, "official",
                         (8, 16, 32), 500, 100, 25, "resnet50", "resnet18", image_size=224,
                         augmentation=Augmentation(crop="resized", min_scale=0.2)))
@@ -162,7 +165,7 @@ def vistabench_recipe(p: SmallDataPreset) -> SmallDataPreset:
     return replace(p, train_per_class=None, val_fraction=0.4,
                    augmentation=PAD_CROP_FLIP if p.augmentation.active else NO_AUGMENTATION,
                    reduction_factor=3, sampler="tpe", score_window=1, select="complete",
-                   val_metric="balanced_accuracy", recipe="vistabench")
+                   val_metric="balanced_accuracy", recipe="vistabench", stem="auto")
 
 
 def get_preset(name: str, *, recipe: str = "gem") -> SmallDataPreset:

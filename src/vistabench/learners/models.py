@@ -502,3 +502,15 @@ def build_model(name: str, *, num_classes: int, in_channels: int, image_size: in
         if "unexpected keyword" in str(exc):
             raise InputError(f"model {name!r}: {exc}") from exc
         raise
+
+
+# Public names of the building blocks that method packages extend (learners/smalldata/: full
+# convolution, dual selective kernels, hybrid scattering networks). Aliases, so the private names
+# other modules may use stay valid.
+kaiming_init = _kaiming_init
+BasicBlock = _BasicBlock
+Bottleneck = _Bottleneck
+CifarBlock = _CifarBlock
+WideBlock = _WideBlock
+__all__ += ["kaiming_init", "BasicBlock", "Bottleneck", "CifarBlock", "WideBlock", "ResNet", "WideResNet",
+            "CifarResNet", "CNN28", "VisionTransformer"]

@@ -5,7 +5,9 @@ Every k x k convolution (k > 1) gets padding k − 1 ("full" convolution: an H x
 border and the network cannot read absolute position from border effects. Residual blocks pad
 their identity path with zeros to the grown size, as in the reference implementation
 (github.com/lorenzobrigato/gem, ``pipelines/fconv.py``): by 2 around a block of two 3 x 3 convs,
-by 3 before a strided shortcut (1 for bottleneck blocks, which have one 3 x 3 conv).
+by 3 before a strided shortcut (1 for bottleneck blocks, which have one 3 x 3 conv). As in gem, the
+max-pool of an ImageNet-stem ResNet becomes 2 x 2 with stride 2 and no padding (option
+``maxpool="3x3"`` keeps the usual 3 x 3/2/1).
 """
 
 from __future__ import annotations
@@ -15,19 +17,20 @@ import torch.nn.functional as F
 from torch import nn
 
 from ...errors import InputError
-from .. import models as _m
+from .. import models as backbones
+from .registry import MethodContext
 
-__all__ = ["full_padding", "build"]
+__all__ = ["full_padding", "gem_maxpool", "build"]
 
 
-class _FBasic(_m._BasicBlock):
+class _FBasic(backbones.BasicBlock):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         idt = F.pad(x, (2,) * 4) if self.downsample is None else self.downsample(F.pad(x, (3,) * 4))
         out = F.relu(self.bn1(self.conv1(x)))
         return F.relu(self.bn2(self.conv2(out)) + idt)
 
 
-class _FBottleneck(_m._Bottleneck):
+class _FBottleneck(backbones.Bottleneck):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         xp = F.pad(x, (1,) * 4)
         idt = xp if self.downsample is None else self.downsample(xp)
@@ -36,14 +39,14 @@ class _FBottleneck(_m._Bottleneck):
         return F.relu(self.bn3(self.conv3(out)) + idt)
 
 
-class _FCifar(_m._CifarBlock):
+class _FCifar(backbones.CifarBlock):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         out = F.relu(self.bn1(self.conv1(x)))
         out = self.bn2(self.conv2(out))
         return F.relu(out + self.shortcut(F.pad(x, (3 if self.stride != 1 else 2,) * 4)))
 
 
-class _FWide(_m._WideBlock):
+class _FWide(backbones.WideBlock):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         o = F.relu(self.bn1(x))
         strided = self.shortcut is not None and self.shortcut.stride[0] > 1
@@ -55,7 +58,7 @@ class _FWide(_m._WideBlock):
         return self.conv2(out) + idt
 
 
-_BLOCKS = {_m._BasicBlock: _FBasic, _m._Bottleneck: _FBottleneck, _m._CifarBlock: _FCifar, _m._WideBlock: _FWide}
+_BLOCKS = {backbones.BasicBlock: _FBasic, backbones.Bottleneck: _FBottleneck, backbones.CifarBlock: _FCifar, backbones.WideBlock: _FWide}
 
 
 def full_padding(model: nn.Module) -> int:
@@ -74,7 +77,20 @@ def full_padding(model: nn.Module) -> int:
     return n
 
 
-def build(base: nn.Module, config: dict) -> tuple[nn.Module, None]:
-    if isinstance(base, _m.VisionTransformer) or full_padding(base) == 0:
+def gem_maxpool(model: nn.Module) -> int:
+    """gem's full-convolution stem: an ImageNet-stem ResNet's 3 x 3/2 (padding 1) max-pool becomes
+    2 x 2/2 without padding. Returns the number of pools changed."""
+    n = 0
+    for m in model.modules():
+        if isinstance(m, nn.MaxPool2d) and m.kernel_size == 3 and m.stride == 2:
+            m.kernel_size, m.stride, m.padding = 2, 2, 0
+            n += 1
+    return n
+
+
+def build(base: nn.Module, config: dict, ctx: MethodContext) -> tuple[nn.Module, None]:
+    if isinstance(base, backbones.VisionTransformer) or full_padding(base) == 0:
         raise InputError("method 'fconv': needs a convolutional backbone (cnn28, resnet*, wrn16_8)")
+    if config.get("maxpool", "2x2") == "2x2":
+        gem_maxpool(base)
     return base, None

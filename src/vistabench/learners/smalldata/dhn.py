@@ -20,7 +20,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from ...errors import InputError
-from .. import models as _m
+from .. import models as backbones
+from .registry import MethodContext
 
 __all__ = ["scattering_channels", "Scattering", "HybridNet", "HybridBackbone", "build"]
 
@@ -76,7 +77,7 @@ class _Wide(nn.Module):
         return self.conv2(F.relu(self.bn2(self.conv1(o)))) + idt
 
 
-class HybridNet(_m.Backbone):
+class HybridNet(backbones.Backbone):
     """Scattering(J) -> BN (no affine) -> conv3x3 + BN + ReLU -> 2 wide residual blocks -> pool -> linear."""
 
     def __init__(self, num_classes: int, in_channels: int, *, J: int, widths: tuple[int, int]) -> None:
@@ -88,7 +89,7 @@ class HybridNet(_m.Backbone):
         self.blocks = nn.Sequential(_Wide(widths[0], widths[0], 1), _Wide(widths[0], widths[1], 1))
         self.bn = nn.BatchNorm2d(widths[1])
         self._init_head(widths[1], num_classes, in_channels)
-        _m._kaiming_init(self)
+        backbones.kaiming_init(self)
         self.norm = nn.BatchNorm2d(k, affine=False)
 
     def features(self, x: torch.Tensor) -> torch.Tensor:
@@ -97,7 +98,7 @@ class HybridNet(_m.Backbone):
         return torch.flatten(F.adaptive_avg_pool2d(x, 1), 1)
 
 
-class HybridBackbone(_m.Backbone):
+class HybridBackbone(backbones.Backbone):
     """The reference's adaptation of a residual backbone: its first stage(s) replaced by
     scattering -> BN (no affine) -> 3x3 conv + BN + ReLU to the next stage's input width, the
     down-sampling of the following stages removed (the scattering already sub-samples by 2^J),
@@ -113,7 +114,7 @@ class HybridBackbone(_m.Backbone):
         super().__init__()
         k = base.in_channels * scattering_channels(J)
         self.post: nn.Module = nn.Identity()
-        if isinstance(base, _m.WideResNet):
+        if isinstance(base, backbones.WideResNet):
             n = len(base.blocks) // 3
             tail = list(base.blocks[n:])
             width = tail[0].bn1.num_features
@@ -122,15 +123,15 @@ class HybridBackbone(_m.Backbone):
                 if blk.shortcut is not None:
                     blk.shortcut.stride = (1, 1)
             self.post = nn.Sequential(base.bn, nn.ReLU())
-        elif isinstance(base, _m.CifarResNet):
+        elif isinstance(base, backbones.CifarResNet):
             n = len(base.layers) // 3
             tail = list(base.layers[n:])
             width = tail[0].conv1.in_channels
             for blk in (tail[0], tail[n]):
                 blk.conv1.stride, blk.stride = (1, 1), 1
-        elif isinstance(base, _m.ResNet):
+        elif isinstance(base, backbones.ResNet):
             first = base.stages[2][0]
-            if isinstance(first, _m._BasicBlock):
+            if isinstance(first, backbones.BasicBlock):
                 width = first.conv1.out_channels
                 first.conv1 = nn.Conv2d(width, width, 3, padding=1, bias=False)
                 nn.init.kaiming_normal_(first.conv1.weight, mode="fan_out", nonlinearity="relu")
@@ -156,11 +157,11 @@ class HybridBackbone(_m.Backbone):
         return torch.flatten(F.adaptive_avg_pool2d(x, 1), 1)
 
 
-def build(base: nn.Module, config: dict) -> tuple[nn.Module, None]:
+def build(base: nn.Module, config: dict, ctx: MethodContext) -> tuple[nn.Module, None]:
     """Residual backbones: :class:`HybridBackbone` (the reference's adaptation); others (``cnn28``,
     ``vit_small``): :class:`HybridNet`."""
     J = int(config["scattering_J"])
-    if isinstance(base, (_m.WideResNet, _m.CifarResNet, _m.ResNet)):
+    if isinstance(base, (backbones.WideResNet, backbones.CifarResNet, backbones.ResNet)):
         return HybridBackbone(base, J), None
-    widths = (64, 128) if isinstance(base, _m.CNN28) else (128, 256)
+    widths = (64, 128) if isinstance(base, backbones.CNN28) else (128, 256)
     return HybridNet(base.num_classes, base.in_channels, J=J, widths=widths), None

@@ -14,6 +14,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .common import FeatureModel
+from .registry import MethodContext
 
 __all__ = ["ole_loss", "OLELoss", "build"]
 
@@ -72,6 +73,6 @@ class OLELoss(nn.Module):
         return ce + self.weight * ole_loss(f, y, delta=self.delta)
 
 
-def build(base: nn.Module, config: dict) -> tuple[nn.Module, OLELoss]:
+def build(base: nn.Module, config: dict, ctx: MethodContext) -> tuple[nn.Module, OLELoss]:
     model = FeatureModel(base)
     return model, OLELoss(model, config["ole_weight"])

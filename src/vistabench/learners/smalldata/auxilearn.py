@@ -11,10 +11,12 @@ Following the reference implementation (github.com/lorenzobrigato/gem, ``pipelin
   the auxiliary task are combined by a non-negative linear combination network (weights start
   at 1) plus a skip connection, ``mean(w·[ℓ_main, ℓ_aux]) + mean(ℓ_main)`` (the reference's
   linear combiner; it is not clamped there either);
-- every ``auxgrad_every`` steps, the generator and combination parameters φ take an SGD step
+- every ``auxgrad_every`` steps, after the primary step (gem's order; ``meta_step="before"``: before
+  it, on the same batch), the generator and combination parameters φ take an SGD step
   (momentum 0.9, gradient norm clipped at 50) along the implicit hypergradient of the main loss
   (the reference's scaling: the Neumann sum without the final factor α, i.e. 1/α x the
-  gradient :func:`hypergradient` returns) on an auxiliary batch (the auxiliary set, ``aux_set_size`` of the training images and at least
+  gradient :func:`hypergradient` returns) on an auxiliary batch and a fresh training batch, both
+  augmented like the training batches (``augment_aux``) (the auxiliary set, ``aux_set_size`` of the training images and at least
   one per class, is held out of the primary training): ``dL_A/dφ = −(∂²L_T/∂φ∂W) H⁻¹ ∇_W L_A`` with ``H⁻¹`` approximated by
   ``α Σ_{j=0}^{J} (I − α H)^j`` (Neumann series, J = 3, α = the learning rate) — see
   :func:`hypergradient`.
@@ -30,6 +32,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
+from .registry import MethodContext
 
 __all__ = ["hypergradient", "focal_loss", "AuxiLearnModel", "AuxiLearnLoss", "build"]
 
@@ -121,7 +124,8 @@ class AuxiLearnLoss(nn.Module):
     """Combined focal loss; runs the auxiliary-parameter updates (holds the generator and combiner)."""
 
     def __init__(self, model: AuxiLearnModel, generator: _Generator, *, aux_scale: float, every: int,
-                 aux_fraction: float, terms: int = 3, max_grad_norm: float = 50.0) -> None:
+                 aux_fraction: float, terms: int = 3, max_grad_norm: float = 50.0, meta_step: str = "after",
+                 augment_aux: bool = True) -> None:
         super().__init__()
         self._model = [model]
         self.generator = generator
@@ -133,6 +137,10 @@ class AuxiLearnLoss(nn.Module):
         self._aux_idx: np.ndarray | None = None
         self._rng = np.random.default_rng(0)
         self._meta_opt: torch.optim.Optimizer | None = None
+        self.meta_after, self.augment_aux = meta_step == "after", bool(augment_aux)
+        self._pending = False
+        self._train_idx: np.ndarray | None = None
+        self._aug_gen: torch.Generator | None = None
 
     def before_fit(self, trainer, images: np.ndarray, labels: np.ndarray) -> np.ndarray:
         """Pick the auxiliary set: a stratified ``aux_fraction`` of the images (at least one per
@@ -146,7 +154,12 @@ class AuxiLearnLoss(nn.Module):
         self._meta_opt = torch.optim.SGD(list(self.generator.parameters()) + [self.combine], lr=trainer.cfg.lr,
                                          momentum=0.9, weight_decay=trainer.cfg.weight_decay)
         self._step = 0
-        return np.setdiff1d(np.arange(len(labels)), self._aux_idx)
+        self._pending = False
+        self._train_idx = np.setdiff1d(np.arange(len(labels)), self._aux_idx)
+        self._train_labels = labels[self._train_idx]
+        self._aug_gen = (torch.Generator().manual_seed(trainer.cfg.seed + 44)
+                         if (self.augment_aux and trainer.cfg.augment) else None)
+        return self._train_idx
 
     def _losses(self, logits: torch.Tensor, aux: torch.Tensor, x: torch.Tensor, y: torch.Tensor, *,
                 meta: bool) -> torch.Tensor:
@@ -167,15 +180,28 @@ class AuxiLearnLoss(nn.Module):
         if model.last is None or x_mismatch(model.last[0], y) or logits.device.type == "meta":
             return focal_loss(torch.softmax(logits, 1), F.one_hot(y, logits.shape[1]).to(logits.dtype)).mean()
         x, aux = model.last
+        if self._pending:  # the meta step due after the previous primary step (gem's order)
+            self._pending = False
+            self._meta_step(*self._fresh_train_batch(len(y)))  # changes φ only: this step's logits stand
         self._step += 1
         if self._meta_opt is not None and self._step % self.every == 0:
-            self._meta_step(x.detach(), y)  # before the primary loss, which then sees the new φ
+            if self.meta_after:
+                self._pending = True
+            else:
+                self._meta_step(x.detach(), y)  # before the primary loss, which then sees the new φ
         return self._losses(logits, aux, x, y, meta=False)
+
+    def _fresh_train_batch(self, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """A new augmented batch of the primary training images (gem draws the loader's next batch)."""
+        tr = self._trainer
+        pick = self._rng.choice(len(self._train_idx), size=min(n, len(self._train_idx)), replace=False)
+        x = tr.batch(self._images, self._train_idx[pick], self._aug_gen)
+        return x, torch.from_numpy(self._train_labels[pick]).to(x.device)
 
     def _meta_step(self, x: torch.Tensor, y: torch.Tensor) -> None:
         model, tr = self._model[0], self._trainer
         pick = self._rng.choice(len(self._aux_idx), size=min(len(self._aux_idx), tr.cfg.batch_size), replace=False)
-        xa = tr.batch(self._images, self._aux_idx[pick])
+        xa = tr.batch(self._images, self._aux_idx[pick], self._aug_gen)
         ya = torch.from_numpy(self._aux_labels[pick]).to(xa.device)
         la, _ = model.both(xa)
         val = focal_loss(torch.softmax(la, 1), F.one_hot(ya, la.shape[1]).to(la.dtype)).mean()
@@ -200,13 +226,15 @@ def x_mismatch(x: torch.Tensor, y: torch.Tensor) -> bool:
     return x.shape[0] != y.shape[0]
 
 
-def build(base: nn.Module, config: dict) -> tuple[nn.Module, AuxiLearnLoss]:
+def build(base: nn.Module, config: dict, ctx: MethodContext) -> tuple[nn.Module, AuxiLearnLoss]:
     k = int(config["num_aux_classes"])
     gen_base = copy.deepcopy(base)
     for m in gen_base.modules():  # fresh weights for the generator
         if hasattr(m, "reset_parameters") and m is not gen_base:
             m.reset_parameters()
     model = AuxiLearnModel(base, k)
-    loss = AuxiLearnLoss(model, _Generator(gen_base, base.num_classes, k), aux_scale=config["aux_scale"],
-                         every=int(config["auxgrad_every"]), aux_fraction=float(config["aux_set_size"]))
+    loss = AuxiLearnLoss(model, _Generator(gen_base, base.num_classes, k), aux_scale=float(config["aux_scale"]),
+                         every=int(config["auxgrad_every"]), aux_fraction=float(config["aux_set_size"]),
+                         meta_step=str(config.get("meta_step", "after")),
+                         augment_aux=bool(config.get("augment_aux", True)))
     return model, loss

@@ -12,6 +12,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from torch import nn
+from .registry import MethodContext
 
 __all__ = ["tvmf_similarity", "TvMFClassifier", "build"]
 
@@ -41,7 +42,7 @@ class TvMFClassifier(nn.Module):
         return self.similarity(f) * (1.0 + F.softplus(self.scale_raw))
 
 
-def build(base: nn.Module, config: dict) -> tuple[nn.Module, None]:
+def build(base: nn.Module, config: dict, ctx: MethodContext) -> tuple[nn.Module, None]:
     """Replace the backbone's linear head by a t-vMF classifier with ``κ = config["kappa"]``."""
     base.classifier = TvMFClassifier(base.feature_dim, base.num_classes, float(config["kappa"]))
     return base, None

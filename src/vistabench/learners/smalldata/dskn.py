@@ -1,4 +1,4 @@
-"""Dual Selective Kernel Networks (Sun et al., ECCV-W 2020), architecture only, cross-entropy loss.
+"""Dual Selective Kernel Networks (Sun et al., ECCV-W 2020), with gem's composite loss by default.
 
 Following the reference implementation (github.com/lorenzobrigato/gem, ``pipelines/dsk/``):
 
@@ -15,7 +15,10 @@ Following the reference implementation (github.com/lorenzobrigato/gem, ``pipelin
 - The network copies the backbone's layout: ResNet-18/50 → same stages with DSK basic/bottleneck
   blocks (groups 32); WRN-16-8 → same widths with DSK wide blocks (groups 8); ResNet-32 → 3 x 5
   DSK basic blocks of 16/32/64 channels (groups 8); ``cnn28`` (not in the reference) → one DSK
-  basic block per 16/32/64 stage.
+  basic block per 16/32/64 stage; other backbones (``vit_small``) are refused.
+- Loss (gem's default, ``loss="composite"``): an extra linear projection before the classifier,
+  ``positive_class_loss(z, y) + 0.5 · centre_loss(projection, y)`` with the class centres trained by
+  SGD at lr 0.5 (:class:`DSKNCompositeLoss`); ``loss="ce"``: cross-entropy on the plain network.
 """
 
 from __future__ import annotations
@@ -24,9 +27,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .. import models as _m
+from ...errors import InputError
+from .. import models as backbones
+from .registry import MethodContext
 
-__all__ = ["BlurPool", "SKBlock", "DSKBasicBlock", "DSKBottleneck", "DSKWideBlock", "DSKNet", "build"]
+__all__ = ["BlurPool", "SKBlock", "DSKBasicBlock", "DSKBottleneck", "DSKWideBlock", "DSKNet", "DSKNCompositeModel",
+           "DSKNCompositeLoss", "positive_class_loss", "centre_loss", "build"]
 
 
 class BlurPool(nn.Module):
@@ -171,7 +177,7 @@ class DSKWideBlock(_Dual):
         self.shortcut = _shortcut(cin, cout, stride, bn=False)
 
 
-class DSKNet(_m.Backbone):
+class DSKNet(backbones.Backbone):
     """Stem + stages of dual selective kernel blocks; global average pooling; linear head.
 
     ``block``: ``"basic"`` (:class:`DSKBasicBlock`), ``"bottleneck"`` (:class:`DSKBottleneck`,
@@ -207,29 +213,103 @@ class DSKNet(_m.Backbone):
         self.stages = nn.Sequential(*layers)
         self.post: nn.Module = nn.Sequential(nn.BatchNorm2d(cin), nn.ReLU()) if block == "wide" else nn.Identity()
         self._init_head(cin, num_classes, in_channels)
-        _m._kaiming_init(self)
+        backbones.kaiming_init(self)
 
     def features(self, x: torch.Tensor) -> torch.Tensor:
         return torch.flatten(F.adaptive_avg_pool2d(self.post(self.stages(self.stem(x))), 1), 1)
 
 
-def dskn_like(base: nn.Module) -> DSKNet:
-    """The DSK network with ``base``'s layout (see the module docstring)."""
+def dskn_like(base: nn.Module, model_name: str = "the model") -> DSKNet:
+    """The DSK network with ``base``'s layout (see the module docstring); other backbones are refused."""
     c, k = base.num_classes, base.in_channels
-    if isinstance(base, _m.ResNet):
-        bottleneck = isinstance(base.stages[0][0], _m._Bottleneck)
+    if isinstance(base, backbones.ResNet):
+        bottleneck = isinstance(base.stages[0][0], backbones.Bottleneck)
         return DSKNet(c, k, widths=(64, 128, 256, 512), blocks=tuple(len(s) for s in base.stages), groups=32,
                       stem="cifar" if base.small_input else "imagenet",
                       block="bottleneck" if bottleneck else "basic", stem_width=64)
-    if isinstance(base, _m.WideResNet):
+    if isinstance(base, backbones.WideResNet):
         n = len(base.blocks) // 3
         widths = tuple(base.blocks[i * n].conv1.out_channels for i in range(3))
         return DSKNet(c, k, widths=widths, blocks=(n, n, n), groups=8, stem="cifar", block="wide", stem_width=16)
-    if isinstance(base, _m.CifarResNet):
+    if isinstance(base, backbones.CifarResNet):
         n = len(base.layers) // 3
         return DSKNet(c, k, widths=(16, 32, 64), blocks=(n, n, n), groups=8, stem="cifar")
-    return DSKNet(c, k, widths=(16, 32, 64), blocks=(1, 1, 1), groups=8, stem="cifar")
+    if isinstance(base, backbones.CNN28):
+        return DSKNet(c, k, widths=(16, 32, 64), blocks=(1, 1, 1), groups=8, stem="cifar")
+    raise InputError(f"model: method 'dskn' replaces the blocks of a convolutional backbone (resnet18, resnet50, "
+                     f"resnet32, wrn16_8, cnn28); {model_name!r} has none")
 
 
-def build(base: nn.Module, config: dict) -> tuple[nn.Module, None]:
-    return dskn_like(base), None
+class DSKNCompositeModel(nn.Module):
+    """gem's ``FeatureModelWrapper``: backbone features -> ``projection`` (linear, the centre loss's
+    space) -> ``classifier`` (linear). A training forward keeps the projected features."""
+
+    def __init__(self, net: DSKNet, dim: int | None = None) -> None:
+        super().__init__()
+        self.base = net
+        self.in_channels, self.num_classes = net.in_channels, net.num_classes
+        self.feature_dim = int(dim or net.feature_dim)
+        self.projection = nn.Linear(net.feature_dim, self.feature_dim)
+        self.classifier = nn.Linear(self.feature_dim, net.num_classes)
+        self.last_features: torch.Tensor | None = None
+
+    def features(self, x: torch.Tensor) -> torch.Tensor:
+        return self.projection(self.base.features(x))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        f = self.features(x)
+        self.last_features = f if (self.training and torch.is_grad_enabled()) else None
+        return self.classifier(f)
+
+
+def positive_class_loss(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """gem's ``PositiveClassLoss``: ``mean(−log σ(z_y)) + mean(1 − z_y / ‖z‖)``."""
+    zy = logits.gather(1, y[:, None]).squeeze(1)
+    return (-F.logsigmoid(zy)).mean() + (1.0 - zy / logits.norm(dim=1)).mean()
+
+
+def centre_loss(features: torch.Tensor, centres: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """gem's ``CenterLoss``: ``mean(clamp(2 − 2 cos(f_i, c_{y_i}), 1e-12, 1e12))`` (norms clamped at 1e-8)."""
+    fn = features / features.norm(dim=1, keepdim=True).clamp(min=1e-8)
+    cn = centres / centres.norm(dim=1, keepdim=True).clamp(min=1e-8)
+    return (2 - 2 * (fn * cn[y]).sum(1)).clamp(min=1e-12, max=1e12).mean()
+
+
+class DSKNCompositeLoss(nn.Module):
+    """``positive_class_loss + centre_weight · centre_loss`` with learned class centres (randn init).
+
+    The centres take plain SGD steps (no momentum, no weight decay) of ``centre_lr`` times their
+    gradient of the total loss, as gem's ``SGDWithCenterLoss`` does in effect (its division of that
+    gradient by the weight loops over a generator the optimiser already consumed, so it never runs).
+    The trainer's optimiser holds the model's parameters only: a step's centre update is applied at
+    the start of the next forward, before the centres are used again (the same sequence of values).
+    """
+
+    def __init__(self, model: DSKNCompositeModel, *, centre_weight: float, centre_lr: float) -> None:
+        super().__init__()
+        self._model = [model]
+        self.centre_weight, self.centre_lr = float(centre_weight), float(centre_lr)
+        self.centres = nn.Parameter(torch.randn(model.num_classes, model.feature_dim))
+
+    def _apply_centre_step(self) -> None:
+        if self.centres.grad is not None:
+            with torch.no_grad():
+                self.centres -= self.centre_lr * self.centres.grad
+            self.centres.grad = None
+
+    def forward(self, logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        self._apply_centre_step()
+        loss = positive_class_loss(logits, y)
+        feats = self._model[0].last_features
+        if feats is None:  # an evaluation forward: no centre term
+            return loss
+        return loss + self.centre_weight * centre_loss(feats, self.centres, y)
+
+
+def build(base: nn.Module, config: dict, ctx: MethodContext) -> tuple[nn.Module, nn.Module | None]:
+    net = dskn_like(base, ctx.model)
+    if config.get("loss", "composite") == "ce":
+        return net, None
+    model = DSKNCompositeModel(net, config.get("centre_dim"))
+    return model, DSKNCompositeLoss(model, centre_weight=float(config.get("centre_weight", 0.5)),
+                                    centre_lr=float(config.get("centre_lr", 0.5)))

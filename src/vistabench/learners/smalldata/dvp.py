@@ -11,8 +11,13 @@ Stage 2 (the trainer's loop): the student is trained with
 ``CE + λ_dist · Σ d(connector(f_s), f_t, m) / N`` on the penultimate features, where
 :func:`distillation_loss` is the partial L2 of Heo et al. (ICCV 2019, "overhaul of feature
 distillation") and the margin m per feature is the mean of the teacher features' negative part
-under a Gaussian fit (:func:`gaussian_margin`). Distillation starts after 1 % of the epochs
-(5 of 500 in the reference).
+under a Gaussian fit (:func:`gaussian_margin`). As in gem, the student starts from the contrastive
+encoder's weights (the teacher's; ``student_init="random"``: its own) and the first 4 epochs are
+cross-entropy only (``ce_only_epochs``; None: 1 % of the epochs, our earlier rule).
+Remaining differences from gem (docs/fidelity.md): distillation on the pooled post-ReLU features of
+the last stage (gem: the pre-ReLU maps of every stage, 1 x 1 conv connectors), so the margin term,
+which needs a teacher value below its negative margin, cannot fire; the teacher's MoCo uses our
+augmentation, not MoCo v2's, and no shuffled BN; the teacher is in eval mode while distilling.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import torch
 import torch.nn.functional as F
 from scipy.stats import norm
 from torch import nn
+from .registry import MethodContext
 
 __all__ = ["distillation_loss", "gaussian_margin", "DVPModel", "DVPLoss", "build"]
 
@@ -75,7 +81,8 @@ class DVPLoss(nn.Module):
 
     def __init__(self, model: DVPModel, teacher: nn.Module, *, weight: float, margin: float = 0.6,
                  temperature: float = 0.07, momentum: float = 0.999, queue: int = 4096, dim: int = 128,
-                 pretrain_epochs: int | None = None, pretrain_batch_size: int = 64) -> None:
+                 pretrain_epochs: int | None = None, pretrain_batch_size: int = 64,
+                 ce_only_epochs: int | None = 4, student_init: str = "teacher") -> None:
         super().__init__()
         self._model = [model]
         self.teacher = teacher
@@ -87,6 +94,7 @@ class DVPLoss(nn.Module):
         self.pretrain_batch_size = int(pretrain_batch_size)
         self.register_buffer("feature_margin", torch.zeros(d))
         self._epoch, self._start = 0, 0
+        self.ce_only_epochs, self.student_init = ce_only_epochs, student_init
         self.pretrain_history: list[float] = []
 
     def set_epoch(self, epoch: int) -> None:
@@ -151,7 +159,9 @@ class DVPLoss(nn.Module):
                                for s in range(0, n, 256)]).double().cpu().numpy()
         margin = gaussian_margin(feats.mean(0), feats.std(0))
         self.feature_margin.copy_(torch.as_tensor(margin, dtype=torch.float32))
-        self._start = round(0.01 * cfg.epochs)
+        self._start = round(0.01 * cfg.epochs) if self.ce_only_epochs is None else int(self.ce_only_epochs)
+        if self.student_init == "teacher":  # gem loads encoder_q into the teacher and the student
+            self._model[0].base.load_state_dict(self.teacher.state_dict())
 
     def forward(self, logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         ce = F.cross_entropy(logits, y)
@@ -165,10 +175,13 @@ class DVPLoss(nn.Module):
         return ce + self.weight * distillation_loss(s, t, self.feature_margin) / y.shape[0]
 
 
-def build(base: nn.Module, config: dict) -> tuple[nn.Module, DVPLoss]:
+def build(base: nn.Module, config: dict, ctx: MethodContext) -> tuple[nn.Module, DVPLoss]:
     teacher = copy.deepcopy(base)
     for m in teacher.modules():  # the teacher starts from its own random weights
         if hasattr(m, "reset_parameters") and m is not teacher:
             m.reset_parameters()
     model = DVPModel(base)
-    return model, DVPLoss(model, teacher, weight=float(config["distill_weight"]))
+    ce_only = config.get("ce_only_epochs", 4)
+    return model, DVPLoss(model, teacher, weight=float(config["distill_weight"]),
+                          ce_only_epochs=None if ce_only is None else int(ce_only),
+                          student_init=str(config.get("student_init", "teacher")))

@@ -1,0 +1,210 @@
+"""The small-data methods' own hyper-parameters as typed options (no torch: configs import this).
+
+Each method declares a :class:`MethodOptions` subclass. A hyper-parameter that the search may
+tune is a *space field* (:func:`space_option`): its value is either a fixed number or a search
+range written as in ``--space`` (``{"uniform": [0, 32]}``, ``{"loguniform": [0.01, 1]}``,
+``{"choice": [1, 2]}``); the range's ends (or every choice) must lie within the field's declared
+bounds, so ``kappa: {"uniform": [-1, 8]}`` is refused where ``kappa`` is declared. Other fields are
+plain switches (``loss: composite``).
+
+Defaults are gem's (the benchmark's public code, lorenzobrigato/gem: it searches lr, weight decay
+and batch size only and keeps every method's own hyper-parameters at their defaults);
+``VISTABENCH`` holds the values of ``--recipe vistabench`` (our earlier searches). The config's
+``method_options`` field holds one of these, resolved for the recipe (``--print-config`` shows it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal, Mapping, Union, get_args
+
+from ...config import Options, option
+from ...errors import InputError
+from ...tuning import Choice, Fixed, Param, parse_space, space_to_json
+
+__all__ = ["MethodOptions", "space_option", "NoOptions", "CosineCEOptions", "HarmonicOptions", "GradL2Options",
+           "DhnOptions", "OleOptions", "FconvOptions", "DsknOptions", "DvpOptions", "AuxilearnOptions",
+           "TvmfOptions", "SpaceValue"]
+
+#: a fixed value, or a search range ``{"uniform"|"loguniform": [low, high]}`` / ``{"choice": [...]}``
+SpaceValue = Union[dict, float]
+IntSpaceValue = Union[dict, int]
+
+def space_option(default: Any, *, help: str, low: float | None = None, high: float | None = None,
+                 low_open: bool = False, integer: bool = False) -> Any:
+    """A hyper-parameter the search may tune (typed :data:`SpaceValue`, or ``IntSpaceValue`` for an
+    integer): a fixed value or a range whose ends lie within [low, high]. ``integer`` is documentary:
+    the field's type says it."""
+    text = help + ' (a value, or a search range such as {"uniform": [a, b]})'
+    if isinstance(default, dict):
+        return option(help=text, low=low, high=high, low_open=low_open,
+                      default_factory=lambda: {k: list(v) if isinstance(v, list) else v for k, v in default.items()})
+    return option(default, help=text, low=low, high=high, low_open=low_open)
+
+
+def _bounds_check(name: str, value: float, low: float | None, high: float | None, low_open: bool) -> None:
+    if low is not None and (value <= low if low_open else value < low):
+        raise InputError(f"{name}: expected values {'>' if low_open else '>='} {low:g}, got {value!r}")
+    if high is not None and value > high:
+        raise InputError(f"{name}: expected values <= {high:g}, got {value!r}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class MethodOptions(Options):
+    """A method's own options (see the module docstring). ``VISTABENCH``: the other recipe's values."""
+
+    VISTABENCH: ClassVar[dict[str, Any]] = {}
+
+    def check(self) -> None:
+        for info in self.fields_info():
+            value = getattr(self, info.name)
+            if not isinstance(value, Mapping):
+                if info.choices is None and isinstance(value, float) and self._kind(info.name) == "int":
+                    if not value.is_integer():
+                        raise InputError(f"{info.name}: expected an integer, got {value!r}")
+                    object.__setattr__(self, info.name, int(value))
+                continue
+            if self._kind(info.name) is None:
+                raise InputError(f"{info.name}: expected a single value, got the range {dict(value)!r}")
+            param = self._parse(info.name, value)
+            ends = param.values if isinstance(param, Choice) else (
+                (param.value,) if isinstance(param, Fixed) else (param.low, param.high))
+            for v in ends:
+                if not isinstance(v, (int, float)) or isinstance(v, bool):
+                    raise InputError(f"{info.name}: expected numbers, got {v!r}")
+                if self._kind(info.name) == "int" and float(v) != int(v):
+                    raise InputError(f"{info.name}: expected integers, got {v!r}")
+                _bounds_check(info.name, float(v), info.low, info.high, info.low_open)
+            object.__setattr__(self, info.name, space_to_json({info.name: param})[info.name])
+
+    @classmethod
+    def _kind(cls, name: str) -> str | None:
+        """"int" or "float" for a space field (by its type), None for a plain option."""
+        args = get_args(cls.field_info(name).type)
+        if dict not in args:
+            return None
+        return "int" if int in args else "float"
+
+    @staticmethod
+    def _parse(name: str, value: Mapping[str, Any]) -> Param:
+        try:
+            return parse_space({name: dict(value)})[name]
+        except InputError as exc:
+            text = str(exc)
+            raise InputError(text if text.startswith(name) else f"{name}: {text}") from None
+
+    @classmethod
+    def for_recipe(cls, recipe: str, given: Mapping[str, Any] | None = None, *,
+                   prefix: str = "method_options.") -> "MethodOptions":
+        """The options under ``recipe`` (gem: the defaults; vistabench: ``VISTABENCH``), ``given`` winning."""
+        base = dict(cls.VISTABENCH) if recipe == "vistabench" else {}
+        given = cls.normalise_names(given or {}, prefix=prefix)
+        return cls.from_dict({**base, **given}, prefix=prefix)
+
+    def space(self) -> dict[str, Param]:
+        """Every option as a search parameter (fixed values as :class:`~vistabench.tuning.Fixed`)."""
+        out: dict[str, Param] = {}
+        for info in self.fields_info():
+            value = getattr(self, info.name)
+            out[info.name] = self._parse(info.name, value) if isinstance(value, Mapping) else Fixed(value)
+        return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class NoOptions(MethodOptions):
+    """A method without options of its own."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class CosineCEOptions(MethodOptions):
+    xent_weight: SpaceValue = space_option({"loguniform": [0.01, 1.0]}, low=0, low_open=True,
+                                           help="weight λ of the cross-entropy term")
+    head: Literal["gem", "embedding"] = option(
+        "gem", help="gem: ReLU + BatchNorm1d on the normalised embedding, then the extra linear layer, which "
+                    "also predicts; embedding: the extra layer on the normalised embedding feeds the loss only "
+                    "and the embedding predicts (our earlier variant)")
+    VISTABENCH = {"head": "embedding"}
+
+
+@dataclass(frozen=True, kw_only=True)
+class HarmonicOptions(MethodOptions):
+    dct_level: IntSpaceValue | None = space_option(
+        None, low=1, integer=True, help="keep the DCT filters with u + v < level (None: all k² filters, gem)")
+    normalisation: Literal["l1", "orthonormal"] = option(
+        "l1", help="DCT filter scaling: l1 (each filter's absolute values sum to 1, gem) or orthonormal")
+    first_bn: bool = option(True, help="BatchNorm (no affine) between the DCT and the 1x1 mix of the first "
+                                       "harmonic layer (gem)")
+    VISTABENCH = {"dct_level": {"choice": [3, 5]}, "normalisation": "orthonormal", "first_bn": False}
+
+
+@dataclass(frozen=True, kw_only=True)
+class GradL2Options(MethodOptions):
+    grad_l2: SpaceValue = space_option({"loguniform": [1e-3, 10.0]}, low=0,
+                                       help="weight of the squared input-gradient norm penalty")
+
+
+@dataclass(frozen=True, kw_only=True)
+class DhnOptions(MethodOptions):
+    scattering_J: IntSpaceValue = space_option(3, low=1, integer=True, help="scattering scale J (gem: 3)")
+    VISTABENCH = {"scattering_J": {"choice": [1, 2]}}
+
+
+@dataclass(frozen=True, kw_only=True)
+class OleOptions(MethodOptions):
+    ole_weight: SpaceValue = space_option(0.25, low=0, low_open=True, help="weight λ of the OLE term (gem: 0.25)")
+    VISTABENCH = {"ole_weight": {"loguniform": [0.01, 1.0]}}
+
+
+@dataclass(frozen=True, kw_only=True)
+class FconvOptions(MethodOptions):
+    maxpool: Literal["2x2", "3x3"] = option(
+        "2x2", help="max-pool of an ImageNet-stem ResNet: 2x2 stride 2 no padding (gem) or the usual 3x3/2/1")
+    VISTABENCH = {"maxpool": "3x3"}
+
+
+@dataclass(frozen=True, kw_only=True)
+class DsknOptions(MethodOptions):
+    loss: Literal["composite", "ce"] = option(
+        "composite", help="composite: positive-class loss + cosine loss + centre_weight x centre loss on an "
+                          "extra projection layer (gem's default); ce: cross-entropy")
+    centre_weight: float = option(0.5, low=0, low_open=True, help="weight of the centre loss (gem 0.5)")
+    centre_lr: float = option(0.5, low=0, low_open=True, help="SGD learning rate of the class centres (gem 0.5)")
+    centre_dim: int | None = option(None, low=1, help="dimension of the projection the centre loss acts on "
+                                                      "(None: the backbone's feature dimension, gem)")
+    VISTABENCH = {"loss": "ce"}
+
+
+@dataclass(frozen=True, kw_only=True)
+class DvpOptions(MethodOptions):
+    distill_weight: SpaceValue = space_option({"loguniform": [1e-5, 1e-2]}, low=0, low_open=True,
+                                              help="weight λ of the distillation term")
+    ce_only_epochs: int | None = option(4, low=0, help="epochs of cross-entropy only before distillation "
+                                                       "starts (gem: 4, distillation from epoch 5 on; None: 1 % "
+                                                       "of the epochs, our earlier rule)")
+    student_init: Literal["teacher", "random"] = option(
+        "teacher", help="teacher: the student starts from the contrastive encoder's weights, as the teacher "
+                        "(gem); random: from its own random weights")
+    VISTABENCH = {"ce_only_epochs": None, "student_init": "random"}
+
+
+@dataclass(frozen=True, kw_only=True)
+class AuxilearnOptions(MethodOptions):
+    aux_scale: SpaceValue = space_option({"loguniform": [0.05, 1.0]}, low=0, low_open=True,
+                                         help="scale of the auxiliary loss")
+    auxgrad_every: IntSpaceValue = space_option({"choice": [5, 15, 30]}, low=1, integer=True,
+                                                help="primary steps between two meta (hyper-gradient) steps")
+    num_aux_classes: int = option(5, low=1, help="auxiliary classes per primary class")
+    aux_set_size: float = option(0.015, low=0, high=1, low_open=True,
+                                 help="share of the training images held out as the auxiliary set")
+    meta_step: Literal["after", "before"] = option(
+        "after", help="after: the meta step follows the primary step, on a fresh auxiliary batch (gem); "
+                      "before: it precedes it on the same step")
+    augment_aux: bool = option(True, help="augment the auxiliary batch like the training batches (gem)")
+    VISTABENCH = {"meta_step": "before", "augment_aux": False}
+
+
+@dataclass(frozen=True, kw_only=True)
+class TvmfOptions(MethodOptions):
+    kappa: SpaceValue = space_option(16.0, low=0, help="concentration κ of the t-vMF similarity (gem: 16)")
+    VISTABENCH = {"kappa": {"uniform": [0.0, 32.0]}}
+

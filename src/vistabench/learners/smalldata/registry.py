@@ -1,0 +1,99 @@
+"""The small-data method registry (no torch): what each method is called, its options, its builder.
+
+A method is registered with :func:`register_method`; its builder is a callable or a
+``"module:function"`` string imported on first use (so a config can list and check methods without
+importing torch). A builder is ``builder(base, params, ctx) -> (model, loss_fn | None)``: ``base``
+the freshly built backbone, ``params`` one trial's hyper-parameters (lr, weight decay, batch size
+and every method option), ``ctx`` a :class:`MethodContext`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from ...registry import Registry
+from .options import (AuxilearnOptions, CosineCEOptions, DhnOptions, DsknOptions, DvpOptions, FconvOptions,
+                      GradL2Options, HarmonicOptions, MethodOptions, NoOptions, OleOptions, TvmfOptions)
+
+__all__ = ["MethodContext", "SmallDataMethod", "methods", "register_method", "get_method"]
+
+
+@dataclass(frozen=True)
+class MethodContext:
+    """What a builder may know about the run: the backbone's name and input, and the seed."""
+
+    model: str
+    num_classes: int
+    in_channels: int
+    image_size: int | None
+    seed: int
+
+
+@dataclass(frozen=True)
+class SmallDataMethod:
+    """A method: its options class, fixed overrides of the common hyper-parameters, and a builder.
+
+    ``fixed``: values of lr / weight_decay / batch_size the method imposes (``ce_untuned``);
+    ``tuned=False``: nothing is searched (a batch-size choice becomes its median).
+    """
+
+    name: str
+    title: str
+    family: str  # "baseline", "cost function", "architecture", "warm-starting"
+    options: type[MethodOptions] = NoOptions
+    fixed: dict[str, Any] = field(default_factory=dict)
+    tuned: bool = True
+    builder: Callable[..., Any] | str | None = None
+
+    def build_fn(self) -> Callable[..., Any] | None:
+        """The builder, imported if it was given as ``"module:function"``."""
+        if isinstance(self.builder, str):
+            module, _, name = self.builder.partition(":")
+            return getattr(importlib.import_module(module), name)
+        return self.builder
+
+
+methods: Registry[SmallDataMethod] = Registry("small-data method")
+
+
+def register_method(name: str, *, title: str, family: str, options: type[MethodOptions] = NoOptions,
+                    fixed: dict[str, Any] | None = None, tuned: bool = True,
+                    builder: Callable[..., Any] | str | None = None) -> SmallDataMethod:
+    """Register a small-data method (see the module docstring); returns its declaration."""
+    m = SmallDataMethod(name, title, family, options, dict(fixed or {}), tuned, builder)
+    methods.register(name)(m)
+    return m
+
+
+def get_method(name: str) -> SmallDataMethod:
+    """The method called ``name`` (unknown names raise InputError with close matches)."""
+    return methods.get(name)
+
+
+_P = "vistabench.learners.smalldata."
+register_method("ce", title="Cross-entropy (tuned baseline)", family="baseline")
+register_method("ce_untuned", title="Cross-entropy (untuned: lr 0.1, wd 1e-4)", family="baseline",
+                fixed={"lr": 0.1, "weight_decay": 1e-4}, tuned=False)
+register_method("cosine", title="Cosine loss", family="cost function", builder=_P + "basic:build_cosine")
+register_method("cosine_ce", title="Cosine + cross-entropy loss", family="cost function", options=CosineCEOptions,
+                builder=_P + "basic:build_cosine_ce")
+register_method("harmonic", title="Harmonic networks (DCT blocks)", family="architecture", options=HarmonicOptions,
+                builder=_P + "harmonic:build")
+register_method("grad_l2", title="Grad-l2 penalty", family="cost function", options=GradL2Options,
+                fixed={"weight_decay": 0.0}, builder=_P + "basic:build_grad_l2")
+register_method("dhn", title="Deep hybrid networks (scattering + conv)", family="architecture",
+                options=DhnOptions, builder=_P + "dhn:build")
+register_method("ole", title="Orthogonal low-rank embedding (CE + OLE)", family="cost function",
+                options=OleOptions, builder=_P + "ole:build")
+register_method("fconv", title="Full convolution", family="architecture", options=FconvOptions,
+                builder=_P + "fconv:build")
+register_method("dskn", title="Dual selective kernel networks", family="architecture", options=DsknOptions,
+                builder=_P + "dskn:build")
+register_method("dvp", title="Distilling visual priors (MoCo teacher + distillation)", family="warm-starting",
+                options=DvpOptions, builder=_P + "dvp:build")
+register_method("auxilearn", title="Auxiliary learning (implicit differentiation)", family="cost function",
+                options=AuxilearnOptions, builder=_P + "auxilearn:build")
+register_method("tvmf", title="t-vMF similarity", family="cost function", options=TvmfOptions,
+                builder=_P + "tvmf:build")

@@ -1,0 +1,239 @@
+"""The small-data protocol's run configuration (:class:`SmalldataConfig`; no torch, no data loading).
+
+Fields keep the names and defaults of the ``vistabench smalldata run`` flags they replace, so a
+grid cell's key is unchanged; ``None`` for a budget or rule (``epochs``, ``trials``, ``sampler``,
+...) means "the dataset preset's value under the recipe" (``vistabench smalldata list``), resolved
+when the run starts and stored in its records. The recipe fields added since (``stem``,
+``momentum``, ``nesterov``, ``schedule``, ``warmup_epochs``, ``stages``) and the method's own
+options (``method_options``, a :class:`~vistabench.learners.smalldata.options.MethodOptions` of the
+chosen method, resolved for the recipe) drop out of the key while they hold the value the code used
+before they existed.
+
+The learning rate, weight decay and batch size are searched (lr ~ logU(1e-4, 0.1), weight decay ~
+logU(1e-5, 0.1), batch size from the preset); ``space`` overrides their ranges or a method option's
+(JSON text, a JSON file or a mapping), ``batch_sizes`` the searched batch sizes.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from ..config import RunConfig, option
+from ..data.smalldata import get_preset, presets
+from ..errors import InputError
+from ..learners.smalldata.options import MethodOptions
+from ..learners.smalldata.registry import get_method
+
+__all__ = ["SmalldataConfig", "COMMON_SPACE"]
+
+#: the hyper-parameters every method searches (besides its own options)
+COMMON_SPACE = ("lr", "weight_decay", "batch_size")
+
+
+def _method_options_cls(method: str) -> type[MethodOptions]:
+    try:
+        return get_method(method).options
+    except InputError as exc:
+        raise InputError(f"method: {exc}") from None
+
+
+@dataclass(frozen=True, kw_only=True)
+class SmalldataConfig(RunConfig):
+    """One ``vistabench smalldata run`` (tune + final runs of one method on one dataset's splits)."""
+
+    protocol = "smalldata"
+
+    dataset: str = option(help="dataset preset: cifair10 | cub200 | isic2018 | eurosat | clamm | mnist5k | digits | "
+                               "folder; NAME:DIR also gives root", metavar="NAME")
+    root: str | None = option(None, help="the dataset's folder (not for mnist5k/digits)", metavar="DIR")
+    recipe: Literal["gem", "vistabench"] = option(
+        "gem", help="protocol rules: gem = the benchmark's code (fixed train/val sizes per class, the dataset's own "
+                    "augmentation, ASHA eta 2, random search, mean val accuracy of the last 5 epochs, best among "
+                    "all trials, every method's options at gem's defaults); vistabench = our earlier rules (60/40 "
+                    "train/val, pad-crop + flip, eta 3, TPE, last-epoch balanced accuracy, completed trials only, "
+                    "our method options)")
+    per_class: int | None = option(None, low=1, metavar="N", help="trainval images per class (default: the "
+                                   "preset's; alone it keeps the preset's train share, e.g. 20 -> 12 train + 8 val)")
+    train_per_class: int | None = option(None, low=1, metavar="N", help="train images per class, the rest of "
+                                         "trainval is val (gem: 30; CUB 20, ISIC 50)")
+    val_fraction: float | None = option(None, low=0, high=1, low_open=True, metavar="F", help="instead of "
+                                        "train_per_class: share of each class's trainval images in val (vistabench: 0.4)")
+    seed: int = option(0, help="split seed and search seed")
+    image_size: int | None = option(None, low=1, metavar="PX", help="side length variable-size images are resized "
+                                    "to (default: the preset's)")
+    method: str = option(help="ce | ce_untuned | cosine | cosine_ce | harmonic | grad_l2 | dhn | ole | fconv | dskn | "
+                              "dvp | auxilearn | tvmf", metavar="NAME")
+    splits: str | None = option(None, metavar="DIR", help="folder of split files (default: written to "
+                                "WORK/splits/...)")
+    split: tuple[int, ...] | None = option(None, low=0, metavar="I", help="only these splits (default: all)")
+    model: str | None = option(None, help="backbone (default: the preset's: wrn16_8 for cifair10, resnet50, cnn28 "
+                                          "for mnist5k/digits); resnet18 for quick runs")
+    epochs: int | None = option(None, low=1, help="epochs per trial (default: the preset's)")
+    device: str = option("cpu", help="cpu | cuda | cuda:N | auto")
+    trials: int | None = option(None, low=1, help="configurations per split (default: the preset's)")
+    grace_period: int | None = option(None, low=1, help="ASHA's minimum epochs (default: the preset's)")
+    reduction_factor: int | None = option(None, low=2, help="ASHA's eta (default: the recipe's, gem 2, vistabench 3)")
+    scheduler: Literal["asha", "none"] = option("asha", help="asha stops weak trials early; none trains every trial "
+                                                             "to epochs")
+    sampler: Literal["random", "tpe"] | None = option(None, help="how configurations are proposed (default: the "
+                                                                 "recipe's, gem random, vistabench tpe)")
+    score_window: int | None = option(None, low=1, metavar="K", help="a trial's score = mean val metric of its last "
+                                      "K epochs (default: gem 5, vistabench 1)")
+    select: Literal["all", "complete"] | None = option(None, help="pick the best configuration among all trials, "
+                                                                  "stopped ones included (gem), or among completed "
+                                                                  "trials only (vistabench)")
+    val_metric: Literal["accuracy", "balanced_accuracy"] | None = option(
+        None, help="validation metric the search maximises (default: gem accuracy, vistabench balanced)")
+    augment: Literal["preset", "pad-crop-flip", "none"] = option(
+        "preset", help="training augmentation: the dataset's own (preset, gem's per dataset), zero-pad-4 crop + "
+                       "horizontal flip for every dataset, or none")
+    engine: Literal["local", "ray"] = option(
+        "local", help="local: Optuna in-process (resumable SQLite study), final runs in this process or "
+                      "max_parallel processes; ray: Ray Tune, each final run a Ray task")
+    space: dict[str, Any] | str | None = option(None, metavar="JSON|FILE", help='override the search space, e.g. '
+                                          '{"lr": {"loguniform": [1e-3, 0.1]}} (JSON text or a JSON file)')
+    batch_sizes: tuple[int, ...] | None = option(None, low=1, metavar="B", help="override the searched batch sizes")
+    repeats: int = option(10, low=1, help="final runs per split")
+    final_epochs: int | None = option(None, low=1, help="epochs of the final runs (default: epochs)")
+    highres_scale: int = option(1, low=1, metavar="S", help="after each final run, fine-tune it for the same "
+                                "epochs with the same hyper-parameters on S x larger images and score it there "
+                                "(the paper's 448 px step on CUB/CLaMM: S=2); stored with tag 'highres' (1: off)")
+    # ---- recipe fields added after grids existed (out of the cell key at these values)
+    stages: Literal["tune+final", "tune", "final"] = option(
+        "tune+final", key_default="tune+final",
+        help="tune+final (run), tune only, or final only (the search must be complete)")
+    method_options: dict[str, Any] | MethodOptions = option(
+        default_factory=dict, flags=("--method-opt", "--method-options"),
+        help="the method's own options, KEY=VALUE (a value or a search range); default: the recipe's")
+    stem: Literal["auto", "imagenet", "small"] = option(
+        "auto", help="ResNet stem: imagenet (7x7/2 conv + 3x3/2 max-pool), small (3x3/1 conv, no pool), auto "
+                     "(small when the images are <= 64 px); default: the recipe's (gem: imagenet for EuroSAT)")
+    momentum: float = option(0.9, low=0, high=1, key_default=0.9, help="SGD momentum")
+    nesterov: bool = option(False, key_default=False, help="Nesterov momentum")
+    schedule: Literal["cosine"] = option("cosine", key_default="cosine",
+                                         help="learning-rate schedule: cosine to 0 over the steps (gem's "
+                                              "CosineAnnealingLR stepped per iteration)")
+    warmup_epochs: int = option(0, low=0, key_default=0, help="linear warm-up epochs before the cosine")
+    # ---- runtime only
+    threads: int | None = option(None, low=1, runtime=True, help="torch CPU threads while training")
+    ray_address: str | None = option(None, runtime=True, metavar="ADDR",
+                                     help="Ray cluster address (default: start a local Ray)")
+    max_parallel: int | None = option(None, low=1, runtime=True, metavar="N",
+                                      help="final runs in flight at once (local: N worker processes, default 1 = in "
+                                           "this process; ray: default as many as the cluster allows)")
+
+    # ------------------------------------------------------------------------------ recipe
+    @classmethod
+    def resolve(cls, given: dict[str, Any]) -> dict[str, Any]:
+        out = dict(given)
+        dataset = out.get("dataset")
+        if isinstance(dataset, str) and ":" in dataset:
+            name, _, root = dataset.partition(":")
+            if out.get("root") not in (None, root):
+                raise InputError(f"dataset {dataset!r}: gives a folder, and root gives another ({out['root']!r}); "
+                                 "keep one")
+            out["dataset"], out["root"] = name, root
+        if isinstance(out.get("space"), str):
+            out["space"] = _read_space(out["space"])
+        if isinstance(out.get("dataset"), str) and out["dataset"] in presets.names():
+            out.setdefault("stem", get_preset(out["dataset"], recipe=out.get("recipe", "gem")).stem)
+        method = out.get("method")
+        if isinstance(method, str) and not isinstance(out.get("method_options"), MethodOptions):
+            given_opts = out.get("method_options") or {}
+            if not isinstance(given_opts, dict):
+                raise InputError(f"method_options: expected a mapping of options, got {given_opts!r}")
+            out["method_options"] = _method_options_cls(method).for_recipe(out.get("recipe", "gem"), given_opts)
+        return out
+
+    def check(self) -> None:
+        if self.dataset not in presets.names():
+            try:
+                presets.get(self.dataset)
+            except InputError as exc:
+                raise InputError(f"dataset: {exc}") from None
+        preset = get_preset(self.dataset, recipe=self.recipe)
+        if preset.needs_root and not self.root:
+            raise InputError(f"root: dataset {self.dataset!r} needs its folder (give root, or dataset as "
+                             f"{self.dataset}:DIR)")
+        if self.ray_address is not None and self.engine != "ray":
+            raise InputError(f"ray_address: only with engine ray (got engine {self.engine!r})")
+        if self.train_per_class is not None and self.val_fraction is not None:
+            raise InputError(f"val_fraction: give either train_per_class or val_fraction, not both (got "
+                             f"{self.val_fraction} and {self.train_per_class})")
+        if self.val_fraction is not None and self.val_fraction >= 1:
+            raise InputError(f"val_fraction: expected a fraction in (0, 1), got {self.val_fraction}")
+        cls = _method_options_cls(self.method)
+        opts = self.method_options
+        if isinstance(opts, dict):  # built directly, not through from_dict: resolve here
+            object.__setattr__(self, "method_options", cls.for_recipe(self.recipe, opts))
+        elif type(opts) is not cls:
+            raise InputError(f"method_options: expected the options of method {self.method!r} "
+                             f"({cls.__name__}), got {type(opts).__name__}")
+        if isinstance(self.space, str):
+            object.__setattr__(self, "space", _read_space(self.space))
+        if self.space is not None:
+            self._check_space(cls)
+
+    def _check_space(self, cls: type[MethodOptions]) -> None:
+        from ..tuning import parse_space
+
+        own = {i.name for i in cls.fields_info()}
+        known = sorted(set(COMMON_SPACE) | own)
+        for key, value in self.space.items():  # type: ignore[union-attr]
+            if key not in known:
+                import difflib
+
+                close = difflib.get_close_matches(key, known, n=2, cutoff=0.6)
+                hint = f"; did you mean {' or '.join(close)}?" if close else ""
+                raise InputError(f"space: method {self.method!r} has no parameter {key!r}{hint} (its parameters: "
+                                 f"{', '.join(known)})")
+            if key in own:  # checked where the option is declared (its bounds)
+                cls.for_recipe(self.recipe, {**self.method_options.given(), key: value},  # type: ignore[union-attr]
+                               prefix="space.")
+            else:
+                try:
+                    parse_space({key: value})
+                except InputError as exc:
+                    raise InputError(f"space: {exc}") from None
+
+    # ---------------------------------------------------------------------------- grid key
+    def key_dict(self) -> dict[str, Any]:
+        """The canonical config minus runtime-only fields; the recipe-resolved fields added since grids
+        existed (``stem``, ``method_options``) drop out while they hold the recipe's value."""
+        out = super().key_dict()
+        if self.stem == get_preset(self.dataset, recipe=self.recipe).stem:
+            out.pop("stem", None)
+        opts = self.method_options
+        if isinstance(opts, MethodOptions) and opts.to_dict() == type(opts).for_recipe(self.recipe).to_dict():
+            out.pop("method_options", None)
+        return out
+
+    def preset(self):
+        """The dataset preset under the recipe (:class:`~vistabench.data.smalldata.SmallDataPreset`)."""
+        return get_preset(self.dataset, recipe=self.recipe)
+
+
+def _read_space(text: str) -> dict[str, Any]:
+    """``space`` given as JSON text or as the path of a JSON file."""
+    t = text.strip()
+    if t.startswith("{"):
+        try:
+            out = json.loads(t)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"space: malformed JSON ({exc.msg})") from None
+    else:
+        p = Path(t)
+        if not p.is_file():
+            raise InputError(f"space {t[:60]!r}: no such file (give JSON text or a JSON file)")
+        try:
+            out = json.loads(p.read_text(encoding="utf-8-sig"))
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            raise InputError(f"space {t[:60]!r}: not a JSON file") from None
+    if not isinstance(out, dict):
+        raise InputError(f"space: expected a JSON object of parameter -> range, e.g. "
+                         f'{{"lr": {{"loguniform": [0.001, 0.1]}}}}, got a {type(out).__name__}')
+    return out
+

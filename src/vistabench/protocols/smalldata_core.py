@@ -1,0 +1,280 @@
+"""Small-data protocol internals shared by the search and the final runs: the run plan, the loaded
+dataset with its split files, the search space and one training (see :mod:`.smalldata`)."""
+
+from __future__ import annotations
+
+import os
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Iterator, NamedTuple
+
+import numpy as np
+
+from ..data.augment import Augmentation
+from ..data.dataset import DataSplits, Dataset
+from ..data.smalldata import SmallDataPreset, get_preset, load_smalldata
+from ..data.smalldata_splits import SmallDataSplit, read_splits, write_preset_splits
+from ..errors import InputError
+from ..learners.smalldata.options import MethodOptions
+from ..learners.smalldata.registry import get_method
+from ..metrics.classification import balanced_accuracy
+from ..store import Record
+from ..tuning import Choice, Fixed, LogUniform, Param, TuneSettings, parse_space
+
+__all__ = ["PROTOCOL", "RunPlan", "EvalSet", "Context", "prepare", "upsample", "method_space", "model_name",
+           "train_method", "torch_threads", "check_batch", "to_record"]
+
+PROTOCOL = "smalldata"
+
+
+@dataclass
+class RunPlan:
+    """What a run needs beyond the data, from :class:`~.smalldata_config.SmalldataConfig`; None means
+    "the preset's value" (the preset of the context's recipe)."""
+
+    model: str | None = None
+    epochs: int | None = None
+    final_epochs: int | None = None
+    trials: int | None = None
+    grace_period: int | None = None
+    reduction_factor: int | None = None
+    repeats: int = 10
+    splits: list[int] | None = None
+    device: str = "cpu"
+    engine: str = "local"
+    ray_address: str | None = None
+    ray_num_cpus: int | None = None
+    sampler: str | None = None
+    scheduler: str = "asha"
+    score_window: int | None = None
+    select: str | None = None
+    val_metric: str | None = None
+    augmentation: Augmentation | None = None
+    seed: int = 0
+    space: dict[str, Any] | None = None
+    work_dir: str = "smalldata-runs"
+    tag_suffix: str = ""
+    threads: int | None = None
+    highres_scale: int = 1
+    max_parallel: int | None = None
+    method_options: MethodOptions | None = None
+    stem: str = "auto"
+    momentum: float = 0.9
+    nesterov: bool = False
+    warmup_epochs: int = 0
+
+    def dispatch_finals(self) -> bool:
+        """Whether the final runs go through the grid engine (Ray, or several local processes)."""
+        return self.engine == "ray" or (self.max_parallel or 1) > 1
+
+    def settings(self, preset: SmallDataPreset) -> TuneSettings:
+        return TuneSettings(
+            trials=self.trials if self.trials is not None else preset.trials,
+            max_epochs=self.epochs if self.epochs is not None else preset.epochs,
+            grace_period=self.grace_period if self.grace_period is not None else min(
+                preset.grace_period, self.epochs if self.epochs is not None else preset.epochs),
+            reduction_factor=_pick(self.reduction_factor, preset.reduction_factor),
+            scheduler=self.scheduler,  # type: ignore[arg-type]
+            sampler=_pick(self.sampler, preset.sampler), score_window=_pick(self.score_window, preset.score_window),
+            select=_pick(self.select, preset.select), seed=self.seed, engine=self.engine,  # type: ignore[arg-type]
+            ray_address=self.ray_address, ray_num_cpus=self.ray_num_cpus,
+            ray_gpus_per_trial=1.0 if self.device.startswith("cuda") and self.engine == "ray" else 0.0)
+
+    def val_metric_for(self, preset: SmallDataPreset) -> str:
+        m = _pick(self.val_metric, preset.val_metric)
+        if m not in ("accuracy", "balanced_accuracy"):
+            raise InputError(f"val_metric: expected 'accuracy' or 'balanced_accuracy', got {m!r}")
+        return m
+
+    def augmentation_for(self, preset: SmallDataPreset) -> Augmentation:
+        return self.augmentation if self.augmentation is not None else preset.augmentation
+
+
+def _pick(value: Any, default: Any) -> Any:
+    return default if value is None else value
+
+
+
+class EvalSet(NamedTuple):
+    """A split's test set: ``images`` (N, H, W, C), ``labels`` (N,) and its ``name`` (test / test{i})."""
+
+    images: np.ndarray
+    labels: np.ndarray
+    name: str
+
+
+@dataclass
+class Context:
+    """A loaded dataset with its preset and split files."""
+
+    name: str
+    preset: SmallDataPreset
+    data: DataSplits
+    splits: list[SmallDataSplit]
+    image_size: int
+    in_channels: int
+    root: str | None = None
+
+    @property
+    def pool(self) -> Dataset:
+        return self.data.train
+
+    def highres(self, scale: int) -> DataSplits:
+        """The dataset at ``scale`` x the side length: re-read from ``root`` for presets that resize
+        variable-size images (CUB, ISIC, CLaMM, folders), else the pool up-sampled bilinearly."""
+        cache = self.__dict__.setdefault("_highres", {})
+        if scale not in cache:
+            size = self.image_size * scale
+            if self.preset.image_size is not None:
+                data = load_smalldata(self.name, self.root, image_size=size)
+                if not np.array_equal(data.train.labels, self.pool.labels):
+                    raise InputError(f"dataset {self.name!r}: re-reading at {size} px gave a different pool")
+            else:
+                data = DataSplits(train=upsample(self.pool, scale),
+                                  test=None if self.data.test is None else upsample(self.data.test, scale))
+            cache[scale] = data
+        return cache[scale]
+
+    def test_set(self, split: SmallDataSplit) -> "EvalSet":
+        if split.test is not None:
+            return EvalSet(self.pool.images[split.test], self.pool.labels[split.test], f"test{split.index}")
+        if self.data.test is None:
+            raise InputError(f"dataset {self.name!r}: no official test set and no test{split.index}.json split file")
+        return EvalSet(self.data.test.images, self.data.test.labels, "test")
+
+
+def prepare(dataset: str, *, root: str | None = None, split_dir: str | os.PathLike[str] | None = None,
+            per_class: int | None = None, seed: int = 0, image_size: int | None = None,
+            splits: list[int] | None = None, out_splits: str | os.PathLike[str] | None = None,
+            recipe: str = "gem", train_per_class: int | None = None,
+            val_fraction: float | None = None) -> Context:
+    """Load ``dataset`` and its split files (``split_dir``), or write fresh ones to ``out_splits``.
+
+    ``recipe`` picks the preset's rules ("gem" or "vistabench"); ``per_class``, ``train_per_class``
+    and ``val_fraction`` override its split sizes when the files are written here.
+    """
+    preset = get_preset(dataset, recipe=recipe)
+    data = load_smalldata(dataset, root, image_size=image_size)
+    if split_dir is None:
+        if out_splits is None:
+            raise InputError("splits: give a folder of split files, or an output folder to write them to")
+        write_preset_splits(data, out_splits, dataset_name=dataset, preset=preset, seed=seed, per_class=per_class,
+                            train_per_class=train_per_class, val_fraction=val_fraction)
+        split_dir = out_splits
+    sp = read_splits(split_dir, data.train, dataset_name=dataset, splits=splits)
+    img = data.train.images
+    return Context(dataset, preset, data, sp, int(img.shape[1]), int(img.shape[3]), root=root)
+
+
+def upsample(ds: Dataset, scale: int) -> Dataset:
+    import dataclasses
+
+    import torch
+
+    x = torch.from_numpy(np.ascontiguousarray(ds.images)).permute(0, 3, 1, 2).float()
+    y = torch.nn.functional.interpolate(x, scale_factor=scale, mode="bilinear", align_corners=False)
+    if ds.images.dtype == np.uint8:
+        y = y.round().clamp(0, 255)
+    return dataclasses.replace(ds, images=y.permute(0, 2, 3, 1).numpy().astype(ds.images.dtype))
+
+
+def method_space(method: str, preset: SmallDataPreset, *, method_options: MethodOptions | None = None,
+                 overrides: dict[str, Any] | None = None) -> dict[str, Param]:
+    """The search space of ``method`` on a dataset: lr, weight decay and batch size (paper Table 2),
+    every method option (a fixed value or a range), the method's fixed values, then ``overrides``."""
+    m = get_method(method)
+    opts = method_options if method_options is not None else m.options.for_recipe(preset.recipe)
+    space: dict[str, Param] = {"lr": LogUniform(1e-4, 0.1), "weight_decay": LogUniform(1e-5, 0.1),
+                               "batch_size": Choice(tuple(preset.batch_sizes))}
+    space.update(opts.space())
+    for k, v in m.fixed.items():
+        space[k] = Fixed(v)
+    own = {i.name for i in m.options.fields_info()}
+    for k, v in (overrides or {}).items():
+        if k in own:  # checked against the option's declared bounds
+            space[k] = m.options.for_recipe(preset.recipe, {**opts.to_dict(), k: v}, prefix="space.").space()[k]
+        elif k in space:
+            space.update(parse_space({k: v}))
+        else:
+            raise InputError(f"space: method {method!r} has no parameter {k!r}; its parameters are {sorted(space)}")
+    if not m.tuned:  # nothing is searched: a batch-size choice becomes its median, anything else is an error
+        for k, p in list(space.items()):
+            if isinstance(p, Choice) and k == "batch_size":
+                vals = sorted(p.values)
+                space[k] = Fixed(vals[len(vals) // 2])
+            elif not isinstance(p, Fixed):
+                raise InputError(f"method {method!r} is not tuned: the search space cannot search {k!r}")
+    return space
+
+
+def model_name(ctx: Context, opts: RunPlan) -> str:
+    return opts.model or ctx.preset.model
+
+
+def _model_options(name: str, stem: str) -> dict[str, Any]:
+    if stem == "auto" or not name.startswith("resnet"):
+        return {}
+    return {"small_input": stem == "small"}
+
+
+def train_method(ctx: Context, method: str, config: dict, opts: RunPlan, *, epochs: int, seed: int,
+           train_idx: np.ndarray, val: tuple[np.ndarray, np.ndarray] | None, report=None):
+    """Build ``method`` with one configuration and train it on ``train_idx`` (``report(epoch, val)``
+    after every epoch when ``val`` is given); returns ``(trainer, result)``."""
+    from ..learners.smalldata.build import build_method
+    from ..learners.trainer import TrainConfig, Trainer
+
+    name = model_name(ctx, opts)
+    model, loss = build_method(method, name, config, num_classes=ctx.pool.num_classes, in_channels=ctx.in_channels,
+                               image_size=ctx.image_size, seed=seed, model_options=_model_options(name, opts.stem))
+    cfg = TrainConfig(epochs=epochs, lr=float(config["lr"]), weight_decay=float(config["weight_decay"]),
+                      batch_size=int(config["batch_size"]), momentum=opts.momentum, nesterov=opts.nesterov,
+                      warmup_epochs=opts.warmup_epochs, seed=seed, device=opts.device,
+                      augment=opts.augmentation_for(ctx.preset), count_flops=False)
+    classes = list(range(ctx.pool.num_classes))
+    holder: dict[str, Any] = {}
+    plain = opts.val_metric_for(ctx.preset) == "accuracy"
+
+    def callback(epoch: int, metrics: dict) -> None:
+        vx, vy = val  # type: ignore[misc]
+        pred = holder["trainer"].predict_logits(vx).argmax(1)
+        report(epoch, float(np.mean(pred == vy)) if plain else balanced_accuracy(vy, pred, classes=classes))
+
+    tr = Trainer(model, cfg, loss_fn=loss, callback=callback if report is not None else None)
+    holder["trainer"] = tr
+    with torch_threads(opts.threads):
+        res = tr.fit(ctx.pool.images[train_idx], ctx.pool.labels[train_idx])
+    return tr, res
+
+
+@contextmanager
+def torch_threads(n: int | None) -> Iterator[None]:
+    """Run with ``n`` torch intra-op threads (None: leave as is), restoring the setting after."""
+    if n is None:
+        yield
+        return
+    import torch
+
+    old = torch.get_num_threads()
+    torch.set_num_threads(int(n))
+    try:
+        yield
+    finally:
+        torch.set_num_threads(old)
+
+
+def check_batch(ctx: Context, space: dict[str, Param], n_train: int, where: str) -> None:
+    p = space.get("batch_size")
+    sizes = list(p.values) if isinstance(p, Choice) else [p.value] if isinstance(p, Fixed) else []
+    big = [int(b) for b in sizes if int(b) > n_train]
+    if big:
+        raise InputError(f"batch_size: {big[0]} is larger than the {n_train} images of {where}; "
+                         f"lower batch_sizes or raise per_class")
+
+
+def to_record(result: dict[str, Any], *, dataset: str, method: str, seed: int | None, split_hash: str | None,
+              settings: dict[str, Any], tag: str = "final") -> Record:
+    """The results-store record of one scored final run (the same shape from ``score`` and ``run``)."""
+    metrics = {k: v for k, v in result.items() if k != "settings"}
+    return Record(protocol=PROTOCOL, dataset=dataset, method=method, seed=seed, split_hash=split_hash,
+                  tag=tag, settings={**result.get("settings", {}), **settings}, metrics=metrics)
