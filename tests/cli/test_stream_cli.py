@@ -27,10 +27,13 @@ def test_run_resume_and_report_json(tmp_path, capsys):
     common = ["--stream", str(f), "--trials", "1", "--steps", "4", "--width", "4", "--threads", "1",
               "--store", str(tmp_path / "r.sqlite"), "--work-dir", str(tmp_path / "w"), "--json"]
     code, out, _ = _run(capsys, "stream", "run", "--learner", "indep", "--max-tasks", "1", *common)
-    assert code == 0 and json.loads(out)["tasks"] == 1
+    first = json.loads(out)  # one task: one record
+    assert code == 0 and first["metrics"]["task_index"] == 0 and first["tag"].startswith("tiny-indep-t1-s4-seed0-")
     code, out, _ = _run(capsys, "stream", "run", "--learner", "indep", *common)
-    res = json.loads(out)
-    assert code == 0 and res["resumed_from"] == 1 and res["tasks"] == 3
+    res = json.loads(out)["records"]
+    # resumed: task 0 is the stored record of the first call, tasks 1-2 are new
+    assert code == 0 and [r["metrics"]["task_index"] for r in res] == [0, 1, 2] and res[0]["id"] == first["id"]
+    assert all(r["id"] is not None for r in res)
     code, out, _ = _run(capsys, "stream", "run", "--learner", "ft-prev", *common)
     assert code == 0
     code, out, _ = _run(capsys, "stream", "report", "--store", str(tmp_path / "r.sqlite"), "--json",
@@ -39,8 +42,9 @@ def test_run_resume_and_report_json(tmp_path, capsys):
     assert code == 0 and set(rep) >= {"runs", "regret", "forward_transfer"}
     for r in rep["runs"]:
         assert set(r) >= {"run", "learner", "avg_error", "cflop", "pareto"}
-    ft_run = "tiny-ft-prev-t1-s4-seed0"
-    assert rep["regret"][ft_run]["reference"] == "tiny-indep-t1-s4-seed0"
+    # the run ids carry a hash of the settings beyond the classic ones (here --width 4)
+    ft_run = first["tag"].replace("-indep-", "-ft-prev-")
+    assert rep["regret"][ft_run]["reference"] == first["tag"]
     assert "a" in rep["forward_transfer"][ft_run]["tasks"]
     assert (tmp_path / "p.png").stat().st_size > 0
     code, out, _ = _run(capsys, "stream", "report", ft_run, "--store", str(tmp_path / "r.sqlite"))
@@ -88,7 +92,7 @@ def test_pretrain_then_pt_prints_cut_and_cflop_parts(tmp_path, capsys):
     code, out, _ = _run(capsys, "stream", "run", "--stream", str(f), "--learner", "pt", "--checkpoint",
                         str(tmp_path / "pt.pt"), "--trials", "1", "--steps", "2", "--width", "4", "--meta-test-from",
                         "2002", "--store", str(tmp_path / "r.sqlite"), "--work-dir", str(tmp_path / "w"))
-    assert code == 0 and "meta-test from 2002 (--meta-test-from 2002): 2 meta-train, 1 meta-test" in out
+    assert code == 0 and "meta-test from 2002: 2 meta-train, 1 meta-test tasks run of 3" in out
     assert "= training" in out and "selection/validation forwards" in out
 
 

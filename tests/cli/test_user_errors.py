@@ -554,3 +554,56 @@ def test_catalogue_covers_every_sub_command():
                if not any(c[:len(leaf)] == leaf for c in covered)]
     assert not missing, missing
     assert len(CASES) >= 100
+
+
+# ---------------------------------------------------------------------- stream: config and learner options
+@pytest.fixture(scope="module")
+def stream_files(tmp_path_factory):
+    """pt checkpoints a user might hand over: another width, NaN weights."""
+    import torch
+
+    from vistabench.learners.models import build_model
+
+    t = tmp_path_factory.mktemp("stream_mistakes")
+    torch.save(build_model("cnn28", num_classes=10, in_channels=1, seed=0, width=4).state_dict(), t / "w4.pt")
+    sd = build_model("cnn28", num_classes=10, in_channels=1, seed=0, width=8).state_dict()
+    first = next(k for k, v in sd.items() if v.is_floating_point())
+    sd[first] = torch.full_like(sd[first], float("nan"))
+    torch.save(sd, t / "nan.pt")
+    return t
+
+
+_RUN = ["stream", "run", "--stream", "embedded", "--trials", "1", "--steps", "4", "--max-tasks", "1", "--no-store",
+        "--out", "{t}/out"]
+STREAM_CASES = [
+    ("pt-other-width", [*_RUN, "--learner", "pt", "--checkpoint", "{t}/w4.pt"], "expects [8,"),
+    ("pt-nan-weights", [*_RUN, "--learner", "pt", "--checkpoint", "{t}/nan.pt"], "NaN or infinite"),
+    ("search-space-not-bhpo", [*_RUN, "--learner", "indep", "--search-space", "default"],
+     "--search-space: only the bhpo learner reads it"),
+    ("checkpoint-not-pt", [*_RUN, "--learner", "ft-d", "--checkpoint", "{t}/w4.pt"],
+     "--checkpoint: only the pt learner reads it"),
+    ("learner-opt-unknown", [*_RUN, "--learner", "ft-d", "--learner-opt", "knn_kk=3"], "learner_options.knn_kk"),
+    ("learner-opt-other-learner", [*_RUN, "--learner", "indep", "--learner-opt", "temperature=0.1"],
+     "learner_options.temperature: unknown option"),
+    ("learner-opt-bad-value", [*_RUN, "--learner", "ensemble", "--learner-opt", "temperature=0"],
+     "learner_options.temperature: expected a number > 0"),
+    ("warmup-without-warmup-schedule", [*_RUN, "--learner", "indep", "--schedule", "cosine", "--warmup-epochs", "2"],
+     "--warmup-epochs: read only by schedule 'warmup-cosine'"),
+    ("ray-address-local-engine", [*_RUN, "--learner", "indep", "--ray-address", "127.0.0.1:1"],
+     "--ray-address: only read with engine 'ray'"),
+    ("lr-range-reversed", [*_RUN, "--learner", "indep", "--lr-range", "0.1", "0.001"], "--lr-range: expected two"),
+    ("lr-range-negative", [*_RUN, "--learner", "indep", "--lr-range", "-1", "0.1"], "--lr-range: expected a number > 0"),
+    ("recipe-typo", [*_RUN, "--learner", "indep", "--recipe", "dm_nevis"], "did you mean 'dm-nevis'"),
+    ("min-batch-over-max", [*_RUN, "--learner", "indep", "--min-batch", "64", "--max-batch", "32"], "--min-batch"),
+    ("config-file-unknown-key", ["stream", "run", "--config", "{t}/cfg.yaml", "--print-config"], "lrr"),
+]
+
+
+@pytest.mark.parametrize("argv,expect", [c[1:] for c in STREAM_CASES], ids=[c[0] for c in STREAM_CASES])
+def test_stream_mistake_is_one_line(capsys, stream_files, argv, expect):
+    (stream_files / "cfg.yaml").write_text("learner: indep\nlrr: 0.1\n")
+    code = main([a.replace("{t}", str(stream_files)) for a in argv])
+    err = capsys.readouterr().err
+    assert code == USER_ERROR, err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert expect in err, err

@@ -10,8 +10,8 @@ from vistabench.errors import InputError
 from vistabench.learners.flops import count_forward_flops, count_train_step_flops
 from vistabench.learners.models import build_model
 from vistabench.learners.stream import TaskView, batch_size_for, eval_points, learner_names, make_learner
-from vistabench.learners.stream_bhpo import decode, search_space
-from vistabench.learners.stream_pretrain import pretrain_meta_train
+from vistabench.learners.stream.bhpo import decode, search_space
+from vistabench.learners.stream.pretrain import pretrain_meta_train
 from vistabench.protocols.stream import run_events, run_stream
 from vistabench.store import ResultsStore
 from vistabench.streams import Stream, Task, parse_stream
@@ -121,7 +121,7 @@ def test_mt_cflop_equals_the_sum_of_charged_steps(store, tmp_path):
 
 
 def test_joint_loss_equals_a_per_task_computation():
-    from vistabench.learners.stream import _JointLoss, _Part
+    from vistabench.learners.stream.losses import JointLoss as _JointLoss, LossPart as _Part
 
     g = torch.Generator().manual_seed(0)
     logits = torch.randn(6, 5, generator=g)
@@ -229,7 +229,7 @@ def test_mt_resumes_with_its_memory(tmp_path):
 
 
 def test_bhpo_schedule_and_separate_augmentations():
-    from vistabench.learners.stream import _SearchTrainer
+    from vistabench.learners.stream.search import SearchTrainer as _SearchTrainer
     from vistabench.learners.tensors import Normaliser
     from vistabench.learners.trainer import TrainConfig
 

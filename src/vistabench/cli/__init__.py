@@ -87,7 +87,10 @@ def _options_of(parser: argparse.ArgumentParser, args: argparse.Namespace) -> di
             elif a.dest.startswith(CONFIG_DEST_PREFIX):  # a config field's flag (cli/configured.py): its main spelling
                 out[a.dest.removeprefix(CONFIG_DEST_PREFIX)] = a.option_strings[0]
             elif a.option_strings:
-                out[a.dest] = max(a.option_strings, key=len)
+                if a.dest.startswith("cfg__"):  # a config field's flag (cli/configured.py): its main spelling
+                    out[a.dest[len("cfg__"):]] = a.option_strings[0]
+                else:
+                    out[a.dest] = max(a.option_strings, key=len)
         p = nxt
     return out
 
@@ -105,7 +108,7 @@ def _option_names(message: str, parser: argparse.ArgumentParser, args: argparse.
     # the API's convention: a message starts with the parameter's name ("n_max: expected ...");
     # elsewhere only "snake_name=value" is a parameter name
     snake = "|".join(re.escape(k) for k in sorted(names, key=len, reverse=True) if "_" in k)
-    pattern = re.compile(r"^(" + alternatives + r")(?=[:=]| \(| must| expected)"
+    pattern = re.compile(r"^(" + alternatives + r")(?=[:=]| \(| must| expected| ')"
                          + (r"|(?<![\w'\"/.-])(" + snake + r")(?==)" if snake else ""))
     message = pattern.sub(lambda m: names[m.group(1) or m.group(2)], message)
     return re.sub(r"(--[\w-]+)( '[^']*')?: \1:", r"\1\2:", message)  # "--matrix 'm.json': --matrix: ..."

@@ -8,6 +8,8 @@ from pathlib import Path
 
 from . import add_json_arg, add_store_arg, read_json_file, store_records
 from ..errors import InputError
+from ..protocols.stream_config import StreamConfig
+from .configured import add_config_options, run_verb
 
 
 def register(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
@@ -59,47 +61,16 @@ def register(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
     q = verbs.add_parser("run", help="run a learner over a stream (resumes an interrupted run)",
                          description="Hands the learner one task at a time (never a future one), scores "
                                      "each task on its test part, writes one event per task to the store and "
-                                     "a checkpoint after each task. Re-running the same command resumes.")
-    q.add_argument("--stream", required=True, metavar="NAME|FILE",
-                   help="nevis-full (dm_nevis's list), nevis-full-paper (the paper's table), nevis-short, "
-                        "embedded, or a JSON/YAML stream file")
-    q.add_argument("--learner", required=True,
-                   help="indep, ft-prev, ft-d, ensemble, pt (needs --checkpoint), mt (multi-task with the most "
-                        "related past task), bhpo (GP-UCB Bayesian HPO); see `vistabench stream list`")
-    q.add_argument("--trials", type=int, default=2, help="random-search trials per task (default 2)")
-    q.add_argument("--steps", type=int, default=40, help="SGD steps per trial (default 40)")
-    q.add_argument("--seed", type=int, default=0)
-    q.add_argument("--data-root", metavar="DIR", help="folder with the tasks' data (<source>.npz or <source>/train|test)")
-    q.add_argument("--checkpoint", metavar="FILE", help="pretrained state dict for the pt learner")
-    q.add_argument("--arch", default="cnn28", help="backbone (vistabench.learners.models registry; default cnn28)")
-    q.add_argument("--width", type=int, help="cnn28 width (default 8)")
-    q.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto")
-    _add_cut_args(q)
-    q.add_argument("--search-space", choices=("large", "default"), default="large",
-                   help="bhpo: 'large' = lr, label smoothing, schedule, batch size, width, augmentation (the "
-                        "paper's larger space); 'default' = lr and label smoothing only (default large)")
-    q.add_argument("--multilabel-absent", choices=("zero", "omit"), default="zero",
-                   help="multilabel error: a label without positives in a test set counts AP 0 ('zero', "
-                        "dm_nevis / sklearn macro AP; default) or is left out of the mean ('omit')")
-    q.add_argument("--max-tasks", type=int, metavar="N", help="stop after N tasks (continue later)")
-    q.add_argument("--run-id", help="default: STREAM-LEARNER-tTRIALS-sSTEPS-seedSEED")
-    q.add_argument("--work-dir", default="vistabench-stream", metavar="DIR",
+                                     "a checkpoint after each task. Re-running the same command resumes. "
+                                     "Every field of the run's config is a flag; --print-config shows the "
+                                     "resolved recipe (dm-nevis for the Nevis streams, cpu for embedded).")
+    add_config_options(q, StreamConfig)
+    q.add_argument("--out", "--work-dir", dest="out", default="vistabench-stream", metavar="DIR",
                    help="checkpoints for resuming (default ./vistabench-stream)")
-    q.add_argument("--threads", type=int, help="torch CPU threads (per trial when trials are dispatched; default 1 "
-                                             "there)")
-    q.add_argument("--engine", choices=("local", "ray"), default="local",
-                   help="where a task's search trials run: local = in this process, or --max-parallel worker "
-                        "processes; ray = each trial a Ray task (the grid engine; one Ray for the whole run). "
-                        "Events, errors and cFLOP are the same as one after another; bhpo's trials stay "
-                        "sequential (each proposal depends on the last)")
-    q.add_argument("--ray-address", metavar="ADDR", help="Ray cluster to use with --engine ray (default: start a "
-                                                         "local Ray)")
-    q.add_argument("--max-parallel", type=int, metavar="N",
-                   help="trials in flight at once (local default 1 = in this process; ray default: as many as "
-                        "the cluster allows)")
     add_store_arg(q)
     add_json_arg(q)
-    q.set_defaults(handler=_run, human=_run_human)
+    handler, human = run_verb(StreamConfig, _run, human=_run_human)
+    q.set_defaults(handler=handler, human=human)
 
     q = verbs.add_parser("pretrain", help="PT-MT: pre-train on the meta-train tasks, write a checkpoint for --learner pt",
                          description="Trains one network on the union of the stream's meta-train tasks (one output "
@@ -142,14 +113,8 @@ def _add_cut_args(q: argparse.ArgumentParser) -> None:
                         "is printed.")
 
 
-def _arch_opts(args) -> dict:
-    if args.arch == "cnn28":
-        return {"width": 8 if args.width is None else args.width}
-    return {"width": args.width} if args.width is not None else {}
-
-
 def _list(args):
-    from ..learners.stream import learner_names, stream_learners
+    from ..learners.stream.catalog import learner_names, stream_learners
     from ..streams import load_stream, stream_names
 
     docs = {n: ((stream_learners.get(n).__doc__ or "").strip().splitlines() or [""])[0] for n in learner_names()}
@@ -209,83 +174,47 @@ def _score(args):
     return {**result, "run": run_id, "record_ids": ids}
 
 
-def _run(args):
-    from contextlib import nullcontext
+def _run(config, *, store, work_dir):
+    from ..protocols.stream import run
 
-    from ..learners.stream import TrialEngine, make_learner
-    from ..protocols.stream import default_run_id, run_stream
-    from ..store import ResultsStore
-    from ..streams import load_stream
-
-    from .._validation import check_input_dir, check_input_file, check_int
-
-    check_int(args.trials, "--trials", min=1)
-    check_int(args.steps, "--steps", min=1)
-    for opt, v in (("--width", args.width), ("--max-tasks", args.max_tasks), ("--threads", args.threads)):
-        check_int(v, opt, min=1, allow_none=True)
-    if args.data_root is not None:
-        check_input_dir(args.data_root, "--data-root")
-    if args.checkpoint is not None:
-        check_input_file(args.checkpoint, "--checkpoint")
-    stream = load_stream(args.stream, meta_test_from_year=args.meta_test_from)
-    opts = {"trials": args.trials, "steps": args.steps, "seed": args.seed, "arch": args.arch, "device": args.device,
-            "arch_options": _arch_opts(args), "search_space": args.search_space}
-    if args.checkpoint:
-        opts["checkpoint"] = args.checkpoint
-    learner = make_learner(args.learner, **opts)
-    trial_engine = TrialEngine(engine=args.engine, max_parallel=args.max_parallel, ray_address=args.ray_address,
-                               threads=args.threads if args.threads is not None else 1)
-    run_id = args.run_id or default_run_id(stream, args.learner, args.trials, args.steps, args.seed)
-    if args.threads:
-        import torch
-
-        torch.set_num_threads(args.threads)
-    with (ResultsStore(args.store) if args.store else nullcontext()) as store:
-        res = run_stream(stream, learner, store=store, run_id=run_id, work_dir=args.work_dir, seed=args.seed,
-                         data_root=args.data_root, settings={"trials": args.trials, "steps": args.steps},
-                         max_tasks=args.max_tasks, absent_labels=args.multilabel_absent,
-                         trial_engine=trial_engine if trial_engine.dispatches() else None)
-    return {**res.summary(), "store": args.store,
-            "events": [{k: e[k] for k in ("task", "split", "error", "flops", "parameters", "seconds")}
-                       for e in res.events]}
+    return run(config, store=store, work_dir=work_dir)
 
 
 def _run_human(res) -> str:
+    from ..protocols.stream import summarise_events
+
+    records = res["records"] if "records" in res else [res]
+    events = [r["metrics"] for r in records]
     lines = [f"{'task':28} {'split':10} {'error':>7} {'GFLOP':>9} {'params':>9} {'s':>6}"]
-    for e in res["events"]:
+    for e in events:
         lines.append(f"{e['task'][:28]:28} {e['split']:10} {100 * e['error']:6.2f}% {e['flops'] / 1e9:9.3f} "
                      f"{e['parameters']:9d} {e['seconds']:6.1f}")
-    err = res["avg_error"]
-    lines.append(f"run {res['run']}: {res['tasks']} tasks (resumed after {res['resumed_from']}); average meta-test "
-                 f"error {'n/a' if not math.isfinite(err) else f'{100 * err:.2f}%'}; cFLOP {res['cflop']:.3e} "
-                 f"= training {res['cflop_train']:.3e} + selection/validation forwards {res['cflop_selection']:.3e}")
-    lines.append(res["meta_test_cut"])
+    run_id = records[0]["tag"] if records else ""
+    sm = summarise_events(events, run_id=run_id)
+    err = sm["avg_error"]
+    lines.append(f"run {run_id}: {sm['tasks']} tasks; average meta-test error "
+                 f"{'n/a' if not math.isfinite(err) else f'{100 * err:.2f}%'}; cFLOP {sm['cflop']:.3e} "
+                 f"= training {sm['cflop_train']:.3e} + selection/validation forwards {sm['cflop_selection']:.3e}")
+    if records:
+        st = records[0]["settings"]
+        n_test = sum(e["split"] == "meta-test" for e in events)
+        lines.append(f"meta-test from {st.get('meta_test_from_year')}: {len(events) - n_test} meta-train, {n_test} "
+                     f"meta-test tasks run of {st.get('num_tasks')}; recipe {st.get('recipe', 'cpu')}")
     return "\n".join(lines)
 
 
 def _pretrain(args):
-    from ..learners.stream import LearnerConfig
-    from ..learners.stream_pretrain import pretrain_meta_train
+    from ..learners.stream.options import LearnerConfig
+    from ..learners.stream.pretrain import check_pretrain_args, pretrain_meta_train
     from ..streams import load_stream
 
-    for name in ("steps", "max_per_task"):
-        v = getattr(args, name)
-        if v <= 0:
-            raise InputError(f"--{name.replace('_', '-')}: expected a positive integer, got {v}")
-    if not args.lr > 0:
-        raise InputError(f"--lr: expected a positive number, got {args.lr}")
-    if args.data_root is not None and not Path(args.data_root).is_dir():
-        raise InputError(f"--data-root {args.data_root!r}: no such folder")
-    from .._validation import check_int
-
-    check_int(args.width, "--width", min=1, allow_none=True)
-    out = Path(args.out)
-    if out.is_dir():
-        raise InputError(f"--out {args.out!r}: is a folder, expected a checkpoint file name (e.g. pt-mt.pt)")
-    if not out.parent.is_dir():
-        raise InputError(f"--out {args.out!r}: its folder {str(out.parent)!r} does not exist")
+    config = StreamConfig.from_dict({"stream": args.stream, "arch": args.arch, "width": args.width,
+                                     "device": args.device, "seed": args.seed, "data_root": args.data_root,
+                                     "meta_test_from": args.meta_test_from})
+    check_pretrain_args(args.out, steps=args.steps, lr=args.lr, max_per_task=args.max_per_task,
+                        data_root=args.data_root)
     stream = load_stream(args.stream, meta_test_from_year=args.meta_test_from)
-    cfg = LearnerConfig(seed=args.seed, arch=args.arch, arch_options=_arch_opts(args), device=args.device)
+    cfg = LearnerConfig(seed=args.seed, arch=args.arch, arch_options=config.arch_options(), device=args.device)
     return pretrain_meta_train(stream, args.out, steps=args.steps, seed=args.seed, config=cfg, lr=args.lr,
                                max_per_task=args.max_per_task, data_root=args.data_root)
 

@@ -14,7 +14,7 @@ BUDGETS = [(1, 12), (2, 24)]
 QUICK_BUDGETS = [(1, 4)]
 LEARNERS = ["indep", "ft-prev", "ft-d", "mt", "ensemble", "bhpo", "pt"]
 QUICK_LEARNERS = ["indep", "ft-d", "pt"]
-OPTIONS = {"arch": "cnn28", "arch_options": {"width": 8}, "min_batch": 32}
+OPTIONS = {"arch": "cnn28", "width": 8, "min_batch": 32}
 
 
 def pretrain_checkpoint(path: Path, *, steps: int, image_size: int, seed: int = 0) -> dict:
@@ -23,7 +23,7 @@ def pretrain_checkpoint(path: Path, *, steps: int, image_size: int, seed: int = 
     import numpy as np
 
     from ..learners.models import build_model
-    from ..learners.stream import save_checkpoint
+    from ..learners.stream.base import save_checkpoint
     from ..learners.trainer import TrainConfig, Trainer
     from ..streams.sources import bundled_dataset, to_input_format
 
@@ -32,7 +32,7 @@ def pretrain_checkpoint(path: Path, *, steps: int, image_size: int, seed: int = 
     bs = 64
     idx = rng.permutation(len(train))[: steps * bs]
     x = to_input_format(train.images[idx], image_size=image_size, channels=1)
-    model = build_model(OPTIONS["arch"], num_classes=10, in_channels=1, seed=seed, **OPTIONS["arch_options"])
+    model = build_model(OPTIONS["arch"], num_classes=10, in_channels=1, seed=seed, width=OPTIONS["width"])
     res = Trainer(model, TrainConfig(epochs=1, lr=0.1, batch_size=bs, seed=seed)).fit(x, train.labels[idx])
     save_checkpoint(model, path)
     return {"steps": res.steps, "flops": res.flops, "seconds": res.seconds}
@@ -41,10 +41,10 @@ def pretrain_checkpoint(path: Path, *, steps: int, image_size: int, seed: int = 
 def demo(store: ResultsStore, out_dir: Path, *, quick: bool) -> str:
     import torch
 
-    from ..learners.stream import make_learner
+    from ..protocols.stream import default_run_id, run
+    from ..protocols.stream_config import StreamConfig
     from ..report.stream import pareto_figure, runs_table
     from ..streams import load_stream
-    from ..protocols.stream import default_run_id, run_stream
     from ..report.stream_analysis import analyse
 
     out_dir = Path(out_dir)
@@ -60,12 +60,12 @@ def demo(store: ResultsStore, out_dir: Path, *, quick: bool) -> str:
         for learner_name in (QUICK_LEARNERS if quick else LEARNERS):
             for trials, steps in (QUICK_BUDGETS if quick else BUDGETS):
                 extra = {"checkpoint": str(ckpt)} if learner_name == "pt" else {}
-                learner = make_learner(learner_name, trials=trials, steps=steps, seed=0, **OPTIONS, **extra)
                 rid = default_run_id(stream, learner_name, trials, steps, 0)
+                config = StreamConfig.from_dict({"stream": stream.name, "learner": learner_name, "trials": trials,
+                                                 "steps": steps, "seed": 0, "run_id": rid, **OPTIONS, **extra})
                 store.delete(protocol="stream", tag=rid)  # a demo starts its runs afresh
                 shutil.rmtree(out_dir / "runs" / rid, ignore_errors=True)
-                run_stream(stream, learner, store=store, run_id=rid, work_dir=out_dir / "runs", seed=0,
-                           settings={"trials": trials, "steps": steps})
+                run(config, store=store, work_dir=out_dir / "runs")
                 runs.append(rid)
         a = analyse(store, runs)
         fig = pareto_figure(a, stream=stream.name)

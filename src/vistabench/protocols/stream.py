@@ -24,7 +24,7 @@ import json
 import os
 from contextlib import nullcontext
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -36,8 +36,9 @@ from ..metrics.stream import ABSENT_LABELS, cflop_parts, task_error
 from ..store import Record, ResultsStore
 from ..streams import Stream, Task, load_stream
 from ..streams.sources import TaskSplits, resolve_task
+from .stream_config import StreamConfig
 
-__all__ = ["run_stream", "default_run_id", "task_seed", "run_events", "StreamRunResult", "stream_split",
+__all__ = ["run", "run_stream", "default_run_id", "run_id_for", "summarise_events", "task_seed", "run_events", "StreamRunResult", "stream_split",
            "score", "to_records", "event_record", "EVENT_KEYS"]
 
 PROTOCOL = "stream"
@@ -53,6 +54,54 @@ def default_run_id(stream: Stream, learner: str, trials: int, steps: int, seed: 
     return f"{rid}-{tag}" if tag else rid
 
 
+def run_id_for(stream: Stream, config: StreamConfig) -> str:
+    """The run id of ``config``: its ``run_id``, else ``STREAM-LEARNER-tTRIALS-sSTEPS-seedSEED`` plus a hash
+    of every other result-changing field that differs from its default (recipe, learner options, ...),
+    so two runs (grid cells) that differ in any of them never share checkpoints or records."""
+    if config.run_id:
+        return config.run_id
+    return default_run_id(stream, config.learner, config.trials, config.steps, config.seed,
+                          config.run_id_suffix() or None)
+
+
+def run(config: StreamConfig, *, store: ResultsStore | None = None, work_dir: str | Path | None = None) -> list[Record]:
+    """Run ``config.learner`` over ``config.stream``: one record per task event, in stream order.
+
+    ``store``: where the events go (their ids set); ``work_dir``: where the run's checkpoint lives
+    (``<work_dir>/<run_id>/checkpoint.pt``; running the same config again resumes after the last
+    completed task). Without ``work_dir`` nothing is written to disk and the run starts afresh.
+    """
+    from ..learners.stream import TrialEngine, make_learner
+
+    if config.data_root is not None and not Path(config.data_root).is_dir():
+        raise InputError(f"data_root {config.data_root!r}: no such folder")
+    stream = load_stream(config.stream, meta_test_from_year=config.meta_test_from)
+    learner = make_learner(config.learner, **config.learner_config())
+    engine = TrialEngine(engine=config.engine, max_parallel=config.max_parallel, ray_address=config.ray_address,
+                         threads=config.threads if config.threads is not None else 1)
+    settings = {"trials": config.trials, "steps": config.steps}
+    if config.recipe != "cpu":
+        settings["recipe"] = config.recipe
+    import torch
+
+    threads = torch.get_num_threads()
+    if config.threads:
+        torch.set_num_threads(config.threads)
+    try:
+        res = run_stream(stream, learner, store=store, run_id=run_id_for(stream, config), work_dir=work_dir,
+                         seed=config.seed, data_root=config.data_root, settings=settings, max_tasks=config.max_tasks,
+                         absent_labels=config.multilabel_absent,
+                         trial_engine=engine if engine.dispatches() else None)
+    finally:
+        torch.set_num_threads(threads)
+    return res.records
+
+
+def summarise_events(events: list[dict[str, Any]], *, run_id: str = "") -> dict[str, Any]:
+    """Average meta-test error and cFLOP (with its training / selection parts) of a run's events."""
+    return StreamRunResult(run_id, list(events), 0).summary()
+
+
 @dataclass
 class StreamRunResult:
     run_id: str
@@ -60,6 +109,7 @@ class StreamRunResult:
     resumed_from: int
 
     meta_test_cut: str = ""
+    records: list[Record] = field(default_factory=list)
 
     def summary(self) -> dict[str, Any]:
         mt = [e["error"] for e in self.events if e["split"] == "meta-test"]
@@ -104,7 +154,7 @@ def run_stream(
     *,
     store: ResultsStore | None,
     run_id: str,
-    work_dir: str | Path,
+    work_dir: str | Path | None,
     seed: int = 0,
     data_root: str | Path | None = None,
     resolver: Callable[[Task], TaskSplits] | None = None,
@@ -125,8 +175,8 @@ def run_stream(
         Where the task events go (None: only the run's checkpoint keeps them).
     run_id : str
         Tag of the run's records and name of its checkpoint folder.
-    work_dir : path
-        Where ``<run_id>/checkpoint.pt`` lives.
+    work_dir : path or None
+        Where ``<run_id>/checkpoint.pt`` lives (None: no checkpoint, no resume).
     seed : int
         Run seed; task i gets :func:`task_seed` (seed, i).
     data_root : path, optional
@@ -151,13 +201,13 @@ def run_stream(
         stream = load_stream(stream)
     settings = {**(settings or {}), "absent_labels": absent_labels}
     resolve = resolver or (lambda t: resolve_task(t, stream, data_root=data_root))
-    ckpt_path = Path(work_dir) / run_id / "checkpoint.pt"
+    ckpt_path = Path(work_dir) / run_id / "checkpoint.pt" if work_dir is not None else None
     existing = run_events(store, run_id) if store is not None else []
-    if ckpt_path.is_file():
+    if ckpt_path is not None and ckpt_path.is_file():
         ck = _load_checkpoint(ckpt_path)
         if ck.get("stream_hash") != stream.hash:
             raise InputError(f"run {run_id!r}: its checkpoint was made on a different stream definition; "
-                             f"use another --run-id or delete {str(ckpt_path)!r}")
+                             f"use another run_id or delete {str(ckpt_path)!r}")
         _check_same_settings(run_id, ckpt_path, [r.settings for r in existing[:1]] or
                              ([json.loads(ck["settings"])] if isinstance(ck.get("settings"), str) else []),
                              _learner_record(stream, learner, seed, run_id, {}, settings).settings)
@@ -169,8 +219,9 @@ def run_stream(
                 store.add(_learner_record(stream, learner, seed, run_id, ev, settings))
     else:
         if existing:
-            raise InputError(f"run {run_id!r} has {len(existing)} events in the store but no checkpoint at "
-                             f"{str(ckpt_path)!r}; cannot resume (use another --run-id)")
+            where = f"at {str(ckpt_path)!r}" if ckpt_path is not None else "(no work_dir given)"
+            raise InputError(f"run {run_id!r} has {len(existing)} events in the store but no checkpoint {where}; "
+                             "cannot resume (use another run_id)")
         state, events = learner.init(), []
     start = len(events)
     stop = len(stream.tasks) if max_tasks is None else min(len(stream.tasks), int(max_tasks))
@@ -185,14 +236,18 @@ def run_stream(
     with session:
         _run_tasks(stream, learner, stream.tasks[start:stop], state=state, events=events, store=store, run_id=run_id,
                    seed=seed, resolve=resolve, settings=settings, absent_labels=absent_labels, ckpt_path=ckpt_path)
-    return StreamRunResult(run_id, events, start, stream.meta_test_cut())
+    if store is not None:
+        records = run_events(store, run_id)
+    else:
+        records = [_learner_record(stream, learner, seed, run_id, ev, settings) for ev in events]
+    return StreamRunResult(run_id, events, start, stream.meta_test_cut(), records)
 
 
 def _run_tasks(stream: Stream, learner: Any, tasks: list[Task], *, state: Any, events: list[dict],
                store: ResultsStore | None, run_id: str, seed: int, resolve: Callable[[Task], TaskSplits],
-               settings: dict, absent_labels: str, ckpt_path: Path) -> None:
+               settings: dict, absent_labels: str, ckpt_path: Path | None) -> None:
     """Hand ``tasks`` to the learner one at a time; append an event per task, checkpoint, store it."""
-    from ..learners.stream import ComputeLedger, TaskView
+    from ..learners.stream.base import ComputeLedger, TaskView
 
     for task in progress.track(tasks, total=len(tasks), description=f"stream {run_id}"):
         data = resolve(task)
@@ -221,8 +276,10 @@ def _run_tasks(stream: Stream, learner: Any, tasks: list[Task], *, state: Any, e
             "init_from": info.get("init_from"), "best_trial": info.get("best_trial"),
         }
         events.append(ev)
-        _save_checkpoint(ckpt_path, {"stream_hash": stream.hash, "run_id": run_id, "state": learner.state_to_dict(state),
-                                     "events": events, "settings": _settings_json(stream, learner, seed, run_id, settings)})
+        if ckpt_path is not None:
+            _save_checkpoint(ckpt_path, {"stream_hash": stream.hash, "run_id": run_id, "state": learner.state_to_dict(state),
+                                         "events": events,
+                                         "settings": _settings_json(stream, learner, seed, run_id, settings)})
         if store is not None:
             store.add(_learner_record(stream, learner, seed, run_id, ev, settings))
 
@@ -245,10 +302,10 @@ def _check_same_settings(run_id: str, ckpt_path: Path, started: list[dict], curr
     before, now = started[0], json.loads(dumps(current))
     for key in sorted(set(before) | set(now)):
         if key != "device" and before.get(key) != now.get(key):
-            opt = {"meta_test_from_year": "--meta-test-from", "arch_options": "--width"}.get(key, f"--{key.replace('_', '-')}")
-            raise InputError(f"run {run_id!r} was started with {key}={before.get(key)!r}, now {now.get(key)!r}: "
-                             f"resume it with the same {opt}, or start another run (--run-id, or delete "
-                             f"{str(ckpt_path.parent)!r})")
+            field_name = {"meta_test_from_year": "meta_test_from", "arch_options": "width"}.get(key, key)
+            raise InputError(f"run_id {run_id!r}: the run was started with {key}={before.get(key)!r}, now "
+                             f"{now.get(key)!r}: resume it with the same {field_name}, or start another run "
+                             f"(another run_id, or delete {str(ckpt_path.parent)!r})")
 
 
 def _learner_record(stream: Stream, learner: Any, seed: int, run_id: str, ev: dict, settings: dict | None) -> Record:
@@ -285,16 +342,28 @@ def stream_split(stream: Stream | str, *, meta_test_from_year: int | str | None 
                            for t in s.tasks]})
 
 
-def score(events: list[dict[str, Any]], stream: Stream | str, *, meta_test_from_year: int | str | None = None) -> dict[str, Any]:
+def _read_events(path: str | Path) -> Any:
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"events {str(path)!r}: no such file")
+    try:
+        return json.loads(p.read_text(encoding="utf-8-sig"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise InputError(f"events {str(path)!r}: not a JSON file ({exc})") from None
+
+
+def score(events: list[dict[str, Any]] | str | Path, stream: Stream | str, *, meta_test_from_year: int | str | None = None) -> dict[str, Any]:
     """Score a run's per-task events (from any learner) against a stream.
 
-    ``events``: one dict per task, in stream order, each with ``task`` (the task's uid) and ``error``
+    ``events``: (a JSON file of) one dict per task, in stream order, each with ``task`` (the task's uid) and ``error``
     (1 - accuracy, or 1 - mAP for multilabel tasks) and ``flops`` (compute charged for that task);
     optional keys of :data:`EVENT_KEYS` are kept (missing: null). A run may stop early (a prefix of
     the stream). Returns ``summary`` (``avg_error`` over the meta-test tasks present, ``cflop``,
     ``tasks``) and ``events`` completed with the stream's metadata.
     """
     s = stream if isinstance(stream, Stream) else load_stream(stream, meta_test_from_year=meta_test_from_year)
+    if isinstance(events, (str, Path)):
+        events = _read_events(events)
     if not isinstance(events, list) or not events:
         raise InputError("events: expected a non-empty JSON list of per-task events")
     if len(events) > len(s.tasks):

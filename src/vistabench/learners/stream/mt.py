@@ -18,12 +18,14 @@ import math
 
 import numpy as np
 
-from .stream import FTD, stream_learners
+from .baselines import FTD
+from .options import MTOptions
+from .registry import register_learner
 
 __all__ = ["MT"]
 
 
-@stream_learners.register("mt")
+@register_learner("mt", options=MTOptions)
 class MT(FTD):
     """Multi-task: FT-d initialisation + co-training with the most related past task."""
 

@@ -18,12 +18,14 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..errors import InputError
-from ..streams import Stream, Task, load_stream
-from ..streams.sources import TaskSplits, resolve_task
-from .stream import (ComputeLedger, LearnerConfig, _JointLoss, _Part, batch_size_for, save_checkpoint)
+from ...errors import InputError
+from ...streams import Stream, Task, load_stream
+from ...streams.sources import TaskSplits, resolve_task
+from .base import ComputeLedger, save_checkpoint
+from .losses import JointLoss, LossPart
+from .options import LearnerConfig, batch_size_for
 
-__all__ = ["pretrain_meta_train", "pretrain_cost"]
+__all__ = ["pretrain_meta_train", "pretrain_cost", "check_pretrain_args"]
 
 
 def pretrain_meta_train(stream: Stream | str, out: str | Path, *, steps: int = 200, seed: int = 0,
@@ -40,10 +42,11 @@ def pretrain_meta_train(stream: Stream | str, out: str | Path, *, steps: int = 2
     """
     import torch
 
-    from .models import build_model
-    from .trainer import TrainConfig, Trainer
+    from ..models import build_model
+    from ..trainer import TrainConfig, Trainer
 
     cfg = config or LearnerConfig(seed=seed)
+    check_pretrain_args(out, steps=steps, lr=lr, max_per_task=max_per_task, data_root=data_root)
     if isinstance(stream, str):
         stream = load_stream(stream)
     tasks = stream.meta_train()
@@ -64,7 +67,7 @@ def pretrain_meta_train(stream: Stream | str, out: str | Path, *, steps: int = 2
         else:
             patterns, lab = None, np.asarray(tr.targets)
             n_labels = n_out = tr.num_classes
-        parts.append(_Part(label_off, n_labels, out_off, n_out, 1.0, patterns, 0.0))
+        parts.append(LossPart(label_off, n_labels, out_off, n_out, 1.0, patterns, 0.0))
         xs.append(tr.images[idx])
         ys.append(lab[idx] + label_off)
         used.append({"task": t.uid, "images": int(k), "outputs": int(n_out)})
@@ -77,7 +80,7 @@ def pretrain_meta_train(stream: Stream | str, out: str | Path, *, steps: int = 2
     order = np.concatenate([rng.permutation(n) for _ in range(reps)])[: steps * bs]
     model = build_model(cfg.arch, num_classes=out_off, in_channels=b, image_size=h, seed=int(rng.integers(2**31)),
                         **cfg.arch_options)
-    loss = _JointLoss(parts)
+    loss = JointLoss(parts)
     tcfg = TrainConfig(epochs=1, lr=lr, weight_decay=cfg.weight_decay, batch_size=bs, momentum=cfg.momentum,
                        seed=int(rng.integers(2**31)), device=cfg.device, count_flops=False)
     t0 = time.perf_counter()
@@ -92,6 +95,25 @@ def pretrain_meta_train(stream: Stream | str, out: str | Path, *, steps: int = 2
               "seconds": float(seconds), "torch": torch.__version__}
     Path(str(path) + ".json").write_text(json.dumps(report, indent=1), encoding="utf-8")
     return report
+
+
+def check_pretrain_args(out: str | Path, *, steps: int, lr: float, max_per_task: int,
+                        data_root: str | Path | None) -> None:
+    """The arguments of :func:`pretrain_meta_train`, checked before any data are read (InputError naming the argument)."""
+    import math
+
+    for name, v in (("steps", steps), ("max_per_task", max_per_task)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise InputError(f"{name}: expected a positive integer, got {v!r}")
+    if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not math.isfinite(lr) or lr <= 0:
+        raise InputError(f"lr: expected a finite number > 0, got {lr!r}")
+    if data_root is not None and not Path(data_root).is_dir():
+        raise InputError(f"data_root {str(data_root)!r}: no such folder")
+    p = Path(out)
+    if p.is_dir():
+        raise InputError(f"out {str(out)!r}: is a folder, expected a checkpoint file name (e.g. pt-mt.pt)")
+    if not p.parent.is_dir():
+        raise InputError(f"out {str(out)!r}: its folder {str(p.parent)!r} does not exist")
 
 
 def pretrain_cost(checkpoint: str | Path) -> int | None:

@@ -32,7 +32,9 @@ from typing import Any
 
 import numpy as np
 
-from .stream import SearchLearner, stream_learners
+from .options import BHPOOptions
+from .registry import register_learner
+from .search import SearchLearner
 
 __all__ = ["BHPO", "search_space"]
 
@@ -94,7 +96,7 @@ def ucb_proposal(u: np.ndarray, scores: np.ndarray, *, beta: float, seed: int) -
     return cand.detach().numpy().reshape(-1)
 
 
-@stream_learners.register("bhpo")
+@register_learner("bhpo", options=BHPOOptions)
 class BHPO(SearchLearner):
     """Independent learner whose trials are chosen sequentially by GP-UCB Bayesian optimisation."""
 

@@ -1,0 +1,234 @@
+"""Stream learners' settings, torch-free: the flat :class:`LearnerConfig` the learners read, each
+learner's own typed options (:class:`~vistabench.config.Options`), the batch-size rules and the
+learning-rate schedules (plain arithmetic, so a config can be printed without importing torch).
+
+Two recipes fill these in (:class:`~vistabench.protocols.stream_config.StreamConfig`): ``cpu`` (the
+small-budget settings this toolkit started with) and ``dm-nevis`` (google-deepmind/dm_nevis's
+``experiments_jax/configs/finetuning_dknn.py`` and its learner): :data:`RECIPES`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+from ...config import Options, option
+from ...errors import InputError
+
+__all__ = ["LearnerConfig", "NoLearnerOptions", "EnsembleOptions", "RelatednessOptions", "MTOptions",
+           "BHPOOptions", "LEARNER_OPTIONS", "register_learner_options", "learner_options_class",
+           "BATCH_RULES", "batch_size_for", "eval_points", "SCHEDULES", "warmup_cosine_lr", "RECIPES",
+           "LEARNER_RECIPES"]
+
+BATCH_RULES = ("n/16", "0.0025n")
+SCHEDULES = ("cosine", "warmup-cosine")
+
+
+def batch_size_for(n: int, *, rule: str = "n/16", max_batch: int = 256, min_batch: int = 16) -> int:
+    """Batch size from the training-set size ``n``.
+
+    ``"n/16"`` (recipe ``cpu``): ``min(clip(2^floor(log2(n / 16)), min_batch, max_batch), n)``.
+    ``"0.0025n"`` (recipe ``dm-nevis``, dm_nevis's ``_adapt_batch_size_to_dataset_size`` with
+    ``size_proportion`` 0.0025): ``min(max_batch, max(min_batch, 2^int(log2(0.0025 n))))`` (512 and
+    16 in dm_nevis; not capped at n, the trial's batches are drawn from repeated shuffles).
+
+    >>> batch_size_for(240), batch_size_for(5000), batch_size_for(10**6), batch_size_for(10)
+    (16, 256, 256, 10)
+    >>> batch_size_for(10_000, rule="0.0025n", max_batch=512), batch_size_for(10**6, rule="0.0025n", max_batch=512)
+    (16, 512)
+    """
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise InputError(f"n: expected a positive integer, got {n!r}")
+    if rule == "0.0025n":
+        x = 0.0025 * n
+        b = int(2 ** int(math.log2(x)))  # int() truncates toward 0, as dm_nevis's int(np.log2(...))
+        return int(min(max_batch, max(min_batch, b)))
+    if rule != "n/16":
+        raise InputError(f"batch_size_rule: expected one of {', '.join(BATCH_RULES)}, got {rule!r}")
+    b = 2 ** int(math.floor(math.log2(max(n / 16.0, 1.0))))
+    return int(min(max(b, min_batch), max_batch, n))
+
+
+def eval_points(steps: int) -> int:
+    """Number of learning-curve points: the largest of 4, 3, 2, 1 that divides ``steps``."""
+    return next(e for e in (4, 3, 2, 1) if steps % e == 0)
+
+
+def warmup_cosine_lr(step: int, total: int, *, peak: float, warmup_steps: int, final: float) -> float:
+    """optax's ``warmup_cosine_decay_schedule(init_value=0, peak_value=peak, warmup_steps, decay_steps=total,
+    end_value=final)`` at 0-based ``step``: linear 0 -> peak over ``warmup_steps``, then a cosine from
+    peak to ``final`` over the remaining steps (dm_nevis: ``warmup_steps = min(total - 1, warmup_epochs
+    x steps_per_epoch)``, ``final`` 1e-8)."""
+    if warmup_steps > 0 and step < warmup_steps:
+        return peak * step / warmup_steps
+    span = max(1, total - warmup_steps)
+    t = min(step - warmup_steps, span)
+    return final + (peak - final) * 0.5 * (1.0 + math.cos(math.pi * t / span))
+
+
+# ---------------------------------------------------------------------------- learners' options
+@dataclass(frozen=True, kw_only=True)
+class NoLearnerOptions(Options):
+    """A learner without options of its own (indep, ft-prev, pt)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class EnsembleOptions(Options):
+    temperature: float = option(0.05, help="ensemble weights softmax(validation score / temperature) "
+                                            "(Nevis'22 Appendix I)", low=0, low_open=True)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RelatednessOptions(Options):
+    """FT-d's choice of the network to start from: a k-NN on each candidate's features."""
+
+    knn_train: int = option(200, help="at most this many training images fit the k-NN (dm_nevis: 10,000)", low=1)
+    knn_val: int = option(100, help="at most this many held-out images score it (dm_nevis: 5,000 dev images)",
+                          low=1)
+    knn_k: int = option(5, help="neighbours (sklearn's default 5, as dm_nevis)", low=1)
+    knn_fresh: bool = option(False, help="also consider a freshly initialised network (dm_nevis): train from "
+                                         "scratch when it scores best")
+    knn_bn: Literal["eval", "train"] = option("eval", help="batch norm while embedding: running statistics "
+                                                           "('eval') or batch statistics ('train', dm_nevis)")
+    knn_multilabel: Literal["exact-match", "map"] = option(
+        "exact-match", help="multilabel relatedness: accuracy over label patterns ('exact-match') or the "
+                            "mAP of per-label neighbour votes ('map', dm_nevis)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class MTOptions(RelatednessOptions):
+    mt_weight_range: tuple[float, ...] = option((0.1, 1.0), help="auxiliary-task loss weight, searched "
+                                                                 "log-uniformly in [low, high]", low=0, low_open=True)
+    mt_memory: int = option(1000, help="training examples kept per past task for co-training", low=1)
+
+    def check(self) -> None:
+        _check_range_pair(self.mt_weight_range, "mt_weight_range")
+
+
+@dataclass(frozen=True, kw_only=True)
+class BHPOOptions(Options):
+    bhpo_startup: int = option(1, help="random trials before the GP proposes", low=1)
+    ucb_beta: float = option(2.0, help="GP-UCB exploration: mu + sqrt(beta) sigma", low=0)
+
+
+def _check_range_pair(value: tuple[float, ...], name: str) -> None:
+    if len(value) != 2 or not value[0] <= value[1]:
+        raise InputError(f"{name}: expected two numbers LOW HIGH with LOW <= HIGH, got {list(value)}")
+
+
+#: learner name -> its options class (the built-in learners; :func:`register_learner_options` adds more)
+LEARNER_OPTIONS: dict[str, type[Options]] = {
+    "indep": NoLearnerOptions, "ft-prev": NoLearnerOptions, "ft-d": RelatednessOptions,
+    "ensemble": EnsembleOptions, "pt": NoLearnerOptions, "mt": MTOptions, "bhpo": BHPOOptions,
+}
+
+#: the recipes' learner options (what ``cpu`` leaves at the class defaults, ``dm-nevis`` sets)
+LEARNER_RECIPES: dict[str, dict[str, Any]] = {
+    "cpu": {},
+    "dm-nevis": {"knn_train": 10_000, "knn_val": 5_000, "knn_fresh": True, "knn_bn": "train",
+                 "knn_multilabel": "map"},
+}
+
+#: the recipes' run fields (StreamConfig); ``cpu`` holds the values runs used before recipes existed
+RECIPES: dict[str, dict[str, Any]] = {
+    "cpu": {"lr_range": (3e-3, 0.3), "label_smoothing_range": (0.0, 0.3), "optimizer": "sgd", "momentum": 0.9,
+            "nesterov": False, "weight_decay": 5e-4, "decay_mask": "all", "batch_size_rule": "n/16",
+            "min_batch": 16, "max_batch": 256, "schedule": "cosine", "warmup_epochs": 0, "final_lr": 0.0,
+            "keep_best_state": False, "val_fraction": 0.2},
+    "dm-nevis": {"lr_range": (1e-4, 0.1), "label_smoothing_range": (0.0, 0.3), "optimizer": "sgd", "momentum": 0.9,
+                 "nesterov": True, "weight_decay": 1e-4, "decay_mask": "weights", "batch_size_rule": "0.0025n",
+                 "min_batch": 16, "max_batch": 512, "schedule": "warmup-cosine", "warmup_epochs": 7,
+                 "final_lr": 1e-8, "keep_best_state": True, "val_fraction": 0.2},
+}
+
+
+def register_learner_options(name: str, options: type[Options]) -> None:
+    """Declare the options class of a (new) learner, so a config for it can be built and checked."""
+    if not (isinstance(options, type) and issubclass(options, Options)):
+        raise TypeError(f"learner {name!r}: options must be an Options subclass, got {options!r}")
+    if LEARNER_OPTIONS.get(name, options) is not options:
+        raise RuntimeError(f"stream learner {name!r}: options declared twice ({LEARNER_OPTIONS[name].__name__}, "
+                           f"{options.__name__})")
+    LEARNER_OPTIONS[name] = options
+
+
+def learner_options_class(name: str) -> type[Options]:
+    import difflib
+
+    if name not in LEARNER_OPTIONS:
+        close = difflib.get_close_matches(str(name), list(LEARNER_OPTIONS), n=2, cutoff=0.5)
+        hint = f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
+        raise InputError(f"learner: unknown stream learner {name!r}{hint} (known: {', '.join(sorted(LEARNER_OPTIONS))})")
+    return LEARNER_OPTIONS[name]
+
+
+@dataclass
+class LearnerConfig:
+    """Everything a stream learner reads, flat (built from a StreamConfig by the protocol's run;
+    stored with each task event as the run's settings). Defaults: recipe ``cpu``."""
+
+    trials: int = 2
+    steps: int = 40
+    seed: int = 0
+    arch: str = "cnn28"
+    arch_options: dict = field(default_factory=lambda: {"width": 8})
+    lr_range: tuple[float, float] = (3e-3, 0.3)
+    label_smoothing_range: tuple[float, float] = (0.0, 0.3)
+    weight_decay: float = 5e-4
+    momentum: float = 0.9
+    max_batch: int = 256
+    min_batch: int = 16
+    val_fraction: float = 0.2
+    device: str = "cpu"
+    knn_train: int = 200
+    knn_val: int = 100
+    knn_k: int = 5
+    temperature: float = 0.05
+    checkpoint: str | None = None
+    mt_weight_range: tuple[float, float] = (0.1, 1.0)
+    mt_memory: int = 1000
+    search_space: str = "large"
+    bhpo_startup: int = 1
+    ucb_beta: float = 2.0
+    nesterov: bool = False
+    decay_mask: str = "all"
+    batch_size_rule: str = "n/16"
+    schedule: str = "cosine"
+    warmup_epochs: int = 0
+    final_lr: float = 0.0
+    keep_best_state: bool = False
+    knn_fresh: bool = False
+    knn_bn: str = "eval"
+    knn_multilabel: str = "exact-match"
+
+    def __post_init__(self) -> None:
+        for name in ("trials", "steps", "mt_memory", "knn_train", "knn_val", "knn_k", "min_batch", "max_batch"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise InputError(f"{name}: expected a positive integer, got {v!r}")
+        if self.search_space not in ("default", "large"):
+            raise InputError(f"search_space: expected 'default' or 'large', got {self.search_space!r}")
+        if not 0 < self.val_fraction < 1:
+            raise InputError(f"val_fraction: expected a value in (0, 1), got {self.val_fraction!r}")
+        if self.batch_size_rule not in BATCH_RULES:
+            raise InputError(f"batch_size_rule: expected one of {', '.join(BATCH_RULES)}, got {self.batch_size_rule!r}")
+        if self.schedule not in SCHEDULES:
+            raise InputError(f"schedule: expected one of {', '.join(SCHEDULES)}, got {self.schedule!r}")
+        if self.decay_mask not in ("all", "weights"):
+            raise InputError(f"decay_mask: expected 'all' or 'weights', got {self.decay_mask!r}")
+
+    def settings(self) -> dict[str, Any]:
+        """The stored settings: every field, except the recipe fields at their ``cpu`` values (so the
+        settings of runs made before recipes existed stay comparable)."""
+        out = asdict(self)
+        base = LearnerConfig()
+        for name in _NEW_FIELDS:
+            if out[name] == getattr(base, name):
+                del out[name]
+        return out
+
+
+# fields added with the recipes: stored only when they differ from the values older runs used
+_NEW_FIELDS = ("nesterov", "decay_mask", "batch_size_rule", "schedule", "warmup_epochs", "final_lr",
+               "keep_best_state", "knn_fresh", "knn_bn", "knn_multilabel")

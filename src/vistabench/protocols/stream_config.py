@@ -1,0 +1,223 @@
+"""The typed configuration of a stream run (``vistabench stream run``; torch-free).
+
+Two recipes fill in the training recipe of every learner (:data:`~vistabench.learners.stream.options.RECIPES`):
+
+``dm-nevis``  google-deepmind/dm_nevis (``experiments_jax/configs/finetuning_dknn.py`` and its
+              learner): lr log-uniform in [1e-4, 0.1], SGD with Nesterov momentum 0.9 and weight decay
+              1e-4 on conv / linear weights (dm_nevis's ``sgdw``: the decay is added to the gradient
+              before the momentum), warm-up cosine (7 epochs, to 1e-8), the best validation state
+              kept, batch size ``min(512, max(16, 2^int(log2(0.0025 n))))``; FT-d and MT also weigh a
+              freshly initialised network, with a k-NN on <= 10,000 / 5,000 images, training-mode
+              batch norm and mAP for multilabel tasks.
+``cpu``       the small-budget settings this toolkit started with (lr in [0.003, 0.3], plain SGD,
+              weight decay 5e-4 on every parameter, cosine to 0, the last state, batch size
+              ``clip(2^floor(log2(n/16)), 16, 256)``, k-NN on 200 / 100 images in eval mode,
+              exact-match accuracy for multilabel): a few seconds per task on a CPU.
+
+``recipe: auto`` (the default) is ``dm-nevis`` for the Nevis streams (``nevis-full``,
+``nevis-full-paper``, ``nevis-short``) and ``cpu`` for the bundled ``embedded`` stream and stream
+files. What the user gives wins over the recipe. ``--print-config`` shows the resolved values.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ..config import RunConfig, option
+from ..errors import InputError
+from ..learners.stream.options import (BATCH_RULES, LEARNER_OPTIONS, LEARNER_RECIPES, RECIPES, SCHEDULES,
+                                       learner_options_class)
+
+__all__ = ["StreamConfig", "NEVIS_STREAMS", "CLASSIC_RUN_ID_FIELDS"]
+
+#: streams whose ``recipe: auto`` is ``dm-nevis``
+NEVIS_STREAMS = ("nevis-full", "nevis-full-paper", "nevis-short")
+#: the fields a run id has always spelt out (``STREAM-LEARNER-tTRIALS-sSTEPS-seedSEED``); a run that
+#: differs from the defaults in any other result-changing field gets a hash of those fields appended
+CLASSIC_RUN_ID_FIELDS = frozenset({"stream", "learner", "trials", "steps", "seed", "run_id", "max_tasks",
+                                   "data_root", "device"})
+
+_CPU = RECIPES["cpu"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class StreamConfig(RunConfig):
+    """One run of a learner over a task stream (Nevis'22 protocol)."""
+
+    protocol = "stream"
+
+    stream: str = option("nevis-full", metavar="NAME|FILE",
+                         help="nevis-full (dm_nevis's list), nevis-full-paper (the paper's table), nevis-short, "
+                              "embedded (bundled data), or a JSON/YAML stream file")
+    learner: str = option("indep", help="indep, ft-prev, ft-d, ensemble, pt (needs checkpoint), mt (multi-task "
+                                        "with the most related past task), bhpo (GP-UCB Bayesian HPO)")
+    trials: int = option(2, help="hyper-parameter trials per task", low=1)
+    steps: int = option(40, help="SGD steps per trial", low=1)
+    seed: int = option(0, help="run seed (task i gets a seed drawn from (seed, i))")
+    data_root: str | None = option(None, metavar="DIR", help="folder with the tasks' data (<source>.npz or "
+                                                             "<source>/train|test)")
+    checkpoint: str | None = option(None, metavar="FILE", help="pretrained state dict of the pt learner "
+                                                               "(only pt reads it)")
+    arch: str = option("cnn28", help="backbone (vistabench.learners.models registry)")
+    width: int | None = option(None, low=1, help="cnn28 width (default 8)")
+    device: str = option("cpu", help="cpu, cuda, cuda:N or auto")
+    meta_test_from: str | None = option(
+        None, metavar="YEAR|PRESET",
+        help="meta-train / meta-test cut: a year, or 'paper' (2019: 27 FULL meta-test tasks) or 'dm-nevis' "
+             "(2020, dm_nevis's DEFAULT_NEVIS_STOP_YEAR: 14 tasks); default: the stream file's (paper)")
+    search_space: Literal["large", "default"] = option(
+        "large", help="bhpo only: 'large' = lr, label smoothing, schedule, batch size, width, augmentation (the "
+                      "paper's larger space); 'default' = lr and label smoothing")
+    multilabel_absent: Literal["zero", "omit"] = option(
+        "zero", help="multilabel error: a label without positives in a test set counts AP 0 ('zero', dm_nevis / "
+                     "sklearn macro AP) or is left out of the mean ('omit')")
+    max_tasks: int | None = option(None, low=1, metavar="N", help="stop after N tasks (continue later)")
+    run_id: str | None = option(None, help="tag of the run's records and name of its checkpoint folder (default: "
+                                           "STREAM-LEARNER-tTRIALS-sSTEPS-seedSEED, plus a hash of any other "
+                                           "setting that differs from the defaults)")
+    # ---- the training recipe (key_default: the values runs used before recipes existed)
+    recipe: Literal["auto", "cpu", "dm-nevis"] = option(
+        "auto", key_default="cpu",
+        help="preset of the fields below: dm-nevis (google-deepmind/dm_nevis's finetuning learner) or cpu (small "
+             "budgets); auto = dm-nevis for the Nevis streams, cpu for embedded and stream files")
+    lr_range: tuple[float, ...] = option(_CPU["lr_range"], key_default=_CPU["lr_range"], low=0, low_open=True,
+                                         help="learning rate searched log-uniformly in [LOW, HIGH] (dm_nevis: "
+                                              "1e-4 0.1)")
+    label_smoothing_range: tuple[float, ...] = option(_CPU["label_smoothing_range"], low=0, high=1,
+                                                      key_default=_CPU["label_smoothing_range"],
+                                                      help="label smoothing searched uniformly in [LOW, HIGH]")
+    optimizer: Literal["sgd"] = option("sgd", key_default="sgd",
+                                       help="SGD with momentum; weight decay added to the gradient before the "
+                                            "momentum (dm_nevis's sgdw)")
+    momentum: float = option(_CPU["momentum"], low=0, high=1, key_default=_CPU["momentum"], help="SGD momentum")
+    nesterov: bool = option(_CPU["nesterov"], key_default=_CPU["nesterov"], help="Nesterov momentum (dm_nevis: on)")
+    weight_decay: float = option(_CPU["weight_decay"], low=0, key_default=_CPU["weight_decay"],
+                                 help="L2 weight decay (dm_nevis: 1e-4)")
+    decay_mask: Literal["all", "weights"] = option(
+        _CPU["decay_mask"], key_default=_CPU["decay_mask"],
+        help="parameters decayed: all, or conv / linear weights only (dm_nevis: the parameters named w)")
+    batch_size_rule: Literal["n/16", "0.0025n"] = option(
+        _CPU["batch_size_rule"], key_default=_CPU["batch_size_rule"],
+        help="batch size from the fit set's size n: 'n/16' = clip(2^floor(log2(n/16)), min_batch, max_batch), at "
+             "most n; '0.0025n' = min(max_batch, max(min_batch, 2^int(log2(0.0025 n)))) (dm_nevis)")
+    min_batch: int = option(_CPU["min_batch"], low=1, key_default=_CPU["min_batch"], help="smallest batch size")
+    max_batch: int = option(_CPU["max_batch"], low=1, key_default=_CPU["max_batch"],
+                            help="largest batch size (dm_nevis: 512)")
+    schedule: Literal["cosine", "warmup-cosine"] = option(
+        _CPU["schedule"], key_default=_CPU["schedule"],
+        help="learning rate: cosine to 0, or warmup-cosine (optax's: linear from 0 over warmup_epochs, then "
+             "cosine to final_lr; dm_nevis)")
+    warmup_epochs: int = option(_CPU["warmup_epochs"], low=0, key_default=_CPU["warmup_epochs"],
+                                help="warmup-cosine: warm-up epochs of the fit set (dm_nevis: 7; capped at the "
+                                     "trial's steps - 1)")
+    final_lr: float = option(_CPU["final_lr"], low=0, key_default=_CPU["final_lr"],
+                             help="warmup-cosine: the last learning rate (dm_nevis: 1e-8)")
+    keep_best_state: bool = option(_CPU["keep_best_state"], key_default=_CPU["keep_best_state"],
+                                   help="a trial keeps the network of its best validation point (dm_nevis), not "
+                                        "the last; its score stays the last point's")
+    val_fraction: float = option(_CPU["val_fraction"], low=0, high=1, low_open=True, key_default=_CPU["val_fraction"],
+                                 help="fraction of each task's training part held out for model selection")
+    learner_options: dict = option(
+        default_factory=dict, flags=("--learner-opt", "--learner-options"), metavar="KEY=VALUE",
+        help="the learner's own options (ensemble: temperature; ft-d / mt: knn_train, knn_val, knn_k, knn_fresh, "
+             "knn_bn, knn_multilabel; mt: mt_weight_range, mt_memory; bhpo: bhpo_startup, ucb_beta)")
+    # ---- runtime only: where and how fast, never the result
+    engine: Literal["local", "ray"] = option(
+        "local", runtime=True,
+        help="where a task's search trials run: local (in this process, or max_parallel worker processes) or ray "
+             "(each trial a Ray task); bhpo's trials stay sequential")
+    threads: int | None = option(None, low=1, runtime=True, help="torch CPU threads (per trial when trials are "
+                                                                 "dispatched; default 1 there)")
+    ray_address: str | None = option(None, runtime=True, metavar="ADDR",
+                                     help="Ray cluster of engine ray (default: start a local Ray)")
+    max_parallel: int | None = option(None, low=1, runtime=True, metavar="N",
+                                      help="trials in flight at once (local default 1; ray default: as many as "
+                                           "the cluster allows)")
+
+    @classmethod
+    def resolve(cls, given: dict[str, Any]) -> dict[str, Any]:
+        learner = given.get("learner", "indep")
+        options_cls = learner_options_class(learner)  # "learner: unknown stream learner ..." with close matches
+        if "search_space" in given and learner != "bhpo":
+            raise InputError(f"search_space: only the bhpo learner reads it (learner is {learner!r}); remove it")
+        if given.get("checkpoint") is not None and learner != "pt":
+            raise InputError(f"checkpoint: only the pt learner reads it (learner is {learner!r}); remove it")
+        if "ray_address" in given and given["ray_address"] is not None and given.get("engine", "local") != "ray":
+            raise InputError("ray_address: only read with engine 'ray' (engine is 'local')")
+        recipe = given.get("recipe", "auto")
+        if recipe == "auto":
+            recipe = "dm-nevis" if given.get("stream", "nevis-full") in NEVIS_STREAMS else "cpu"
+        preset = RECIPES.get(recipe, {})
+        if given.get("schedule", preset.get("schedule")) == "cosine":
+            for name in ("warmup_epochs", "final_lr"):
+                if given.get(name):
+                    raise InputError(f"{name}: read only by schedule 'warmup-cosine' (schedule is 'cosine')")
+            preset = {**preset, "warmup_epochs": 0, "final_lr": 0.0}
+        names = {i.name for i in options_cls.fields_info()}
+        opt_preset = {k: v for k, v in LEARNER_RECIPES.get(recipe, {}).items() if k in names}
+        raw = given.get("learner_options") or {}
+        opts = options_cls.from_dict({**opt_preset, **options_cls.normalise_names(raw, prefix="learner_options.")},
+                                     prefix="learner_options.")
+        return {**preset, **given, "recipe": recipe, "learner_options": opts.to_dict()}
+
+    def check(self) -> None:
+        if self.learner not in LEARNER_OPTIONS:
+            learner_options_class(self.learner)
+        for name in ("lr_range", "label_smoothing_range"):
+            value = getattr(self, name)
+            if len(value) != 2 or not value[0] <= value[1]:
+                raise InputError(f"{name}: expected two numbers LOW HIGH with LOW <= HIGH, got {list(value)}")
+        if self.min_batch > self.max_batch:
+            raise InputError(f"min_batch: expected at most max_batch ({self.max_batch}), got {self.min_batch}")
+        if self.learner == "pt" and not self.checkpoint:
+            raise InputError("checkpoint: learner 'pt' needs a checkpoint file (a state dict saved with torch.save)")
+        if self.batch_size_rule not in BATCH_RULES or self.schedule not in SCHEDULES:  # guarded by Literal types
+            raise InputError(f"batch_size_rule / schedule: unknown ({self.batch_size_rule!r}, {self.schedule!r})")
+        opts = learner_options_class(self.learner).from_dict(self.learner_options, prefix="learner_options.")
+        object.__setattr__(self, "learner_options", opts.to_dict())
+
+    def key_dict(self) -> dict[str, Any]:
+        """The grid key; the learner's options drop out where they hold the values older runs used."""
+        out = super().key_dict()
+        old = learner_options_class(self.learner)().to_dict()
+        changed = {k: v for k, v in self.learner_options.items() if old.get(k) != v}
+        if changed:
+            out["learner_options"] = changed
+        else:
+            out.pop("learner_options", None)
+        return out
+
+    def arch_options(self) -> dict[str, Any]:
+        if self.arch == "cnn28":
+            return {"width": 8 if self.width is None else self.width}
+        return {"width": self.width} if self.width is not None else {}
+
+    def learner_config(self) -> dict[str, Any]:
+        """The learner's flat settings (:class:`~vistabench.learners.stream.options.LearnerConfig` fields)."""
+        return {"trials": self.trials, "steps": self.steps, "seed": self.seed, "arch": self.arch,
+                "arch_options": self.arch_options(), "device": self.device, "search_space": self.search_space,
+                "checkpoint": self.checkpoint, "lr_range": tuple(self.lr_range),
+                "label_smoothing_range": tuple(self.label_smoothing_range), "weight_decay": self.weight_decay,
+                "momentum": self.momentum, "nesterov": self.nesterov, "decay_mask": self.decay_mask,
+                "batch_size_rule": self.batch_size_rule, "min_batch": self.min_batch, "max_batch": self.max_batch,
+                "schedule": self.schedule, "warmup_epochs": self.warmup_epochs, "final_lr": self.final_lr,
+                "keep_best_state": self.keep_best_state, "val_fraction": self.val_fraction,
+                **{k: tuple(v) if isinstance(v, list) else v for k, v in self.learner_options.items()}}
+
+    def run_id_suffix(self) -> str:
+        """A hash of the result-changing fields beyond the classic ones that differ from their defaults
+        ('' when none does): two grid cells differing only in, e.g., a learner option get two run ids."""
+        defaults = {i.name: i.default for i in self.fields_info() if not i.required}
+        key = self.key_dict()
+        extra = {k: v for k, v in key.items() if k not in CLASSIC_RUN_ID_FIELDS
+                 and (k == "learner_options" or v != _plain(defaults.get(k)))}
+        if not extra:
+            return ""
+        return hashlib.sha256(json.dumps(extra, sort_keys=True).encode()).hexdigest()[:8]
+
+
+def _plain(value: Any) -> Any:
+    return list(value) if isinstance(value, tuple) else value
