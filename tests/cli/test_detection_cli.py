@@ -97,7 +97,7 @@ def test_calibrate_fit_devil_recipe(capsys, synth_dir, tmp_path):
     rc, _, err = run(capsys, "detection", "calibrate", "fit", "--gt", str(synth_dir / "gt.json"), "--results",
                      str(synth_dir / "results.json"), "--recipe", "devil", "--method", "bbq", "--out",
                      str(tmp_path / "c2.json"))
-    assert rc == 2 and "devil recipe supports" in err and err.count("\n") == 1
+    assert rc == 2 and "devil recipe has" in err and err.count("\n") == 1
     rc, _, err = run(capsys, "detection", "calibrate", "fit", "--gt", str(synth_dir / "gt.json"), "--results",
                      str(synth_dir / "results.json"), "--method", "plat", "--out", str(tmp_path / "c3.json"))
     assert rc == 2 and "did you mean 'platt'" in err

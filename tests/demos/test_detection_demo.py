@@ -12,7 +12,11 @@ def test_demo_quick(tmp_path):
     assert "AP^Pool" in text and len(recs) == 5
     assert {"baseline", "calibrated-platt", "calibrated-platt-devil", "baseline (segm)"} <= set(by_method)
     assert {"old_AP", "fixed_AP", "pool_AP", "pool_pr50"} <= set(recs[0].metrics)
-    # calibration is a per-category monotone map: AP^Fixed does not move, with either recipe
-    for m in ("calibrated-platt", "calibrated-platt-devil"):
-        assert by_method[m].metrics["fixed_AP"] == by_method["baseline"].metrics["fixed_AP"]
+    # our calibration is a per-category monotone map with ties kept in order: AP^Fixed does not move
+    assert by_method["calibrated-platt"].metrics["fixed_AP"] == by_method["baseline"].metrics["fixed_AP"]
+    # the authors' MAINTAIN_RANK groups equal calibrated scores across categories (e.g. Platt's 0.0 of a
+    # steep class with the zero-scored classes) and spreads them by 1e-16 steps: a category's order can
+    # change there, so AP^Fixed moves a little (docs/fidelity.md)
+    devil = by_method["calibrated-platt-devil"].metrics["fixed_AP"]
+    assert abs(devil - by_method["baseline"].metrics["fixed_AP"]) < 0.02
     assert by_method["baseline (segm)"].settings["iou_type"] == "segm"

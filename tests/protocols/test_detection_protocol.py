@@ -145,7 +145,7 @@ def test_devil_recipe_calibration(sets):
     s = apply_calibration(cal, np.array([0.9, 0.1]), np.array([10 ** 9, 10 ** 9]))
     assert np.all(s < 1e-8) and s[0] > s[1]
     h = calibrate_detections(hgt, hdets, method="histbin", recipe="devil")
-    any_model = next(v for v in h.per_category.values() if v["kind"] == "bins")
+    any_model = next(v for v in h.per_category.values() if v["kind"] == "histbin-netcal")
     assert len(any_model["values"]) == 20
-    with pytest.raises(InputError, match="devil recipe supports"):
+    with pytest.raises(InputError, match="devil recipe has"):
         calibrate_detections(hgt, hdets, method="bbq", recipe="devil")

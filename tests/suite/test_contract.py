@@ -78,21 +78,30 @@ def test_longtail_score_and_run_records_have_the_same_shape(tmp_path, capsys):
 
 def test_detection_score_and_run_records_have_the_same_shape(tmp_path):
     from vistabench.data.detection_synth import synth_detection_set
+    from vistabench.data.splits import write_split
     from vistabench.protocols.detection import build_image_split, run, score, to_record
+    from vistabench.protocols.detection_config import DetectionConfig
 
     s = synth_detection_set(num_images=30, num_categories=12, dets_per_image=30, seed=3)
     split = build_image_split(s.ground_truth, calibration_fraction=0.5, seed=0)
     assert sorted(split["calibration"] + split["test"]) == sorted(im["id"] for im in s.ground_truth["images"])
-    ran = run(ground_truth=s.ground_truth, results=s.results, method="m", dataset="d", split=split,
-              calibration="platt")
+    (tmp_path / "gt.json").write_text(json.dumps(s.ground_truth))
+    (tmp_path / "dt.json").write_text(json.dumps(s.results))
+    write_split(tmp_path / "split.json", split)
+    files = {"gt": str(tmp_path / "gt.json"), "results": str(tmp_path / "dt.json")}
+    config = DetectionConfig.from_dict({**files, "method": "m", "dataset": "d", "split": str(tmp_path / "split.json"),
+                                        "calibrate": "platt"})
+    with ResultsStore(tmp_path / "s.sqlite") as store:
+        (ran,) = run(config, store=store)
+        assert store.records(protocol="detection")[0].id == ran.id is not None
     scored = to_record(score(s.results, s.ground_truth, split=split), dataset="d", method="m",
                        split_hash=split["sha256"])
     assert _shape(scored) == _shape(ran)
-    assert ran["settings"]["calibration"] == "platt" and ran["split_hash"] == split["sha256"]
+    assert ran.settings["calibration"] == "platt" and ran.split_hash == split["sha256"]
     # calibration is a per-category monotone transform: AP^Fixed is unchanged on the same test images
-    assert scored.metrics["fixed_AP"] == pytest.approx(ran["metrics"]["fixed_AP"], abs=1e-12)
-    with pytest.raises(InputError, match="needs a split"):
-        run(ground_truth=s.ground_truth, results=s.results, method="m", dataset="d", calibration="platt")
+    assert scored.metrics["fixed_AP"] == pytest.approx(ran.metrics["fixed_AP"], abs=1e-12)
+    with pytest.raises(InputError, match="split: calibrate needs a split"):
+        DetectionConfig.from_dict({**files, "calibrate": "platt"})
 
 
 def test_incremental_score_and_run_records_have_the_same_shape(tmp_path):

@@ -87,10 +87,7 @@ def _options_of(parser: argparse.ArgumentParser, args: argparse.Namespace) -> di
             elif a.dest.startswith(CONFIG_DEST_PREFIX):  # a config field's flag (cli/configured.py): its main spelling
                 out[a.dest.removeprefix(CONFIG_DEST_PREFIX)] = a.option_strings[0]
             elif a.option_strings:
-                if a.dest.startswith("cfg__"):  # a config field's flag (cli/configured.py): its main spelling
-                    out[a.dest[len("cfg__"):]] = a.option_strings[0]
-                else:
-                    out[a.dest] = max(a.option_strings, key=len)
+                out[a.dest] = max(a.option_strings, key=len)
         p = nxt
     return out
 

@@ -22,7 +22,13 @@ _PREFIX = "cfg__"  # argparse dest of a config field's flag
 #: the prefix of a config field's argparse dest (``cfg__lr``); the error handler strips it to name the flag
 CONFIG_DEST_PREFIX = _PREFIX
 
-__all__ = ["CONFIG_DEST_PREFIX", "add_config_options", "config_from_args", "print_config_result", "flag_names"]
+__all__ = ["CONFIG_DEST_PREFIX", "add_config_options", "config_from_args", "print_config_result", "flag_names",
+           "field_of_dest"]
+
+
+def field_of_dest(dest: str) -> str:
+    """The config field an argparse ``dest`` holds (``dest`` itself when it is no config field's)."""
+    return dest[len(_PREFIX):] if dest.startswith(_PREFIX) and not dest.startswith(_PREFIX + "_") else dest
 
 
 def _is_tuple(tp: Any) -> bool:

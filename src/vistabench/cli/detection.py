@@ -7,7 +7,8 @@ import contextlib
 from pathlib import Path
 
 from . import add_json_arg, add_record_args, add_store_arg, store_records
-from ..errors import InputError
+from ..protocols.detection_config import DetectionConfig
+from .configured import add_config_options, run_verb
 
 
 def register(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
@@ -37,7 +38,7 @@ def register(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
     e.add_argument("--gt", required=True, metavar="GT.json", help="COCO or LVIS v1 ground-truth JSON")
     e.add_argument("--results", required=True, metavar="DT.json", help="results JSON list")
     e.add_argument("--iou-type", default="bbox", choices=["bbox", "segm"])
-    e.add_argument("--ap", default="old,fixed,pool", metavar="LIST",
+    e.add_argument("--ap", dest="variants", default="old,fixed,pool", metavar="LIST",
                    help="comma-separated subset of old,fixed,pool (default: all three)")
     e.add_argument("--max-dets-per-image", type=int, default=None, metavar="N",
                    help="per-image limit of AP^Old (default: 300 for LVIS, none for COCO)")
@@ -56,21 +57,17 @@ def register(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
     rn = dsub.add_parser("run", help="split -> calibrate on held-out images (optional) -> score -> store",
                          description="The detection pipeline for a detector's results file: with --split and "
                                      "--calibrate METHOD a per-category calibrator is fitted on the split's "
-                                     "calibration images and applied to its test images, which are scored; "
-                                     "without --calibrate the test images (or, without --split, all) are scored. "
-                                     "The record has the same shape as `detection score`'s.")
-    rn.add_argument("--gt", required=True, metavar="GT.json")
-    rn.add_argument("--results", required=True, metavar="DT.json")
-    rn.add_argument("--split", metavar="SPLIT.json", help="split file from `detection split`")
-    rn.add_argument("--calibrate", metavar="METHOD", help="fit and apply this calibration method (needs --split)")
-    rn.add_argument("--iou-type", default="bbox", choices=["bbox", "segm"])
-    rn.add_argument("--max-dets-per-image", type=int, default=None, metavar="N")
-    rn.add_argument("--dets-per-class", type=int, default=10_000, metavar="K")
-    add_record_args(rn, what="results", dataset_default="the ground-truth file's name")
+                                     "calibration images (by --recipe: vistabench or the authors' devil) and "
+                                     "applied to its test images, which are scored; without --calibrate the test "
+                                     "images (or, without --split, all) are scored. The record has the same shape "
+                                     "as `detection score`'s. Every option is a field of the run's config "
+                                     "(--print-config shows them resolved; --config FILE reads them).")
+    add_config_options(rn, DetectionConfig)
+    rn.add_argument("--out", metavar="DIR", help="folder for the run's files (the fitted calibration.json)")
     add_store_arg(rn)
     add_json_arg(rn)
-    rn.set_defaults(handler=_run, human=lambda r: _human_eval(_unflatten(r["metrics"])) +
-                    (f"\nstored record {r['id']}" if r.get("id") is not None else ""))
+    handler, _ = run_verb(DetectionConfig, _run_with_warnings)
+    rn.set_defaults(handler=handler, human=_human_run)
 
     r = dsub.add_parser("rerank", help="keep each category's top K detections (the paper's gaming policy)",
                         description="Writes the results with only the top K detections per category over "
@@ -96,11 +93,14 @@ def register(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
     f.add_argument("--method", default="platt", metavar="NAME",
                    help="histbin, isotonic, platt, beta or bbq (devil recipe: platt or histbin); default platt")
     f.add_argument("--recipe", default="vistabench", choices=["vistabench", "devil"],
-                   help="label construction and fallbacks (default: vistabench; see docs/detection.md)")
-    f.add_argument("--iou", type=float, default=0.75, help="IoU threshold of the labels (default 0.75)")
-    f.add_argument("--min-samples", type=int, default=20)
-    f.add_argument("--dets-per-class", type=int, default=10_000)
-    f.add_argument("--iou-type", default="bbox", choices=["bbox", "segm"])
+                   help="label construction, fallbacks and ties (default: vistabench; see docs/detection.md)")
+    f.add_argument("--iou", dest="iou_threshold", help="IoU threshold of the labels (default 0.75)")
+    f.add_argument("--min-samples", help="vistabench recipe: pooled fallback below this many labels (default 20)")
+    f.add_argument("--bins", help="histbin's bins (default: vistabench 10 equal-mass, devil 20 equal-width)")
+    f.add_argument("--dets-per-class", help="top K per category labelled (default 10000)")
+    f.add_argument("--iou-type", choices=["auto", "bbox", "segm"],
+                   help="overlap of the labels (default: vistabench bbox; devil auto = segm when the results "
+                        "carry masks)")
     f.add_argument("--out", required=True, metavar="CAL.json")
     add_json_arg(f)
     f.set_defaults(handler=_cal_fit)
@@ -151,74 +151,38 @@ def one_line_warnings():
                     warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
 
 
-def _variants(text: str) -> list[str]:
-    v = [x.strip() for x in text.split(",") if x.strip()]
-    bad = [x for x in v if x not in ("old", "fixed", "pool")]
-    if bad or not v:
-        raise InputError(f"--ap: expected a comma-separated subset of old,fixed,pool, got {text!r}")
-    return v
+def _run_with_warnings(config, *, store=None, work_dir=None):
+    from ..protocols.detection import run
+
+    with one_line_warnings():
+        return run(config, store=store, work_dir=work_dir)
 
 
-def _read_split(path: str | None):
-    if path is None:
-        return None
-    from ..data.splits import read_split
-    from ..protocols.detection import SPLIT_KIND
-
-    return read_split(path, kind=SPLIT_KIND)
+def _human_run(r) -> str:
+    return _human_eval(_unflatten(r["metrics"])) + (f"\nstored record {r['id']}" if r.get("id") is not None else "")
 
 
 def _split(args):
-    from ..data.splits import write_split
-    from ..protocols.detection import build_image_split
+    from ..protocols.detection_tools import write_image_split
 
-    from .._validation import check_fraction
-
-    check_fraction(args.calibration_fraction, "--calibration-fraction")
-    split = build_image_split(args.gt, calibration_fraction=args.calibration_fraction, seed=args.seed)
-    write_split(args.out, split)
-    return {"out": args.out, "calibration": len(split["calibration"]), "test": len(split["test"]),
-            "sha256": split["sha256"]}
+    return write_image_split(args.gt, args.out, calibration_fraction=args.calibration_fraction, seed=args.seed)
 
 
 def _eval(args):
     from ..progress import step
     from ..protocols.detection import score, to_record
 
-    from .._validation import check_int
-
-    variants = _variants(args.ap)
-    check_int(args.dets_per_class, "--dets-per-class", min=1)
-    check_int(args.max_dets_per_image, "--max-dets-per-image", min=1, allow_none=True)
-    split = _read_split(args.split)
     with step("reading and evaluating"), one_line_warnings():
-        out = score(args.results, args.gt, iou_type=args.iou_type, variants=variants, gt_format=args.gt_format,
-                    max_dets_per_image=args.max_dets_per_image, dets_per_class=args.dets_per_class, split=split,
-                    allow_empty=args.allow_empty)
+        out = score(args.results, args.gt, iou_type=args.iou_type, variants=args.variants, gt_format=args.gt_format,
+                    max_dets_per_image=args.max_dets_per_image, dets_per_class=args.dets_per_class,
+                    split=args.split, allow_empty=args.allow_empty)
     out["settings"].update(gt=str(args.gt), results=str(args.results))
     rec = to_record(out, dataset=args.dataset or Path(args.gt).stem,
                     method=args.method or Path(args.results).stem, seed=args.seed, tag=args.tag,
-                    split_hash=None if split is None else split["sha256"])
+                    split_hash=out["settings"].get("split_sha256"))
     ids = store_records(args.store, rec)
     out["record_id"] = ids[0] if ids else None
     return out
-
-
-def _run(args):
-    from contextlib import nullcontext
-
-    from ..protocols.detection import run
-    from ..store import ResultsStore
-
-    if args.calibrate is not None and args.split is None:
-        raise InputError("--calibrate needs --split: the calibrator is fitted on the split's held-out images")
-    split = _read_split(args.split)
-    with (ResultsStore(args.store) if args.store else nullcontext()) as store, one_line_warnings():
-        return run(ground_truth=args.gt, results=args.results, split=split, calibration=args.calibrate,
-                   iou_type=args.iou_type, max_dets_per_image=args.max_dets_per_image,
-                   dets_per_class=args.dets_per_class, store=store, tag=args.tag,
-                   dataset=args.dataset or Path(args.gt).stem,
-                   method=args.method or Path(args.results).stem)
 
 
 def _unflatten(metrics: dict) -> dict:
@@ -244,85 +208,41 @@ def _human_eval(out) -> str:
 
 
 def _rerank(args):
-    import numpy as np
+    from ..protocols.detection_tools import rerank_results_file
 
-    from ..data.coco import read_result_columns, write_result_columns
-    from ..metrics.detection import rank_within
-    from .._validation import check_positive
-
-    k = check_positive(args.per_class_topk, "--per-class-topk", integer=True)
-    c = read_result_columns(args.results, keep_segmentation=True)
-    keep = np.flatnonzero(rank_within(c["category_id"], c["score"]) < k)
-    seg = None if c["segmentation"] is None else [c["segmentation"][i] for i in keep]
-    write_result_columns(args.out, c["image_id"][keep], c["category_id"][keep], c["bbox"][keep], c["score"][keep], seg)
-    out = {"results": args.results, "out": args.out, "per_class_topk": k, "kept": int(len(keep)),
-           "dropped": int(len(c["score"]) - len(keep))}
-    if not args.json:
-        print(f"kept {out['kept']} detections, dropped {out['dropped']}; wrote {args.out}")
-        return None
+    out = rerank_results_file(args.results, args.out, per_class_topk=args.per_class_topk)
+    args.human = lambda r: f"kept {r['kept']} detections, dropped {r['dropped']}; wrote {r['out']}"
     return out
 
 
+_FIT_FIELDS = ("method", "recipe", "iou_threshold", "min_samples", "bins", "dets_per_class", "iou_type")
+
+
 def _cal_fit(args):
-    from ..data.coco import read_ground_truth, read_results
-    from ..protocols.detection import calibrate_detections
+    from ..protocols.detection_config import CalibrationSettings
+    from ..protocols.detection_tools import fit_calibration_file
 
-    from .._validation import check_int
-
-    check_int(args.min_samples, "--min-samples", min=1)
-    check_int(args.dets_per_class, "--dets-per-class", min=1)
-    if not 0 < args.iou <= 1:
-        raise InputError(f"--iou: expected an IoU threshold in (0, 1], got {args.iou}")
-    gt = read_ground_truth(args.gt, with_segmentation=args.iou_type == "segm")
-    dets = read_results(args.results, gt, iou_type=args.iou_type)
-    if args.recipe != "devil":
-        from ..protocols.detection_calibration import calibrators
-
-        calibrators.get(args.method)  # unknown names: one line with close matches
-    cal = calibrate_detections(gt, dets, method=args.method, iou_threshold=args.iou,
-                               min_samples=args.min_samples, dets_per_class=args.dets_per_class,
-                               recipe=args.recipe, iou_type=args.iou_type)
-    cal.save(args.out)
-    out = {"out": args.out, "method": cal.method, **cal.settings}
-    if not args.json:
-        print(f"fitted {cal.method} for {cal.settings['num_categories_fitted']} categories "
-              f"({cal.settings['num_fit']} labelled detections); wrote {args.out}")
-        return None
+    given = {k: getattr(args, k) for k in _FIT_FIELDS if getattr(args, k) is not None}
+    out = fit_calibration_file(args.gt, args.results, args.out, CalibrationSettings.from_dict(given))
+    args.human = lambda r: (f"fitted {r['method']} for {r['num_categories_fitted']} categories "
+                            f"({r['num_fit']} labelled detections); wrote {r['out']}")
     return out
 
 
 def _cal_apply(args):
-    from . import read_json_file
-    from ..data.coco import read_result_columns, write_result_columns
-    from ..protocols.detection_calibration import Calibration, apply_calibration
+    from ..protocols.detection_tools import apply_calibration_file
 
-    cal = Calibration.from_json(read_json_file(args.calibration, "--calibration"), "--calibration")
-    c = read_result_columns(args.results, keep_segmentation=True)
-    score = apply_calibration(cal, c["score"], c["category_id"])
-    write_result_columns(args.out, c["image_id"], c["category_id"], c["bbox"], score, c["segmentation"])
-    out = {"out": args.out, "method": cal.method, "detections": int(len(score))}
-    if not args.json:
-        print(f"calibrated {len(score)} detections with {cal.method}; wrote {args.out}")
-        return None
+    out = apply_calibration_file(args.calibration, args.results, args.out)
+    args.human = lambda r: f"calibrated {r['detections']} detections with {r['method']}; wrote {r['out']}"
     return out
 
 
 def _synth(args):
-    import json
+    from ..protocols.detection_tools import write_synth_set
 
-    from ..data.detection_synth import synth_detection_set
-
-    s = synth_detection_set(num_images=args.images, num_categories=args.categories,
-                            dets_per_image=args.dets_per_image, seed=args.seed, format=args.format,
-                            masks=args.masks, detector_seed=args.detector_seed)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "gt.json").write_text(json.dumps(s.ground_truth), encoding="utf-8")
-    (out / "results.json").write_text(json.dumps(s.results), encoding="utf-8")
-    res = {"gt": str(out / "gt.json"), "results": str(out / "results.json"),
-           "annotations": len(s.ground_truth["annotations"]), "detections": len(s.results), **s.settings}
-    if not args.json:
-        print(f"wrote {res['gt']} ({res['annotations']} annotations) and {res['results']} "
-              f"({res['detections']} detections)")
-        return None
+    res = write_synth_set(args.out, num_images=args.images, num_categories=args.categories,
+                          dets_per_image=args.dets_per_image, seed=args.seed, format=args.format,
+                          masks=args.masks, detector_seed=args.detector_seed)
+    args.human = lambda r: (f"wrote {r['gt']} ({r['annotations']} annotations) and {r['results']} "
+                            f"({r['detections']} detections)")
     return res

@@ -1,26 +1,30 @@
 """Large-vocabulary detection protocol's pipeline: image split -> (calibration) -> score -> record;
 plus the gaming demonstration and the paper's toy.
 
-The pure evaluation lives in :mod:`vistabench.metrics.detection`; the synthetic generator in
-:mod:`vistabench.data.detection_synth`; calibration in :mod:`.detection_calibration`.
+``run(config, *, store=None, work_dir=None) -> list[Record]`` takes a :class:`DetectionConfig`
+(:mod:`.detection_config`); both files are read once (the boundary: the readers validate them) and
+the split's parts are taken from the typed arrays. The pure evaluation lives in
+:mod:`vistabench.metrics.detection`; the synthetic generator in :mod:`vistabench.data.detection_synth`;
+calibration in :mod:`.detection_calibration`; file-level tools (rerank, calibrate fit/apply) in
+:mod:`.detection_tools`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
+from pathlib import Path
 from typing import Any, Literal, NamedTuple, Sequence
 
 import numpy as np
 
+from ..errors import InputError
 from ..metrics.detection import (DetectionEvaluation, detection_labels, evaluate_detections,
                                  top_per_class)
 from ..metrics.detection_data import Detections, GroundTruth
 from ..store import Record, ResultsStore
-from .._validation import check_choice
-from ..errors import InputError
-from ..jsonutil import read_json
-from .detection_calibration import (Calibration, apply_calibration, calibrators, fit_calibration,
-                                    fit_calibration_devil)
+from .detection_calibration import Calibration, apply_calibration, fit_calibration, fit_calibration_devil
+from .detection_config import CalibrationSettings, DetectionConfig
 
 PROTOCOL = "detection"
 
@@ -107,36 +111,58 @@ def to_record(result: dict[str, Any], *, dataset: str, method: str, seed: int | 
 
 
 def record_evaluation(store: ResultsStore, dataset: str, method: str, seed: int, ev: DetectionEvaluation,
-                      settings: dict, tag: str | None = None) -> None:
-    store.add(to_record(evaluation_result(ev), dataset=dataset, method=method, seed=seed, tag=tag, settings=settings))
+                      settings: dict, tag: str | None = None) -> int:
+    """Store the record of an evaluation; returns its id."""
+    return store.add(to_record(evaluation_result(ev), dataset=dataset, method=method, seed=seed, tag=tag,
+                               settings=settings))
 
 
-def calibrate_detections(fit_gt: GroundTruth, fit_dets: Detections, *, method: str = "platt",
-                         iou_threshold: float = 0.75, min_samples: int = 20,
-                         dets_per_class: int | None = 10_000, recipe: str = "vistabench",
-                         iou_type: str = "bbox") -> Calibration:
-    """Fit per-category calibration on a held-out detection set (labels at IoU ``iou_threshold``).
+def masks_present(gt: GroundTruth, dets: Detections) -> bool:
+    """Whether both sides carry a mask for every annotation and detection (segm IoU is possible)."""
+    return (gt.segmentation is not None and dets.segmentation is not None
+            and all(x is not None for x in dets.segmentation))
 
+
+def calibrate_detections(fit_gt: GroundTruth, fit_dets: Detections, settings: CalibrationSettings | None = None,
+                         **options: Any) -> Calibration:
+    """Fit per-category calibration on a held-out detection set.
+
+    ``settings`` (a :class:`CalibrationSettings`) or its fields as keywords (``method``, ``recipe``,
+    ``iou_threshold``, ``iou_type``, ``dets_per_class``, ``min_samples``, ``bins``; validated there).
     ``recipe="vistabench"``: labels as AP counts them, a pooled fallback for categories with fewer
     than ``min_samples`` labels. ``recipe="devil"``: the authors' construction (every evaluated
-    detection labelled, positive on any match; categories without a positive score 0; Platt on
-    logit(score) or 20-bin histogram binning); ``min_samples`` is not used.
+    detection labelled, positive on any match, with mask IoU when masks are present; categories
+    without a positive score 0; Platt on logit(score) or netcal's histogram binning; ties broken as
+    their MAINTAIN_RANK when applied).
     """
-    check_choice(recipe, "recipe", ("vistabench", "devil"))
-    lab = detection_labels(fit_gt, fit_dets, iou_threshold=iou_threshold, dets_per_class=dets_per_class,
-                           recipe=recipe, iou_type=iou_type)
+    if settings is None:
+        settings = CalibrationSettings.from_dict(options)
+    elif options:
+        raise InputError(f"{next(iter(options))}: give either settings or keyword options, not both")
+    iou_type = settings.iou_type
+    if iou_type == "auto":
+        iou_type = "segm" if masks_present(fit_gt, fit_dets) else "bbox"
+    lab = detection_labels(fit_gt, fit_dets, iou_threshold=settings.iou_threshold,
+                           dets_per_class=settings.dets_per_class, recipe=settings.recipe, iou_type=iou_type)
     idx = lab.index
     cats = fit_gt.category_ids[fit_dets.category[idx]]
-    if recipe == "devil":
-        cal = fit_calibration_devil(fit_dets.score[idx], lab.label, cats, method=method)
+    if settings.recipe == "devil":
+        cal = fit_calibration_devil(fit_dets.score[idx], lab.label, cats, method=settings.method, bins=settings.bins)
+    elif settings.method == "histbin":
+        cal = fit_calibration(fit_dets.score[idx], lab.label, cats, method="histbin",
+                              min_samples=settings.min_samples, bins=settings.bins)
     else:
-        cal = fit_calibration(fit_dets.score[idx], lab.label, cats, method=method, min_samples=min_samples)
-    cal.settings.update({"iou_threshold": iou_threshold, "dets_per_class": dets_per_class, "recipe": recipe})
+        cal = fit_calibration(fit_dets.score[idx], lab.label, cats, method=settings.method,
+                              min_samples=settings.min_samples)
+    cal.settings.update({"iou_threshold": settings.iou_threshold, "dets_per_class": settings.dets_per_class,
+                         "recipe": settings.recipe, "iou_type": iou_type})
+    if settings.method == "histbin":
+        cal.settings["bins"] = settings.bins
     return cal
 
 
 def apply_to(cal: Calibration, gt: GroundTruth, dets: Detections) -> Detections:
-    """``dets`` with calibrated scores."""
+    """``dets`` with calibrated scores (ties broken as the calibration's recipe does)."""
     return dets.with_scores(apply_calibration(cal, dets.score, gt.category_ids[dets.category]))
 
 
@@ -144,8 +170,8 @@ def apply_to(cal: Calibration, gt: GroundTruth, dets: Detections) -> Detections:
 SPLIT_KIND = "detection-split"
 
 
-def build_image_split(ground_truth: str | os.PathLike[str] | dict, *, calibration_fraction: float = 0.5,
-                      seed: int = 0) -> dict[str, Any]:
+def build_image_split(ground_truth: str | os.PathLike[str] | dict | GroundTruth, *,
+                      calibration_fraction: float = 0.5, seed: int = 0) -> dict[str, Any]:
     """Split a ground truth's images into a held-out ``calibration`` part and a ``test`` part.
 
     Calibration (paper §6.3) is fitted on detections of images the evaluation never sees; the split
@@ -155,115 +181,208 @@ def build_image_split(ground_truth: str | os.PathLike[str] | dict, *, calibratio
     from .._validation import check_fraction
     from ..data.splits import seal
 
-    gt = _gt_json(ground_truth)
     frac = check_fraction(calibration_fraction, "calibration_fraction")
-    ids = np.array(sorted(int(im["id"]) for im in gt.get("images", [])), dtype=np.int64)
+    gt = read_gt(ground_truth)
+    ids = np.sort(gt.image_ids.astype(np.int64))
     if len(ids) < 2:
-        raise InputError(f"ground truth: needs at least 2 images to split, found {len(ids)}")
+        raise InputError(f"ground_truth: needs at least 2 images to split, found {len(ids)}")
     perm = np.random.default_rng(seed).permutation(len(ids))
     n_cal = min(max(1, int(round(frac * len(ids)))), len(ids) - 1)
     return seal({"kind": SPLIT_KIND, "version": 1, "seed": int(seed), "calibration_fraction": frac,
                  "calibration": np.sort(ids[perm[:n_cal]]).tolist(), "test": np.sort(ids[perm[n_cal:]]).tolist()})
 
 
-def _gt_json(source: str | os.PathLike[str] | dict) -> dict:
-    if isinstance(source, dict):
+def read_image_split(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """A split file written by ``detection split`` (hash and kind checked)."""
+    from ..data.splits import read_split
+
+    return read_split(path, kind=SPLIT_KIND, what="split")
+
+
+def restrict_images(gt: GroundTruth, dets: Detections, image_ids: Sequence[int]) -> tuple[GroundTruth, Detections]:
+    """The ground truth and detections of the images ``image_ids`` only (every category kept), as the
+    same files with the other images removed would read."""
+    keep = np.isin(gt.image_ids, np.asarray(list(image_ids), np.int64))
+    new_index = np.cumsum(keep) - 1
+    k = max(gt.num_categories, 1)
+
+    def keys(key: np.ndarray) -> np.ndarray:
+        img, cat = key // k, key % k
+        m = keep[img]
+        return (new_index[img[m]] * k + cat[m]).astype(np.int64)
+
+    ann = np.flatnonzero(keep[gt.image])
+    sub = gt.subset(keep[gt.image])
+    sub = dataclasses.replace(sub, image_ids=gt.image_ids[keep], image=new_index[gt.image[ann]],
+                              negative=keys(gt.negative), not_exhaustive=keys(gt.not_exhaustive),
+                              image_size=None if gt.image_size is None else gt.image_size[keep])
+    d = dets.subset(np.flatnonzero(keep[dets.image]))
+    return sub, dataclasses.replace(d, image=new_index[d.image])
+
+
+def read_gt(source: str | os.PathLike[str] | dict | GroundTruth, *, format: str = "auto",
+            with_segmentation: bool = False) -> GroundTruth:
+    """:func:`~vistabench.data.coco.read_ground_truth`, saying so when the file is a results list."""
+    from ..data.coco import read_ground_truth
+
+    if isinstance(source, GroundTruth):
         return source
-    gt = read_json(source, what="--gt")
-    if not isinstance(gt, dict) or not isinstance(gt.get("images"), list):
-        raise InputError(f"--gt {str(source)!r}: expected a COCO/LVIS ground-truth object with an 'images' list, "
-                         f"got {type(gt).__name__} (a results file?)")
-    return gt
+    try:
+        return read_ground_truth(source, format=format, with_segmentation=with_segmentation)
+    except InputError:
+        if isinstance(source, (str, os.PathLike)) and _starts_with_list(source):
+            raise InputError(f"gt {str(source)!r}: expected a COCO/LVIS ground-truth object with an 'images' "
+                             "list, got a JSON list (a results file?)") from None
+        raise
 
 
-def _restrict(gt: dict, results: Any, image_ids: Sequence[int]) -> tuple[dict, list]:
-    keep = set(int(i) for i in image_ids)
-    sub = dict(gt)
-    sub["images"] = [im for im in gt["images"] if int(im["id"]) in keep]
-    sub["annotations"] = [a for a in gt.get("annotations", []) if int(a["image_id"]) in keep]
-    if not isinstance(results, list):
-        results = read_json(results, what="results")
-    return sub, [d for d in results if int(d["image_id"]) in keep]
+def _starts_with_list(path: str | os.PathLike[str]) -> bool:
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4096).lstrip(b"\xef\xbb\xbf \t\r\n")
+    except OSError:
+        return False
+    return head.startswith(b"[")
+
+
+def read_detection_set(ground_truth: str | os.PathLike[str] | dict, results: str | os.PathLike[str] | list, *,
+                       masks: bool | Literal["auto"] = False, gt_format: Literal["auto", "lvis", "coco"] = "auto",
+                       allow_empty: bool = False) -> tuple[GroundTruth, Detections]:
+    """Read (and validate) a ground truth and a results file once.
+
+    ``masks``: keep the masks of both (needed for segm IoU); ``"auto"``: keep them when every
+    detection carries one (then the ground truth must too).
+    """
+    from ..data.coco import read_result_columns, read_results
+
+    if masks != "auto":
+        gt = read_gt(ground_truth, format=gt_format, with_segmentation=bool(masks))
+        return gt, read_results(results, gt, iou_type="segm" if masks else "bbox", allow_empty=allow_empty)
+    cols = read_result_columns(results, keep_segmentation=True)
+    seg = cols["segmentation"]
+    has = bool(len(seg)) and all(x is not None for x in seg)
+    gt = read_gt(ground_truth, format=gt_format, with_segmentation=has)
+    name = "results" if isinstance(results, list) else f"results {str(results)!r}"
+    if len(cols["score"]) == 0:
+        if not allow_empty:
+            raise InputError(f"{name}: the results list is empty (it would score AP 0); set allow_empty "
+                             "if that is intended")
+        return gt, Detections.empty()
+    if not np.any(np.isin(cols["image_id"], gt.image_ids)):
+        raise InputError(f"{name}: none of its image ids are in the ground truth (e.g. {int(cols['image_id'][0])}); "
+                         "a results file for a different dataset?")
+    try:
+        dets = Detections.from_ids(gt, image_id=cols["image_id"], category_id=cols["category_id"], bbox=cols["bbox"],
+                                   score=cols["score"], segmentation=seg if has else None, area=cols["area"])
+    except InputError as exc:
+        raise InputError(f"{name}: {exc}") from exc
+    return gt, dets
+
+
+def parse_variants(variants: str | Sequence[str]) -> tuple[str, ...]:
+    """``"old,fixed"`` or a sequence of names -> a tuple of the AP variants (validated)."""
+    items = [x.strip() for x in variants.split(",")] if isinstance(variants, str) else [str(x) for x in variants]
+    items = [x for x in items if x]
+    bad = [x for x in items if x not in ("old", "fixed", "pool")]
+    if bad or not items:
+        raise InputError(f"variants: expected a non-empty subset of old, fixed, pool, got {variants!r}")
+    return tuple(items)
+
+
+def _check_limits(max_dets_per_image: int | None, dets_per_class: int) -> None:
+    from .._validation import check_int
+
+    check_int(dets_per_class, "dets_per_class", min=1)
+    check_int(max_dets_per_image, "max_dets_per_image", min=1, allow_none=True)
 
 
 def score(
-    results: str | os.PathLike[str] | list,
-    ground_truth: str | os.PathLike[str] | dict,
+    predictions: str | os.PathLike[str] | list | Detections,
+    reference: str | os.PathLike[str] | dict | GroundTruth,
     *,
     iou_type: Literal["bbox", "segm"] = "bbox",
-    variants: Sequence[str] = ("old", "fixed", "pool"),
+    variants: str | Sequence[str] = ("old", "fixed", "pool"),
     max_dets_per_image: int | None = None,
-    dets_per_class: int | None = 10_000,
+    dets_per_class: int = 10_000,
     gt_format: Literal["auto", "lvis", "coco"] = "auto",
-    split: dict[str, Any] | None = None,
+    split: dict[str, Any] | str | os.PathLike[str] | None = None,
     part: Literal["test", "calibration"] = "test",
     allow_empty: bool = False,
 ) -> dict[str, Any]:
-    """Score a results file (or list) against ground truth: AP^Old, AP^Fixed, AP^Pool.
+    """Score detections (a results file or list, or read :class:`Detections` with ``reference`` a
+    :class:`GroundTruth`) against the ground truth: AP^Old, AP^Fixed, AP^Pool.
 
-    With ``split`` (from :func:`build_image_split`) only the images of ``part`` are evaluated. An
-    empty results list is refused unless ``allow_empty``.
+    With ``split`` (content from :func:`build_image_split`, or its file) only the images of ``part``
+    are evaluated. An empty results list is refused unless ``allow_empty``.
     Returns :func:`evaluation_result`'s dict.
     """
-    from ..data.coco import read_ground_truth, read_results
-
+    if iou_type not in ("bbox", "segm"):
+        raise InputError(f"iou_type: expected bbox or segm, got {iou_type!r}")
+    if part not in ("test", "calibration"):
+        raise InputError(f"part: expected test or calibration, got {part!r}")
+    names = parse_variants(variants)
+    _check_limits(max_dets_per_image, dets_per_class)
+    if split is not None and not isinstance(split, dict):
+        split = read_image_split(split)
+    if isinstance(predictions, Detections):
+        if not isinstance(reference, GroundTruth):
+            raise InputError("reference: read Detections need the GroundTruth they were read against")
+        gt, dets = reference, predictions
+    else:
+        gt, dets = read_detection_set(reference, predictions, masks=iou_type == "segm", gt_format=gt_format,
+                                      allow_empty=allow_empty)
     if split is not None:
-        ground_truth, results = _restrict(_gt_json(ground_truth), results, split[part])
-    gt = read_ground_truth(ground_truth, format=gt_format, with_segmentation=iou_type == "segm")
-    dets = read_results(results, gt, iou_type=iou_type, allow_empty=allow_empty)
-    ev = evaluate_detections(gt, dets, iou_type=iou_type, variants=tuple(variants),
-                             max_dets_per_image=max_dets_per_image, dets_per_class=dets_per_class)
+        gt, dets = restrict_images(gt, dets, split[part])
+        if len(dets) == 0 and not allow_empty:
+            raise InputError(f"results: no detection on the split's {part} images (it would score AP 0); "
+                             "set allow_empty if that is intended")
+    ev = evaluate_detections(gt, dets, iou_type=iou_type, variants=names, max_dets_per_image=max_dets_per_image,
+                             dets_per_class=dets_per_class)
     out = evaluation_result(ev)
     if split is not None:
         out["settings"].update(split_sha256=split["sha256"], split_part=part)
     return out
 
 
-def run(
-    *,
-    ground_truth: str | os.PathLike[str] | dict,
-    results: str | os.PathLike[str] | list,
-    method: str,
-    dataset: str,
-    split: dict[str, Any] | None = None,
-    calibration: str | None = None,
-    iou_type: Literal["bbox", "segm"] = "bbox",
-    max_dets_per_image: int | None = None,
-    dets_per_class: int | None = 10_000,
-    store: ResultsStore | None = None,
-    tag: str | None = None,
-) -> dict[str, Any]:
-    """The detection pipeline for a detector's results: split -> (fit ``calibration`` on the
-    split's held-out images, apply it to the test images) -> score the test images -> record.
-
-    Without ``split`` every image is scored (and ``calibration`` is refused: fitting on the
-    evaluated images would leak). Returns the stored record as a dict.
+def run(config: DetectionConfig, *, store: ResultsStore | None = None,
+        work_dir: str | os.PathLike[str] | None = None) -> list[Record]:
+    """The detection pipeline for a detector's results: (fit ``config.calibrate`` on the split's
+    held-out images, apply it to the test images) -> score the test images (without a split: all) ->
+    one record (stored, with its id, when ``store`` is given). With ``work_dir`` the fitted
+    calibration is written there as ``calibration.json``.
     """
-    from ..data.coco import read_ground_truth, read_results
-
-    gt_json = _gt_json(ground_truth)
-    res = results
+    if not isinstance(config, DetectionConfig):
+        raise InputError(f"config: expected a DetectionConfig, got {type(config).__name__} "
+                         "(build one with DetectionConfig.from_dict)")
+    split = read_image_split(config.split) if config.split is not None else None
+    cal_settings = config.calibration()
+    masks: bool | Literal["auto"] = config.iou_type == "segm"
+    if cal_settings is not None and not masks:
+        masks = {"segm": True, "auto": "auto"}.get(cal_settings.iou_type, False)
+    gt, dets = read_detection_set(config.gt, config.results, masks=masks)
     settings: dict[str, Any] = {}
-    if calibration is not None:
-        if split is None:
-            raise InputError("calibration needs a split: the calibrator is fitted on the split's held-out images")
-        calibrators.get(calibration)
-        cal_gt_json, cal_res = _restrict(gt_json, res, split["calibration"])
-        test_gt_json, test_res = _restrict(gt_json, res, split["test"])
-        cgt = read_ground_truth(cal_gt_json, with_segmentation=iou_type == "segm")
-        cal = calibrate_detections(cgt, read_results(cal_res, cgt, iou_type=iou_type), method=calibration)
-        tgt = read_ground_truth(test_gt_json, with_segmentation=iou_type == "segm")
-        tdets = apply_to(cal, tgt, read_results(test_res, tgt, iou_type=iou_type))
-        ev = evaluate_detections(tgt, tdets, iou_type=iou_type, max_dets_per_image=max_dets_per_image,
-                                 dets_per_class=dets_per_class)
-        result = evaluation_result(ev)
+    if cal_settings is not None:
+        cal = calibrate_detections(*restrict_images(gt, dets, split["calibration"]), cal_settings)
+        gt, dets = restrict_images(gt, dets, split["test"])
+        dets = apply_to(cal, gt, dets)
+        settings = {"calibration": config.calibrate, "fitted_categories": cal.settings["num_categories_fitted"],
+                    "recipe": config.recipe, "calibration_iou_type": cal.settings["iou_type"]}
+        if work_dir is not None:
+            out = Path(work_dir)
+            out.mkdir(parents=True, exist_ok=True)
+            settings["calibration_file"] = str(cal.save(out / "calibration.json"))
+    elif split is not None:
+        gt, dets = restrict_images(gt, dets, split["test"])
+    if split is not None and len(dets) == 0:
+        raise InputError("results: no detection on the split's test images (it would score AP 0)")
+    ev = evaluate_detections(gt, dets, iou_type=config.iou_type, max_dets_per_image=config.max_dets_per_image,
+                             dets_per_class=config.dets_per_class)
+    result = evaluation_result(ev)
+    if split is not None:
         result["settings"].update(split_sha256=split["sha256"], split_part="test")
-        settings = {"calibration": calibration, "fitted_categories": cal.settings["num_categories_fitted"]}
-    else:
-        result = score(res, gt_json, iou_type=iou_type, max_dets_per_image=max_dets_per_image,
-                       dets_per_class=dets_per_class, split=split)
-    rec = to_record(result, dataset=dataset, method=method, tag=tag, settings=settings,
-                    split_hash=None if split is None else split["sha256"])
+    rec = to_record(result, dataset=config.dataset or Path(config.gt).stem,
+                    method=config.method or Path(config.results).stem, seed=config.seed, tag=config.tag,
+                    settings=settings, split_hash=None if split is None else split["sha256"])
     if store is not None:
-        store.add(rec)
-    return rec.to_dict()
+        rec = dataclasses.replace(rec, id=store.add(rec))
+    return [rec]

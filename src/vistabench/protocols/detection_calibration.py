@@ -140,6 +140,7 @@ def fit_bbq(s: np.ndarray, y: np.ndarray, *, max_bins: int | None = None, prior_
 
 
 _EPS = 1e-12
+_MACHINE_EPS = float(np.finfo(np.float64).eps)
 
 
 def fit_platt_logit(s: np.ndarray, y: np.ndarray) -> dict:
@@ -150,35 +151,56 @@ def fit_platt_logit(s: np.ndarray, y: np.ndarray) -> dict:
     return {"kind": "platt-logit", "a": float(a), "b": float(b)}
 
 
-def fit_histbin_uniform(s: np.ndarray, y: np.ndarray, *, bins: int = 20) -> dict:
-    """Histogram binning over ``bins`` equal-width bins of [0, 1] (netcal's ``HistogramBinning``);
-    an empty bin predicts its centre."""
+def fit_histbin_netcal(s: np.ndarray, y: np.ndarray, *, bins: int = 20) -> dict:
+    """Histogram binning as netcal's ``HistogramBinning(bins, detection=True)`` the authors use.
+
+    Fit: scores clipped to [eps, 1 - eps] (eps = float64's machine epsilon) fall into ``bins``
+    equal-width bins of ``linspace(0, 1, bins + 1)`` as ``scipy.stats.binned_statistic_dd`` puts them,
+    **[a, b)**; a bin's value is its share of true positives, an empty bin's its centre. Look-up
+    (:func:`predict`, kind ``histbin-netcal``): ``np.digitize(..., right=True) - 1``, i.e. **(a, b]**,
+    so a score exactly on an inner edge is looked up in the bin *below* the one it was fitted in.
+    """
     edges = np.linspace(0.0, 1.0, bins + 1)
-    n, k = _bin_values(np.clip(s, 0, 1), y, edges)
-    val = np.where(n > 0, k / np.maximum(n, 1), (edges[:-1] + edges[1:]) / 2)
-    return {"kind": "bins", "edges": edges.tolist(), "values": val.tolist()}
+    x = np.clip(s, _MACHINE_EPS, 1.0 - _MACHINE_EPS)
+    idx = np.searchsorted(edges, x, "right") - 1
+    n = np.bincount(idx, minlength=bins).astype(float)
+    k = np.bincount(idx, weights=y.astype(float), minlength=bins)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        val = np.where(n > 0, k / np.where(n > 0, n, 1), 0.5 * (edges[:-1] + edges[1:]))
+    return {"kind": "histbin-netcal", "edges": edges.tolist(), "values": val.tolist()}
+
+
+def netcal_bin_lookup(edges: np.ndarray, s: np.ndarray) -> np.ndarray:
+    """The bin netcal's ``HistogramBinning.transform`` looks ``s`` up in: (a, b], ends clamped."""
+    nb = len(edges) - 1
+    idx = np.searchsorted(edges, s, "left") - 1  # == np.digitize(s, edges, right=True) - 1
+    idx[idx == -1] = 0
+    idx[idx >= nb] = nb - 1
+    return idx
 
 
 #: The authors' recipe (large-vocab-devil ``configs/calib``): per-class calibrators, classes with no
 #: detection or no true positive at fit time score 0; Platt on logit(score); histogram binning with
-#: TEST.N_BINS = 20 equal-width bins.
-DEVIL_METHODS: dict[str, Callable[..., dict]] = {"platt": fit_platt_logit, "histbin": fit_histbin_uniform}
+#: TEST.N_BINS = 20 equal-width bins (netcal's edges and look-up).
+DEVIL_METHODS: dict[str, Callable[..., dict]] = {"platt": fit_platt_logit, "histbin": fit_histbin_netcal}
 
 
 def fit_calibration_devil(scores: np.ndarray, labels: np.ndarray, category_ids: np.ndarray, *,
-                          method: str = "platt") -> Calibration:
+                          method: str = "platt", bins: int = 20) -> Calibration:
     """Per-category calibration as the authors' ``train_calibration.py`` (GROUPING per-class,
     MISSING_SCORE and NO_TP_SCORE "zero"): a category with at least one positive gets its own
     calibrator, every other category (no positive, or not seen at fit time) maps to score 0.
+    Applying it breaks ties as the authors' ``MAINTAIN_RANK`` (:func:`maintain_rank`).
 
     Parameters
     ----------
-    scores : (n,) float in [0, 1]; labels : (n,) bool; category_ids : (n,) int.
-    method : "platt" (on logit(score)) or "histbin" (20 equal-width bins).
+    scores : (n,) float in [0, 1] (netcal refuses others); labels : (n,) bool; category_ids : (n,) int.
+    method : "platt" (on logit(score)) or "histbin" (``bins`` equal-width bins, netcal's look-up).
     """
     if method not in DEVIL_METHODS:
         raise InputError(f"method: the devil recipe supports {sorted(DEVIL_METHODS)}, got {method!r}")
     fit = DEVIL_METHODS[method]
+    kwargs = {"bins": int(bins)} if method == "histbin" else {}
     s = np.asarray(scores, float)
     y = np.asarray(labels, bool)
     c = np.asarray(category_ids, np.int64)
@@ -186,12 +208,15 @@ def fit_calibration_devil(scores: np.ndarray, labels: np.ndarray, category_ids: 
         raise InputError(f"scores, labels, category_ids: lengths differ ({len(s)}, {len(y)}, {len(c)})")
     if not np.all(np.isfinite(s)):
         raise InputError("scores: expected finite values")
+    if len(s) and (s.min() < 0 or s.max() > 1):
+        raise InputError(f"scores: the devil recipe (netcal) needs scores in [0, 1], got range "
+                         f"[{s.min():.4g}, {s.max():.4g}]")
     per: dict[int, dict] = {}
     for cat in np.unique(c):
         m = c == cat
-        per[int(cat)] = fit(s[m], y[m]) if y[m].any() else {"kind": "zero"}
+        per[int(cat)] = fit(s[m], y[m], **kwargs) if y[m].any() else {"kind": "zero"}
     return Calibration(method, per, {"kind": "zero"},
-                       {"recipe": "devil", "num_fit": int(len(s)),
+                       {"recipe": "devil", "num_fit": int(len(s)), "tie_break": "maintain_rank",
                         "num_categories_fitted": sum(v["kind"] != "zero" for v in per.values())})
 
 
@@ -202,6 +227,8 @@ def predict(model: dict, s: np.ndarray) -> np.ndarray:
         e = np.asarray(model["edges"])
         v = np.asarray(model["values"])
         return v[np.clip(np.searchsorted(e, s, "right") - 1, 0, len(v) - 1)]
+    if kind == "histbin-netcal":
+        return np.asarray(model["values"])[netcal_bin_lookup(np.asarray(model["edges"]), np.asarray(s, float))]
     if kind == "interp":
         return np.interp(s, model["x"], model["y"])
     if kind == "platt":
@@ -258,6 +285,7 @@ def fit_calibration(
     *,
     method: str = "platt",
     min_samples: int = 20,
+    **fit_options: Any,
 ) -> Calibration:
     """Fit one calibrator per category on (score, label) pairs.
 
@@ -267,6 +295,7 @@ def fit_calibration(
     method : a name in ``calibrators`` (histbin, isotonic, platt, beta, bbq).
     min_samples : categories with fewer labelled detections, or with only positives or only
         negatives, use the pooled fallback.
+    fit_options : passed to the calibrator (e.g. ``bins`` of histbin).
     """
     fit = calibrators.get(method)
     if isinstance(min_samples, bool) or not isinstance(min_samples, (int, np.integer)) or min_samples < 1:
@@ -282,7 +311,7 @@ def fit_calibration(
         raise InputError("scores: expected finite values")
     if y.all() or not y.any():
         raise InputError("calibration: the fitting set needs both true and false positives")
-    fallback = fit(s, y)
+    fallback = fit(s, y, **fit_options)
     per: dict[int, dict] = {}
     order = np.argsort(c, kind="stable")
     cs = c[order]
@@ -291,14 +320,57 @@ def fit_calibration(
         idx = order[st:en]
         yy = y[idx]
         if len(idx) >= min_samples and yy.any() and not yy.all():
-            per[int(cs[st])] = fit(s[idx], yy)
+            per[int(cs[st])] = fit(s[idx], yy, **fit_options)
     return Calibration(method, per, fallback, {"min_samples": min_samples, "num_fit": int(len(s)),
                                                "num_categories_fitted": len(per)})
 
 
+def maintain_rank(calibrated: np.ndarray, original: np.ndarray, category_ids: np.ndarray) -> np.ndarray:
+    """Break ties after calibration as the authors' ``MAINTAIN_RANK`` (``train_calibration.py``,
+    ``PerClassDetectionCalibrator.transform``): detections of *all* categories that got the same
+    calibrated score form one group; unless their original scores are all equal, the group sorted by
+    original score (stable: categories in order of first appearance, then file order) gets
+    ``linspace(0, 1e-16, n)`` added (``linspace(-1e-16, 0, n)`` when score + 1e-16 >= 1), in float64
+    as there, so an increment below half a unit in the last place leaves the tie in place.
+    """
+    new = np.asarray(calibrated, np.float64)
+    orig = np.asarray(original, np.float64)
+    cats = np.asarray(category_ids, np.int64)
+    n = len(new)
+    out = new.copy()
+    if n < 2:
+        return out
+    # the reference's insertion order: categories by first appearance in the file, then file order
+    _, first, inv = np.unique(cats, return_index=True, return_inverse=True)
+    cat_rank = np.argsort(np.argsort(first, kind="stable"), kind="stable")[inv]
+    insertion = np.lexsort((np.arange(n), cat_rank))
+    rank = np.empty(n, np.int64)
+    rank[insertion] = np.arange(n)
+    order = np.lexsort((rank, orig, new))  # by calibrated score, then original score, then insertion
+    v = new[order]
+    starts = np.flatnonzero(np.r_[True, v[1:] != v[:-1]])
+    ends = np.r_[starts[1:], n]
+    max_delta = 1e-16
+    for st, en in zip(starts[ends - starts > 1], ends[ends - starts > 1]):
+        idx = order[st:en]
+        o = orig[idx]
+        if np.all(o[0] == o[1:]):
+            continue
+        key = new[idx[0]]
+        deltas = np.linspace(0, max_delta, en - st) if key + max_delta < 1 else np.linspace(-max_delta, 0, en - st)
+        out[idx] = new[idx] + deltas
+    return out
+
+
 def apply_calibration(cal: Calibration, scores: np.ndarray, category_ids: np.ndarray, *,
                       strict: bool = True) -> np.ndarray:
-    """Calibrated scores; with ``strict`` each category's score order is kept exactly (see module doc)."""
+    """Calibrated scores (``scores`` and ``category_ids`` in file order).
+
+    With ``strict`` ties are broken: a calibration fitted by the devil recipe as the authors'
+    ``MAINTAIN_RANK`` (:func:`maintain_rank`), any other by keeping each category's score order
+    exactly (+1e-9·rank within the category, see the module doc).
+    """
+    devil = cal.settings.get("tie_break") == "maintain_rank" or cal.settings.get("recipe") == "devil"
     s = np.asarray(scores, float)
     c = np.asarray(category_ids, np.int64)
     out = np.empty(len(s))
@@ -309,8 +381,10 @@ def apply_calibration(cal: Calibration, scores: np.ndarray, category_ids: np.nda
         idx = order[st:en]
         model = cal.per_category.get(int(cs[st]), cal.fallback)
         v = predict(model, s[idx])
-        if strict:
+        if strict and not devil:
             u, inv = np.unique(s[idx], return_inverse=True)
             v = v + 1e-9 * inv / max(len(u), 1)
         out[idx] = v
+    if strict and devil:
+        out = maintain_rank(out, s, c)
     return out

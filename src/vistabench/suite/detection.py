@@ -8,6 +8,7 @@ declare(Protocol(
     question="AP on large vocabularies without the per-image cap that lets re-ranking game it",
     order=20,
     split="vistabench.protocols.detection:build_image_split",
+    config="vistabench.protocols.detection_config:DetectionConfig",
     score="vistabench.protocols.detection:score",
     record="vistabench.protocols.detection:to_record",
     run="vistabench.protocols.detection:run",
