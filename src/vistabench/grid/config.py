@@ -48,17 +48,15 @@ class Cell:
     varied: dict[str, Any]
     canonical: dict[str, Any]
     key: str
-    config: RunConfig | None = None
-    run: str = ""  # the protocol's run part, "module:function"
+    config: RunConfig
+    run: str  # the protocol's run part, "module:function"
 
     def label(self) -> str:
         return ", ".join(f"{k}={v}" for k, v in self.varied.items()) or "(single cell)"
 
     def setting(self, name: str, default: Any = None) -> Any:
         """A resolved config field (runtime-only fields included), e.g. ``device``."""
-        if self.config is not None:
-            return getattr(self.config, name, default)
-        return self.canonical.get(name, default)
+        return getattr(self.config, name, default)
 
 
 @dataclass(frozen=True)
@@ -86,19 +84,15 @@ class GridConfig:
         self.check_size()
         out, seen = [], {}
         names = list(self.grid)
-        legacy = _legacy(self.protocol)
-        run = "" if legacy else run_ref(self.protocol)
+        run = run_ref(self.protocol)
         for values in itertools.product(*(self.grid[n] for n in names)):
             varied: dict[str, Any] = {}
             for name, value in zip(names, values):
                 varied.update(value if name == CASES else {name: value})
             options = {**self.fixed, **varied}
             try:
-                if legacy:
-                    config, canonical = None, legacy(self.protocol, options)
-                else:
-                    config = build_config(self.protocol, options)
-                    canonical = config.key_dict()
+                config = build_config(self.protocol, options)
+                canonical = config.key_dict()
             except InputError as exc:
                 where = f"cell {_label(varied)}: " if varied else ""
                 raise InputError(f"{self.path or 'config'}: {where}{exc}") from None
@@ -108,24 +102,12 @@ class GridConfig:
                                  "(they differ only in how a value is written, or in runtime-only options)")
             seen[key] = varied
             out.append(Cell(self.protocol, options, varied, canonical, key, config, run))
-        if run:
-            check_run_ids(self, out)
+        check_run_ids(self, out)
         return out
 
 
 def _label(varied: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in varied.items())
-
-
-def _legacy(protocol: str):
-    """The old argv path for a protocol that declares no config yet (see :mod:`.legacy_argv`), else None."""
-    from ..suite import get_protocol
-
-    if get_protocol(protocol).config:
-        return None
-    from .legacy_argv import legacy_argv_canonical_options
-
-    return legacy_argv_canonical_options
 
 
 def check_run_ids(grid: GridConfig, cells: list[Cell]) -> None:

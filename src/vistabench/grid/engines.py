@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from ..config import RunConfig
 from ..jobs import Job, Outcome, one_line, run_jobs
 from .config import Cell
 from .protocols import KEEP_WORK_DIR, import_ref, run_config
@@ -19,12 +20,11 @@ from .protocols import KEEP_WORK_DIR, import_ref, run_config
 __all__ = ["execute_cell", "gpus_for", "run_local", "run_ray"]
 
 
-def execute_cell(protocol: str, run: str, config: Any, options: dict[str, Any], work_dir: str, threads: int,
+def execute_cell(protocol: str, run: str, config: RunConfig, work_dir: str, threads: int,
                  cwd: str | None = None) -> dict[str, Any]:
     """Run one cell (in whatever process the engine chose); never raises for a failing run.
 
-    ``run``: the protocol's run part (``"module:function"``); ``config``: the cell's typed config (``None`` only for a protocol still on the old argv path,
-    which then runs ``options``). ``cwd``: the driver's working directory, so relative paths in the
+    ``run``: the protocol's run part (``"module:function"``); ``config``: the cell's typed config. ``cwd``: the driver's working directory, so relative paths in the
     config mean the same on a worker (when that folder exists there).
     """
     here = os.getcwd()
@@ -43,10 +43,6 @@ def execute_cell(protocol: str, run: str, config: Any, options: dict[str, Any], 
 
     set_quiet(True)
     try:
-        if config is None:
-            from .legacy_argv import legacy_argv_run_protocol
-
-            return {"ok": True, "records": legacy_argv_run_protocol(protocol, options, work_dir=work_dir)}
         records = run_config(import_ref(run), config, work_dir=work_dir,
                              keep_work_dir=protocol in KEEP_WORK_DIR)
         return {"ok": True, "records": records}
@@ -64,7 +60,7 @@ def _cell_dir(work_dir: Path, cell: Cell) -> str:
 
 
 def _job(cell: Cell, work_dir: Path, threads: int, cwd: str | None, gpus: float = 0.0) -> Job:
-    return Job(execute_cell, (cell.protocol, cell.run, cell.config, cell.options, _cell_dir(work_dir, cell), threads, cwd),
+    return Job(execute_cell, (cell.protocol, cell.run, cell.config, _cell_dir(work_dir, cell), threads, cwd),
                tag=cell, gpus=gpus)
 
 
