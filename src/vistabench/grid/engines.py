@@ -24,8 +24,9 @@ def execute_cell(protocol: str, run: str, config: RunConfig, work_dir: str, thre
                  cwd: str | None = None) -> dict[str, Any]:
     """Run one cell (in whatever process the engine chose); never raises for a failing run.
 
-    ``run``: the protocol's run part (``"module:function"``); ``config``: the cell's typed config. ``cwd``: the driver's working directory, so relative paths in the
-    config mean the same on a worker (when that folder exists there).
+    ``run``: the protocol's run part (``"module:function"``); ``config``: the cell's typed config.
+    ``cwd``: the driver's working directory, so relative paths in the config mean the same on a
+    worker (when that folder exists there).
     """
     here = os.getcwd()
     if cwd and cwd != here and os.path.isdir(cwd):
