@@ -55,7 +55,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="GPUs a cell declares to Ray (default: 1 when the cell's --device is cuda, else 0)")
     p.add_argument("--work-dir", metavar="DIR",
                    help="cells' scratch files, on whichever machine runs them (default: grid-runs/ beside the store)")
-    add_store_arg(p)
+    _add_store_args(p)
     add_json_arg(p)
     p.set_defaults(handler=_run, human=None)
 
@@ -63,7 +63,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                      description="Lists the grid's cells with their status: done (records in the store), running "
                                  "(a live driver is running it), failed (with the error), missing.")
     p.add_argument("config", metavar="CONFIG.yaml")
-    add_store_arg(p)
+    _add_store_args(p)
     add_json_arg(p)
     p.set_defaults(handler=_status, human=_status_text)
 
@@ -73,7 +73,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                                  "this grid's done cells only.")
     p.add_argument("config", metavar="CONFIG.yaml")
     p.add_argument("--format", default="markdown", choices=["markdown", "latex", "csv"])
-    add_store_arg(p)
+    _add_store_args(p)
     add_json_arg(p)
     p.set_defaults(handler=_table)
 
@@ -93,13 +93,14 @@ def stdout_to_stderr() -> Iterator[None]:
         os.close(saved)
 
 
-def _store(args) -> str:
-    if args.store is None:
-        from ..errors import InputError
+def _add_store_args(p: argparse.ArgumentParser) -> None:
+    add_store_arg(p, optional=False)
+    p.add_argument("--no-store", action="store_true", help=argparse.SUPPRESS)  # refused, with the reason
 
-        raise InputError("--no-store: a grid needs its results store (it keeps each cell's records there and "
-                         "skips the cells already done); give --store FILE or leave the default")
-    return args.store
+
+def _store(args) -> str | None:
+    """``--store``, or None for ``--no-store`` (the grid refuses it once the config has been checked)."""
+    return None if args.no_store else args.store
 
 
 def _run(args):

@@ -76,9 +76,9 @@ def run_grid(config: GridConfig, *, store: str | os.PathLike[str], engine: str =
         raise InputError(f"gpus_per_cell: expected a number >= 0, got {gpus_per_cell}")
     if ray_address and engine != "ray":
         raise InputError("ray_address: only with engine ray")
-    check_store_path(store)
     say = log or (lambda _msg: None)
     cells = config.cells()  # validates every cell before anything runs
+    check_store_path(store)
     if engine == "ray" and ray_address:
         check_ray_address(ray_address)  # an absent cluster: one line now, not after the store is opened
     else:
@@ -134,8 +134,8 @@ def run_grid(config: GridConfig, *, store: str | os.PathLike[str], engine: str =
 def check_store_path(store: str | os.PathLike[str]) -> None:
     """A results store is a file: a folder is refused in one line (the same for run, status, table)."""
     if store is None:
-        raise InputError("store: a grid needs a results store (it stores each cell's records and skips the "
-                         "cells already there); give a file")
+        raise InputError("store: none (--no-store), but a grid needs its results store (it keeps each cell's "
+                         "records there and skips the cells already done); give a file")
     if Path(store).is_dir():
         raise InputError(f"store: {str(store)!r} is a folder, expected a results store file")
 
