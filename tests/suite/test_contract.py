@@ -106,15 +106,16 @@ def test_detection_score_and_run_records_have_the_same_shape(tmp_path):
 
 def test_incremental_score_and_run_records_have_the_same_shape(tmp_path):
     import vistabench.protocols.incremental as P
-    from vistabench.data import load_dataset
+    from vistabench.protocols.incremental_config import IncrementalConfig
 
-    data = load_dataset("digits")
-    sessions = P.build_sessions(data.train.labels, data.test.labels, base_classes=6, way=2, shot=3, seed=0,
-                                dataset="digits")
+    cfg = IncrementalConfig.from_dict({"data": "digits", "base_classes": 6, "way": 2, "shot": 3, "method": "prototype",
+                                       "epochs": 1, "batch_size": 64})
     with ResultsStore(tmp_path / "s.sqlite") as store:
-        _, paths = P.run(data, sessions, method="prototype", epochs=1, batch_size=64, out_dir=tmp_path / "r",
-                         store=store, dataset="digits")
+        (rec,) = P.run(cfg, store=store, work_dir=tmp_path / "r")
         (ran,) = store.records(protocol="incremental")
+    assert rec.id == ran.id
+    sessions = P.load_sessions(tmp_path / "r" / "sessions.json")
+    paths = sorted((tmp_path / "r").glob("session_*.npz"))
     scored = P.to_record(P.score(paths, sessions), dataset="digits", method="prototype", seed=None,
                          sessions=sessions, settings={"source": "score"})
     assert _shape(scored) == _shape(ran)

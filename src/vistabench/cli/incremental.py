@@ -139,30 +139,16 @@ def _sessions(args: Any) -> dict[str, Any]:
 
 
 def _score(args: Any) -> dict[str, Any]:
-    from ..metrics.incremental import incremental_scores, session_sizes_uniform
     from ..metrics.incremental import IncrementalScores
-    from ..protocols.incremental import load_sessions, score, to_record
+    from ..protocols.incremental import layout_sessions, load_sessions, score, score_matrix, to_record
 
     mode = "compat" if args.compat else "exact"
-    sessions = None
-    if args.matrix:
+    if args.matrix:  # which input: --matrix (+ --base-classes, --way) or --predictions (+ --sessions)
         if args.sessions:
             raise InputError("--sessions goes with --predictions; with --matrix give --base-classes and --way")
-        if args.base_classes is None or args.way is None:
-            raise InputError("--matrix needs --base-classes and --way")
-        content = read_json_file(args.matrix, "--matrix")
-        if not isinstance(content, dict) or "matrix" not in content:
-            raise InputError(f"--matrix {args.matrix!r}: expected a JSON object with a 'matrix' key, "
-                             f"got {type(content).__name__}{' with keys ' + str(sorted(content)) if isinstance(content, dict) else ''}")
-        m = content["matrix"]
-        n = len(m) if isinstance(m, list) else 0
-        if n == 0:
-            raise InputError(f"--matrix {args.matrix!r}: 'matrix' must be a non-empty list of rows")
-        sizes = session_sizes_uniform(base_classes=args.base_classes, way=args.way, num_sessions=n)
-        try:
-            scores = incremental_scores(m, session_sizes=sizes, mode=mode, num_alphas=args.alphas, way=args.way)
-        except InputError as exc:
-            raise InputError(f"--matrix {args.matrix!r}: {exc}") from exc
+        scores = score_matrix(read_json_file(args.matrix, "--matrix"), base_classes=args.base_classes, way=args.way,
+                              mode=mode, num_alphas=args.alphas, name=f"--matrix {args.matrix!r}")
+        sessions = layout_sessions(scores.settings["session_sizes"], base_classes=args.base_classes, way=args.way)
     else:
         if not args.sessions:
             raise InputError("--predictions needs --sessions FILE (the session classes and test pool)")
@@ -174,14 +160,8 @@ def _score(args: Any) -> dict[str, Any]:
     if args.plot:
         _plot(scores, args.plot)
         out["plot"] = args.plot
-    if sessions is None:
-        import numpy as np
-
-        ends = np.cumsum(scores.settings["session_sizes"]).tolist()
-        sessions = {"classes": [list(range(a, b)) for a, b in zip([0] + ends[:-1], ends)],
-                    "base_classes": args.base_classes, "way": args.way}
     first = args.matrix or args.predictions[0]
-    rec = to_record(scores.to_dict(), dataset=args.dataset or "custom", method=args.method or Path(first).stem,
+    rec = to_record(out, dataset=args.dataset or "custom", method=args.method or Path(first).stem,
                     seed=args.seed, sessions=sessions, settings={"source": "score"}, tag=args.tag)
     ids = store_records(args.store, rec)
     out["record_id"] = ids[0] if ids else None
@@ -210,23 +190,11 @@ def _run(config: Any, *, store: Any = None, work_dir: Any = None) -> Any:
 
 
 def _reference(args: Any) -> dict[str, Any]:
-    from ..protocols.incremental import preset_settings, reference_scores
+    from ..protocols.incremental import reference_for
 
-    if args.preset:
-        st = preset_settings(args.preset)
-        b, w, n = st["base_classes"], st["way"], st["num_sessions"]
-    else:
-        if args.base_classes is None or args.way is None or args.num_sessions is None:
-            raise InputError("give --preset or all of --base-classes, --way, --num-sessions")
-        b, w, n = args.base_classes, args.way, args.num_sessions
-        from .._validation import check_int
-
-        for opt, v in (("--base-classes", b), ("--way", w), ("--num-sessions", n)):
-            check_int(v, opt, min=1)
-    if not 0 <= args.base_accuracy <= 1:
-        raise InputError(f"--base-accuracy: expected a fraction in [0, 1], got {args.base_accuracy}")
-    res = reference_scores(base_classes=b, way=w, num_sessions=n, base_accuracy=args.base_accuracy,
-                           mode="compat" if args.compat else "exact")
+    res = reference_for(preset=args.preset, base_classes=args.base_classes, way=args.way,
+                        num_sessions=args.num_sessions, base_accuracy=args.base_accuracy,
+                        mode="compat" if args.compat else "exact")
     return {k: v.to_dict() for k, v in res.items()}
 
 

@@ -4,8 +4,8 @@ A run's ``model_opt`` mapping (``--model-opt KEY=VALUE``) is checked here when t
 so ``dim=abc`` or an unknown key is one message naming the option instead of an error deep inside
 torch. Values given as text (a command line) are read as the option's type.
 
->>> check_model_options("vit_small", {"dim": "64", "depth": 6})
-{'dim': 64, 'depth': 6}
+>>> check_model_options("vit_small", {"dim": "48", "depth": 6})
+{'dim': 48, 'depth': 6}
 >>> check_model_options("vit_small", {"dim": "abc"})
 Traceback (most recent call last):
 ...

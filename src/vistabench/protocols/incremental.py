@@ -41,7 +41,7 @@ __all__ = [
     "PRESETS", "build_sessions", "load_sessions", "write_sessions", "read_index_lists",
     "sessions_from_index_lists", "image_folder_paths", "session_test_pool", "predicted_over_seen",
     "score_predictions", "score_prediction_files", "reference_scores", "run", "run_sessions", "score", "to_record",
-    "record_for", "layout_settings", "sessions_for_data",
+    "record_for", "layout_settings", "sessions_for_data", "score_matrix", "layout_sessions", "reference_for",
 ]
 
 
@@ -117,6 +117,59 @@ def score_prediction_files(
     return score_predictions(preds, sessions, mode=mode, names=[f"predictions file {str(p)!r}" for p in paths])
 
 
+def score_matrix(content: Any, *, base_classes: int | None, way: int | None, mode: Mode = "exact",
+                 num_alphas: int = 101, name: str = "matrix") -> IncrementalScores:
+    """Scores of an accuracy matrix given as ``{"matrix": [[A_1^1], [A_2^1, A_2^2], ...]}`` (fractions)
+    for ``base_classes`` base classes and ``way`` classes per novel session; ``name`` names the
+    input in messages."""
+    from ..metrics.incremental import session_sizes_uniform
+
+    if base_classes is None or way is None:
+        raise InputError("base_classes: a matrix needs base_classes and way (the sessions' sizes)")
+    if not isinstance(content, dict) or "matrix" not in content:
+        keys = f" with keys {sorted(content)}" if isinstance(content, dict) else ""
+        raise InputError(f"{name}: expected a JSON object with a 'matrix' key, got {type(content).__name__}{keys}")
+    m = content["matrix"]
+    n = len(m) if isinstance(m, list) else 0
+    if n == 0:
+        raise InputError(f"{name}: 'matrix' must be a non-empty list of rows")
+    sizes = session_sizes_uniform(base_classes=base_classes, way=way, num_sessions=n)
+    try:
+        return incremental_scores(m, session_sizes=sizes, mode=mode, num_alphas=num_alphas, way=way)
+    except InputError as exc:
+        raise InputError(f"{name}: {exc}") from exc
+
+
+def layout_sessions(session_sizes: Sequence[int], *, base_classes: int | None = None,
+                    way: int | None = None) -> dict[str, Any]:
+    """A sessions dict (classes only, in label order) for scores that came without a sessions file."""
+    ends = np.cumsum(list(session_sizes)).tolist()
+    return {"classes": [list(range(a, b)) for a, b in zip([0] + ends[:-1], ends)], "base_classes": base_classes,
+            "way": way}
+
+
+def reference_for(*, preset: str | None = None, base_classes: int | None = None, way: int | None = None,
+                  num_sessions: int | None = None, base_accuracy: float = 0.85,
+                  mode: Mode = "exact") -> dict[str, IncrementalScores]:
+    """:func:`reference_scores` for a preset's layout or the given one (every value checked)."""
+    if preset is not None:
+        st = preset_settings(preset)
+        base_classes, way, num_sessions = st["base_classes"], st["way"], st["num_sessions"]
+    else:
+        missing = [k for k, v in (("base_classes", base_classes), ("way", way), ("num_sessions", num_sessions))
+                   if v is None]
+        if missing:
+            raise InputError(f"{missing[0]}: give a preset or all of base_classes, way, num_sessions "
+                             f"(missing {', '.join(missing)})")
+        for k, v in (("base_classes", base_classes), ("way", way), ("num_sessions", num_sessions)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise InputError(f"{k}: expected an integer >= 1, got {v!r}")
+    if not 0 <= base_accuracy <= 1:
+        raise InputError(f"base_accuracy: expected a fraction in [0, 1], got {base_accuracy}")
+    return reference_scores(base_classes=base_classes, way=way, num_sessions=num_sessions,  # type: ignore[arg-type]
+                            base_accuracy=base_accuracy, mode=mode)
+
+
 def reference_scores(
     *, base_classes: int, way: int, num_sessions: int, base_accuracy: float = 0.85, mode: Mode = "exact"
 ) -> dict[str, IncrementalScores]:
@@ -152,8 +205,10 @@ def score(
 
 
 def to_record(result: dict[str, Any], *, dataset: str, method: str, seed: int | None,
-              sessions: dict[str, Any], settings: dict[str, Any], tag: str | None = None) -> Record:
-    """A results-store record (protocol "incremental") of one scored run (``score``'s result)."""
+              sessions: dict[str, Any], settings: dict[str, Any], tag: str | None = None,
+              seconds: float | None = None) -> Record:
+    """A results-store record (protocol "incremental") of one scored run (``score``'s result);
+    ``seconds``: the learner's wall time (None for predictions scored from files)."""
     st = {
         "base_classes": sessions.get("base_classes", len(sessions["classes"][0])),
         "way": sessions.get("way"), "shot": sessions.get("shot"),
@@ -163,15 +218,17 @@ def to_record(result: dict[str, Any], *, dataset: str, method: str, seed: int | 
     st.pop("sample_counts", None)
     metrics = {k: v for k, v in result.items() if k != "settings"}
     metrics["sample_counts"] = result["settings"].get("sample_counts")
+    metrics["seconds"] = None if seconds is None else round(float(seconds), 2)
     return Record(protocol=PROTOCOL, dataset=dataset, method=method, seed=seed,
                   split_hash=sessions.get("sha256"), settings=st, metrics=metrics, tag=tag)
 
 
 def record_for(scores: IncrementalScores, *, dataset: str, method: str, seed: int | None,
-               sessions: dict[str, Any], settings: dict[str, Any], tag: str | None = None) -> Record:
+               sessions: dict[str, Any], settings: dict[str, Any], tag: str | None = None,
+               seconds: float | None = None) -> Record:
     """:func:`to_record` of an :class:`IncrementalScores`."""
     return to_record(scores.to_dict(), dataset=dataset, method=method, seed=seed, sessions=sessions,
-                     settings=settings, tag=tag)
+                     settings=settings, tag=tag, seconds=seconds)
 
 
 def layout_settings(*, preset: str | None = None, base_classes: int | None = None, way: int | None = None,
@@ -294,7 +351,5 @@ def run_sessions(config: Any, data: Any, sessions: dict[str, Any], *,
     # the record's own columns, and the layout, which the record takes from the sessions themselves
     for name in ("data", "tag", "seed", "method", "preset", "base_classes", "way", "shot", "num_sessions"):
         settings.pop(name, None)
-    record = record_for(result, dataset=config.data or sessions.get("dataset") or data.train.name,
-                        method=config.method, seed=config.seed, sessions=sessions, settings=settings, tag=config.tag)
-    record.metrics["seconds"] = round(seconds, 2)
-    return record
+    return record_for(result, dataset=config.data, method=config.method, seed=config.seed, sessions=sessions,
+                      settings=settings, tag=config.tag, seconds=seconds)
