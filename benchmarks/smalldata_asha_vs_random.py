@@ -21,7 +21,7 @@ import argparse
 import tempfile
 import time
 
-from vistabench.protocols.smalldata import Options, prepare, tune_split
+from vistabench.protocols.smalldata import RunPlan, prepare, tune_split
 
 
 def main() -> None:
@@ -46,7 +46,7 @@ def main() -> None:
         for seed in args.seeds:
             res = {}
             for name, scheduler in (("random", "none"), ("ASHA", "asha")):
-                opts = Options(model="cnn28", epochs=args.epochs, trials=args.trials, grace_period=args.grace,
+                opts = RunPlan(model="cnn28", epochs=args.epochs, trials=args.trials, grace_period=args.grace,
                                scheduler=scheduler, sampler="random", seed=seed, threads=args.threads,
                                reduction_factor=3, score_window=1, select="complete", val_metric="balanced_accuracy",
                                work_dir=f"{tmp}/{name}-{seed}")

@@ -21,14 +21,21 @@ def run(capsys, *argv):
     return rc, out, err
 
 
+def _resumed(out: str) -> int:
+    """Trials a `tune --json` found done in its study (the one tune record it printed)."""
+    return json.loads(out)["settings"]["search"]["resumed_trials"]
+
+
 def test_run_tune_final_records_and_table(tmp_path, capsys):
     store, work = tmp_path / "r.sqlite", tmp_path / "work"
     common = [*TINY, "--store", store, "--work-dir", work]
     rc, out, err = run(capsys, "smalldata", "run", "--method", "ce", "--repeats", "2", "--json", *common)
     assert rc == 0, err
-    res = json.loads(out)
-    sp = res["splits"][0]
-    assert sp["trials"] == 3 and sp["best_config"]["batch_size"] == 10 and len(sp["test_balanced_accuracy"]) == 2
+    printed = json.loads(out)["records"]
+    assert [r["tag"] for r in printed] == ["tune", "final", "final"]
+    search_printed = printed[0]["settings"]["search"]
+    sp = {"best_config": search_printed["best_config"], "best_val": search_printed["best_value"]}
+    assert printed[0]["metrics"]["trials"] == 3 and sp["best_config"]["batch_size"] == 10
     with ResultsStore(store) as s:
         tune_recs = s.records(protocol="smalldata", tag="tune")
         finals = s.records(protocol="smalldata", tag="final")
@@ -52,11 +59,11 @@ def test_run_tune_final_records_and_table(tmp_path, capsys):
     assert [r.seed for r in finals] == [0, 1]
     # the search is stored: `final` reuses it without new trials, `tune` resumes with nothing to do
     rc, out, err = run(capsys, "smalldata", "tune", "--method", "ce", "--json", *common)
-    assert rc == 0 and json.loads(out)["splits"][0]["resumed_trials"] == 3
+    assert rc == 0 and _resumed(out) == 3
     # untuned baseline: no search, the data-rich defaults
     rc, out, err = run(capsys, "smalldata", "final", "--method", "ce_untuned", "--repeats", "2", "--json", *common)
     assert rc == 0, err
-    cfg = json.loads(out)["splits"][0]["best_config"]
+    cfg = json.loads(out)["records"][0]["settings"]["config"]
     assert cfg == {"lr": 0.1, "weight_decay": 1e-4, "batch_size": 10}
     rc, out, _ = run(capsys, "smalldata", "table", "--store", store, "--json")
     t = json.loads(out)
@@ -171,7 +178,7 @@ def test_vistabench_recipe_keeps_the_earlier_rules(tmp_path, capsys):
     rc, out, err = run(capsys, "smalldata", "tune", "--method", "ce", "--recipe", "vistabench", "--select", "all",
                        *tiny, "--json", "--store", store, "--work-dir", tmp_path / "w")
     assert rc == 0, err
-    assert json.loads(out)["splits"][0]["resumed_trials"] == 2  # selection is not part of the study's name
+    assert _resumed(out) == 2  # selection is not part of the study's name
     rc, out, err = run(capsys, "smalldata", "tune", "--method", "ce", "--recipe", "vistabench", "--score-window", "2",
                        *tiny, "--json", "--store", store, "--work-dir", tmp_path / "w")
-    assert rc == 0 and json.loads(out)["splits"][0]["resumed_trials"] == 0
+    assert rc == 0 and _resumed(out) == 0

@@ -166,7 +166,7 @@ def test_cli_splits_recipes_and_errors(tmp_path, capsys):
     rc = main(["smalldata", "splits", "--dataset", "digits", "--train-per-class", "10", "--val-fraction", "0.3",
                "--out", str(tmp_path / "x")])
     err = capsys.readouterr().err
-    assert rc == 2 and err.count("\n") == 1 and "either --train-per-class or --val-fraction" in err
+    assert rc == 2 and err.count("\n") == 1 and "either train_per_class or val_fraction" in err
     with pytest.raises(SystemExit):
         main(["smalldata", "splits", "--dataset", "digits", "--recipe", "paper", "--out", str(tmp_path / "x")])
     assert "invalid choice: 'paper'" in capsys.readouterr().err

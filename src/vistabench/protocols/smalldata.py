@@ -258,11 +258,13 @@ def run(config: SmalldataConfig, *, store: ResultsStore | None = None,
     ctx = prepare_from_config(config, work_dir)
     plan = plan_from_config(config, work_dir)
     records: list[Record] = []
-    run_method(ctx, config.method, plan, records, do_tune=config.stages != "final",
-               do_final=config.stages != "tune", require_search=config.stages == "final")
     shown = {"run_config": config.to_dict(), "model": model_name(ctx, plan)}
-    out = []
-    for r in records:
-        r = dataclasses.replace(r, settings={**r.settings, **shown})
-        out.append(dataclasses.replace(r, id=store.add(r)) if store is not None else r)
+    out: list[Record] = []
+    try:
+        run_method(ctx, config.method, plan, records, do_tune=config.stages != "final",
+                   do_final=config.stages != "tune", require_search=config.stages == "final")
+    finally:  # what was done is recorded, also when a later step fails (a search whose trials all diverged)
+        for r in records:
+            r = dataclasses.replace(r, settings={**r.settings, **shown})
+            out.append(dataclasses.replace(r, id=store.add(r)) if store is not None else r)
     return out

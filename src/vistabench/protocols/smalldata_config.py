@@ -187,7 +187,7 @@ class SmalldataConfig(RunConfig):
                 import difflib
 
                 close = difflib.get_close_matches(key, known, n=2, cutoff=0.6)
-                hint = f"; did you mean {' or '.join(close)}?" if close else ""
+                hint = f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
                 raise InputError(f"space: method {self.method!r} has no parameter {key!r}{hint} (its parameters: "
                                  f"{', '.join(known)})")
             if key in own:  # checked where the option is declared (its bounds)
@@ -227,11 +227,11 @@ def _read_space(text: str) -> dict[str, Any]:
     else:
         p = Path(t)
         if not p.is_file():
-            raise InputError(f"space {t[:60]!r}: no such file (give JSON text or a JSON file)")
+            raise InputError(f"space: {t[:60]!r}: no such file (give JSON text or a JSON file)")
         try:
             out = json.loads(p.read_text(encoding="utf-8-sig"))
         except (json.JSONDecodeError, UnicodeDecodeError):
-            raise InputError(f"space {t[:60]!r}: not a JSON file") from None
+            raise InputError(f"space: {t[:60]!r}: not a JSON file") from None
     if not isinstance(out, dict):
         raise InputError(f"space: expected a JSON object of parameter -> range, e.g. "
                          f'{{"lr": {{"loguniform": [0.001, 0.1]}}}}, got a {type(out).__name__}')

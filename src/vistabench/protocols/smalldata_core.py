@@ -22,7 +22,7 @@ from ..store import Record
 from ..tuning import Choice, Fixed, LogUniform, Param, TuneSettings, parse_space
 
 __all__ = ["PROTOCOL", "RunPlan", "EvalSet", "Context", "prepare", "upsample", "method_space", "model_name",
-           "train_method", "torch_threads", "check_batch", "to_record"]
+           "train_method", "torch_threads", "check_batch", "to_record", "stem_model_options"]
 
 PROTOCOL = "smalldata"
 
@@ -211,7 +211,7 @@ def model_name(ctx: Context, opts: RunPlan) -> str:
     return opts.model or ctx.preset.model
 
 
-def _model_options(name: str, stem: str) -> dict[str, Any]:
+def stem_model_options(name: str, stem: str) -> dict[str, Any]:
     if stem == "auto" or not name.startswith("resnet"):
         return {}
     return {"small_input": stem == "small"}
@@ -226,7 +226,7 @@ def train_method(ctx: Context, method: str, config: dict, opts: RunPlan, *, epoc
 
     name = model_name(ctx, opts)
     model, loss = build_method(method, name, config, num_classes=ctx.pool.num_classes, in_channels=ctx.in_channels,
-                               image_size=ctx.image_size, seed=seed, model_options=_model_options(name, opts.stem))
+                               image_size=ctx.image_size, seed=seed, model_options=stem_model_options(name, opts.stem))
     cfg = TrainConfig(epochs=epochs, lr=float(config["lr"]), weight_decay=float(config["weight_decay"]),
                       batch_size=int(config["batch_size"]), momentum=opts.momentum, nesterov=opts.nesterov,
                       warmup_epochs=opts.warmup_epochs, seed=seed, device=opts.device,
