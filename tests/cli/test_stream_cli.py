@@ -102,3 +102,21 @@ def test_list_and_show(capsys):
     assert code == 0 and {s["name"] for s in json.loads(out)["streams"]} == {"embedded", "nevis-full", "nevis-full-paper", "nevis-short"}
     code, out, _ = _run(capsys, "stream", "show", "nevis-full")
     assert code == 0 and "106 tasks" in out and "ImageNet" in out
+
+
+def test_print_config_then_config_gives_the_same_record_settings(tmp_path, capsys):
+    """The printed config is a loadable --config; running from it stores what the flags store."""
+    flags = ["--stream", "embedded", "--learner", "ft-d", "--trials", "1", "--steps", "4", "--width", "2",
+             "--max-tasks", "2", "--learner-opt", "knn_k=3", "--recipe", "dm-nevis"]
+    code, out, _ = _run(capsys, "stream", "run", *flags, "--print-config")
+    assert code == 0 and "batch_size_rule: 0.0025n" in out
+    (tmp_path / "c.yaml").write_text(out)
+    code, out, _ = _run(capsys, "stream", "run", *flags, "--no-store", "--out", str(tmp_path / "a"), "--json")
+    by_flags = json.loads(out)["records"]
+    code2, out, _ = _run(capsys, "stream", "run", "--config", str(tmp_path / "c.yaml"), "--no-store",
+                         "--out", str(tmp_path / "b"), "--json")
+    by_file = json.loads(out)["records"]
+    assert code == code2 == 0
+    assert [r["settings"] for r in by_flags] == [r["settings"] for r in by_file]
+    assert by_flags[0]["settings"]["recipe"] == "dm-nevis" and by_flags[0]["settings"]["knn_k"] == 3
+    assert [r["metrics"]["error"] for r in by_flags] == [r["metrics"]["error"] for r in by_file]

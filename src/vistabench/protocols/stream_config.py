@@ -141,7 +141,7 @@ class StreamConfig(RunConfig):
     def resolve(cls, given: dict[str, Any]) -> dict[str, Any]:
         learner = given.get("learner", "indep")
         options_cls = learner_options_class(learner)  # "learner: unknown stream learner ..." with close matches
-        if "search_space" in given and learner != "bhpo":
+        if given.get("search_space", "large") != "large" and learner != "bhpo":
             raise InputError(f"search_space: only the bhpo learner reads it (learner is {learner!r}); remove it")
         if given.get("checkpoint") is not None and learner != "pt":
             raise InputError(f"checkpoint: only the pt learner reads it (learner is {learner!r}); remove it")

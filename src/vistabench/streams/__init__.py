@@ -253,11 +253,11 @@ def load_stream(spec: str, *, meta_test_from_year: int | str | None = None) -> S
         v = meta_test_from_year
         if isinstance(v, str) and not v.strip().lstrip("-").isdigit():
             if v not in presets:
-                raise InputError(f"--meta-test-from: expected a year or one of {sorted(presets)} for stream "
+                raise InputError(f"meta_test_from: expected a year or one of {sorted(presets)} for stream "
                                  f"{doc.get('name', spec)!r}, got {v!r}")
             year, choice = int(presets[v]), f"--meta-test-from {v}"
         elif isinstance(v, bool) or not isinstance(v, (int, str)):
-            raise InputError(f"--meta-test-from: expected a year or a preset name, got {v!r}")
+            raise InputError(f"meta_test_from: expected a year or a preset name, got {v!r}")
         else:
             year, choice = int(v), f"--meta-test-from {int(v)}"
         doc = {**doc, "meta_test_from_year": year}
@@ -265,6 +265,6 @@ def load_stream(spec: str, *, meta_test_from_year: int | str | None = None) -> S
     stream.meta_test_choice = choice
     if meta_test_from_year is not None and stream.tasks and not stream.meta_test():
         years = sorted({t.year for t in stream.tasks})
-        raise InputError(f"--meta-test-from {meta_test_from_year}: leaves no meta-test task in stream "
+        raise InputError(f"meta_test_from: {meta_test_from_year} leaves no meta-test task in stream "
                          f"{stream.name!r} (its tasks are from {years[0]}..{years[-1]}); pick a year up to {years[-1]}")
     return stream

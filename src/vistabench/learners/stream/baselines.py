@@ -153,7 +153,7 @@ def knn_score(f_train: np.ndarray, y_train: np.ndarray, f_test: np.ndarray, y_te
 
 @register_learner("pt")
 class PT(SearchLearner):
-    """Fine-tune every task from one pretrained checkpoint (``LearnerConfig.checkpoint``)."""
+    """Fine-tune every task from one pretrained checkpoint (the config's ``checkpoint``)."""
 
     name = "pt"
 
