@@ -12,6 +12,7 @@ from ..metrics.detection import evaluate_detections
 from ..metrics.detection_data import Detections, GroundTruth
 from ..protocols.detection import apply_to, calibrate_detections, record_evaluation, rerank_top_per_class
 from ..protocols.detection_calibration import calibrators
+from ..protocols.detection_config import CalibrationSettings
 from ..store import ResultsStore
 
 
@@ -56,15 +57,17 @@ def demo(store: ResultsStore, out_dir: Path, *, quick: bool = False) -> str:
     row(f"rerank top-{k}/class (gaming)", gamed)
     methods = ["platt"] if quick else list(calibrators)
     for m in methods:
-        cal = calibrate_detections(hgt, hdets, method=m)
+        cal = calibrate_detections(hgt, hdets, CalibrationSettings.from_dict({"method": m}))
         ev = evaluate_detections(gt, apply_to(cal, gt, dets), max_dets_per_image=limit)
         record_evaluation(store, dataset, f"calibrated-{m}", 1, ev, {"calibration": m, "fit_on": f"held-out seed 2, {2 * size['num_images']} images",
                                                          "fitted_categories": cal.settings["num_categories_fitted"]})
         row(f"calibrated ({m})", ev)
-    # the authors' calibration recipe (large-vocab-devil): their labels, 20 bins, Platt on logit(score)
-    cal = calibrate_detections(hgt, hdets, method="platt", recipe="devil")
+    # the authors' calibration recipe (large-vocab-devil): their labels, Platt on logit(score), ties
+    # broken as their MAINTAIN_RANK (box IoU here: the synthetic set has no masks)
+    cal = calibrate_detections(hgt, hdets, CalibrationSettings.from_dict({"method": "platt", "recipe": "devil"}))
     ev = evaluate_detections(gt, apply_to(cal, gt, dets), max_dets_per_image=limit)
-    record_evaluation(store, dataset, "calibrated-platt-devil", 1, ev, {"calibration": "platt", "recipe": "devil"})
+    record_evaluation(store, dataset, "calibrated-platt-devil", 1, ev,
+                      {"calibration": "platt", "recipe": "devil", "calibration_iou_type": cal.settings["iou_type"]})
     row("calibrated (platt, authors' recipe)", ev)
     # masks: the same three APs with mask IoU (segm); small and medium decided by the mask's area
     msize = dict(num_images=20, num_categories=20, dets_per_image=30) if quick else \

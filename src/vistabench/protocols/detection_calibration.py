@@ -18,6 +18,11 @@ seen at fit time uses it too. ``apply`` keeps each category's order of scores st
 ties): it adds ``1e-9 * rank / n`` within the category, far below any calibrated difference, so
 piecewise-constant maps cannot merge two scores and AP^Fixed is exactly unchanged.
 
+**The authors' recipe** (:func:`fit_calibration_devil`, ``recipe="devil"``): a calibrator per
+category with a true positive, score 0 for the others; Platt on logit(score) or netcal's histogram
+binning (:func:`fit_histbin_netcal`: fit [a, b), look-up (a, b]); ``apply`` breaks ties as their
+``MAINTAIN_RANK`` (:func:`maintain_rank`), across categories by the original score.
+
 A fitted calibration is JSON (``Calibration.to_json`` / ``from_json``) keyed by category id.
 """
 

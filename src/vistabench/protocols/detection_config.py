@@ -19,13 +19,20 @@ rather than silently ignored. This module imports neither numpy nor any data.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from ..config import Options, RunConfig, option
 from ..errors import InputError
 
-__all__ = ["RECIPES", "DEVIL_CALIBRATION_METHODS", "CalibrationSettings", "DetectionConfig",
-           "resolve_calibration", "fill_recipe", "check_calibration_method"]
+__all__ = [
+    "DEVIL_CALIBRATION_METHODS",
+    "RECIPES",
+    "CalibrationSettings",
+    "DetectionConfig",
+    "check_calibration_method",
+    "fill_recipe",
+    "resolve_calibration",
+]
 
 RECIPES = ("vistabench", "devil")
 #: The methods the authors' recipe has (netcal's LogisticCalibration and HistogramBinning).
@@ -58,19 +65,28 @@ def resolve_calibration(given: dict[str, Any], names: dict[str, str], *, active:
                         method: str | None) -> dict[str, Any]:
     """Refuse the calibration fields of ``given`` that nothing reads (the recipe fills the rest).
 
+    A field given at the recipe's own value (or None) counts as not given, so a printed config reads
+    back; any other value that nothing would read is an error naming the field.
+
     ``names`` maps the generic names (method, recipe, iou_threshold, iou_type, dets_per_class, min_samples,
     bins) to the config's field names; ``active``: calibration runs at all; ``method``: the calibrator.
     """
     recipe = given.get(names["recipe"], "vistabench")
+    preset = {"method": None, "recipe": "vistabench", **_PRESETS.get(recipe, _PRESETS["vistabench"])}
+
+    def changed(generic: str) -> bool:  # given and not the recipe's own value (a printed config is read back)
+        name = names[generic]
+        return name in given and given[name] is not None and given[name] != preset[generic]
+
     if not active:
         for generic, field_name in names.items():
-            if generic != "method" and field_name in given:
+            if generic != "method" and changed(generic):
                 raise InputError(f"{field_name}: only read when calibrating (set {names['method']}); remove it")
-    if recipe == "devil" and names["min_samples"] in given:
+    if recipe == "devil" and changed("min_samples"):
         raise InputError(f"{names['min_samples']}: not read by the devil recipe (the authors fit every "
                          f"category with a true positive and score the others 0); remove it or use "
                          f"{names['recipe']}: vistabench")
-    if names["bins"] in given and method is not None and method != "histbin":
+    if changed("bins") and method is not None and method != "histbin":
         raise InputError(f"{names['bins']}: only read by histbin, not by {method!r}; remove it")
     return given
 
@@ -107,7 +123,7 @@ class CalibrationSettings(Options):
     bins: int | None = option(None, low=1, help="histbin's bins; default the recipe's (vistabench: 10 "
                                                 "equal-mass; devil: 20 equal-width, as netcal)")
 
-    _NAMES = {"method": "method", "recipe": "recipe", "iou_threshold": "iou_threshold", "iou_type": "iou_type",
+    _NAMES: ClassVar[dict[str, str]] = {"method": "method", "recipe": "recipe", "iou_threshold": "iou_threshold", "iou_type": "iou_type",
               "dets_per_class": "dets_per_class", "min_samples": "min_samples", "bins": "bins"}
 
     @classmethod
@@ -166,7 +182,7 @@ class DetectionConfig(RunConfig):
                               help="histbin's bins; default the recipe's (vistabench: 10 equal-mass; devil: 20 "
                                    "equal-width, as netcal)")
 
-    _NAMES = {"method": "calibrate", "recipe": "recipe", "iou_threshold": "calibration_iou",
+    _NAMES: ClassVar[dict[str, str]] = {"method": "calibrate", "recipe": "recipe", "iou_threshold": "calibration_iou",
               "iou_type": "calibration_iou_type", "dets_per_class": "calibration_dets_per_class",
               "min_samples": "min_samples", "bins": "bins"}
 

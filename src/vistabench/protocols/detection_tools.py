@@ -17,8 +17,13 @@ from .detection import build_image_split, calibrate_detections, read_detection_s
 from .detection_calibration import Calibration, apply_calibration
 from .detection_config import CalibrationSettings
 
-__all__ = ["rerank_results_file", "fit_calibration_file", "apply_calibration_file", "write_synth_set",
-           "write_image_split"]
+__all__ = [
+    "apply_calibration_file",
+    "fit_calibration_file",
+    "rerank_results_file",
+    "write_image_split",
+    "write_synth_set",
+]
 
 
 def write_image_split(ground_truth: str | os.PathLike[str], out: str | os.PathLike[str], *,
@@ -45,7 +50,7 @@ def rerank_results_file(results: str | os.PathLike[str], out: str | os.PathLike[
     keep = np.flatnonzero(rank_within(c["category_id"], c["score"]) < k)
     seg = None if c["segmentation"] is None else [c["segmentation"][i] for i in keep]
     write_result_columns(out, c["image_id"][keep], c["category_id"][keep], c["bbox"][keep], c["score"][keep], seg)
-    return {"results": str(results), "out": str(out), "per_class_topk": k, "kept": int(len(keep)),
+    return {"results": str(results), "out": str(out), "per_class_topk": k, "kept": len(keep),
             "dropped": int(len(c["score"]) - len(keep))}
 
 
@@ -71,7 +76,7 @@ def apply_calibration_file(calibration: str | os.PathLike[str] | dict, results: 
     c = read_result_columns(results, keep_segmentation=True)
     score = apply_calibration(cal, c["score"], c["category_id"])
     write_result_columns(out, c["image_id"], c["category_id"], c["bbox"], score, c["segmentation"])
-    return {"out": str(out), "method": cal.method, "detections": int(len(score))}
+    return {"out": str(out), "method": cal.method, "detections": len(score)}
 
 
 def write_synth_set(out: str | os.PathLike[str], **options: Any) -> dict[str, Any]:
