@@ -74,13 +74,38 @@ _RECORD_COLUMNS = {"id", "protocol", "dataset", "method", "seed", "split_hash", 
                    "version", "created", "tag"}
 
 
+def can_write(path: str | os.PathLike[str]) -> bool:
+    """Whether this process may write ``path`` and create files beside it (SQLite's ``-wal``/``-shm``)."""
+    p = Path(path).resolve()
+    return os.access(p.parent, os.W_OK) and (not p.exists() or os.access(p, os.W_OK))
+
+
+def connect_sqlite(path: str | os.PathLike[str], *, read_only: bool = False,
+                   timeout: float = 30.0) -> sqlite3.Connection:
+    """A connection to the SQLite file ``path``; ``read_only`` never creates or changes a file.
+
+    Read-only opening uses ``mode=ro``; where the file or its folder is not writable (a shared
+    results folder, a mounted archive), ``immutable=1`` as well, since even a read-only connection
+    to a WAL database would create a ``-shm`` file beside it. (An immutable reader does not see
+    what a crashed writer left in a ``-wal`` file; a store closed normally has none.)
+    """
+    if not read_only:
+        return sqlite3.connect(str(path), timeout=timeout)
+    uri = Path(path).resolve().as_uri() + "?mode=ro"
+    if not can_write(path):
+        uri += "&immutable=1"
+    return sqlite3.connect(uri, uri=True, timeout=timeout)
+
+
 class ResultsStore:
     """A results store at ``path`` (created on first use unless ``read_only``).
 
     The file is marked as ours (``PRAGMA application_id`` = :data:`APPLICATION_ID`, ``user_version``
     = :data:`SCHEMA_VERSION`). Opening refuses, with one-line :class:`~vistabench.errors.InputError`:
     a file that is not SQLite, a SQLite file of another program, a corrupted file and a store of a
-    newer schema. ``read_only=True`` (tables, reports) never creates or modifies the file.
+    newer schema. ``read_only=True`` (tables, reports) never creates or modifies the file, and reads a
+    store in a folder it may not write (a shared results folder, a mounted archive): see
+    :func:`connect_sqlite`.
     """
 
     def __init__(self, path: str | os.PathLike[str] = DEFAULT_STORE, *, read_only: bool = False) -> None:
@@ -107,10 +132,7 @@ class ResultsStore:
             except OSError as exc:
                 raise InputError(f"{where}: cannot create its folder ({exc.strerror})") from exc
         try:
-            if read_only:
-                self._conn = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True, timeout=30.0)
-            else:
-                self._conn = sqlite3.connect(str(self.path), timeout=30.0)
+            self._conn = connect_sqlite(self.path, read_only=read_only)
             self._check_and_init(where)
         except sqlite3.OperationalError as exc:
             if "locked" in str(exc) or "busy" in str(exc):

@@ -62,7 +62,7 @@ def test_ldam_uses_cosine_head_and_defers_reweighting():
 
 
 def test_bad_options_and_counts():
-    with pytest.raises(InputError, match="unknown option 'gama'.*gamma"):
+    with pytest.raises(InputError, match="method_options.gama: unknown option; did you mean gamma"):
         fit_predict("focal", TRAIN, TEST, epochs=1, batch_size=16, options={"gama": 1})
     with pytest.raises(InputError, match="did you mean 'focal'"):
         fit_predict("focall", TRAIN, TEST, epochs=1, batch_size=16)

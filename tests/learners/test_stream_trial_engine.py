@@ -49,9 +49,9 @@ def test_local_processes_give_the_sequential_events_with_an_auxiliary_task(tmp_p
 
 
 def test_trial_engine_is_checked_and_not_a_learner_setting():
-    with pytest.raises(InputError, match="--max-parallel: expected a positive integer, got 0"):
+    with pytest.raises(InputError, match="max.parallel: expected a positive integer, got 0"):
         TrialEngine(max_parallel=0)
-    with pytest.raises(InputError, match="--ray-address: only with --engine ray"):
+    with pytest.raises(InputError, match="ray.address: only with (--)?engine ray"):
         TrialEngine(ray_address="127.0.0.1:1")
     learner = make_learner("indep", **OPTS)
     before = learner.settings()

@@ -285,8 +285,25 @@ def test_custom_step_and_second_sampler_errors():
         tr.fit(X, Y, second_sampler=np.full(47, 1 / 47))
     with pytest.raises(InputError, match="^second_sampler: expected 48 "):
         tr.fit(X, Y, second_sampler=np.full(48, 1.0))
-    with pytest.raises(InputError, match="^trainable: "):
-        tr.fit(X, Y, trainable="classifier")
+    with pytest.raises(InputError, match="^frozen_mode: "):
+        tr.fit(X, Y, trainable="classifier", frozen_mode="frozen")
+
+
+def test_custom_step_may_train_the_classifier_alone():
+    model = build_model("cnn28", num_classes=3, in_channels=1, seed=0)
+    features = {k: v.clone() for k, v in model.state_dict().items() if not k.startswith("classifier")}
+    head = model.classifier.weight.detach().clone()
+
+    def step(x, y, x2, y2, epoch):
+        with torch.no_grad():
+            f = model.features(x)
+        out = model.classifier(f)
+        return torch.nn.functional.cross_entropy(out, y), out
+
+    res = Trainer(model, TrainConfig(epochs=1, batch_size=16), step=step).fit(X, Y, trainable="classifier")
+    assert all(torch.equal(v, features[k]) for k, v in model.state_dict().items() if k in features)
+    assert not torch.equal(model.classifier.weight, head) and res.config["frozen_mode"] == "eval"
+    assert all(p.requires_grad for p in model.parameters())  # the caller's flags given back
 
 
 def test_apply_runs_a_function_on_normalised_batches_like_predict():

@@ -26,5 +26,5 @@ def test_validation_holdout():
 
 
 def test_n_max_too_large():
-    with pytest.raises(InputError, match="lower --n-max"):
+    with pytest.raises(InputError, match="lower n_max"):
         build_training_split(np.repeat(np.arange(3), 10), imbalance=10, n_max=50)

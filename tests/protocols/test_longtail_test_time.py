@@ -6,6 +6,7 @@ import numpy as np
 import vistabench.learners.longtail as L
 from vistabench.data import load_dataset
 from vistabench.protocols.longtail import run
+from vistabench.protocols.longtail_config import LongtailConfig
 
 
 def test_run_applies_test_time_per_drawn_set(monkeypatch):
@@ -27,7 +28,9 @@ def test_run_applies_test_time_per_drawn_set(monkeypatch):
                              settings={"method": method}, test_time=test_time)
 
     monkeypatch.setattr(L, "fit_predict", fake_fit_predict)
-    rec = run(data=splits, method="tade", imbalance=10, epochs=1, points=3, repeats=2)
+    (record,) = run(LongtailConfig.from_dict({"data": "digits", "method": "tade", "imbalance": 10, "epochs": 1,
+                                              "points": 3, "repeats": 2}))
+    rec = record.to_dict()
     # computed once, shared by both scorings: 3 points x 2 drawn sets, each called with its own indices
     assert len(calls) == 6 and all(c.dtype == np.int64 for c in calls)
     assert len({tuple(c) for c in calls}) == 6

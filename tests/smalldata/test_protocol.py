@@ -140,8 +140,8 @@ def test_stats_welch_cli_matches_scipy(tmp_path, capsys):
     assert rc == 0 and r["t"] == pytest.approx(ref.statistic) and r["p"] == pytest.approx(ref.pvalue)
     assert r["df"] == pytest.approx(ref.df)
     (tmp_path / "c.json").write_text("[0.5]")
-    rc, out, _ = run(capsys, "stats", "welch", "--a", tmp_path / "a.json", "--b", tmp_path / "c.json", "--json")
-    assert rc == 0 and json.loads(out)["p"] is None  # undefined -> null
+    rc, _, err = run(capsys, "stats", "welch", "--a", tmp_path / "a.json", "--b", tmp_path / "c.json", "--json")
+    assert rc == 2 and "needs at least 2" in err  # undefined -> refused with the reason
     (tmp_path / "d.json").write_text("[0.5, \"x\"]")
     rc, _, err = run(capsys, "stats", "welch", "--a", tmp_path / "a.json", "--b", tmp_path / "d.json")
     assert rc == 2 and err.count("\n") == 1 and "--b" in err

@@ -91,8 +91,11 @@ def _shape(rec) -> tuple[set, set]:
 
 def test_longtail_score_and_run_records_have_the_same_shape(tmp_path, capsys):
     from vistabench.protocols.longtail import run
+    from vistabench.protocols.longtail_config import LongtailConfig
 
-    rec = run(data="digits", method="ce", imbalance=10, epochs=1, points=3, repeats=2, out_dir=tmp_path / "r")
+    (rec,) = run(LongtailConfig.from_dict({"data": "digits", "method": "ce", "imbalance": 10, "epochs": 1,
+                                           "points": 3, "repeats": 2}), work_dir=tmp_path / "r")
+    rec = rec.to_dict()
     store = tmp_path / "s.sqlite"
     assert main(["longtail", "score", "--predictions", str(tmp_path / "r" / "predictions.npz"),
                  "--sweep", str(tmp_path / "r" / "sweep.json"), "--store", str(store), "--json"]) == 0

@@ -85,10 +85,8 @@ def _options_of(parser: argparse.ArgumentParser, args: argparse.Namespace) -> di
             if isinstance(a, argparse._SubParsersAction):  # follow the sub-command that was chosen
                 nxt = a.choices.get(str(getattr(args, a.dest, None)))
             elif a.option_strings:
-                if a.dest.startswith("cfg__"):  # a config field's flag (cli/configured.py): its main spelling
-                    out[a.dest[len("cfg__"):]] = a.option_strings[0]
-                else:
-                    out[a.dest] = max(a.option_strings, key=len)
+                field = field_of_dest(a.dest)  # a config field's flag (cli/configured.py): its main spelling
+                out[field] = a.option_strings[0] if field != a.dest else max(a.option_strings, key=len)
         p = nxt
     return out
 

@@ -11,6 +11,7 @@ message from a flag, a config file and a grid cell (the CLI shows the field as i
 from __future__ import annotations
 
 import argparse
+import types
 import typing
 from typing import Any, get_args, get_origin
 
@@ -39,11 +40,9 @@ def _is_tuple(tp: Any) -> bool:
 def _is_mapping(tp: Any) -> bool:
     if get_origin(tp) is dict or tp is dict:
         return True
-    if isinstance(tp, type) and issubclass(tp, Options):
-        return True
-    args = get_args(tp)  # a union of a mapping and an Options class (e.g. method_options)
-    return (get_origin(tp) is not dict and any(isinstance(a, type) and issubclass(a, Options) for a in args)
-            and all(_is_mapping(a) for a in args if a is not type(None)))
+    if get_origin(tp) in (typing.Union, types.UnionType):  # e.g. ``dict | MethodOptions``
+        return all(_is_mapping(a) for a in get_args(tp) if a is not type(None))
+    return isinstance(tp, type) and issubclass(tp, Options)
 
 
 def _is_bool(tp: Any) -> bool:

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from contextlib import contextmanager
+from typing import Iterator
 
 from . import add_json_arg, add_store_arg
 
@@ -17,8 +20,9 @@ CONFIG (YAML or JSON) names one protocol, fixed options and the grid of varied o
     method: [ce, ldam_drw]
     seed: [0, 1]
 
-Every cell is `vistabench <protocol> run` with the fixed options plus one value
-of each grid option (option names as in that command's --help, '_' or '-'). Examples: examples/.
+Every cell is the protocol's run config (the fields of `vistabench <protocol> run
+--print-config`, written with '_' or '-') made of the fixed options plus one value of
+each grid option. Every cell is checked before anything runs. Examples: examples/.
 """
 
 
@@ -51,7 +55,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="GPUs a cell declares to Ray (default: 1 when the cell's --device is cuda, else 0)")
     p.add_argument("--work-dir", metavar="DIR",
                    help="cells' scratch files, on whichever machine runs them (default: grid-runs/ beside the store)")
-    add_store_arg(p)
+    _add_store_args(p)
     add_json_arg(p)
     p.set_defaults(handler=_run, human=None)
 
@@ -59,7 +63,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                      description="Lists the grid's cells with their status: done (records in the store), running "
                                  "(a live driver is running it), failed (with the error), missing.")
     p.add_argument("config", metavar="CONFIG.yaml")
-    add_store_arg(p)
+    _add_store_args(p)
     add_json_arg(p)
     p.set_defaults(handler=_status, human=_status_text)
 
@@ -69,9 +73,34 @@ def register(sub: argparse._SubParsersAction) -> None:
                                  "this grid's done cells only.")
     p.add_argument("config", metavar="CONFIG.yaml")
     p.add_argument("--format", default="markdown", choices=["markdown", "latex", "csv"])
-    add_store_arg(p)
+    _add_store_args(p)
     add_json_arg(p)
     p.set_defaults(handler=_table)
+
+
+@contextmanager
+def stdout_to_stderr() -> Iterator[None]:
+    """Send everything written to file descriptor 1 (Python's ``print``, Ray's and C++ libraries'
+    logs alike) to stderr while the body runs, so that a ``--json`` command's stdout holds its JSON only."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def _add_store_args(p: argparse.ArgumentParser) -> None:
+    add_store_arg(p, optional=False)
+    p.add_argument("--no-store", action="store_true", help=argparse.SUPPRESS)  # refused, with the reason
+
+
+def _store(args) -> str | None:
+    """``--store``, or None for ``--no-store`` (the grid refuses it once the config has been checked)."""
+    return None if args.no_store else args.store
 
 
 def _run(args):
@@ -79,15 +108,17 @@ def _run(args):
 
     cfg = load_config(args.config)
     log = None if args.json else (lambda m: print(m, file=sys.stderr, flush=True))
-    res = run_grid(cfg, store=args.store, engine=args.engine, max_parallel=args.max_parallel,
-                   ray_address=args.ray_address, cpus_per_cell=args.cpus_per_cell,
-                   gpus_per_cell=args.gpus_per_cell, work_dir=args.work_dir, log=log)
+    with stdout_to_stderr():
+        res = run_grid(cfg, store=_store(args), engine=args.engine, max_parallel=args.max_parallel,
+                       ray_address=args.ray_address, cpus_per_cell=args.cpus_per_cell,
+                       gpus_per_cell=args.gpus_per_cell, work_dir=args.work_dir, log=log)
     if args.json:
         from . import emit
 
         emit(res.to_dict(), as_json=True)
     else:
-        print(f"cells {res.cells}: ran {res.ran}, skipped {res.skipped}, failed {res.failed}")
+        retried = f", retried {res.retried} after a lost worker or node" if res.retried else ""
+        print(f"cells {res.cells}: ran {res.ran}, skipped {res.skipped}, failed {res.failed}{retried}")
     if res.failed:
         sys.exit(1)
     return None
@@ -96,7 +127,7 @@ def _run(args):
 def _status(args):
     from ..grid import grid_status, load_config
 
-    return grid_status(load_config(args.config), store=args.store)
+    return grid_status(load_config(args.config), store=_store(args))
 
 
 def _status_text(st) -> str:
@@ -112,7 +143,7 @@ def _status_text(st) -> str:
 def _table(args):
     from ..grid import grid_table, load_config
 
-    table = grid_table(load_config(args.config), store=args.store)
+    table = grid_table(load_config(args.config), store=_store(args))
     if args.json:
         return {"columns": [c.key for c in table.columns], "rows": table.rows}
     print(table.render(args.format))

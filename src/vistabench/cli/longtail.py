@@ -7,6 +7,14 @@ from pathlib import Path
 
 from . import add_json_arg, add_record_args, add_store_arg, read_json_file, store_records
 from ..errors import InputError
+from ..protocols.longtail_config import LongtailConfig
+from .configured import add_config_options, run_verb
+
+
+def run_longtail(config, *, store=None, work_dir=None):
+    from ..protocols.longtail import run  # torch only when a run happens
+
+    return run(config, store=store, work_dir=work_dir)
 
 _FMT = argparse.RawDescriptionHelpFormatter
 
@@ -83,28 +91,19 @@ def register(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
     add_json_arg(p)
     p.set_defaults(handler=_score, human=_score_text)
 
-    p = s.add_parser("run", help="train a reference method and score it", description=
+    p = s.add_parser("run", help="train a reference method and score it", formatter_class=_FMT, description=
                      "Builds the long-tailed split, trains METHOD, predicts the dataset's test part, builds "
                      "the sweep (test imbalance = training imbalance unless given), scores it and stores the "
-                     "record. Files go to --out (split.json, predictions.npz, sweep.json).")
-    p.add_argument("--data", required=True, help="mnist5k | digits | cifar10:DIR | cifar100:DIR | folder:DIR | npz:FILE")
-    p.add_argument("--method", required=True, help="ce, focal, ldam_drw, balanced_softmax, logit_adjust, crt, bbn, tde, "
-                   "ride, ib, tade (test-time aggregation on each unlabelled test set), lade, gcl; see docs/longtail.md")
-    p.add_argument("--imbalance", type=float, required=True)
-    p.add_argument("--epochs", type=int, default=10)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--device", default="cpu", help="cpu | cuda | auto")
-    p.add_argument("--model", default="auto", help="auto (default): resnet32 for >= 32 px images, cnn28 below; or any model name")
-    p.add_argument("--n-max", type=int)
-    p.add_argument("--test-imbalance", type=float)
-    p.add_argument("--points", type=int, default=10)
-    p.add_argument("--repeats", type=int, default=5)
-    p.add_argument("--batch-size", type=int, default=128)
-    p.add_argument("--lr", type=float, default=0.05)
+                     "record. Files go to --out (split.json, predictions.npz, sweep.json).\n\n"
+                     "The recipe (optimizer, schedule, method options) is part of the config: --recipe "
+                     "reference is the method's authors' CIFAR-LT training (default on cifar10:/cifar100:), "
+                     "cpu a CPU-sized one; --print-config [--json] shows everything a run will use.")
+    add_config_options(p, LongtailConfig)
     p.add_argument("--out", help="folder for split.json, predictions.npz, sweep.json")
     add_store_arg(p)
     add_json_arg(p)
-    p.set_defaults(handler=_run, human=_run_text)
+    handler, human = run_verb(LongtailConfig, run_longtail, human=_run_text)
+    p.set_defaults(handler=handler, human=human)
 
     p = s.add_parser("table", help="print the results table from the store", description=
                      "Renders the store's long-tail records, best bold, second underlined, third italic; "
@@ -145,12 +144,6 @@ def _split(args):
     from ..data import load_dataset, write_split
     from ..protocols.longtail import build_training_split
 
-    from .._validation import check_fraction
-
-    check_fraction(args.val_fraction, "--val-fraction")
-    if args.val_fraction >= 1:
-        raise InputError(f"--val-fraction: expected a fraction in [0, 1) (some samples must stay for training), "
-                         f"got {args.val_fraction}")
     ds = load_dataset(args.data)
     split = build_training_split(ds.train.labels, imbalance=args.imbalance, n_max=args.n_max, kind=args.kind,
                                  seed=args.seed, val_fraction=args.val_fraction, dataset=args.data)
@@ -209,20 +202,6 @@ def _score_text(r) -> str:
     if r.get("record_id") is not None:
         lines.append(f"stored record {r['record_id']}")
     return "\n".join(lines)
-
-
-def _run(args):
-    from contextlib import nullcontext
-
-    from ..protocols.longtail import run
-    from ..store import ResultsStore
-
-    with (ResultsStore(args.store) if args.store else nullcontext()) as store:
-        rec = run(data=args.data, method=args.method, imbalance=args.imbalance, epochs=args.epochs, seed=args.seed,
-                  device=args.device, model=args.model, n_max=args.n_max, test_imbalance=args.test_imbalance,
-                  points=args.points, repeats=args.repeats, batch_size=args.batch_size, lr=args.lr,
-                  out_dir=args.out, store=store)
-    return rec
 
 
 def _run_text(rec) -> str:

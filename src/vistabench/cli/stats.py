@@ -17,9 +17,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                      description="Welch's t-test of mean(A) - mean(B): t = (m_a - m_b) / sqrt(s_a^2/n_a + "
                                  "s_b^2/n_b), Welch-Satterthwaite df, p from Student's t (equals "
                                  "scipy.stats.ttest_ind(a, b, equal_var=False)). Each file holds a JSON list "
-                                 "of numbers. t, df and p are null when undefined (fewer than 2 scores in a "
-                                 "list, or no variance in either; a standard deviation below 1e-12 of the data's scale, e.g. "
-                                 "rounding noise of a constant list, counts as none).")
+                                 "of numbers. The test is undefined, and the command refuses it (exit 2, with "
+                                 "the reason), for a list of fewer than 2 scores or when neither list varies (a "
+                                 "standard deviation below 1e-12 of the data's scale, e.g. rounding noise of a "
+                                 "constant list, counts as none).")
     p.add_argument("--a", required=True, metavar="A.json", help="JSON list of scores of method A")
     p.add_argument("--b", required=True, metavar="B.json", help="JSON list of scores of method B")
     p.add_argument("--alternative", choices=["two-sided", "less", "greater"], default="two-sided",
@@ -39,7 +40,15 @@ def _scores(path: str, flag: str) -> list[float]:
 def _welch(args):
     from ..metrics.stats import welch_test
 
-    r = welch_test(_scores(args.a, "--a"), _scores(args.b, "--b"), alternative=args.alternative)
+    a, b = _scores(args.a, "--a"), _scores(args.b, "--b")
+    for scores, flag, path in ((a, "--a", args.a), (b, "--b", args.b)):
+        if len(scores) < 2:
+            raise InputError(f"{flag} {path!r}: {len(scores)} score{'' if len(scores) == 1 else 's'}; Welch's t-test "
+                             "needs at least 2 per list (it estimates each list's variance)")
+    r = welch_test(a, b, alternative=args.alternative)
+    if r.t is None or math.isnan(r.t):
+        raise InputError(f"--a {args.a!r}, --b {args.b!r}: neither list varies (each is constant), so Welch's "
+                         "t-test is undefined (t = 0/0 or x/0); compare the means directly")
     return r.to_dict()
 
 

@@ -12,15 +12,15 @@ DEMO_METHODS = ("ce", "balanced_softmax", "logit_adjust", "ldam_drw", "tade")  #
 
 def demo(store: ResultsStore, out_dir: Path, *, quick: bool = False) -> str:
     """MNIST-5k made long-tailed (rho = 100), reference methods trained, the sweep scored."""
-    from ..data import load_dataset
     from ..progress import track
     from ..protocols.longtail import run
+    from ..protocols.longtail_config import LongtailConfig
     from ..report.longtail import longtail_table
 
-    splits = load_dataset("mnist5k")
     methods = DEMO_METHODS[:2] if quick else DEMO_METHODS
     epochs = 2 if quick else 8
     for method in track(methods, description="longtail: training methods"):
-        run(data=splits, method=method, imbalance=100, epochs=epochs, seed=0,
-            out_dir=Path(out_dir) / method, store=store, tag="demo")
+        config = LongtailConfig.from_dict({"data": "mnist5k", "method": method, "imbalance": 100,
+                                           "epochs": epochs, "seed": 0, "tag": "demo"})
+        run(config, work_dir=Path(out_dir) / method, store=store)
     return longtail_table(store).render("markdown")

@@ -1,36 +1,35 @@
-"""How a grid cell becomes a protocol run: protocol name + options dict -> stored records.
+"""How a grid cell becomes a protocol run: protocol name + options -> a typed config -> records.
 
-Everything protocol-specific the grid needs sits in this module. Protocols and their tables come
-from the protocol declarations (:mod:`vistabench.suite`); a cell runs the protocol's
-``vistabench <protocol> run`` command through its own argument parser (same option names,
-defaults, types and validation as on the command line) in a private scratch store, and hands the
+Everything protocol-specific the grid needs sits in this module, and all of it comes from the
+protocol declarations (:mod:`vistabench.suite`): a cell's options build the protocol's typed
+config (its ``config`` part, :class:`~vistabench.config.RunConfig`), which validates them (unknown
+names with close matches, types, ranges, allowed values, rules across fields); the cell's key is
+the config's :meth:`~vistabench.config.RunConfig.key_dict`; the cell runs the protocol's ``run``
+part, ``run(config, store=scratch, work_dir=folder)``, in a private scratch store, and hands the
 records back: the worker never touches the user's store.
 """
 
 from __future__ import annotations
 
-import argparse
 import difflib
-import functools
-import os
 import shutil
 import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
+from ..config import RunConfig
 from ..errors import InputError
 
-RUN_VERB = "run"  # every protocol's `vistabench <protocol> run` (the protocol contract, docs/architecture.md)
-# options the grid sets itself (per-cell scratch folders, the private store, output mode)
-MANAGED: frozenset[str] = frozenset({"store", "no_store", "json", "out", "work_dir", "help"})
+# options the grid sets itself (per-cell scratch folders, the store of `grid run`, output mode)
+MANAGED: frozenset[str] = frozenset({"store", "no_store", "json", "out", "work_dir", "help", "config",
+                                     "print_config"})
 # protocols whose run resumes from its work folder alone (smalldata: the Optuna study of the search);
 # the others start from an emptied folder (a stream checkpoint would skip tasks whose records were
 # in the killed cell's scratch store)
 KEEP_WORK_DIR: frozenset[str] = frozenset({"smalldata"})
-# options that change where or how fast a cell runs, never its result: not part of the cell key
-RUNTIME_ONLY: frozenset[str] = frozenset({"threads", "ray_address", "max_parallel"})
-# ... and those that do so for one protocol only (smalldata's engine also picks the search backend)
-RUNTIME_ONLY_FOR: dict[str, frozenset[str]] = {"stream": frozenset({"engine"})}
+
+__all__ = ["MANAGED", "KEEP_WORK_DIR", "protocols", "check_protocol", "config_class", "build_config",
+           "canonical_options", "run_ref", "import_ref", "run_config", "table_for"]
 
 
 def protocols() -> list[str]:
@@ -56,134 +55,64 @@ def table_for(protocol: str) -> Callable[..., Any]:
     return get_protocol(check_protocol(protocol)).part("table")
 
 
-@functools.lru_cache(maxsize=None)
-def _run_parser(protocol: str) -> argparse.ArgumentParser:
-    from ..cli import build_parser
-
-    def child(p: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
-        for action in p._actions:
-            if isinstance(action, argparse._SubParsersAction) and name in action.choices:
-                return action.choices[name]
-        raise InputError(f"protocol {protocol!r}: this installation has no `vistabench {protocol} "
-                         f"{RUN_VERB}` command")
-
-    parser = child(child(build_parser(), protocol), RUN_VERB)
-
-    def error(message: str) -> None:  # one-line InputError instead of argparse's exit
-        raise InputError(f"{protocol} options: {message}")
-
-    parser.error = error  # type: ignore[method-assign]
-    return parser
-
-
-def _actions(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
-    return {a.dest: a for a in parser._actions if a.option_strings and a.dest not in MANAGED}
-
-
-def _argv(protocol: str, parser: argparse.ArgumentParser, options: dict[str, Any]) -> list[str]:
-    actions = _actions(parser)
-    argv: list[str] = []
-    for name, value in options.items():
-        dest = str(name).replace("-", "_")
-        if dest in MANAGED:
-            raise InputError(f"option {name!r}: set by the grid itself (per-cell folders, --store of `grid run`); "
-                             "remove it from the config")
-        if dest not in actions:
-            close = difflib.get_close_matches(dest, list(actions), n=3, cutoff=0.6)
-            hint = f"; did you mean {', '.join(c.replace('_', '-') for c in close)}?" if close else ""
-            raise InputError(f"option {name!r}: `vistabench {protocol} {RUN_VERB}` has no such "
-                             f"option{hint}")
-        action = actions[dest]
-        flag = action.option_strings[-1]
-        if action.nargs == 0:  # store_true / store_false flags
-            if not isinstance(value, bool):
-                raise InputError(f"option {name!r}: expected true or false, got {value!r}")
-            if value != action.default:
-                argv.append(flag)
-        elif value is None:
-            continue
-        elif isinstance(value, (list, tuple)):
-            if action.nargs not in ("+", "*"):
-                raise InputError(f"option {name!r}: expected one value, got the list {value!r}")
-            argv += [flag, *map(str, value)]
-        elif isinstance(value, dict):
-            import json
-
-            argv += [flag, json.dumps(value)]
-        else:
-            argv += [flag, str(value)]
-    return argv
-
-
-def config_class(protocol: str) -> Any:
-    """The protocol's typed run configuration class, or None while it declares none."""
+def config_class(protocol: str) -> type[RunConfig]:
+    """The protocol's typed run configuration (its declaration's ``config`` part)."""
     from ..suite import get_protocol
 
-    proto = get_protocol(check_protocol(protocol))
-    return proto.part("config") if getattr(proto, "config", "") else None
+    decl = get_protocol(check_protocol(protocol))
+    if not decl.config:
+        raise InputError(f"protocol {protocol!r}: its declaration has no typed config, so the grid cannot "
+                         "run it (vistabench.suite)")
+    return decl.part("config")
 
 
-def _config_of(protocol: str, cls: Any, options: dict[str, Any]) -> Any:
+def run_ref(protocol: str) -> str:
+    """Where the protocol's ``run(config, *, store=None, work_dir=None) -> list[Record]`` lives
+    (``"module:function"``): a worker process imports it from there."""
+    from ..suite import get_protocol
+
+    return get_protocol(check_protocol(protocol)).run
+
+
+def import_ref(ref: str) -> Callable[..., Any]:
+    """The object a ``"module:attribute"`` reference names."""
+    import importlib
+
+    module, _, attr = ref.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+def build_config(protocol: str, options: dict[str, Any]) -> RunConfig:
+    """The cell's typed config: every option checked here, before anything runs (one-line ``InputError``
+    naming the option: unknown names with close matches, bad values, a name spelt two ways)."""
     for name in options:
         if str(name).replace("-", "_") in MANAGED:
-            raise InputError(f"option {name!r}: set by the grid itself (per-cell folders, --store of `grid run`); "
+            raise InputError(f"{name}: set by the grid itself (per-cell folders, --store of `grid run`); "
                              "remove it from the config")
-    return cls.from_dict(options)
+    return config_class(protocol).from_dict(options)
 
 
 def canonical_options(protocol: str, options: dict[str, Any]) -> dict[str, Any]:
-    """The cell's options as the protocol reads them: CLI defaults filled in, types applied.
-
-    Raises ``InputError`` (one line) for an unknown option (with close matches), a bad value or a
-    missing required option. Two configs that mean the same run give the same dict. A protocol
-    with a typed config: its :meth:`~vistabench.config.RunConfig.key_dict`.
-    """
-    cls = config_class(protocol)
-    if cls is not None:
-        return _config_of(protocol, cls, options).key_dict()
-    parser = _run_parser(check_protocol(protocol))
-    args = parser.parse_args(_argv(protocol, parser, options))
-    return {k: v for k, v in sorted(vars(args).items())
-            if k in _actions(parser) and k not in RUNTIME_ONLY | RUNTIME_ONLY_FOR.get(protocol, frozenset())}
+    """The cell's options as the protocol reads them: its config's :meth:`~RunConfig.key_dict`
+    (defaults filled in, types applied, runtime-only fields left out). Two option mappings that mean
+    the same run give the same dict."""
+    return build_config(protocol, options).key_dict()
 
 
-def run_protocol(protocol: str, options: dict[str, Any], *, work_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """Run one configuration of ``protocol`` and return the records it produced (as dicts).
+def run_config(run: Callable[..., Any], config: RunConfig, *, work_dir: str | Path,
+               keep_work_dir: bool = False) -> list[dict[str, Any]]:
+    """Run one cell: ``run(config, store=<scratch store>, work_dir=work_dir)``; its records as dicts.
 
-    ``options`` are the CLI option names of ``vistabench <protocol> run`` (``_`` or ``-``).
-    Files the run writes go to ``work_dir``, emptied first except for protocols in ``KEEP_WORK_DIR``
-    (smalldata resumes a killed cell's search from its study file there). The records are written to a private scratch store and returned, never to the user's store.
+    ``work_dir`` is emptied first unless ``keep_work_dir`` (a smalldata cell resumes its search
+    from the study file there). The records go to a private scratch store, never the user's.
     """
     from ..store import ResultsStore
 
-    cls = config_class(protocol)
-    if cls is not None:  # a typed config: the protocol's run(config, *, store, work_dir)
-        from ..suite import get_protocol
-
-        config = _config_of(protocol, cls, options)
-        work = Path(work_dir)
-        if protocol not in KEEP_WORK_DIR:
-            shutil.rmtree(work, ignore_errors=True)
-        work.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(prefix="vistabench-cell-") as tmp, \
-                ResultsStore(Path(tmp) / "cell.sqlite") as scratch:
-            records = get_protocol(protocol).part("run")(config, store=scratch, work_dir=work / "out")
-            return [r.to_dict() for r in records]
-    parser = _run_parser(check_protocol(protocol))
-    args = parser.parse_args(_argv(protocol, parser, options))
     work = Path(work_dir)
-    if protocol not in KEEP_WORK_DIR:
+    if not keep_work_dir:
         shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True, exist_ok=True)
-    for dest in ("out", "work_dir"):
-        if hasattr(args, dest):
-            setattr(args, dest, str(work / dest))
-    with tempfile.TemporaryDirectory(prefix="vistabench-cell-") as tmp:
-        args.store = str(Path(tmp) / "cell.sqlite")
-        args.no_store = False
-        args.json = True
-        args.handler(args)
-        if not Path(args.store).is_file():
-            return []
-        with ResultsStore(args.store) as scratch:
-            return [r.to_dict() for r in scratch.records()]
+    with tempfile.TemporaryDirectory(prefix="vistabench-cell-") as tmp, \
+            ResultsStore(Path(tmp) / "cell.sqlite") as scratch:
+        records = run(config, store=scratch, work_dir=work)
+        return [r.to_dict() for r in records]

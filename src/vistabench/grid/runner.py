@@ -10,23 +10,26 @@ from typing import Any, Callable
 from ..errors import InputError
 from ..store import Record, ResultsStore
 from .config import Cell, GridConfig
-from .engines import ENGINES, run_local, run_ray
+from ..jobs import ENGINES, SYSTEM_RETRIES, check_ray_address
+from .engines import gpus_for, run_local, run_ray
 from .state import STATUSES, GridState
 
 
 @dataclass
 class GridRun:
-    """Counts of one ``grid run`` (``cells = ran + skipped``; ``failed`` counts among ``ran``)."""
+    """Counts of one ``grid run`` (``cells = ran + skipped``; ``failed`` counts among ``ran``;
+    ``retried``: cells whose Ray task was submitted again after a system failure, done or not)."""
 
     cells: int
     ran: int
     skipped: int
     failed: int
     errors: dict[str, str] = field(default_factory=dict)  # cell label -> one-line error
+    retried: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {"cells": self.cells, "ran": self.ran, "skipped": self.skipped, "failed": self.failed,
-                "errors": self.errors}
+                "retried": self.retried, "errors": self.errors}
 
 
 def default_work_dir(store: str | os.PathLike[str]) -> Path:
@@ -64,17 +67,22 @@ def run_grid(config: GridConfig, *, store: str | os.PathLike[str], engine: str =
     killed driver is removed and run again.
     """
     if engine not in ENGINES:
-        raise InputError(f"--engine: expected one of {', '.join(ENGINES)}, got {engine!r}")
+        raise InputError(f"engine: expected one of {', '.join(ENGINES)}, got {engine!r}")
     if max_parallel is not None and max_parallel < 1:
-        raise InputError(f"--max-parallel: expected a positive integer, got {max_parallel}")
+        raise InputError(f"max_parallel: expected a positive integer, got {max_parallel}")
     if cpus_per_cell < 1:
-        raise InputError(f"--cpus-per-cell: expected a positive integer, got {cpus_per_cell}")
+        raise InputError(f"cpus_per_cell: expected a positive integer, got {cpus_per_cell}")
     if gpus_per_cell is not None and gpus_per_cell < 0:
-        raise InputError(f"--gpus-per-cell: expected a number >= 0, got {gpus_per_cell}")
+        raise InputError(f"gpus_per_cell: expected a number >= 0, got {gpus_per_cell}")
     if ray_address and engine != "ray":
-        raise InputError("--ray-address: only with --engine ray")
+        raise InputError("ray_address: only with engine ray")
     say = log or (lambda _msg: None)
     cells = config.cells()  # validates every cell before anything runs
+    check_store_path(store)
+    if engine == "ray" and ray_address:
+        check_ray_address(ray_address)  # an absent cluster: one line now, not after the store is opened
+    else:
+        check_local_gpus(cells, gpus_per_cell)
     work = Path(work_dir).resolve() if work_dir is not None else default_work_dir(store)
     with ResultsStore(store) as rs, GridState(store) as state:
         keys = {c.key for c in cells}
@@ -99,6 +107,10 @@ def run_grid(config: GridConfig, *, store: str | os.PathLike[str], engine: str =
         try:
             for cell, out in outcomes:
                 result.ran += 1
+                if out.get("retries"):
+                    result.retried += 1
+                    say(f"  retried {cell.label()}: {out['retries']} time(s) after a lost worker or node "
+                        f"(at most {SYSTEM_RETRIES})")
                 if out["ok"] and out["records"]:
                     ids = _store_records(rs, cell, out["records"])
                     state.mark(cell.key, cell.protocol, cell.canonical, "done")
@@ -119,11 +131,38 @@ def run_grid(config: GridConfig, *, store: str | os.PathLike[str], engine: str =
     return result
 
 
+def check_store_path(store: str | os.PathLike[str]) -> None:
+    """A results store is a file: a folder is refused in one line (the same for run, status, table)."""
+    if store is None:
+        raise InputError("store: none (--no-store), but a grid needs its results store (it keeps each cell's "
+                         "records there and skips the cells already done); give a file")
+    if Path(store).is_dir():
+        raise InputError(f"store: {str(store)!r} is a folder, expected a results store file")
+
+
+def check_local_gpus(cells: list[Cell], gpus_per_cell: float | None) -> None:
+    """Cells asking for CUDA on a machine without one: one line before any cell (or Ray) starts."""
+    needing = [c for c in cells if gpus_for(c, gpus_per_cell) > 0]
+    if not needing:
+        return
+    import torch
+
+    if not torch.cuda.is_available():
+        c = needing[0]
+        why = f"cell {c.label()} has device {c.setting('device')!r}" if gpus_for(c, None) > 0 else \
+            f"gpus_per_cell is {gpus_per_cell:g}"
+        raise InputError(f"device: {why} but this machine has no CUDA GPU (torch.cuda.is_available() is "
+                         "False); use device cpu, or a Ray cluster with GPU workers (--ray-address)")
+
+
 def grid_status(config: GridConfig, *, store: str | os.PathLike[str]) -> dict[str, Any]:
-    """Each cell's status: done (records stored), running, failed (with its error) or missing."""
+    """Each cell's status: done (records stored), running, failed (with its error) or missing.
+
+    Reads the store only (a store in a read-only folder works)."""
     cells = config.cells()
+    check_store_path(store)
     if Path(store).is_file():
-        with ResultsStore(store), GridState(store) as state:  # ResultsStore: the records table exists
+        with ResultsStore(store, read_only=True), GridState(store, read_only=True) as state:
             st = state.status(config.protocol, [c.key for c in cells])
     else:
         st = {c.key: {"status": "missing", "error": None} for c in cells}
@@ -134,10 +173,11 @@ def grid_status(config: GridConfig, *, store: str | os.PathLike[str]) -> dict[st
 
 def grid_records(config: GridConfig, *, store: str | os.PathLike[str]) -> list[Record]:
     """The stored records of exactly this grid's done cells, in the store's order."""
-    if not Path(store).is_file():
-        raise InputError(f"--store {str(store)!r}: no such results store (run `vistabench grid run` first)")
     keys = {c.key for c in config.cells()}
-    with ResultsStore(store) as rs, GridState(store) as state:
+    check_store_path(store)
+    if not Path(store).is_file():
+        raise InputError(f"store: no such results store {str(store)!r} (run `vistabench grid run` first)")
+    with ResultsStore(store, read_only=True) as rs, GridState(store, read_only=True) as state:
         done = state.done_keys(config.protocol) & keys
         return [r for r in rs.records(protocol=config.protocol) if r.settings.get("grid_cell") in done]
 
@@ -149,7 +189,7 @@ def grid_table(config: GridConfig, *, store: str | os.PathLike[str]):
 
     records = grid_records(config, store=store)
     if not records:
-        raise InputError(f"--store {str(store)!r}: no cell of grid {config.name!r} is done yet "
+        raise InputError(f"store: no cell of grid {config.name!r} is done yet in {str(store)!r} "
                          f"(`vistabench grid status` lists them)")
     build = table_for(config.protocol)
     with ResultsStore(":memory:") as view:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import socket
-import sqlite3
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -49,11 +48,16 @@ def _alive(host: str | None, pid: int | None) -> bool:
 class GridState:
     """The grid bookkeeping of a results store file (the store's own tables are untouched)."""
 
-    def __init__(self, store_path: str | os.PathLike[str]) -> None:
-        self._conn = sqlite3.connect(str(Path(store_path)), timeout=30.0)
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.executescript(_SCHEMA)
-        self._conn.commit()
+    def __init__(self, store_path: str | os.PathLike[str], *, read_only: bool = False) -> None:
+        """``read_only``: for ``grid status``/``table`` (never writes; works in a read-only folder)."""
+        from ..store import connect_sqlite
+
+        self.read_only = read_only
+        self._conn = connect_sqlite(Path(store_path), read_only=read_only)
+        if not read_only:
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.executescript(_SCHEMA)
+            self._conn.commit()
 
     def close(self) -> None:
         self._conn.close()
@@ -74,13 +78,21 @@ class GridState:
                 (key, protocol, dumps(options, sort_keys=True), status, error, socket.gethostname(), os.getpid(),
                  time.time()))
 
+    def _has(self, table: str) -> bool:
+        return self._conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
+                                  (table,)).fetchone() is not None
+
     def cell_rows(self) -> dict[str, dict[str, Any]]:
+        if self.read_only and not self._has("grid_cells"):
+            return {}  # a store no grid has run on yet
         rows = self._conn.execute("SELECT key, status, error, host, pid, updated FROM grid_cells")
         return {r[0]: {"status": r[1], "error": r[2], "host": r[3], "pid": r[4], "updated": r[5]} for r in rows}
 
     def record_parts(self, protocol: str) -> dict[str, dict[str, Any]]:
         """cell key -> {"ids": record ids, "parts": set of "i/n", "of": n} for the protocol's grid records."""
         out: dict[str, dict[str, Any]] = defaultdict(lambda: {"ids": [], "parts": set(), "of": None})
+        if self.read_only and not self._has("records"):
+            return {}
         for rid, settings in self._conn.execute("SELECT id, settings FROM records WHERE protocol = ? AND settings"
                                                 " LIKE '%grid_cell%'", (protocol,)):
             s = json.loads(settings)

@@ -247,7 +247,8 @@ class GCLLoss(nn.Module):
     On cosine logits c: ``c' = c − noise_mul · |ε| · m_c / max m`` with ε ~ N(0, 1/3) clipped to
     [−1, 1] (one draw per logit) and cloud sizes ``m_c = log n_max − log n_c`` (0 for the head class);
     the target logit loses ``margin``; loss = CE(scale · c'). ``gamma > 0`` applies the focal factor
-    ``(1 − p)^γ`` to each sample's cross-entropy (the reference's second, classifier stage).
+    ``(1 − p)^γ`` to each sample's cross-entropy (the reference's second, classifier stage), the
+    factor detached from the gradient as the reference's ``focal_loss`` (``1 − p.detach()``).
     """
 
     def __init__(self, class_counts: Sequence[int] | np.ndarray, *, margin: float = 0.0, scale: float = 30.0,
@@ -270,7 +271,7 @@ class GCLLoss(nn.Module):
         noise = (torch.randn(cosine.shape, device=cosine.device, dtype=cosine.dtype) / 3.0).clamp(-1, 1)
         ce = F.cross_entropy(self.scale * self.perturb(cosine, target, noise), target, reduction="none")
         if self.gamma > 0:
-            ce = (1.0 - torch.exp(-ce)).pow(self.gamma) * ce
+            ce = (1.0 - torch.exp(-ce.detach())).pow(self.gamma) * ce  # factor detached, as the reference
         return ce.mean()
 
 

@@ -22,7 +22,7 @@ from .._validation import check_positive
 from ..errors import InputError
 from ..registry import Registry
 
-__all__ = ["Backbone", "build_model", "models", "NormedLinear"]
+__all__ = ["Backbone", "build_model", "models", "NormedLinear", "CifarBlock", "CifarResNet", "kaiming_init"]
 
 models: Registry[Callable[..., "Backbone"]] = Registry("model")
 
@@ -64,7 +64,7 @@ class NormedLinear(nn.Module):
         return F.linear(F.normalize(x, dim=1), F.normalize(self.weight, dim=1))
 
 
-def _kaiming_init(module: nn.Module) -> None:
+def kaiming_init(module: nn.Module) -> None:
     for m in module.modules():
         if isinstance(m, nn.Conv2d):
             nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
@@ -75,6 +75,9 @@ def _kaiming_init(module: nn.Module) -> None:
 
 # --------------------------------------------------------------------------------------- cnn28
 
+
+
+_kaiming_init = kaiming_init  # old name, still used by learners/smalldata_methods (to move to kaiming_init)
 
 class CNN28(Backbone):
     """Small fast CNN for 28 px (MNIST) down to 8 px (sklearn digits) inputs.
@@ -97,7 +100,7 @@ class CNN28(Backbone):
             nn.AdaptiveAvgPool2d(2),
         )
         self._init_head(16 * w, num_classes, in_channels)
-        _kaiming_init(self)
+        kaiming_init(self)
 
     def features(self, x: torch.Tensor) -> torch.Tensor:
         return torch.flatten(self.body(x), 1)
@@ -111,7 +114,7 @@ def _cnn28(num_classes: int, in_channels: int, image_size: int | None = None, *,
 # ------------------------------------------------------------------------------------ resnet32
 
 
-class _CifarBlock(nn.Module):
+class CifarBlock(nn.Module):
     """He et al. (2016) CIFAR basic block; option-A shortcut (stride-2 subsample + zero-pad channels)."""
 
     def __init__(self, cin: int, cout: int, stride: int) -> None:
@@ -136,6 +139,9 @@ class _CifarBlock(nn.Module):
         return F.relu(out + self.shortcut(x))
 
 
+_CifarBlock = CifarBlock  # old name, still used by learners/smalldata_methods (to move to CifarBlock)
+
+
 class CifarResNet(Backbone):
     """CIFAR ResNet-(6n+2) of He et al. (2016): 3 stages x n basic blocks, widths 16/32/64.
 
@@ -151,11 +157,11 @@ class CifarResNet(Backbone):
         cin = 16
         for stage, cout in enumerate((16, 32, 64)):
             for b in range(n):
-                layers.append(_CifarBlock(cin, cout, 2 if (stage > 0 and b == 0) else 1))
+                layers.append(CifarBlock(cin, cout, 2 if (stage > 0 and b == 0) else 1))
                 cin = cout
         self.layers = nn.Sequential(*layers)
         self._init_head(64, num_classes, in_channels)
-        _kaiming_init(self)
+        kaiming_init(self)
 
     def features(self, x: torch.Tensor) -> torch.Tensor:
         x = F.relu(self.bn1(self.conv1(x)))
@@ -246,7 +252,7 @@ class ResNet(Backbone):
             stages.append(nn.Sequential(*blocks))
         self.stages = nn.Sequential(*stages)
         self._init_head(cin, num_classes, in_channels)
-        _kaiming_init(self)
+        kaiming_init(self)
 
     def features(self, x: torch.Tensor) -> torch.Tensor:
         x = self.stages(self.stem(x))
@@ -320,7 +326,7 @@ class WideResNet(Backbone):
         self.blocks = nn.Sequential(*blocks)
         self.bn = nn.BatchNorm2d(cin)
         self._init_head(cin, num_classes, in_channels)
-        _kaiming_init(self)
+        kaiming_init(self)
 
     def features(self, x: torch.Tensor) -> torch.Tensor:
         x = self.blocks(self.conv1(x))

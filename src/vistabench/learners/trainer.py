@@ -140,6 +140,18 @@ class TrainConfig:
         CPU threads torch may use during :meth:`Trainer.fit` and prediction (restored afterwards);
         None keeps torch's setting. On a busy machine 1 thread per training process is often
         several times faster than oversubscribed cores.
+    schedule : {"cosine", "step", "cosine_epoch"}
+        ``"cosine"``: per step (module docstring). ``"step"``: per epoch, ``lr × lr_factors[i]`` from
+        0-based epoch ``lr_milestones[i]`` on, after the per-epoch warm-up
+        ``lr · (warmup_start + (1 − warmup_start)(e + 1)/warmup_epochs)``. ``"cosine_epoch"``: per
+        epoch, ``lr (1 + cos(π (e + schedule_offset)/epochs))/2`` (offset 1: a scheduler stepped
+        before the first epoch).
+    lr_milestones, lr_factors : tuple
+        The step schedule's 0-based epochs and the multipliers of ``lr`` from each on.
+    warmup_start : float
+        Lr factor the per-epoch warm-up of the step schedule starts from (0 or BBN's 1/3).
+    schedule_offset : int
+        Epoch offset of ``"cosine_epoch"``.
 
     Data come from memory (the Dataset arrays); batches are converted in the training process,
     so there is no ``num_workers``: worker processes would only add copying for in-memory data.
@@ -160,6 +172,11 @@ class TrainConfig:
     eval_batch_size: int = 512
     count_flops: bool = True
     num_threads: int | None = None
+    schedule: str = "cosine"
+    lr_milestones: tuple = ()
+    lr_factors: tuple = ()
+    warmup_start: float = 0.0
+    schedule_offset: int = 0
 
     def __post_init__(self) -> None:
         self.epochs = check_positive(self.epochs, "epochs", integer=True)
@@ -178,6 +195,16 @@ class TrainConfig:
         self.eval_batch_size = check_positive(self.eval_batch_size, "eval_batch_size", integer=True)
         if self.num_threads is not None:
             self.num_threads = check_positive(self.num_threads, "num_threads", integer=True)
+        if self.schedule not in ("cosine", "step", "cosine_epoch"):
+            raise InputError(f"schedule: expected 'cosine', 'step' or 'cosine_epoch', got {self.schedule!r}")
+        self.lr_milestones = tuple(check_positive(m, "lr_milestones", strict=False, integer=True)
+                                   for m in self.lr_milestones)
+        self.lr_factors = tuple(check_positive(f, "lr_factors") for f in self.lr_factors)
+        if len(self.lr_milestones) != len(self.lr_factors):
+            raise InputError(f"lr_factors: expected one factor per milestone ({len(self.lr_milestones)}), "
+                             f"got {len(self.lr_factors)}")
+        self.warmup_start = check_fraction(self.warmup_start, "warmup_start")
+        self.schedule_offset = check_positive(self.schedule_offset, "schedule_offset", strict=False, integer=True)
         # The spelling is checked here; availability when a Trainer is made, so a config built on
         # a CPU-only driver can still be shipped to GPU workers (Ray).
         if not (isinstance(self.device, str) and (self.device in ("cpu", "cuda", "auto")
@@ -359,7 +386,20 @@ class Trainer:
     def lr_at(self, step: int, total: int, steps_per_epoch: int) -> float:
         """Learning rate of 0-based optimisation ``step`` of ``total``: linear warm-up over
         ``cfg.warmup_epochs`` x ``steps_per_epoch`` steps, then the cosine to 0 (see the module
-        docstring). Subclasses may override it (another schedule)."""
+        docstring); the per-epoch schedules of ``cfg.schedule`` otherwise. Subclasses may override
+        it (another schedule)."""
+        cfg = self.cfg
+        if cfg.schedule != "cosine":
+            epoch = step // steps_per_epoch
+            if cfg.schedule == "cosine_epoch":
+                return cfg.lr * 0.5 * (1.0 + math.cos(math.pi * (epoch + cfg.schedule_offset) / cfg.epochs))
+            if epoch < cfg.warmup_epochs:
+                return cfg.lr * (cfg.warmup_start + (1.0 - cfg.warmup_start) * (epoch + 1) / cfg.warmup_epochs)
+            factor = 1.0
+            for m, f in zip(cfg.lr_milestones, cfg.lr_factors):
+                if epoch >= m:
+                    factor = f
+            return cfg.lr * factor
         warm = self.cfg.warmup_epochs * steps_per_epoch
         if step < warm:
             return self.cfg.lr * (step + 1) / warm
@@ -378,6 +418,7 @@ class Trainer:
         trainable: Trainable = "all",
         normaliser: Normaliser | None = None,
         second_sampler: np.ndarray | None = None,
+        frozen_mode: Literal["eval", "train"] = "eval",
     ) -> TrainResult:
         """Train on (N, H, W, B) images and (N,) int labels.
 
@@ -390,13 +431,17 @@ class Trainer:
             In ``[0, C)``, C = the model's number of outputs.
         val : (images, labels), optional
             Scored after every epoch (``val_acc`` in the history, passed to the callback).
-        sampler : {"uniform", "class_balanced"}
+        sampler : {"uniform", "class_balanced"} or callable
             ``"uniform"``: each epoch is a shuffled pass over the N images. ``"class_balanced"``:
             each epoch draws N images with replacement, image i with probability
             ``1 / (C' * n_{y_i})`` (C' = classes present), so every class is equally likely.
+            A callable ``sampler(labels, rng) -> indices`` gives each epoch's order (its length
+            fixed over the epochs; e.g. a class-aware sampler).
         trainable : {"all", "classifier"}
             ``"classifier"`` freezes everything but ``model.classifier``: features are computed
-            in eval mode without gradients (batch-norm statistics stay fixed), as in cRT.
+            without gradients, in eval mode (``frozen_mode="eval"``: batch-norm statistics stay
+            fixed) or in train mode (``"train"``: batch statistics, running averages updated, as
+            cRT's reference code). With a ``step``, the step computes the features itself.
         normaliser : Normaliser, optional
             Use this input standardisation instead of measuring one on ``images`` (for example
             to fine-tune on new data with the statistics of an earlier training set).
@@ -414,7 +459,7 @@ class Trainer:
         try:
             with self.threads():
                 return self._fit(images, labels, val=val, sampler=sampler, trainable=trainable,
-                                 normaliser=normaliser, second_sampler=second_sampler)
+                                 normaliser=normaliser, second_sampler=second_sampler, frozen_mode=frozen_mode)
         finally:  # classifier-only training switches gradients off; give the caller's flags back
             for p, f in zip(self.model.parameters(), flags):
                 p.requires_grad_(f)
@@ -434,17 +479,17 @@ class Trainer:
             torch.set_num_threads(before)
 
     def _fit(self, images: np.ndarray, labels: np.ndarray, *, val: tuple[np.ndarray, np.ndarray] | None,
-             sampler: str, trainable: str, normaliser: Normaliser | None = None,
-             second_sampler: np.ndarray | None = None) -> TrainResult:
+             sampler: str | Callable, trainable: str, normaliser: Normaliser | None = None,
+             second_sampler: np.ndarray | None = None, frozen_mode: str = "eval") -> TrainResult:
         cfg = self.cfg
-        if sampler not in ("uniform", "class_balanced"):
-            raise InputError(f"sampler: expected 'uniform' or 'class_balanced', got {sampler!r}")
+        if not callable(sampler) and sampler not in ("uniform", "class_balanced"):
+            raise InputError(f"sampler: expected 'uniform', 'class_balanced' or a callable, got {sampler!r}")
+        if frozen_mode not in ("eval", "train"):
+            raise InputError(f"frozen_mode: expected 'eval' or 'train', got {frozen_mode!r}")
         if trainable not in ("all", "classifier"):
             raise InputError(f"trainable: expected 'all' or 'classifier', got {trainable!r}")
         if trainable == "classifier" and not (hasattr(self.model, "features") and hasattr(self.model, "classifier")):
             raise InputError("trainable='classifier' needs a model with .features and .classifier")
-        if self.step is not None and trainable != "all":
-            raise InputError(f"trainable: a trainer with a custom step trains 'all', got {trainable!r}")
         images = check_images(images, "images", in_channels=self.in_channels)
         labels = check_labels(labels, "labels", num_classes=self.num_classes)
         check_same_length("images", images, "labels", labels)
@@ -510,7 +555,9 @@ class Trainer:
         rng = np.random.default_rng(cfg.seed)
         rng2 = np.random.default_rng(cfg.seed + 7)  # the second sampler's own draws
         aug_gen = torch.Generator().manual_seed(cfg.seed + 1) if cfg.augment else None
-        steps_per_epoch = len(self._batches(np.arange(n), cfg.batch_size))
+        first_order = sampler(labels, rng) if callable(sampler) else None
+        steps_per_epoch = len(self._batches(np.arange(n if first_order is None else len(first_order)),
+                                            cfg.batch_size))
         total_steps = cfg.epochs * steps_per_epoch
         sample_shape = (images.shape[3], images.shape[1], images.shape[2])
 
@@ -525,12 +572,15 @@ class Trainer:
             for epoch in progress.track(range(cfg.epochs), total=cfg.epochs, description="training"):
                 if hasattr(loss_fn, "set_epoch"):
                     loss_fn.set_epoch(epoch)
-                order = epoch_order(labels, rng, sampler)
+                if callable(sampler):
+                    order, first_order = (first_order if first_order is not None else sampler(labels, rng)), None
+                else:
+                    order = epoch_order(labels, rng, sampler)
                 batches = self._batches(order, cfg.batch_size)
                 if cfg.count_flops and self.step is None:  # a custom step is measured as it runs
                     for b in batches:
                         flops += self._step_flops(sample_shape, len(b), trainable)
-                if trainable == "all":
+                if trainable == "all" or frozen_mode == "train":
                     self.model.train()
                 else:
                     self.model.eval()
@@ -567,13 +617,13 @@ class Trainer:
                 if self.device.type == "cuda":
                     torch.cuda.synchronize(self.device)
                 train_seconds += time.perf_counter() - t0
-                m_loss = float(tot_loss) / n
+                m_loss = float(tot_loss) / len(order)
                 if not math.isfinite(m_loss):
                     raise TrainingDiverged(
                         f"training loss became {m_loss} at epoch {epoch + 1} (lr={cfg.lr}); lower the learning rate"
                     )
-                entry = {"epoch": epoch + 1, "loss": m_loss, "train_acc": int(correct) / n,
-                         "val_acc": float("nan"), "lr": lr}
+                entry = {"epoch": epoch + 1, "loss": m_loss, "train_acc": int(correct) / len(order),
+                         "val_acc": float("nan"), "lr": opt.param_groups[0]["lr"]}
                 if val is not None:
                     vl = self.predict_logits(val_images)
                     entry["val_acc"] = float(np.mean(vl.argmax(1) == val_labels))
@@ -588,8 +638,9 @@ class Trainer:
         else:
             peak, kind = _peak_rss_bytes(), "process_max_rss"
         conf = asdict(cfg)
-        conf.update(sampler=sampler if second_sampler is None else f"{sampler}+second",
-                    trainable=trainable if self.step is None else "custom")
+        sampler_name = getattr(sampler, "name", type(sampler).__name__) if callable(sampler) else sampler
+        conf.update(sampler=sampler_name if second_sampler is None else f"{sampler_name}+second",
+                    trainable=trainable if self.step is None else "custom", frozen_mode=frozen_mode)
         return TrainResult(
             history=history, flops=int(flops), eval_flops=int(eval_flops), steps=step,
             seconds=time.perf_counter() - t_start, train_seconds=train_seconds,

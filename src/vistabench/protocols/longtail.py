@@ -1,12 +1,13 @@
 """The long-tailed protocol's pipeline (docs/longtail.md): long-tailed training split -> train a
 reference method -> predictions on the test pool -> sweep -> scores -> results-store record.
 
-Files written by :func:`run` (under ``out_dir``): ``split.json`` (the long-tailed training split),
+:func:`run` takes a :class:`~.longtail_config.LongtailConfig`. Files written by it (under ``work_dir``): ``split.json`` (the long-tailed training split),
 ``predictions.npz`` (logits on the test pool), ``sweep.json``. Re-scoring them needs no model.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -18,6 +19,7 @@ from ..data.predictions import Predictions
 from ..errors import InputError
 from ..metrics import longtail as M
 from ..store import Record, ResultsStore
+from .longtail_config import LongtailConfig
 from .longtail_sweep import build_sweep, read_sweep, score_sweep, write_sweep  # noqa: F401 (re-export)
 
 SPLIT_KIND = "longtail-train"
@@ -64,7 +66,7 @@ def build_training_split(
     short = np.flatnonzero(counts > sizes)
     if short.size:
         raise InputError(f"n_max={n_max}: classes {short[:10].tolist()} have only "
-                         f"{sizes[short[:10]].tolist()} samples; lower --n-max")
+                         f"{sizes[short[:10]].tolist()} samples; lower n_max")
     rng = np.random.default_rng(check_positive(seed, "seed", strict=False, integer=True))
     train, val, kept = [], [], []
     for c in range(C):
@@ -82,79 +84,68 @@ def build_training_split(
     })
 
 
-def run(
-    *,
-    data: str | Any,
-    method: str,
-    imbalance: float,
-    epochs: int = 10,
-    seed: int = 0,
-    device: str = "cpu",
-    model: str = "auto",
-    n_max: int | None = None,
-    test_imbalance: float | None = None,
-    points: int = 10,
-    repeats: int = 5,
-    batch_size: int = 128,
-    lr: float = 0.05,
-    augment: bool | None = None,
-    out_dir: str | Path | None = None,
-    store: ResultsStore | None = None,
-    tag: str | None = None,
-) -> dict[str, Any]:
-    """Build the split, train ``method``, predict the test pool, score the sweep, store the record.
+def run(config: LongtailConfig, *, store: ResultsStore | None = None,
+        work_dir: str | Path | None = None) -> list[Record]:
+    """Build the split, train ``config.method``, predict the test pool, score the sweep.
 
-    ``data`` is a dataset spec (``mnist5k``, ``digits``, ``cifar10:DIR``, ...) or loaded
-    :class:`~vistabench.data.DataSplits`. The test pool is the dataset's official test part.
-    Returns the stored record as a dict (``metrics`` holds the resampled scores, ``metrics["exact"]``
-    the noise-free ones).
+    The test pool is the dataset's official test part. Returns the one record (``metrics`` holds the
+    resampled scores, ``metrics["exact"]`` the noise-free ones; ``settings`` the resolved recipe),
+    stored with its id when ``store`` is given. ``work_dir``: where ``split.json``,
+    ``predictions.npz`` and ``sweep.json`` are written (by-products; nothing is read back).
     """
+    if not isinstance(config, LongtailConfig):
+        raise InputError(f"config: expected a LongtailConfig, got {type(config).__name__}")
     from ..learners.longtail import fit_predict  # torch only here
 
-    splits = load_dataset(data) if isinstance(data, str) else data
-    name = data if isinstance(data, str) else splits.train.name
+    c = config
+    splits = load_dataset(c.data)
     if splits.test is None:
-        raise InputError(f"--data {name!r}: needs an official test part (a folder with train/ and test/)")
-    split = build_training_split(splits.train.labels, imbalance=imbalance, n_max=n_max, seed=seed,
-                                 dataset=name)
+        raise InputError(f"data {c.data!r}: needs an official test part (a folder with train/ and test/)")
+    split = build_training_split(splits.train.labels, imbalance=c.imbalance, n_max=c.n_max, seed=c.seed,
+                                 dataset=c.data)
     train = splits.train.subset(np.asarray(split["indices"]))
     test: Dataset = splits.test
     natural32 = min(train.images.shape[1:3]) >= 32
+    model = c.model
     if model == "auto":  # the LT papers' ResNet-32 for 32 px images, a small CNN below
         model = "resnet32" if natural32 else "cnn28"
-    if augment is None:  # the CIFAR recipe: random crop + flip for 32 px images
-        augment = natural32
-    result = fit_predict(method, train, test.images, model=model, epochs=epochs, seed=seed,
-                         device=device, batch_size=batch_size, lr=lr, augment=augment)
+    augment = natural32 if c.augment is None else c.augment  # the CIFAR recipe: random crop + flip
+    result = fit_predict(c.method, train, test.images, model=model, epochs=c.epochs, seed=c.seed,
+                         device=c.device, batch_size=c.batch_size, lr=c.lr, augment=augment,
+                         momentum=c.momentum, nesterov=c.nesterov, weight_decay=c.weight_decay,
+                         warmup_epochs=c.warmup_epochs, warmup_start=c.warmup_start, schedule=c.schedule,
+                         lr_milestones=c.lr_milestones, lr_factors=c.lr_factors, num_threads=c.threads,
+                         options=c.method_options)
     pred = Predictions(labels=test.labels, kind="logits", values=result.logits)
-    t_imb = split["imbalance"] if test_imbalance is None else test_imbalance
-    sweep = build_sweep(test.labels, np.asarray(split["counts"]), test_imbalance=t_imb, points=points,
-                        repeats=repeats, seed=seed)
-    if out_dir is not None:
-        out = Path(out_dir)
+    t_imb = split["imbalance"] if c.test_imbalance is None else c.test_imbalance
+    sweep = build_sweep(test.labels, np.asarray(split["counts"]), test_imbalance=t_imb, points=c.points,
+                        repeats=c.repeats, seed=c.seed)
+    if work_dir is not None:
+        out = Path(work_dir)
         write_split(out / "split.json", split)
         write_sweep(out / "sweep.json", sweep)
         save_predictions(out / "predictions.npz", labels=test.labels, logits=result.logits)
     settings = {"imbalance": split["imbalance"], "profile": split["profile"], "n_max": split["n_max"],
                 "train_counts": split["counts"], "test_imbalance": sweep["test_imbalance"],
-                "points": points, "repeats": repeats, "epochs": epochs, "model": model,
-                "batch_size": batch_size, "lr": lr, "device": device, "sweep_sha256": sweep["sha256"],
+                "points": c.points, "repeats": c.repeats, "epochs": c.epochs, "model": model,
+                "batch_size": c.batch_size, "lr": c.lr, "device": c.device, "sweep_sha256": sweep["sha256"],
                 "test_time_adaptation": result.test_time is not None,
-                **result.settings}
+                **result.settings, "recipe": c.recipe, "config": c.to_dict()}
     set_preds = None
     if result.test_time is not None:  # test-time adaptation: each drawn set's images, never its labels
         set_preds = [[result.test_time(np.asarray(s, dtype=np.int64)).argmax(1) for s in pt["samples"]]
                      for pt in sweep["points"]]
-    record = to_record(score(pred, sweep, set_predictions=set_preds), dataset=name, method=method, seed=seed, split_hash=split["sha256"],
-                       settings=settings, tag=tag, train={"seconds": result.seconds, "flops": result.flops})
+    record = to_record(score(pred, sweep, set_predictions=set_preds), dataset=c.data, method=c.method,
+                       seed=c.seed, split_hash=split["sha256"], settings=settings, tag=c.tag,
+                       train={"seconds": result.seconds, "flops": result.flops})
     if store is not None:
-        store.add(record)
-    return record.to_dict()
+        record = replace(record, id=store.add(record))
+    return [record]
 
 
 def score(
     predictions: Predictions | str | Path,
-    sweep: dict[str, Any] | str | Path,
+    reference: dict[str, Any] | str | Path,
     *,
     exact: bool = False,
     convention: Literal["tade", "oltr"] = "tade",
@@ -162,7 +153,8 @@ def score(
     seed: int = 0,
     set_predictions: list[list[np.ndarray]] | None = None,
 ) -> dict[str, Any]:
-    """Score predictions (loaded, or an ``.npz`` path) against a sweep (content, or a file path).
+    """Score predictions (loaded, or an ``.npz`` path) against the ``reference`` sweep (content, or a
+    file path).
 
     ``set_predictions`` (a test-time method's predicted labels of every drawn set) is passed on to
     :func:`~.longtail_sweep.score_sweep`.
@@ -171,7 +163,7 @@ def score(
     ``exact=True``) plus ``exact``: the noise-free scalars, points and test-agnostic accuracies.
     """
     pred = predictions if isinstance(predictions, Predictions) else load_predictions(predictions)
-    sw = sweep if isinstance(sweep, dict) else read_sweep(sweep)
+    sw = reference if isinstance(reference, dict) else read_sweep(reference)
     result = score_sweep(pred, sw, exact=exact, convention=convention, bootstrap=bootstrap, seed=seed,
                          set_predictions=set_predictions)
     noise_free = result if exact else score_sweep(pred, sw, exact=True, convention=convention,

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import socket
 from pathlib import Path
 from typing import Any
 
@@ -205,22 +204,13 @@ def _space(ctx: Context, method: str, opts: RunPlan) -> dict[str, Any]:
     return method_space(method, ctx.preset, method_options=opts.method_options, overrides=opts.space)
 
 
-def check_ray_address(engine: str, address: str | None, *, timeout: float = 3.0) -> None:
-    """With ``engine="ray"`` and a ``host:port`` address, refuse at once when nothing listens there
-    (Ray itself waits for minutes). ``None``/``"auto"``/``"local"`` are left to Ray."""
-    if engine != "ray" or address in (None, "", "auto", "local"):
-        return
-    text = str(address)
-    if text.startswith("ray://"):
-        text = text[len("ray://"):]
-    host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit():
-        raise InputError(f"ray_address {address!r}: expected HOST:PORT (or auto)")
-    try:
-        socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout).close()
-    except OSError as exc:
-        raise InputError(f"ray_address {address!r}: no Ray cluster answers there ({exc.strerror or exc}); "
-                         "start one (`ray start --head`) or leave ray_address unset for a local Ray") from None
+def check_ray_address(engine: str, address: str | None) -> None:
+    """With ``engine="ray"`` and an address, refuse at once when no cluster answers there (Ray itself
+    waits for minutes): :func:`vistabench.jobs.check_ray_address`, the one check of every command."""
+    if engine == "ray" and address:
+        from ..jobs import check_ray_address as check_cluster
+
+        check_cluster(address)
 
 
 _AUGMENT = {"preset": None, "pad-crop-flip": PAD_CROP_FLIP, "none": NO_AUGMENTATION}

@@ -57,14 +57,14 @@ def _final_job(ctx: Context, split: SmallDataSplit, method: str, config: dict, o
 def _final_outcomes(ctx: Context, split: SmallDataSplit, method: str, config: dict, opts: RunPlan,
                     epochs: int) -> Iterator[tuple[int, dict[str, Any]]]:
     """``(repeat, run)`` in repeat order (``run``: :func:`_final_run`'s result): in this process, or dispatched through the grid engine
-    (:func:`vistabench.grid.engines.run_jobs`) and handed back in order as soon as a prefix is done."""
+    (:func:`vistabench.jobs.run_jobs`) and handed back in order as soon as a prefix is done."""
     from ..progress import track
 
     if not opts.dispatch_finals():
         for r in track(range(opts.repeats), total=opts.repeats, description=f"{method} split {split.index}"):
             yield r, _final_run(ctx, split, method, config, opts, epochs=epochs, repeat=r)
         return
-    from ..grid.engines import Job, run_jobs
+    from ..jobs import Job, run_jobs
 
     gpus = 1.0 if opts.device.startswith("cuda") and opts.engine == "ray" else 0.0
     jobs = [Job(_final_job, (ctx, split, method, config, opts, epochs, r), tag=r, gpus=gpus)

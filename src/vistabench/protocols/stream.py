@@ -228,7 +228,7 @@ def run_stream(
     if trial_engine is None:
         session = nullcontext()
     else:
-        from ..grid.engines import engine_session
+        from ..jobs import engine_session
 
         learner.trial_engine = trial_engine
         session = engine_session(trial_engine.engine, ray_address=trial_engine.ray_address,

@@ -69,24 +69,35 @@ def markdown_to_html(md: str) -> str:
     rows = [[c for c in l.strip().strip("|").split("|")] for l in lines if not set(l) <= set("|-: ")]
     if not rows:
         return ""
-    out = ["<table>"]
+    out = ['<div class="table-box"><table>']
     if caption:
         out.append(f"<caption>{html.escape(' '.join(caption))}</caption>")
     out.append("<tr>" + "".join(f"<th>{cell(c)}</th>" for c in rows[0]) + "</tr>")
     for r in rows[1:]:
         out.append("<tr>" + "".join(f"<td>{cell(c)}</td>" for c in r) + "</tr>")
-    out.append("</table>")
+    out.append("</table></div>")
     return "\n".join(out)
 
 
-_CSS = """
-body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}
+# Every table sits in its own box that scrolls sideways when the table is wider than the page (the
+# long-tail survey layout has a dozen columns), so the page itself never overflows; long words wrap.
+STYLE = """
+body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222;
+overflow-wrap:anywhere}
 h1{border-bottom:2px solid #444} h2{margin-top:2em;border-bottom:1px solid #aaa}
-table{border-collapse:collapse;margin:1em 0;font-size:0.9em} caption{text-align:left;font-style:italic}
-td,th{border:1px solid #ccc;padding:3px 8px;text-align:right} td:first-child,th:first-child{text-align:left}
-figure{margin:1em 0} img{max-width:100%} figcaption{font-size:0.85em;color:#555}
-nav a{margin-right:1em}
+.table-box{max-width:100%;overflow-x:auto;margin:1em 0}
+table{border-collapse:collapse;font-size:0.9em} caption{text-align:left;font-style:italic}
+td,th{border:1px solid #ccc;padding:3px 8px;text-align:right;overflow-wrap:normal}
+td:first-child,th:first-child{text-align:left}
+figure{margin:1em 0} img{max-width:100%;height:auto} figcaption{font-size:0.85em;color:#555}
+pre{max-width:100%;overflow-x:auto} nav a{margin-right:1em;display:inline-block}
 """
+
+
+def page_html(title: str, body: str) -> str:
+    """A whole page: ``body`` (HTML) under the report's stylesheet :data:`STYLE`."""
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+            f"<style>{STYLE}</style></head><body>{body}</body></html>")
 
 
 def build_report(store: ResultsStore, out_dir: str | Path, *, title: str = "vistabench report") -> Path:
@@ -109,8 +120,7 @@ def build_report(store: ResultsStore, out_dir: str | Path, *, title: str = "vist
     for name, sec in built:
         body.append(f'<h2 id="{name}">{html.escape(sec.title)}</h2>')
         body.extend(sec.parts)
-    page = (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
-            f"<style>{_CSS}</style></head><body>{''.join(body)}</body></html>")
+    page = page_html(title, "".join(body))
     path = out / "index.html"
     path.write_text(page, encoding="utf-8")
     return path

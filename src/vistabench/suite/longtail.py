@@ -11,6 +11,7 @@ declare(Protocol(
     score="vistabench.protocols.longtail:score",
     record="vistabench.protocols.longtail:to_record",
     run="vistabench.protocols.longtail:run",
+    config="vistabench.protocols.longtail_config:LongtailConfig",
     table="vistabench.report.longtail:longtail_table",
     section="vistabench.report.longtail:longtail_section",
     demo="vistabench.demos.longtail:demo",

@@ -55,7 +55,6 @@ def tune_ray(objective: Objective, space: SearchSpace, settings: TuneSettings, *
              storage: str | os.PathLike[str] | None, study_name: str) -> TuneResult:
     """Run (or restore and finish) the search on Ray; see :func:`vistabench.tuning.tune`."""
     try:
-        import ray
         from ray import tune as rt
         from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
         from ray.tune.search.optuna import OptunaSearch
@@ -63,12 +62,9 @@ def tune_ray(objective: Objective, space: SearchSpace, settings: TuneSettings, *
         raise InputError("engine='ray' needs Ray Tune: pip install 'vistabench[ray]'") from exc
     import optuna
 
-    if not ray.is_initialized():
-        kw: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
-        if settings.ray_address:
-            ray.init(address=settings.ray_address, **kw)
-        else:
-            ray.init(num_cpus=settings.ray_num_cpus, **kw)
+    from ..jobs import connect_ray
+
+    connect_ray(settings.ray_address, num_cpus=settings.ray_num_cpus)  # one line for an absent cluster
     base = Path(storage).resolve().parent if storage is not None else Path.cwd() / "ray_results"
     base.mkdir(parents=True, exist_ok=True)
     exp_dir = base / f"{study_name}-ray"

@@ -149,7 +149,7 @@ def selection_score(kind: str, logits: np.ndarray, targets: np.ndarray) -> float
 @dataclass(frozen=True)
 class TrialEngine:
     """Where a task's search trials run: one after another in this process (the default), in
-    ``max_parallel`` local processes, or as Ray tasks (the grid engine, :mod:`vistabench.grid.engines`).
+    ``max_parallel`` local processes, or as Ray tasks (the job runner, :mod:`vistabench.jobs`).
 
     Not a learner setting: it changes where trials run, never what they compute (each trial's
     random draws are made in the driver, in the sequential order, before any trial runs), so it is
@@ -162,7 +162,7 @@ class TrialEngine:
     threads: int = 1
 
     def __post_init__(self) -> None:
-        from ...grid.engines import check_engine
+        from ...jobs import check_engine
 
         check_engine(self.engine, max_parallel=self.max_parallel, ray_address=self.ray_address)
         if isinstance(self.threads, bool) or not isinstance(self.threads, int) or self.threads < 1:
@@ -331,7 +331,7 @@ class SearchLearner(StreamLearner):
 
         engine = self.trial_engine
         if engine is not None and engine.dispatches() and self.parallel_trials and cfg.trials > 1:
-            from ...grid.engines import Job, run_jobs
+            from ...jobs import Job, run_jobs
 
             plans = [draw(t) for t in range(cfg.trials)]
             gpus = 1.0 if cfg.device.startswith("cuda") and engine.engine == "ray" else 0.0

@@ -1,10 +1,10 @@
-"""run_jobs, the one scheduler behind grid cells, smalldata final runs and stream trials (in-process
+"""vistabench.jobs.run_jobs, the one scheduler behind grid cells, smalldata final runs and stream trials (in-process
 engine here; processes and Ray are checked by the callers' tests against their sequential results)."""
 
 import pytest
 
 from vistabench.errors import InputError
-from vistabench.grid.engines import Job, check_engine, engine_session, one_line, run_jobs
+from vistabench.jobs import Job, check_engine, engine_session, one_line, run_jobs
 
 
 def _square(x):
@@ -25,10 +25,10 @@ def test_outcomes_carry_values_errors_and_tags():
 
 
 @pytest.mark.parametrize("kw, message", [
-    ({"engine": "dask"}, "--engine: expected one of local, ray, got 'dask'"),
-    ({"engine": "local", "max_parallel": 0}, "--max-parallel: expected a positive integer, got 0"),
-    ({"engine": "local", "max_parallel": 1.5}, "--max-parallel: expected a positive integer, got 1.5"),
-    ({"engine": "local", "ray_address": "head:6379"}, "--ray-address: only with --engine ray"),
+    ({"engine": "dask"}, "engine: expected one of local, ray, got 'dask'"),
+    ({"engine": "local", "max_parallel": 0}, "max_parallel: expected a positive integer, got 0"),
+    ({"engine": "local", "max_parallel": 1.5}, "max_parallel: expected a positive integer, got 1.5"),
+    ({"engine": "local", "ray_address": "head:6379"}, "ray_address: only with engine ray"),
 ])
 def test_engine_options_are_one_line_input_errors(kw, message):
     kw = {"max_parallel": None, "ray_address": None, **kw}

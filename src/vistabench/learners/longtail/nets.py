@@ -6,8 +6,11 @@ experts own stages 2–3 at reduced widths 24/48 (``reduce_dimension``), BBN's b
 copy each of the last residual block. Other backbones share all of ``features`` and give each
 branch/expert a *branch block* (``Linear(D, D) → BatchNorm1d → ReLU``) — see ``docs/fidelity.md``.
 
-They are trained by :class:`~.trainer.Trainer` with a method-defined ``step`` (and, for BBN, the
-:func:`reversed_probabilities` as ``second_sampler``); see :mod:`.lt_survey`.
+They are trained by :class:`~..trainer.Trainer` with a method-defined ``step`` (and, for BBN, the
+:func:`reversed_probabilities` as ``second_sampler``); see :mod:`.survey`.
+
+Also the model ``resnet32_bbn`` (:class:`BBNStyleResNet32`): the ResNet-32 of the BBN, TDE and LADE
+CIFAR code, whose last stage ends in two parallel 64-channel blocks concatenated to a 128-d feature.
 """
 
 from __future__ import annotations
@@ -21,10 +24,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .losses import tde_counterfactual
-from .models import Backbone, CifarResNet, NormedLinear, _CifarBlock, _kaiming_init
+from ..losses import tde_counterfactual
+from ..models import Backbone, CifarBlock, CifarResNet, NormedLinear, kaiming_init, models
 
-__all__ = ["BBNNet", "BranchBlock", "CausalNormNet", "ExpertNet", "reversed_probabilities",
+__all__ = ["BBNNet", "BBNStyleResNet32", "BranchBlock", "CausalNormNet", "ExpertNet", "reversed_probabilities",
            "split_backbone"]
 
 
@@ -72,20 +75,52 @@ def split_backbone(backbone: Backbone, kind: Literal["experts", "last_block"]
                 blocks, cin = [], 16
                 for cout in (24, 48):
                     for b in range(n):
-                        blocks.append(_CifarBlock(cin, cout, 2 if b == 0 else 1))
+                        blocks.append(CifarBlock(cin, cout, 2 if b == 0 else 1))
                         cin = cout
                 m = nn.Sequential(*blocks, _PoolFlatten())
-                _kaiming_init(m)
+                kaiming_init(m)
                 return m
             return nn.Sequential(*stem, *backbone.layers[:n]), make, 48
 
         def make_block() -> nn.Module:
-            m = nn.Sequential(_CifarBlock(64, 64, 1), _PoolFlatten())
-            _kaiming_init(m)
+            m = nn.Sequential(CifarBlock(64, 64, 1), _PoolFlatten())
+            kaiming_init(m)
             return m
         return nn.Sequential(*stem, *backbone.layers[:-1]), make_block, 64
     D = backbone.feature_dim
     return _Features(backbone), lambda: BranchBlock(D), D
+
+
+class BBNStyleResNet32(Backbone):
+    """ResNet-32 as in BBN's ``bbn_res32_cifar`` and the TDE/LADE ``ResNet32Feature``: stages of 5, 5
+    and 4 option-A blocks (16/32/64 channels), then two parallel 64-channel blocks on the same input
+    (``cb_block``, ``rb_block``), pooled and concatenated: ``feature_dim`` 128."""
+
+    def __init__(self, num_classes: int, in_channels: int) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(in_channels, 16, 3, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(16)
+        layers: list[nn.Module] = []
+        cin = 16
+        for stage, (cout, n) in enumerate(((16, 5), (32, 5), (64, 4))):
+            for b in range(n):
+                layers.append(CifarBlock(cin, cout, 2 if (stage > 0 and b == 0) else 1))
+                cin = cout
+        self.layers = nn.Sequential(*layers)
+        self.cb_block = CifarBlock(64, 64, 1)
+        self.rb_block = CifarBlock(64, 64, 1)
+        self._init_head(128, num_classes, in_channels)
+        kaiming_init(self)
+
+    def features(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.layers(F.relu(self.bn1(self.conv1(x))))
+        x = torch.cat([self.cb_block(x), self.rb_block(x)], dim=1)
+        return torch.flatten(F.adaptive_avg_pool2d(x, 1), 1)
+
+
+@models.register("resnet32_bbn")
+def _resnet32_bbn(num_classes: int, in_channels: int, image_size: int | None = None) -> Backbone:
+    return BBNStyleResNet32(num_classes, in_channels)
 
 
 class BBNNet(nn.Module):

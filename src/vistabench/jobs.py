@@ -1,0 +1,342 @@
+"""Where independent work runs: in this process, a local process pool (``local``) or as Ray tasks (``ray``).
+
+:func:`run_jobs` runs any :class:`Job` (``fn(*args)``, picklable) and yields an :class:`Outcome` per
+job as jobs finish. Grid cells, the small-data final runs and the stream's per-task search trials all
+go through it: one scheduler for all of them. It sits low in the layers (beside ``config``), so the
+protocols and learners may use it; the grid (:mod:`vistabench.grid.engines`) builds on it.
+
+Ray clusters are reached through :func:`connect_ray` only: it answers an absent or unreachable
+cluster in one line within seconds, and starts a *new* local Ray when no address is given (a stale
+``ray_current_cluster`` file of an earlier session is ignored).
+
+System failures of a Ray task (its worker process killed, its node lost, its inputs lost with a
+node) are retried: the job is submitted again, up to :data:`SYSTEM_RETRIES` times; an error raised
+by the job itself is never retried. An :class:`Outcome` says how many times its job was retried.
+
+Engines never write to the store: the driver does (one writer).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import tempfile
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from .errors import InputError
+
+__all__ = ["ENGINES", "SYSTEM_RETRIES", "Job", "Outcome", "check_engine", "check_ray_address", "connect_ray",
+           "engine_session", "is_system_failure", "one_line", "resolve_ray_address", "run_jobs"]
+
+ENGINES = ("local", "ray")
+#: How many times a Ray task that died of a system failure (worker killed, node lost) is submitted again.
+SYSTEM_RETRIES = 3
+#: Seconds to wait for a Ray head's port to answer before giving up.
+CONNECT_TIMEOUT_S = 5.0
+
+
+@dataclass(frozen=True, eq=False)
+class Job:
+    """One independent unit of work: ``fn(*args)`` in whichever process the engine picks.
+
+    ``fn`` must be a module-level function and ``args`` picklable (they travel to a worker);
+    ``gpus`` is what the job declares to Ray; ``tag`` is the caller's handle (a cell, a repeat index).
+    """
+
+    fn: Callable[..., Any]
+    args: tuple
+    tag: Any = None
+    gpus: float = 0.0
+
+
+@dataclass(frozen=True, eq=False)
+class Outcome:
+    """A finished job: its ``value``, or the ``error`` it raised (its worker dying included).
+
+    ``retries``: how many times the job was submitted again after a system failure (Ray only).
+    """
+
+    job: Job
+    value: Any = None
+    error: BaseException | None = None
+    retries: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def result(self) -> Any:
+        """The value, or raise the job's error in the driver."""
+        if self.error is not None:
+            raise self.error
+        return self.value
+
+
+def check_engine(engine: str, *, max_parallel: int | None, ray_address: str | None,
+                 max_parallel_option: str = "max_parallel") -> None:
+    """Validate the engine options once, at the boundary (one-line ``InputError`` naming the field);
+    with ``engine="ray"`` and an address, also that a cluster answers there (:func:`check_ray_address`)."""
+    if engine not in ENGINES:
+        raise InputError(f"engine: expected one of {', '.join(ENGINES)}, got {engine!r}")
+    if max_parallel is not None and (isinstance(max_parallel, bool) or not isinstance(max_parallel, int)
+                                     or max_parallel < 1):
+        raise InputError(f"{max_parallel_option}: expected a positive integer, got {max_parallel!r}")
+    if ray_address and engine != "ray":
+        raise InputError("ray_address: only with engine ray")
+    if engine == "ray" and ray_address:
+        check_ray_address(ray_address)
+
+
+def check_ray_address(address: str) -> str:
+    """The address Ray will connect to (``auto`` resolved); one-line ``InputError`` within
+    :data:`CONNECT_TIMEOUT_S` seconds when no cluster is there (Ray itself would retry for minutes)."""
+    target = resolve_ray_address(address)
+    _check_reachable(target, address)
+    return target
+
+
+def run_jobs(jobs: list[Job], *, engine: str = "local", max_parallel: int | None = None, cpus_per_job: int = 1,
+             ray_address: str | None = None,
+             on_start: Callable[[Job], None] | None = None) -> Iterator[Outcome]:
+    """Run independent ``jobs``; yield each one's :class:`Outcome` as it finishes (completion order).
+
+    ``engine="local"``: one after another in this process (``max_parallel`` None or 1), else
+    ``max_parallel`` spawned worker processes. ``engine="ray"``: each job a Ray task declaring
+    ``cpus_per_job`` CPUs and ``job.gpus`` GPUs, at most ``max_parallel`` in flight (None: as many as
+    the cluster allows); without ``ray_address`` (and no Ray initialised) a local Ray is started and
+    stopped at the end. An argument object shared by several jobs is sent to Ray once. A job whose
+    Ray task dies of a system failure is submitted again (up to :data:`SYSTEM_RETRIES` times).
+    """
+    check_engine(engine, max_parallel=max_parallel, ray_address=ray_address)
+    start = on_start or (lambda _job: None)
+    if engine == "ray":
+        yield from _jobs_ray(jobs, max_parallel=max_parallel, cpus_per_job=cpus_per_job, ray_address=ray_address,
+                             on_start=start)
+    else:
+        yield from _jobs_local(jobs, max_parallel=max_parallel or 1, on_start=start)
+
+
+# the process pool of an open local engine_session: (pool, its size)
+_SESSION_POOL: tuple[Any, int] | None = None
+
+
+@contextmanager
+def engine_session(engine: str, *, ray_address: str | None = None, max_parallel: int | None = None,
+                   cpus_per_job: int = 1) -> Iterator[None]:
+    """Keep one Ray up across several :func:`run_jobs` calls (e.g. the trials of every task of a
+    stream): started (or connected) here when ``engine == "ray"`` and none is initialised, stopped at
+    the end; with the local engine and ``max_parallel > 1``, one process pool for all calls."""
+    check_engine(engine, max_parallel=max_parallel, ray_address=ray_address)
+    if engine != "ray":
+        if (max_parallel or 1) <= 1:
+            yield
+            return
+        global _SESSION_POOL
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        outer = _SESSION_POOL
+        with ProcessPoolExecutor(max_workers=max_parallel, mp_context=multiprocessing.get_context("spawn")) as pool:
+            _SESSION_POOL = (pool, max_parallel)  # worker processes start once, not once per run_jobs call
+            try:
+                yield
+            finally:
+                _SESSION_POOL = outer
+        return
+    ray = import_ray()
+    started = connect_ray(ray_address, num_cpus=max_parallel * cpus_per_job if max_parallel else None)
+    try:
+        yield
+    finally:
+        if started:
+            ray.shutdown()
+
+
+def _jobs_local(jobs: list[Job], *, max_parallel: int, on_start: Callable[[Job], None]) -> Iterator[Outcome]:
+    if max_parallel <= 1:
+        for job in jobs:
+            on_start(job)
+            try:
+                value = job.fn(*job.args)
+            except Exception as exc:
+                yield Outcome(job, error=exc)
+            else:
+                yield Outcome(job, value=value)
+        return
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    if _SESSION_POOL is not None and _SESSION_POOL[1] == max_parallel:
+        yield from _drain_pool(_SESSION_POOL[0], jobs, max_parallel=max_parallel, on_start=on_start)
+        return
+    with ProcessPoolExecutor(max_workers=max_parallel, mp_context=multiprocessing.get_context("spawn")) as pool:
+        yield from _drain_pool(pool, jobs, max_parallel=max_parallel, on_start=on_start)
+
+
+def _drain_pool(pool: Any, jobs: list[Job], *, max_parallel: int, on_start: Callable[[Job], None]) -> Iterator[Outcome]:
+    from concurrent.futures import FIRST_COMPLETED, wait
+
+    queue = list(jobs)
+    pending: dict[Any, Job] = {}
+    while queue or pending:
+        while queue and len(pending) < max_parallel:
+            job = queue.pop(0)
+            on_start(job)
+            pending[pool.submit(job.fn, *job.args)] = job
+        finished, _ = wait(list(pending), return_when=FIRST_COMPLETED)
+        for fut in finished:
+            job = pending.pop(fut)
+            try:
+                value = fut.result()
+            except Exception as exc:  # the job raised, or its worker process died
+                yield Outcome(job, error=exc)
+            else:
+                yield Outcome(job, value=value)
+
+
+def is_system_failure(exc: BaseException) -> bool:
+    """True for a Ray failure of the machinery (worker or node died, object lost), False for an error
+    the job raised itself (``RayTaskError``) or anything that is not Ray's."""
+    try:
+        from ray import exceptions as rex
+    except ImportError:  # pragma: no cover - depends on the environment
+        return False
+    if isinstance(exc, (rex.RayTaskError, rex.TaskCancelledError)):
+        return False
+    return isinstance(exc, rex.RayError)
+
+
+def _jobs_ray(jobs: list[Job], *, max_parallel: int | None, cpus_per_job: int, ray_address: str | None,
+              on_start: Callable[[Job], None]) -> Iterator[Outcome]:
+    ray = import_ray()
+    started = connect_ray(ray_address, num_cpus=max_parallel * cpus_per_job if max_parallel else None)
+    try:
+        have = ray.cluster_resources().get("GPU", 0.0)
+        need = max((j.gpus for j in jobs), default=0.0)
+        if need > have:
+            raise InputError(f"device: each task needs {need:g} GPU but the Ray cluster has {have:g} "
+                             "(device cuda needs GPU workers; a grid can set --gpus-per-cell)")
+        remotes: dict[Any, Any] = {}
+        shared: dict[int, Any] = {}  # id(arg) -> ObjectRef: a big argument (a dataset) is put once
+
+        def ref_of(arg: Any) -> Any:
+            if isinstance(arg, (str, int, float, bool, type(None))):
+                return arg
+            if id(arg) not in shared:
+                shared[id(arg)] = ray.put(arg)
+            return shared[id(arg)]
+
+        def submit(job: Job) -> Any:
+            if job.fn not in remotes:
+                # Ray's own retries are off: the driver resubmits after a system failure, so it can count
+                # them, and an error raised by the job itself is never retried
+                remotes[job.fn] = ray.remote(max_retries=0, retry_exceptions=False)(job.fn)
+            return remotes[job.fn].options(num_cpus=cpus_per_job, num_gpus=job.gpus).remote(
+                *(ref_of(a) for a in job.args))
+
+        queue = list(jobs)
+        limit = max_parallel or len(queue) or 1
+        pending: dict[Any, tuple[Job, int]] = {}  # ref -> (job, retries so far)
+        while queue or pending:
+            while queue and len(pending) < limit:
+                job = queue.pop(0)
+                on_start(job)
+                pending[submit(job)] = (job, 0)
+            ready, _ = ray.wait(list(pending), num_returns=1)
+            for ref in ready:
+                job, retries = pending.pop(ref)
+                try:
+                    value = ray.get(ref)
+                except Exception as exc:  # the task raised, or its worker died (OOM, node lost, ...)
+                    if is_system_failure(exc) and retries < SYSTEM_RETRIES:
+                        shared.clear()  # an input may have been lost with the node: put it again
+                        pending[submit(job)] = (job, retries + 1)
+                        continue
+                    yield Outcome(job, error=exc, retries=retries)
+                else:
+                    yield Outcome(job, value=value, retries=retries)
+    finally:
+        if started:
+            ray.shutdown()
+
+
+def import_ray() -> Any:
+    try:
+        import ray
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise InputError("engine ray needs Ray: pip install 'vistabench[ray]'") from exc
+    return ray
+
+
+def _ray_temp_dir() -> Path:
+    return Path(os.environ.get("RAY_TMPDIR") or tempfile.gettempdir()) / "ray"
+
+
+def resolve_ray_address(address: str) -> str:
+    """``auto`` as Ray reads it (``RAY_ADDRESS``, else the address of the cluster last started on this
+    machine), other addresses unchanged; one-line ``InputError`` when ``auto`` finds no cluster."""
+    if address != "auto":
+        return address
+    env = os.environ.get("RAY_ADDRESS", "").strip()
+    if env and env != "auto":
+        return env
+    current = _ray_temp_dir() / "ray_current_cluster"
+    try:
+        found = current.read_text(encoding="utf-8").strip()
+    except OSError:
+        found = ""
+    if not found:
+        raise InputError("ray_address: 'auto' finds no running Ray cluster on this machine; start one with "
+                         "`ray start --head`, or give the head's HOST:PORT")
+    return found
+
+
+def _check_reachable(address: str, given: str) -> None:
+    """Fail fast on a HOST:PORT nobody listens on (Ray itself retries for minutes)."""
+    host, sep, port = address.rpartition(":")
+    if not sep or "://" in address or not port.isdigit():
+        return  # "ray://..." (Ray Client) and other forms: let Ray resolve them
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT_S).close()
+    except OSError as exc:
+        via = f" (where {given!r} points)" if address != given else ""
+        raise InputError(f"ray_address: nothing answers at {address!r}{via} ({exc.strerror or exc}); start the "
+                         "head with `ray start --head` and use the address it prints") from None
+
+
+def connect_ray(address: str | None, *, num_cpus: int | None = None, num_gpus: float | None = None) -> bool:
+    """Connect to the Ray cluster at ``address``, or start a new local Ray when ``address`` is None.
+
+    The one way vistabench reaches Ray. ``address``: ``HOST:PORT`` of a head (``ray start --head``
+    prints it), ``auto`` (``RAY_ADDRESS``, else the cluster last started on this machine) or a
+    ``ray://`` client address. A head that does not answer, or ``auto`` finding none, is a one-line
+    :class:`~vistabench.errors.InputError` within :data:`CONNECT_TIMEOUT_S` seconds. Without an
+    address a *new* local Ray is started with ``num_cpus`` CPUs (None: all) and ``num_gpus`` GPUs
+    (None: Ray detects them), never attaching to a cluster an earlier session left behind. Ray's logs
+    stay out of this process's stdout. Returns True when this call initialised Ray (the caller shuts
+    it down), False when Ray was already initialised.
+    """
+    ray = import_ray()
+    if ray.is_initialized():
+        return False
+    kw: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
+    if address:
+        target = check_ray_address(address)
+        try:
+            ray.init(address=target, **kw)
+        except (ConnectionError, ValueError, RuntimeError, TimeoutError) as exc:
+            raise InputError(f"ray_address: cannot connect to {address!r} ({one_line(exc)})") from None
+    else:
+        # address="local": always a new local instance (None would attach to a cluster recorded in
+        # ray_current_cluster, and then refuse num_cpus)
+        ray.init(address="local", num_cpus=num_cpus or os.cpu_count() or 1, num_gpus=num_gpus, **kw)
+    return True
+
+
+def one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    msg = text[0] if text else ""
+    return f"{type(exc).__name__}: {msg}" if msg else type(exc).__name__

@@ -1,0 +1,165 @@
+"""Long-tailed reference methods behind one call: :func:`fit_predict`.
+
+>>> from vistabench.data import Dataset
+>>> import numpy as np
+>>> rng = np.random.default_rng(0)
+>>> train = Dataset(rng.integers(0, 256, (60, 8, 8, 1), dtype=np.uint8),
+...                 np.r_[np.zeros(40, int), np.ones(15, int), np.full(5, 2)], ["a", "b", "c"])
+>>> run = fit_predict("balanced_softmax", train, train.images[:7], epochs=1, batch_size=16)
+>>> run.logits.shape, run.method, run.flops > 0
+((7, 3), 'balanced_softmax', True)
+
+The methods: :mod:`.methods` (``ce`` ... ``crt``) and :mod:`.survey` (``bbn``, ``tde``, ``ride``,
+``ib``, ``tade``, ``lade``, ``gcl``); their options: :mod:`.options`.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+from torch import nn
+
+from ...data.dataset import Dataset
+from ...errors import InputError
+from ..losses import check_class_counts
+from ..models import build_model
+from ..tensors import check_images
+from ..trainer import TrainConfig, TrainResult, resolve_device
+from . import methods, survey  # noqa: F401  (register the built-in methods)
+from .options import MethodOptions, RunFacts, resolve_method_options
+from .registry import MethodContext, lt_methods
+
+__all__ = ["LTRunResult", "fit_predict"]
+
+
+@dataclass
+class LTRunResult:
+    """Outcome of one long-tailed method run.
+
+    Attributes
+    ----------
+    method : str
+    logits : ndarray of float32, shape (N, C)
+        Test scores the method predicts with (post-hoc adjusted for ``logit_adjust``; cosine logits
+        times the LDAM scale for ``ldam_drw``). argmax = predicted class.
+    train_results : list of TrainResult
+        One per training stage (two for ``crt``).
+    flops : int
+        Training FLOPs (forward + backward) of all stages.
+    seconds : float
+        Wall time of training and prediction.
+    settings : dict
+        Everything that produced the run: method, model, epochs, seed, lr, batch_size, ... and the
+        method's options with their defaults filled in.
+    model : nn.Module or None
+        The trained network (what predicted ``logits``).
+    test_time : callable or None
+        For methods that adapt to the test distribution without labels (``tade``):
+        ``test_time(indices) -> logits`` of shape (len(indices), C) for the test set made of those
+        rows of ``test_images``, computed from those images alone. None for the others, whose
+        ``logits`` serve every test set.
+    """
+
+    method: str
+    logits: np.ndarray
+    train_results: list[TrainResult]
+    flops: int
+    seconds: float
+    settings: dict = field(default_factory=dict)
+    test_time: Callable[[np.ndarray], np.ndarray] | None = None
+    model: nn.Module | None = None
+
+    @property
+    def train_result(self) -> TrainResult:
+        """The (last) stage's training result."""
+        return self.train_results[-1]
+
+    def to_dict(self, *, include_logits: bool = False) -> dict:
+        d = {"method": self.method, "flops": self.flops, "seconds": self.seconds, "settings": self.settings,
+             "train_results": [r.to_dict() for r in self.train_results]}
+        if include_logits:
+            d["logits"] = self.logits.tolist()
+        return d
+
+
+def fit_predict(
+    method: str,
+    train: Dataset,
+    test_images: np.ndarray,
+    *,
+    model: str = "cnn28",
+    epochs: int = 10,
+    seed: int = 0,
+    device: str = "cpu",
+    batch_size: int = 128,
+    lr: float = 0.05,
+    weight_decay: float = 5e-4,
+    augment: bool = False,
+    momentum: float = 0.9,
+    nesterov: bool = False,
+    warmup_epochs: int = 0,
+    warmup_start: float = 0.0,
+    schedule: str = "cosine",
+    lr_milestones: tuple[int, ...] = (),
+    lr_factors: tuple[float, ...] = (),
+    num_threads: int | None = None,
+    options: MethodOptions | dict[str, Any] | None = None,
+) -> LTRunResult:
+    """Train a long-tailed reference method on ``train`` and score ``test_images``.
+
+    Parameters
+    ----------
+    method : str
+        A name in ``lt_methods`` (:mod:`.methods`, :mod:`.survey`, or one registered with
+        :func:`~.registry.register_method`).
+    train : Dataset
+        Long-tailed training set; every class in ``train.class_names`` needs >= 1 image.
+    test_images : ndarray, shape (N, H, W, B)
+        Same dtype, size and bands as ``train.images``.
+    model : str
+        Backbone from :data:`vistabench.learners.models.models`; ``image_size`` is the training
+        images' height.
+    epochs, seed, device, batch_size, lr, weight_decay, augment, momentum, nesterov, warmup_epochs,
+    warmup_start, schedule, lr_milestones, lr_factors, num_threads
+        As in :class:`~vistabench.learners.trainer.TrainConfig`; ``seed`` also seeds the model's
+        initialisation.
+    options : MethodOptions or dict, optional
+        The method's options object, or a mapping of options (unknown keys are an error) filled in
+        with the CPU recipe's values for these epochs.
+
+    Returns
+    -------
+    LTRunResult
+    """
+    entry = lt_methods.get(method)
+    if not isinstance(train, Dataset):
+        raise InputError(f"train: expected a vistabench Dataset, got {type(train).__name__}")
+    if not isinstance(options, entry.options):
+        facts = RunFacts(epochs=epochs, lr=lr, batch_size=batch_size, weight_decay=weight_decay, dataset="other",
+                         recipe="cpu")
+        options = resolve_method_options(method, options, facts)
+    counts = check_class_counts(train.class_counts(), f"{train.name} class counts")
+    test_images = check_images(test_images, "test_images", in_channels=train.images.shape[3], allow_empty=True)
+    cfg = TrainConfig(epochs=epochs, lr=lr, weight_decay=weight_decay, batch_size=batch_size, momentum=momentum,
+                      seed=seed, device=device, augment=augment, warmup_epochs=warmup_epochs,
+                      num_threads=num_threads, nesterov=nesterov, schedule=schedule,
+                      lr_milestones=tuple(lr_milestones), lr_factors=tuple(lr_factors), warmup_start=warmup_start)
+    resolve_device(device)  # fail before building anything when CUDA is asked for but missing
+    t0 = time.perf_counter()
+    net = build_model(model, num_classes=train.num_classes, in_channels=train.images.shape[3],
+                      image_size=train.images.shape[1], seed=seed)
+    ctx = MethodContext(train=train, counts=counts, model=net, cfg=cfg)
+    logits, results = entry.run(ctx, test_images, options)
+    settings = {"method": method, "model": model, "epochs": epochs, "seed": seed, "device": device,
+                "batch_size": batch_size, "lr": lr, "weight_decay": weight_decay, "augment": augment,
+                "momentum": momentum, "nesterov": nesterov, "warmup_epochs": warmup_epochs,
+                "warmup_start": warmup_start, "schedule": schedule, "lr_milestones": list(lr_milestones),
+                "lr_factors": list(lr_factors), "options": options.to_dict(),
+                "train_counts": counts.tolist(), "optimizer": "sgd"}
+    trained = ctx.trainer.model if ctx.trainer is not None else net
+    return LTRunResult(method=method, logits=np.asarray(logits, dtype=np.float32), train_results=results,
+                       flops=int(sum(r.flops for r in results)), seconds=time.perf_counter() - t0,
+                       settings=settings, test_time=ctx.test_time, model=trained)

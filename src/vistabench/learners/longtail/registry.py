@@ -1,0 +1,95 @@
+"""The long-tail method registry ``lt_methods``, the extension API and the helpers every method uses.
+
+A method is a function ``method(ctx, test_images, options) -> (logits, train_results)`` registered
+with :func:`register_method`; ``options`` is its :class:`~.options.MethodOptions` object (fully
+resolved: user values over the recipe's). A method that adapts to each unlabelled test set also
+sets ``ctx.test_time`` (see :class:`~.fit.LTRunResult`). Inside a method, :func:`train` trains
+``ctx.model`` with a loss (or a custom step) under the run's :class:`~..trainer.TrainConfig` and
+:func:`predict` gives the test logits. The built-in methods live in :mod:`.methods` and
+:mod:`.survey`; :func:`~.fit.fit_predict` runs them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from torch import nn
+
+from ...data.dataset import Dataset
+from ...registry import Registry
+from ..models import Backbone
+from ..trainer import TrainConfig, Trainer, TrainResult, TrainStep
+from .options import MethodOptions, declare_options
+
+__all__ = ["lt_methods", "MethodContext", "MethodEntry", "register_method", "train", "predict"]
+
+
+@dataclass
+class MethodContext:
+    """What a long-tail method works with.
+
+    Attributes
+    ----------
+    train : Dataset
+        The long-tailed training set.
+    counts : ndarray of int, shape (C,)
+        Training images per class.
+    model : Backbone
+        A freshly initialised backbone (seeded); a method may wrap or modify it.
+    cfg : TrainConfig
+        The run's recipe (optimizer, schedule, epochs, batch size, seed, device, ...).
+    trainer : Trainer or None
+        The latest stage's trainer (set by :func:`train`); :func:`predict` uses it.
+    test_time : callable or None
+        Set by methods with a test-time step (``indices -> logits``).
+    """
+
+    train: Dataset
+    counts: np.ndarray
+    model: Backbone
+    cfg: TrainConfig
+    trainer: Trainer | None = None
+    test_time: Callable[[np.ndarray], np.ndarray] | None = None
+
+
+#: A method: (ctx, test_images, options) -> (logits, train results).
+Method = Callable[[MethodContext, np.ndarray, MethodOptions], "tuple[np.ndarray, list[TrainResult]]"]
+
+
+@dataclass
+class MethodEntry:
+    run: Method
+    options: type[MethodOptions]
+
+
+lt_methods: Registry[MethodEntry] = Registry("long-tail method")
+
+
+def register_method(name: str, options: type[MethodOptions]) -> Callable[[Method], Method]:
+    """Decorator: register ``fn(ctx, test_images, options)`` as long-tail method ``name`` with its
+    options class (declared for the run configuration too: ``--method NAME --method-opt K=V``)."""
+    def deco(fn: Method) -> Method:
+        declare_options(name, options)
+        lt_methods.register(name)(MethodEntry(fn, options))
+        return fn
+    return deco
+
+
+def train(ctx: MethodContext, loss: nn.Module | None = None, *, cfg: TrainConfig | None = None,
+          model: nn.Module | None = None, step: TrainStep | None = None, **fit_kw: object) -> TrainResult:
+    """Train ``model`` (default ``ctx.model``) on ``ctx.train`` with ``loss`` (default cross-entropy)
+    or a custom ``step``, under ``cfg`` (default ``ctx.cfg``); ``fit_kw`` go to
+    :meth:`~..trainer.Trainer.fit`. The trainer is kept in ``ctx.trainer`` for :func:`predict`."""
+    tr = Trainer(model if model is not None else ctx.model, cfg or ctx.cfg, loss_fn=loss, step=step)
+    res = tr.fit(ctx.train.images, ctx.train.labels, **fit_kw)  # type: ignore[arg-type]
+    ctx.trainer = tr
+    return res
+
+
+def predict(ctx: MethodContext, images: np.ndarray) -> np.ndarray:
+    """Logits of the latest trained model on ``images`` (eval mode), float32 (N, C)."""
+    if ctx.trainer is None:
+        raise RuntimeError("predict before training: call train(ctx, ...) first")
+    return ctx.trainer.predict_logits(images)

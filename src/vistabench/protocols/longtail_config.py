@@ -1,0 +1,136 @@
+"""The long-tailed protocol's run configuration: :class:`LongtailConfig` (torch-free).
+
+>>> cfg = LongtailConfig.from_dict({"data": "digits", "method": "focal", "imbalance": 10})
+>>> cfg.recipe, cfg.lr, cfg.schedule, cfg.method_options.gamma
+('cpu', 0.05, 'cosine', 2.0)
+>>> ref = LongtailConfig.from_dict({"data": "cifar100:/data", "method": "ib", "imbalance": 100})
+>>> ref.recipe, ref.epochs, ref.lr, ref.weight_decay, ref.lr_milestones, ref.method_options.ib_epoch
+('reference', 200, 0.1, 0.0002, (100, 160, 180), 100)
+
+Fields that existed as ``longtail run`` flags keep their names and defaults (a grid cell's key is
+unchanged); fields added since carry ``key_default`` = the value the older code used.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ..config import RunConfig, option
+from ..errors import InputError
+from ..learners.longtail.options import MethodOptions, RunFacts, options_class, resolve_method_options
+from .longtail_recipes import CPU, RECIPES, dataset_kind, recipe_fields
+
+__all__ = ["LongtailConfig"]
+
+_RECIPE_FIELDS = tuple(CPU) + ("model",)
+
+
+@dataclass(frozen=True, kw_only=True)
+class LongtailConfig(RunConfig):
+    """One long-tailed run: split -> train ``method`` -> predict -> sweep -> score -> record."""
+
+    protocol = "longtail"
+
+    data: str = option(help="mnist5k | digits | cifar10:DIR | cifar100:DIR | folder:DIR | npz:FILE")
+    method: str = option(help="ce, focal, ldam_drw, balanced_softmax, logit_adjust, crt, bbn, tde, ride, ib, "
+                              "tade, lade, gcl (docs/longtail.md)")
+    imbalance: float = option(low=0, low_open=True, help="training imbalance ρ = max/min (the paper's 0.01 "
+                                                              "reads as 100)")
+    recipe: Literal["auto", "cpu", "reference"] = option(
+        "auto", key_default="cpu",
+        help="training recipe: reference = the method's authors' CIFAR-LT training, cpu = a CPU-sized one; "
+             "auto: reference for cifar10:/cifar100: data, else cpu. Fields you give win over it")
+    epochs: int = option(10, low=1, help="training epochs")
+    seed: int = option(0, low=0, help="seed of the split, the initialisation and the training draws")
+    device: str = option("cpu", help="cpu | cuda | cuda:N | auto")
+    model: str = option("auto", help="auto: resnet32 for >= 32 px images, cnn28 below (reference recipe of tde/"
+                                     "lade: resnet32_bbn); or any model name")
+    n_max: int | None = option(None, low=1, help="head-class count (default: the smallest class size)")
+    test_imbalance: float | None = option(None, low=0, low_open=True, help="test imbalance of the sweep (default: the "
+                                                                "training imbalance)")
+    points: int = option(10, low=2, help="sweep points T")
+    repeats: int = option(5, low=1, help="test sets R per sweep point")
+    batch_size: int = option(128, low=2, help="training batch size")
+    lr: float = option(0.05, low=0, low_open=True, help="peak learning rate")
+    optimizer: Literal["sgd"] = option("sgd", key_default="sgd", help="optimizer")
+    momentum: float = option(0.9, low=0, high=1, key_default=0.9, help="SGD momentum")
+    nesterov: bool = option(False, key_default=False, help="Nesterov momentum")
+    weight_decay: float = option(5e-4, low=0, key_default=5e-4, help="L2 weight decay")
+    warmup_epochs: int = option(0, low=0, key_default=0, help="linear warm-up epochs")
+    warmup_start: float = option(0.0, low=0, high=1, key_default=0.0,
+                                 help="lr factor the warm-up starts from (step schedule: per epoch "
+                                      "lr·(s + (1−s)(e+1)/W))")
+    schedule: Literal["cosine", "step"] = option(
+        "cosine", key_default="cosine",
+        help="cosine: one cosine per step from lr to 0 (after the warm-up); step: lr × lr_factors[i] from "
+             "epoch lr_milestones[i] on, per epoch")
+    lr_milestones: tuple[int, ...] = option((), low=0, key_default=(),
+                                            help="0-based epochs where the step schedule changes the lr")
+    lr_factors: tuple[float, ...] = option((), low=0, low_open=True, key_default=(),
+                                           help="multiplier of the base lr from each milestone on")
+    augment: bool | None = option(None, key_default=None,
+                                  help="random crop + flip (default: on for >= 32 px images)")
+    method_options: dict | MethodOptions = option(default_factory=dict, flags=("--method-opt", "--method-options"),
+                                 help="the method's options as KEY=VALUE (see --print-config)")
+    threads: int | None = option(None, low=1, runtime=True, help="CPU threads torch may use")
+    tag: str | None = option(None, runtime=True, help="free-form tag of the stored record")
+
+    @classmethod
+    def resolve(cls, given: dict[str, Any]) -> dict[str, Any]:
+        method = given.get("method")
+        recipe = given.get("recipe", "auto")
+        if recipe == "auto":
+            recipe = "reference" if dataset_kind(given.get("data", "")) != "other" else "cpu"
+        if recipe not in RECIPES:  # the field's own check names the choices
+            return given
+        out = dict(given)
+        out["recipe"] = recipe
+        if isinstance(method, str):
+            options_class(method)  # unknown method: one line naming `method`
+            preset = recipe_fields(recipe, method)
+            if "model" in preset and given.get("model", "auto") != "auto":
+                preset.pop("model")
+            for k, v in preset.items():
+                if k not in given or (k == "model" and given.get("model", "auto") == "auto"):
+                    out[k] = v
+            facts = RunFacts(epochs=out.get("epochs", 10), lr=out.get("lr", 0.05),
+                             batch_size=out.get("batch_size", 128), weight_decay=out.get("weight_decay", 5e-4),
+                             dataset=dataset_kind(given.get("data", "")), recipe=recipe)
+            out["method_options"] = resolve_method_options(method, given.get("method_options"), facts)
+        return out
+
+    def check(self) -> None:
+        if not isinstance(self.method_options, MethodOptions):
+            raise InputError(f"method_options: expected the options of {self.method!r}, got {self.method_options!r}")
+        if len(self.lr_milestones) != len(self.lr_factors):
+            raise InputError(f"lr_factors: expected one factor per milestone ({len(self.lr_milestones)}), "
+                             f"got {len(self.lr_factors)}")
+        if list(self.lr_milestones) != sorted(self.lr_milestones):
+            raise InputError(f"lr_milestones: expected increasing epochs, got {list(self.lr_milestones)}")
+        if self.schedule == "cosine" and self.lr_milestones:
+            raise InputError("lr_milestones: only the step schedule uses milestones (set schedule: step)")
+        if self.warmup_epochs and self.warmup_epochs >= self.epochs:
+            raise InputError(f"warmup_epochs: expected fewer than epochs={self.epochs}, got {self.warmup_epochs}")
+        if not (self.device in ("cpu", "cuda", "auto") or re.fullmatch(r"cuda:\d+", self.device)):
+            raise InputError(f"device: expected 'cpu', 'cuda', 'cuda:N' or 'auto', got {self.device!r}")
+
+    def key_dict(self) -> dict[str, Any]:
+        """The grid key: as :meth:`RunConfig.key_dict`, with ``method_options`` reduced to the options
+        that differ from what the CPU recipe (the older code) used for this method and epochs."""
+        out = super().key_dict()
+        today = resolve_method_options(self.method, {}, RunFacts(
+            epochs=self.epochs, lr=self.lr, batch_size=self.batch_size, weight_decay=self.weight_decay,
+            dataset=dataset_kind(self.data), recipe="cpu")).to_dict()
+        diff = {k: v for k, v in self.method_options.to_dict().items() if today.get(k) != v}
+        out.pop("method_options", None)
+        if diff:
+            out["method_options"] = diff
+        return dict(sorted(out.items()))
+
+    def train_settings(self) -> dict[str, Any]:
+        """The recipe as stored in a record's settings."""
+        return {k: getattr(self, k) if not isinstance(getattr(self, k), tuple) else list(getattr(self, k))
+                for k in _RECIPE_FIELDS if k != "model"}
+

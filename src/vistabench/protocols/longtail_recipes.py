@@ -1,0 +1,78 @@
+"""Named training recipes of the long-tailed protocol (presets of :class:`~.longtail_config.LongtailConfig`).
+
+``cpu``: today's CPU-sized recipe (SGD lr 0.05, momentum 0.9, weight decay 5e-4, batch 128, 10
+epochs, one cosine per step, no warm-up) for every method; the default on the bundled data.
+
+``reference``: each method's authors' CIFAR-LT training, read from their public code (the
+repository and file are in :data:`REFERENCE_SOURCES` and docs/fidelity.md); the default when the
+data is ``cifar10:`` or ``cifar100:``. Milestones are 0-based epochs from which the lr is
+``lr × factor``; the warm-up is per epoch, ``lr · (warmup_start + (1 − warmup_start)·(e+1)/W)``
+for 0-based epoch e < W (``warmup_start`` 0: LDAM-DRW's ``lr·epoch/5``; 1/3: the
+``WarmupMultiStepLR`` of BBN and the TDE/LADE code, whose scheduler steps before each 1-based
+epoch, hence milestones 119/159 for their ``[120, 160]``).
+
+Torch-free.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["RECIPES", "recipe_fields", "REFERENCE_SOURCES", "dataset_kind"]
+
+RECIPES = ("cpu", "reference")
+
+CPU: dict[str, Any] = {"epochs": 10, "batch_size": 128, "lr": 0.05, "optimizer": "sgd", "momentum": 0.9,
+                       "nesterov": False, "weight_decay": 5e-4, "warmup_epochs": 0, "warmup_start": 0.0,
+                       "schedule": "cosine", "lr_milestones": (), "lr_factors": ()}
+
+# LDAM-DRW cifar_train.py (also the recipe of the CE, focal, balanced softmax, logit adjustment and
+# cRT-stage-1 runs of the long-tail CIFAR literature that build on it).
+_LDAM = {"epochs": 200, "batch_size": 128, "lr": 0.1, "optimizer": "sgd", "momentum": 0.9, "nesterov": False,
+         "weight_decay": 2e-4, "warmup_epochs": 5, "warmup_start": 0.0, "schedule": "step",
+         "lr_milestones": (160, 180), "lr_factors": (0.01, 0.0001)}
+# BBN configs/cifar*.yaml and the TDE/LADE CIFAR configs: WarmupMultiStepLR (from 1/3) stepped first.
+_BBN_STYLE = {"warmup_epochs": 5, "warmup_start": 1.0 / 3.0, "schedule": "step", "lr_milestones": (119, 159),
+              "lr_factors": (0.01, 0.0001)}
+
+_REFERENCE: dict[str, dict[str, Any]] = {
+    "ce": _LDAM, "focal": _LDAM, "ldam_drw": _LDAM, "balanced_softmax": _LDAM, "logit_adjust": _LDAM,
+    "crt": _LDAM,
+    "ib": {**_LDAM, "lr_milestones": (100, 160, 180), "lr_factors": (0.01, 1e-4, 1e-6)},
+    "ride": {**_LDAM, "weight_decay": 5e-4, "nesterov": True},
+    "tade": {**_LDAM, "weight_decay": 5e-4, "nesterov": True, "lr_factors": (0.1, 0.01)},
+    "bbn": {**_LDAM, **_BBN_STYLE},
+    "tde": {**_LDAM, **_BBN_STYLE, "batch_size": 256, "lr": 0.2, "weight_decay": 5e-4, "model": "resnet32_bbn"},
+    "lade": {**_LDAM, **_BBN_STYLE, "batch_size": 256, "lr": 0.2, "weight_decay": 5e-4, "model": "resnet32_bbn"},
+    "gcl": {**_LDAM, "batch_size": 64, "lr_factors": (0.1, 0.01)},
+}
+
+#: method -> (repository, file) of its reference recipe.
+REFERENCE_SOURCES: dict[str, tuple[str, str]] = {
+    "ce": ("kaidic/LDAM-DRW", "cifar_train.py"), "focal": ("kaidic/LDAM-DRW", "cifar_train.py"),
+    "ldam_drw": ("kaidic/LDAM-DRW", "cifar_train.py"),
+    "balanced_softmax": ("kaidic/LDAM-DRW", "cifar_train.py (common CIFAR-LT recipe)"),
+    "logit_adjust": ("kaidic/LDAM-DRW", "cifar_train.py (common CIFAR-LT recipe)"),
+    "crt": ("facebookresearch/classifier-balancing", "config/ImageNet_LT/cls_crt.yaml (stage 2)"),
+    "ib": ("pseulki/IB-Loss", "cifar_train.py"),
+    "ride": ("frank-xwang/RIDE-LongTailRecognition", "configs/config_imbalance_cifar100_ride.json"),
+    "tade": ("Vanint/SADE-AgnosticLT", "configs/config_cifar100_ir100_sade.json"),
+    "bbn": ("megvii-research/BBN", "configs/cifar100.yaml"),
+    "tde": ("KaihuaTang/Long-Tailed-Recognition.pytorch", "classification/config/CIFAR*_LT/causal_norm_32.yaml"),
+    "lade": ("hyperconnect/LADE", "config/CIFAR100_LT/lade.yaml"),
+    "gcl": ("Keke921/GCLLoss", "cifar_train_backbone.py, cifar_train_classifier.py"),
+}
+
+
+def dataset_kind(data: str) -> str:
+    """``"cifar10"``, ``"cifar100"`` or ``"other"`` from a dataset spec (no file is read)."""
+    head = str(data).split(":", 1)[0].strip().lower()
+    return head if head in ("cifar10", "cifar100") else "other"
+
+
+def recipe_fields(recipe: str, method: str) -> dict[str, Any]:
+    """The config fields that ``recipe`` sets for ``method`` (a method without a reference entry
+    gets the common CIFAR-LT recipe of LDAM-DRW)."""
+    if recipe == "reference":
+        return dict(_REFERENCE.get(method, _LDAM))
+    return dict(CPU)

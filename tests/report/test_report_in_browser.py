@@ -1,0 +1,104 @@
+"""The demo's HTML report as a person sees it: rendered by headless Chromium, the page has no
+horizontal overflow (wide tables scroll inside their own box) and every image loads.
+
+Needs the ``chromium`` browser (Debian package ``chromium``; ``scripts/test.sh`` installs it on CI);
+skipped with the reason when it is absent.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         "--hide-scrollbars", "--virtual-time-budget=10000")
+
+# appended to a copy of the report: after loading, write what a reader would notice into the DOM
+PROBE = """
+<script>
+window.addEventListener("load", function () {
+  var de = document.documentElement, imgs = Array.from(document.images);
+  var out = {scrollWidth: de.scrollWidth, clientWidth: de.clientWidth,
+             images: imgs.map(function (i) { return {alt: i.alt, complete: i.complete, width: i.naturalWidth}; }),
+             tables: Array.from(document.querySelectorAll("table")).map(function (t) {
+               var r = t.getBoundingClientRect(), box = t.parentElement.getBoundingClientRect();
+               return {width: Math.round(r.width), boxRight: Math.round(box.right)}; })};
+  var pre = document.createElement("pre");
+  pre.id = "vb-probe";
+  pre.textContent = JSON.stringify(out);
+  document.body.appendChild(pre);
+});
+</script>
+"""
+
+
+def browser() -> str | None:
+    for name in BROWSERS:
+        path = shutil.which(name)
+        if path:
+            return path
+    return None
+
+
+def render(page: Path, tmp: Path, width: int) -> dict:
+    """Load ``page`` in headless Chromium at ``width`` pixels; the probe's findings."""
+    exe = browser()
+    probe = tmp / f"probe-{width}.html"
+    probe.write_text(page.read_text(encoding="utf-8").replace("</body>", PROBE + "</body>"), encoding="utf-8")
+    profile = tmp / f"profile-{width}"
+    profile.mkdir()
+    out = subprocess.run([exe, *FLAGS, f"--user-data-dir={profile}", f"--window-size={width},900", "--dump-dom",
+                          probe.as_uri()], capture_output=True, text=True, timeout=120)
+    m = re.search(r'<pre id="vb-probe">(.*?)</pre>', out.stdout, re.S)
+    assert m, f"chromium rendered no probe (exit {out.returncode}): {out.stderr[-1500:]}"
+    return json.loads(m.group(1).replace("&quot;", '"').replace("&amp;", "&").replace("&lt;", "<").replace("&gt;", ">"))
+
+
+@pytest.fixture(scope="module")
+def demo_report(tmp_path_factory):
+    if browser() is None:
+        pytest.skip("no chromium on this machine (Debian: apt-get install chromium); scripts/test.sh installs it on CI")
+    from vistabench.demos import run_demo
+
+    out = tmp_path_factory.mktemp("demo")
+    run_demo(out, quick=True, log=lambda *a, **k: None)
+    return out / "report" / "index.html"
+
+
+@pytest.mark.parametrize("width", [1280, 800])
+def test_the_demo_report_fits_the_page_and_every_image_loads(demo_report, tmp_path, width):
+    found = render(demo_report, tmp_path, width)
+    assert found["scrollWidth"] <= found["clientWidth"], f"the page is {found['scrollWidth']} px wide in a " \
+                                                         f"{found['clientWidth']} px window"
+    assert found["tables"] and all(t["boxRight"] <= found["clientWidth"] for t in found["tables"])
+    assert found["images"], "the demo report has plots"
+    broken = [i["alt"] for i in found["images"] if not i["complete"] or i["width"] == 0]
+    assert not broken, f"images that did not load: {broken}"
+
+
+def test_a_table_wider_than_the_page_scrolls_in_its_own_box(tmp_path):
+    """The check itself can fail: the same page without the report's table box overflows."""
+    if browser() is None:
+        pytest.skip("no chromium on this machine (Debian: apt-get install chromium)")
+    from vistabench.report.html import Section, markdown_to_html, page_html
+
+    header = "| method | " + " | ".join(f"column number {i}" for i in range(30)) + " |"
+    md = "\n".join([header, "|---" * 31 + "|", "| ce | " + " | ".join("0.123456" for _ in range(30)) + " |"])
+    boxed = markdown_to_html(md)
+    assert boxed.startswith('<div class="table-box">') and Section("x").table(md).parts == [boxed]
+    page = page_html("wide", boxed)
+    bare = page.replace('<div class="table-box">', "<div>")
+    (tmp_path / "boxed.html").write_text(page)
+    (tmp_path / "bare.html").write_text(bare)
+    ok = render(tmp_path / "boxed.html", tmp_path, 800)
+    assert ok["scrollWidth"] <= ok["clientWidth"] < ok["tables"][0]["width"]
+    (tmp_path / "b").mkdir()
+    overflowing = render(tmp_path / "bare.html", tmp_path / "b", 800)
+    assert overflowing["scrollWidth"] > overflowing["clientWidth"]
