@@ -167,7 +167,7 @@ def test_stream_resume_with_other_settings_is_refused_naming_the_setting(tmp_pat
     with ResultsStore(tmp_path / "r.sqlite") as store:
         run_stream(stream, _Tiny(1), store=store, run_id="r", work_dir=tmp_path, max_tasks=1,
                    settings={"steps": 5})
-        with pytest.raises(InputError, match=r"started with steps=5, now 6.*--steps"):
+        with pytest.raises(InputError, match=r"started with steps=5, now 6: resume it with the same steps"):
             run_stream(stream, _Tiny(1), store=store, run_id="r", work_dir=tmp_path, max_tasks=2,
                        settings={"steps": 6})
         with pytest.raises(InputError, match=r"trials=1, now 2.*--trials"):
