@@ -6,7 +6,8 @@ on train0 (30 per class), scoring balanced accuracy on val0 (20 per class) after
 Random search trains every trial for --epochs; ASHA (grace period --grace, η = 3) stops the
 weak ones at its rungs. The rules are pinned to the ones this claim was measured with (the
 vistabench recipe: η = 3, last-epoch balanced accuracy, best among completed trials), so a trial's
-value and the per-epoch curve that ``epochs_to_reach`` scans are the same quantity. Printed side by side: training epochs spent, best validation score, and the
+value and the per-epoch curve that ``epochs_to_reach`` scans are the same quantity. Printed side by
+side: training epochs spent, best validation score, and the
 epochs each needed to first reach random search's best score.
 
 Claim checked: ASHA reaches random search's best validation score in at most half the epochs that

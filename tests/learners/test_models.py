@@ -38,7 +38,7 @@ def test_seeded_build_is_reproducible(name):
     b = build_model(name, num_classes=3, in_channels=1, image_size=8, seed=3)
     assert torch.equal(state, torch.get_rng_state()), "seeded build must not move the global RNG"
     c = build_model(name, num_classes=3, in_channels=1, image_size=8, seed=4)
-    for (pa, pb, pc) in zip(a.parameters(), b.parameters(), c.parameters()):
+    for (pa, pb, _pc) in zip(a.parameters(), b.parameters(), c.parameters()):
         assert torch.equal(pa, pb)
     assert any(not torch.equal(pa, pc) for pa, pc in zip(a.parameters(), c.parameters()))
 

@@ -177,7 +177,9 @@ def test_faster_coco_eval_lvis_style_agrees_after_the_cut(tmp_path):
     d = g.loadRes(copy.deepcopy(s.results))
     e = COCOeval_faster(g, d, "bbox", lvis_style=True, print_function=lambda *a, **k: None)
     e.params.maxDets = [300]
-    e.evaluate(); e.accumulate(); e.summarize()
+    e.evaluate()
+    e.accumulate()
+    e.summarize()
     assert abs(e.stats_as_dict["AP_all"] - res["AP"]) < 1e-9
 
 

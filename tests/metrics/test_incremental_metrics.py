@@ -114,7 +114,7 @@ def test_closed_form_unequal_sessions() -> None:
     sizes = [10, 3, 5, 2]
     closed = gacc_sessions(m, session_sizes=sizes)
     for i in range(1, 4):
-        f = lambda al: (al * 10 * m[i, 0] + np.dot(sizes[1: i + 1], m[i, 1: i + 1])) / (al * 10 + sum(sizes[1: i + 1]))
+        f = lambda al, i=i: (al * 10 * m[i, 0] + np.dot(sizes[1: i + 1], m[i, 1: i + 1])) / (al * 10 + sum(sizes[1: i + 1]))
         assert closed[i] == pytest.approx(integrate.quad(f, 0, 1, epsabs=1e-13)[0], abs=1e-10)
 
 

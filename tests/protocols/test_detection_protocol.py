@@ -134,7 +134,7 @@ def test_devil_recipe_calibration(sets):
         y = lab.label[m]
         lr = LogisticRegression(C=1e6, tol=1e-10, max_iter=10_000).fit(x, y)
 
-        def loss(a, b):
+        def loss(a, b, x=x, y=y):
             z = a * x[:, 0] + b
             return float(np.sum(np.logaddexp(0, z) - y * z))
 

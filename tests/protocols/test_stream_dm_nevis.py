@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from vistabench.learners.stream.options import LearnerConfig, batch_size_for
+from vistabench.learners.stream.options import batch_size_for
 from vistabench.protocols.stream_config import StreamConfig
 
 SRC = Path(__file__).resolve().parents[2] / "src"

@@ -30,7 +30,9 @@ def test_ole_loss_equals_numpy_svd(seed):
 
 
 def test_ole_margin_clamps_small_classes():
-    x = np.zeros((4, 3)); x[:2, 0] = 0.1; x[2:, 1] = 0.2  # class nuclear norms 0.14, 0.28 < δ
+    x = np.zeros((4, 3))
+    x[:2, 0] = 0.1  # class nuclear norms 0.14, 0.28 < δ
+    x[2:, 1] = 0.2
     y = np.array([0, 0, 1, 1])
     assert ole_loss(torch.tensor(x), torch.tensor(y)).item() == pytest.approx(_ole_numpy(x, y))
     assert _ole_numpy(x, y) == pytest.approx((2.0 - np.linalg.svd(x, compute_uv=False).sum()) / 4)
@@ -46,7 +48,8 @@ def test_ole_gradient_matches_finite_differences():
     for i in range(x.shape[0]):
         for j in range(x.shape[1]):
             xp, xm = x.copy(), x.copy()
-            xp[i, j] += eps; xm[i, j] -= eps
+            xp[i, j] += eps
+            xm[i, j] -= eps
             fd[i, j] = (_ole_numpy(xp, y) - _ole_numpy(xm, y)) / (2 * eps)
     np.testing.assert_allclose(xt.grad.numpy(), fd, atol=1e-6)
 

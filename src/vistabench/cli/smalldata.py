@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from . import add_json_arg, add_store_arg, read_json_file, store_records
+from . import add_json_arg, add_store_arg, store_records
 from ..errors import InputError
 
 _FMT = argparse.RawDescriptionHelpFormatter

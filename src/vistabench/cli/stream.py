@@ -252,7 +252,7 @@ def _report_human(a) -> str:
     from ..report.stream import runs_table
 
     lines = [runs_table(a).render("markdown"), ""]
-    for stream, per in a["verdicts"].items():
+    for per in a["verdicts"].values():
         lines += [v["text"] for v in per.values()]
     for rid, ft in a["forward_transfer"].items():
         for name, v in ft["tasks"].items():

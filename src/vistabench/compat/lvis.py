@@ -346,7 +346,7 @@ class LVISEval:
             pm = self._pm
             if pm is None:
                 raise RuntimeError("Please run evaluate() first.")
-            g, d = pm.gt, pm.dets
+            g = pm.gt
             anns, res = self.lvis_gt.anns, self.lvis_dt.dataset["annotations"]
             gts, dts = defaultdict(list), defaultdict(list)
             for i in range(len(g)):

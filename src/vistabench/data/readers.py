@@ -140,7 +140,8 @@ def _read_image(path: Path) -> np.ndarray:
         except UnidentifiedImageError as exc:
             raise InputError(f"image {str(path)!r}: not a readable image (corrupt or another format)") from exc
         except (OSError, SyntaxError, ValueError) as exc:
-            raise InputError(f"image {str(path)!r}: corrupt or truncated image ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})") from exc
+            why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise InputError(f"image {str(path)!r}: corrupt or truncated image ({why})") from exc
     if arr.ndim == 2:
         arr = arr[:, :, None]
     return arr

@@ -3,7 +3,8 @@
 For split i = 0..2 the builder draws ``per_class`` images of every class from the training pool
 (``trainval{i}``), then divides each class's draw into train and val (the rest): either a fixed
 ``train_per_class`` images (gem's split files: 30 train / 20 val for ciFAIR-10, EuroSAT and CLaMM,
-20 / ≤10 for CUB, 50 / 30 for ISIC) or ``round((1 − val_fraction)·n_c)`` images. Datasets without an official test set also get ``test{i}``: up to
+20 / ≤10 for CUB, 50 / 30 for ISIC) or ``round((1 − val_fraction)·n_c)`` images. Datasets without an
+official test set also get ``test{i}``: up to
 ``test_per_class`` images per class from the pool images that are not in ``trainval{i}``.
 Each split i has its own random stream ``default_rng([seed, i])``, so the three sub-samples are
 independent draws (they may share images), and the same seed writes byte-identical files anywhere.

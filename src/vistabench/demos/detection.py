@@ -58,8 +58,9 @@ def demo(store: ResultsStore, out_dir: Path, *, quick: bool = False) -> str:
     for m in methods:
         cal = calibrate_detections(hgt, hdets, CalibrationSettings.from_dict({"method": m}))
         ev = evaluate_detections(gt, apply_to(cal, gt, dets), max_dets_per_image=limit)
-        record_evaluation(store, dataset, f"calibrated-{m}", 1, ev, {"calibration": m, "fit_on": f"held-out seed 2, {2 * size['num_images']} images",
-                                                         "fitted_categories": cal.settings["num_categories_fitted"]})
+        fit_on = f"held-out seed 2, {2 * size['num_images']} images"
+        record_evaluation(store, dataset, f"calibrated-{m}", 1, ev,
+                          {"calibration": m, "fit_on": fit_on, "fitted_categories": cal.settings["num_categories_fitted"]})
         row(f"calibrated ({m})", ev)
     # the authors' calibration recipe (large-vocab-devil): their labels, Platt on logit(score), ties
     # broken as their MAINTAIN_RANK (box IoU here: the synthetic set has no masks)

@@ -123,8 +123,9 @@ class CalibrationSettings(Options):
     bins: int | None = option(None, low=1, help="histbin's bins; default the recipe's (vistabench: 10 "
                                                 "equal-mass; devil: 20 equal-width, as netcal)")
 
-    _NAMES: ClassVar[dict[str, str]] = {"method": "method", "recipe": "recipe", "iou_threshold": "iou_threshold", "iou_type": "iou_type",
-              "dets_per_class": "dets_per_class", "min_samples": "min_samples", "bins": "bins"}
+    _NAMES: ClassVar[dict[str, str]] = {"method": "method", "recipe": "recipe", "iou_threshold": "iou_threshold",
+                                        "iou_type": "iou_type", "dets_per_class": "dets_per_class",
+                                        "min_samples": "min_samples", "bins": "bins"}
 
     @classmethod
     def resolve(cls, given: dict[str, Any]) -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """The long-tailed protocol's pipeline (docs/longtail.md): long-tailed training split -> train a
 reference method -> predictions on the test pool -> sweep -> scores -> results-store record.
 
-:func:`run` takes a :class:`~.longtail_config.LongtailConfig`. Files written by it (under ``work_dir``): ``split.json`` (the long-tailed training split),
+:func:`run` takes a :class:`~.longtail_config.LongtailConfig`. Files written by it (under
+``work_dir``): ``split.json`` (the long-tailed training split),
 ``predictions.npz`` (logits on the test pool), ``sweep.json``. Re-scoring them needs no model.
 """
 

@@ -56,8 +56,9 @@ def _final_job(ctx: Context, split: SmallDataSplit, method: str, config: dict, o
 
 def _final_outcomes(ctx: Context, split: SmallDataSplit, method: str, config: dict, opts: RunPlan,
                     epochs: int) -> Iterator[tuple[int, dict[str, Any]]]:
-    """``(repeat, run)`` in repeat order (``run``: :func:`_final_run`'s result): in this process, or dispatched through the grid engine
-    (:func:`vistabench.jobs.run_jobs`) and handed back in order as soon as a prefix is done."""
+    """``(repeat, run)`` in repeat order (``run``: :func:`_final_run`'s result): in this process, or
+    dispatched through the job runner (:func:`vistabench.jobs.run_jobs`) and handed back in order as
+    soon as a prefix is done."""
     from ..progress import track
 
     if not opts.dispatch_finals():

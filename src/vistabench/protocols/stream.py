@@ -38,8 +38,8 @@ from ..streams import Stream, Task, load_stream
 from ..streams.sources import TaskSplits, resolve_task
 from .stream_config import StreamConfig
 
-__all__ = ["run", "run_stream", "default_run_id", "run_id_for", "summarise_events", "task_seed", "run_events", "StreamRunResult", "stream_split",
-           "score", "to_records", "event_record", "EVENT_KEYS"]
+__all__ = ["run", "run_stream", "default_run_id", "run_id_for", "summarise_events", "task_seed", "run_events",
+           "StreamRunResult", "stream_split", "score", "to_records", "event_record", "EVENT_KEYS"]
 
 PROTOCOL = "stream"
 
@@ -400,5 +400,6 @@ def score(predictions: list[dict[str, Any]] | str | Path, reference: Stream | st
 def to_records(result: dict[str, Any], *, stream: Stream | str, method: str, seed: int | None, run_id: str,
                settings: dict[str, Any] | None = None) -> list[Record]:
     """One record per task event (the same shape as ``run_stream`` writes), tagged with ``run_id``."""
-    s = stream if isinstance(stream, Stream) else load_stream(stream, meta_test_from_year=result["settings"]["meta_test_from_year"])
+    meta_test_from = result["settings"]["meta_test_from_year"]
+    s = stream if isinstance(stream, Stream) else load_stream(stream, meta_test_from_year=meta_test_from)
     return [event_record(s, ev, method=method, seed=seed, run_id=run_id, settings=settings) for ev in result["events"]]

@@ -74,7 +74,7 @@ def accuracy_divergence_figure(records: list[Record]):
     import matplotlib.pyplot as plt
 
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
-    for (ds, method, rho), recs in sorted(_groups(records).items(), key=lambda kv: kv[0]):
+    for (ds, method, _rho), recs in sorted(_groups(records).items(), key=lambda kv: kv[0]):
         pts = recs[-1].metrics["points"]
         d = np.array([p["divergence"] for p in pts])
         a = np.array([p["accuracy"] for p in pts])

@@ -54,7 +54,8 @@ def runs_table(analysis: dict[str, Any], *, stream: str | None = None) -> Table:
             Column("done", "Tasks", None, False)]
     return Table(cols, rows, row_key="method", row_title="Run",
                  caption="Task-stream runs: average error over meta-test tasks, cFLOP over the whole stream "
-                         "(training + model selection; the training-steps part alone is what dm_nevis charges), cumulative meta-test regret against the matched Indep run, "
+                         "(training + model selection; the training-steps part alone is what dm_nevis charges), "
+                         "cumulative meta-test regret against the matched Indep run, "
                          "mean forward transfer on repeated tasks.")
 
 
@@ -141,7 +142,7 @@ def stream_section(store: ResultsStore) -> Section | None:
              "alone, the figure dm_nevis reports). Learners: indep, ft-prev, ft-d, ensemble, pt (PT-MT with a "
              "`stream pretrain` checkpoint, pre-training cost reported apart), mt (multi-task), bhpo (GP-UCB).")
     for stream in sorted({r["stream"] for r in a["runs"]}):
-        for learner, v in a["verdicts"].get(stream, {}).items():
+        for v in a["verdicts"].get(stream, {}).values():
             sec.text(v["text"])
         sec.table(runs_table(a, stream=stream).render("markdown"))
         sec.figure(pareto_figure(a, stream=stream), f"{stream}: every run of every learner; black: the Pareto front.")

@@ -122,7 +122,8 @@ class DVPLoss(nn.Module):
         bs = min(self.pretrain_batch_size, n)
         steps = epochs * max(1, n // bs)
         step = 0
-        enc_q.train(); proj_q.train(); enc_k.train(); proj_k.train()
+        for part in (enc_q, proj_q, enc_k, proj_k):
+            part.train()
         for _ in range(epochs):
             order = rng.permutation(n)
             tot = 0.0

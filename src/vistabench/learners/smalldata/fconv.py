@@ -58,7 +58,8 @@ class _FWide(backbones.WideBlock):
         return self.conv2(out) + idt
 
 
-_BLOCKS = {backbones.BasicBlock: _FBasic, backbones.Bottleneck: _FBottleneck, backbones.CifarBlock: _FCifar, backbones.WideBlock: _FWide}
+_BLOCKS = {backbones.BasicBlock: _FBasic, backbones.Bottleneck: _FBottleneck, backbones.CifarBlock: _FCifar,
+           backbones.WideBlock: _FWide}
 
 
 def full_padding(model: nn.Module) -> int:

@@ -37,7 +37,7 @@ from ..tensors import augment_batch, to_float_nchw
 from ..trainer import TrainConfig, Trainer
 from .base import ComputeLedger, StreamLearner, TaskView
 from .losses import JointLoss, LossPart, PatternBCE
-from .options import LearnerConfig, batch_size_for, eval_points, warmup_cosine_lr
+from .options import batch_size_for, eval_points, warmup_cosine_lr
 
 __all__ = ["SearchLearner", "SearchTrainer", "TrialEngine", "Member", "Predictor", "PIECEWISE", "split_indices",
            "selection_score"]
