@@ -13,6 +13,8 @@ if [ "${CI:-}" = "true" ] && ! command -v chromium >/dev/null 2>&1 && command -v
         && $sudo_cmd env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null \
         || echo "could not install chromium: the browser test will be skipped" >&2
 fi
+# the linter first (pyflakes, pycodestyle, bugbear; settings in pyproject.toml): seconds, fails the run
+.venv/bin/python -m ruff check --quiet src tests benchmarks examples scripts
 set +e
 .venv/bin/python -m pytest -q "$@"
 rc=$?

@@ -355,7 +355,6 @@ def read_ground_truth(
                              f"pass the format explicitly")
     if format not in ("lvis", "coco"):
         raise InputError(f"format: expected 'auto', 'lvis' or 'coco', got {format!r}")
-    n = len(anns)
     freq = None
     if format == "lvis":
         freq = [c.frequency for c in cats]

@@ -191,7 +191,9 @@ def _bbox_pairs(gt, dets, det, grp, lo, cnt, g_order, min_thr):
         iou = np.zeros(tot)
         np.divide(i, u, out=iou, where=ok)
         keep = np.flatnonzero(iou >= min_thr)
-        out_d.append(has[pl[keep]]); out_g.append(g_order[gi[keep]]); out_v.append(iou[keep])
+        out_d.append(has[pl[keep]])
+        out_g.append(g_order[gi[keep]])
+        out_v.append(iou[keep])
         s = e
     return np.concatenate(out_d), np.concatenate(out_g), np.concatenate(out_v)
 
@@ -222,7 +224,9 @@ def _segm_pairs(gt, dets, det, grp, lo, cnt, g_order, min_thr):
             ious = np.asarray(mask_utils.iou(d_rles, [gt_rle[gi] for gi in g_idx],
                                              [int(c) for c in gt.crowd[g_idx]]), float).reshape(len(pos), len(g_idx))
             dd, gg = np.nonzero(ious >= min_thr)
-            out_d.append(pos[dd]); out_g.append(g_idx[gg]); out_v.append(ious[dd, gg])
+            out_d.append(pos[dd])
+            out_g.append(g_idx[gg])
+            out_v.append(ious[dd, gg])
     if not out_d:
         return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
     return np.concatenate(out_d), np.concatenate(out_g), np.concatenate(out_v)
