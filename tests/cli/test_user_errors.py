@@ -445,7 +445,7 @@ CASES = [
                      "--store", "{d}/sd.sqlite"], "'vit_small' has none"),
     ("sd-ray-address-dead", ["smalldata", "run", "--dataset", "digits", "--method", "ce", "--engine", "ray",
                              "--ray-address", "127.0.0.1:1", "--work-dir", "{d}/w", "--store", "{d}/sd.sqlite"],
-     "no Ray cluster answers"),
+     "--ray-address: nothing answers at '127.0.0.1:1'"),
     # ------------------------------------------------------------------ stream
     ("stream-show-typo", ["stream", "show", "nevis-shrot"], "nevis-short"),
     ("stream-show-folder", ["stream", "show", "{d}/folder"], "is a folder"),
