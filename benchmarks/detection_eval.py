@@ -124,6 +124,9 @@ try:
     rss = next(int(l.split()[1]) * 1024 for l in open("/proc/self/status") if l.startswith("VmHWM:"))
 except OSError:
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024  # e.g. vistabench's second reader process
+if kids:
+    out["worker_peak_rss"] = kids
 print(json.dumps({"seconds": seconds, "peak_rss": rss, **out}))
 """
 
@@ -250,6 +253,8 @@ def main() -> None:
                 ap_ = f"  AP {r['AP']:.6f}" if "AP" in r else ""
                 if "per_image_us" in r:
                     ap_ = f"  {r['per_image_us']:.1f} us per image ({r['lookups']} images, {r['annotations']} annotations)"
+                if "worker_peak_rss" in r:
+                    extra += f"  (reader worker peak {r['worker_peak_rss'] / 2**30:.2f} GiB)"
                 tag = f" [{rnd + 1}/{args.repeat}]" if args.repeat > 1 else ""
                 print(f"{which:<28} {r['seconds']:8.2f} s  {r['peak_rss'] / 2**30:6.2f} GiB{ap_}{extra}{tag}")
         runs = {w: median_run(t) for w, t in trials.items()}
