@@ -12,8 +12,8 @@ Not run in CI. The machine's load changes every ratio: run it on a quiet machine
 ``uptime``'s load average with the numbers (the script prints it).
 
     python benchmarks/detection_eval.py --repeat 3                       # 2,000 x 1,000 x 360, medians of 3
-    python benchmarks/detection_eval.py --images 19809 --categories 1203 --dets-per-image 360 \\
-        --skip lvis-api faster-coco-eval                                 # LVIS-val scale
+    python benchmarks/detection_eval.py --images 19809 --categories 1203 --repeat 3 \\
+        --skip lvis-api faster-coco-eval vistabench:old vistabench-cli:old   # LVIS-val scale, all three APs
     python benchmarks/detection_eval.py --images 300 --categories 100 --masks   # segm vs lvis-api segm
     python benchmarks/detection_eval.py --coco --images 5000 --categories 80 --dets-per-image 120 --repeat 3
                                         # COCO-val size vs pycocotools and faster-coco-eval
