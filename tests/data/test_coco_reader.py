@@ -191,3 +191,100 @@ def test_reader_accepts_a_utf8_bom(synth, tmp_path, chunk):
     plain.write_text(json.dumps(synth.results))
     bom.write_bytes(b"\xef\xbb\xbf" + plain.read_bytes())
     _same(read_results(bom, gt, chunk_bytes=chunk), read_results(plain, gt))
+
+
+# ---------------------------------------------------------------- two processes (the second core)
+def _columns_equal(a, b):
+    for k in ("image_id", "category_id", "bbox", "score", "area"):
+        assert a[k].dtype == b[k].dtype and a[k].shape == b[k].shape, k
+        assert np.array_equal(a[k], b[k]), k
+
+
+@pytest.fixture
+def child_results(monkeypatch):
+    """Records what every forked child returned (None: it failed and the parent read its part)."""
+    from vistabench.data import forked
+
+    if not forked.can_fork():
+        pytest.skip("no fork or a single usable CPU here")
+    got = []
+    real = forked.ForkedColumns.result
+
+    def result(self):
+        r = real(self)
+        got.append(None if r is None else len(r["score"]))
+        return r
+
+    monkeypatch.setattr(forked.ForkedColumns, "result", result)
+    return got
+
+
+@pytest.mark.parametrize("chunk", [64, 1000, 1 << 20])
+@pytest.mark.parametrize("style", ["default", "compact", "indent", "reordered", "nested-dicts", "brace-strings"])
+def test_two_processes_equal_one(synth, tmp_path, chunk, style, child_results):
+    res = synth.results
+    if style == "reordered":
+        res = [{"score": r["score"], "bbox": r["bbox"], "category_id": r["category_id"], "image_id": r["image_id"]}
+               for r in res]
+    if style == "nested-dicts":  # "},{" inside an object: a cut there must not split the list
+        res = [dict(r, parts=[{"a": 1}, {"b": [2]}]) for r in res]
+    if style == "brace-strings":
+        res = [dict(r, note="},{") for r in res]
+    p = tmp_path / "dt.json"
+    kw = {"compact": dict(separators=(",", ":")), "indent": dict(indent=2)}.get(style, {})
+    p.write_text(json.dumps(res, **kw))
+    one = read_result_columns(p, chunk_bytes=chunk, two_processes=False)
+    two = read_result_columns(p, chunk_bytes=chunk, two_processes=True)
+    _columns_equal(one, two)
+    assert len(one["score"]) == len(res)
+    if style in ("default", "compact", "indent", "reordered"):  # the child did its half
+        assert child_results and child_results[-1] and 0 < child_results[-1] < len(res), child_results
+
+
+@pytest.mark.parametrize("where", [0.1, 0.9])
+@pytest.mark.parametrize("bad", ["missing", "string-score", "negative-width", "nan-score", "truncated"])
+def test_two_processes_same_errors(synth, tmp_path, where, bad, child_results):
+    res = [dict(r) for r in synth.results]
+    i = int(len(res) * where)
+    if bad == "missing":
+        del res[i]["category_id"]
+    elif bad == "string-score":
+        res[i]["score"] = "high"
+    elif bad == "negative-width":
+        res[i]["bbox"] = [1, 2, -3, 4]
+    elif bad == "nan-score":
+        res[i]["score"] = float("nan")
+    p = tmp_path / "dt.json"
+    text = json.dumps(res)
+    p.write_text(text[: int(len(text) * where)] if bad == "truncated" else text)
+    messages = []
+    for two in (False, True):
+        with pytest.raises(InputError) as e:
+            read_result_columns(p, two_processes=two)
+        messages.append(str(e.value))
+    assert messages[0] == messages[1]
+    assert "\n" not in messages[0]
+
+
+def test_forked_columns_result_or_none():
+    from vistabench.data.forked import ForkedColumns, can_fork
+
+    if not can_fork():
+        pytest.skip("no fork or a single usable CPU here")
+    layout = {"a": (np.int64, ()), "b": (np.float64, (4,))}
+
+    def work(n):
+        for s in range(0, n, 7):
+            k = min(7, n - s)
+            yield {"a": np.arange(s, s + k), "b": np.full((k, 4), s, np.float64)}
+
+    r = ForkedColumns(lambda: work(30), layout, capacity=30).result()
+    assert r["a"].tolist() == list(range(30)) and r["b"].shape == (30, 4) and r["b"][29, 0] == 28
+    assert ForkedColumns(lambda: work(31), layout, capacity=30).result() is None  # over capacity
+
+    def failing():
+        yield from work(7)
+        raise ValueError("the child fails")
+
+    assert ForkedColumns(failing, layout, capacity=30).result() is None
+    ForkedColumns(lambda: work(10**6), layout, capacity=10**6).cancel()  # stopped and reaped

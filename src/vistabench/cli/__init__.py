@@ -27,7 +27,11 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line, or, when ``command`` names a protocol, a parser with only that
+    protocol's sub-commands (what ``main`` parses with: building every protocol's parser, with its
+    imports, on every command costs more than a fast evaluation). Anything else (``--help``, a
+    common command, a typo) gets the whole command line, so help and "invalid choice" list it all."""
     parser = _Parser(
         prog="vistabench",
         description=(
@@ -44,13 +48,21 @@ def build_parser() -> argparse.ArgumentParser:
     from ..suite import protocols
     from .common import add_table_verb
 
-    for proto in protocols():
+    chosen = [p for p in protocols() if p.name == command]
+    for proto in chosen or protocols():
         verbs = proto.part("cli").register(sub)
         if "table" not in verbs.choices:
             add_table_verb(verbs, proto.name)
-    for name in _COMMON:
-        importlib.import_module(f"{__name__}.{name}").register(sub)
+    if not chosen:
+        for name in _COMMON:
+            importlib.import_module(f"{__name__}.{name}").register(sub)
     return parser
+
+
+def _command(argv: Sequence[str] | None) -> str | None:
+    """The first argument when it can be a command name (not an option), else None."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    return args[0] if args and not args[0].startswith("-") else None
 
 
 def emit(result: Any, *, as_json: bool, human: Callable[[Any], str] | None = None) -> None:
@@ -127,7 +139,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     import traceback
     import warnings
 
-    parser = build_parser()
+    parser = build_parser(_command(argv))
     args = parser.parse_args(argv)
     warnings.showwarning = _show_warning  # library warnings as one plain line on stderr
     if getattr(args, "json", False):

@@ -12,234 +12,19 @@ box sizes, or a results file whose images are not in the ground truth (another d
 
 from __future__ import annotations
 
-import gc
 import itertools
 import json
-import math
-import operator
 import os
 import re
 from pathlib import Path
-from typing import Any, Iterator, Literal, Optional, Union
+from typing import Any, Literal, Optional, Union
 
 import msgspec
 import numpy as np
 
 from ..errors import InputError
 from ..metrics.detection import Detections, GroundTruth, check_segmentations, to_rle
-
-_CHUNK = 2 << 20  # smaller than before (8 MB): the decoded records stay closer in cache while they become columns
-
-# Typed records for msgspec: unknown keys are skipped, key order is free, ints are accepted where a
-# float is expected (as json + numpy do); gc=False because the records hold no cycles.
-Box = tuple[float, float, float, float]
-
-
-class _Det(msgspec.Struct, gc=False):
-    image_id: int
-    category_id: int
-    score: float
-    bbox: Optional[Box] = None
-
-
-class _DetSeg(msgspec.Struct, gc=False):
-    image_id: int
-    category_id: int
-    score: float
-    bbox: Optional[Box] = None
-    segmentation: Any = None
-
-
-_DECODERS: dict[bool, Any] = {}
-
-
-def _decoder(with_seg: bool):
-    if with_seg not in _DECODERS:
-        _DECODERS[with_seg] = msgspec.json.Decoder(list[_DetSeg if with_seg else _Det])
-    return _DECODERS[with_seg]
-
-
-def _struct_columns(objs: list, with_seg: bool) -> dict[str, Any]:
-    """Columns of decoded records: ids int64, score float64, bbox (n, 4) (NaN rows where absent)."""
-    n = len(objs)
-    iid = np.fromiter(map(_GET_IMAGE, objs), np.int64, n)
-    cid = np.fromiter(map(_GET_CATEGORY, objs), np.int64, n)
-    score = np.fromiter(map(_GET_SCORE, objs), np.float64, n)
-    missing: list[int] = []
-    try:
-        bbox = np.fromiter(itertools.chain.from_iterable(map(_GET_BBOX, objs)), np.float64, 4 * n)
-    except TypeError:  # some results have no box (masks only)
-        boxes = list(map(_GET_BBOX, objs))
-        missing = [i for i, b in enumerate(boxes) if b is None]
-        nan4 = (math.nan,) * 4
-        bbox = np.fromiter(itertools.chain.from_iterable(nan4 if b is None else b for b in boxes), np.float64, 4 * n)
-    seg = list(map(_GET_SEG, objs)) if with_seg else None
-    return {"image_id": iid, "category_id": cid, "score": score, "bbox": bbox.reshape(n, 4), "seg": seg,
-            "missing": missing}
-
-
-_GET_IMAGE, _GET_CATEGORY, _GET_SCORE, _GET_BBOX, _GET_SEG = (
-    operator.attrgetter(k) for k in ("image_id", "category_id", "score", "bbox", "segmentation"))
-
-
-_PATH = re.compile(r"`\$\[(\d+)\]([^`]*)`")
-_BYTE = re.compile(r"\(byte (\d+)\)")
-
-
-def _validation_message(exc: Exception, offset: int) -> str:
-    """msgspec's "Expected `int`, got `float` - at `$[5].image_id`" -> "detection 5 (offset added):
-    'image_id' expected int, got float"."""
-    msg = str(exc)
-    m = _PATH.search(msg)
-    if not m:
-        return msg
-    i = offset + int(m.group(1))
-    field = m.group(2).lstrip(".") or "the entry"
-    text = msg[: m.start()].rstrip(" -").replace("`", "")
-    hint = ""
-    if field.startswith("bbox"):
-        hint = "; every 'bbox' must be 4 numbers [x, y, w, h]"
-    elif field in ("image_id", "category_id"):
-        hint = "; 'image_id' and 'category_id' must be integers"
-    elif field == "score":
-        hint = "; every 'score' must be a number"
-    elif "missing required field" in text:
-        hint = " (a detection lacks it)"
-    return f"detection {i}, {field}: {text}{hint}"
-
-
-def _skip_ws(buf: bytes) -> int:
-    """Number of leading JSON whitespace bytes (without copying the buffer)."""
-    i = 0
-    while i < len(buf) and buf[i] in b" \t\r\n":
-        i += 1
-    return i
-
-
-class _Stream:
-    """A JSON array of detection objects read in chunks of whole objects, decoded by msgspec.
-
-    Each chunk is cut after a ``}`` and decoded as ``[chunk]``; if the cut falls inside an object
-    (a nested ``}``), the previous ``}`` is tried. A genuine error repeats at the same place for two
-    cuts and is reported; an object longer than the buffer makes the buffer grow. Memory: one
-    buffer of about ``chunk_bytes`` plus the decoded chunk. Input that msgspec refuses but the
-    standard library accepts (``NaN``, ``Infinity``) goes through :mod:`json` for that chunk.
-    """
-
-    def __init__(self, path: Path, what: str, chunk_bytes: int, with_seg: bool):
-        self.path, self.where, self.chunk = path, f"{what} {str(path)!r}", max(int(chunk_bytes), 64)
-        self.dec = _decoder(with_seg)
-        self.with_seg = with_seg
-
-    def malformed(self, msg: str) -> InputError:
-        return InputError(f"{self.where}: malformed JSON ({msg})")
-
-    def __iter__(self) -> Iterator[Any]:
-        with open(self.path, "rb") as f:
-            buf = f.read(self.chunk)
-            base = 0  # file offset of buf[0]
-            if buf.startswith(b"\xef\xbb\xbf"):
-                buf, base = buf[3:], 3
-            eof = len(buf) == 0
-            s = len(buf) - len(buf.lstrip())
-            buf, base = buf[s:], base + s
-            if not buf.startswith(b"["):
-                rest = buf + f.read()
-                try:
-                    obj = msgspec.json.decode(rest)
-                except msgspec.DecodeError:
-                    try:
-                        obj = json.loads(rest)
-                    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-                        raise self.malformed(getattr(exc, "msg", str(exc))) from exc
-                raise InputError(f"{self.where}: expected a JSON list of detections, got {type(obj).__name__}")
-            buf, base = buf[1:], base + 1
-            need_sep, first, offset = False, True, 0
-            while True:
-                if not eof and len(buf) < self.chunk:
-                    more = f.read(self.chunk)
-                    eof = not more
-                    buf += more
-                s = _skip_ws(buf)
-                if s:
-                    buf, base = buf[s:], base + s
-                if not buf:
-                    if eof:
-                        raise self.malformed("unterminated list")
-                    continue
-                if buf[:1] == b"]" and (need_sep or first):
-                    tail = buf[1:].strip()
-                    while not tail and not eof:
-                        more = f.read(self.chunk)
-                        eof = not more
-                        tail = more.strip()
-                    if tail:
-                        raise self.malformed(f"extra data after the list at byte {base + len(buf) - len(buf[1:].lstrip())}")
-                    return
-                if need_sep:
-                    if buf[:1] != b",":
-                        raise self.malformed(f"expected ',' or ']' between detections at byte {base}, "
-                                             f"found {buf[:20]!r}")
-                    buf, base, need_sep = buf[1:], base + 1, False
-                    continue
-                got = self._decode(buf, base, offset, eof)
-                if got is None:  # no whole object in the buffer yet: read on
-                    more = f.read(self.chunk)
-                    eof = not more
-                    buf += more
-                    continue
-                item, cut = got
-                yield item
-                offset += len(item["score"]) if isinstance(item, dict) else len(item)
-                buf, base = buf[cut + 1:], base + cut + 1
-                need_sep, first = True, False
-
-    def _decode(self, buf: bytes, base: int, offset: int, eof: bool):
-        cut = buf.rfind(b"}")
-        errors: list[str] = []
-        while cut >= 0 and len(errors) < 32:
-            try:
-                return self._columns(b"".join((b"[", memoryview(buf)[: cut + 1], b"]"))), cut  # one copy
-            except msgspec.ValidationError as exc:
-                msg = _validation_message(exc, offset)
-            except msgspec.DecodeError as exc:
-                m = _BYTE.search(str(exc))
-                msg = str(exc) if m is None else _BYTE.sub(f"(byte {base + int(m.group(1)) - 1})", str(exc))
-            if errors and errors[-1] == msg and "truncated" not in msg:  # a truncation has no place
-                return self._stdlib(buf, cut, offset, msg)
-            errors.append(msg)
-            cut = buf.rfind(b"}", 0, cut)
-        if not eof:
-            return None
-        return self._stdlib(buf, buf.rfind(b"}"), offset, errors[0] if errors else "unexpected content")
-
-    def _columns(self, data: bytes) -> dict[str, Any]:
-        """Decode ``data`` (a JSON list) into columns with the cyclic garbage collector paused: the
-        records are freed before it resumes, so it never walks the chunk's ~10^5 bbox tuples."""
-        was = gc.isenabled()
-        gc.disable()
-        try:
-            objs = self.dec.decode(data)
-            cols = _struct_columns(objs, self.with_seg)
-            del objs
-            return cols
-        finally:
-            if was:
-                gc.enable()
-
-    def _stdlib(self, buf: bytes, cut: int, offset: int, msg: str):
-        """The standard library's reading of ``[buf[:cut+1]]`` (NaN/Infinity), else ``msg``."""
-        for _ in range(32):
-            if cut < 0:
-                break
-            try:
-                return json.loads(b"[" + buf[: cut + 1] + b"]"), cut
-            except (json.JSONDecodeError, UnicodeDecodeError):
-                cut = buf.rfind(b"}", 0, cut)
-        if msg.startswith("detection "):
-            raise InputError(f"{self.where}: {msg}")
-        raise self.malformed(msg.replace("JSON is malformed: ", ""))
-
+from .coco_stream import CHUNK_BYTES, Box, ResultStream, element_boundary
 
 def _name(source: Any) -> str:
     return repr(str(source)) if isinstance(source, (str, os.PathLike)) else "(in memory)"
@@ -524,9 +309,10 @@ def read_result_columns(
     source: str | os.PathLike[str] | list,
     *,
     iou_type: Literal["bbox", "segm"] = "bbox",
-    chunk_bytes: int = _CHUNK,
+    chunk_bytes: int = CHUNK_BYTES,
     keep_segmentation: bool | None = None,
     check_masks: bool = True,
+    two_processes: bool | None = None,
 ) -> dict[str, Any]:
     """Read a results file (streamed) into columns keyed by the file's own ids.
 
@@ -537,11 +323,17 @@ def read_result_columns(
     :func:`read_results` passes ``check_masks=False``). Masks of results without a box are always
     checked (their box is derived from them). Needs no ground truth (used by ``rerank`` and
     ``calibrate apply``).
+
+    ``two_processes``: decode the second half of a box-only file in a forked child process while
+    this one decodes the first (:mod:`.forked`; the child's columns come back through shared
+    memory). None (default): for files of :data:`TWO_PROCESS_MIN_BYTES` or more where forking is
+    safe (:func:`~.forked.can_fork`); True: whenever it is safe; False: never. The result, and every
+    error message, is the same either way: the child only accelerates; a file the child cannot
+    decode whole is read here, in order.
     """
     what = "--results"
     name = _name(source)
     cols: list[dict[str, Any]] = []
-    offset = 0
     if isinstance(source, list):
         chunks: Any = [source]
     elif isinstance(source, (str, os.PathLike)):
@@ -552,24 +344,34 @@ def read_result_columns(
     else:
         raise InputError(f"{what}: expected a path or a list of detections, got {type(source).__name__}")
     want_seg = iou_type == "segm" if keep_segmentation is None else keep_segmentation
-    if chunks is None:
-        chunks = _Stream(p, what, chunk_bytes, with_seg=want_seg)
-    try:
-        for objs in chunks:
-            if isinstance(objs, dict):  # decoded by msgspec into columns
-                c = _struct_checked(objs, offset, what, name, iou_type)
-            else:  # a list of dicts (in memory, or the standard library's reading of a chunk)
-                if not objs:
-                    continue
-                c = _columns(objs, offset, what, name, iou_type)
-                if want_seg and c["seg"] is None:
-                    c["seg"] = [o.get("segmentation") if isinstance(o, dict) else None for o in objs]
+
+    def take(objs: Any) -> None:
+        offset = sum(len(c["score"]) for c in cols)
+        if isinstance(objs, dict):  # decoded by msgspec into columns
+            c = _struct_checked(objs, offset, what, name, iou_type)
+        else:  # a list of dicts (in memory, or the standard library's reading of a chunk)
+            if not objs:
+                return
+            c = _columns(objs, offset, what, name, iou_type)
             if want_seg and c["seg"] is None:
-                c["seg"] = [None] * len(c["score"])
-            if check_masks and c["seg"] is not None:
-                _check_masks(c["seg"], None, offset, what, name)
-            offset += len(c["score"])
-            cols.append(c)
+                c["seg"] = [o.get("segmentation") if isinstance(o, dict) else None for o in objs]
+        if want_seg and c["seg"] is None:
+            c["seg"] = [None] * len(c["score"])
+        if check_masks and c["seg"] is not None:
+            _check_masks(c["seg"], None, offset, what, name)
+        cols.append(c)
+
+    try:
+        if chunks is not None:
+            for objs in chunks:
+                take(objs)
+        else:
+            halves = None if want_seg or iou_type == "segm" else _two_halves(p, two_processes)
+            if halves is None:
+                for objs in ResultStream(p, what, chunk_bytes, with_seg=want_seg):
+                    take(objs)
+            else:
+                _read_in_two(p, what, chunk_bytes, halves, take, cols)
     except UnicodeDecodeError as exc:
         raise InputError(f"{what} {name}: not a UTF-8 JSON file") from exc
     if not cols:
@@ -584,12 +386,69 @@ def read_result_columns(
     return out
 
 
+#: files at least this large are read by two processes (``two_processes=None``)
+TWO_PROCESS_MIN_BYTES = 4 << 20
+#: the shortest a detection can be in a results file: ``{"image_id":0,"category_id":0,"score":0},``
+_MIN_DETECTION_BYTES = 41
+_LAYOUT = {"image_id": (np.int64, ()), "category_id": (np.int64, ()), "score": (np.float64, ()),
+           "bbox": (np.float64, (4,))}
+
+
+def _two_halves(path: Path, two_processes: bool | None) -> tuple[int, int] | None:
+    """Where to cut the file for two processes (``element_boundary`` near the middle), or None."""
+    if two_processes is False:
+        return None
+    from .forked import can_fork
+
+    size = path.stat().st_size
+    if (two_processes is None and size < TWO_PROCESS_MIN_BYTES) or not can_fork():
+        return None
+    return element_boundary(path, size // 2)
+
+
+def _child_columns(path: Path, what: str, chunk_bytes: int, start: int):
+    """The child's work: the objects from ``start`` on as column chunks (raises on anything that
+    is not a plain box record: the parent then reads that part itself)."""
+    for objs in ResultStream(path, what, chunk_bytes, with_seg=False, start=start):
+        if not isinstance(objs, dict) or objs["missing"]:
+            raise ValueError("not plain box records")
+        yield {k: objs[k] for k in _LAYOUT}
+
+
+def _read_in_two(path: Path, what: str, chunk_bytes: int, halves: tuple[int, int], take, cols: list) -> None:
+    """Read the objects before ``halves[0]`` here and those from ``halves[1]`` on in a forked child
+    at the same time; ``take`` each part in file order. If the first part does not decode as a whole
+    list (an error, or the cut was not between two top-level objects) or the child fails (an error
+    in its part, or records it does not handle), the whole file is read here instead, so errors
+    and their messages are exactly those of a plain read."""
+    from .forked import ForkedColumns
+
+    end, start = halves
+    capacity = (path.stat().st_size - start) // _MIN_DETECTION_BYTES + 1
+    child = ForkedColumns(lambda: _child_columns(path, what, chunk_bytes, start), _LAYOUT, capacity)
+    try:
+        for objs in ResultStream(path, what, chunk_bytes, with_seg=False, end=end):
+            take(objs)
+        got = child.result()
+    except (InputError, UnicodeDecodeError):
+        got = None
+    finally:
+        if child.running():
+            child.cancel()
+    if got is None:
+        cols.clear()
+        for objs in ResultStream(path, what, chunk_bytes, with_seg=False):
+            take(objs)
+    else:
+        take({**got, "seg": None, "missing": []})
+
+
 def read_results(
     source: str | os.PathLike[str] | list,
     gt: GroundTruth,
     *,
     iou_type: Literal["bbox", "segm"] = "bbox",
-    chunk_bytes: int = _CHUNK,
+    chunk_bytes: int = CHUNK_BYTES,
     allow_empty: bool = False,
 ) -> Detections:
     """Read a COCO/LVIS results file (a JSON list of ``{image_id, category_id, bbox, score}`` and,

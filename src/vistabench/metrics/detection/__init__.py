@@ -12,7 +12,7 @@ module              public names
                     ``COCO_MAX_DETS``, ``LVIS_MAX_DETS``, ``IouType``
 :mod:`.sort`        ``ScoreRank``, ``score_key``, ``score_order``, ``score_order_keys``,
                     ``stable_by``, ``stable_by_keys``, ``dense_rank_sorted``, ``group_ranks``,
-                    ``member``
+                    ``member``, ``sorted_unique``
 :mod:`.masks`       ``check_segmentations``, ``decode_rle_counts``, ``to_rle``,
                     ``MIN_POLYGON_NUMBERS``, ``MAX_CODE_GROUPS``
 :mod:`.select`      ``rank_within``, ``top_mask``, ``top_per_image``, ``top_per_class``,
@@ -89,6 +89,7 @@ from .sort import (
                          score_key,
                          score_order,
                          score_order_keys,
+                         sorted_unique,
                          stable_by,
                          stable_by_keys,
 )
@@ -142,6 +143,7 @@ __all__ = [
                          "score_key",
                          "score_order",
                          "score_order_keys",
+                         "sorted_unique",
                          "stable_by",
                          "stable_by_keys",
                          "summarize",

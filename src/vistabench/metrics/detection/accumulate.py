@@ -179,7 +179,9 @@ def accumulate(ms: MatchedSet, dets: Detections, mask: np.ndarray) -> Accumulati
     seg = dets.category[det[mask]]
     rk = _Ranked(match, mask, None, seg, K)
     num_gt = np.stack([np.bincount(gt.category[~match.gt_ignore[a]], minlength=K) for a in range(A)], 1)
-    precision = np.full((T, R, K, A), np.nan)
+    # filled and summarised one (area, threshold) block at a time: stored area-major, returned as a
+    # (T, R, K, A) view, so each area's (T, R, K) slice is one contiguous block
+    by_area = np.full((A, T, R, K), np.nan)
     recall = np.full((T, K, A) if lvis else (T, K, A, len(COCO_MAX_DETS)), np.nan)
     if not lvis:
         grank = match.group_rank[rk.src]
@@ -190,7 +192,7 @@ def accumulate(ms: MatchedSet, dets: Detections, mask: np.ndarray) -> Accumulati
         for t in range(T):
             c = pr_curves(rk.seg_start, rk.seg_end, rk.cand_pos, match.code[a, t, rk.cand_sel], okc,
                           num_gt[:, a], rc)
-            precision[t, :, :, a] = c.precision.T
+            by_area[a, t] = c.precision.T
             if lvis:
                 recall[t, :, a] = c.recall
             else:
@@ -198,7 +200,8 @@ def accumulate(ms: MatchedSet, dets: Detections, mask: np.ndarray) -> Accumulati
                 for mi, md in enumerate(COCO_MAX_DETS[:-1]):
                     cnt = np.bincount(c.tp_seg[grank[c.tp_pos] < md], minlength=K)
                     recall[t, :, a, mi] = np.where(ok, cnt / np.where(ok, num_gt[:, a], 1), np.nan)
-    return Accumulation(precision=precision, recall=recall, num_gt=num_gt, num_detections=int(mask.sum()))
+    return Accumulation(precision=by_area.transpose(1, 2, 3, 0), recall=recall, num_gt=num_gt,
+                        num_detections=int(mask.sum()))
 
 
 def accumulate_pooled(ms: MatchedSet, dets: Detections, mask: np.ndarray) -> PooledAccumulation:

@@ -16,6 +16,7 @@ import numpy as np
 from ..._validation import check_array
 from ...errors import InputError
 from .masks import check_segmentations
+from .sort import sorted_unique
 
 GtFormat = Literal["lvis", "coco"]
 FREQUENCIES: tuple[str, ...] = ("r", "c", "f")
@@ -148,9 +149,9 @@ class GroundTruth:
         img_ids = _ids(image_ids, "image_ids")
         cat_ids = _ids(category_ids, "category_ids")
         order_i, order_c = np.argsort(img_ids, kind="stable"), np.argsort(cat_ids, kind="stable")
-        if len(np.unique(img_ids)) != len(img_ids):
+        if len(sorted_unique(img_ids)) != len(img_ids):
             raise InputError("image_ids: duplicate image ids in the ground truth")
-        if len(np.unique(cat_ids)) != len(cat_ids):
+        if len(sorted_unique(cat_ids)) != len(cat_ids):
             raise InputError("category_ids: duplicate category ids in the ground truth")
         img_sorted, cat_sorted = img_ids[order_i], cat_ids[order_c]
         iid, cid = _ids(image_id, "annotations.image_id"), _ids(category_id, "annotations.category_id")
@@ -196,7 +197,7 @@ class GroundTruth:
             # categories listed but absent from the category list cannot be detected: drop them
             pos = np.searchsorted(cat_sorted, cc_a)
             ok = (pos < K) & (cat_sorted[np.minimum(pos, K - 1)] == cc_a) if K else np.zeros(len(cc_a), bool)
-            return np.unique(ii_idx[ok] * K + pos[ok])
+            return sorted_unique(ii_idx[ok] * K + pos[ok])
 
         size = None
         if image_size is not None:

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..._validation import check_positive
 from .data import Detections, GroundTruth
-from .sort import ScoreRank, group_ranks, member, score_order, stable_by, stable_by_keys
+from .sort import ScoreRank, group_ranks, member, score_order, sorted_unique, stable_by, stable_by_keys
 
 
 def rank_within(key: np.ndarray, score: np.ndarray) -> np.ndarray:
@@ -92,7 +92,7 @@ def federated_selection(gt: GroundTruth, dets: Detections) -> np.ndarray:
         return np.ones(n, bool)
     K = gt.num_categories
     gkey = dets.image * K + dets.category
-    pos_keys = np.unique(gt.image * K + gt.category)
+    pos_keys = sorted_unique(gt.image * K + gt.category)
     is_pos, is_neg = member(gkey, pos_keys, gt.negative, size=gt.num_images * K)
     evaluated = is_pos | is_neg
     return evaluated & (dets.area > 0) & (dets.area < np.inf)

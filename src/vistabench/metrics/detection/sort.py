@@ -90,6 +90,18 @@ def stable_by_keys(order: np.ndarray, key: np.ndarray, maxval: int) -> tuple[np.
     return order[o], k[o]
 
 
+def sorted_unique(values: np.ndarray) -> np.ndarray:
+    """``np.unique(values)`` of a 1-D array (sorted distinct values) without ``np.unique``, whose
+    1-D path imports ``numpy.ma`` (tens of milliseconds of a command's start-up)."""
+    a = np.sort(np.asarray(values).ravel())
+    if len(a) < 2:
+        return a
+    keep = np.empty(len(a), bool)
+    keep[0] = True
+    np.not_equal(a[1:], a[:-1], out=keep[1:])
+    return a[keep]
+
+
 def dense_rank_sorted(values_sorted: np.ndarray) -> np.ndarray:
     """(n,) int64 dense rank of an already sorted array (equal values, equal rank)."""
     n = len(values_sorted)
