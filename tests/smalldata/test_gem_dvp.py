@@ -322,3 +322,24 @@ def test_pretraining_shuffles_keys_over_split_bn_and_restores_plain_bn():
     assert len(loss.pretrain_history) == 1 and np.isfinite(loss.pretrain_history[0])
     assert not any(isinstance(m, SplitBatchNorm2d) for m in loss.teacher.modules())
     assert not any(isinstance(m, SplitBatchNorm2d) for m in model.modules())
+
+
+def test_the_runs_method_options_reach_the_search(monkeypatch, tmp_path):
+    import vistabench.protocols.smalldata as proto
+    from vistabench.protocols.smalldata_config import SmalldataConfig
+
+    seen = {}
+
+    class Stop(Exception):
+        pass
+
+    def fake_tune(objective, space, settings, **kw):
+        seen.update(space)
+        raise Stop
+
+    monkeypatch.setattr(proto, "tune", fake_tune)
+    cfg = SmalldataConfig.from_dict({"dataset": "digits", "method": "dvp", "split": [0], "trials": 1, "epochs": 1,
+                                     "method_options": {"ce_only_epochs": 0, "jitter_prob": 0.3}})
+    with pytest.raises(Stop):
+        proto.run(cfg, work_dir=tmp_path)
+    assert seen["ce_only_epochs"].value == 0 and seen["jitter_prob"].value == 0.3
