@@ -9,6 +9,7 @@ import torch.nn.functional as F
 from vistabench.learners.smalldata.build import build_method
 from vistabench.learners.smalldata.auxilearn import hypergradient
 from vistabench.learners.smalldata.dvp import DVPLoss, distillation_loss, gaussian_margin
+from vistabench.learners.smalldata.options import DvpOptions
 from vistabench.learners.smalldata.ole import ole_loss
 from vistabench.learners.smalldata.tvmf import TvMFClassifier, tvmf_similarity
 from vistabench.learners.trainer import TrainConfig, Trainer
@@ -106,11 +107,12 @@ def test_gaussian_margin_is_truncated_normal_mean():
 
 
 def test_dvp_two_stage_pipeline_pretrains_the_teacher_then_distils():
+    """Our earlier variant (--recipe vistabench): pooled features, eval-mode teacher, margins fitted."""
     rng = np.random.default_rng(0)
     x = rng.integers(0, 256, (40, 8, 8, 1), dtype=np.uint8)
     y = np.arange(40) % 4
-    model, loss = build_method("dvp", "cnn28", {"distill_weight": 0.1, "ce_only_epochs": 0}, num_classes=4,
-                               in_channels=1, image_size=8, seed=0)
+    opts = {**DvpOptions.VISTABENCH, "distill_weight": 0.1, "ce_only_epochs": 0}
+    model, loss = build_method("dvp", "cnn28", opts, num_classes=4, in_channels=1, image_size=8, seed=0)
     assert isinstance(loss, DVPLoss)
     before = [p.detach().clone() for p in loss.teacher.parameters()]
     tr = Trainer(model, TrainConfig(epochs=2, lr=0.01, batch_size=10, count_flops=False), loss_fn=loss)
@@ -118,16 +120,16 @@ def test_dvp_two_stage_pipeline_pretrains_the_teacher_then_distils():
     assert len(loss.pretrain_history) == 2 and all(np.isfinite(loss.pretrain_history))
     assert any(not torch.equal(a, b) for a, b in zip(before, loss.teacher.parameters()))  # stage 1 trained it
     assert not any(p.requires_grad for p in loss.teacher.parameters())  # frozen for stage 2
-    assert torch.all(loss.feature_margin <= 0)
+    assert torch.all(loss.margin0 <= 0)
     # stage 2: the loss on a training batch is CE + λ · distillation / N, recomputed here
     model.train()
     xb = tr.batch(x, np.arange(10))
     logits = model(xb)
-    _, s = model.last
+    _, (s,) = model.last
     with torch.no_grad():
-        t = loss.teacher.features(xb)
+        t = loss.teacher.eval().features(xb)
     want = F.cross_entropy(logits, torch.tensor(y[:10])) + 0.1 * _distill_numpy(
-        s.detach().numpy(), t.numpy(), loss.feature_margin.numpy()) / 10
+        s.detach().numpy(), t.numpy(), loss.margin0.numpy()) / 10
     assert loss(logits, torch.tensor(y[:10])).item() == pytest.approx(float(want.detach()), rel=1e-5)
 
 

@@ -96,7 +96,7 @@ def tune_split(ctx: Context, split: SmallDataSplit, method: str, opts: RunPlan,
                records: list[Record] | None = None) -> TuneResult:
     """Search hyper-parameters of ``method`` on train{i}/val{i}; store a ``tune`` record."""
     settings = opts.settings(ctx.preset)
-    space = method_space(method, ctx.preset, overrides=opts.space)
+    space = _space(ctx, method, opts)  # the run's method options, as the study name has them
     check_batch(ctx, space, len(split.train), f"train{split.index}")
     vx, vy = ctx.pool.images[split.val], ctx.pool.labels[split.val]
 

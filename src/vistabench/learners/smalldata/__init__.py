@@ -4,7 +4,8 @@
 - :mod:`.options` (no torch): each method's typed options (:class:`MethodOptions`);
 - :mod:`.build`: :func:`build_method` (backbone + method, seeded);
 - one module per method or family: :mod:`.basic` (cosine, cosine + CE, grad-l2), :mod:`.harmonic`,
-  :mod:`.dhn`, :mod:`.ole`, :mod:`.fconv`, :mod:`.dskn`, :mod:`.dvp`, :mod:`.auxilearn`, :mod:`.tvmf`.
+  :mod:`.dhn`, :mod:`.ole`, :mod:`.fconv`, :mod:`.dskn`, :mod:`.dvp` (with :mod:`.moco`, MoCo v2's
+  pre-training pieces, and :mod:`.dvp_stages`, the pre-ReLU stage maps), :mod:`.auxilearn`, :mod:`.tvmf`.
 
 Importing this package does not import torch; the names below are loaded on first use.
 """

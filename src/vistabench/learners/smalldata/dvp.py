@@ -1,38 +1,50 @@
-"""Distilling Visual Priors (Zhao & Wen, ECCV-W 2020): contrastive teacher, then distillation.
+"""Distilling Visual Priors (Zhao & Wen, ECCV-W 2020): contrastive teacher, then distillation,
+as gem runs it (github.com/lorenzobrigato/gem, ``pipelines/distill_visual_priors/``).
 
 Stage 1 (:meth:`DVPLoss.before_fit`): a copy of the backbone is pre-trained without labels with
-MoCo (He et al. 2020) and the margin of the reference implementation
-(github.com/lorenzobrigato/gem, ``pipelines/distill_visual_priors/``): queries and keys are two
-augmented views, a momentum (m = 0.999) key encoder and a queue of K = 4096 keys, 128-d MLP
-projection, logits ``(cos − margin·[positive]) / T`` with T = 0.07, cross-entropy on the positive;
-batch size 64 (the paper's tuned value for its Table 4), the classifier's learning rate and
-number of epochs.
-Stage 2 (the trainer's loop): the student is trained with
-``CE + λ_dist · Σ d(connector(f_s), f_t, m) / N`` on the penultimate features, where
-:func:`distillation_loss` is the partial L2 of Heo et al. (ICCV 2019, "overhaul of feature
-distillation") and the margin m per feature is the mean of the teacher features' negative part
-under a Gaussian fit (:func:`gaussian_margin`). As in gem, the student starts from the contrastive
-encoder's weights (the teacher's; ``student_init="random"``: its own) and the first 4 epochs are
-cross-entropy only (``ce_only_epochs``; None: 1 % of the epochs, our earlier rule).
-Remaining differences from gem (docs/fidelity.md): distillation on the pooled post-ReLU features of
-the last stage (gem: the pre-ReLU maps of every stage, 1 x 1 conv connectors), so the margin term,
-which needs a teacher value below its negative margin, cannot fire; the teacher's MoCo uses our
-augmentation, not MoCo v2's, and no shuffled BN; the teacher is in eval mode while distilling.
+MoCo v2 and the margin of gem's ``MoCo_smallbank``: queries and keys are two views of the batch
+(:class:`~.moco.MoCoViews`: the dataset's crop/shift, MoCo v2's colour jitter p 0.8, grayscale
+p 0.2, Gaussian blur p 0.5, the dataset's flips), a momentum (m = 0.999) key encoder and a queue
+of K = 4096 keys, 2-layer MLP projection to 128-d, logits ``[q·k − margin, q·queue] / T`` with
+margin 0.6, T = 0.07, cross-entropy on the positive; every BatchNorm2d of both encoders is a
+:class:`~.moco.SplitBatchNorm2d` with 8 splits and the key batch is shuffled before the key
+encoder and unshuffled after (gem's single-GPU stand-in for shuffled BN); SGD momentum 0.9,
+cosine per step, drop-last batches. Epochs, learning rate and weight decay are the run's unless
+the options set them (gem runs the pre-training through the same script and search).
+Stage 2 (the trainer's loop): the student (initialised from the pre-trained encoder, as the
+teacher) is trained with ``CE + λ · Σ_i d(connector_i(s_i), t_i, m_i) / 2^(S−1−i) / N`` where
+``s_i``/``t_i`` are the pre-ReLU maps at the end of stage i (:mod:`.dvp_stages`), connectors are
+1x1 conv + BN, :func:`distillation_loss` is Heo et al.'s partial L2 and the margin ``m_i`` per
+channel is ``E[x | x < 0]`` for x ~ N(β, γ²) of the BN before that ReLU (:func:`bn_margin`). gem
+computes these margins when it builds the distiller, before it loads the pre-trained weights, so
+from freshly initialised BNs (γ = 1, β = 0: every margin is −√(2/π)); ``margin_source:
+teacher_bn`` takes the pre-trained teacher's BNs instead (Heo et al.). The teacher runs in train
+mode (batch statistics), as in gem. The first 4 epochs are cross-entropy only.
+``--recipe vistabench`` keeps our earlier variant: pooled post-ReLU features with a linear + BN
+connector and margins from a Gaussian fit of the teacher's features (the margin term cannot fire
+there), the teacher in eval mode, the dataset's augmentation only, plain BN.
 """
 
 from __future__ import annotations
 
 import copy
 import math
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from scipy.stats import norm
 from torch import nn
+
+from ...errors import InputError
+from ..tensors import to_float_nchw
+from .dvp_stages import bn_before_relu, forward_stages, stage_channels, stage_layout
+from .moco import ColourAugmentation, MoCoViews, enqueue, use_split_batchnorm
 from .registry import MethodContext
 
-__all__ = ["distillation_loss", "gaussian_margin", "DVPModel", "DVPLoss", "build"]
+__all__ = ["distillation_loss", "gaussian_margin", "bn_margin", "feature_connector", "MoCoSettings", "DVPModel",
+           "DVPLoss", "build"]
 
 
 def distillation_loss(source: torch.Tensor, target: torch.Tensor, margin: torch.Tensor) -> torch.Tensor:
@@ -55,71 +67,149 @@ def gaussian_margin(mean: np.ndarray, std: np.ndarray) -> np.ndarray:
     return np.where(tail > 0.001, m, -3 * std)
 
 
-class DVPModel(nn.Module):
-    """Student backbone + the connector (linear + BN) that maps its features to the teacher's."""
+def bn_margin(bn: nn.BatchNorm2d) -> torch.Tensor:
+    """gem's ``get_margin_from_BN``: :func:`gaussian_margin` of mean β, std |γ|, shaped (1, C, 1, 1)."""
+    m = gaussian_margin(bn.bias.detach().double().cpu().numpy(), bn.weight.detach().double().cpu().numpy())
+    return torch.as_tensor(m, dtype=torch.float32).view(1, -1, 1, 1)
 
-    def __init__(self, base: nn.Module) -> None:
+
+def feature_connector(t_channels: int, s_channels: int) -> nn.Sequential:
+    """gem's ``build_feature_connector``: 1x1 conv (no bias, N(0, 2/t_channels)) + BN (γ 1, β 0)."""
+    conv = nn.Conv2d(s_channels, t_channels, kernel_size=1, bias=False)
+    nn.init.normal_(conv.weight, 0.0, math.sqrt(2.0 / t_channels))
+    bn = nn.BatchNorm2d(t_channels)
+    nn.init.ones_(bn.weight)
+    nn.init.zeros_(bn.bias)
+    return nn.Sequential(conv, bn)
+
+
+@dataclass(frozen=True)
+class MoCoSettings:
+    """The pre-training's constants (gem's ``DistillPreTraining`` defaults); None: the run's value."""
+
+    queue: int = 4096
+    momentum: float = 0.999
+    temperature: float = 0.07
+    margin: float = 0.6
+    dim: int = 128
+    splits: int = 8
+    epochs: int | None = None
+    lr: float | None = None
+    weight_decay: float | None = None
+    batch_size: int = 64
+    colour: ColourAugmentation = field(default_factory=ColourAugmentation)
+
+
+class DVPModel(nn.Module):
+    """Student backbone + the connectors that map its features to the teacher's: per stage (1x1 conv +
+    BN on the pre-ReLU maps, ``stages=True``) or one linear + BN on the pooled features."""
+
+    def __init__(self, base: nn.Module, *, stages: bool = True) -> None:
         super().__init__()
         self.base = base
         self.in_channels, self.num_classes, self.feature_dim = base.in_channels, base.num_classes, base.feature_dim
         self.classifier = base.classifier
-        d = base.feature_dim
-        self.connector = nn.Sequential(nn.Linear(d, d, bias=False), nn.BatchNorm1d(d))
-        self.last: tuple[torch.Tensor, torch.Tensor] | None = None
+        self.stages = bool(stages)
+        if self.stages:
+            chans = stage_channels(base)  # teacher and student share the architecture
+            self.connectors = nn.ModuleList([feature_connector(c, c) for c in chans])
+        else:
+            d = base.feature_dim
+            self.connectors = nn.ModuleList([nn.Sequential(nn.Linear(d, d, bias=False), nn.BatchNorm1d(d))])
+        self.last: tuple[torch.Tensor, list[torch.Tensor]] | None = None
 
     def features(self, x: torch.Tensor) -> torch.Tensor:
         return self.base.features(x)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        f = self.base.features(x)
-        self.last = (x, self.connector(f)) if (self.training and torch.is_grad_enabled()) else None
+        if not (self.training and torch.is_grad_enabled()):
+            self.last = None
+            return self.classifier(self.base.features(x))
+        if self.stages:
+            maps, f = forward_stages(self.base, x)
+        else:
+            f = self.base.features(x)
+            maps = [f]
+        self.last = (x, [conn(m) for conn, m in zip(self.connectors, maps)])
         return self.classifier(f)
 
 
 class DVPLoss(nn.Module):
     """Holds the teacher; pre-trains it in :meth:`before_fit`; ``CE + λ · distillation`` per batch."""
 
-    def __init__(self, model: DVPModel, teacher: nn.Module, *, weight: float, margin: float = 0.6,
-                 temperature: float = 0.07, momentum: float = 0.999, queue: int = 4096, dim: int = 128,
-                 pretrain_epochs: int | None = None, pretrain_batch_size: int = 64,
-                 ce_only_epochs: int | None = 4, student_init: str = "teacher") -> None:
+    def __init__(self, model: DVPModel, teacher: nn.Module, *, weight: float, moco: MoCoSettings | None = None,
+                 ce_only_epochs: int | None = 4, student_init: str = "teacher", margin_source: str = "initial_bn",
+                 teacher_mode: str = "train") -> None:
         super().__init__()
         self._model = [model]
         self.teacher = teacher
+        self.moco = moco or MoCoSettings()
         d = teacher.feature_dim
-        self.proj = nn.Sequential(nn.Linear(d, d), nn.ReLU(), nn.Linear(d, dim))
-        self.weight, self.margin, self.T, self.m = float(weight), float(margin), float(temperature), float(momentum)
-        self.queue_size, self.dim = int(queue), int(dim)
-        self.pretrain_epochs = pretrain_epochs
-        self.pretrain_batch_size = int(pretrain_batch_size)
-        self.register_buffer("feature_margin", torch.zeros(d))
+        self.proj = nn.Sequential(nn.Linear(d, d), nn.ReLU(), nn.Linear(d, self.moco.dim))
+        self.weight = float(weight)
+        self.stages, self.margin_source, self.teacher_mode = model.stages, margin_source, teacher_mode
+        if self.stages:
+            # gem builds the distiller, and so its margins, before loading the pre-trained weights
+            margins = [bn_margin(bn) for bn in bn_before_relu(teacher)] if margin_source == "initial_bn" else [
+                torch.zeros(1, c, 1, 1) for c in stage_channels(teacher)]
+        else:
+            margins = [torch.zeros(d)]
+        for i, m in enumerate(margins):
+            self.register_buffer(f"margin{i}", m)
+        self.num_maps = len(margins)
         self._epoch, self._start = 0, 0
         self.ce_only_epochs, self.student_init = ce_only_epochs, student_init
         self.pretrain_history: list[float] = []
+
+    @property
+    def margins(self) -> list[torch.Tensor]:
+        return [getattr(self, f"margin{i}") for i in range(self.num_maps)]
 
     def set_epoch(self, epoch: int) -> None:
         self._epoch = epoch
 
     def contrastive_logits(self, q: torch.Tensor, k: torch.Tensor, queue: torch.Tensor) -> torch.Tensor:
         """``[q·k − margin, q·queue] / T`` for normalised q, k (N, D) and queue (K, D); target 0."""
-        pos = (q * k).sum(1, keepdim=True) - self.margin
-        return torch.cat([pos, q @ queue.T], 1) / self.T
+        pos = (q * k).sum(1, keepdim=True) - self.moco.margin
+        return torch.cat([pos, q @ queue.T], 1) / self.moco.temperature
+
+    def pretrain_batch_size(self, n: int) -> int:
+        """The pre-training batch for ``n`` images: the option, at most n, a multiple of the BN splits."""
+        mo = self.moco
+        bs = min(mo.batch_size, n)
+        if mo.splits > 1:
+            bs -= bs % mo.splits
+            if bs < mo.splits:
+                raise InputError(f"method_options.moco_splits: the {n} training images cannot fill one "
+                                 f"pre-training batch of {mo.splits} BN splits")
+        return bs
 
     def before_fit(self, trainer, images: np.ndarray, labels: np.ndarray) -> None:
         """Stage 1: MoCo pre-training of the teacher on ``images`` (labels unused), then its margins."""
-        cfg, dev = trainer.cfg, trainer.device
-        epochs = self.pretrain_epochs or cfg.epochs
-        enc_q, proj_q = self.teacher, self.proj
+        cfg, dev, mo = trainer.cfg, trainer.device, self.moco
+        epochs = mo.epochs or cfg.epochs
+        lr = cfg.lr if mo.lr is None else mo.lr
+        enc_q, proj_q = use_split_batchnorm(copy.deepcopy(self.teacher), mo.splits), self.proj
         enc_k, proj_k = copy.deepcopy(enc_q), copy.deepcopy(proj_q)
         for p in list(enc_k.parameters()) + list(proj_k.parameters()):
             p.requires_grad_(False)
         params = list(enc_q.parameters()) + list(proj_q.parameters())
-        opt = torch.optim.SGD(params, lr=cfg.lr, momentum=0.9, weight_decay=cfg.weight_decay)
+        opt = torch.optim.SGD(params, lr=lr, momentum=0.9,
+                              weight_decay=cfg.weight_decay if mo.weight_decay is None else mo.weight_decay)
         gen = torch.Generator().manual_seed(cfg.seed + 101)
+        shuffle_gen = torch.Generator().manual_seed(cfg.seed + 103)
         rng = np.random.default_rng(cfg.seed + 101)
-        queue = F.normalize(torch.randn(self.queue_size, self.dim, generator=gen), dim=1).to(dev)
+        queue = F.normalize(torch.randn(mo.queue, mo.dim, generator=gen), dim=1).to(dev)
+        views = MoCoViews(cfg.augment, mo.colour, padding=cfg.crop_padding) if mo.colour.active else None
+
+        def view(idx: np.ndarray) -> torch.Tensor:
+            if views is None:  # the dataset's augmentation only (our earlier variant)
+                return trainer.batch(images, idx, gen)
+            x = views(to_float_nchw(images[idx]), gen)
+            return trainer.normaliser.apply(x.to(dev, non_blocking=True))
+
         ptr, n = 0, len(images)
-        bs = min(self.pretrain_batch_size, n)
+        bs = self.pretrain_batch_size(n)
         steps = epochs * max(1, n // bs)
         step = 0
         for part in (enc_q, proj_q, enc_k, proj_k):
@@ -132,37 +222,47 @@ class DVPLoss(nn.Module):
                 if len(idx) < 2:
                     continue
                 for g in opt.param_groups:
-                    g["lr"] = cfg.lr * 0.5 * (1 + math.cos(math.pi * step / steps))
-                xq, xk = trainer.batch(images, idx, gen), trainer.batch(images, idx, gen)
+                    g["lr"] = lr * 0.5 * (1 + math.cos(math.pi * step / steps))
+                xq, xk = view(idx), view(idx)
                 q = F.normalize(proj_q(enc_q.features(xq)), dim=1)
                 with torch.no_grad():
                     for pk, pq in zip(list(enc_k.parameters()) + list(proj_k.parameters()), params):
-                        pk.mul_(self.m).add_(pq.detach(), alpha=1 - self.m)
-                    k = F.normalize(proj_k(enc_k.features(xk)), dim=1)
+                        pk.mul_(mo.momentum).add_(pq.detach(), alpha=1 - mo.momentum)
+                    if mo.splits > 1:  # shuffled BN: the keys meet other splits than their queries
+                        perm = torch.randperm(len(idx), generator=shuffle_gen).to(dev)
+                        k = F.normalize(proj_k(enc_k.features(xk[perm])), dim=1)[torch.argsort(perm)]
+                    else:
+                        k = F.normalize(proj_k(enc_k.features(xk)), dim=1)
                 logits = self.contrastive_logits(q, k, queue)
                 loss = F.cross_entropy(logits, torch.zeros(len(idx), dtype=torch.long, device=dev))
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
                 opt.step()
-                with torch.no_grad():
-                    take = min(len(k), self.queue_size)
-                    rows = (torch.arange(take, device=dev) + ptr) % self.queue_size
-                    queue[rows] = k[:take]
-                    ptr = (ptr + take) % self.queue_size
+                ptr = enqueue(queue, ptr, k)
                 tot += float(loss.detach()) * len(idx)
                 step += 1
             self.pretrain_history.append(tot / n)
+        self.teacher.load_state_dict(enc_q.state_dict())
         for p in self.teacher.parameters():
             p.requires_grad_(False)
-        self.teacher.eval()
-        with torch.no_grad():
-            feats = torch.cat([self.teacher.features(trainer.batch(images, np.arange(s, min(s + 256, n))))
-                               for s in range(0, n, 256)]).double().cpu().numpy()
-        margin = gaussian_margin(feats.mean(0), feats.std(0))
-        self.feature_margin.copy_(torch.as_tensor(margin, dtype=torch.float32))
+        if self.stages and self.margin_source == "teacher_bn":
+            for i, bn in enumerate(bn_before_relu(self.teacher)):
+                getattr(self, f"margin{i}").copy_(bn_margin(bn))
+        elif not self.stages:  # a Gaussian fit of the teacher's pooled features (our earlier variant)
+            self.teacher.eval()
+            with torch.no_grad():
+                feats = torch.cat([self.teacher.features(trainer.batch(images, np.arange(s, min(s + 256, n))))
+                                   for s in range(0, n, 256)]).double().cpu().numpy()
+            self.margin0.copy_(torch.as_tensor(gaussian_margin(feats.mean(0), feats.std(0)), dtype=torch.float32))
         self._start = round(0.01 * cfg.epochs) if self.ce_only_epochs is None else int(self.ce_only_epochs)
         if self.student_init == "teacher":  # gem loads encoder_q into the teacher and the student
             self._model[0].base.load_state_dict(self.teacher.state_dict())
+
+    def teacher_maps(self, x: torch.Tensor) -> list[torch.Tensor]:
+        """The teacher's maps for ``x`` (no gradient), in the mode the options give (gem: train)."""
+        self.teacher.train(self.teacher_mode == "train")
+        with torch.no_grad():
+            return forward_stages(self.teacher, x)[0] if self.stages else [self.teacher.features(x)]
 
     def forward(self, logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         ce = F.cross_entropy(logits, y)
@@ -170,19 +270,38 @@ class DVPLoss(nn.Module):
         if last is None or last[0].shape[0] != y.shape[0] or self._epoch < self._start or logits.device.type == "meta":
             return ce
         x, s = last
-        self.teacher.eval()
-        with torch.no_grad():
-            t = self.teacher.features(x)
-        return ce + self.weight * distillation_loss(s, t, self.feature_margin) / y.shape[0]
+        t = self.teacher_maps(x)
+        total = len(s)
+        dist = sum(distillation_loss(si, ti, mi) / 2 ** (total - i - 1)
+                   for i, (si, ti, mi) in enumerate(zip(s, t, self.margins)))
+        return ce + self.weight * dist / y.shape[0]
 
 
 def build(base: nn.Module, config: dict, ctx: MethodContext) -> tuple[nn.Module, DVPLoss]:
+    stages = str(config.get("distill_features", "stages")) == "stages"
+    if stages:
+        stage_layout(base)  # InputError for a backbone without stages (ViT)
     teacher = copy.deepcopy(base)
     for m in teacher.modules():  # the teacher starts from its own random weights
         if hasattr(m, "reset_parameters") and m is not teacher:
             m.reset_parameters()
-    model = DVPModel(base)
+    model = DVPModel(base, stages=stages)
+    defaults = MoCoSettings()
+    colour = ColourAugmentation(jitter_prob=float(config.get("jitter_prob", 0.8)),
+                                grayscale_prob=float(config.get("grayscale_prob", 0.2)),
+                                blur_prob=float(config.get("blur_prob", 0.5)))
+    opt = {k: config.get(f"moco_{k}", getattr(defaults, k)) for k in ("queue", "momentum", "temperature", "margin",
+                                                                         "dim", "splits")}
+    pre = {k: config.get(f"pretrain_{k}", getattr(defaults, k)) for k in ("epochs", "lr", "weight_decay")}
+    moco = MoCoSettings(queue=int(opt["queue"]), momentum=float(opt["momentum"]),
+                        temperature=float(opt["temperature"]), margin=float(opt["margin"]), dim=int(opt["dim"]),
+                        splits=int(opt["splits"]), epochs=None if pre["epochs"] is None else int(pre["epochs"]),
+                        lr=None if pre["lr"] is None else float(pre["lr"]),
+                        weight_decay=None if pre["weight_decay"] is None else float(pre["weight_decay"]),
+                        batch_size=int(config.get("pretrain_batch_size", defaults.batch_size)), colour=colour)
     ce_only = config.get("ce_only_epochs", 4)
-    return model, DVPLoss(model, teacher, weight=float(config["distill_weight"]),
+    return model, DVPLoss(model, teacher, weight=float(config["distill_weight"]), moco=moco,
                           ce_only_epochs=None if ce_only is None else int(ce_only),
-                          student_init=str(config.get("student_init", "teacher")))
+                          student_init=str(config.get("student_init", "teacher")),
+                          margin_source=str(config.get("margin_source", "initial_bn")),
+                          teacher_mode=str(config.get("teacher_mode", "train")))

@@ -176,6 +176,9 @@ class DsknOptions(MethodOptions):
 
 @dataclass(frozen=True, kw_only=True)
 class DvpOptions(MethodOptions):
+    """DVP's options: the distillation (stage 2) and the MoCo pre-training (stage 1), gem's defaults
+    (``DistillClassifier`` / ``DistillPreTraining`` / ``ContrastiveAugmentation`` / ``MoCo_smallbank``)."""
+
     distill_weight: SpaceValue = space_option({"loguniform": [1e-5, 1e-2]}, low=0, low_open=True,
                                               help="weight λ of the distillation term")
     ce_only_epochs: int | None = option(4, low=0, help="epochs of cross-entropy only before distillation "
@@ -184,7 +187,49 @@ class DvpOptions(MethodOptions):
     student_init: Literal["teacher", "random"] = option(
         "teacher", help="teacher: the student starts from the contrastive encoder's weights, as the teacher "
                         "(gem); random: from its own random weights")
-    VISTABENCH = {"ce_only_epochs": None, "student_init": "random"}
+    distill_features: Literal["stages", "pooled"] = option(
+        "stages", help="stages: the pre-ReLU map at the end of every stage, 1x1 conv + BN connectors, stage i "
+                       "of S weighted 1/2^(S-1-i) (gem); pooled: the pooled post-ReLU features, linear + BN "
+                       "connector, margin from a Gaussian fit of the teacher's features (our earlier variant)")
+    margin_source: Literal["initial_bn", "teacher_bn"] = option(
+        "initial_bn", help="stages: the per-channel margin E[x | x < 0] of N(beta, gamma^2) of the BN before each "
+                           "ReLU, from the BNs as initialised (gem computes the margins before loading the "
+                           "pre-trained weights: -sqrt(2/pi)) or from the pre-trained teacher (teacher_bn)")
+    teacher_mode: Literal["train", "eval"] = option(
+        "train", help="mode of the teacher while distilling: train (batch statistics, gem) or eval")
+    moco_queue: int = option(4096, low=1, help="MoCo queue size K, negatives (gem 4096)")
+    moco_momentum: float = option(0.999, low=0, high=1, help="momentum m of the key encoder (gem 0.999)")
+    moco_temperature: float = option(0.07, low=0, low_open=True, help="softmax temperature T (gem 0.07)")
+    moco_margin: float = option(0.6, low=0, help="margin subtracted from the positive logit (gem 0.6)")
+    moco_dim: int = option(128, low=1, help="dimension of the MLP projection (gem 128)")
+    moco_splits: int = option(8, low=1, help="BatchNorm splits of both encoders, with the key batch shuffled "
+                                             "(gem's single-GPU shuffled BN: 8; 1: plain BN)")
+    pretrain_epochs: int | None = option(None, low=1, help="pre-training epochs (None: the run's epochs, as "
+                                                           "gem's scripts give its pre-training)")
+    pretrain_lr: float | None = option(None, low=0, low_open=True,
+                                       help="pre-training learning rate (None: the trial's; gem searches it)")
+    pretrain_weight_decay: float | None = option(None, low=0, help="pre-training weight decay (None: the "
+                                                                   "trial's; gem searches it)")
+    pretrain_batch_size: int = option(64, low=2, help="pre-training batch size (a multiple of moco_splits "
+                                                      "dividing moco_queue, as gem's queue and split BN need)")
+    jitter_prob: float = option(0.8, low=0, high=1, help="probability of MoCo v2's ColorJitter(0.4, 0.4, 0.4, "
+                                                         "0.1) on a pre-training view (gem 0.8; 1 or 3 channels)")
+    grayscale_prob: float = option(0.2, low=0, high=1, help="probability of grayscale on a pre-training view "
+                                                            "(gem 0.2)")
+    blur_prob: float = option(0.5, low=0, high=1, help="probability of a Gaussian blur, sigma ~ U[0.1, 2], on a "
+                                                       "pre-training view (gem 0.5)")
+    VISTABENCH = {"ce_only_epochs": None, "student_init": "random", "distill_features": "pooled",
+                  "teacher_mode": "eval", "moco_splits": 1, "jitter_prob": 0.0, "grayscale_prob": 0.0,
+                  "blur_prob": 0.0}
+
+    def check(self) -> None:
+        super().check()
+        if self.pretrain_batch_size % self.moco_splits:
+            raise InputError(f"pretrain_batch_size: expected a multiple of moco_splits ({self.moco_splits}), "
+                             f"got {self.pretrain_batch_size}")
+        if self.moco_queue % self.pretrain_batch_size:
+            raise InputError(f"moco_queue: expected a multiple of pretrain_batch_size ({self.pretrain_batch_size}), "
+                             f"as gem's queue update asserts, got {self.moco_queue}")
 
 
 @dataclass(frozen=True, kw_only=True)
