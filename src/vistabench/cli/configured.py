@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import types
 import typing
-from typing import Any, get_args, get_origin
+from typing import Any, Literal, get_args, get_origin
 
 from ..config import FieldInfo, Options, RunConfig, read_config_file
 from ..errors import InputError
@@ -62,10 +62,18 @@ class _KeyValue(argparse.Action):
         setattr(namespace, self.dest, current)
 
 
+def _literal_values(tp: Any) -> tuple[Any, ...]:
+    """The values of a ``Literal[...]`` type (also inside ``X | None``); () otherwise."""
+    if get_origin(tp) is Literal:
+        return get_args(tp)
+    return tuple(v for a in get_args(tp) if get_origin(a) is Literal for v in get_args(a))
+
+
 def _help(info: FieldInfo) -> str:
     text = info.help.replace("%", "%%")
-    if info.choices is not None:
-        text += f" (one of: {', '.join(map(str, info.choices))})"
+    choices = info.choices if info.choices is not None else _literal_values(info.type)
+    if choices:
+        text += f" (one of: {', '.join(map(str, choices))})"
     if info.required:
         text += " [required]"
     elif info.default is not None and not _is_mapping(info.type):
@@ -108,6 +116,9 @@ def add_config_options(parser: argparse.ArgumentParser, config_cls: type[RunConf
         kwargs: dict[str, Any] = {"dest": _PREFIX + info.name, "default": argparse.SUPPRESS, "help": _help(info)}
         if info.metavar:
             kwargs["metavar"] = info.metavar
+        elif not _is_bool(info.type) and not _is_mapping(info.type):  # not argparse's "CFG__NAME"
+            choices = info.choices if info.choices is not None else _literal_values(info.type)
+            kwargs["metavar"] = "{" + ",".join(map(str, choices)) + "}" if choices else info.name.upper()
         if _is_bool(info.type):
             group.add_argument(*flags, action=argparse.BooleanOptionalAction, **kwargs)
         elif _is_mapping(info.type):
