@@ -122,9 +122,9 @@ def register(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
 
 # ---------------------------------------------------------------------------------- handlers
 def _splits(args):
-    from ..protocols.smalldata import write_splits
+    from ..protocols.smalldata import write_dataset_splits
 
-    return write_splits(args.dataset, args.out, root=args.root, recipe=args.recipe, per_class=args.per_class,
+    return write_dataset_splits(args.dataset, args.out, root=args.root, recipe=args.recipe, per_class=args.per_class,
                         train_per_class=args.train_per_class, val_fraction=args.val_fraction, seed=args.seed,
                         image_size=args.image_size)
 

@@ -39,12 +39,12 @@ def run_demo(out_dir: str | Path, *, only: Sequence[str] | None = None, quick: b
     with ResultsStore(store_path) as store:
         for proto in chosen:
             t0 = time.perf_counter()
-            log(f"\n=== {proto.name} ===")
+            log(f"demo: running {proto.name} ...")
             text = proto.part("demo")(store, out / proto.name, quick=quick)
             dt = time.perf_counter() - t0
-            log(f"({proto.name}: {dt:.1f} s)")
+            log(f"demo: {proto.name} done in {dt:.1f} s")
             summary["parts"][proto.name] = {"seconds": round(dt, 1), "text": text}
         report = build_report(store, out / "report", title="vistabench demo report")
     summary["report"] = str(report)
-    log(f"\nReport: {report}")
+    log(f"demo: wrote {report}")
     return summary

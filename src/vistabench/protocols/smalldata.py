@@ -45,10 +45,10 @@ from .smalldata_final import final_split
 
 __all__ = ["SmalldataConfig", "run", "plan_from_config", "prepare_from_config", "run_method", "tune_split",
            "final_split", "score", "to_record", "Context", "RunPlan", "prepare", "method_space", "PROTOCOL",
-           "write_splits", "catalog"]
+           "write_dataset_splits", "catalog"]
 
 
-def write_splits(dataset: str, out: str | Path, *, root: str | Path | None = None, recipe: str = "gem",
+def write_dataset_splits(dataset: str, out: str | Path, *, root: str | Path | None = None, recipe: str = "gem",
                  per_class: int | None = None, train_per_class: int | None = None,
                  val_fraction: float | None = None, seed: int = 0, image_size: int | None = None) -> dict[str, Any]:
     """Write the split files of ``dataset`` (trainval/train/val, + test where it has no official one)
