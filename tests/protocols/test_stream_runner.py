@@ -331,3 +331,16 @@ def test_stream_report_refuses_a_store_without_stream_runs(tmp_path):
         stream_report(tmp_path / "nope.sqlite")
     with pytest.raises(InputError, match="^cost: expected 'total' or 'train'"):
         stream_report(tmp_path / "s.sqlite", cost="flops")
+
+
+def test_write_stream_split_and_catalog(tmp_path):
+    from vistabench.data.splits import read_split
+    from vistabench.protocols.stream import catalog, stream_split, write_stream_split
+
+    summary = write_stream_split("embedded", tmp_path / "s.json")
+    split = stream_split("embedded")
+    assert read_split(tmp_path / "s.json", kind=split["kind"]) == split
+    assert summary["tasks"] == len(split["tasks"]) and summary["sha256"] == split["sha256"]
+    assert summary["meta_test"] == sum(t["split"] == "meta-test" for t in split["tasks"]) > 0
+    listed = catalog()
+    assert "embedded" in [s["name"] for s in listed["streams"]] and set(listed["learner_docs"]) == set(listed["learners"])

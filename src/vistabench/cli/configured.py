@@ -190,9 +190,3 @@ def run_verb(config_cls: type[RunConfig], run: Any, *, human: Any = None, pinned
 
     return handler, human
 
-
-def check_no_unknown(config_cls: type[Options], names: typing.Iterable[str]) -> None:
-    known = {i.name for i in config_cls.fields_info()}
-    for n in names:
-        if n not in known:
-            raise InputError(f"{n}: unknown option")

@@ -113,12 +113,9 @@ def _add_cut_args(q: argparse.ArgumentParser) -> None:
 
 
 def _list(args):
-    from ..learners.stream.catalog import learner_names, stream_learners
-    from ..streams import load_stream, stream_names
+    from ..protocols.stream import catalog
 
-    docs = {n: ((stream_learners.get(n).__doc__ or "").strip().splitlines() or [""])[0] for n in learner_names()}
-    return {"streams": [load_stream(n).summary() for n in stream_names()], "learners": learner_names(),
-            "learner_docs": docs}
+    return catalog()
 
 
 def _list_human(res) -> str:
@@ -151,14 +148,9 @@ def _show_human(res) -> str:
 
 
 def _split(args):
-    from ..data.splits import write_split
-    from ..protocols.stream import stream_split
+    from ..protocols.stream import write_stream_split
 
-    split = stream_split(args.stream, meta_test_from_year=args.meta_test_from)
-    write_split(args.out, split)
-    n_test = sum(t["split"] == "meta-test" for t in split["tasks"])
-    return {"out": args.out, "tasks": len(split["tasks"]), "meta_test": n_test,
-            "meta_test_from_year": split["meta_test_from_year"], "sha256": split["sha256"]}
+    return write_stream_split(args.stream, args.out, meta_test_from_year=args.meta_test_from)
 
 
 def _score(args):

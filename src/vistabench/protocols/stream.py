@@ -39,7 +39,8 @@ from ..streams.sources import TaskSplits, resolve_task
 from .stream_config import StreamConfig
 
 __all__ = ["run", "run_stream", "default_run_id", "run_id_for", "summarise_events", "task_seed", "run_events",
-           "StreamRunResult", "stream_split", "score", "pretrain", "to_records", "event_record", "EVENT_KEYS"]
+           "StreamRunResult", "stream_split", "write_stream_split", "catalog", "score", "pretrain", "to_records",
+           "event_record", "EVENT_KEYS"]
 
 PROTOCOL = "stream"
 
@@ -340,6 +341,28 @@ def stream_split(stream: Stream | str, *, meta_test_from_year: int | str | None 
                  "meta_test_from_year": s.meta_test_from_year,
                  "tasks": [{"index": t.index, "uid": t.uid, "name": t.name, "year": t.year, "split": t.split}
                            for t in s.tasks]})
+
+
+def write_stream_split(stream: Stream | str, out: str | Path, *,
+                       meta_test_from_year: int | str | None = None) -> dict[str, Any]:
+    """Write :func:`stream_split`'s manifest to ``out``; returns a summary (tasks, meta-test tasks, cut)."""
+    from ..data.splits import write_split
+
+    split = stream_split(stream, meta_test_from_year=meta_test_from_year)
+    write_split(out, split)
+    return {"out": str(out), "tasks": len(split["tasks"]),
+            "meta_test": sum(t["split"] == "meta-test" for t in split["tasks"]),
+            "meta_test_from_year": split["meta_test_from_year"], "sha256": split["sha256"]}
+
+
+def catalog() -> dict[str, Any]:
+    """The built-in streams (their summaries) and the registered learners (with their docs' first lines)."""
+    from ..learners.stream.catalog import learner_names, stream_learners
+    from ..streams import stream_names
+
+    docs = {n: ((stream_learners.get(n).__doc__ or "").strip().splitlines() or [""])[0] for n in learner_names()}
+    return {"streams": [load_stream(n).summary() for n in stream_names()], "learners": learner_names(),
+            "learner_docs": docs}
 
 
 def _read_events(path: str | Path) -> Any:
