@@ -67,7 +67,12 @@ def test_score_matrix_bad_input_one_line(capsys, tmp_path, matrix, match) -> Non
 
 def test_score_matrix_missing_options_and_files(capsys, tmp_path, acc_json) -> None:
     rc, _, err = run_cli(capsys, "incremental", "score", "--matrix", str(acc_json))
-    assert rc == 2 and "--base-classes: a matrix needs base_classes and way" in err
+    assert rc == 2 and "--base-classes: a --matrix needs --base-classes and --way" in err
+    rc, _, err = run_cli(capsys, "incremental", "score", "--matrix", str(acc_json), "--sessions", "s.json")
+    assert rc == 2 and "--sessions: goes with --predictions; with --matrix give --base-classes and --way" in err
+    rc, _, err = run_cli(capsys, "incremental", "score", "--predictions", "p.npz", "--sessions", "s.json",
+                         "--way", "2")
+    assert rc == 2 and "--way: goes with --matrix; with --predictions the sessions give the layout" in err
     rc, _, err = run_cli(capsys, "incremental", "score", "--matrix", str(tmp_path / "nope.json"),
                          "--base-classes", "6", "--way", "1")
     assert rc == 2 and "no such file" in err

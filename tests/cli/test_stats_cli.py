@@ -15,10 +15,10 @@ def _files(tmp_path, a, b):
 
 
 @pytest.mark.parametrize("a, b, message", [
-    ([0.5], [0.1, 0.2, 0.3], "--a '.*a.json': 1 score; Welch's t-test needs at least 2 per list"),
-    ([0.1, 0.2], [], "--b '.*b.json': 0 scores; Welch's t-test needs at least 2"),
-    ([0.9, 0.9, 0.9], [0.8, 0.8], "neither list varies"),
-    ([0.3] * 3, [0.1 + 0.2] * 4, "neither list varies"),  # rounding noise is no variance
+    ([0.5], [0.1, 0.2, 0.3], "--a: 1 score; Welch's t-test needs at least 2 per list"),
+    ([0.1, 0.2], [], "--b: 0 scores; Welch's t-test needs at least 2"),
+    ([0.9, 0.9, 0.9], [0.8, 0.8], "neither --a nor --b varies"),
+    ([0.3] * 3, [0.1 + 0.2] * 4, "neither --a nor --b varies"),  # rounding noise is no variance
 ])
 def test_undefined_tests_are_refused_with_the_reason(tmp_path, capsys, a, b, message):
     for extra in ([], ["--json"]):

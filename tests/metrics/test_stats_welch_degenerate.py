@@ -50,3 +50,26 @@ def test_small_but_real_variance_is_kept():
 def test_table_italics_treat_constant_groups_as_not_rejected():
     out = not_worse_than_best({"best": [0.9] * 3, "other": [0.8] * 3})
     assert out == {"best": True, "other": True}  # undefined test cannot reject
+
+
+@pytest.mark.parametrize("a, b, message", [
+    ([0.5], [0.1, 0.2], "a: 1 score; Welch's t-test needs at least 2 per list"),
+    ([0.1, 0.2], [], "b: 0 scores"),
+    (["0.9", "0.8"], [0.1, 0.2], "a: expected a list of numbers, got a list with non-numbers"),
+    ([0.1, 0.2], {"x": 1}, "b: expected a list of numbers, got dict"),
+    ([0.1, True], [0.1, 0.2], "a: expected a list of numbers"),
+    ([0.9, 0.9], [0.8, 0.8, 0.8], "neither `a` nor `b` varies"),
+])
+def test_welch_of_lists_refuses_what_it_cannot_test(a, b, message):
+    from vistabench.errors import InputError
+    from vistabench.metrics.stats import welch_test_of_lists
+
+    with pytest.raises(InputError, match=message.replace("(", r"\(")):
+        welch_test_of_lists(a, b)
+
+
+def test_welch_of_lists_is_welch_test_when_defined():
+    from vistabench.metrics.stats import welch_test, welch_test_of_lists
+
+    a, b = [0.5, 0.6, 0.55], [0.1, 0.3, 0.2]
+    assert welch_test_of_lists(a, b, alternative="less") == welch_test(a, b, alternative="less")

@@ -149,3 +149,20 @@ def test_devil_recipe_calibration(sets):
     assert len(any_model["values"]) == 20
     with pytest.raises(InputError, match="devil recipe has"):
         calibrate_detections(hgt, hdets, method="bbq", recipe="devil")
+
+
+def test_fit_calibration_file_takes_the_settings_or_a_mapping_of_them(tmp_path):
+    from vistabench.data.detection_synth import synth_detection_set
+    from vistabench.protocols.detection_config import CalibrationSettings
+    from vistabench.protocols.detection_tools import fit_calibration_file
+
+    syn = synth_detection_set(num_images=10, num_categories=4, dets_per_image=5, seed=0)
+    (tmp_path / "gt.json").write_text(json.dumps(syn.ground_truth))
+    (tmp_path / "dt.json").write_text(json.dumps(syn.results))
+    args = (tmp_path / "gt.json", tmp_path / "dt.json")
+    typed = fit_calibration_file(*args, tmp_path / "a.json", CalibrationSettings.from_dict({"method": "histbin"}))
+    mapped = fit_calibration_file(*args, tmp_path / "b.json", {"method": "histbin"})
+    assert {**typed, "out": None} == {**mapped, "out": None} and mapped["method"] == "histbin"
+    assert (tmp_path / "a.json").read_text() == (tmp_path / "b.json").read_text()
+    with pytest.raises(InputError, match="^min_samples: "):
+        fit_calibration_file(*args, tmp_path / "c.json", {"min_samples": "-3"})

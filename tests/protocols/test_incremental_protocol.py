@@ -309,3 +309,22 @@ def test_finetune_keeps_base_normalisation_and_grows_head(digits_small) -> None:
     mixed = np.concatenate([shots, np.flatnonzero(tr.labels == 9)[:2]])
     with pytest.raises(InputError, match="training labels \\[8\\] are not among the session's classes"):
         learner.learn(tr.images[mixed], tr.labels[mixed], [9], session=3)
+
+
+def test_score_from_a_matrix_or_predictions_refuses_mixed_inputs(tmp_path) -> None:
+    m = {"matrix": [[0.9], [0.8, 0.5]]}
+    scores, sessions = P.score_from(matrix=m, base_classes=6, way=2)
+    assert scores.settings["session_sizes"] == [6, 2] and sessions["classes"] == [list(range(6)), [6, 7]]
+    (tmp_path / "m.json").write_text(json.dumps(m))
+    assert P.score_from(matrix=tmp_path / "m.json", base_classes=6, way=2)[0].gacc == scores.gacc
+    for kwargs, message in [
+        ({}, "matrix: give either `matrix`"),
+        ({"matrix": m, "predictions": ["p.npz"]}, "matrix: give either `matrix`"),
+        ({"matrix": m, "sessions": "s.json", "base_classes": 6, "way": 2}, "sessions: goes with `predictions`"),
+        ({"matrix": m}, "base_classes: a `matrix` needs `base_classes` and `way`"),
+        ({"predictions": ["p.npz"]}, "predictions: needs `sessions`"),
+        ({"predictions": ["p.npz"], "sessions": "s.json", "way": 2}, "way: goes with `matrix`"),
+        ({"matrix": tmp_path / "nope.json", "base_classes": 6, "way": 2}, "matrix '.*nope.json': no such file"),
+    ]:
+        with pytest.raises(InputError, match=f"^{message}"):
+            P.score_from(**kwargs)

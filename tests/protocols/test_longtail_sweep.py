@@ -226,3 +226,21 @@ def test_zero_train_count():
 def test_nonpositive_test_imbalance(rho):
     with pytest.raises(InputError, match="test_imbalance"):
         build_sweep(_pool(3), [5, 4, 3], test_imbalance=rho)
+
+
+def test_build_sweep_reads_its_inputs_from_files(tmp_path):
+    from vistabench.data import save_predictions
+
+    labels, counts = _pool(C=4), [200, 60, 20, 6]
+    save_predictions(tmp_path / "pred.npz", labels=labels, logits=np.zeros((len(labels), 4)))
+    (tmp_path / "counts.json").write_text(json.dumps(counts))
+    from_files = build_sweep(tmp_path / "pred.npz", str(tmp_path / "counts.json"), test_imbalance=10, points=3)
+    assert from_files == build_sweep(labels, np.array(counts), test_imbalance=10, points=3)
+    (tmp_path / "obj.json").write_text('{"a": 1}')
+    with pytest.raises(InputError, match=r"^train_counts '.*obj.json': expected a JSON list of counts, got dict"):
+        build_sweep(labels, tmp_path / "obj.json", test_imbalance=10)
+    np.savez(tmp_path / "nolabels.npz", images=np.zeros(3))
+    with pytest.raises(InputError, match=r"^pool_labels '.*nolabels.npz': no array 'labels' \(found \['images'\]\)"):
+        build_sweep(tmp_path / "nolabels.npz", counts, test_imbalance=10)
+    with pytest.raises(InputError, match=r"^pool_labels '.*nope.npz'"):
+        build_sweep(tmp_path / "nope.npz", counts, test_imbalance=10)

@@ -303,3 +303,44 @@ def test_absent_labels_option_is_validated_and_stored(stream, store, tmp_path):
     s = res.summary()
     assert s["cflop"] == s["cflop_train"] + s["cflop_selection"]
     assert s["meta_test_cut"].startswith("meta-test from 2003 (stream file default): 2 meta-train, 2 meta-test")
+
+
+def test_pretrain_checks_its_arguments_before_reading_data(tmp_path):
+    from vistabench.protocols.stream import pretrain
+
+    with pytest.raises(InputError, match="^steps: expected a positive integer, got 0"):
+        pretrain("embedded", tmp_path / "pt.pt", steps=0)
+    with pytest.raises(InputError, match="^width: "):
+        pretrain("embedded", tmp_path / "pt.pt", width=0)
+    with pytest.raises(InputError, match="^out '.*': is a folder"):
+        pretrain("embedded", tmp_path, steps=1)
+    with pytest.raises(InputError, match="^meta_test_from: "):
+        pretrain("embedded", tmp_path / "pt.pt", meta_test_from="papr")
+
+
+def test_stream_report_refuses_a_store_without_stream_runs(tmp_path):
+    from vistabench.report.stream import stream_report
+    from vistabench.store import Record, ResultsStore
+
+    with ResultsStore(tmp_path / "s.sqlite") as s:
+        s.add(Record(protocol="longtail", dataset="d", method="m", seed=0, split_hash=None, settings={},
+                     metrics={"avg": 0.5}))
+    with pytest.raises(InputError, match=r"^store '.*s.sqlite': holds no stream runs"):
+        stream_report(tmp_path / "s.sqlite")
+    with pytest.raises(InputError, match=r"^results store '.*nope.sqlite': no such results store"):
+        stream_report(tmp_path / "nope.sqlite")
+    with pytest.raises(InputError, match="^cost: expected 'total' or 'train'"):
+        stream_report(tmp_path / "s.sqlite", cost="flops")
+
+
+def test_write_stream_split_and_catalog(tmp_path):
+    from vistabench.data.splits import read_split
+    from vistabench.protocols.stream import catalog, stream_split, write_stream_split
+
+    summary = write_stream_split("embedded", tmp_path / "s.json")
+    split = stream_split("embedded")
+    assert read_split(tmp_path / "s.json", kind=split["kind"]) == split
+    assert summary["tasks"] == len(split["tasks"]) and summary["sha256"] == split["sha256"]
+    assert summary["meta_test"] == sum(t["split"] == "meta-test" for t in split["tasks"]) > 0
+    listed = catalog()
+    assert "embedded" in [s["name"] for s in listed["streams"]] and set(listed["learner_docs"]) == set(listed["learners"])

@@ -170,3 +170,19 @@ def test_cli_splits_recipes_and_errors(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["smalldata", "splits", "--dataset", "digits", "--recipe", "paper", "--out", str(tmp_path / "x")])
     assert "invalid choice: 'paper'" in capsys.readouterr().err
+
+
+def test_protocol_writes_a_datasets_splits_checked_as_a_run_config(tmp_path):
+    from vistabench.protocols.smalldata import catalog, write_dataset_splits
+
+    res = write_dataset_splits("digits", tmp_path / "s", recipe="vistabench", per_class=30, seed=1)
+    assert res["dataset"] == "digits" and res["recipe"] == "vistabench" and len(res["files"]) >= 9
+    assert (tmp_path / "s" / "train0.json").is_file()
+    with pytest.raises(InputError, match="^per_class: "):
+        write_dataset_splits("digits", tmp_path / "x", per_class=0)
+    with pytest.raises(InputError, match="^val_fraction: "):
+        write_dataset_splits("digits", tmp_path / "x", val_fraction=1.5)
+    listed = catalog("vistabench")
+    assert listed["recipe"] == "vistabench" and "digits" in listed["datasets"] and "ce" in listed["methods"]
+    with pytest.raises(InputError, match="^recipe: "):
+        catalog("paper")

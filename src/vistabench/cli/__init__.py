@@ -3,7 +3,10 @@
 Each declared protocol (:mod:`vistabench.suite`) names its CLI module, whose ``register(subparsers)``
 adds ``vistabench <protocol> split|score|run`` and its own verbs and returns the verbs' subparsers;
 every protocol then gets the common ``table`` verb. Commands across protocols (demo, table, report,
-stats) live in ``_COMMON``. Handlers return a JSON-serialisable object (printed with ``--json``) or None.
+stats) live in ``_COMMON``. One output convention: a handler returns a JSON-serialisable result (a dict,
+a list, or an object with ``to_dict()``) and never prints it; ``main`` prints it as JSON with ``--json``,
+else with the command's declared ``human`` formatter. A command may declare ``status(result) -> int``
+(its exit status, e.g. 1 when some grid cell failed). Progress and log lines go to stderr.
 Bad input (``InputError``, a missing or unwritable file, malformed JSON, a file that is not a results
 store) ends with one line on stderr and exit 2; an internal bug shows its traceback and exit 70.
 """
@@ -72,7 +75,7 @@ def emit(result: Any, *, as_json: bool, human: Callable[[Any], str] | None = Non
     if result is None:
         return
     if as_json or human is None:
-        print(dumps(result, indent=2))
+        print(dumps(result.to_dict() if hasattr(result, "to_dict") else result, indent=2))
     else:
         print(human(result))
 
@@ -119,6 +122,8 @@ def _option_names(message: str, parser: argparse.ArgumentParser, args: argparse.
     pattern = re.compile(r"^(" + alternatives + r")(?=[:=]| \(| must| expected| ')"
                          + (r"|(?<![\w'\"/.-])(" + snake + r")(?==)" if snake else ""))
     message = pattern.sub(lambda m: names[m.group(1) or m.group(2)], message)
+    # elsewhere in the message the API quotes a parameter as `name`
+    message = re.sub(r"`(\w+)`", lambda m: names.get(m.group(1), m.group(0)), message)
     return re.sub(r"(--[\w-]+)( '[^']*')?: \1:", r"\1\2:", message)  # "--matrix 'm.json': --matrix: ..."
 
 
@@ -149,6 +154,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         result = args.handler(args)
         emit(result, as_json=getattr(args, "json", False), human=getattr(args, "human", None))
+        status = getattr(args, "status", None)
+        if status is not None and result is not None:
+            return int(status(result))
     except KeyboardInterrupt:
         print("vistabench: interrupted", file=sys.stderr)
         return 130

@@ -4,8 +4,27 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 from . import add_json_arg, add_store_arg
+
+
+class TableResult:
+    """A results table as a handler's result: ``{"columns", "rows"}`` (and ``styles`` when asked)
+    with ``--json``, else the table rendered in ``format`` (:func:`render_table`)."""
+
+    def __init__(self, table: Any, format: str = "markdown", *, with_styles: bool = False) -> None:
+        self.table, self.format, self.with_styles = table, format, with_styles
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"columns": [c.key for c in self.table.columns], "rows": self.table.rows}
+        if self.with_styles:
+            out["styles"] = [{"row": i, "column": k, "style": v} for (i, k), v in sorted(self.table.styles.items())]
+        return out
+
+
+def render_table(result: TableResult) -> str:
+    return result.table.render(result.format)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -17,7 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--only", nargs="+", metavar="PROTOCOL", help="run only these protocols")
     p.add_argument("--quick", action="store_true", help="smaller settings (for smoke tests)")
     add_json_arg(p)
-    p.set_defaults(handler=_demo)
+    p.set_defaults(handler=_demo, human=_demo_text)
 
     p = sub.add_parser("table", help="print a protocol's results table from the store",
                        description="Renders the results store as the protocol's paper-style table: "
@@ -27,7 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dataset", help="only records of this dataset")
     add_store_arg(p, optional=False)
     add_json_arg(p)
-    p.set_defaults(handler=_table)
+    p.set_defaults(handler=_table, human=render_table)
 
     p = sub.add_parser("report", help="write the static HTML report of the store",
                        description="Writes DIR/index.html: one self-contained page with tables and "
@@ -35,15 +54,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", required=True, metavar="DIR")
     add_store_arg(p, optional=False)
     add_json_arg(p)
-    p.set_defaults(handler=_report)
+    p.set_defaults(handler=_report, human=lambda r: f"wrote {r['report']}")
 
 
 def _demo(args):
     from ..demos import run_demo
 
-    log = (lambda *a, **k: print(*a, file=sys.stderr, **k)) if args.json else print
-    summary = run_demo(args.out, only=args.only, quick=args.quick, log=log)
-    return summary if args.json else None
+    return run_demo(args.out, only=args.only, quick=args.quick,
+                    log=lambda *a, **k: print(*a, file=sys.stderr, **k))
+
+
+def _demo_text(summary: dict) -> str:
+    parts = [f"=== {name} ===\n{part['text']}\n({name}: {part['seconds']:.1f} s)"
+             for name, part in summary["parts"].items()]
+    return "\n\n".join(parts + [f"Report: {summary['report']}"])
 
 
 def open_store(path: str):
@@ -58,11 +82,7 @@ def _table(args):
 
     proto = get_protocol(args.protocol)
     with open_store(args.store) as store:
-        table = proto.part("table")(store, dataset=args.dataset)
-    if args.json:
-        return {"columns": [c.key for c in table.columns], "rows": table.rows}
-    print(table.render(args.format))
-    return None
+        return TableResult(proto.part("table")(store, dataset=args.dataset), args.format)
 
 
 def add_table_verb(verbs: argparse._SubParsersAction, protocol: str) -> None:
@@ -74,15 +94,11 @@ def add_table_verb(verbs: argparse._SubParsersAction, protocol: str) -> None:
     p.add_argument("--dataset", help="only records of this dataset")
     add_store_arg(p, optional=False)
     add_json_arg(p)
-    p.set_defaults(handler=_table, protocol=protocol)
+    p.set_defaults(handler=_table, human=render_table, protocol=protocol)
 
 
 def _report(args):
     from ..report import build_report
 
     with open_store(args.store) as store:
-        path = build_report(store, args.out)
-    if args.json:
-        return {"report": str(path)}
-    print(f"wrote {path}")
-    return None
+        return {"report": str(build_report(store, args.out))}

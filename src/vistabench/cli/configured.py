@@ -166,15 +166,23 @@ def render_yaml(config: dict[str, Any]) -> str:
     return yaml.safe_dump(config, sort_keys=False, default_flow_style=None, allow_unicode=True).rstrip()
 
 
-def run_verb(config_cls: type[RunConfig], run: Any, *, human: Any = None) -> tuple[Any, Any]:
+def run_verb(config_cls: type[RunConfig], run: Any, *, human: Any = None, pinned: dict[str, Any] | None = None,
+             verb: str = "run", other_verb: str = "run") -> tuple[Any, Any]:
     """A handler for ``vistabench <p> run``: build the config, print it or run it.
 
     Returns ``(handler, human)`` for ``set_defaults``. ``run(config, *, store, work_dir)`` is the
     protocol's run; ``--store``/``--no-store`` and ``--out`` (the work folder) come from ``args``.
+    ``pinned``: fields this verb (named ``verb``) fixes, e.g. ``smalldata tune`` runs ``stages="tune"``;
+    a flag or ``--config`` giving another value is refused (``other_verb`` runs any).
     """
 
     def handler(args: argparse.Namespace) -> Any:
-        config = config_from_args(config_cls, args)
+        given = given_from_args(args)
+        for name, value in (pinned or {}).items():
+            if given.get(name, value) != value:
+                raise InputError(f"{name}: `{verb}` runs {name} {value!r}, got {given[name]!r}; use `{other_verb}`")
+            given[name] = value
+        config = config_cls.from_dict(given)
         if wants_print(args):
             args.human = render_yaml
             return print_config_result(config)
@@ -193,9 +201,3 @@ def run_verb(config_cls: type[RunConfig], run: Any, *, human: Any = None) -> tup
 
     return handler, human
 
-
-def check_no_unknown(config_cls: type[Options], names: typing.Iterable[str]) -> None:
-    known = {i.name for i in config_cls.fields_info()}
-    for n in names:
-        if n not in known:
-            raise InputError(f"{n}: unknown option")

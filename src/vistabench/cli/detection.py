@@ -76,7 +76,8 @@ def register(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
     r.add_argument("--per-class-topk", required=True, type=int, metavar="K")
     r.add_argument("--out", required=True, metavar="OUT.json")
     add_json_arg(r)
-    r.set_defaults(handler=_rerank)
+    r.set_defaults(handler=_rerank, human=lambda r: f"kept {r['kept']} detections, dropped {r['dropped']}; "
+                                                    f"wrote {r['out']}")
 
     c = dsub.add_parser("calibrate", help="per-category score calibration: fit / apply")
     csub = c.add_subparsers(dest="calib_verb", metavar="fit|apply")
@@ -103,14 +104,16 @@ def register(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
                         "carry masks)")
     f.add_argument("--out", required=True, metavar="CAL.json")
     add_json_arg(f)
-    f.set_defaults(handler=_cal_fit)
+    f.set_defaults(handler=_cal_fit, human=lambda r: f"fitted {r['method']} for {r['num_categories_fitted']} "
+                                                     f"categories ({r['num_fit']} labelled detections); wrote {r['out']}")
 
     a = csub.add_parser("apply", help="rewrite a results file with calibrated scores")
     a.add_argument("--calibration", required=True, metavar="CAL.json")
     a.add_argument("--results", required=True, metavar="DT.json")
     a.add_argument("--out", required=True, metavar="OUT.json")
     add_json_arg(a)
-    a.set_defaults(handler=_cal_apply)
+    a.set_defaults(handler=_cal_apply, human=lambda r: f"calibrated {r['detections']} detections with "
+                                                       f"{r['method']}; wrote {r['out']}")
 
     s = dsub.add_parser("synth", help="write an LVIS-like synthetic ground truth and results",
                         description="Long-tailed classes, federated lists, jittered true positives, false "
@@ -125,7 +128,8 @@ def register(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
     s.add_argument("--format", default="lvis", choices=["lvis", "coco"])
     s.add_argument("--masks", action="store_true", help="add polygon / RLE masks (for segm)")
     add_json_arg(s)
-    s.set_defaults(handler=_synth)
+    s.set_defaults(handler=_synth, human=lambda r: f"wrote {r['gt']} ({r['annotations']} annotations) and "
+                                                   f"{r['results']} ({r['detections']} detections)")
     return dsub
 
 
@@ -210,39 +214,28 @@ def _human_eval(out) -> str:
 def _rerank(args):
     from ..protocols.detection_tools import rerank_results_file
 
-    out = rerank_results_file(args.results, args.out, per_class_topk=args.per_class_topk)
-    args.human = lambda r: f"kept {r['kept']} detections, dropped {r['dropped']}; wrote {r['out']}"
-    return out
+    return rerank_results_file(args.results, args.out, per_class_topk=args.per_class_topk)
 
 
 _FIT_FIELDS = ("method", "recipe", "iou_threshold", "min_samples", "bins", "dets_per_class", "iou_type")
 
 
 def _cal_fit(args):
-    from ..protocols.detection_config import CalibrationSettings
     from ..protocols.detection_tools import fit_calibration_file
 
     given = {k: getattr(args, k) for k in _FIT_FIELDS if getattr(args, k) is not None}
-    out = fit_calibration_file(args.gt, args.results, args.out, CalibrationSettings.from_dict(given))
-    args.human = lambda r: (f"fitted {r['method']} for {r['num_categories_fitted']} categories "
-                            f"({r['num_fit']} labelled detections); wrote {r['out']}")
-    return out
+    return fit_calibration_file(args.gt, args.results, args.out, given)
 
 
 def _cal_apply(args):
     from ..protocols.detection_tools import apply_calibration_file
 
-    out = apply_calibration_file(args.calibration, args.results, args.out)
-    args.human = lambda r: f"calibrated {r['detections']} detections with {r['method']}; wrote {r['out']}"
-    return out
+    return apply_calibration_file(args.calibration, args.results, args.out)
 
 
 def _synth(args):
     from ..protocols.detection_tools import write_synth_set
 
-    res = write_synth_set(args.out, num_images=args.images, num_categories=args.categories,
-                          dets_per_image=args.dets_per_image, seed=args.seed, format=args.format,
-                          masks=args.masks, detector_seed=args.detector_seed)
-    args.human = lambda r: (f"wrote {r['gt']} ({r['annotations']} annotations) and {r['results']} "
-                            f"({r['detections']} detections)")
-    return res
+    return write_synth_set(args.out, num_images=args.images, num_categories=args.categories,
+                           dets_per_image=args.dets_per_image, seed=args.seed, format=args.format,
+                           masks=args.masks, detector_seed=args.detector_seed)

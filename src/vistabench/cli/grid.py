@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from typing import Iterator
 
 from . import add_json_arg, add_store_arg
+from .common import TableResult, render_table
 
 _FMT = argparse.RawDescriptionHelpFormatter
 _CONFIG_HELP = """\
@@ -57,7 +58,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="cells' scratch files, on whichever machine runs them (default: grid-runs/ beside the store)")
     _add_store_args(p)
     add_json_arg(p)
-    p.set_defaults(handler=_run, human=None)
+    p.set_defaults(handler=_run, human=_run_text, status=lambda r: 1 if r["failed"] else 0)  # 1: a cell failed
 
     p = s.add_parser("status", help="done / running / failed / missing cells",
                      description="Lists the grid's cells with their status: done (records in the store), running "
@@ -75,7 +76,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--format", default="markdown", choices=["markdown", "latex", "csv"])
     _add_store_args(p)
     add_json_arg(p)
-    p.set_defaults(handler=_table)
+    p.set_defaults(handler=_table, human=render_table)
 
 
 @contextmanager
@@ -112,16 +113,12 @@ def _run(args):
         res = run_grid(cfg, store=_store(args), engine=args.engine, max_parallel=args.max_parallel,
                        ray_address=args.ray_address, cpus_per_cell=args.cpus_per_cell,
                        gpus_per_cell=args.gpus_per_cell, work_dir=args.work_dir, log=log)
-    if args.json:
-        from . import emit
+    return res.to_dict()
 
-        emit(res.to_dict(), as_json=True)
-    else:
-        retried = f", retried {res.retried} after a lost worker or node" if res.retried else ""
-        print(f"cells {res.cells}: ran {res.ran}, skipped {res.skipped}, failed {res.failed}{retried}")
-    if res.failed:
-        sys.exit(1)
-    return None
+
+def _run_text(r: dict) -> str:
+    retried = f", retried {r['retried']} after a lost worker or node" if r.get("retried") else ""
+    return f"cells {r['cells']}: ran {r['ran']}, skipped {r['skipped']}, failed {r['failed']}{retried}"
 
 
 def _status(args):
@@ -143,8 +140,4 @@ def _status_text(st) -> str:
 def _table(args):
     from ..grid import grid_table, load_config
 
-    table = grid_table(load_config(args.config), store=_store(args))
-    if args.json:
-        return {"columns": [c.key for c in table.columns], "rows": table.rows}
-    print(table.render(args.format))
-    return None
+    return TableResult(grid_table(load_config(args.config), store=_store(args)), args.format)

@@ -6,8 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from . import add_json_arg, add_record_args, add_store_arg, read_json_file, store_records
-from ..errors import InputError
+from . import add_json_arg, add_record_args, add_store_arg, store_records
 from ..protocols.incremental_config import IncrementalConfig
 from .configured import add_config_options, run_verb
 
@@ -139,48 +138,22 @@ def _sessions(args: Any) -> dict[str, Any]:
 
 
 def _score(args: Any) -> dict[str, Any]:
-    from ..metrics.incremental import IncrementalScores
-    from ..protocols.incremental import layout_sessions, load_sessions, score, score_matrix, to_record
+    from ..protocols.incremental import score_from, to_record
 
-    mode = "compat" if args.compat else "exact"
-    if args.matrix:  # which input: --matrix (+ --base-classes, --way) or --predictions (+ --sessions)
-        if args.sessions:
-            raise InputError("--sessions goes with --predictions; with --matrix give --base-classes and --way")
-        scores = score_matrix(read_json_file(args.matrix, "--matrix"), base_classes=args.base_classes, way=args.way,
-                              mode=mode, num_alphas=args.alphas, name=f"--matrix {args.matrix!r}")
-        sessions = layout_sessions(scores.settings["session_sizes"], base_classes=args.base_classes, way=args.way)
-    else:
-        if not args.sessions:
-            raise InputError("--predictions needs --sessions FILE (the session classes and test pool)")
-        if args.base_classes is not None or args.way is not None:
-            raise InputError("--base-classes/--way go with --matrix; with --predictions the sessions file gives them")
-        sessions = load_sessions(args.sessions)
-        scores = IncrementalScores(**score(args.predictions, sessions, mode=mode, num_alphas=args.alphas))
+    scores, sessions = score_from(matrix=args.matrix, predictions=args.predictions, sessions=args.sessions,
+                                  base_classes=args.base_classes, way=args.way,
+                                  mode="compat" if args.compat else "exact", num_alphas=args.alphas)
     out = scores.to_dict()
     if args.plot:
-        _plot(scores, args.plot)
-        out["plot"] = args.plot
+        from ..report.incremental import save_gacc_plot
+
+        out["plot"] = save_gacc_plot(scores, args.plot)
     first = args.matrix or args.predictions[0]
     rec = to_record(out, dataset=args.dataset or "custom", method=args.method or Path(first).stem,
                     seed=args.seed, sessions=sessions, settings={"source": "score"}, tag=args.tag)
     ids = store_records(args.store, rec)
     out["record_id"] = ids[0] if ids else None
     return out
-
-
-def _plot(scores: Any, path: str) -> None:
-    from ..report.incremental import auc_label, gacc_figure, reference_rows
-
-    sizes = scores.settings["session_sizes"]
-    refs = reference_rows(sizes, base_accuracy=scores.matrix[0][0], mode=scores.settings["mode"],
-                          way=scores.settings.get("way"))
-    fig = gacc_figure({auc_label("scored", scores.gacc): scores.curve},
-                      {auc_label(k, v.gacc): v.curve for k, v in refs.items()})
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120, bbox_inches="tight")
-    import matplotlib.pyplot as plt
-
-    plt.close(fig)
 
 
 def _run(config: Any, *, store: Any = None, work_dir: Any = None) -> Any:

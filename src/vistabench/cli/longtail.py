@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from . import add_json_arg, add_record_args, add_store_arg, read_json_file, store_records
-from ..errors import InputError
+from . import add_json_arg, add_record_args, add_store_arg, store_records
 from ..protocols.longtail_config import LongtailConfig
+from .common import TableResult, render_table
 from .configured import add_config_options, run_verb
 
 
@@ -117,7 +117,7 @@ def register(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
     p.add_argument("--dataset", help="only records of this dataset")
     add_store_arg(p, optional=False)
     add_json_arg(p)
-    p.set_defaults(handler=_table)
+    p.set_defaults(handler=_table, human=render_table)
     return s
 
 
@@ -127,11 +127,7 @@ def _table(args):
 
     build = survey_table if args.layout == "survey" else longtail_table
     with open_store(args.store) as store:
-        table = build(store, dataset=args.dataset, exact=args.exact)
-    if args.json:
-        return {"columns": [c.key for c in table.columns], "rows": table.rows}
-    print(table.render(args.format))
-    return None
+        return TableResult(build(store, dataset=args.dataset, exact=args.exact), args.format)
 
 
 def _profile(args):
@@ -151,22 +147,10 @@ def _split(args):
     return {"out": args.out, "counts": split["counts"], "sha256": split["sha256"]}
 
 
-def _load_labels(path: str):
-    from ..data.predictions import read_npz_arrays
-
-    arrays = read_npz_arrays(path, "--labels")
-    if "labels" not in arrays:
-        raise InputError(f"--labels {path!r}: no array 'labels' (found {sorted(arrays)})")
-    return arrays["labels"]
-
-
 def _sweep(args):
     from ..protocols.longtail_sweep import build_sweep, write_sweep
 
-    counts = read_json_file(args.train_counts, "--train-counts")
-    if not isinstance(counts, list):
-        raise InputError(f"--train-counts {args.train_counts!r}: expected a JSON list of counts, got {type(counts).__name__}")
-    sweep = build_sweep(_load_labels(args.labels), counts, test_imbalance=args.test_imbalance, n_max=args.n_max,
+    sweep = build_sweep(args.labels, args.train_counts, test_imbalance=args.test_imbalance, n_max=args.n_max,
                         points=args.points, repeats=args.repeats, seed=args.seed)
     write_sweep(args.out, sweep)
     return {"out": args.out, "points": len(sweep["points"]), "repeats": sweep["repeats"], "sha256": sweep["sha256"]}
@@ -174,12 +158,11 @@ def _sweep(args):
 
 def _score(args):
     from ..protocols.longtail import read_sweep, score, to_record
+    from ..protocols.longtail_sweep import sweep_settings
 
     sweep = read_sweep(args.sweep)
     result = score(args.predictions, sweep, exact=args.exact, convention=args.convention, bootstrap=args.bootstrap)
-    settings = {"train_counts": sweep["train_counts"], "test_imbalance": sweep["test_imbalance"],
-                "points": len(sweep["points"]), "repeats": sweep["repeats"], "sweep_sha256": sweep["sha256"],
-                "predictions": str(args.predictions)}
+    settings = {**sweep_settings(sweep), "predictions": str(args.predictions)}
     rec = to_record(result, dataset=args.dataset or "custom", method=args.method or Path(args.predictions).stem, seed=args.seed,
                     split_hash=sweep["sha256"], settings=settings, tag=args.tag)
     ids = store_records(args.store, rec)

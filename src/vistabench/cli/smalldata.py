@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from . import add_json_arg, add_store_arg, store_records
-from ..errors import InputError
+from .common import TableResult, render_table
 
 _FMT = argparse.RawDescriptionHelpFormatter
 
@@ -42,17 +42,9 @@ def _run_verb(p: argparse.ArgumentParser, stages: str) -> None:
                    help="where split files and the Optuna study files live (default ./smalldata-runs)")
     add_store_arg(p)
     add_json_arg(p)
-    handler, _ = run_verb(SmalldataConfig, _run_config)
-
-    def staged(args: argparse.Namespace):
-        if stages != "tune+final":
-            given = getattr(args, "cfg__stages", stages)
-            if given != stages:
-                raise InputError(f"stages: `smalldata {stages}` runs stages {stages!r}, got {given!r}; use `run`")
-            args.cfg__stages = stages
-        return handler(args)
-
-    p.set_defaults(handler=staged, human=_run_text)
+    pinned = None if stages == "tune+final" else {"stages": stages}
+    handler, _ = run_verb(SmalldataConfig, _run_config, pinned=pinned, verb=f"smalldata {stages}")
+    p.set_defaults(handler=handler, human=_run_text)
 
 
 def _run_config(config, *, store, work_dir):
@@ -119,7 +111,7 @@ def register(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
     p.add_argument("--cost", action="store_true", help="Table 4: training images/s and peak memory")
     add_store_arg(p, optional=False)
     add_json_arg(p)
-    p.set_defaults(handler=_table)
+    p.set_defaults(handler=_table, human=render_table)
 
     p = s.add_parser("list", help="dataset presets and methods")
     p.add_argument("--recipe", choices=["gem", "vistabench"], default="gem", help="show this recipe's presets")
@@ -130,21 +122,11 @@ def register(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
 
 # ---------------------------------------------------------------------------------- handlers
 def _splits(args):
-    from ..data.smalldata import get_preset, load_smalldata
-    from ..data.smalldata_splits import write_preset_splits
-    from ..protocols.smalldata_config import SmalldataConfig
+    from ..protocols.smalldata import write_dataset_splits
 
-    SmalldataConfig.from_dict({k: getattr(args, k) for k in ("dataset", "root", "recipe", "per_class", "seed",
-                                                             "train_per_class", "val_fraction", "image_size")
-                               if getattr(args, k) is not None} | {"method": "ce"})  # the same checks as `run`
-    preset = get_preset(args.dataset, recipe=args.recipe)
-    data = load_smalldata(args.dataset, args.root, image_size=args.image_size)
-    res = write_preset_splits(data, args.out, dataset_name=args.dataset, preset=preset, seed=args.seed,
-                              per_class=args.per_class, train_per_class=args.train_per_class,
-                              val_fraction=args.val_fraction)
-    res["dataset"] = args.dataset
-    res["recipe"] = args.recipe
-    return res
+    return write_dataset_splits(args.dataset, args.out, root=args.root, recipe=args.recipe, per_class=args.per_class,
+                        train_per_class=args.train_per_class, val_fraction=args.val_fraction, seed=args.seed,
+                        image_size=args.image_size)
 
 
 def _splits_text(r: dict) -> str:
@@ -184,24 +166,14 @@ def _table(args):
     from ..report.smalldata import accuracy_table, cost_table
 
     with open_store(args.store) as store:
-        table = (cost_table if args.cost else accuracy_table)(store, dataset=args.dataset)
-    if args.json:
-        return {"columns": [c.key for c in table.columns], "rows": table.rows,
-                "styles": [{"row": i, "column": k, "style": v} for (i, k), v in sorted(table.styles.items())]}
-    print(table.render(args.format))
-    return None
+        return TableResult((cost_table if args.cost else accuracy_table)(store, dataset=args.dataset), args.format,
+                           with_styles=True)
 
 
 def _list(args):
-    from ..data.smalldata import presets
-    from ..data.smalldata import get_preset
-    from ..learners.smalldata.registry import methods
+    from ..protocols.smalldata import catalog
 
-    return {"recipe": args.recipe,
-            "datasets": {n: get_preset(n, recipe=args.recipe).to_dict() for n in presets.names()},
-            "methods": {n: {"title": methods.get(n).title, "family": methods.get(n).family,
-                            "options": methods.get(n).options.for_recipe(args.recipe).to_dict(),
-                            "fixed": methods.get(n).fixed, "tuned": methods.get(n).tuned} for n in methods.names()}}
+    return catalog(args.recipe)
 
 
 def _list_text(r: dict) -> str:

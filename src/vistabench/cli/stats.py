@@ -6,7 +6,6 @@ import argparse
 import math
 
 from . import add_json_arg, read_json_file
-from ..errors import InputError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -29,27 +28,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=_welch, human=_welch_text)
 
 
-def _scores(path: str, flag: str) -> list[float]:
-    data = read_json_file(path, flag)
-    if not isinstance(data, list) or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in data):
-        raise InputError(f"{flag} {path!r}: expected a JSON list of numbers, got "
-                         f"{type(data).__name__ if not isinstance(data, list) else 'a list with non-numbers'}")
-    return [float(v) for v in data]
-
-
 def _welch(args):
-    from ..metrics.stats import welch_test
+    from ..metrics.stats import welch_test_of_lists
 
-    a, b = _scores(args.a, "--a"), _scores(args.b, "--b")
-    for scores, flag, path in ((a, "--a", args.a), (b, "--b", args.b)):
-        if len(scores) < 2:
-            raise InputError(f"{flag} {path!r}: {len(scores)} score{'' if len(scores) == 1 else 's'}; Welch's t-test "
-                             "needs at least 2 per list (it estimates each list's variance)")
-    r = welch_test(a, b, alternative=args.alternative)
-    if r.t is None or math.isnan(r.t):
-        raise InputError(f"--a {args.a!r}, --b {args.b!r}: neither list varies (each is constant), so Welch's "
-                         "t-test is undefined (t = 0/0 or x/0); compare the means directly")
-    return r.to_dict()
+    return welch_test_of_lists(read_json_file(args.a, "--a"), read_json_file(args.b, "--b"),
+                               alternative=args.alternative).to_dict()
 
 
 def _welch_text(r: dict) -> str:

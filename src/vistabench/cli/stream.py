@@ -6,8 +6,7 @@ import argparse
 import math
 from pathlib import Path
 
-from . import add_json_arg, add_store_arg, read_json_file, store_records
-from ..errors import InputError
+from . import add_json_arg, add_store_arg, store_records
 from ..protocols.stream_config import StreamConfig
 from .configured import add_config_options, run_verb
 
@@ -114,12 +113,9 @@ def _add_cut_args(q: argparse.ArgumentParser) -> None:
 
 
 def _list(args):
-    from ..learners.stream.catalog import learner_names, stream_learners
-    from ..streams import load_stream, stream_names
+    from ..protocols.stream import catalog
 
-    docs = {n: ((stream_learners.get(n).__doc__ or "").strip().splitlines() or [""])[0] for n in learner_names()}
-    return {"streams": [load_stream(n).summary() for n in stream_names()], "learners": learner_names(),
-            "learner_docs": docs}
+    return catalog()
 
 
 def _list_human(res) -> str:
@@ -152,14 +148,9 @@ def _show_human(res) -> str:
 
 
 def _split(args):
-    from ..data.splits import write_split
-    from ..protocols.stream import stream_split
+    from ..protocols.stream import write_stream_split
 
-    split = stream_split(args.stream, meta_test_from_year=args.meta_test_from)
-    write_split(args.out, split)
-    n_test = sum(t["split"] == "meta-test" for t in split["tasks"])
-    return {"out": args.out, "tasks": len(split["tasks"]), "meta_test": n_test,
-            "meta_test_from_year": split["meta_test_from_year"], "sha256": split["sha256"]}
+    return write_stream_split(args.stream, args.out, meta_test_from_year=args.meta_test_from)
 
 
 def _score(args):
@@ -167,7 +158,7 @@ def _score(args):
     from ..streams import load_stream
 
     stream = load_stream(args.stream, meta_test_from_year=args.meta_test_from)
-    result = score(read_json_file(args.events, "--events"), stream)
+    result = score(args.events, stream)
     method = args.method or Path(args.events).stem
     run_id = args.run_id or f"{stream.name}-{method}-scored"
     ids = store_records(args.store, to_records(result, stream=stream, method=method, seed=args.seed, run_id=run_id))
@@ -204,19 +195,11 @@ def _run_human(res) -> str:
 
 
 def _pretrain(args):
-    from ..learners.stream.options import LearnerConfig
-    from ..learners.stream.pretrain import check_pretrain_args, pretrain_meta_train
-    from ..streams import load_stream
+    from ..protocols.stream import pretrain
 
-    config = StreamConfig.from_dict({"stream": args.stream, "arch": args.arch, "width": args.width,
-                                     "device": args.device, "seed": args.seed, "data_root": args.data_root,
-                                     "meta_test_from": args.meta_test_from})
-    check_pretrain_args(args.out, steps=args.steps, lr=args.lr, max_per_task=args.max_per_task,
-                        data_root=args.data_root)
-    stream = load_stream(args.stream, meta_test_from_year=args.meta_test_from)
-    cfg = LearnerConfig(seed=args.seed, arch=args.arch, arch_options=config.arch_options(), device=args.device)
-    return pretrain_meta_train(stream, args.out, steps=args.steps, seed=args.seed, config=cfg, lr=args.lr,
-                               max_per_task=args.max_per_task, data_root=args.data_root)
+    return pretrain(args.stream, args.out, steps=args.steps, lr=args.lr, max_per_task=args.max_per_task,
+                    seed=args.seed, data_root=args.data_root, arch=args.arch, width=args.width, device=args.device,
+                    meta_test_from=args.meta_test_from)
 
 
 def _pretrain_human(res) -> str:
@@ -228,24 +211,9 @@ def _pretrain_human(res) -> str:
 
 
 def _report(args):
-    from ..report.stream_analysis import analyse
-    from ..store import ResultsStore
+    from ..report.stream import stream_report
 
-    if not Path(args.store).exists():
-        raise InputError(f"--store {args.store!r}: no such results store (run `vistabench stream run` first)")
-    from ..report.stream import with_cflop_parts
-
-    with ResultsStore(args.store, read_only=True) as store:
-        a = with_cflop_parts(analyse(store, args.runs or None), store)
-    if not a["runs"]:
-        raise InputError(f"--store {args.store!r}: holds no stream runs")
-    if args.plot:
-        from ..report.stream import pareto_figure
-
-        fig = pareto_figure(a, cost="cflop" if args.cost == "total" else "cflop_train")
-        fig.savefig(args.plot, dpi=110)
-        a["plot"] = args.plot
-    return a
+    return stream_report(args.store, args.runs, plot=args.plot, cost=args.cost)
 
 
 def _report_human(a) -> str:

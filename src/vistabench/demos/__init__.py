@@ -18,7 +18,11 @@ __all__ = ["run_demo"]
 
 def run_demo(out_dir: str | Path, *, only: Sequence[str] | None = None, quick: bool = False,
              log=print) -> dict:
-    """Run the demo parts (all, or ``only``), write the store and report under ``out_dir``."""
+    """Run the demo parts (all, or ``only``), write the store and report under ``out_dir``.
+
+    Returns ``{"store", "parts": {name: {"seconds", "text"}}, "report"}``: ``text`` is the part's
+    tables as its demo prints them. ``log`` gets progress lines only (a part starts, ends).
+    """
     from ..report import build_report
     from ..suite import get_protocol, protocols
 
@@ -35,13 +39,12 @@ def run_demo(out_dir: str | Path, *, only: Sequence[str] | None = None, quick: b
     with ResultsStore(store_path) as store:
         for proto in chosen:
             t0 = time.perf_counter()
-            log(f"\n=== {proto.name} ===")
+            log(f"demo: running {proto.name} ...")
             text = proto.part("demo")(store, out / proto.name, quick=quick)
             dt = time.perf_counter() - t0
-            log(text)
-            log(f"({proto.name}: {dt:.1f} s)")
-            summary["parts"][proto.name] = {"seconds": round(dt, 1)}
+            log(f"demo: {proto.name} done in {dt:.1f} s")
+            summary["parts"][proto.name] = {"seconds": round(dt, 1), "text": text}
         report = build_report(store, out / "report", title="vistabench demo report")
     summary["report"] = str(report)
-    log(f"\nReport: {report}")
+    log(f"demo: wrote {report}")
     return summary

@@ -15,7 +15,7 @@ import numpy as np
 from .._validation import check_array, check_fraction
 from ..errors import InputError
 
-__all__ = ["WelchResult", "welch_test", "not_worse_than_best", "VARIANCE_RTOL"]
+__all__ = ["WelchResult", "welch_test", "welch_test_of_lists", "not_worse_than_best", "VARIANCE_RTOL"]
 
 #: Relative tolerance below which a sample's standard deviation counts as zero (see :func:`welch_test`).
 VARIANCE_RTOL = 1e-12
@@ -104,6 +104,26 @@ def welch_test(a: Any, b: Any, *, alternative: Alternative = "two-sided") -> Wel
     else:
         p = float(student_t.sf(t, df))
     return WelchResult(float(t), float(df), min(p, 1.0), ma, mb, na, nb, alternative)
+
+
+def welch_test_of_lists(a: Any, b: Any, *, alternative: Alternative = "two-sided") -> WelchResult:
+    """:func:`welch_test` of two lists of scores (e.g. read from JSON files), refusing what it cannot
+    test instead of returning NaN: :class:`InputError` naming the list (``a``, ``b``) when it is not a
+    list of numbers or holds fewer than 2 scores, or when neither list varies."""
+    for name, v in (("a", a), ("b", b)):
+        v = v.tolist() if isinstance(v, np.ndarray) else v
+        if not isinstance(v, (list, tuple)) or not all(isinstance(x, (int, float)) and not isinstance(x, bool)
+                                                       for x in v):
+            got = "a list with non-numbers" if isinstance(v, (list, tuple)) else type(v).__name__
+            raise InputError(f"{name}: expected a list of numbers, got {got}")
+        if len(v) < 2:
+            raise InputError(f"{name}: {len(v)} score{'' if len(v) == 1 else 's'}; Welch's t-test needs at least 2 "
+                             "per list (it estimates each list's variance)")
+    r = welch_test(a, b, alternative=alternative)
+    if math.isnan(r.t):
+        raise InputError("neither `a` nor `b` varies (each is constant), so Welch's t-test is undefined "
+                         "(t = 0/0 or x/0); compare the means directly")
+    return r
 
 
 def not_worse_than_best(

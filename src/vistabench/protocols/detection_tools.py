@@ -55,8 +55,14 @@ def rerank_results_file(results: str | os.PathLike[str], out: str | os.PathLike[
 
 
 def fit_calibration_file(ground_truth: str | os.PathLike[str], results: str | os.PathLike[str],
-                         out: str | os.PathLike[str], settings: CalibrationSettings) -> dict[str, Any]:
-    """Fit per-category calibrators on a held-out detection set and write them as JSON."""
+                         out: str | os.PathLike[str],
+                         settings: CalibrationSettings | dict[str, Any] | None = None) -> dict[str, Any]:
+    """Fit per-category calibrators on a held-out detection set and write them as JSON.
+
+    ``settings``: a :class:`CalibrationSettings` or a mapping of its fields (checked by it; missing
+    fields take their defaults)."""
+    if not isinstance(settings, CalibrationSettings):
+        settings = CalibrationSettings.from_dict(dict(settings or {}))
     iou_type = settings.iou_type
     masks = "auto" if iou_type == "auto" else iou_type == "segm"
     gt, dets = read_detection_set(ground_truth, results, masks=masks)

@@ -42,7 +42,7 @@ __all__ = [
     "PRESETS", "build_sessions", "load_sessions", "write_sessions", "read_index_lists",
     "sessions_from_index_lists", "image_folder_paths", "session_test_pool", "predicted_over_seen",
     "score_predictions", "score_prediction_files", "reference_scores", "run", "run_sessions", "score", "to_record",
-    "record_for", "layout_settings", "sessions_for_data", "score_matrix", "layout_sessions", "reference_for",
+    "record_for", "layout_settings", "sessions_for_data", "score_matrix", "layout_sessions", "reference_for", "score_from",
 ]
 
 
@@ -126,7 +126,7 @@ def score_matrix(content: Any, *, base_classes: int | None, way: int | None, mod
     from ..metrics.incremental import session_sizes_uniform
 
     if base_classes is None or way is None:
-        raise InputError("base_classes: a matrix needs base_classes and way (the sessions' sizes)")
+        raise InputError("base_classes: a `matrix` needs `base_classes` and `way` (the sessions' sizes)")
     if not isinstance(content, dict) or "matrix" not in content:
         keys = f" with keys {sorted(content)}" if isinstance(content, dict) else ""
         raise InputError(f"{name}: expected a JSON object with a 'matrix' key, got {type(content).__name__}{keys}")
@@ -139,6 +139,40 @@ def score_matrix(content: Any, *, base_classes: int | None, way: int | None, mod
         return incremental_scores(m, session_sizes=sizes, mode=mode, num_alphas=num_alphas, way=way)
     except InputError as exc:
         raise InputError(f"{name}: {exc}") from exc
+
+
+def score_from(*, matrix: Any = None, predictions: Sequence[Predictions | str | os.PathLike[str]] | None = None,
+               sessions: dict[str, Any] | str | os.PathLike[str] | None = None, base_classes: int | None = None,
+               way: int | None = None, mode: Mode = "exact",
+               num_alphas: int = 101) -> tuple[IncrementalScores, dict[str, Any]]:
+    """Scores from either an accuracy ``matrix`` (its content or a JSON file, with ``base_classes`` and
+    ``way``) or one ``predictions`` object or file per session (with ``sessions``: content or file).
+
+    Returns the scores and the sessions they refer to (for :func:`to_record`; a matrix gets
+    :func:`layout_sessions`).
+    """
+    if (matrix is None) == (predictions is None):
+        raise InputError("matrix: give either `matrix` (with `base_classes` and `way`) or `predictions` "
+                         "(with `sessions`)")
+    if matrix is not None:
+        if sessions is not None:
+            raise InputError("sessions: goes with `predictions`; with `matrix` give `base_classes` and `way`")
+        name = "matrix"
+        if isinstance(matrix, (str, os.PathLike)):
+            from ..jsonutil import read_json
+
+            name = f"matrix {str(matrix)!r}"
+            matrix = read_json(matrix, what="matrix")
+        scores = score_matrix(matrix, base_classes=base_classes, way=way, mode=mode, num_alphas=num_alphas,
+                              name=name)
+        return scores, layout_sessions(scores.settings["session_sizes"], base_classes=base_classes, way=way)
+    if sessions is None:
+        raise InputError("predictions: needs `sessions` (the session classes and test pool)")
+    if base_classes is not None or way is not None:
+        given = "base_classes" if base_classes is not None else "way"
+        raise InputError(f"{given}: goes with `matrix`; with `predictions` the sessions give the layout")
+    sess = sessions if isinstance(sessions, dict) else load_sessions(sessions)
+    return IncrementalScores(**score(predictions, sess, mode=mode, num_alphas=num_alphas)), sess
 
 
 def layout_sessions(session_sizes: Sequence[int], *, base_classes: int | None = None,

@@ -45,9 +45,29 @@ def _class_pools(pool_labels: np.ndarray, C: int) -> list[np.ndarray]:
     return [order[bounds[c]:bounds[c + 1]] for c in range(C)]
 
 
+def _read_pool_labels(path: str | Path) -> np.ndarray:
+    """The ``labels`` array of a ``.npz`` file (a predictions file works)."""
+    from ..data.predictions import read_npz_arrays
+
+    arrays = read_npz_arrays(path, "pool_labels")
+    if "labels" not in arrays:
+        raise InputError(f"pool_labels {str(path)!r}: no array 'labels' (found {sorted(arrays)})")
+    return arrays["labels"]
+
+
+def _read_train_counts(path: str | Path) -> list[Any]:
+    """A JSON file holding the list of training counts by class index."""
+    from ..jsonutil import read_json
+
+    counts = read_json(path, what="train_counts")
+    if not isinstance(counts, list):
+        raise InputError(f"train_counts {str(path)!r}: expected a JSON list of counts, got {type(counts).__name__}")
+    return counts
+
+
 def build_sweep(
-    pool_labels: np.ndarray,
-    train_counts: np.ndarray,
+    pool_labels: np.ndarray | str | Path,
+    train_counts: np.ndarray | str | Path,
     *,
     test_imbalance: float,
     n_max: int | None = None,
@@ -59,9 +79,9 @@ def build_sweep(
 
     Parameters
     ----------
-    pool_labels : array of int, shape (N,)
-        Labels of the test pool, in the order of the predictions file.
-    train_counts : array of int, shape (C,)
+    pool_labels : array of int, shape (N,), or the path of a ``.npz`` with a ``labels`` array
+        Labels of the test pool, in the order of the predictions file (a predictions file works).
+    train_counts : array of int, shape (C,), or the path of a JSON file holding that list
         Training samples per class, by class index; defines positions and the distribution p.
     test_imbalance : float
         rho_t > 1 (values < 1 read as 1/rho_t).
@@ -73,6 +93,10 @@ def build_sweep(
     seed : int
         Seeds the draws: the same inputs and seed give a byte-identical file.
     """
+    if isinstance(train_counts, (str, Path)):
+        train_counts = _read_train_counts(train_counts)
+    if isinstance(pool_labels, (str, Path)):
+        pool_labels = _read_pool_labels(pool_labels)
     counts = _check_train_counts(train_counts)
     C = len(counts)
     labels = check_labels(pool_labels, "pool_labels", num_classes=C)
@@ -128,6 +152,12 @@ def read_sweep(path: str | Path) -> dict[str, Any]:
     sweep = read_split(path, kind=SWEEP_KIND, what="sweep file")
     validate_sweep(sweep, where=f"sweep file {str(path)!r}")
     return sweep
+
+
+def sweep_settings(sweep: dict[str, Any]) -> dict[str, Any]:
+    """What a record of predictions scored against ``sweep`` stores of it in its settings."""
+    return {"train_counts": sweep["train_counts"], "test_imbalance": sweep["test_imbalance"],
+            "points": len(sweep["points"]), "repeats": sweep["repeats"], "sweep_sha256": sweep["sha256"]}
 
 
 def validate_sweep(sweep: dict[str, Any], *, where: str = "sweep") -> None:

@@ -44,7 +44,44 @@ from .smalldata_core import (PROTOCOL, Context, RunPlan, check_batch, method_spa
 from .smalldata_final import final_split
 
 __all__ = ["SmalldataConfig", "run", "plan_from_config", "prepare_from_config", "run_method", "tune_split",
-           "final_split", "score", "to_record", "Context", "RunPlan", "prepare", "method_space", "PROTOCOL"]
+           "final_split", "score", "to_record", "Context", "RunPlan", "prepare", "method_space", "PROTOCOL",
+           "write_dataset_splits", "catalog"]
+
+
+def write_dataset_splits(dataset: str, out: str | Path, *, root: str | Path | None = None, recipe: str = "gem",
+                 per_class: int | None = None, train_per_class: int | None = None,
+                 val_fraction: float | None = None, seed: int = 0, image_size: int | None = None) -> dict[str, Any]:
+    """Write the split files of ``dataset`` (trainval/train/val, + test where it has no official one)
+    for i = 0..2 to the folder ``out``; the arguments are checked as a run's config fields are.
+
+    Returns :func:`~vistabench.data.smalldata_splits.write_preset_splits`'s summary with ``dataset``
+    and ``recipe``.
+    """
+    from ..data.smalldata import get_preset, load_smalldata
+    from ..data.smalldata_splits import write_preset_splits
+
+    given = {"dataset": dataset, "root": root, "recipe": recipe, "per_class": per_class, "seed": seed,
+             "train_per_class": train_per_class, "val_fraction": val_fraction, "image_size": image_size}
+    SmalldataConfig.from_dict({k: v for k, v in given.items() if v is not None} | {"method": "ce"})
+    preset = get_preset(dataset, recipe=recipe)
+    data = load_smalldata(dataset, root, image_size=image_size)
+    res = write_preset_splits(data, out, dataset_name=dataset, preset=preset, seed=seed, per_class=per_class,
+                              train_per_class=train_per_class, val_fraction=val_fraction)
+    return {**res, "dataset": dataset, "recipe": recipe}
+
+
+def catalog(recipe: str = "gem") -> dict[str, Any]:
+    """The dataset presets (as ``recipe`` sets them) and the registered methods with their options."""
+    from ..data.smalldata import get_preset, presets
+    from ..learners.smalldata.registry import methods
+
+    if recipe not in ("gem", "vistabench"):
+        raise InputError(f"recipe: expected 'gem' or 'vistabench', got {recipe!r}")
+    return {"recipe": recipe,
+            "datasets": {n: get_preset(n, recipe=recipe).to_dict() for n in presets.names()},
+            "methods": {n: {"title": methods.get(n).title, "family": methods.get(n).family,
+                            "options": methods.get(n).options.for_recipe(recipe).to_dict(),
+                            "fixed": methods.get(n).fixed, "tuned": methods.get(n).tuned} for n in methods.names()}}
 
 
 def _study(ctx: Context, split: SmallDataSplit, method: str, opts: RunPlan) -> tuple[str, Path]:

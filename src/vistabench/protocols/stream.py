@@ -39,7 +39,8 @@ from ..streams.sources import TaskSplits, resolve_task
 from .stream_config import StreamConfig
 
 __all__ = ["run", "run_stream", "default_run_id", "run_id_for", "summarise_events", "task_seed", "run_events",
-           "StreamRunResult", "stream_split", "score", "to_records", "event_record", "EVENT_KEYS"]
+           "StreamRunResult", "stream_split", "write_stream_split", "catalog", "score", "pretrain", "to_records",
+           "event_record", "EVENT_KEYS"]
 
 PROTOCOL = "stream"
 
@@ -342,14 +343,59 @@ def stream_split(stream: Stream | str, *, meta_test_from_year: int | str | None 
                            for t in s.tasks]})
 
 
+def write_stream_split(stream: Stream | str, out: str | Path, *,
+                       meta_test_from_year: int | str | None = None) -> dict[str, Any]:
+    """Write :func:`stream_split`'s manifest to ``out``; returns a summary (tasks, meta-test tasks, cut)."""
+    from ..data.splits import write_split
+
+    split = stream_split(stream, meta_test_from_year=meta_test_from_year)
+    write_split(out, split)
+    return {"out": str(out), "tasks": len(split["tasks"]),
+            "meta_test": sum(t["split"] == "meta-test" for t in split["tasks"]),
+            "meta_test_from_year": split["meta_test_from_year"], "sha256": split["sha256"]}
+
+
+def catalog() -> dict[str, Any]:
+    """The built-in streams (their summaries) and the registered learners (with their docs' first lines)."""
+    from ..learners.stream.catalog import learner_names, stream_learners
+    from ..streams import stream_names
+
+    docs = {n: ((stream_learners.get(n).__doc__ or "").strip().splitlines() or [""])[0] for n in learner_names()}
+    return {"streams": [load_stream(n).summary() for n in stream_names()], "learners": learner_names(),
+            "learner_docs": docs}
+
+
 def _read_events(path: str | Path) -> Any:
     p = Path(path)
+    where = f"events {str(path)!r}"
     if not p.is_file():
-        raise InputError(f"events {str(path)!r}: no such file")
+        raise InputError(f"{where}: " + ("is a folder, expected a file" if p.is_dir() else "no such file"))
     try:
         return json.loads(p.read_text(encoding="utf-8-sig"))
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise InputError(f"events {str(path)!r}: not a JSON file ({exc})") from None
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{where}: malformed JSON ({exc.msg} at line {exc.lineno})") from None
+    except UnicodeDecodeError:
+        raise InputError(f"{where}: not a UTF-8 text file") from None
+
+
+def pretrain(stream: str, out: str | Path, *, steps: int = 200, lr: float = 0.05, max_per_task: int = 2000,
+             seed: int = 0, data_root: str | Path | None = None, arch: str = "cnn28", width: int | None = None,
+             device: str = "cpu", meta_test_from: int | str | None = None) -> dict[str, Any]:
+    """PT-MT: pre-train one network on ``stream``'s meta-train tasks and write the checkpoint ``out``
+    (+ ``out.json``) that a run with learner ``pt`` fine-tunes from (``checkpoint``). ``arch``,
+    ``width``, ``device``, ``seed``, ``data_root`` and ``meta_test_from`` are checked as a run's config
+    fields (they must match that later run); returns
+    :func:`~vistabench.learners.stream.pretrain.pretrain_meta_train`'s summary."""
+    from ..learners.stream.options import LearnerConfig
+    from ..learners.stream.pretrain import check_pretrain_args, pretrain_meta_train
+
+    config = StreamConfig.from_dict({"stream": stream, "arch": arch, "width": width, "device": device, "seed": seed,
+                                     "data_root": data_root, "meta_test_from": meta_test_from})
+    check_pretrain_args(out, steps=steps, lr=lr, max_per_task=max_per_task, data_root=data_root)
+    s = load_stream(stream, meta_test_from_year=meta_test_from)
+    cfg = LearnerConfig(seed=seed, arch=arch, arch_options=config.arch_options(), device=device)
+    return pretrain_meta_train(s, out, steps=steps, seed=seed, config=cfg, lr=lr, max_per_task=max_per_task,
+                               data_root=data_root)
 
 
 def score(predictions: list[dict[str, Any]] | str | Path, reference: Stream | str, *,

@@ -303,6 +303,23 @@ def lazy_summary(lazy: IncrementalScores, close: list[tuple[str, float, float]],
             + (f", by at least {gap:.2f} points." if len(below) == len(close) else "."))
 
 
+def save_gacc_plot(scores: IncrementalScores, path: Any) -> str:
+    """Draw a scored run's gAcc(alpha) curve with the corner cases of its layout to ``path`` (PNG)."""
+    from pathlib import Path
+
+    sizes = scores.settings["session_sizes"]
+    refs = reference_rows(sizes, base_accuracy=scores.matrix[0][0], mode=scores.settings["mode"],
+                          way=scores.settings.get("way"))
+    fig = gacc_figure({auc_label("scored", scores.gacc): scores.curve},
+                      {auc_label(k, v.gacc): v.curve for k, v in refs.items()})
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120, bbox_inches="tight")
+    import matplotlib.pyplot as plt  # gacc_figure chose the backend
+
+    plt.close(fig)
+    return str(path)
+
+
 def auc_label(name: str, gacc: float) -> str:
     return f"{name} (gAcc {100 * gacc:.1f})"
 

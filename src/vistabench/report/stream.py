@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ..errors import InputError
 from ..store import ResultsStore
 from .html import Section
 from .tables import Column, Table
@@ -30,6 +31,31 @@ def with_cflop_parts(analysis: dict[str, Any], store: ResultsStore) -> dict[str,
         else:  # runs scored from outside (`stream score`) may give the total only
             r["cflop_train"] = r["cflop_selection"] = None
     return analysis
+
+
+def stream_report(store: str | Any, runs: Any = None, *, plot: str | None = None,
+                  cost: str = "total") -> dict[str, Any]:
+    """The stream analysis of the runs in ``store`` (a path, opened read-only, or a store): all runs,
+    or those of ``runs``; with ``plot``, the Pareto plot (x axis ``cost``: "total" = cFLOP, "train" =
+    training steps only, dm_nevis's convention) is written there and named under ``"plot"``."""
+    from .stream_analysis import analyse
+
+    if cost not in ("total", "train"):
+        raise InputError(f"cost: expected 'total' or 'train', got {cost!r}")
+    if isinstance(store, ResultsStore):
+        a = with_cflop_parts(analyse(store, runs or None), store)
+        where = f"store {str(store.path)!r}"
+    else:
+        with ResultsStore(store, read_only=True) as st:
+            a = with_cflop_parts(analyse(st, runs or None), st)
+        where = f"store {str(store)!r}"
+    if not a["runs"]:
+        raise InputError(f"{where}: holds no stream runs")
+    if plot:
+        fig = pareto_figure(a, cost="cflop" if cost == "total" else "cflop_train")
+        fig.savefig(plot, dpi=110)
+        a["plot"] = str(plot)
+    return a
 
 
 def runs_table(analysis: dict[str, Any], *, stream: str | None = None) -> Table:
