@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -72,8 +73,8 @@ def run_grid(config: GridConfig, *, store: str | os.PathLike[str], engine: str =
         raise InputError(f"max_parallel: expected a positive integer, got {max_parallel}")
     if cpus_per_cell < 1:
         raise InputError(f"cpus_per_cell: expected a positive integer, got {cpus_per_cell}")
-    if gpus_per_cell is not None and gpus_per_cell < 0:
-        raise InputError(f"gpus_per_cell: expected a number >= 0, got {gpus_per_cell}")
+    if gpus_per_cell is not None and not (math.isfinite(gpus_per_cell) and gpus_per_cell >= 0):
+        raise InputError(f"gpus_per_cell: expected a finite number >= 0, got {gpus_per_cell}")
     if ray_address and engine != "ray":
         raise InputError("ray_address: only with engine ray")
     say = log or (lambda _msg: None)
