@@ -135,7 +135,7 @@ def run_grid(config: GridConfig, *, store: str | os.PathLike[str], engine: str =
 def check_store_path(store: str | os.PathLike[str]) -> None:
     """A results store is a file: a folder is refused in one line (the same for run, status, table)."""
     if store is None:
-        raise InputError("store: none (--no-store), but a grid needs its results store (it keeps each cell's "
+        raise InputError("store: none (no results store), but a grid needs its results store (it keeps each cell's "
                          "records there and skips the cells already done); give a file")
     if Path(store).is_dir():
         raise InputError(f"store: {str(store)!r} is a folder, expected a results store file")
@@ -153,7 +153,7 @@ def check_local_gpus(cells: list[Cell], gpus_per_cell: float | None) -> None:
         why = f"cell {c.label()} has device {c.setting('device')!r}" if gpus_for(c, None) > 0 else \
             f"gpus_per_cell is {gpus_per_cell:g}"
         raise InputError(f"device: {why} but this machine has no CUDA GPU (torch.cuda.is_available() is "
-                         "False); use device cpu, or a Ray cluster with GPU workers (--ray-address)")
+                         "False); use device cpu, or a Ray cluster with GPU workers (ray_address)")
 
 
 def grid_status(config: GridConfig, *, store: str | os.PathLike[str]) -> dict[str, Any]:
