@@ -131,7 +131,8 @@ class LongtailConfig(RunConfig):
         """Where ``name``'s value came from when it is the recipe's (set for the recipe's own epochs)."""
         preset = recipe_fields(self.recipe, self.method) if self.recipe in RECIPES else {}
         if name in preset and preset[name] == getattr(self, name) and preset.get("epochs") != self.epochs:
-            return (f" (recipe {self.recipe!r} sets {name} for its {preset['epochs']} epochs; give {name} for "
+            what = "lr_milestones and lr_factors" if name == "lr_milestones" else name
+            return (f" (recipe {self.recipe!r} sets {name} for its {preset['epochs']} epochs; give {what} for "
                     f"{self.epochs} epochs too, or recipe cpu)")
         return ""
 
