@@ -252,6 +252,8 @@ CASES = [
     ("run-method-opt-no-value", ["longtail", "run", "--data", "digits", "--imbalance", "10", "--store", "{d}/lt.sqlite", "--method", "focal", "--method-opt", "gamma"],
      "KEY=VALUE"),
     ("run-bbn-batch-1", ["longtail", "run", "--data", "digits", "--imbalance", "10", "--store", "{d}/lt.sqlite", "--method", "bbn", "--batch-size", "1"], "--batch-size"),
+    ("run-lr-beyond-float32", ["longtail", "run", "--data", "digits", "--imbalance", "10", "--store", "{d}/lt.sqlite", "--method", "ce", "--lr", "1e308"],
+     "--lr: expected a number within float32's range"),
     ("run-drw-epoch-late", ["longtail", "run", "--data", "digits", "--imbalance", "10", "--store", "{d}/lt.sqlite", "--method", "ldam_drw", "--epochs", "2", "--method-opt", "drw_epoch=5"],
      "method_options.drw_epoch: expected a 0-based epoch before epochs=2"),
     ("run-ib-epoch-late", ["longtail", "run", "--data", "digits", "--imbalance", "10", "--store", "{d}/lt.sqlite", "--method", "ib", "--epochs", "2", "--method-opt", "ib_epoch=2"],
