@@ -62,6 +62,7 @@ def test_from_dict_coerces_strings_and_resolves_recipe():
     ({"data": "d", "lr": -1}, "lr: expected a number > 0, got -1"),
     ({"data": "d", "lr": "abc"}, "lr: expected a number, got 'abc'"),
     ({"data": "d", "lr": "nan"}, "lr: expected a finite number"),
+    ({"data": "d", "lr": 1e39}, "lr: expected a number within float32's range (|x| <= 3.403e+38), got 1e+39"),
     ({"data": "d", "epochs": 2.5}, "epochs: expected an integer, got 2.5"),
     ({"data": "d", "epochs": True}, "epochs: expected an integer"),
     ({"data": "d", "method": "focall"}, "did you mean 'focal'"),

@@ -41,3 +41,19 @@ def test_engine_options_are_one_line_input_errors(kw, message):
 def test_a_local_session_without_parallelism_is_a_no_op():
     with engine_session("local"):
         assert [o.value for o in run_jobs([Job(_square, (x,)) for x in range(3)])] == [0, 1, 4]
+
+
+def test_a_task_needing_a_gpu_the_cluster_lacks_is_one_line(monkeypatch):
+    """Ray would keep such a task (a grid cell, a stream trial, a small-data trial on Ray Tune) pending
+    forever; :func:`check_cluster_gpus` answers once Ray is up (issue 24: ``device: cuda`` without GPU)."""
+    import vistabench.jobs as jobs
+
+    class _Ray:
+        @staticmethod
+        def cluster_resources():
+            return {"CPU": 2.0}
+
+    monkeypatch.setattr(jobs, "import_ray", lambda: _Ray)
+    jobs.check_cluster_gpus(0.0)  # a CPU task: nothing to check
+    with pytest.raises(InputError, match="^device: each task needs 1 GPU but the Ray cluster has 0"):
+        jobs.check_cluster_gpus(1.0)

@@ -138,6 +138,9 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
+#: the largest float32: every number of a config ends up in float32 tensors
+FLOAT32_MAX = 3.4028234663852886e38
+
 _TRUE = {"true", "yes", "on", "1"}
 _FALSE = {"false", "no", "off", "0"}
 
@@ -213,6 +216,9 @@ def _coerce(value: Any, tp: Any, name: str, info: FieldInfo | None) -> Any:
             raise InputError(f"{name}: expected a number, got {value!r}") from None
         if (info is None or info.finite) and not math.isfinite(out):
             raise InputError(f"{name}: expected a finite number, got {value!r}")
+        if (info is None or info.finite) and abs(out) > FLOAT32_MAX:  # torch would overflow converting it
+            raise InputError(f"{name}: expected a number within float32's range (|x| <= {FLOAT32_MAX:.4g}), "
+                             f"got {value!r}")
         return out
     if tp is str:
         if isinstance(value, (dict, list, tuple)) or value is None:

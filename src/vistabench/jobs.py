@@ -18,6 +18,7 @@ Engines never write to the store: the driver does (one writer).
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import tempfile
@@ -28,8 +29,8 @@ from typing import Any, Callable, Iterator
 
 from .errors import InputError
 
-__all__ = ["ENGINES", "SYSTEM_RETRIES", "Job", "Outcome", "check_engine", "check_ray_address", "connect_ray",
-           "engine_session", "is_system_failure", "one_line", "resolve_ray_address", "run_jobs"]
+__all__ = ["ENGINES", "SYSTEM_RETRIES", "Job", "Outcome", "check_cluster_gpus", "check_engine", "check_ray_address",
+           "connect_ray", "engine_session", "is_system_failure", "one_line", "resolve_ray_address", "run_jobs"]
 
 ENGINES = ("local", "ray")
 #: How many times a Ray task that died of a system failure (worker killed, node lost) is submitted again.
@@ -214,11 +215,7 @@ def _jobs_ray(jobs: list[Job], *, max_parallel: int | None, cpus_per_job: int, r
     ray = import_ray()
     started = connect_ray(ray_address, num_cpus=max_parallel * cpus_per_job if max_parallel else None)
     try:
-        have = ray.cluster_resources().get("GPU", 0.0)
-        need = max((j.gpus for j in jobs), default=0.0)
-        if need > have:
-            raise InputError(f"device: each task needs {need:g} GPU but the Ray cluster has {have:g} "
-                             "(device cuda needs GPU workers; a grid can set --gpus-per-cell)")
+        check_cluster_gpus(max((j.gpus for j in jobs), default=0.0))
         remotes: dict[Any, Any] = {}
         shared: dict[int, Any] = {}  # id(arg) -> ObjectRef: a big argument (a dataset) is put once
 
@@ -261,6 +258,17 @@ def _jobs_ray(jobs: list[Job], *, max_parallel: int | None, cpus_per_job: int, r
     finally:
         if started:
             ray.shutdown()
+
+
+def check_cluster_gpus(need: float) -> None:
+    """With Ray initialised: a one-line ``InputError`` naming ``device`` when one task needs more GPUs
+    than the whole cluster has (Ray would keep it pending forever)."""
+    if need <= 0:
+        return
+    have = import_ray().cluster_resources().get("GPU", 0.0)
+    if need > have:
+        raise InputError(f"device: each task needs {need:g} GPU but the Ray cluster has {have:g} (device cuda "
+                         "needs GPU workers; use device cpu, or a cluster with GPUs; a grid can set gpus_per_cell)")
 
 
 def import_ray() -> Any:
@@ -331,7 +339,9 @@ def connect_ray(address: str | None, *, num_cpus: int | None = None, num_gpus: f
             raise InputError(f"ray_address: cannot connect to {address!r} ({one_line(exc)})") from None
     else:
         # address="local": always a new local instance (None would attach to a cluster recorded in
-        # ray_current_cluster, and then refuse num_cpus)
+        # ray_current_cluster, and then refuse num_cpus). Its notice about token authentication concerns
+        # clusters others connect to; this one lives and dies with this process, so it stays quiet
+        logging.getLogger("ray._private.authentication").setLevel(logging.ERROR)
         ray.init(address="local", num_cpus=num_cpus or os.cpu_count() or 1, num_gpus=num_gpus, **kw)
     return True
 

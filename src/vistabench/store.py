@@ -125,7 +125,7 @@ class ResultsStore:
                 raise InputError(f"{where}: cannot read ({exc.strerror})") from exc
             if head != _SQLITE_MAGIC:
                 raise InputError(f"{where}: not a SQLite results store (the file holds something else); "
-                                 "pass a new file name to --store")
+                                 "give the store a new file name")
         elif not read_only and not self.path.parent.is_dir():
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -139,8 +139,8 @@ class ResultsStore:
                 raise
             raise InputError(f"{where}: cannot open ({exc})") from exc
         except sqlite3.DatabaseError as exc:
-            raise InputError(f"{where}: corrupted SQLite file ({exc}); restore it from a backup or pass "
-                             "a new file name to --store") from exc
+            raise InputError(f"{where}: corrupted SQLite file ({exc}); restore it from a backup or give "
+                             "the store a new file name") from exc
 
     def _check_and_init(self, where: str) -> None:
         conn = self._conn
@@ -153,15 +153,15 @@ class ResultsStore:
                                  f"up to {SCHEMA_VERSION}); upgrade vistabench to read it")
         elif app_id != 0:
             raise InputError(f"{where}: a SQLite file of another program (application_id {app_id:#x}), not a "
-                             "vistabench results store; pass a new file name to --store")
+                             "vistabench results store; give the store a new file name")
         elif tables - {"records", "sqlite_sequence"}:
             raise InputError(f"{where}: a SQLite file of another program (tables {sorted(tables)[:5]}), not a "
-                             "vistabench results store; pass a new file name to --store")
+                             "vistabench results store; give the store a new file name")
         elif "records" in tables:  # a store written before stores were marked: check its columns
             cols = {r[1] for r in conn.execute("PRAGMA table_info(records)")}
             if cols != _RECORD_COLUMNS:
                 raise InputError(f"{where}: its 'records' table is not vistabench's (columns {sorted(cols)}); "
-                                 "pass a new file name to --store")
+                                 "give the store a new file name")
         if self.read_only:
             return
         conn.execute("PRAGMA journal_mode=WAL")
@@ -233,7 +233,7 @@ class ResultsStore:
             rows = self._conn.execute(sql, args).fetchall()
         except sqlite3.DatabaseError as exc:
             raise InputError(f"results store {str(self.path)!r}: cannot read records ({exc}); restore it "
-                             "from a backup or pass a new file name to --store") from exc
+                             "from a backup or give the store a new file name") from exc
         for row in rows:
             loaded = {}
             for col, text in (("settings", row[6]), ("metrics", row[7])):

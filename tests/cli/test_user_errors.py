@@ -97,6 +97,7 @@ def d(tmp_path_factory):
     (t / "grid_typo.yaml").write_text("protocol: longtial\nfixed: {data: digits}\ngrid: {method: [ce]}\n")
     (t / "grid_option.yaml").write_text("protocol: longtail\nfixed: {data: digits, imbalance: 10}\n"
                                         "grid: {methd: [ce]}\n")
+    (t / "grid_good.yaml").write_text("protocol: longtail\nfixed: {data: digits, imbalance: 10, method: ce}\n")
     img = t / "imgs" / "cat"
     img.mkdir(parents=True)
     (img / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\nnot really")
@@ -251,6 +252,16 @@ CASES = [
     ("run-method-opt-no-value", ["longtail", "run", "--data", "digits", "--imbalance", "10", "--store", "{d}/lt.sqlite", "--method", "focal", "--method-opt", "gamma"],
      "KEY=VALUE"),
     ("run-bbn-batch-1", ["longtail", "run", "--data", "digits", "--imbalance", "10", "--store", "{d}/lt.sqlite", "--method", "bbn", "--batch-size", "1"], "--batch-size"),
+    ("run-lr-beyond-float32", ["longtail", "run", "--data", "digits", "--imbalance", "10", "--store", "{d}/lt.sqlite", "--method", "ce", "--lr", "1e308"],
+     "--lr: expected a number within float32's range"),
+    ("run-drw-epoch-late", ["longtail", "run", "--data", "digits", "--imbalance", "10", "--store", "{d}/lt.sqlite", "--method", "ldam_drw", "--epochs", "2", "--method-opt", "drw_epoch=5"],
+     "method_options.drw_epoch: expected a 0-based epoch before epochs=2"),
+    ("run-ib-epoch-late", ["longtail", "run", "--data", "digits", "--imbalance", "10", "--store", "{d}/lt.sqlite", "--method", "ib", "--epochs", "2", "--method-opt", "ib_epoch=2"],
+     "method_options.ib_epoch"),
+    ("run-milestone-late", ["longtail", "run", "--data", "digits", "--imbalance", "10", "--store", "{d}/lt.sqlite", "--method", "ce", "--epochs", "2", "--schedule", "step", "--lr-milestones", "5", "--lr-factors", "0.1"],
+     "--lr-milestones: expected 0-based epochs before epochs=2"),
+    ("run-reference-recipe-fewer-epochs", ["longtail", "run", "--data", "cifar10:{d}/folder", "--imbalance", "100", "--method", "ldam_drw", "--epochs", "10", "--print-config"],
+     "recipe 'reference' sets lr_milestones for its 200 epochs"),
     ("run-config-missing", ["longtail", "run", "--data", "digits", "--imbalance", "10", "--store", "{d}/lt.sqlite", "--method", "ce", "--config", "{d}/nope.yaml"], "nope.yaml"),
     ("run-milestones-no-factors", ["longtail", "run", "--data", "digits", "--imbalance", "10", "--store", "{d}/lt.sqlite", "--method", "ce", "--schedule", "step", "--lr-milestones", "3"],
      "--lr-factors"),
@@ -442,7 +453,14 @@ CASES = [
      "method_options.scattering_J"),
     ("sd-dskn-vit", ["smalldata", "run", "--dataset", "digits", "--method", "dskn", "--model", "vit_small",
                      "--trials", "1", "--epochs", "1", "--repeats", "1", "--work-dir", "{d}/w",
-                     "--store", "{d}/sd.sqlite"], "'vit_small' has none"),
+                     "--store", "{d}/sd.sqlite"], "--model: method 'dskn' changes a convolutional backbone"),
+    ("sd-dhn-vit", ["smalldata", "run", "--dataset", "digits", "--method", "dhn", "--model", "vit_small", "--work-dir", "{d}/w", "--store", "{d}/sd.sqlite"], "'vit_small' is not one"),
+    ("sd-harmonic-vit", ["smalldata", "run", "--dataset", "digits", "--method", "harmonic", "--model", "vit_small", "--work-dir", "{d}/w", "--store", "{d}/sd.sqlite"], "'vit_small' is not one"),
+    ("sd-space-range-text", ["smalldata", "run", "--dataset", "digits", "--method", "ce", "--space", '{"lr": {"uniform": ["a", 1]}}', "--work-dir", "{d}/w", "--store", "{d}/sd.sqlite"], "space.lr: uniform expects two numbers"),
+    ("sd-space-int-inf", ["smalldata", "run", "--dataset", "digits", "--method", "dhn", "--space", '{"scattering_J": {"choice": [Infinity]}}', "--work-dir", "{d}/w", "--store", "{d}/sd.sqlite"], "space.scattering_J: expected finite numbers"),
+    ("sd-space-nan", ["smalldata", "run", "--dataset", "digits", "--method", "tvmf", "--space", '{"kappa": {"choice": [NaN]}}', "--work-dir", "{d}/w", "--store", "{d}/sd.sqlite"], "space.kappa: expected finite numbers"),
+    ("sd-space-wd-neg", ["smalldata", "run", "--dataset", "digits", "--method", "ce", "--space", '{"weight_decay": {"uniform": [-1, 1]}}', "--work-dir", "{d}/w", "--store", "{d}/sd.sqlite"], "space.weight_decay: expected values >= 0"),
+    ("sd-space-batch-0", ["smalldata", "run", "--dataset", "digits", "--method", "ce", "--space", '{"batch_size": {"choice": [0, 8]}}', "--work-dir", "{d}/w", "--store", "{d}/sd.sqlite"], "space.batch_size: expected values >= 1"),
     ("sd-ray-address-dead", ["smalldata", "run", "--dataset", "digits", "--method", "ce", "--engine", "ray",
                              "--ray-address", "127.0.0.1:1", "--work-dir", "{d}/w", "--store", "{d}/sd.sqlite"],
      "--ray-address: nothing answers at '127.0.0.1:1'"),
@@ -483,6 +501,8 @@ CASES = [
                               "--work-dir", "{d}/sw", "--store", "{d}/st.sqlite"], "resnet99"),
     ("stream-run-stream-folder", ["stream", "run", "--stream", "{d}/folder", "--learner", "indep",
                                   "--work-dir", "{d}/sw", "--store", "{d}/st.sqlite"], "is a folder"),
+    ("stream-run-id-path", ["stream", "run", "--stream", "embedded", "--learner", "indep", "--run-id", "../x", "--no-store"], "--run-id: expected a name"),
+    ("stream-run-id-empty", ["stream", "run", "--stream", "embedded", "--learner", "indep", "--run-id", "", "--no-store"], "--run-id: expected a name"),
     ("stream-report-unknown-run", ["stream", "report", "nosuchrun", "--store", "{d}/store.sqlite"], "nosuchrun"),
     ("pretrain-steps-0", ["stream", "pretrain", "--stream", "embedded", "--out", "{d}/pt.pt", "--steps", "0"],
      "--steps"),
@@ -543,6 +563,7 @@ CASES = [
     ("grid-run-missing", ["grid", "run", "{d}/nope.yaml", "--no-store"], "nope.yaml"),
     ("grid-run-protocol-typo", ["grid", "run", "{d}/grid_typo.yaml", "--no-store"], "did you mean 'longtail'"),
     ("grid-run-option-typo", ["grid", "run", "{d}/grid_option.yaml", "--no-store"], "methd"),
+    ("grid-gpus-per-cell-nan", ["grid", "run", "{d}/grid_good.yaml", "--store", "{d}/g.sqlite", "--engine", "ray", "--gpus-per-cell", "nan"], "--gpus-per-cell: expected a finite number >= 0"),
     ("grid-status-list", ["grid", "status", "{d}/list.yaml"], "list.yaml"),
     ("grid-status-text", ["grid", "status", "{d}/text.txt"], "text.txt"),
     ("grid-table-protocol-typo", ["grid", "table", "{d}/grid_typo.yaml", "--store", "{d}/store.sqlite"],

@@ -234,6 +234,8 @@ def test_input_mistakes_are_one_line(tmp_path, caplog):
     ok = _Instances(np.array([[0, 0, 5, 5], [1, 1, 9, 9]], np.float32), np.ones(2, np.float32), np.array([0, -1]))
     with pytest.raises(InputError, match=r"inputs\[0\]: lacks 'image_id'"):
         ev.process([{"file_name": "a.jpg"}], [{"instances": ok}])
+    with pytest.raises(InputError, match=r"inputs\[0\].image_id: expected the dataset's integer image id, got 'a'"):
+        ev.process([{"image_id": "a"}], [{"instances": ok}])
     few = _Instances(ok.pred_boxes.tensor, ok.scores, np.array([0, 1]), np.zeros((1, H, W), bool))
     with pytest.raises(InputError, match=r"pred_masks: expected 2 masks"):
         ev.process([{"image_id": 3}], [{"instances": few}])

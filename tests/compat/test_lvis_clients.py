@@ -144,10 +144,14 @@ def test_empty_results_raise_index_error_as_lvis_api(tmp_path, lvis_set, source)
         compat.LVISResults(compat.LVIS(p), empty)
 
 
-def test_max_dets_zero_is_refused(tmp_path, lvis_set):
+def test_max_dets_zero_and_results_without_image_id_are_refused(tmp_path, lvis_set):
     g = compat.LVIS(R.write(tmp_path, "gt.json", lvis_set.ground_truth))
     with pytest.raises(compat.EmptyResultsError, match="max_dets: 0 keeps no detection"):
         compat.LVISResults(g, copy.deepcopy(lvis_set.results), max_dets=0)
+    no_image = copy.deepcopy(lvis_set.results)
+    del no_image[1]["image_id"]  # read by the per-image limit before anything else (lvis-api: KeyError)
+    with pytest.raises(InputError, match=r"results\[1\]: lacks 'image_id'"):
+        compat.LVISResults(g, no_image, max_dets=300)
 
 
 @pytest.mark.parametrize("case", ["imgs", "cats", "area", "thrs", "max_dets_label"])

@@ -179,10 +179,10 @@ def test_cli_errors_are_one_line(tmp_path, capsys):
             (["grid", "status", str(tmp_path / "nope.yaml")], "no such file"),
             (["grid", "table", str(bad), "--store", str(tmp_path / "none.sqlite")], "epoch"),
             (["grid", "status", str(dup)], "key 'method' written twice"),
-            (["grid", "run", str(good), "--no-store"], "--store: none (--no-store), but a grid needs its results store"),
+            (["grid", "run", str(good), "--no-store"], "--store: none (no results store), but a grid needs its results store"),
             (["grid", "run", str(bad), "--no-store"], "epoch"),  # the config's mistake first
-            (["grid", "status", str(good), "--no-store"], "--no-store"),
-            (["grid", "table", str(good), "--no-store"], "--no-store"),
+            (["grid", "status", str(good), "--no-store"], "--store: none"),
+            (["grid", "table", str(good), "--no-store"], "--store: none"),
             (["grid", "status", str(good), "--store", str(tmp_path)], "--store: '"),
             (["grid", "run", str(good), "--store", str(tmp_path)], "is a folder"),
             (["grid", "run", str(good), "--ray-address", "1.2.3.4:6379"], "--ray-address: only with engine ray")):

@@ -196,7 +196,10 @@ class _Evaluator:
         for i, (inp, out) in enumerate(zip(inputs, outputs)):
             if not isinstance(inp, dict) or "image_id" not in inp:
                 raise InputError(f"inputs[{i}]: lacks 'image_id' (each input dict needs the dataset's image id)")
-            pred: dict[str, Any] = {"image_id": int(inp["image_id"])}
+            image_id = inp["image_id"]
+            if isinstance(image_id, bool) or not isinstance(image_id, (int, np.integer)):
+                raise InputError(f"inputs[{i}].image_id: expected the dataset's integer image id, got {image_id!r}")
+            pred: dict[str, Any] = {"image_id": int(image_id)}
             if "instances" in out:
                 pred["instances"] = instances_to_json(out["instances"], pred["image_id"], f"outputs[{i}]")
             if "proposals" in out:

@@ -143,6 +143,12 @@ class LVISResults(LVIS):
             raise EmptyResultsError("max_dets: 0 keeps no detection per image (lvis-api then fails with IndexError); "
                                     "use -1 for no limit or a positive number")
         if max_dets > 0 and anns:
+            for i, a in enumerate(anns):  # what the per-image limit reads (prepare_results checks the rest)
+                if not isinstance(a, dict):
+                    raise InputTypeError(f"results[{i}]: expected a result dict, got {type(a).__name__}")
+                missing = [k for k in ("image_id", "score") if k not in a]
+                if missing:
+                    raise InputError(f"results[{i}]: lacks {missing[0]!r}")
             anns = _limit_dets_per_image(anns, int(max_dets))
         ggt = gt.ground_truth(False)
         sizes = {im["id"]: (int(im.get("height", 0)), int(im.get("width", 0))) for im in gt.dataset["images"]}

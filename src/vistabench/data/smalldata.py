@@ -187,10 +187,10 @@ def labels_fingerprint(labels: np.ndarray) -> str:
 # ----------------------------------------------------------------------------------- helpers
 def _dir(root: str | Path | None, what: str) -> Path:
     if root is None:
-        raise InputError(f"--root: dataset {what!r} needs the folder that holds its files")
+        raise InputError(f"root: dataset {what!r} needs the folder that holds its files")
     p = Path(root)
     if not p.is_dir():
-        raise InputError(f"--root {str(p)!r}: no such folder (dataset {what!r})")
+        raise InputError(f"root {str(p)!r}: no such folder (dataset {what!r})")
     return p
 
 
@@ -248,9 +248,9 @@ def read_cifair10(root: str | Path) -> DataSplits:
     train_dir = next((d for d in (r / "cifar-10-batches-py", r) if (d / "data_batch_1").is_file()), None)
     test_dir = next((d for d in (r / "ciFAIR-10", r / "cifair-10", r / "ciFAIR10") if (d / "test_batch").is_file()), None)
     if train_dir is None:
-        raise InputError(f"--root {str(r)!r}: expected cifar-10-batches-py/data_batch_1..5 (CIFAR-10 python version)")
+        raise InputError(f"root {str(r)!r}: expected cifar-10-batches-py/data_batch_1..5 (CIFAR-10 python version)")
     if test_dir is None:
-        raise InputError(f"--root {str(r)!r}: expected ciFAIR-10/test_batch (the ciFAIR-10 test set)")
+        raise InputError(f"root {str(r)!r}: expected ciFAIR-10/test_batch (the ciFAIR-10 test set)")
     files = [train_dir / f"data_batch_{i}" for i in range(1, 6)]
     missing = [f.name for f in files if not f.is_file()]
     if missing:
@@ -317,10 +317,10 @@ def read_isic2018(root: str | Path, *, image_size: int | None = 224) -> DataSpli
     r = _dir(root, "isic2018")
     csvs = sorted(r.glob("**/ISIC2018_Task3_Training_GroundTruth.csv"))
     if not csvs:
-        raise InputError(f"--root {str(r)!r}: ISIC2018_Task3_Training_GroundTruth.csv not found")
+        raise InputError(f"root {str(r)!r}: ISIC2018_Task3_Training_GroundTruth.csv not found")
     img_dir = next((d for d in r.glob("**/ISIC2018_Task3_Training_Input") if d.is_dir()), None)
     if img_dir is None:
-        raise InputError(f"--root {str(r)!r}: folder ISIC2018_Task3_Training_Input not found")
+        raise InputError(f"root {str(r)!r}: folder ISIC2018_Task3_Training_Input not found")
     with open(csvs[0], newline="", encoding="utf-8") as f:
         rows = list(csv.reader(f))
     if not rows or rows[0][1:] != ISIC2018_CLASSES or rows[0][0] != "image":
@@ -350,7 +350,7 @@ def read_eurosat(root: str | Path) -> DataSplits:
     base = next((d for d in (r / "allBands", r / "EuroSAT_MS", r / "EuroSATallBands", r)
                  if d.is_dir() and any((d / c).is_dir() for c in EUROSAT_CLASSES)), None)
     if base is None:
-        raise InputError(f"--root {str(r)!r}: no EuroSAT class folders ({', '.join(EUROSAT_CLASSES[:3])}, ...)")
+        raise InputError(f"root {str(r)!r}: no EuroSAT class folders ({', '.join(EUROSAT_CLASSES[:3])}, ...)")
     missing = [c for c in EUROSAT_CLASSES if not (base / c).is_dir()]
     if missing:
         raise InputError(f"eurosat root {str(base)!r}: missing class folders {missing}")
@@ -455,7 +455,7 @@ def load_smalldata(name: str, root: str | Path | None = None, *, image_size: int
     p = get_preset(name)
     if not p.needs_root:
         if root is not None:
-            raise InputError(f"--root: dataset {name!r} is bundled and takes no root folder")
+            raise InputError(f"root: dataset {name!r} is bundled and takes no root folder")
         from .readers import load_dataset
 
         return load_dataset(name)

@@ -239,14 +239,14 @@ def read_splits(
     """Read and verify the split files in ``split_dir`` against the training pool ``dataset``."""
     d = Path(split_dir)
     if not d.is_dir():
-        raise InputError(f"--splits {str(d)!r}: no such folder (write one with `vistabench smalldata splits`)")
+        raise InputError(f"splits {str(d)!r}: no such folder (write one with `vistabench smalldata splits`)")
     found = sorted(int(p.stem[len("trainval"):]) for p in d.glob("trainval*.json") if p.stem[len("trainval"):].isdigit())
     if not found:
-        raise InputError(f"--splits {str(d)!r}: no trainval{{i}}.json files")
+        raise InputError(f"splits {str(d)!r}: no trainval{{i}}.json files")
     wanted = found if splits is None else list(splits)
     missing = [i for i in wanted if i not in found]
     if missing:
-        raise InputError(f"--splits {str(d)!r}: no trainval{missing[0]}.json (found splits {found})")
+        raise InputError(f"splits {str(d)!r}: no trainval{missing[0]}.json (found splits {found})")
     fp = labels_fingerprint(dataset.labels)
     out = []
     for i in wanted:

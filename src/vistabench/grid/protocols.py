@@ -87,7 +87,7 @@ def build_config(protocol: str, options: dict[str, Any]) -> RunConfig:
     naming the option: unknown names with close matches, bad values, a name spelt two ways)."""
     for name in options:
         if str(name).replace("-", "_") in MANAGED:
-            raise InputError(f"{name}: set by the grid itself (per-cell folders, --store of `grid run`); "
+            raise InputError(f"{name}: set by the grid itself (per-cell folders, the grid's results store); "
                              "remove it from the config")
     return config_class(protocol).from_dict(options)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -72,8 +73,8 @@ def run_grid(config: GridConfig, *, store: str | os.PathLike[str], engine: str =
         raise InputError(f"max_parallel: expected a positive integer, got {max_parallel}")
     if cpus_per_cell < 1:
         raise InputError(f"cpus_per_cell: expected a positive integer, got {cpus_per_cell}")
-    if gpus_per_cell is not None and gpus_per_cell < 0:
-        raise InputError(f"gpus_per_cell: expected a number >= 0, got {gpus_per_cell}")
+    if gpus_per_cell is not None and not (math.isfinite(gpus_per_cell) and gpus_per_cell >= 0):
+        raise InputError(f"gpus_per_cell: expected a finite number >= 0, got {gpus_per_cell}")
     if ray_address and engine != "ray":
         raise InputError("ray_address: only with engine ray")
     say = log or (lambda _msg: None)
@@ -134,7 +135,7 @@ def run_grid(config: GridConfig, *, store: str | os.PathLike[str], engine: str =
 def check_store_path(store: str | os.PathLike[str]) -> None:
     """A results store is a file: a folder is refused in one line (the same for run, status, table)."""
     if store is None:
-        raise InputError("store: none (--no-store), but a grid needs its results store (it keeps each cell's "
+        raise InputError("store: none (no results store), but a grid needs its results store (it keeps each cell's "
                          "records there and skips the cells already done); give a file")
     if Path(store).is_dir():
         raise InputError(f"store: {str(store)!r} is a folder, expected a results store file")
@@ -152,7 +153,7 @@ def check_local_gpus(cells: list[Cell], gpus_per_cell: float | None) -> None:
         why = f"cell {c.label()} has device {c.setting('device')!r}" if gpus_for(c, None) > 0 else \
             f"gpus_per_cell is {gpus_per_cell:g}"
         raise InputError(f"device: {why} but this machine has no CUDA GPU (torch.cuda.is_available() is "
-                         "False); use device cpu, or a Ray cluster with GPU workers (--ray-address)")
+                         "False); use device cpu, or a Ray cluster with GPU workers (ray_address)")
 
 
 def grid_status(config: GridConfig, *, store: str | os.PathLike[str]) -> dict[str, Any]:

@@ -112,9 +112,29 @@ class LongtailConfig(RunConfig):
         if self.schedule == "cosine" and self.lr_milestones:
             raise InputError("lr_milestones: only the step schedule uses milestones (set schedule: step)")
         if self.warmup_epochs and self.warmup_epochs >= self.epochs:
-            raise InputError(f"warmup_epochs: expected fewer than epochs={self.epochs}, got {self.warmup_epochs}")
+            raise InputError(f"warmup_epochs: expected fewer than epochs={self.epochs}, got {self.warmup_epochs}"
+                             f"{self._recipe_hint('warmup_epochs')}")
+        late = [m for m in self.lr_milestones if m >= self.epochs]
+        if late:
+            raise InputError(f"lr_milestones: expected 0-based epochs before epochs={self.epochs} (the lr never "
+                             f"reaches a milestone at {late[0]}), got {list(self.lr_milestones)}"
+                             f"{self._recipe_hint('lr_milestones')}")
+        for name in type(self.method_options).epoch_options:
+            at = getattr(self.method_options, name)
+            if at is not None and at >= self.epochs:
+                raise InputError(f"method_options.{name}: expected a 0-based epoch before epochs={self.epochs} "
+                                 f"(from epoch {at} on it never applies), got {at}")
         if not (self.device in ("cpu", "cuda", "auto") or re.fullmatch(r"cuda:\d+", self.device)):
             raise InputError(f"device: expected 'cpu', 'cuda', 'cuda:N' or 'auto', got {self.device!r}")
+
+    def _recipe_hint(self, name: str) -> str:
+        """Where ``name``'s value came from when it is the recipe's (set for the recipe's own epochs)."""
+        preset = recipe_fields(self.recipe, self.method) if self.recipe in RECIPES else {}
+        if name in preset and preset[name] == getattr(self, name) and preset.get("epochs") != self.epochs:
+            what = "lr_milestones and lr_factors" if name == "lr_milestones" else name
+            return (f" (recipe {self.recipe!r} sets {name} for its {preset['epochs']} epochs; give {what} for "
+                    f"{self.epochs} epochs too, or recipe cpu)")
+        return ""
 
     def key_dict(self) -> dict[str, Any]:
         """The grid key: as :meth:`RunConfig.key_dict`, with ``method_options`` reduced to the options

@@ -24,7 +24,8 @@ from typing import Any, Literal
 from ..config import RunConfig, option
 from ..data.smalldata import get_preset, presets
 from ..errors import InputError
-from ..learners.smalldata.options import MethodOptions
+from ..learners.model_options import MODEL_OPTIONS
+from ..learners.smalldata.options import CommonSpace, MethodOptions
 from ..learners.smalldata.registry import get_method
 
 __all__ = ["SmalldataConfig", "COMMON_SPACE"]
@@ -166,6 +167,10 @@ class SmalldataConfig(RunConfig):
         if self.val_fraction is not None and self.val_fraction >= 1:
             raise InputError(f"val_fraction: expected a fraction in (0, 1), got {self.val_fraction}")
         cls = _method_options_cls(self.method)
+        backbones = get_method(self.method).backbones
+        if backbones is not None and self.model in MODEL_OPTIONS and self.model not in backbones:
+            raise InputError(f"model: method {self.method!r} changes a convolutional backbone "
+                             f"({', '.join(backbones)}); {self.model!r} is not one")
         opts = self.method_options
         if isinstance(opts, dict):  # built directly, not through from_dict: resolve here
             object.__setattr__(self, "method_options", cls.for_recipe(self.recipe, opts))
@@ -178,8 +183,6 @@ class SmalldataConfig(RunConfig):
             self._check_space(cls)
 
     def _check_space(self, cls: type[MethodOptions]) -> None:
-        from ..tuning import parse_space
-
         own = {i.name for i in cls.fields_info()}
         known = sorted(set(COMMON_SPACE) | own)
         for key, value in self.space.items():  # type: ignore[union-attr]
@@ -193,11 +196,8 @@ class SmalldataConfig(RunConfig):
             if key in own:  # checked where the option is declared (its bounds)
                 cls.for_recipe(self.recipe, {**self.method_options.given(), key: value},  # type: ignore[union-attr]
                                prefix="space.")
-            else:
-                try:
-                    parse_space({key: value})
-                except InputError as exc:
-                    raise InputError(f"space: {exc}") from None
+            else:  # lr, weight_decay, batch_size: checked against their declared bounds
+                CommonSpace.from_dict({key: value}, prefix="space.")
 
     # ---------------------------------------------------------------------------- grid key
     def key_dict(self) -> dict[str, Any]:

@@ -15,11 +15,11 @@ from ..data.dataset import DataSplits, Dataset
 from ..data.smalldata import SmallDataPreset, get_preset, load_smalldata
 from ..data.smalldata_splits import SmallDataSplit, read_splits, write_preset_splits
 from ..errors import InputError
-from ..learners.smalldata.options import MethodOptions
+from ..learners.smalldata.options import CommonSpace, MethodOptions
 from ..learners.smalldata.registry import get_method
 from ..metrics.classification import balanced_accuracy
 from ..store import Record
-from ..tuning import Choice, Fixed, LogUniform, Param, TuneSettings, parse_space
+from ..tuning import Choice, Fixed, LogUniform, Param, TuneSettings
 
 __all__ = ["PROTOCOL", "RunPlan", "EvalSet", "Context", "prepare", "upsample", "method_space", "model_name",
            "train_method", "torch_threads", "check_batch", "to_record", "stem_model_options"]
@@ -193,8 +193,8 @@ def method_space(method: str, preset: SmallDataPreset, *, method_options: Method
     for k, v in (overrides or {}).items():
         if k in own:  # checked against the option's declared bounds
             space[k] = m.options.for_recipe(preset.recipe, {**opts.to_dict(), k: v}, prefix="space.").space()[k]
-        elif k in space:
-            space.update(parse_space({k: v}))
+        elif k in space:  # lr, weight_decay, batch_size: within their declared bounds
+            space[k] = CommonSpace.from_dict({k: v}, prefix="space.").space()[k]
         else:
             raise InputError(f"space: method {method!r} has no parameter {k!r}; its parameters are {sorted(space)}")
     if not m.tuned:  # nothing is searched: a batch-size choice becomes its median, anything else is an error

@@ -166,6 +166,10 @@ class StreamConfig(RunConfig):
     def check(self) -> None:
         if self.learner not in LEARNER_OPTIONS:
             learner_options_class(self.learner)
+        if self.run_id is not None and (not self.run_id.strip() or self.run_id in (".", "..")
+                                        or any(c in self.run_id for c in "/\\\0")):
+            raise InputError(f"run_id: expected a name (it names the run's checkpoint folder: no '/', '\\', "
+                             f"'.' or '..'), got {self.run_id!r}")
         for name in ("lr_range", "label_smoothing_range"):
             value = getattr(self, name)
             if len(value) != 2 or not value[0] <= value[1]:

@@ -83,7 +83,15 @@ def parse_space(spec: Mapping[str, Any]) -> dict[str, Param]:
             if kind in ("loguniform", "uniform"):
                 if not (isinstance(arg, (list, tuple)) and len(arg) == 2):
                     raise InputError(f"search space {name!r}: {kind} expects [low, high], got {arg!r}")
-                out[name] = (LogUniform if kind == "loguniform" else Uniform)(float(arg[0]), float(arg[1]))
+                ends = []
+                for end in arg:
+                    if isinstance(end, bool) or not isinstance(end, (int, float, str)):
+                        raise InputError(f"search space {name!r}: {kind} expects two numbers, got {arg!r}")
+                    try:
+                        ends.append(float(end))
+                    except ValueError:
+                        raise InputError(f"search space {name!r}: {kind} expects two numbers, got {arg!r}") from None
+                out[name] = (LogUniform if kind == "loguniform" else Uniform)(ends[0], ends[1])
             elif kind == "choice":
                 if not isinstance(arg, (list, tuple)):
                     raise InputError(f"search space {name!r}: choice expects a list, got {arg!r}")

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from ...config import Options, option
 from ...errors import InputError
@@ -38,7 +38,11 @@ class RunFacts:
 
 @dataclass(frozen=True, kw_only=True)
 class MethodOptions(Options):
-    """Base class of a long-tail method's options."""
+    """Base class of a long-tail method's options. ``epoch_options``: the options holding a 0-based
+    epoch of the training from which something switches on (LDAM's DRW epoch); the run's config
+    refuses one at or after its last epoch (the switch would never happen)."""
+
+    epoch_options: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
     def recipe_defaults(cls, facts: RunFacts) -> dict[str, Any]:
@@ -110,6 +114,7 @@ class FocalOptions(MethodOptions):
 @_declare("ldam_drw")
 @dataclass(frozen=True, kw_only=True)
 class LDAMOptions(MethodOptions):
+    epoch_options = ("drw_epoch",)
     max_margin: float = option(0.5, low=0, help="largest LDAM margin (of the rarest class)")
     scale: float = option(30.0, low=0, low_open=True, help="logit scale s of the cosine classifier")
     beta: float = option(0.9999, low=0, high=0.999999999, help="class-balanced β of the deferred re-weighting")
@@ -176,6 +181,7 @@ class TDEOptions(MethodOptions):
 @_declare("ride")
 @dataclass(frozen=True, kw_only=True)
 class RIDEOptions(MethodOptions):
+    epoch_options = ("reweight_epoch",)
     num_experts: int = option(3, low=1, help="experts sharing the trunk")
     diversity: float = option(-0.45, help="diversity factor λ of the KL term (negative rewards disagreement)")
     max_margin: float = option(0.5, low=0, help="largest LDAM margin")
@@ -191,6 +197,7 @@ class RIDEOptions(MethodOptions):
 @_declare("ib")
 @dataclass(frozen=True, kw_only=True)
 class IBOptions(MethodOptions):
+    epoch_options = ("ib_epoch",)
     alpha: float = option(1000.0, low=0, low_open=True, help="influence-balanced α")
     ib_epoch: int | None = option(None, low=0, help="0-based epoch from which the IB loss replaces "
                                                     "cross-entropy (default half the epochs: 100 of 200)")

@@ -159,7 +159,8 @@ class HybridBackbone(backbones.Backbone):
 
 def build(base: nn.Module, config: dict, ctx: MethodContext) -> tuple[nn.Module, None]:
     """Residual backbones: :class:`HybridBackbone` (the reference's adaptation); others (``cnn28``,
-    ``vit_small``): :class:`HybridNet`."""
+    a custom backbone): :class:`HybridNet`. A run naming ``vit_small`` is refused by its config (the
+    method is registered for the convolutional backbones only)."""
     J = int(config["scattering_J"])
     if isinstance(base, (backbones.WideResNet, backbones.CifarResNet, backbones.ResNet)):
         return HybridBackbone(base, J), None

@@ -15,6 +15,7 @@ and batch size only and keeps every method's own hyper-parameters at their defau
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, Mapping, Union, get_args
 
@@ -24,7 +25,7 @@ from ...tuning import Choice, Fixed, Param, parse_space, space_to_json
 
 __all__ = ["MethodOptions", "space_option", "NoOptions", "CosineCEOptions", "HarmonicOptions", "GradL2Options",
            "DhnOptions", "OleOptions", "FconvOptions", "DsknOptions", "DvpOptions", "AuxilearnOptions",
-           "TvmfOptions", "SpaceValue"]
+           "TvmfOptions", "SpaceValue", "CommonSpace"]
 
 #: a fixed value, or a search range ``{"uniform"|"loguniform": [low, high]}`` / ``{"choice": [...]}``
 SpaceValue = Union[dict, float]
@@ -72,9 +73,11 @@ class MethodOptions(Options):
             for v in ends:
                 if not isinstance(v, (int, float)) or isinstance(v, bool):
                     raise InputError(f"{info.name}: expected numbers, got {v!r}")
+                if not math.isfinite(v):
+                    raise InputError(f"{info.name}: expected finite numbers, got {v!r}")
                 if self._kind(info.name) == "int" and float(v) != int(v):
                     raise InputError(f"{info.name}: expected integers, got {v!r}")
-                _bounds_check(info.name, float(v), info.low, info.high, info.low_open)
+                _bounds_check(info.name, v, info.low, info.high, info.low_open)
             object.__setattr__(self, info.name, space_to_json({info.name: param})[info.name])
 
     @classmethod
@@ -90,7 +93,7 @@ class MethodOptions(Options):
         try:
             return parse_space({name: dict(value)})[name]
         except InputError as exc:
-            text = str(exc)
+            text = str(exc).replace(f"search space {name!r}: ", "")
             raise InputError(text if text.startswith(name) else f"{name}: {text}") from None
 
     @classmethod
@@ -253,3 +256,16 @@ class TvmfOptions(MethodOptions):
     kappa: SpaceValue = space_option(16.0, low=0, help="concentration κ of the t-vMF similarity (gem: 16)")
     VISTABENCH = {"kappa": {"uniform": [0.0, 32.0]}}
 
+
+
+@dataclass(frozen=True, kw_only=True)
+class CommonSpace(MethodOptions):
+    """The hyper-parameters every method searches, declared here for their bounds: a ``space`` entry
+    for one of them (a value or a range) is checked against these (``batch_size: {"choice": [0]}`` or
+    a negative weight decay is refused when the config is built). The default ranges are the
+    protocol's (:func:`vistabench.protocols.smalldata_core.method_space`)."""
+
+    lr: SpaceValue = space_option({"loguniform": [1e-4, 0.1]}, low=0, low_open=True, help="learning rate")
+    weight_decay: SpaceValue = space_option({"loguniform": [1e-5, 0.1]}, low=0, help="weight decay")
+    batch_size: IntSpaceValue | None = space_option(None, low=1, integer=True,
+                                                    help="batch size (None: the dataset's choices)")

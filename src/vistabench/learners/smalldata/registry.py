@@ -17,7 +17,7 @@ from ...registry import Registry
 from .options import (AuxilearnOptions, CosineCEOptions, DhnOptions, DsknOptions, DvpOptions, FconvOptions,
                       GradL2Options, HarmonicOptions, MethodOptions, NoOptions, OleOptions, TvmfOptions)
 
-__all__ = ["MethodContext", "SmallDataMethod", "methods", "register_method", "get_method"]
+__all__ = ["MethodContext", "SmallDataMethod", "methods", "register_method", "get_method", "CONV_BACKBONES"]
 
 
 @dataclass(frozen=True)
@@ -37,6 +37,8 @@ class SmallDataMethod:
 
     ``fixed``: values of lr / weight_decay / batch_size the method imposes (``ce_untuned``);
     ``tuned=False``: nothing is searched (a batch-size choice becomes its median).
+    ``backbones``: the built-in backbones the method can change (None: any); a run naming another
+    built-in one (``dskn`` on ``vit_small``) is refused when its config is built.
     """
 
     name: str
@@ -46,6 +48,7 @@ class SmallDataMethod:
     fixed: dict[str, Any] = field(default_factory=dict)
     tuned: bool = True
     builder: Callable[..., Any] | str | None = None
+    backbones: tuple[str, ...] | None = None
 
     def build_fn(self) -> Callable[..., Any] | None:
         """The builder, imported if it was given as ``"module:function"``."""
@@ -60,9 +63,11 @@ methods: Registry[SmallDataMethod] = Registry("small-data method")
 
 def register_method(name: str, *, title: str, family: str, options: type[MethodOptions] = NoOptions,
                     fixed: dict[str, Any] | None = None, tuned: bool = True,
-                    builder: Callable[..., Any] | str | None = None) -> SmallDataMethod:
+                    builder: Callable[..., Any] | str | None = None,
+                    backbones: tuple[str, ...] | None = None) -> SmallDataMethod:
     """Register a small-data method (see the module docstring); returns its declaration."""
-    m = SmallDataMethod(name, title, family, options, dict(fixed or {}), tuned, builder)
+    m = SmallDataMethod(name, title, family, options, dict(fixed or {}), tuned, builder,
+                        None if backbones is None else tuple(backbones))
     methods.register(name)(m)
     return m
 
@@ -73,6 +78,8 @@ def get_method(name: str) -> SmallDataMethod:
 
 
 _P = "vistabench.learners.smalldata."
+#: the built-in convolutional backbones (what the architecture methods rebuild or change)
+CONV_BACKBONES = ("cnn28", "resnet18", "resnet32", "resnet50", "wrn16_8")
 register_method("ce", title="Cross-entropy (tuned baseline)", family="baseline")
 register_method("ce_untuned", title="Cross-entropy (untuned: lr 0.1, wd 1e-4)", family="baseline",
                 fixed={"lr": 0.1, "weight_decay": 1e-4}, tuned=False)
@@ -80,17 +87,17 @@ register_method("cosine", title="Cosine loss", family="cost function", builder=_
 register_method("cosine_ce", title="Cosine + cross-entropy loss", family="cost function", options=CosineCEOptions,
                 builder=_P + "basic:build_cosine_ce")
 register_method("harmonic", title="Harmonic networks (DCT blocks)", family="architecture", options=HarmonicOptions,
-                builder=_P + "harmonic:build")
+                builder=_P + "harmonic:build", backbones=CONV_BACKBONES)
 register_method("grad_l2", title="Grad-l2 penalty", family="cost function", options=GradL2Options,
                 fixed={"weight_decay": 0.0}, builder=_P + "basic:build_grad_l2")
 register_method("dhn", title="Deep hybrid networks (scattering + conv)", family="architecture",
-                options=DhnOptions, builder=_P + "dhn:build")
+                options=DhnOptions, builder=_P + "dhn:build", backbones=CONV_BACKBONES)
 register_method("ole", title="Orthogonal low-rank embedding (CE + OLE)", family="cost function",
                 options=OleOptions, builder=_P + "ole:build")
 register_method("fconv", title="Full convolution", family="architecture", options=FconvOptions,
-                builder=_P + "fconv:build")
+                builder=_P + "fconv:build", backbones=CONV_BACKBONES)
 register_method("dskn", title="Dual selective kernel networks", family="architecture", options=DsknOptions,
-                builder=_P + "dskn:build")
+                builder=_P + "dskn:build", backbones=CONV_BACKBONES)
 register_method("dvp", title="Distilling visual priors (MoCo teacher + distillation)", family="warm-starting",
                 options=DvpOptions, builder=_P + "dvp:build")
 register_method("auxilearn", title="Auxiliary learning (implicit differentiation)", family="cost function",
