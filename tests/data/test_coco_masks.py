@@ -72,6 +72,7 @@ RESULT_CASES = [
     ("flat-list", [1, 2, 3, 4, 5, 6], ("segmentation[0]", "expected a polygon")),
     ("polygon-of-strings", [["1", "2", "3", "4", "5", "6"]], ("segmentation[0]", "expected numbers")),
     ("polygon-nan", [[1, 2, 3, float("nan"), 5, 6]], ("segmentation[0]", "non-finite")),
+    ("polygon-huge-coordinate", [[1, 2, 3, 1e300, 5, 6]], ("segmentation[0]", "beyond ±100000 px")),
     ("empty-list", [], ("detection 2, segmentation:", "empty list")),
     ("string", "PPYo1", ("detection 2, segmentation:", "got a str")),
     ("number", 7, ("detection 2, segmentation:", "got a int")),

@@ -95,7 +95,7 @@ def test_empty_results_file(synth, tmp_path):
     gt = read_ground_truth(synth.ground_truth)
     p = tmp_path / "dt.json"
     p.write_text(" [ ] ")
-    with pytest.raises(InputError, match="empty.*--allow-empty"):
+    with pytest.raises(InputError, match="empty.*`allow_empty`"):
         read_results(p, gt)
     assert len(read_results(p, gt, allow_empty=True)) == 0
 

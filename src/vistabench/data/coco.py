@@ -125,7 +125,7 @@ def read_ground_truth(
     recorded in the result's ``format``. ``with_segmentation`` keeps the masks (for ``segm``).
     Decoded by msgspec into typed records: extra keys are skipped, key order is free.
     """
-    what = "--gt"
+    what = "gt"
     name = _name(source)
     data = _decode_ground_truth(source, with_segmentation, what)
     images, anns, cats = data.images, data.annotations, data.categories
@@ -331,7 +331,7 @@ def read_result_columns(
     error message, is the same either way: the child only accelerates; a file the child cannot
     decode whole is read here, in order.
     """
-    what = "--results"
+    what = "results"
     name = _name(source)
     cols: list[dict[str, Any]] = []
     if isinstance(source, list):
@@ -463,17 +463,17 @@ def read_results(
     iid = c["image_id"]
     if len(iid) == 0:
         if not allow_empty:
-            raise InputError(f"--results {name}: the results list is empty (it would score AP 0); "
-                             "pass --allow-empty if that is intended")
+            raise InputError(f"results {name}: the results list is empty (it would score AP 0); "
+                             "set `allow_empty` if that is intended")
         return Detections.empty()
     if not np.any(np.isin(iid, gt.image_ids)):
-        raise InputError(f"--results {name}: none of its {len(np.unique(iid))} image ids are in the ground truth "
+        raise InputError(f"results {name}: none of its {len(np.unique(iid))} image ids are in the ground truth "
                          f"(e.g. {int(iid[0])}); a results file for a different dataset?")
     try:
         return Detections.from_ids(gt, image_id=iid, category_id=c["category_id"], bbox=c["bbox"],
                                    score=c["score"], segmentation=c["segmentation"], area=c["area"])
     except InputError as exc:
-        raise InputError(f"--results {name}: {exc}") from exc
+        raise InputError(f"results {name}: {exc}") from exc
 
 
 def write_result_columns(path: str | os.PathLike[str], image_id: np.ndarray, category_id: np.ndarray,

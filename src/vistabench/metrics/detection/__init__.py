@@ -14,7 +14,7 @@ module              public names
                     ``stable_by``, ``stable_by_keys``, ``dense_rank_sorted``, ``group_ranks``,
                     ``member``, ``sorted_unique``
 :mod:`.masks`       ``check_segmentations``, ``decode_rle_counts``, ``to_rle``,
-                    ``MIN_POLYGON_NUMBERS``, ``MAX_CODE_GROUPS``
+                    ``MIN_POLYGON_NUMBERS``, ``MAX_POLYGON_COORDINATE``, ``MAX_CODE_GROUPS``
 :mod:`.select`      ``rank_within``, ``top_mask``, ``top_per_image``, ``top_per_class``,
                     ``federated_selection``, ``lvis_area_filter``, ``canonical_order``
 :mod:`.match`       ``MatchCode``, ``Matching``, ``box_iou_pairs``, ``match_detections``,
@@ -50,7 +50,7 @@ from .evaluate import (
 from .labels import DetectionLabels, detection_labels
 from .masks import (
                          MAX_CODE_GROUPS,
-                         MIN_POLYGON_NUMBERS,
+                         MIN_POLYGON_NUMBERS, MAX_POLYGON_COORDINATE,
                          check_segmentations,
                          decode_rle_counts,
                          to_rle,
@@ -103,7 +103,7 @@ __all__ = [
                          "IOU_THRESHOLDS",
                          "LVIS_MAX_DETS",
                          "MAX_CODE_GROUPS",
-                         "MIN_POLYGON_NUMBERS",
+                         "MIN_POLYGON_NUMBERS", "MAX_POLYGON_COORDINATE",
                          "POOL_KEYS",
                          "RECALL_THRESHOLDS",
                          "VARIANTS",

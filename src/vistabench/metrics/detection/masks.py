@@ -61,6 +61,11 @@ def _size_problem(size: Any) -> str | None:
     return None
 
 
+#: polygon coordinates beyond this (in pixels) are refused: far outside any image, and pycocotools'
+#: rasteriser walks every (5x up-sampled) pixel of an edge, so 1e300 hangs it and exhausts memory
+MAX_POLYGON_COORDINATE = 1e5
+
+
 def _polygon_problem(segm: list) -> tuple[str, str] | None:
     """(field, problem) of the first bad polygon of a polygon list, or None."""
     if not segm:
@@ -76,8 +81,13 @@ def _polygon_problem(segm: list) -> tuple[str, str] | None:
                               f"(x, y of 3 or more points), got {n}")
         if not set(map(type, poly)) <= _NUMBER_TYPES:
             return f"[{j}]", f"expected numbers, got {str(poly)[:60]}"
-        if not np.all(np.isfinite(np.fromiter(poly, np.float64, n))):
+        xy = np.fromiter(poly, np.float64, n)
+        if not np.all(np.isfinite(xy)):
             return f"[{j}]", "a polygon has a non-finite coordinate"
+        if np.any(np.abs(xy) > MAX_POLYGON_COORDINATE):
+            return f"[{j}]", (f"a polygon coordinate is {float(xy[np.argmax(np.abs(xy))]):g}: beyond "
+                              f"±{MAX_POLYGON_COORDINATE:g} px, far outside any image (pycocotools would "
+                              "rasterise every pixel up to it)")
     return None
 
 
