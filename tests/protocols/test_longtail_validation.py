@@ -10,6 +10,7 @@ check it, and a plain mapping is checked once on its way in.
 from __future__ import annotations
 
 import json
+import pickle
 import sys
 from collections import Counter
 
@@ -140,6 +141,8 @@ def test_sweep_is_made_only_by_its_checkers():
     assert S.validate_sweep(sw) is sw  # already checked: passed through
     copy = S.validate_sweep(sw.to_dict())
     assert copy == sw and copy is not sw
+    again = pickle.loads(pickle.dumps(sw))  # unpickling checks it again
+    assert isinstance(again, S.Sweep) and again == sw
 
 
 def test_plain_mapping_is_checked_once_on_the_way_in(calls):

@@ -48,13 +48,14 @@ class Sweep(Mapping[str, Any]):
     (which :func:`validate_sweep` checks again).
     """
 
-    __slots__ = ("_content",)
+    __slots__ = ("_content", "_scored")
 
     def __init__(self, content: dict[str, Any], *, _maker: object = None) -> None:
         if _maker is not _MAKER:
             raise InputTypeError("Sweep: made by build_sweep, read_sweep or validate_sweep (which check it), "
                                  "not directly")
         object.__setattr__(self, "_content", content)
+        object.__setattr__(self, "_scored", None)
 
     def __getitem__(self, key: str) -> Any:
         return self._content[key]
@@ -79,6 +80,19 @@ class Sweep(Mapping[str, Any]):
     def to_dict(self) -> dict[str, Any]:
         """An editable deep copy of the content."""
         return copy.deepcopy(self._content)
+
+    def _scoring_content(self) -> dict[str, Any]:
+        """The content with each drawn set as a read-only int64 array, converted once (scoring reads
+        every set on every pass: the list-to-array conversion was most of a pass's time)."""
+        if self._scored is None:
+            points = []
+            for pt in self._content["points"]:
+                sets = [np.asarray(s, dtype=np.int64) for s in pt["samples"]]
+                for a in sets:
+                    a.flags.writeable = False
+                points.append({**pt, "samples": sets})
+            object.__setattr__(self, "_scored", {**self._content, "points": points})
+        return self._scored
 
 
 def _check_train_counts(train_counts: Any, num_classes: int) -> None:
@@ -237,7 +251,7 @@ def _checked(sweep: dict[str, Any], *, where: str) -> Sweep:
     return Sweep(sweep, _maker=_MAKER)
 
 
-def _check_predictions(pred: Predictions, sweep: Sweep) -> None:
+def _check_predictions(pred: Predictions, sweep: Mapping[str, Any]) -> None:
     C = sweep["num_classes"]
     if pred.num_columns is not None and pred.num_columns != C:
         raise InputError(f"predictions: {pred.kind} has {pred.num_columns} columns, the sweep has {C} classes")
@@ -263,14 +277,14 @@ def score_sweep(
     aggregation), the predicted labels of the drawn set ``points[t]["samples"][r]``, in its order;
     they become ``sweep_scores``'s ``set_correct``.
     """
-    sweep = validate_sweep(sweep)
-    _check_predictions(pred, sweep)
-    set_correct = None if set_predictions is None else _set_correct(pred.labels, sweep, set_predictions)
-    return M.sweep_scores(pred.labels, pred.correct(), sweep, exact=exact, convention=convention,
+    content = validate_sweep(sweep)._scoring_content()
+    _check_predictions(pred, content)
+    set_correct = None if set_predictions is None else _set_correct(pred.labels, content, set_predictions)
+    return M.sweep_scores(pred.labels, pred.correct(), content, exact=exact, convention=convention,
                           bootstrap=bootstrap, confidence=confidence, seed=seed, set_correct=set_correct)
 
 
-def _set_correct(labels: np.ndarray, sweep: Sweep, set_predictions: Any) -> list[list[np.ndarray]]:
+def _set_correct(labels: np.ndarray, sweep: Mapping[str, Any], set_predictions: Any) -> list[list[np.ndarray]]:
     points = sweep["points"]
     if len(set_predictions) != len(points):
         raise InputError(f"set_predictions: expected {len(points)} points, got {len(set_predictions)}")
