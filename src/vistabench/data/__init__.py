@@ -12,6 +12,7 @@ from .._lazy import lazy_exports
 _EXPORTS = {
     "Dataset": "dataset", "DataSplits": "dataset",
     "Predictions": "predictions", "load_predictions": "predictions", "save_predictions": "predictions",
+    "write_predictions": "predictions",
     "load_dataset": "readers", "read_cifar": "readers", "read_image_folder": "readers", "read_npz": "readers",
     "safe_unpickle": "readers",
     "content_hash": "splits", "read_split": "splits", "seal": "splits", "write_split": "splits",

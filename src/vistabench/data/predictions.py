@@ -15,7 +15,7 @@ from typing import Literal
 import numpy as np
 
 from .._validation import check_array, check_labels, check_same_length
-from ..errors import InputError
+from ..errors import InputError, InputTypeError
 
 Kind = Literal["logits", "probs", "pred"]
 KINDS: tuple[Kind, ...] = ("logits", "probs", "pred")
@@ -102,12 +102,19 @@ def save_predictions(
         raise InputError(f"give exactly one of logits/probs/pred, got {sorted(given) or 'none'}")
     (kind, values), = given.items()
     p = Predictions(labels=labels, kind=kind, values=values, classes=classes)  # type: ignore[arg-type]
-    arrays = {"labels": p.labels, kind: p.values}
-    if p.classes is not None:
-        arrays["classes"] = p.classes
+    write_predictions(path, p)
+    return p
+
+
+def write_predictions(path: str | os.PathLike[str], predictions: Predictions) -> None:
+    """Write already-validated predictions (a :class:`Predictions`) as a predictions file, unchecked."""
+    if not isinstance(predictions, Predictions):
+        raise InputTypeError(f"predictions: expected a Predictions, got {type(predictions).__name__}")
+    arrays = {"labels": predictions.labels, predictions.kind: predictions.values}
+    if predictions.classes is not None:
+        arrays["classes"] = predictions.classes
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     np.savez_compressed(path, **arrays)
-    return p
 
 
 def read_npz_arrays(path: str | os.PathLike[str], what: str) -> dict[str, np.ndarray]:

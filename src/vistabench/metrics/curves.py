@@ -3,13 +3,13 @@ protocol (accuracy against training progress)."""
 
 from __future__ import annotations
 
-import math
 from typing import Any, Literal
 
 import numpy as np
 
 from .._validation import check_array, check_choice
 from ..errors import InputError
+from ._area import merged_trapezoid
 
 __all__ = ["normalised_auc"]
 
@@ -58,15 +58,5 @@ def normalised_auc(
     xs = np.arange(T, dtype=float) if x is None else check_array(x, "x", ndim=1, kind="float")
     if len(xs) != T:
         raise InputError(f"x: expected {T} entries (one per value), got {len(xs)}")
-    if T == 0:
-        out = np.full(rows.shape[0], math.nan)
-    else:
-        ds, inverse = np.unique(xs, return_inverse=True)
-        onehot = np.zeros((T, len(ds)))
-        onehot[np.arange(T), inverse] = 1.0
-        vs = (rows @ onehot) / onehot.sum(axis=0)  # (B, distinct x): equal x merged at the mean
-        if len(ds) < 2:
-            out = vs[:, 0] if single_point == "value" else np.full(rows.shape[0], math.nan)
-        else:
-            out = np.sum(np.diff(ds)[None, :] * (vs[:, 1:] + vs[:, :-1]) / 2.0, axis=1) / (ds[-1] - ds[0])
+    out = merged_trapezoid(rows, xs, single_point=single_point)
     return float(out[0]) if v.ndim == 1 else out

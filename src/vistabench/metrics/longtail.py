@@ -4,18 +4,23 @@ Everything here is arithmetic on class counts and per-class accuracies, so it is
 Notation: C classes; the imbalance ratio rho >= 1 is max/min class count (values < 1 are read as
 1/rho, as in the paper's tables, with a warning). Positions c = 1..C are classes ranked by training
 frequency, descending, ties by class index.
+
+Each public function validates its inputs once (``check_*`` at its top) and then calls a private,
+unvalidated kernel of this module (``_name``); public functions that build on others call those
+kernels, so one call validates each input once.
 """
 
 from __future__ import annotations
 
 import math
 import warnings
-from typing import Any, Literal, Sequence
+from typing import Any, Literal, NamedTuple, Sequence
 
 import numpy as np
 
 from .._validation import check_array, check_choice, check_labels, check_positive
 from ..errors import InputError
+from ._area import merged_trapezoid
 from .curves import normalised_auc
 
 __all__ = [
@@ -26,6 +31,8 @@ __all__ = [
     "sweep_prior",
     "sweep_class_counts",
     "symmetric_kl",
+    "sweep_design",
+    "SweepDesign",
     "sweep_metrics",
     "normalised_auc",
     "shot_groups",
@@ -77,6 +84,10 @@ def training_profile(
     n_max = check_positive(n_max, "n_max", integer=True)
     rho = normalise_imbalance(imbalance)
     check_choice(kind, "kind", ("exp", "step"))
+    return _training_profile(C, n_max, rho, kind)
+
+
+def _training_profile(C: int, n_max: int, rho: float, kind: str) -> np.ndarray:
     factor = 1.0 / rho
     if kind == "exp":
         if C == 1:
@@ -93,7 +104,10 @@ def frequency_ranking(train_counts: np.ndarray) -> np.ndarray:
     >>> frequency_ranking(np.array([5, 9, 5, 1])).tolist()
     [1, 0, 2, 3]
     """
-    counts = check_array(train_counts, "train_counts", ndim=1, kind="integer", allow_empty=False)
+    return _frequency_ranking(check_array(train_counts, "train_counts", ndim=1, kind="integer", allow_empty=False))
+
+
+def _frequency_ranking(counts: np.ndarray) -> np.ndarray:
     return np.lexsort((np.arange(len(counts)), -counts))
 
 
@@ -105,6 +119,10 @@ def peaks(num_classes: int, points: int) -> np.ndarray:
     """
     C = check_positive(num_classes, "num_classes", integer=True)
     T = check_positive(points, "points", integer=True)
+    return _peaks(C, T)
+
+
+def _peaks(C: int, T: int) -> np.ndarray:
     return (np.arange(T) * C / T + 1.0).astype(np.float64)
 
 
@@ -117,6 +135,10 @@ def sweep_prior(num_classes: int, *, test_imbalance: float, alpha: float) -> np.
     """
     C = check_positive(num_classes, "num_classes", integer=True)
     rho = normalise_imbalance(test_imbalance, "test_imbalance")
+    return _sweep_prior(C, rho, alpha)
+
+
+def _sweep_prior(C: int, rho: float, alpha: float) -> np.ndarray:
     if C == 1:
         return np.ones(1)
     c = np.arange(1, C + 1, dtype=np.float64)
@@ -134,9 +156,13 @@ def sweep_class_counts(num_classes: int, *, test_imbalance: float, n_max: int, a
     C = check_positive(num_classes, "num_classes", integer=True)
     n_max = check_positive(n_max, "n_max", integer=True)
     rho = normalise_imbalance(test_imbalance, "test_imbalance")
+    return _sweep_class_counts(C, rho, n_max, alpha)
+
+
+def _sweep_class_counts(C: int, rho: float, n_max: int, alpha: float) -> np.ndarray:
     c = np.arange(1, C + 1, dtype=np.float64)
     n_tst = float(np.sum(n_max * rho ** (-(c - 1) / max(C - 1, 1))))
-    q = sweep_prior(C, test_imbalance=rho, alpha=alpha)
+    q = _sweep_prior(C, rho, alpha)
     return np.maximum(1, np.floor(n_tst * q + 0.5)).astype(np.int64)
 
 
@@ -154,7 +180,50 @@ def symmetric_kl(p: np.ndarray, q: np.ndarray) -> float:
     if np.any(p <= 0) or np.any(q <= 0):
         raise InputError("p and q: every class needs a positive probability (a class with no training "
                          "sample makes the divergence infinite)")
+    return _symmetric_kl(p, q)
+
+
+def _symmetric_kl(p: np.ndarray, q: np.ndarray) -> float:
     return float(np.sum((p - q) * (np.log(p) - np.log(q))))
+
+
+class SweepDesign(NamedTuple):
+    """What a sweep's points are, before any test set is drawn (see :func:`sweep_design`)."""
+
+    train_counts: np.ndarray  #: (C,) int64, every class >= 1
+    ranking: np.ndarray       #: (C,) class indices by training frequency (:func:`frequency_ranking`)
+    test_imbalance: float     #: rho_t >= 1
+    alphas: np.ndarray        #: (T,) peak positions (:func:`peaks`)
+    divergences: np.ndarray   #: (T,) delta_t = symmetric KL between p (training) and q(alpha_t), by class
+
+
+def sweep_design(train_counts: Any, *, test_imbalance: float, points: int) -> SweepDesign:
+    """The T peaks of a sweep and their divergences from the training distribution (paper Eq. 3, 5).
+
+    ``p = train_counts / sum``; ``q(alpha_t)`` is :func:`sweep_prior` by position, placed on the
+    classes by :func:`frequency_ranking`. The test counts per point follow from ``n_max``
+    (:func:`sweep_class_counts`, permuted by ``ranking``).
+
+    >>> d = sweep_design([10, 40], test_imbalance=4, points=2)
+    >>> d.ranking.tolist(), d.alphas.tolist(), d.divergences.round(6).tolist()
+    ([1, 0], [1.0, 2.0], [0.0, 1.663553])
+    """
+    counts = check_array(train_counts, "train_counts", ndim=1, kind="integer", allow_empty=False)
+    if np.any(counts <= 0):
+        bad = np.flatnonzero(counts <= 0)[:10].tolist()
+        raise InputError(f"train_counts: every class needs at least one training sample; classes {bad} have none")
+    T = check_positive(points, "points", integer=True)
+    rho = normalise_imbalance(test_imbalance, "test_imbalance")
+    C = len(counts)
+    rank = _frequency_ranking(counts)
+    p = counts / counts.sum()
+    alphas = _peaks(C, T)
+    deltas = np.empty(T)
+    for t, alpha in enumerate(alphas):
+        q = np.empty(C)
+        q[rank] = _sweep_prior(C, rho, float(alpha))
+        deltas[t] = _symmetric_kl(p, q)
+    return SweepDesign(counts, rank, rho, alphas, deltas)
 
 
 def sweep_metrics(accuracies: Sequence[float], divergences: Sequence[float]) -> dict[str, float]:
@@ -187,9 +256,13 @@ def sweep_metrics(accuracies: Sequence[float], divergences: Sequence[float]) -> 
         raise InputError(f"accuracies and divergences: expected equal lengths, got {len(v)} and {len(d)}")
     if v.min() < 0 or v.max() > 1:
         raise InputError("accuracies: expected fractions in [0, 1] (percentages? divide by 100)")
-    auc = float(normalised_auc(v[None, :], d)[0])
+    return _sweep_metrics(v, d)
+
+
+def _sweep_metrics(v: np.ndarray, d: np.ndarray) -> dict[str, float]:
+    auc = float(merged_trapezoid(v[None, :], d)[0])
     if math.isnan(auc):
-        warnings.warn("AUC undefined: fewer than two distinct divergences", UserWarning, stacklevel=2)
+        warnings.warn("AUC undefined: fewer than two distinct divergences", UserWarning, stacklevel=3)
     vmax, vmin = float(v.max()), float(v.min())
     return {
         "auc": auc,
@@ -211,6 +284,10 @@ def shot_groups(
     """
     n = check_array(train_counts, "train_counts", ndim=1, kind="integer")
     check_choice(convention, "convention", ("tade", "oltr"))
+    return _shot_groups(n, convention)
+
+
+def _shot_groups(n: np.ndarray, convention: str) -> dict[str, np.ndarray]:
     if convention == "tade":
         many, few = n > 100, n < 20
     else:
@@ -226,6 +303,10 @@ def group_accuracies(
     groups = shot_groups(train_counts, convention=convention)
     if len(acc) != len(groups["many"]):
         raise InputError(f"per_class_acc has {len(acc)} classes but train_counts has {len(groups['many'])}")
+    return _group_accuracies(acc, groups)
+
+
+def _group_accuracies(acc: np.ndarray, groups: dict[str, np.ndarray]) -> dict[str, float]:
     out = {}
     for name, mask in groups.items():
         out[name] = float(np.mean(acc[mask])) if mask.any() else math.nan
@@ -236,6 +317,10 @@ def expected_accuracy(per_class_acc: np.ndarray, class_counts: np.ndarray) -> fl
     """sum_c N_c·acc_c / sum_c N_c: accuracy under the test prior N (the R -> infinity limit)."""
     acc = check_array(per_class_acc, "per_class_acc", ndim=1, kind="float")
     w = check_array(class_counts, "class_counts", ndim=1, kind="float")
+    return _expected_accuracy(acc, w)
+
+
+def _expected_accuracy(acc: np.ndarray, w: np.ndarray) -> float:
     return float(np.dot(w, acc) / w.sum())
 
 
@@ -247,18 +332,24 @@ def agnostic_counts(
     ``forward_R`` follows the training ranking with the training-profile formula at rho = R,
     ``backward_R`` reverses it, ``uniform`` gives every class ``n_max``.
     """
-    rank = frequency_ranking(train_counts)
+    counts = check_array(train_counts, "train_counts", ndim=1, kind="integer", allow_empty=False)
+    n_max = check_positive(n_max, "n_max", integer=True)
+    rhos = {r: normalise_imbalance(r, "ratios") for r in ratios}
+    return _agnostic_counts(_frequency_ranking(counts), n_max, rhos)
+
+
+def _agnostic_counts(rank: np.ndarray, n_max: int, rhos: dict[Any, float]) -> dict[str, np.ndarray]:
     C = len(rank)
     out: dict[str, np.ndarray] = {}
-    for r in ratios:
-        prof = training_profile(C, n_max=n_max, imbalance=r)
+    for r, rho in rhos.items():
+        prof = _training_profile(C, n_max, rho, "exp")
         fwd = np.empty(C, dtype=np.int64)
         fwd[rank] = prof
         bwd = np.empty(C, dtype=np.int64)
         bwd[rank] = prof[::-1]
         out[f"forward_{r}"] = fwd
         out[f"backward_{r}"] = bwd
-    out["uniform"] = np.full(C, check_positive(n_max, "n_max", integer=True), dtype=np.int64)
+    out["uniform"] = np.full(C, n_max, dtype=np.int64)
     return out
 
 
@@ -341,17 +432,23 @@ def sweep_scores(
     ``per_class`` (C accuracies on the whole pool), ``test_agnostic`` (exact accuracies of the
     forward/uniform/backward sets), ``mode`` and ``settings``.
     """
+    check_choice(convention, "convention", ("tade", "oltr"))
     C = int(sweep["num_classes"])
     labels = check_labels(labels, "labels", num_classes=C)
     correct = check_array(correct, "correct", ndim=1).astype(bool)
     if correct.shape != labels.shape:
         raise InputError(f"correct: expected {len(labels)} entries (one per pool sample), got {len(correct)}")
+    train_counts = check_array(sweep["train_counts"], "train_counts", ndim=1, kind="integer")
+    if len(train_counts) != C:
+        raise InputError(f"train_counts: expected {C} entries (the sweep's num_classes), got {len(train_counts)}")
+    n_max = check_positive(sweep["n_max"], "n_max", integer=True)
+    B = check_positive(bootstrap, "bootstrap", integer=True) if bootstrap else 0
+    deltas = check_array([pt["divergence"] for pt in sweep["points"]], "divergences", ndim=1, kind="float",
+                         allow_empty=False)
     arrays = [[np.asarray(s, dtype=np.int64) for s in pt["samples"]] for pt in sweep["points"]]
     _check_pool(labels, sweep, arrays)
-    train_counts = np.asarray(sweep["train_counts"])
     n, k = _per_class(labels, correct, C)
     acc = k / n
-    deltas = np.array([pt["divergence"] for pt in sweep["points"]])
     weights = np.array([pt["class_counts"] for pt in sweep["points"]], dtype=np.float64)  # (T, C)
     if set_correct is not None:
         if len(set_correct) != len(arrays) or any(len(sc) != len(pt) for sc, pt in zip(set_correct, arrays)):
@@ -364,22 +461,22 @@ def sweep_scores(
         values = np.array([np.mean([cf[a].mean() for a in pt]) for pt in arrays])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore" if bootstrap else "default")
-        out: dict[str, Any] = sweep_metrics(values, deltas)
+        out: dict[str, Any] = _sweep_metrics(values, deltas)
+    groups = _shot_groups(train_counts, convention)
     out["balanced"] = float(acc.mean())
-    out.update(group_accuracies(acc, train_counts, convention=convention))
+    out.update(_group_accuracies(acc, groups))
     out["worst_class"] = float(acc.min())
     out["points"] = [{"alpha": pt["alpha"], "divergence": pt["divergence"], "accuracy": float(v)}
                      for pt, v in zip(sweep["points"], values)]
     out["per_class"] = acc.tolist()
-    out["test_agnostic"] = {name: expected_accuracy(acc, cnt) for name, cnt in
-                            agnostic_counts(train_counts, n_max=sweep["n_max"]).items()}
+    agnostic = _agnostic_counts(_frequency_ranking(train_counts), n_max, {r: float(r) for r in TEST_AGNOSTIC_RATIOS})
+    out["test_agnostic"] = {name: _expected_accuracy(acc, cnt.astype(np.float64)) for name, cnt in agnostic.items()}
     out["mode"] = "exact" if exact else "resampled"
     out["settings"] = {"test_imbalance": sweep["test_imbalance"], "n_max": sweep["n_max"],
                        "points": len(sweep["points"]), "repeats": sweep["repeats"], "seed": sweep["seed"],
                        "sweep_sha256": sweep["sha256"], "convention": convention}
     if bootstrap:
-        out["ci"] = bootstrap_intervals(n, k, weights, deltas, train_counts, replicates=bootstrap,
-                                        confidence=confidence, convention=convention, seed=seed)
+        out["ci"] = _bootstrap_intervals(n, k, weights, deltas, groups, B, confidence, seed)
         out["settings"].update({"bootstrap": int(bootstrap), "confidence": confidence})
     return out
 
@@ -390,17 +487,31 @@ def bootstrap_intervals(
 ) -> dict[str, list[float | None]]:
     """Percentile intervals over a stratified bootstrap of the test pool.
 
-    Resampling class c's n_c correctness indicators with replacement makes its correct count a
-    Binomial(n_c, k_c/n_c) draw, so each replicate is drawn that way (same distribution, no index
-    arrays). Metrics are the exact-mode ones.
+    ``n``, ``k`` (C,): pool samples and correct ones per class; ``weights`` (T, C): the test counts of
+    each point; ``deltas`` (T,): their divergences. Resampling class c's n_c correctness indicators
+    with replacement makes its correct count a Binomial(n_c, k_c/n_c) draw, so each replicate is
+    drawn that way (same distribution, no index arrays). Metrics are the exact-mode ones.
     """
+    n, k, counts = (check_array(a, name, ndim=1, kind="integer") for a, name in
+                    ((n, "n"), (k, "k"), (train_counts, "train_counts")))
+    weights, deltas = check_array(weights, "weights", ndim=2, kind="float"), check_array(deltas, "deltas", ndim=1)
+    if not (len(k) == len(counts) == len(n) > 0 and weights.shape == (len(deltas), len(n))) or \
+            np.any(n <= 0) or np.any(k < 0) or np.any(k > n):
+        raise InputError(f"n, k, train_counts: expected C > 0 entries each with 0 <= k <= n, n > 0, and weights of "
+                         f"shape (len(deltas), C); got {len(n)}, {len(k)}, {len(counts)} and {weights.shape}")
     B = check_positive(replicates, "bootstrap", integer=True)
+    check_choice(convention, "convention", ("tade", "oltr"))
+    return _bootstrap_intervals(n, k, weights, deltas.astype(np.float64), _shot_groups(counts, convention), B,
+                                confidence, seed)
+
+
+def _bootstrap_intervals(n: np.ndarray, k: np.ndarray, weights: np.ndarray, deltas: np.ndarray,
+                         groups: dict[str, np.ndarray], B: int, confidence: float, seed: int) -> dict[str, list[float | None]]:
     rng = np.random.default_rng(seed)
     acc_b = rng.binomial(n[None, :], (k / n)[None, :], size=(B, len(n))) / n[None, :]  # (B, C)
     V = acc_b @ (weights / weights.sum(axis=1, keepdims=True)).T  # (B, T)
-    auc = normalised_auc(V, deltas)
+    auc = merged_trapezoid(V, deltas)
     vmax, vmin = V.max(axis=1), V.min(axis=1)
-    groups = shot_groups(train_counts, convention=convention)
     stats = {
         "auc": auc, "avg": V.mean(axis=1), "std": V.std(axis=1), "max": vmax, "min": vmin,
         "drop_ratio": np.where(vmax > 0, (vmax - vmin) / np.where(vmax > 0, vmax, 1), np.nan),

@@ -8,6 +8,7 @@ reference method -> predictions on the test pool -> sweep -> scores -> results-s
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
@@ -15,13 +16,13 @@ from typing import Any, Literal
 import numpy as np
 
 from .._validation import check_fraction, check_positive
-from ..data import Dataset, load_dataset, load_predictions, seal, save_predictions, write_split
+from ..data import Dataset, load_dataset, load_predictions, seal, write_predictions, write_split
 from ..data.predictions import Predictions
 from ..errors import InputError
 from ..metrics import longtail as M
 from ..store import Record, ResultsStore
 from .longtail_config import LongtailConfig
-from .longtail_sweep import build_sweep, read_sweep, score_sweep, write_sweep  # noqa: F401 (re-export)
+from .longtail_sweep import Sweep, build_sweep, read_sweep, score_sweep, validate_sweep, write_sweep  # noqa: F401 (re-export)
 
 SPLIT_KIND = "longtail-train"
 
@@ -125,7 +126,7 @@ def run(config: LongtailConfig, *, store: ResultsStore | None = None,
         out = Path(work_dir)
         write_split(out / "split.json", split)
         write_sweep(out / "sweep.json", sweep)
-        save_predictions(out / "predictions.npz", labels=test.labels, logits=result.logits)
+        write_predictions(out / "predictions.npz", pred)
     settings = {"imbalance": split["imbalance"], "profile": split["profile"], "n_max": split["n_max"],
                 "train_counts": split["counts"], "test_imbalance": sweep["test_imbalance"],
                 "points": c.points, "repeats": c.repeats, "epochs": c.epochs, "model": model,
@@ -146,7 +147,7 @@ def run(config: LongtailConfig, *, store: ResultsStore | None = None,
 
 def score(
     predictions: Predictions | str | Path,
-    reference: dict[str, Any] | str | Path,
+    reference: Sweep | Mapping[str, Any] | str | Path,
     *,
     exact: bool = False,
     convention: Literal["tade", "oltr"] = "tade",
@@ -154,8 +155,9 @@ def score(
     seed: int = 0,
     set_predictions: list[list[np.ndarray]] | None = None,
 ) -> dict[str, Any]:
-    """Score predictions (loaded, or an ``.npz`` path) against the ``reference`` sweep (content, or a
-    file path).
+    """Score predictions (loaded, or an ``.npz`` path) against the ``reference`` sweep (a :class:`Sweep`,
+    sweep-file content, or a file path). The sweep is checked once here (a :class:`Sweep`, as
+    :func:`build_sweep` and :func:`read_sweep` return, already was) and scored as it is.
 
     ``set_predictions`` (a test-time method's predicted labels of every drawn set) is passed on to
     :func:`~.longtail_sweep.score_sweep`.
@@ -164,7 +166,7 @@ def score(
     ``exact=True``) plus ``exact``: the noise-free scalars, points and test-agnostic accuracies.
     """
     pred = predictions if isinstance(predictions, Predictions) else load_predictions(predictions)
-    sw = reference if isinstance(reference, dict) else read_sweep(reference)
+    sw = validate_sweep(reference) if isinstance(reference, Mapping) else read_sweep(reference)
     result = score_sweep(pred, sw, exact=exact, convention=convention, bootstrap=bootstrap, seed=seed,
                          set_predictions=set_predictions)
     noise_free = result if exact else score_sweep(pred, sw, exact=True, convention=convention,

@@ -4,11 +4,18 @@ files, and scoring predictions against them (the arithmetic is :func:`vistabench
 A sweep file fixes, for T peak positions alpha_t, the per-class test counts N_c(alpha_t), the
 divergence delta_t from the training distribution, and R drawn test sets (pool indices, class 0's
 draws first, then class 1's, ...). Scoring is pure arithmetic on the predictions' correctness vector.
+
+A sweep is checked once, where it enters: :func:`build_sweep`, :func:`read_sweep` and
+:func:`validate_sweep` are the only makers of a :class:`Sweep` (a read-only mapping of the sealed
+sweep-file content), and whatever takes a :class:`Sweep` (:func:`score_sweep`, :func:`write_sweep`)
+uses it without checking its structure again. A plain mapping is checked on the way in.
 """
 
 from __future__ import annotations
 
+import copy
 import warnings
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -16,8 +23,8 @@ import numpy as np
 
 from .._validation import check_array, check_labels, check_positive
 from ..data.predictions import Predictions
-from ..data.splits import read_split, seal, write_split
-from ..errors import InputError
+from ..data.splits import content_hash, read_split, seal, write_split
+from ..errors import InputError, InputTypeError
 from ..metrics import longtail as M
 
 SWEEP_KIND = "longtail-sweep"
@@ -29,14 +36,72 @@ SCALARS = ("auc", "avg", "std", "max", "min", "drop_ratio", "balanced", "many", 
            "worst_class")
 
 
-def _check_train_counts(train_counts: Any, num_classes: int | None = None) -> np.ndarray:
+_MAKER = object()  # only this module's makers hold it: a Sweep is always a checked one
+
+
+class Sweep(Mapping[str, Any]):
+    """A checked, sealed sweep: a read-only mapping of the sweep-file content (keys :data:`SWEEP_KEYS`).
+
+    Made only by :func:`build_sweep`, :func:`read_sweep` and :func:`validate_sweep`, which check it;
+    functions that take one trust it. Its values are the sealed content itself (``sweep["sha256"]``
+    is the hash of the rest): treat them as read-only, and use :meth:`to_dict` for an editable copy
+    (which :func:`validate_sweep` checks again).
+    """
+
+    __slots__ = ("_content", "_scored")
+
+    def __init__(self, content: dict[str, Any], *, _maker: object = None) -> None:
+        if _maker is not _MAKER:
+            raise InputTypeError("Sweep: made by build_sweep, read_sweep or validate_sweep (which check it), "
+                                 "not directly")
+        object.__setattr__(self, "_content", content)
+        object.__setattr__(self, "_scored", None)
+
+    def __getitem__(self, key: str) -> Any:
+        return self._content[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._content)
+
+    def __len__(self) -> int:
+        return len(self._content)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("Sweep is read-only (to_dict() gives an editable copy)")
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:  # pickling/copying checks the content again
+        return validate_sweep, (self.to_dict(),)
+
+    def __repr__(self) -> str:
+        c = self._content
+        return (f"Sweep(num_classes={c['num_classes']}, points={len(c['points'])}, repeats={c['repeats']}, "
+                f"sha256={c['sha256'][:12]}...)")
+
+    def to_dict(self) -> dict[str, Any]:
+        """An editable deep copy of the content."""
+        return copy.deepcopy(self._content)
+
+    def _scoring_content(self) -> dict[str, Any]:
+        """The content with each drawn set as a read-only int64 array, converted once (scoring reads
+        every set on every pass: the list-to-array conversion was most of a pass's time)."""
+        if self._scored is None:
+            points = []
+            for pt in self._content["points"]:
+                sets = [np.asarray(s, dtype=np.int64) for s in pt["samples"]]
+                for a in sets:
+                    a.flags.writeable = False
+                points.append({**pt, "samples": sets})
+            object.__setattr__(self, "_scored", {**self._content, "points": points})
+        return self._scored
+
+
+def _check_train_counts(train_counts: Any, num_classes: int) -> None:
     counts = check_array(train_counts, "train_counts", ndim=1, kind="integer", allow_empty=False)
     if np.any(counts <= 0):
         bad = np.flatnonzero(counts <= 0)[:10].tolist()
         raise InputError(f"train_counts: every class needs at least one training sample; classes {bad} have none")
-    if num_classes is not None and len(counts) != num_classes:
+    if len(counts) != num_classes:
         raise InputError(f"train_counts: expected {num_classes} entries, got {len(counts)}")
-    return counts
 
 
 def _class_pools(pool_labels: np.ndarray, C: int) -> list[np.ndarray]:
@@ -74,8 +139,8 @@ def build_sweep(
     points: int = 10,
     repeats: int = 5,
     seed: int = 0,
-) -> dict[str, Any]:
-    """Build a sealed sweep (the content of a sweep file).
+) -> Sweep:
+    """Build a sealed sweep (the content of a sweep file), checked: pass it on as it is.
 
     Parameters
     ----------
@@ -97,29 +162,22 @@ def build_sweep(
         train_counts = _read_train_counts(train_counts)
     if isinstance(pool_labels, (str, Path)):
         pool_labels = _read_pool_labels(pool_labels)
-    counts = _check_train_counts(train_counts)
+    design = M.sweep_design(train_counts, test_imbalance=test_imbalance, points=points)  # checks them
+    counts, rank, rho_t = design.train_counts, design.ranking, design.test_imbalance
     C = len(counts)
     labels = check_labels(pool_labels, "pool_labels", num_classes=C)
-    T = check_positive(points, "points", integer=True)
     R = check_positive(repeats, "repeats", integer=True)
-    rho_t = M.normalise_imbalance(test_imbalance, "test_imbalance")
     pools = _class_pools(labels, C)
     sizes = np.array([len(p) for p in pools])
     if np.any(sizes == 0):
         raise InputError(f"pool_labels: classes {np.flatnonzero(sizes == 0)[:10].tolist()} have no test sample in the pool")
     n_max = int(sizes.min()) if n_max is None else check_positive(n_max, "n_max", integer=True)
-    rank = M.frequency_ranking(counts)
-    p = counts / counts.sum()
     rng = np.random.default_rng(check_positive(seed, "seed", strict=False, integer=True))
     out_points = []
     short: set[int] = set()
-    for alpha in M.peaks(C, T):
-        by_pos = M.sweep_class_counts(C, test_imbalance=rho_t, n_max=n_max, alpha=float(alpha))
-        q_pos = M.sweep_prior(C, test_imbalance=rho_t, alpha=float(alpha))
+    for alpha, divergence in zip(design.alphas, design.divergences):
         class_counts = np.empty(C, dtype=np.int64)
-        class_counts[rank] = by_pos
-        q = np.empty(C)
-        q[rank] = q_pos
+        class_counts[rank] = M.sweep_class_counts(C, test_imbalance=rho_t, n_max=n_max, alpha=float(alpha))
         samples = []
         for _ in range(R):
             drawn = []
@@ -131,36 +189,52 @@ def build_sweep(
                     short.add(c)
                     drawn.append(pool[rng.integers(0, len(pool), size=n)])
             samples.append(np.concatenate(drawn).tolist())
-        out_points.append({"alpha": float(alpha), "divergence": M.symmetric_kl(p, q),
+        out_points.append({"alpha": float(alpha), "divergence": float(divergence),
                            "class_counts": class_counts.tolist(), "samples": samples})
     if short:
         warnings.warn(f"classes {sorted(short)[:10]} have fewer pool samples than the sweep needs: "
                       "drawn with replacement", UserWarning, stacklevel=2)
-    return seal({
+    return Sweep(seal({
         "kind": SWEEP_KIND, "version": SWEEP_VERSION, "seed": int(seed), "num_classes": C,
         "train_counts": counts.tolist(), "test_imbalance": rho_t, "n_max": int(n_max),
         "repeats": int(R), "pool_size": int(len(labels)), "points": out_points,
-    })
+    }), _maker=_MAKER)
 
 
-def write_sweep(path: str | Path, sweep: dict[str, Any]) -> dict[str, Any]:
-    return write_split(path, sweep)
+def write_sweep(path: str | Path, sweep: Sweep | Mapping[str, Any]) -> Sweep:
+    """Write a sweep file (a plain mapping is checked first); returns the :class:`Sweep` written."""
+    sw = validate_sweep(sweep)
+    write_split(path, dict(sw))
+    return sw
 
 
-def read_sweep(path: str | Path) -> dict[str, Any]:
-    """Read a sweep file: hash verified, structure checked."""
-    sweep = read_split(path, kind=SWEEP_KIND, what="sweep file")
-    validate_sweep(sweep, where=f"sweep file {str(path)!r}")
-    return sweep
+def read_sweep(path: str | Path) -> Sweep:
+    """Read a sweep file: hash verified, structure checked (once: the :class:`Sweep` is passed on)."""
+    content = read_split(path, kind=SWEEP_KIND, what="sweep file")
+    return _checked(content, where=f"sweep file {str(path)!r}")
 
 
-def sweep_settings(sweep: dict[str, Any]) -> dict[str, Any]:
+def sweep_settings(sweep: Sweep | Mapping[str, Any]) -> dict[str, Any]:
     """What a record of predictions scored against ``sweep`` stores of it in its settings."""
     return {"train_counts": sweep["train_counts"], "test_imbalance": sweep["test_imbalance"],
             "points": len(sweep["points"]), "repeats": sweep["repeats"], "sweep_sha256": sweep["sha256"]}
 
 
-def validate_sweep(sweep: dict[str, Any], *, where: str = "sweep") -> None:
+def validate_sweep(sweep: Sweep | Mapping[str, Any], *, where: str = "sweep") -> Sweep:
+    """A :class:`Sweep` as it is; a plain mapping (sweep-file content) checked — structure and
+    ``sha256`` — and returned as a :class:`Sweep` of a copy of it."""
+    if isinstance(sweep, Sweep):
+        return sweep
+    if not isinstance(sweep, Mapping):
+        raise InputTypeError(f"{where}: expected a sweep (sweep-file content), got {type(sweep).__name__}")
+    content = copy.deepcopy(dict(sweep))
+    sw = _checked(content, where=where)
+    if content_hash(content) != content["sha256"]:
+        raise InputError(f"{where}: sha256 mismatch — the content was modified after it was sealed")
+    return sw
+
+
+def _checked(sweep: dict[str, Any], *, where: str) -> Sweep:
     if set(sweep) not in (SWEEP_KEYS, SWEEP_KEYS - {"pool_size"}):  # older files lack pool_size
         raise InputError(f"{where}: expected keys {sorted(SWEEP_KEYS)}, found {sorted(sweep)}")
     if sweep["version"] != SWEEP_VERSION:
@@ -174,9 +248,10 @@ def validate_sweep(sweep: dict[str, Any], *, where: str = "sweep") -> None:
         if len(pt["class_counts"]) != C or len(pt["samples"]) != sweep["repeats"] or \
                 any(len(s) != total for s in pt["samples"]):
             raise InputError(f"{where}: point {i} is inconsistent (class_counts / samples lengths)")
+    return Sweep(sweep, _maker=_MAKER)
 
 
-def _check_predictions(pred: Predictions, sweep: dict[str, Any]) -> None:
+def _check_predictions(pred: Predictions, sweep: Mapping[str, Any]) -> None:
     C = sweep["num_classes"]
     if pred.num_columns is not None and pred.num_columns != C:
         raise InputError(f"predictions: {pred.kind} has {pred.num_columns} columns, the sweep has {C} classes")
@@ -184,7 +259,7 @@ def _check_predictions(pred: Predictions, sweep: dict[str, Any]) -> None:
 
 def score_sweep(
     pred: Predictions,
-    sweep: dict[str, Any],
+    sweep: Sweep | Mapping[str, Any],
     *,
     exact: bool = False,
     convention: Literal["tade", "oltr"] = "tade",
@@ -195,20 +270,21 @@ def score_sweep(
 ) -> dict[str, Any]:
     """Score a predictions file's content over the sweep's test pool.
 
-    The pipeline step: checks the sweep's structure and the predictions' shape, then calls
+    The pipeline step: checks the predictions' shape against the sweep (a plain mapping is first
+    checked by :func:`validate_sweep`; a :class:`Sweep` already was), then calls
     :func:`vistabench.metrics.longtail.sweep_scores` (which documents the options and the result).
     ``set_predictions[t][r]``: for methods that adapt to each unlabelled test set (test-time
     aggregation), the predicted labels of the drawn set ``points[t]["samples"][r]``, in its order;
     they become ``sweep_scores``'s ``set_correct``.
     """
-    validate_sweep(sweep)
-    _check_predictions(pred, sweep)
-    set_correct = None if set_predictions is None else _set_correct(pred.labels, sweep, set_predictions)
-    return M.sweep_scores(pred.labels, pred.correct(), sweep, exact=exact, convention=convention,
+    content = validate_sweep(sweep)._scoring_content()
+    _check_predictions(pred, content)
+    set_correct = None if set_predictions is None else _set_correct(pred.labels, content, set_predictions)
+    return M.sweep_scores(pred.labels, pred.correct(), content, exact=exact, convention=convention,
                           bootstrap=bootstrap, confidence=confidence, seed=seed, set_correct=set_correct)
 
 
-def _set_correct(labels: np.ndarray, sweep: dict[str, Any], set_predictions: Any) -> list[list[np.ndarray]]:
+def _set_correct(labels: np.ndarray, sweep: Mapping[str, Any], set_predictions: Any) -> list[list[np.ndarray]]:
     points = sweep["points"]
     if len(set_predictions) != len(points):
         raise InputError(f"set_predictions: expected {len(points)} points, got {len(set_predictions)}")
