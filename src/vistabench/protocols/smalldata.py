@@ -152,15 +152,19 @@ def tune_split(ctx: Context, split: SmallDataSplit, method: str, opts: RunPlan,
     study, storage = _study(ctx, split, method, opts)
     result = tune(objective, space, settings, storage=storage, study_name=study)
     if records is not None:
+        # wall-clock time is a measurement, not a setting: two equal searches store equal settings
+        search = result.to_dict()
+        trial_seconds = [t.pop("seconds", None) for t in search.get("trials", [])]
         records.append(Record(protocol=PROTOCOL, dataset=ctx.name, method=method, seed=opts.seed,
                          split_hash=split.split_hash, tag="tune" + opts.tag_suffix,
                               settings={"split": split.index, "model": model, "device": opts.device,
                                    "preset": ctx.preset.to_dict(), "recipe": ctx.preset.recipe,
                                    "val_metric": opts.val_metric_for(ctx.preset),
                                    "augmentation": opts.augmentation_for(ctx.preset).to_dict(),
-                                   "search": result.to_dict()},
+                                   "search": search},
                          metrics={"best_val_score": result.best_value,
-                                  "trials": len(result.trials), "total_epochs": result.total_epochs}))
+                                  "trials": len(result.trials), "total_epochs": result.total_epochs,
+                                  "trial_seconds": trial_seconds}))
     return result
 
 
