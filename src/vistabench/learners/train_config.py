@@ -40,7 +40,8 @@ class EpochCallback(Protocol):
 class TrainStep(Protocol):
     """A method-defined training step: ``step(x, y, x2, y2, epoch) -> (loss, logits)``.
 
-    ``x`` (n, B, H, W) is the normalised (and augmented) batch and ``y`` (n,) its labels; ``x2, y2``
+    ``x`` (n, B, H, W) is the normalised (and augmented) batch (channels-last memory on a CPU: use
+    ``reshape``, not ``view``, to flatten it) and ``y`` (n,) its labels; ``x2, y2``
     are the batch of the second sampler (see ``Trainer.fit(second_sampler=...)``), None without
     one; ``epoch`` is 0-based. Returns the scalar loss to minimise and (n, C) logits for the
     training accuracy.
