@@ -330,3 +330,32 @@ def test_normaliser_with_read_only_arrays_does_not_warn():
         warnings.simplefilter("error")
         out = norm.apply(torch.ones(1, 2, 2, 2))
     assert torch.allclose(out[0, 0], torch.full((2, 2), 0.25)) and torch.allclose(out[0, 1], torch.zeros(2, 2))
+
+
+def test_batch_indices_cover_the_epoch_once_and_merge_a_last_single_image():
+    from vistabench.learners.sampling import batch_indices
+
+    order = np.random.default_rng(3).permutation(33)
+    batches = batch_indices(order, 16)
+    assert [len(b) for b in batches] == [16, 17]
+    np.testing.assert_array_equal(np.concatenate(batches), order)  # each image once, in order
+    assert [len(b) for b in batch_indices(order[:32], 16)] == [16, 16]
+    assert [len(b) for b in batch_indices(order[:1], 16)] == [1]
+
+
+def test_cpu_batches_are_channels_last_with_nchw_values():
+    x = RNG.integers(0, 256, (5, 6, 7, 3), dtype=np.uint8)
+    tr3 = Trainer(build_model("cnn28", num_classes=3, in_channels=3, seed=0), TrainConfig(epochs=1, batch_size=4))
+    tr3.fit(x, np.arange(5) % 3)
+    b = tr3.batch(x, np.arange(5))
+    assert b.shape == (5, 3, 6, 7) and b.is_contiguous(memory_format=torch.channels_last)
+    assert torch.equal(b.contiguous(), tr3.normaliser.apply(to_float_nchw(x)))
+    # to_float_nchw never aliases the caller's array (the trainer standardises batches in place)
+    xf = RNG.normal(size=(2, 4, 4, 3)).astype(np.float32)
+    kept = xf.copy()
+    for cl in (False, True):
+        t = to_float_nchw(xf, channels_last=cl)
+        assert t.is_contiguous(memory_format=torch.channels_last if cl else torch.contiguous_format)
+        assert np.array_equal(t.permute(0, 2, 3, 1).numpy(), xf)
+        t.add_(1.0)
+        assert np.array_equal(xf, kept)

@@ -1,0 +1,63 @@
+"""Learning-rate schedules of the shared trainer, as pure functions of the step.
+
+``"cosine"`` (the default) works **per optimisation step**: ``lr_t = lr * (1 + cos(pi * t / T)) / 2``
+for step t of T = epochs x steps-per-epoch, after an optional linear warm-up over
+``warmup_epochs`` x steps-per-epoch steps (``lr * (t + 1) / W`` for t < W).
+
+``"step"`` and ``"cosine_epoch"`` work **per epoch** (the lr is constant within an epoch), as the
+long-tail reference recipes do:
+
+- ``"step"``: ``lr × lr_factors[i]`` from 0-based epoch ``lr_milestones[i]`` on, after the per-epoch
+  warm-up ``lr · (warmup_start + (1 − warmup_start)(e + 1)/warmup_epochs)``;
+- ``"cosine_epoch"``: ``lr (1 + cos(π (e + schedule_offset)/epochs))/2`` (offset 1: a scheduler
+  stepped before the first epoch).
+
+>>> from types import SimpleNamespace
+>>> cfg = SimpleNamespace(lr=0.1, epochs=4, warmup_epochs=0, schedule="step", lr_milestones=(2,),
+...                       lr_factors=(0.1,), warmup_start=0.0, schedule_offset=0)
+>>> [round(learning_rate(cfg, s, 8, 2), 4) for s in range(8)]
+[0.1, 0.1, 0.1, 0.1, 0.01, 0.01, 0.01, 0.01]
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Protocol
+
+__all__ = ["SCHEDULES", "ScheduleSettings", "learning_rate"]
+
+SCHEDULES = ("cosine", "step", "cosine_epoch")
+
+
+class ScheduleSettings(Protocol):
+    """The fields of :class:`~vistabench.learners.train_config.TrainConfig` a schedule reads."""
+
+    lr: float
+    epochs: int
+    warmup_epochs: int
+    schedule: str
+    lr_milestones: tuple
+    lr_factors: tuple
+    warmup_start: float
+    schedule_offset: int
+
+
+def learning_rate(cfg: ScheduleSettings, step: int, total: int, steps_per_epoch: int) -> float:
+    """Learning rate of 0-based optimisation ``step`` of ``total`` under ``cfg.schedule`` (module
+    docstring); ``steps_per_epoch`` converts steps to epochs."""
+    if cfg.schedule != "cosine":
+        epoch = step // steps_per_epoch
+        if cfg.schedule == "cosine_epoch":
+            return cfg.lr * 0.5 * (1.0 + math.cos(math.pi * (epoch + cfg.schedule_offset) / cfg.epochs))
+        if epoch < cfg.warmup_epochs:
+            return cfg.lr * (cfg.warmup_start + (1.0 - cfg.warmup_start) * (epoch + 1) / cfg.warmup_epochs)
+        factor = 1.0
+        for m, f in zip(cfg.lr_milestones, cfg.lr_factors):
+            if epoch >= m:
+                factor = f
+        return cfg.lr * factor
+    warm = cfg.warmup_epochs * steps_per_epoch
+    if step < warm:
+        return cfg.lr * (step + 1) / warm
+    t, span = step - warm, max(1, total - warm)
+    return cfg.lr * 0.5 * (1.0 + math.cos(math.pi * t / span))

@@ -1,0 +1,252 @@
+"""What the shared trainer is given and what it returns: :class:`TrainConfig` (hyper-parameters,
+checked when made), :class:`TrainResult`, the device check and the protocols of a method's step
+and an epoch callback. :mod:`.trainer` re-exports every name here.
+"""
+
+from __future__ import annotations
+
+import re
+import resource
+import sys
+from dataclasses import asdict, dataclass, field
+from typing import Callable, Literal, Protocol
+
+import numpy as np
+import torch
+
+from .._validation import check_fraction, check_positive
+from ..errors import InputError
+from .schedules import SCHEDULES
+
+__all__ = ["TrainConfig", "TrainResult", "TrainingDiverged", "EpochCallback", "TrainStep", "resolve_device",
+           "peak_rss_bytes", "Device", "Sampler", "Trainable"]
+
+Device = Literal["cpu", "cuda", "auto"]
+Sampler = Literal["uniform", "class_balanced"]
+Trainable = Literal["all", "classifier"]
+
+
+class TrainingDiverged(FloatingPointError):
+    """The mean training loss of an epoch was NaN or infinite (usually: learning rate too high).
+
+    Hyper-parameter searches can catch this and score the trial as failed.
+    """
+
+
+class EpochCallback(Protocol):
+    def __call__(self, epoch: int, metrics: dict) -> bool | None: ...
+
+
+class TrainStep(Protocol):
+    """A method-defined training step: ``step(x, y, x2, y2, epoch) -> (loss, logits)``.
+
+    ``x`` (n, B, H, W) is the normalised (and augmented) batch (channels-last memory on a CPU: use
+    ``reshape``, not ``view``, to flatten it) and ``y`` (n,) its labels; ``x2, y2``
+    are the batch of the second sampler (see ``Trainer.fit(second_sampler=...)``), None without
+    one; ``epoch`` is 0-based. Returns the scalar loss to minimise and (n, C) logits for the
+    training accuracy.
+    """
+
+    def __call__(self, x: torch.Tensor, y: torch.Tensor, x2: torch.Tensor | None, y2: torch.Tensor | None,
+                 epoch: int) -> tuple[torch.Tensor, torch.Tensor]: ...
+
+
+def resolve_device(device: str) -> torch.device:
+    """``"cpu"``, ``"cuda"``, ``"cuda:N"`` or ``"auto"`` (cuda when available) -> torch.device.
+
+    Raises InputError when cuda is asked for but not available.
+    """
+    if not isinstance(device, str):
+        raise InputError(f"device: expected 'cpu', 'cuda', 'cuda:N' or 'auto', got {device!r}")
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device == "cpu":
+        return torch.device("cpu")
+    if device == "cuda" or device.startswith("cuda:"):
+        if not torch.cuda.is_available():
+            raise InputError(
+                f"device: {device!r} requested but CUDA is not available in this torch build "
+                f"({torch.__version__}); use device='cpu' or 'auto'"
+            )
+        dev = torch.device(device)
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise InputError(f"device: {device!r} requested but only {torch.cuda.device_count()} CUDA devices exist")
+        return dev
+    raise InputError(f"device: expected 'cpu', 'cuda', 'cuda:N' or 'auto', got {device!r}")
+
+
+@dataclass
+class TrainConfig:
+    """Training hyper-parameters (all protocols share these names).
+
+    Attributes
+    ----------
+    epochs : int
+        Passes over the training set (> 0).
+    lr : float
+        Peak learning rate of SGD (> 0).
+    weight_decay : float
+        L2 coefficient (>= 0).
+    batch_size : int
+        Images per step; larger than the training set is an error naming ``batch_size``.
+    momentum : float
+        SGD momentum in [0, 1].
+    seed : int
+        Seeds shuffling, sampling, augmentation and dropout.
+    device : {"cpu", "cuda", "auto"} or "cuda:N"
+        Checked for availability when the :class:`Trainer` is created (InputError if CUDA is
+        asked for but missing); ``"auto"`` takes CUDA when available.
+    label_smoothing : float
+        For the default cross-entropy loss, in [0, 1].
+    augment : bool or callable
+        True: random crop after ``crop_padding`` zero padding + horizontal flip (for 32 px natural
+        images; leave off for digits). A callable ``(x, generator) -> x`` on the float
+        (n, C, H, W) batch replaces it (e.g. a dataset's :class:`vistabench.data.augment.Augmentation`).
+    crop_padding : int
+        Padding of the random crop (4 = the CIFAR convention).
+    warmup_epochs : int
+        Linear learning-rate warm-up before the cosine (0 = none).
+    nesterov : bool
+    eval_batch_size : int
+        Batch size for prediction and validation.
+    count_flops : bool
+        Count FLOPs (one meta-device count per distinct batch size; see :mod:`.flops`).
+    num_threads : int or None
+        CPU threads torch may use during :meth:`Trainer.fit` and prediction (restored afterwards);
+        None keeps torch's setting. On a busy machine 1 thread per training process is often
+        several times faster than oversubscribed cores.
+    schedule : {"cosine", "step", "cosine_epoch"}
+        ``"cosine"``: per step (see :mod:`.schedules`). ``"step"``: per epoch, ``lr × lr_factors[i]`` from
+        0-based epoch ``lr_milestones[i]`` on, after the per-epoch warm-up
+        ``lr · (warmup_start + (1 − warmup_start)(e + 1)/warmup_epochs)``. ``"cosine_epoch"``: per
+        epoch, ``lr (1 + cos(π (e + schedule_offset)/epochs))/2`` (offset 1: a scheduler stepped
+        before the first epoch).
+    lr_milestones, lr_factors : tuple
+        The step schedule's 0-based epochs and the multipliers of ``lr`` from each on.
+    warmup_start : float
+        Lr factor the per-epoch warm-up of the step schedule starts from (0 or BBN's 1/3).
+    schedule_offset : int
+        Epoch offset of ``"cosine_epoch"``.
+
+    Data come from memory (the Dataset arrays); batches are converted in the training process,
+    so there is no ``num_workers``: worker processes would only add copying for in-memory data.
+    """
+
+    epochs: int = 10
+    lr: float = 0.05
+    weight_decay: float = 5e-4
+    batch_size: int = 128
+    momentum: float = 0.9
+    seed: int = 0
+    device: str = "cpu"
+    label_smoothing: float = 0.0
+    augment: bool | Callable = False
+    crop_padding: int = 4
+    warmup_epochs: int = 0
+    nesterov: bool = False
+    eval_batch_size: int = 512
+    count_flops: bool = True
+    num_threads: int | None = None
+    schedule: str = "cosine"
+    lr_milestones: tuple = ()
+    lr_factors: tuple = ()
+    warmup_start: float = 0.0
+    schedule_offset: int = 0
+
+    def __post_init__(self) -> None:
+        self.epochs = check_positive(self.epochs, "epochs", integer=True)
+        self.lr = check_positive(self.lr, "lr")
+        self.weight_decay = check_positive(self.weight_decay, "weight_decay", strict=False)
+        self.batch_size = check_positive(self.batch_size, "batch_size", integer=True)
+        self.momentum = check_fraction(self.momentum, "momentum")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)):
+            raise InputError(f"seed: expected an integer, got {self.seed!r}")
+        self.seed = int(self.seed)
+        self.label_smoothing = check_fraction(self.label_smoothing, "label_smoothing")
+        self.crop_padding = check_positive(self.crop_padding, "crop_padding", strict=False, integer=True)
+        self.warmup_epochs = check_positive(self.warmup_epochs, "warmup_epochs", strict=False, integer=True)
+        if self.warmup_epochs >= self.epochs and self.warmup_epochs > 0:
+            raise InputError(f"warmup_epochs: expected fewer than epochs={self.epochs}, got {self.warmup_epochs}")
+        self.eval_batch_size = check_positive(self.eval_batch_size, "eval_batch_size", integer=True)
+        if self.num_threads is not None:
+            self.num_threads = check_positive(self.num_threads, "num_threads", integer=True)
+        if self.schedule not in SCHEDULES:
+            raise InputError(f"schedule: expected 'cosine', 'step' or 'cosine_epoch', got {self.schedule!r}")
+        self.lr_milestones = tuple(check_positive(m, "lr_milestones", strict=False, integer=True)
+                                   for m in self.lr_milestones)
+        self.lr_factors = tuple(check_positive(f, "lr_factors") for f in self.lr_factors)
+        if len(self.lr_milestones) != len(self.lr_factors):
+            raise InputError(f"lr_factors: expected one factor per milestone ({len(self.lr_milestones)}), "
+                             f"got {len(self.lr_factors)}")
+        self.warmup_start = check_fraction(self.warmup_start, "warmup_start")
+        self.schedule_offset = check_positive(self.schedule_offset, "schedule_offset", strict=False, integer=True)
+        # The spelling is checked here; availability when a Trainer is made, so a config built on
+        # a CPU-only driver can still be shipped to GPU workers (Ray).
+        if not (isinstance(self.device, str) and (self.device in ("cpu", "cuda", "auto")
+                                                  or re.fullmatch(r"cuda:\d+", self.device))):
+            raise InputError(f"device: expected 'cpu', 'cuda', 'cuda:N' or 'auto', got {self.device!r}")
+
+
+@dataclass
+class TrainResult:
+    """What one :meth:`Trainer.fit` did.
+
+    Attributes
+    ----------
+    history : list of dict
+        Per epoch: ``epoch`` (1-based), ``loss`` (mean training loss), ``train_acc`` (accuracy on
+        the training batches as seen, with augmentation), ``val_acc`` (NaN without ``val``),
+        ``lr`` (learning rate of the epoch's last step).
+    flops : int
+        Forward + backward FLOPs of all training steps (multiply-add = 2; see :mod:`.flops`);
+        0 when ``count_flops`` was off.
+    eval_flops : int
+        Forward FLOPs of the per-epoch validation passes.
+    steps : int
+        Optimisation steps taken.
+    seconds : float
+        Wall time of the whole fit (training + validation + FLOP counting).
+    train_seconds : float
+        Wall time of the training steps only.
+    images_per_second : float
+        Training images processed / ``train_seconds``.
+    peak_memory_bytes : int
+        ``cuda``: peak allocated by torch during the fit. ``cpu``: the process's peak resident
+        set size (``ru_maxrss``, a process-lifetime maximum, so an upper bound for this fit).
+    peak_memory_kind : str
+        ``"cuda_max_allocated"`` or ``"process_max_rss"``.
+    stopped_early : bool
+        The callback returned True.
+    config : dict
+        The :class:`TrainConfig` used, plus ``sampler`` (``"<sampler>+second"`` with a second
+        sampler) and ``trainable`` (``"custom"`` when the trainer has a ``step``).
+    normaliser : dict
+        Channel mean/std used to standardise inputs.
+    """
+
+    history: list[dict]
+    flops: int
+    eval_flops: int
+    steps: int
+    seconds: float
+    train_seconds: float
+    images_per_second: float
+    peak_memory_bytes: int
+    peak_memory_kind: str
+    stopped_early: bool
+    device: str
+    config: dict = field(default_factory=dict)
+    normaliser: dict = field(default_factory=dict)
+
+    @property
+    def epochs_run(self) -> int:
+        return len(self.history)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def peak_rss_bytes() -> int:
+    """The process's peak resident set size in bytes (``ru_maxrss``, a process-lifetime maximum)."""
+    r = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(r if sys.platform == "darwin" else r * 1024)
