@@ -221,6 +221,8 @@ CASES = [
                             "--store", "{d}/lt.sqlite"], "focal"),
     ("run-epochs-0", ["longtail", "run", "--data", "digits", "--method", "ce", "--imbalance", "10", "--epochs", "0",
                       "--store", "{d}/lt.sqlite"], "--epochs"),
+    ("run-diverges", ["longtail", "run", "--data", "digits", "--method", "ce", "--imbalance", "10", "--epochs", "1",
+                      "--lr", "1e6", "--no-store"], "--lr: training loss became nan at epoch 1"),
     ("run-foreign-store", ["longtail", "run", "--data", "digits", "--method", "ce", "--imbalance", "10",
                            "--store", "{d}/foreign.db"], "another program"),
     ("run-store-folder", ["longtail", "run", "--data", "digits", "--method", "ce", "--imbalance", "10",

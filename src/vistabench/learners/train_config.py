@@ -26,10 +26,11 @@ Sampler = Literal["uniform", "class_balanced"]
 Trainable = Literal["all", "classifier"]
 
 
-class TrainingDiverged(FloatingPointError):
+class TrainingDiverged(InputError, FloatingPointError):
     """The mean training loss of an epoch was NaN or infinite (usually: learning rate too high).
 
-    Hyper-parameter searches can catch this and score the trial as failed.
+    A user error (the settings, not the code: one line, exit 2 on the command line); hyper-parameter
+    searches catch it as a ``FloatingPointError`` and score the trial as failed.
     """
 
 

@@ -375,7 +375,8 @@ class Trainer:
                 m_loss = float(tot_loss) / len(order)
                 if not math.isfinite(m_loss):
                     raise TrainingDiverged(
-                        f"training loss became {m_loss} at epoch {epoch + 1} (lr={cfg.lr}); lower the learning rate"
+                        f"lr: training loss became {m_loss} at epoch {epoch + 1} with lr={cfg.lr}; lower the learning "
+                        "rate (or the method options that scale the loss)"
                     )
                 entry = {"epoch": epoch + 1, "loss": m_loss, "train_acc": int(correct) / len(order),
                          "val_acc": float("nan"), "lr": opt.param_groups[0]["lr"]}
