@@ -1,16 +1,15 @@
 """The layering the project promises (docs/architecture.md), checked on the source itself.
 
-Every import statement counts, including those inside functions (lazy imports are still
-dependencies); only module-level imports count for cycles (those are what Python executes at import).
+Every import statement counts, including those inside functions (a lazy import is still a
+dependency), for the layers and for cycles alike. The rules are pure functions in ``_archcheck.py``,
+tested below on small trees that break each of them.
 """
 
 from __future__ import annotations
 
-import ast
+import importlib.util
 import sys
 from pathlib import Path
-
-import importlib.util
 
 import pytest
 
@@ -21,41 +20,7 @@ _spec.loader.exec_module(A)
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "vistabench"
 BOTTOM = {"vistabench._validation", "vistabench.errors", "vistabench.jsonutil", "vistabench._lazy"}
-
-
-def _module_name(path: Path) -> str:
-    parts = path.relative_to(SRC.parent).with_suffix("").parts
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-def _imports(path: Path, *, top_level_only: bool = False) -> list[tuple[str, list[str]]]:
-    """(imported module, imported names) for each import in the file, relative imports resolved."""
-    mod = _module_name(path)
-    package = mod if path.name == "__init__.py" else mod.rpartition(".")[0]
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    nodes = tree.body if top_level_only else list(ast.walk(tree))
-    out = []
-    for node in nodes:
-        if isinstance(node, ast.Import):
-            out += [(a.name, []) for a in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")
-                base = base[: len(base) - (node.level - 1)]
-                target = ".".join(base + ([node.module] if node.module else []))
-            else:
-                target = node.module or ""
-            names = [a.name for a in node.names]
-            if node.module is None:  # `from . import x`: x is a module, or a name of the package
-                for n in names:
-                    sub = SRC.parent.joinpath(*f"{target}.{n}".split("."))
-                    is_module = sub.with_suffix(".py").is_file() or (sub / "__init__.py").is_file()
-                    out.append((f"{target}.{n}", []) if is_module else (target, [n]))
-            else:
-                out.append((target, names))
-    return out
-
-
+TREE = A.load_tree(SRC.parent)  # module name -> its imports (every import statement, wherever written)
 FILES = sorted(SRC.rglob("*.py"))
 
 
@@ -67,26 +32,27 @@ def test_the_source_tree_is_found():
     assert len(FILES) > 40 and any(f.parent.name == "suite" for f in FILES)
 
 
-@pytest.mark.parametrize("path", [f for f in FILES if f.parent.name == "protocols"], ids=lambda p: p.name)
-def test_protocols_do_not_import_report_demos_or_cli(path):
-    bad = [m for m, _ in _imports(path) if any(_in(m, f"vistabench.{x}") for x in ("report", "demos", "cli", "suite"))]
-    assert not bad, f"{path.name} imports {bad}"
+@pytest.mark.parametrize("name", [m for m in sorted(TREE) if _in(m, "vistabench.protocols")])
+def test_protocols_do_not_import_report_demos_or_cli(name):
+    bad = [i.target for i in TREE[name].imports
+           if any(_in(i.target, f"vistabench.{x}") for x in ("report", "demos", "cli", "suite"))]
+    assert not bad, f"{name} imports {bad}"
 
 
-@pytest.mark.parametrize("path", [f for f in FILES if f.parent.name == "metrics"], ids=lambda p: p.name)
-def test_metrics_import_only_numpy_scipy_and_the_bottom_helpers(path):
+@pytest.mark.parametrize("name", [m for m in sorted(TREE) if _in(m, "vistabench.metrics")])
+def test_metrics_import_only_numpy_scipy_and_the_bottom_helpers(name):
     # pycocotools is the mask codec (RLE IoU for segm); a declared, torch-free dependency
     allowed_third_party = {"numpy", "scipy", "pycocotools"}
-    for mod, _ in _imports(path):
-        root = mod.split(".")[0]
+    for imp in TREE[name].imports:
+        root = imp.target.split(".")[0]
         if root == "vistabench":
-            assert _in(mod, "vistabench.metrics") or mod in BOTTOM, f"{path.name} imports {mod}"
+            assert _in(imp.target, "vistabench.metrics") or imp.target in BOTTOM, f"{name} imports {imp.target}"
         else:
-            assert root in allowed_third_party or root in sys.stdlib_module_names, f"{path.name} imports {mod}"
+            assert root in allowed_third_party or root in sys.stdlib_module_names, f"{name} imports {imp.target}"
 
 
 def _tree():
-    return A.load_tree(SRC.parent)
+    return TREE
 
 
 def test_no_import_cycle_between_modules():
