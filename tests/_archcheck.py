@@ -114,14 +114,6 @@ def tree_from_sources(sources: dict[str, str]) -> dict[str, Module]:
             for n, s in sources.items()}
 
 
-def _internal(target: str, tree: dict[str, Module], names: list[str]) -> list[str]:
-    """The tree's modules an import reaches (the module, or its sub-modules named in ``names``)."""
-    out = []
-    if target in tree:
-        out.append(target)
-    return out
-
-
 def dependency_graph(tree: dict[str, Module], *, top_level_only: bool = False) -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {}
     for name, mod in tree.items():
@@ -129,9 +121,8 @@ def dependency_graph(tree: dict[str, Module], *, top_level_only: bool = False) -
         for imp in mod.imports:
             if top_level_only and not imp.top_level:
                 continue
-            for t in _internal(imp.target, tree, imp.names):
-                if t != name:
-                    deps.add(t)
+            if imp.target in tree and imp.target != name:  # a module of the tree (not a third party)
+                deps.add(imp.target)
         graph[name] = deps
     return graph
 

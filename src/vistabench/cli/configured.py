@@ -18,11 +18,9 @@ from typing import Any, Literal, get_args, get_origin
 from ..config import FieldInfo, Options, RunConfig, read_config_file
 from ..errors import InputError
 
-_PREFIX = "cfg__"  # argparse dest of a config field's flag
-#: the prefix of a config field's argparse dest (``cfg__lr``); the error handler strips it to name the flag
-CONFIG_DEST_PREFIX = _PREFIX
+_PREFIX = "cfg__"  # argparse dest of a config field's flag (``cfg__lr``); ``cfg___file`` etc. are ours
 
-__all__ = ["CONFIG_DEST_PREFIX", "add_config_options", "config_from_args", "print_config_result", "flag_names",
+__all__ = ["add_config_options", "config_from_args", "print_config_result", "flag_names",
            "field_of_dest"]
 
 
@@ -137,8 +135,8 @@ def given_from_args(args: argparse.Namespace) -> dict[str, Any]:
     if path is not None:
         values.update(read_config_file(path, "--config"))
     for dest, value in vars(args).items():
-        if dest.startswith(_PREFIX) and not dest.startswith(_PREFIX + "_"):
-            name = dest[len(_PREFIX):]
+        name = field_of_dest(dest)
+        if name != dest:
             if name in values and isinstance(values[name], dict) and isinstance(value, dict):
                 value = {**values[name], **value}  # --method-opt k=v adds to the file's options
             values = {k: v for k, v in values.items() if k.replace("-", "_") != name}
