@@ -1,0 +1,76 @@
+"""MLflow: a run in the tracking server that MLflow's own conventions name.
+
+Where: ``MLFLOW_TRACKING_URI`` (unset: MLflow's default, a local store in the working folder);
+the experiment ``MLFLOW_EXPERIMENT_NAME`` (unset: ``vistabench``). Parameters are MLflow params,
+scores and training curves metrics with their steps, figures and files artifacts (``figures/``,
+the report page, ``records.json``). Talks to MLflow through ``MlflowClient`` only (no global
+active run), so a tracked run never disturbs a run the caller has open.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+import time
+from pathlib import Path
+
+from .backends import Backend, Param
+
+#: MLflow's longest parameter value (characters); a longer value is in the ``config.json`` artifact
+MAX_PARAM = 6000
+_BATCH = 100  # MLflow's log_batch takes at most 100 params (and 1000 metrics) per call
+
+
+class MlflowTracker(Backend):
+    tool = "mlflow"
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        from mlflow.tracking import MlflowClient
+
+        self.client = MlflowClient()
+        experiment = os.environ.get("MLFLOW_EXPERIMENT_NAME") or "vistabench"
+        found = self.client.get_experiment_by_name(experiment)
+        exp_id = found.experiment_id if found is not None else self.client.create_experiment(experiment)
+        self.run = self.client.create_run(exp_id, run_name=self.name, tags=self.tags)
+        self.run_id = self.run.info.run_id
+        self.experiment = experiment
+
+    def log_params(self, params: dict[str, Param]) -> None:
+        from mlflow.entities import Param as MlParam
+
+        items = [MlParam(k, v if len(v := str(p)) <= MAX_PARAM else "(too long: see config.json)")
+                 for k, p in params.items()]
+        for i in range(0, len(items), _BATCH):
+            self.client.log_batch(self.run_id, params=items[i:i + _BATCH])
+
+    def log_metrics(self, metrics: dict[str, float], *, step: int, axis: str) -> None:
+        from mlflow.entities import Metric
+
+        now = int(time.time() * 1000)
+        items = [Metric(k, float(v), now, step) for k, v in metrics.items() if not math.isnan(v)]
+        for i in range(0, len(items), 1000):
+            self.client.log_batch(self.run_id, metrics=items[i:i + 1000])
+
+    def set_tags(self, tags: dict[str, str]) -> None:
+        for k, v in tags.items():
+            self.client.set_tag(self.run_id, k, v)
+
+    def log_figure(self, name: str, png: bytes) -> None:
+        with tempfile.TemporaryDirectory(prefix="vistabench-fig-") as tmp:
+            path = Path(tmp) / f"{name}.png"
+            path.write_bytes(png)
+            self.client.log_artifact(self.run_id, str(path), artifact_path="figures")
+
+    def log_file(self, path: Path) -> None:
+        self.client.log_artifact(self.run_id, str(path))
+
+    def finish(self, ok: bool) -> str:
+        self.client.set_terminated(self.run_id, status="FINISHED" if ok else "FAILED")
+        from mlflow import get_tracking_uri
+
+        return f"mlflow run {self.run_id} (experiment {self.experiment!r} at {get_tracking_uri()})"
+
+
+TRACKER = MlflowTracker
