@@ -8,18 +8,18 @@ package ends in one line naming ``pip install 'vistabench[track]'``.
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import importlib.util
 import re
 from pathlib import Path
 from typing import Any
 
-from ..config import TRACKERS
 from ..errors import InputError
 
 Param = str | int | float | bool
 
-__all__ = ["Backend", "Param", "BACKENDS", "TRACK_EXTRA", "open_backend", "metric_name"]
+__all__ = ["Backend", "Param", "BACKENDS", "TRACK_EXTRA", "open_backend", "require_tracker", "metric_name", "MissingTrackerError"]
 
 #: the ``pip install`` extra that installs every tracker's package
 TRACK_EXTRA = "track"
@@ -76,15 +76,27 @@ class Backend:
         raise NotImplementedError
 
 
-def open_backend(tool: str, **kwargs: Any) -> Backend:
-    """Start a run in ``tool`` (one of :data:`BACKENDS`); its package is imported here."""
+def require_tracker(tool: str) -> None:
+    """One line (an :class:`~vistabench.errors.InputError`) unless ``tool`` is known and its package
+    is installed; nothing is imported."""
     if tool not in BACKENDS:
-        raise InputError(f"track: unknown tracker {tool!r} (known: {', '.join(BACKENDS)})")
-    module, package = BACKENDS[tool]
-    if importlib.util.find_spec(package) is None:
+        close = difflib.get_close_matches(str(tool), list(BACKENDS), n=1, cutoff=0.5)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise InputError(f"track: unknown tracker {tool!r}{hint} (known: {', '.join(BACKENDS)})")
+    package = BACKENDS[tool][1]
+    try:
+        found = importlib.util.find_spec(package) is not None
+    except (ImportError, ValueError):  # a broken install counts as missing
+        found = False
+    if not found:
         raise MissingTrackerError(f"track: {tool} needs the package {package}, not installed: "
                                   f"pip install 'vistabench[{TRACK_EXTRA}]'")
-    cls = importlib.import_module(f"{__package__}.{module}").TRACKER
+
+
+def open_backend(tool: str, **kwargs: Any) -> Backend:
+    """Start a run in ``tool`` (one of :data:`BACKENDS`); its package is imported here."""
+    require_tracker(tool)
+    cls = importlib.import_module(f"{__package__}.{BACKENDS[tool][0]}").TRACKER
     return cls(**kwargs)
 
 

@@ -22,6 +22,23 @@ MAX_PARAM = 6000
 _BATCH = 100  # MLflow's log_batch takes at most 100 params (and 1000 metrics) per call
 
 
+def experiment_name() -> str:
+    """``MLFLOW_EXPERIMENT_NAME``, else ``vistabench``."""
+    return os.environ.get("MLFLOW_EXPERIMENT_NAME") or "vistabench"
+
+
+def find_runs(tag: str, value: str) -> list[str]:
+    """Ids of the runs of :func:`experiment_name` whose tag ``tag`` is ``value``."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient()
+    found = client.get_experiment_by_name(experiment_name())
+    if found is None:
+        return []
+    runs = client.search_runs([found.experiment_id], filter_string=f"tags.`{tag}` = '{value}'")
+    return [r.info.run_id for r in runs]
+
+
 class MlflowTracker(Backend):
     tool = "mlflow"
 
@@ -30,7 +47,7 @@ class MlflowTracker(Backend):
         from mlflow.tracking import MlflowClient
 
         self.client = MlflowClient()
-        experiment = os.environ.get("MLFLOW_EXPERIMENT_NAME") or "vistabench"
+        experiment = experiment_name()
         found = self.client.get_experiment_by_name(experiment)
         exp_id = found.experiment_id if found is not None else self.client.create_experiment(experiment)
         self.run = self.client.create_run(exp_id, run_name=self.name, tags=self.tags)
@@ -67,10 +84,18 @@ class MlflowTracker(Backend):
         self.client.log_artifact(self.run_id, str(path))
 
     def finish(self, ok: bool) -> str:
-        self.client.set_terminated(self.run_id, status="FINISHED" if ok else "FAILED")
+        import contextlib
+        import io
+        import re
+
         from mlflow import get_tracking_uri
 
-        return f"mlflow run {self.run_id} (experiment {self.experiment!r} at {get_tracking_uri()})"
+        said = io.StringIO()  # MLflow prints the run's web address on stdout: ours carries JSON only
+        with contextlib.redirect_stdout(said):
+            self.client.set_terminated(self.run_id, status="FINISHED" if ok else "FAILED")
+        url = re.search(r"View run .* at: (\S+)", said.getvalue())
+        where = url.group(1) if url else f"experiment {self.experiment!r} at {get_tracking_uri()}"
+        return f"mlflow run {self.run_id} ({where})"
 
 
 TRACKER = MlflowTracker
