@@ -67,6 +67,10 @@ def test_longtail_run_is_logged_and_reads_back(client, capsys, tmp_path):
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
     stored = json.loads(open(client.download_artifacts(run.info.run_id, "records.json", str(tmp_path / "dl"))).read())
     assert stored[0]["id"] == record.id and stored[0]["metrics"]["auc"] == pytest.approx(record.metrics["auc"])
+    # exporting the store afterwards does not send the tracked record again
+    rc = main(["export", "mlflow", "--store", str(tmp_path / "r.sqlite"), "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 0 and (out["exported"], out["skipped"]) == (0, 1)
 
 
 def test_failed_run_is_marked_failed(client, capsys):

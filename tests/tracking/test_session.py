@@ -13,7 +13,7 @@ from vistabench.errors import InputError
 from vistabench.protocols.longtail_config import LongtailConfig
 from vistabench.store import Record
 from vistabench.tracking import backends, run_tracked
-from vistabench.tracking.session import flat_metrics, flat_params
+from vistabench.tracking.session import flat_metrics, flat_params, record_key
 
 
 class Recorder(backends.Backend):
@@ -123,7 +123,8 @@ def test_what_each_tracker_gets(recorder):
     (run,) = recorder.runs
     assert [r.id for r in records] == [7, 8] and run.closed is True
     assert lines == [f"tracked: recorder {run.name}"] and run.name.startswith("longtail-ce-seed0-")
-    assert run.tags == {"vistabench.protocol": "longtail", "x": "y", "vistabench.record_ids": "7,8"}
+    assert run.tags == {"vistabench.protocol": "longtail", "x": "y", "vistabench.record_ids": "7,8",
+                        "vistabench.record_keys": ",".join(record_key(r) for r in records)}
     assert run.params == flat_params(config.to_dict())
     curve = [(step, m["train/loss"], m["train/fit"]) for axis, step, m in run.metrics if axis == "epoch"]
     assert curve == [(0, 1.0, 1.0), (1, 0.5, 1.0), (2, 1.0, 2.0)]

@@ -4,13 +4,13 @@ Each record becomes one run of the tool: its settings (the resolved config inclu
 its metrics as scores, the record itself as ``records.json``, tagged with the protocol, dataset,
 method and the record's key (a hash of the stored record). A record already exported to the same
 MLflow experiment or TensorBoard folder (same key) is skipped, so exporting again after more runs
-sends only the new ones. The training curves are not in the store: track a run (``--track``) to
+sends only the new ones; so is a record whose run was tracked in that MLflow experiment while it
+ran (``--track mlflow`` with a store). The training curves are not in the store: track a run (``--track``) to
 have them.
 """
 
 from __future__ import annotations
 
-import hashlib
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -19,14 +19,9 @@ from ..errors import InputError
 from ..jsonutil import dumps
 from ..store import Record, ResultsStore
 from .backends import open_backend, require_tracker
-from .session import flat_metrics, flat_params
+from .session import flat_metrics, flat_params, record_key
 
 __all__ = ["export_store", "record_key"]
-
-
-def record_key(record: Record) -> str:
-    """16 hex digits identifying a stored record (its id, creation time and content)."""
-    return hashlib.sha256(dumps(record.to_dict(), sort_keys=True).encode()).hexdigest()[:16]
 
 
 def _name(record: Record, key: str) -> str:
@@ -89,5 +84,5 @@ def _already_exported(tool: str, key: str, name: str, track_dir: str | None) -> 
     if tool == "mlflow":
         from .mlflow_backend import find_runs
 
-        return bool(find_runs("vistabench.record_key", key))
+        return bool(find_runs("vistabench.record_key", key)) or bool(find_runs("vistabench.record_keys", key))
     return False  # wandb: offline runs are synced later; nothing to ask

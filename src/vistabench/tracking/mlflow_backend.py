@@ -28,15 +28,16 @@ def experiment_name() -> str:
 
 
 def find_runs(tag: str, value: str) -> list[str]:
-    """Ids of the runs of :func:`experiment_name` whose tag ``tag`` is ``value``."""
+    """Ids of the runs of :func:`experiment_name` whose tag ``tag`` is ``value`` or, for a tag
+    holding a comma-separated list (``vistabench.record_keys``), contains it."""
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient()
     found = client.get_experiment_by_name(experiment_name())
     if found is None:
         return []
-    runs = client.search_runs([found.experiment_id], filter_string=f"tags.`{tag}` = '{value}'")
-    return [r.info.run_id for r in runs]
+    runs = client.search_runs([found.experiment_id], filter_string=f"tags.`{tag}` LIKE '%{value}%'")
+    return [r.info.run_id for r in runs if value in r.data.tags.get(tag, "").split(",")]
 
 
 class MlflowTracker(Backend):

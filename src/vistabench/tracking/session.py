@@ -20,6 +20,7 @@ as failed in each tool and its error goes on to the caller.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import tempfile
@@ -33,7 +34,7 @@ from ..jsonutil import dumps
 from ..store import Record
 from .backends import Backend, Param, metric_name, open_backend
 
-__all__ = ["run_tracked", "flat_params", "flat_metrics", "run_name", "TrackedRun"]
+__all__ = ["run_tracked", "flat_params", "flat_metrics", "record_key", "run_name", "TrackedRun"]
 
 _CURVE = ("loss", "train_acc", "val_acc", "lr")
 
@@ -61,6 +62,11 @@ def flat_metrics(metrics: dict[str, Any], prefix: str = "") -> dict[str, float]:
         elif isinstance(v, (int, float)) and not isinstance(v, bool) and not math.isnan(v):
             out[metric_name(f"{prefix}{k}")] = float(v)
     return out
+
+
+def record_key(record: Record) -> str:
+    """16 hex digits identifying a stored record (its id, creation time and content)."""
+    return hashlib.sha256(dumps(record.to_dict(), sort_keys=True).encode()).hexdigest()[:16]
 
 
 def run_name(config: RunConfig) -> str:
@@ -157,10 +163,11 @@ def run_tracked(run: Callable[..., list[Record]], config: RunConfig, *, store: A
     try:
         with epochs.listen(session.on_epoch):
             records = run(config, store=store, work_dir=work_dir)
-        ids = [str(r.id) for r in records if r.id is not None]
-        if ids:
+        stored = [r for r in records if r.id is not None]
+        if stored:  # the store's ids, and the keys `vistabench export` knows a record by
             for b in session.backends:
-                b.set_tags({"vistabench.record_ids": ",".join(ids)})
+                b.set_tags({"vistabench.record_ids": ",".join(str(r.id) for r in stored),
+                            "vistabench.record_keys": ",".join(record_key(r) for r in stored)})
         session.log_records(records)
         ok = True
         return records
