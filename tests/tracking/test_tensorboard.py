@@ -85,3 +85,30 @@ def test_export_store_to_tensorboard(tmp_path, capsys):
                "--json"])
     again = json.loads(capsys.readouterr().out)
     assert rc == 0 and (again["exported"], again["skipped"]) == (1, 1)  # the stream record was sent before
+
+
+@pytest.mark.parametrize("protocol", ["detection", "incremental"])
+def test_other_protocols_are_tracked(protocol, tmp_path, capsys):
+    """Every protocol's run goes through the same tracking: its config, scores and report figures
+    (and the curves where a learner trains: incremental's base session)."""
+    if protocol == "detection":
+        assert main(["detection", "synth", "--out", str(tmp_path / "syn"), "--images", "30", "--categories", "10"]) == 0
+        argv = ["detection", "run", "--gt", str(tmp_path / "syn" / "gt.json"), "--results",
+                str(tmp_path / "syn" / "results.json")]
+    else:
+        argv = ["incremental", "run", "--data", "digits", "--base-classes", "8", "--way", "1", "--shot", "3",
+                "--base-shot", "30", "--method", "prototype", "--epochs", "2"]
+    capsys.readouterr()
+    rc = main([*argv, "--track", "tensorboard", "--track-dir", str(tmp_path / "tb"), "--no-store", "--json"])
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    record = json.loads(out)
+    (folder,) = (tmp_path / "tb").iterdir()
+    ea = _read(folder)
+    assert folder.name.startswith(protocol) and ea.Tags()["images"]
+    numbers = {k: v for k, v in record["metrics"].items() if isinstance(v, float) and v == v}
+    key, value = sorted(numbers.items())[0]
+    (event,) = ea.Scalars(key)
+    assert event.value == pytest.approx(value, rel=1e-6)
+    curve = [e.step for e in ea.Scalars("train/loss")] if protocol == "incremental" else []
+    assert curve == ([0, 1] if protocol == "incremental" else [])
