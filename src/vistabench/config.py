@@ -373,6 +373,12 @@ class RunConfig(Options):
         None, runtime=True, metavar="DIR",
         help="TensorBoard's log folder for --track tensorboard (default: ./runs, TensorBoard's convention)")
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.track_dir is not None and "tensorboard" not in self.track:
+            raise InputError(f"track_dir: TensorBoard's log folder, set to {self.track_dir!r}, but the run is not "
+                             "tracked with tensorboard; add `track` tensorboard or drop `track_dir`")
+
     @classmethod
     def fields_info(cls) -> list[FieldInfo]:
         """Every field's declaration: the protocol's own in declaration order, then the fields every

@@ -18,9 +18,9 @@ GRID = {"protocol": "longtail", "fixed": {"data": "digits", "imbalance": 10, "ep
 
 def test_track_leaves_the_cell_keys():
     plain = parse_config(GRID).cells()
-    tracked = parse_config({**GRID, "fixed": {**GRID["fixed"], "track": ["mlflow"], "track_dir": "x"}}).cells()
+    tracked = parse_config({**GRID, "fixed": {**GRID["fixed"], "track": ["mlflow", "tensorboard"], "track_dir": "x"}}).cells()
     assert [c.key for c in plain] == [c.key for c in tracked]
-    assert all(c.config.track == ("mlflow",) for c in tracked)
+    assert all(c.config.track == ("mlflow", "tensorboard") for c in tracked)
 
 
 def test_grid_run_tracks_every_cell(tmp_path, capsys):

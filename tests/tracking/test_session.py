@@ -167,6 +167,11 @@ def test_track_flag_repeats_and_prints(capsys):
     assert rc == 0 and printed["track"] == ["mlflow", "tensorboard", "wandb"] and printed["track_dir"] == "tb"
     rc = main(["longtail", "run", "--data", "digits", "--method", "ce", "--imbalance", "10", "--track", "mlfow"])
     assert rc == 2 and "did you mean 'mlflow'" in capsys.readouterr().err
+    rc = main(["longtail", "run", "--data", "digits", "--method", "ce", "--imbalance", "10", "--track", "mlflow",
+               "--track-dir", "tb", "--print-config"])
+    assert rc == 2 and capsys.readouterr().err.strip() == (
+        "vistabench: error: --track-dir: TensorBoard's log folder, set to 'tb', but the run is not tracked with "
+        "tensorboard; add --track tensorboard or drop --track-dir")
 
 
 def test_export_bad_input(tmp_path, capsys):
