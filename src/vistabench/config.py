@@ -379,6 +379,22 @@ class RunConfig(Options):
             raise InputError(f"track_dir: TensorBoard's log folder, set to {self.track_dir!r}, but the run is not "
                              "tracked with tensorboard; add `track` tensorboard or drop `track_dir`")
 
+    def without_tracking(self: C) -> C:
+        """This config with no trackers (``track`` empty, ``track_dir`` None): what a tracked run hands
+        to the protocol's ``run`` (:func:`vistabench.tracking.run_tracked`)."""
+        given = {k: v for k, v in self.given().items() if k not in ("track", "track_dir")}
+        out = dataclasses.replace(self, track=(), track_dir=None)
+        object.__setattr__(out, "_given", given)
+        return out
+
+    def refuse_tracking(self) -> None:
+        """A protocol's ``run`` calls this first: it does not track by itself, so a config asking for
+        trackers is refused in one line rather than run untracked."""
+        if self.track:
+            raise InputError(f"track: {', '.join(self.track)} asked for, but a protocol's run(config) does not "
+                             "track by itself; call vistabench.tracking.run_tracked(run, config) (as the command "
+                             "line and the grid do)")
+
     @classmethod
     def fields_info(cls) -> list[FieldInfo]:
         """Every field's declaration: the protocol's own in declaration order, then the fields every

@@ -99,6 +99,17 @@ def test_track_is_runtime_only():
         LongtailConfig.from_dict({"data": "digits", "method": "ce", "imbalance": 10, "track": "mlfow"})
 
 
+def test_a_protocols_run_refuses_to_track_silently():
+    from vistabench.protocols.longtail import run
+
+    config = LongtailConfig.from_dict({"data": "digits", "method": "ce", "imbalance": 10, "track": ["mlflow"]})
+    with pytest.raises(InputError, match=r"^track: mlflow asked for, but a protocol's run\(config\) does not track"):
+        run(config)
+    plain = config.without_tracking()
+    assert plain.track == () and plain.key_dict() == config.key_dict()
+    assert plain.given() == {"data": "digits", "method": "ce", "imbalance": 10.0}
+
+
 def test_untracked_run_is_the_plain_run():
     config = LongtailConfig.from_dict({"data": "digits", "method": "ce", "imbalance": 10})
     calls = []
@@ -107,6 +118,7 @@ def test_untracked_run_is_the_plain_run():
 
 
 def _fake_run(config, *, store=None, work_dir=None):
+    assert config.track == () and config.track_dir is None  # the protocol's run gets the config without trackers
     for epoch in (1, 2, 1):  # two trainings: 2 epochs, then 1
         epochs.report({"epoch": epoch, "loss": 1.0 / epoch, "train_acc": 0.5, "val_acc": float("nan"), "lr": 0.1})
     points = [{"divergence": d, "accuracy": 0.9 - d, "alpha": 1 - d} for d in (0.0, 0.2, 0.4)]

@@ -152,7 +152,10 @@ def run_tracked(run: Callable[..., list[Record]], config: RunConfig, *, store: A
                 log: Callable[[str], None] | None = None) -> list[Record]:
     """``run(config, store=store, work_dir=work_dir)``, logged to every tracker of ``config.track``.
 
-    Without trackers this is the plain run (no tracker package is imported). ``tags``: more tags of
+    Without trackers this is the plain run (no tracker package is imported). With them, ``run`` gets
+    the config without its trackers (:meth:`~vistabench.config.RunConfig.without_tracking`; a
+    protocol's ``run`` refuses a config that asks for tracking, which it cannot do itself), so the
+    stored records hold the config as it ran. ``tags``: more tags of
     the tracked run (a grid cell's key); ``log`` receives one line per tracker saying where the run
     went. The records (with their store ids when ``store`` is given) are returned unchanged.
     """
@@ -162,7 +165,7 @@ def run_tracked(run: Callable[..., list[Record]], config: RunConfig, *, store: A
     ok = False
     try:
         with epochs.listen(session.on_epoch):
-            records = run(config, store=store, work_dir=work_dir)
+            records = run(config.without_tracking(), store=store, work_dir=work_dir)
         stored = [r for r in records if r.id is not None]
         if stored:  # the store's ids, and the keys `vistabench export` knows a record by
             for b in session.backends:
