@@ -103,3 +103,17 @@ def test_export_store_to_mlflow(client, capsys, tmp_path):
     rc = main(["export", "mlflow", "--store", str(tmp_path / "e.sqlite"), "--json"])
     again = json.loads(capsys.readouterr().out)
     assert rc == 0 and again["exported"] == 0 and again["skipped"] == 2
+
+
+def test_no_server_is_one_line_within_seconds(monkeypatch, capsys):
+    import time
+
+    from .conftest import _free_port
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://127.0.0.1:{_free_port()}")  # nothing listens there
+    t0 = time.perf_counter()
+    rc = main(["longtail", "run", *FAST, "--track", "mlflow", "--no-store"])
+    err = capsys.readouterr().err
+    assert rc == 2 and time.perf_counter() - t0 < 30  # before any training; MLflow alone retries for minutes
+    assert err.startswith("vistabench: error: --track: mlflow: no tracking server answers at http://127.0.0.1:")
+    assert len(err.strip().splitlines()) == 1

@@ -11,15 +11,33 @@ from __future__ import annotations
 
 import math
 import os
+import socket
 import tempfile
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
+from ..errors import InputError, one_line
 from .backends import Backend, Param
 
 #: MLflow's longest parameter value (characters); a longer value is in the ``config.json`` artifact
 MAX_PARAM = 6000
 _BATCH = 100  # MLflow's log_batch takes at most 100 params (and 1000 metrics) per call
+
+
+def check_reachable(uri: str, timeout: float = 5.0) -> None:
+    """One line within ``timeout`` seconds when an ``http(s)`` tracking server does not answer
+    (MLflow itself would retry for minutes before failing)."""
+    parts = urlsplit(uri)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        socket.create_connection((parts.hostname, port), timeout=timeout).close()
+    except OSError as exc:
+        raise InputError(f"track: mlflow: no tracking server answers at {uri} (MLFLOW_TRACKING_URI): "
+                         f"{exc.strerror or exc}; start one (`mlflow server`) or unset MLFLOW_TRACKING_URI "
+                         "for MLflow's local store") from None
 
 
 def experiment_name() -> str:
@@ -45,13 +63,20 @@ class MlflowTracker(Backend):
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
+        from mlflow import get_tracking_uri
+        from mlflow.exceptions import MlflowException
         from mlflow.tracking import MlflowClient
 
+        uri = get_tracking_uri()
+        check_reachable(uri)
         self.client = MlflowClient()
         experiment = experiment_name()
-        found = self.client.get_experiment_by_name(experiment)
-        exp_id = found.experiment_id if found is not None else self.client.create_experiment(experiment)
-        self.run = self.client.create_run(exp_id, run_name=self.name, tags=self.tags)
+        try:
+            found = self.client.get_experiment_by_name(experiment)
+            exp_id = found.experiment_id if found is not None else self.client.create_experiment(experiment)
+            self.run = self.client.create_run(exp_id, run_name=self.name, tags=self.tags)
+        except MlflowException as exc:  # refused by the server (authentication, a deleted experiment, ...)
+            raise InputError(one_line(f"track: mlflow at {uri} refused the run: {exc.message}")) from None
         self.run_id = self.run.info.run_id
         self.experiment = experiment
 

@@ -92,17 +92,17 @@ class TrackedRun:
         name = run_name(config)
         tags = {"vistabench.protocol": config.protocol, **(tags or {})}
         self.backends: list[Backend] = []
-        try:
-            for tool in dict.fromkeys(config.track):  # each tracker once, in the order given
-                self.backends.append(open_backend(tool, name=name, tags=tags, track_dir=config.track_dir))
-        except BaseException:
-            self.close(ok=False)
-            raise
         self.step = 0
         self.fit = 0
         self._last_epoch = 0
-        for b in self.backends:
-            b.log_params(flat_params(config.to_dict()))
+        try:
+            for tool in dict.fromkeys(config.track):  # each tracker once, in the order given
+                self.backends.append(open_backend(tool, name=name, tags=tags, track_dir=config.track_dir))
+            for b in self.backends:
+                b.log_params(flat_params(config.to_dict()))
+        except BaseException:  # the runs opened so far are closed as failed
+            self.close(ok=False)
+            raise
 
     def on_epoch(self, entry: dict[str, Any]) -> None:
         """One epoch of the shared trainer (an :mod:`vistabench.epochs` listener)."""
