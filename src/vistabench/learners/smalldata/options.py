@@ -144,6 +144,11 @@ class HarmonicOptions(MethodOptions):
 class GradL2Options(MethodOptions):
     grad_l2: SpaceValue = space_option({"loguniform": [1e-3, 10.0]}, low=0,
                                        help="weight of the squared input-gradient norm penalty")
+    weight_decay: SpaceValue = space_option(
+        {"loguniform": [1e-5, 0.1]}, low=0,
+        help="weight decay of grad-l2's runs: searched like every method's under gem (full_train.py searches "
+             "'decay' for all methods); 0 under vistabench (the paper's text: the penalty replaces weight decay)")
+    VISTABENCH = {"weight_decay": 0.0}
 
 
 @dataclass(frozen=True, kw_only=True)
