@@ -154,7 +154,12 @@ class GradL2Options(MethodOptions):
 @dataclass(frozen=True, kw_only=True)
 class DhnOptions(MethodOptions):
     scattering_J: IntSpaceValue = space_option(3, low=1, integer=True, help="scattering scale J (gem: 3)")
-    VISTABENCH = {"scattering_J": {"choice": [1, 2]}}
+    hybrid_stem: Literal["gem", "plain"] = option(
+        "gem", help="the layers replacing the first stages of a residual backbone: gem = as gem's scattering.py "
+                    "(new convolutions at PyTorch's default init; on resnet18/resnet50 the scattering BN has "
+                    "momentum 0.9 in PyTorch's convention - the new batch weighs 0.9 - and the 3x3 conv a bias); "
+                    "plain = Kaiming fan-out convolutions without bias, BN momentum 0.1 (our earlier variant)")
+    VISTABENCH = {"scattering_J": {"choice": [1, 2]}, "hybrid_stem": "plain"}
 
 
 @dataclass(frozen=True, kw_only=True)
