@@ -3,14 +3,16 @@
 Two recipes fill in the training recipe of every learner (:data:`~vistabench.learners.stream.options.RECIPES`):
 
 ``dm-nevis``  google-deepmind/dm_nevis (``experiments_jax/configs/finetuning_dknn.py`` and its
-              learner): 16 trials per task on a CIFAR ResNet-34 (``cifar_resnet34``), lr log-uniform in [1e-4, 0.1], SGD with Nesterov momentum 0.9 and weight decay
+              learner): 16 trials per task on a CIFAR ResNet-34 (``cifar_resnet34``), lr log-uniform
+              in [1e-4, 0.1], SGD with Nesterov momentum 0.9 and weight decay
               1e-4 on conv / linear weights (dm_nevis's ``sgdw``: the decay is added to the gradient
               before the momentum), warm-up cosine (7 epochs, to 1e-8), the best validation state
               kept, batch size ``min(512, max(16, 2^int(log2(0.0025 n))))``; FT-d and MT also weigh a
-              freshly initialised network, with a k-NN on <= 10,000 / 5,000 images, training-mode
-              batch norm and mAP for multilabel tasks.
-``cpu``       the small-budget settings this toolkit started with (2 trials on ``cnn28``, lr in [0.003, 0.3], plain SGD,
-              weight decay 5e-4 on every parameter, cosine to 0, the last state, batch size
+              freshly initialised network (a winning one gives way to the best past network), with
+              a k-NN on <= 10,000 / 5,000 images, training-mode batch norm and mAP for multilabel
+              tasks.
+``cpu``       the small-budget settings this toolkit started with (2 trials on ``cnn28``, lr in
+              [0.003, 0.3], plain SGD, weight decay 5e-4 on every parameter, cosine to 0, the last state, batch size
               ``clip(2^floor(log2(n/16)), 16, 256)``, k-NN on 200 / 100 images in eval mode,
               exact-match accuracy for multilabel): a few seconds per task on a CPU.
 

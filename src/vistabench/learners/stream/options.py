@@ -141,7 +141,8 @@ RECIPES: dict[str, dict[str, Any]] = {
             "min_batch": 16, "max_batch": 256, "schedule": "cosine", "warmup_epochs": 0, "final_lr": 0.0,
             "keep_best_state": False, "val_fraction": 0.2, "trials": 2, "arch": "cnn28"},
     # finetuning_dknn.py: 'trials_per_task': 16, 'model': {'ctor': resnet.CifarResNet34}
-    "dm-nevis": {"trials": 16, "arch": "cifar_resnet34", "lr_range": (1e-4, 0.1), "label_smoothing_range": (0.0, 0.3), "optimizer": "sgd", "momentum": 0.9,
+    "dm-nevis": {"trials": 16, "arch": "cifar_resnet34",
+                 "lr_range": (1e-4, 0.1), "label_smoothing_range": (0.0, 0.3), "optimizer": "sgd", "momentum": 0.9,
                  "nesterov": True, "weight_decay": 1e-4, "decay_mask": "weights", "batch_size_rule": "0.0025n",
                  "min_batch": 16, "max_batch": 512, "schedule": "warmup-cosine", "warmup_epochs": 7,
                  "final_lr": 1e-8, "keep_best_state": True, "val_fraction": 0.2},
