@@ -177,6 +177,11 @@ class StreamConfig(RunConfig):
             value = getattr(self, name)
             if len(value) != 2 or not value[0] <= value[1]:
                 raise InputError(f"{name}: expected two numbers LOW HIGH with LOW <= HIGH, got {list(value)}")
+        from ..learners.model_options import MODEL_OPTIONS
+
+        if self.width is not None and "width" not in MODEL_OPTIONS.get(self.arch, {"width": None}):
+            raise InputError(f"width: arch {self.arch!r} has no width option (cnn28 has; the recipe "
+                             f"{self.recipe!r} may have chosen the arch); remove width or set arch cnn28")
         if self.min_batch > self.max_batch:
             raise InputError(f"min_batch: expected at most max_batch ({self.max_batch}), got {self.min_batch}")
         if self.learner == "pt" and not self.checkpoint:
