@@ -85,6 +85,16 @@ def test_harmonic_l1_filters_all_k2_and_bn_on_the_first_layer():
     harm = [m for m in model.modules() if isinstance(m, HarmonicConv2d)]
     assert harm[0] is model.stem[0] and isinstance(harm[0].bn, nn.BatchNorm2d) and not harm[0].bn.affine
     assert all(h.bn is None for h in harm[1:]) and all(h.m == 9 for h in harm)
+    # gem's Harm2d weight (out, in, 9, 1, 1), kaiming_normal_(mode="fan_out"): std √(2 / (out · 9)); the
+    # BN layer's (out, in·9, 1, 1): std √(2 / out)
+    big = max(harm[1:], key=lambda h: h.mix.weight.numel())
+    assert float(big.mix.weight.detach().std()) == pytest.approx(math.sqrt(2 / (big.out_channels * 9)), rel=0.05)
+    first = harm[0].mix.weight.detach()
+    assert float(first.std()) == pytest.approx(math.sqrt(2 / harm[0].out_channels), rel=0.15)
+    conv, _ = build_method("harmonic", "resnet18", {"mix_init": "conv"}, num_classes=3, in_channels=3, image_size=32,
+                           seed=0)
+    big = max((m for m in conv.modules() if isinstance(m, HarmonicConv2d)), key=lambda h: h.mix.weight.numel())
+    assert float(big.mix.weight.detach().std()) == pytest.approx(math.sqrt(2 / big.out_channels), rel=0.05)
 
 
 def test_fconv_turns_the_imagenet_max_pool_into_2x2_stride_2():

@@ -137,7 +137,11 @@ class HarmonicOptions(MethodOptions):
         "l1", help="DCT filter scaling: l1 (each filter's absolute values sum to 1, gem) or orthonormal")
     first_bn: bool = option(True, help="BatchNorm (no affine) between the DCT and the 1x1 mix of the first "
                                        "harmonic layer (gem)")
-    VISTABENCH = {"dct_level": {"choice": [3, 5]}, "normalisation": "orthonormal", "first_bn": False}
+    mix_init: Literal["gem", "conv"] = option(
+        "gem", help="initial 1x1 mix of the harmonic layers without BN: gem = Kaiming fan-out over out x filters (gem's "
+                    "Harm2d weight of shape (out, in, filters, 1, 1)); conv = over out, as a 1x1 convolution")
+    VISTABENCH = {"dct_level": {"choice": [3, 5]}, "normalisation": "orthonormal", "first_bn": False,
+                  "mix_init": "conv"}
 
 
 @dataclass(frozen=True, kw_only=True)
