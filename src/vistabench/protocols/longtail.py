@@ -106,9 +106,9 @@ def run(config: LongtailConfig, *, store: ResultsStore | None = None,
     splits = load_dataset(c.data)
     if splits.test is None:
         raise InputError(f"data {c.data!r}: needs an official test part (a folder with train/ and test/)")
+    held_out = SELECTION_VAL_FRACTION if c.select_checkpoint == "best_val" else 0.0
     split = build_training_split(splits.train.labels, imbalance=c.imbalance, n_max=c.n_max, seed=c.seed,
-                                 dataset=c.data, val_fraction=SELECTION_VAL_FRACTION if c.select_checkpoint == "best_val"
-                                 else 0.0)
+                                 dataset=c.data, val_fraction=held_out)
     train = splits.train.subset(np.asarray(split["indices"]))
     test: Dataset = splits.test
     selection = None

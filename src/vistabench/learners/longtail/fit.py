@@ -23,6 +23,7 @@ import numpy as np
 from torch import nn
 
 from ...data.dataset import Dataset
+from ..._validation import check_labels, check_same_length
 from ...errors import InputError
 from ..losses import check_class_counts
 from ..models import build_model
@@ -218,4 +219,6 @@ def _selector(select: str, selection: Any, train: Dataset) -> CheckpointSelector
     if not (isinstance(selection, tuple) and len(selection) == 2):
         raise InputError(f"selection: select_checkpoint {select} needs the selection set as (images, labels)")
     images = check_images(selection[0], "selection images", in_channels=train.images.shape[3])
-    return CheckpointSelector(images, np.asarray(selection[1]), select)
+    labels = check_labels(selection[1], "selection labels", num_classes=train.num_classes)
+    check_same_length("selection images", images, "selection labels", labels)
+    return CheckpointSelector(images, labels, select)
