@@ -220,3 +220,14 @@ def test_survey_table_shows_selected_and_last_epoch_side_by_side(tmp_path):
     assert rows["ce"]["ckpt_selected"] is None
     assert rows["ce [best_test]"]["ckpt_selected"] >= rows["ce [best_test]"]["ckpt_last"]
     assert [c.key for c in table.columns][-2:] == ["ckpt_last", "ckpt_selected"]
+
+
+def test_tde_and_lade_reference_epochs_are_int_n_over_batch_steps(sgd):
+    # run_networks.py of the TDE and LADE code: `if step == self.epoch_steps: break`, epoch_steps = int(N / batch)
+    for method in ("tde", "lade"):
+        cfg = LongtailConfig.from_dict({"data": "cifar100:/x", "method": method, "imbalance": 100})
+        assert cfg.drop_last is True
+        sgd.steps = 0
+        fit_predict(method, TRAIN, IMAGES[:6], model="cnn28", epochs=2, batch_size=16, seed=0,
+                    drop_last=cfg.drop_last)
+        assert sgd.steps == 2 * (70 // 16)

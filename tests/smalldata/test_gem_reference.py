@@ -176,3 +176,17 @@ def test_auxilearn_meta_step_follows_the_primary_step_on_a_fresh_batch():
     # one, after step 4, would only change φ after training)
     assert calls == [(2, 8)] and loss._pending
     assert loss._aug_gen is None  # digits: no augmentation configured, so none for the auxiliary batch either
+
+
+def test_print_config_shows_grad_l2_weight_decay_range_and_the_dhn_stem(capsys):
+    import json
+
+    from vistabench.cli import main
+
+    assert main(["smalldata", "run", "--dataset", "digits", "--method", "grad_l2", "--print-config", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["method_options"]["weight_decay"] == {"loguniform": [1e-5, 0.1]}
+    assert main(["smalldata", "run", "--dataset", "digits", "--method", "grad_l2", "--recipe", "vistabench",
+                 "--print-config", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["method_options"]["weight_decay"] == 0.0
+    assert main(["smalldata", "run", "--dataset", "digits", "--method", "dhn", "--print-config", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["method_options"]["hybrid_stem"] == "gem"
