@@ -30,7 +30,7 @@ from ..metrics.detection import Detections, GroundTruth
 from ..metrics.detection import AREA_LABELS, AREA_RANGES, IOU_THRESHOLDS, RECALL_THRESHOLDS, to_rle
 from .evaluation import UnknownIdError, accumulate_for_params, id_positions, match_for_params, mean_defined
 from .per_image import evaluate_group, group_ious
-from .results import load_result_list, prepare_results, read_dataset
+from .results import box_result_columns, load_result_list, msgspec_json_list, prepare_results, read_dataset
 
 __all__ = ["COCO", "COCOeval", "Params", "detections_of"]
 
@@ -44,9 +44,18 @@ def _listed(x: Any) -> list:
 
 
 class COCO:
-    """As ``pycocotools.coco.COCO(annotation_file=None)`` (a dict is accepted too)."""
+    """As ``pycocotools.coco.COCO(annotation_file=None)`` (a dict is accepted too).
+
+    A ``loadRes`` of a results file of plain boxes keeps the results as columns: ``dataset``,
+    ``anns``, ``imgToAnns`` and ``catToImgs`` are built, exactly as pycocotools builds them, the
+    first time one of them is read (the evaluation reads the columns).
+    """
+
+    _LAZY = frozenset(("dataset", "anns", "imgToAnns", "catToImgs"))
 
     def __init__(self, annotation_file: str | Path | dict | None = None):
+        self._columns: dict | None = None
+        self._lazy_from: Any = None
         self.dataset: dict = {}
         self.anns: dict = {}
         self.cats: dict = {}
@@ -58,7 +67,29 @@ class COCO:
             self.dataset = read_dataset(annotation_file, "annotation_file")
             self.createIndex()
 
+    def __getattr__(self, name: str) -> Any:
+        # only reached for attributes not set: the lazily built ones of a column-backed loadRes
+        lazy = self.__dict__.get("_lazy_from")
+        if name in COCO._LAZY and lazy is not None:
+            self._lazy_from = None
+            info, images, categories, cols, ids, sizes = lazy
+            anns = load_result_list(msgspec_json_list(cols["raw"]), "resFile")
+            prepare_results(anns, what="resFile", coco=True, image_ids=ids, image_sizes=sizes)
+            self.dataset = {"info": info, "images": images, "categories": categories, "annotations": anns}
+            columns = self._columns
+            self.createIndex()
+            self._columns = columns  # the same results: the columns stay valid
+            return getattr(self, name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "dataset" and self.__dict__.get("_lazy_from") is not None:
+            self.__dict__["_lazy_from"] = None  # a dataset set by the caller replaces the lazy one
+            self.__dict__["_columns"] = None
+        object.__setattr__(self, name, value)
+
     def createIndex(self) -> None:
+        self._columns = None
         anns, cats, imgs = {}, {}, {}
         img_to_anns, cat_to_imgs = defaultdict(list), defaultdict(list)
         for ann in self.dataset.get("annotations", ()):
@@ -155,10 +186,21 @@ class COCO:
     def loadRes(self, resFile) -> "COCO":
         """Results (a list, a JSON path or an N x 7 array) as a ``COCO``, prepared as pycocotools does."""
         res = COCO()
-        res.dataset["images"] = list(self.dataset.get("images", []))
-        anns = self.loadNumpyAnnotations(resFile) if isinstance(resFile, np.ndarray) else load_result_list(resFile, "resFile")
         ids = np.fromiter(self.imgs.keys(), np.int64, len(self.imgs))
         sizes = {i: (int(im.get("height", 0)), int(im.get("width", 0))) for i, im in self.imgs.items()}
+        cols = box_result_columns(resFile, ids)
+        if cols is not None:  # plain boxes from a file: columns now, the dicts when first read
+            images, categories = list(self.dataset.get("images", [])), copy.deepcopy(self.dataset.get("categories", []))
+            for attr in COCO._LAZY:
+                del res.__dict__[attr]
+            res.imgs = {im["id"]: im for im in images}
+            res.cats = {c["id"]: c for c in categories}
+            res._lazy_from = (copy.deepcopy(self.dataset.get("info", {})), images, categories, cols, ids, sizes)
+            res._columns = cols
+            return res
+        res.dataset["info"] = copy.deepcopy(self.dataset.get("info", {}))  # as pycocotools 2.0.8
+        res.dataset["images"] = list(self.dataset.get("images", []))
+        anns = self.loadNumpyAnnotations(resFile) if isinstance(resFile, np.ndarray) else load_result_list(resFile, "resFile")
         prepare_results(anns, what="resFile", coco=True, image_ids=ids, image_sizes=sizes)
         res.dataset["categories"] = copy.deepcopy(self.dataset.get("categories", []))
         res.dataset["annotations"] = anns
@@ -195,6 +237,14 @@ def detections_of(coco_dt: COCO, gt: GroundTruth, iou_type: str) -> tuple[Detect
     result, masks from ``segmentation``. Results of images or categories absent from ``gt`` are left
     out, as pycocotools never loads them (its ids come from the ground truth); returns the detections
     and their positions in ``dataset["annotations"]``."""
+    cols = coco_dt.__dict__.get("_columns")
+    if cols is not None and iou_type == "bbox":  # a column-backed loadRes: no dicts needed
+        pos = np.flatnonzero(np.isin(cols["image_id"], gt.image_ids) & np.isin(cols["category_id"], gt.category_ids))
+        every = len(pos) == len(cols["score"])
+        pick = (lambda a: a) if every else (lambda a: a[pos])
+        d = Detections.from_ids(gt, image_id=pick(cols["image_id"]), category_id=pick(cols["category_id"]),
+                                bbox=pick(cols["bbox"]), score=pick(cols["score"]), area=pick(cols["area"]))
+        return d, pos
     anns = coco_dt.dataset.get("annotations", [])
     try:
         iid = np.array([a["image_id"] for a in anns], np.int64)
