@@ -27,8 +27,9 @@ import numpy as np
 
 from ..errors import InputError, InputTypeError
 from ..metrics.detection import Detections, GroundTruth
-from ..metrics.detection import AREA_LABELS, AREA_RANGES, IOU_THRESHOLDS, RECALL_THRESHOLDS, to_rle
+from ..metrics.detection import AREA_LABELS, AREA_RANGES, IOU_THRESHOLDS, RECALL_THRESHOLDS, check_sigmas, to_rle
 from .evaluation import UnknownIdError, accumulate_for_params, id_positions, match_for_params, mean_defined
+from .keypoints import group_oks, keypoint_ignore, set_keypoint_params, summarize_keypoint_stats
 from .per_image import evaluate_group, group_ious
 from .results import box_result_columns, load_result_list, msgspec_json_list, prepare_results, read_dataset
 
@@ -207,11 +208,19 @@ class COCO:
         res.createIndex()
         return res
 
-    def ground_truth(self, with_segmentation: bool) -> GroundTruth:
+    def ground_truth(self, with_segmentation: bool, *, with_keypoints: bool = False) -> GroundTruth:
         """The annotations as a pycocotools-semantics :class:`GroundTruth` (cached until
-        ``createIndex``). In segm mode an annotation without ``bbox`` gets its mask's box."""
+        ``createIndex``). In segm mode an annotation without ``bbox`` gets its mask's box;
+        ``with_keypoints`` reads ``keypoints`` / ``num_keypoints`` (iouType "keypoints")."""
         from ..data.coco import read_ground_truth
 
+        if with_keypoints:
+            if "keypoints" not in self._gt:
+                ds = self.dataset
+                self._gt["keypoints"] = read_ground_truth(
+                    {"images": ds.get("images", []), "annotations": ds.get("annotations", []),
+                     "categories": ds.get("categories", [])}, format="coco", with_keypoints=True)
+            return self._gt["keypoints"]
         if with_segmentation not in self._gt:
             ds = self.dataset
             anns = ds.get("annotations", [])
@@ -258,6 +267,11 @@ def detections_of(coco_dt: COCO, gt: GroundTruth, iou_type: str) -> tuple[Detect
         area = np.array([a["area"] for a in anns], np.float64)
     except KeyError as exc:
         raise InputError(f"cocoDt: a result lacks {exc.args[0]!r}") from None
+    kp = None
+    if iou_type == "keypoints":
+        kp = [a.get("keypoints") for a in anns]
+        if any(k is None for k in kp):
+            raise InputError(f"cocoDt: result {int(pos[kp.index(None)])} lacks 'keypoints' (iouType 'keypoints')")
     if iou_type == "segm":
         seg = [a.get("segmentation") for a in anns]
         if any(s is None for s in seg):
@@ -267,20 +281,25 @@ def detections_of(coco_dt: COCO, gt: GroundTruth, iou_type: str) -> tuple[Detect
         seg = None
         if any("bbox" not in a for a in anns):
             raise InputError(f"cocoDt: result {int(pos[next(i for i, a in enumerate(anns) if 'bbox' not in a)])} "
-                             f"lacks 'bbox' (iouType 'bbox')")
+                             f"lacks 'bbox' (iouType {iou_type!r})")
         box = [a["bbox"] for a in anns]
     bbox = np.asarray(box, np.float64).reshape(len(anns), 4)
     d = Detections.from_ids(gt, image_id=iid[pos], category_id=cid[pos], bbox=bbox, score=score, segmentation=seg,
-                            area=area)
+                            area=area, keypoints=kp)
     return d, pos
 
 
 class Params:
-    """pycocotools' detection parameters (keypoints are not supported)."""
+    """pycocotools' parameters: detection (``bbox``, ``segm``) or keypoints (``setKpParams``:
+    maxDets [20], areas all / medium / large, ``kpt_oks_sigmas``)."""
 
     def __init__(self, iouType: str = "segm"):
-        if iouType not in ("segm", "bbox"):
-            raise InputError(f"iouType: expected 'bbox' or 'segm', got {iouType!r} (keypoints are not supported)")
+        if iouType not in ("segm", "bbox", "keypoints"):
+            raise InputError(f"iouType: expected 'bbox', 'segm' or 'keypoints', got {iouType!r}")
+        if iouType == "keypoints":
+            set_keypoint_params(self)
+            self.iouType, self.useSegm = iouType, None
+            return
         self.imgIds: list = []
         self.catIds: list = []
         self.iouThrs = IOU_THRESHOLDS.copy()
@@ -316,8 +335,8 @@ class COCOeval:
         p = self.params
         if p.useSegm is not None:
             p.iouType = "segm" if p.useSegm == 1 else "bbox"
-        if p.iouType not in ("bbox", "segm"):
-            raise InputError(f"params.iouType: expected 'bbox' or 'segm', got {p.iouType!r}")
+        if p.iouType not in ("bbox", "segm", "keypoints"):
+            raise InputError(f"params.iouType: expected 'bbox', 'segm' or 'keypoints', got {p.iouType!r}")
         if self.cocoGt is None or self.cocoDt is None:
             raise InputError("cocoGt, cocoDt: both are needed to evaluate")
         p.imgIds = list(np.unique(np.asarray(p.imgIds, np.int64)).tolist())
@@ -327,12 +346,15 @@ class COCOeval:
         area = np.asarray(p.areaRng, np.float64)
         if area.ndim != 2 or area.shape[1] != 2:
             raise InputError(f"params.areaRng: expected pairs [low, high], got {p.areaRng!r}")
-        gt = self.cocoGt.ground_truth(p.iouType == "segm")
+        kp = p.iouType == "keypoints"
+        gt = self.cocoGt.ground_truth(p.iouType == "segm", with_keypoints=kp)
         dets, self._dt_pos = detections_of(self.cocoDt, gt, p.iouType)
+        sigmas = check_sigmas(getattr(p, "kpt_oks_sigmas", None), gt.keypoints.shape[1] if len(gt) else None,
+                              "params.kpt_oks_sigmas") if kp else None
         self._pm = match_for_params(
             gt, dets, iou_type=p.iouType, img_rows=id_positions(p.imgIds, gt.image_ids, "params.imgIds"),
             cat_rows=id_positions(p.catIds, gt.category_ids, "params.catIds"), use_cats=bool(p.useCats),
-            iou_thrs=np.asarray(p.iouThrs, np.float64), area_rng=area)
+            iou_thrs=np.asarray(p.iouThrs, np.float64), area_rng=area, kpt_oks_sigmas=sigmas)
         self._paramsEval = copy.deepcopy(p)
         self._per_image = {}
         self.eval = {}
@@ -365,6 +387,9 @@ class COCOeval:
         if not self.eval:
             raise Exception("Please run accumulate() first")  # pycocotools' type; clients catch Exception
         m = self.params.maxDets
+        if self.params.iouType == "keypoints":
+            self.stats = summarize_keypoint_stats(self._summarize, m)
+            return
         if len(m) < 3:
             raise InputError(f"params.maxDets: summarize reads three values (pycocotools' stats), got {m!r}")
         s = self._summarize
@@ -406,6 +431,12 @@ class COCOeval:
             self._per_image["groups"] = (gts, dts)
         return self._per_image["groups"]
 
+    def computeOks(self, imgId: int, catId: int):
+        gts, dts = self._groups()
+        key = (imgId, catId if self._paramsEval.useCats else -1)
+        return group_oks(dts.get(key, []), gts.get(key, []), self._paramsEval.kpt_oks_sigmas,
+                         self._paramsEval.maxDets[-1])
+
     def computeIoU(self, imgId: int, catId: int):
         gts, dts = self._groups()
         key = (imgId, catId if self._paramsEval.useCats else -1)
@@ -421,7 +452,8 @@ class COCOeval:
         if "ious" not in self._per_image:
             p = self._paramsEval
             cats = p.catIds if p.useCats else [-1]
-            self._per_image["ious"] = {(i, c): self.computeIoU(i, c) for i in p.imgIds for c in cats}
+            compute = self.computeOks if p.iouType == "keypoints" else self.computeIoU
+            self._per_image["ious"] = {(i, c): compute(i, c) for i in p.imgIds for c in cats}
         return self._per_image["ious"]
 
     def evaluateImg(self, imgId: int, catId: int, aRng, maxDet: int) -> dict | None:
@@ -429,10 +461,11 @@ class COCOeval:
         key = (imgId, catId if self._paramsEval.useCats else -1)
         gt, dt = gts.get(key, []), dts.get(key, [])
         ious = self._per_image.get("ious", {}).get((imgId, catId))
+        kp = self._paramsEval.iouType == "keypoints"
         if ious is None:
-            ious = self.computeIoU(imgId, catId)
+            ious = self.computeOks(imgId, catId) if kp else self.computeIoU(imgId, catId)
         r = evaluate_group(gt, dt, ious, iou_thrs=np.asarray(self._paramsEval.iouThrs), area_rng=aRng, coco=True,
-                           max_det=maxDet)
+                           max_det=maxDet, extra_ignore=keypoint_ignore(gt) if kp else None)
         if r is not None:
             r["image_id"], r["category_id"] = imgId, catId
         return r

@@ -186,6 +186,11 @@ def prepare_results(anns: list, *, what: str, coco: bool, image_ids: np.ndarray,
     if not isinstance(first, dict):
         raise InputTypeError(f"{what}[0]: expected a result dict, got {type(first).__name__}")
     with_box = "bbox" in first and not (coco and first["bbox"] == [])
+    if coco and not with_box and "segmentation" not in first and "keypoints" in first:
+        from .keypoints import prepare_keypoint_results  # loadRes's keypoint branch
+
+        prepare_keypoint_results(anns, what)
+        return {}
     if not with_box and "segmentation" not in first:
         raise InputError(f"{what}[0]: a result needs 'bbox' or 'segmentation'")
     n = len(anns)

@@ -7,7 +7,14 @@ import numpy as np
 
 from .accumulate import Accumulation, PooledAccumulation
 from .data import FREQUENCIES, GroundTruth
-from .params import AREA_LABELS, COCO_MAX_DETS, IOU_THRESHOLDS
+from .params import AREA_LABELS, COCO_MAX_DETS, IOU_THRESHOLDS, KEYPOINT_AREA_LABELS, KEYPOINT_MAX_DETS
+
+#: pycocotools' ``summarizeKps`` stats, in its order: (key, AP or AR, IoU threshold, area)
+KEYPOINT_STATS: tuple[tuple[str, bool, float | None, str], ...] = (
+    ("AP", True, None, "all"), ("AP50", True, 0.5, "all"), ("AP75", True, 0.75, "all"),
+    ("APm", True, None, "medium"), ("APl", True, None, "large"),
+    ("AR@20", False, None, "all"), ("AR50@20", False, 0.5, "all"), ("AR75@20", False, 0.75, "all"),
+    ("ARm@20", False, None, "medium"), ("ARl@20", False, None, "large"))
 
 
 def _mean_defined(s: np.ndarray) -> float:
@@ -52,6 +59,21 @@ def summarize(acc: Accumulation, gt: GroundTruth, *, max_dets_label: int | str |
         for area in ("small", "medium", "large"):
             res[f"AR{area[0]}@{COCO_MAX_DETS[-1]}"] = ar(area, mi=len(COCO_MAX_DETS) - 1)
     return res
+
+
+def summarize_keypoints(acc: Accumulation) -> dict[str, float]:
+    """pycocotools' ten keypoint stats (``summarizeKps``, maxDets 20) from a keypoint
+    :class:`Accumulation` (areas all, medium, large): AP, AP50, AP75, APm, APl, AR@20, AR50@20,
+    AR75@20, ARm@20, ARl@20; NaN where pycocotools prints -1."""
+    out = {}
+    m = len(KEYPOINT_MAX_DETS) - 1
+    for key, is_ap, thr, area in KEYPOINT_STATS:
+        a = KEYPOINT_AREA_LABELS.index(area)
+        s = acc.precision[:, :, :, a] if is_ap else acc.recall[:, :, a, m]
+        if thr is not None:
+            s = s[np.flatnonzero(thr == IOU_THRESHOLDS)]
+        out[key] = _mean_defined(s)
+    return out
 
 
 def summarize_pooled(acc: PooledAccumulation) -> dict[str, float]:
