@@ -42,7 +42,7 @@ def keypoint_set(*, seed: int = 0, num_images: int = 12, num_categories: int = 2
             area = float(w * h * rng.uniform(0.4, 1.0))
             cat = int(rng.integers(1, num_categories + 1))
             crowd = int(crowd_every > 0 and aid % crowd_every == 0)
-            anns.append({"id": aid, "image_id": im["id"], "category_id": cat, "bbox": [x, y, w, h], "area": area,
+            anns.append({"id": aid, "image_id": im["id"], "category_id": cat, "bbox": [float(x), float(y), float(w), float(h)], "area": area,
                          "iscrowd": crowd, "num_keypoints": nk,
                          "keypoints": np.stack([kx, ky, v], 1).ravel().tolist()})
             aid += 1

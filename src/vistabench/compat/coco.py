@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import copy
 import datetime
+from dataclasses import replace
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -355,6 +356,9 @@ class COCOeval:
             gt, dets, iou_type=p.iouType, img_rows=id_positions(p.imgIds, gt.image_ids, "params.imgIds"),
             cat_rows=id_positions(p.catIds, gt.category_ids, "params.catIds"), use_cats=bool(p.useCats),
             iou_thrs=np.asarray(p.iouThrs, np.float64), area_rng=area, kpt_oks_sigmas=sigmas)
+        if kp and not p.useCats:  # pycocotools' computeOks reads _gts[img, -1] (empty): nothing matches
+            m = self._pm.match
+            self._pm.match = replace(m, cand=np.zeros(0, np.int64), code=m.code[:, :, :0])
         self._paramsEval = copy.deepcopy(p)
         self._per_image = {}
         self.eval = {}
@@ -388,7 +392,7 @@ class COCOeval:
             raise Exception("Please run accumulate() first")  # pycocotools' type; clients catch Exception
         m = self.params.maxDets
         if self.params.iouType == "keypoints":
-            self.stats = summarize_keypoint_stats(self._summarize, m)
+            self.stats = summarize_keypoint_stats(self._summarize)
             return
         if len(m) < 3:
             raise InputError(f"params.maxDets: summarize reads three values (pycocotools' stats), got {m!r}")
@@ -432,8 +436,10 @@ class COCOeval:
         return self._per_image["groups"]
 
     def computeOks(self, imgId: int, catId: int):
+        if not self._paramsEval.useCats:
+            return []  # pycocotools reads _gts[imgId, -1], which is empty
         gts, dts = self._groups()
-        key = (imgId, catId if self._paramsEval.useCats else -1)
+        key = (imgId, catId)
         return group_oks(dts.get(key, []), gts.get(key, []), self._paramsEval.kpt_oks_sigmas,
                          self._paramsEval.maxDets[-1])
 

@@ -5,7 +5,7 @@ category) group. The matching itself is vistabench's OKS (:mod:`vistabench.metri
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 import numpy as np
 
@@ -49,9 +49,10 @@ def prepare_keypoint_results(anns: list, what: str) -> None:
         ann["bbox"] = [x0[i], y0[i], x1[i] - x0[i], y1[i] - y0[i]]
 
 
-def summarize_keypoint_stats(summarize: Callable[..., float], max_dets: Sequence[int]) -> np.ndarray:
-    """``summarizeKps``: the ten stats through the evaluator's ``_summarize`` (which prints each line)."""
-    m = max_dets[-1]
+def summarize_keypoint_stats(summarize: Callable[..., float]) -> np.ndarray:
+    """``summarizeKps``: the ten stats through the evaluator's ``_summarize`` (which prints each line),
+    read at maxDets 20 whatever ``params.maxDets`` is (as pycocotools: -1 when 20 is not among them)."""
+    m = KEYPOINT_MAX_DETS[-1]
     s = summarize
     return np.array([s(1, maxDets=m), s(1, maxDets=m, iouThr=.5), s(1, maxDets=m, iouThr=.75),
                      s(1, maxDets=m, areaRng="medium"), s(1, maxDets=m, areaRng="large"), s(0, maxDets=m),
