@@ -183,7 +183,7 @@ def accumulate(ms: MatchedSet, dets: Detections, mask: np.ndarray) -> Accumulati
     num_gt = np.stack([np.bincount(gt.category[~match.gt_ignore[a]], minlength=K) for a in range(A)], 1)
     # filled and summarised one (area, threshold) block at a time: stored area-major, returned as a
     # (T, R, K, A) view, so each area's (T, R, K) slice is one contiguous block
-    by_area = np.full((A, T, R, K), np.nan)
+    by_area = np.empty((A, T, R, K))  # every (area, threshold) block is written below
     recall = np.full((T, K, A) if lvis else (T, K, A, len(max_dets)), np.nan)
     if not lvis:
         grank = match.group_rank[rk.src]
