@@ -122,4 +122,4 @@ def test_other_files_take_the_dict_path_with_its_errors(tmp_path, files, change)
             g.loadRes(str(p))
     else:
         d = g.loadRes(str(p))
-        assert d._columns is None and len(d.anns) == len(res)
+        assert "anns" in d.__dict__ and d._lazy_from is None and len(d.anns) == len(res)  # dicts at once

@@ -203,10 +203,12 @@ class COCO:
         res.dataset["info"] = copy.deepcopy(self.dataset.get("info", {}))  # as pycocotools 2.0.8
         res.dataset["images"] = list(self.dataset.get("images", []))
         anns = self.loadNumpyAnnotations(resFile) if isinstance(resFile, np.ndarray) else load_result_list(resFile, "resFile")
-        prepare_results(anns, what="resFile", coco=True, image_ids=ids, image_sizes=sizes)
+        cols = prepare_results(anns, what="resFile", coco=True, image_ids=ids, image_sizes=sizes)
         res.dataset["categories"] = copy.deepcopy(self.dataset.get("categories", []))
         res.dataset["annotations"] = anns
         res.createIndex()
+        if cols:  # the prepared columns serve the evaluation until the next createIndex
+            res._columns = cols
         return res
 
     def ground_truth(self, with_segmentation: bool, *, with_keypoints: bool = False) -> GroundTruth:
