@@ -12,7 +12,9 @@ equal to pycocotools to 1e-9 in the tests.
 
 Masks as pycocotools derives them: ground truth without ``bbox`` in segm mode (torchmetrics' export)
 gets the mask's box; results without ``bbox`` get it from the mask (and the mask area); box-only
-results in segm mode become rectangle masks. Keypoints are not supported (one-line error).
+results in segm mode become rectangle masks. Keypoints (``iouType="keypoints"``,
+``params.kpt_oks_sigmas``) as pycocotools (:mod:`.keypoints`). A results *file* of plain boxes is
+kept as columns; its dicts are built when first read.
 """
 
 from __future__ import annotations
