@@ -22,6 +22,11 @@ def _mean_defined(s: np.ndarray) -> float:
     return float(np.mean(v)) if len(v) else float("nan")
 
 
+def _mean_gathered(v: np.ndarray) -> float:
+    """:func:`_mean_defined` of an array already free of NaN (one contiguous mean)."""
+    return float(np.mean(np.ascontiguousarray(v).reshape(-1))) if v.size else float("nan")
+
+
 def summarize(acc: Accumulation, gt: GroundTruth, *, max_dets_label: int | str | None) -> dict[str, float]:
     """lvis-api's / pycocotools' summary keys from an :class:`Accumulation` (means over the defined
     entries, NaN where none is).
@@ -31,19 +36,20 @@ def summarize(acc: Accumulation, gt: GroundTruth, *, max_dets_label: int | str |
     """
     precision, recall = acc.precision, acc.recall
     lvis = gt.format == "lvis"
+    # precision and recall are NaN exactly for the categories without ground truth in the area:
+    # gathering the others gives the entries ``s[~isnan(s)]`` in the same order (the same mean)
+    defined = acc.num_gt > 0
 
     def ap(iou_thr=None, area="all", freq=None):
         a = AREA_LABELS.index(area)
-        s = precision[:, :, :, a]
-        if iou_thr is not None:
-            s = s[np.flatnonzero(iou_thr == IOU_THRESHOLDS)]
-        if freq is not None:
-            s = s[:, :, gt.frequency == freq]
-        return _mean_defined(s)
+        cols = defined[:, a] if freq is None else defined[:, a] & (gt.frequency == freq)
+        t = slice(None) if iou_thr is None else np.flatnonzero(iou_thr == IOU_THRESHOLDS)
+        return _mean_gathered(precision[t][:, :, np.flatnonzero(cols), a])
 
     def ar(area="all", mi=None):
         a = AREA_LABELS.index(area)
-        return _mean_defined(recall[:, :, a] if mi is None else recall[:, :, a, mi])
+        cols = np.flatnonzero(defined[:, a])
+        return _mean_gathered(recall[:, cols, a] if mi is None else recall[:, cols, a, mi])
 
     res = {"AP": ap(), "AP50": ap(iou_thr=0.50), "AP75": ap(iou_thr=0.75),
            "APs": ap(area="small"), "APm": ap(area="medium"), "APl": ap(area="large")}
