@@ -148,8 +148,19 @@ def accumulate_for_params(pm: ParamsMatch, *, rec_thrs: np.ndarray, max_dets: Se
         if A else np.zeros((Kall, 0), np.int64)
     cat_of = d.category[det]
     ranked: dict = {}
+    largest = int(m.group_rank.max()) + 1 if len(det) else 0  # the largest (image, category) group
+    done: dict = {}  # a cut at or above the largest group keeps everything: computed once
     for mi, cut in enumerate(cuts):
-        sel = np.arange(len(det)) if cut is None else np.flatnonzero(m.group_rank < cut)
+        eff = None if cut is None or cut >= largest else cut
+        if eff in done:
+            first = done[eff]
+            precision[..., mi], recall[..., mi], scores[..., mi] = (precision[..., first], recall[..., first],
+                                                                    scores[..., first])
+            for a in range(A):
+                ranked[a, mi] = ranked[a, first]
+            continue
+        done[eff] = mi
+        sel = np.arange(len(det)) if eff is None else np.flatnonzero(m.group_rank < eff)
         n = len(sel)
         pos = np.full(len(det), -1, np.int64)
         pos[sel] = np.arange(n)
