@@ -19,7 +19,7 @@ module              public names
 :mod:`.oks`         ``COCO_KPT_OKS_SIGMAS``, ``check_sigmas``, ``keypoint_array``,
                     ``keypoint_extent``, ``oks_pairs``, ``oks_matrix`` (keypoint OKS)
 :mod:`.select`      ``rank_within``, ``top_mask``, ``top_per_image``, ``top_per_class``,
-                    ``federated_selection``, ``lvis_area_filter``, ``canonical_order``
+                    ``first_per_class``, ``federated_selection``, ``lvis_area_filter``, ``canonical_order``
 :mod:`.match`       ``MatchCode``, ``Matching``, ``box_iou_pairs``, ``match_detections``,
                     ``MatchedSet``, ``match_set``
 :mod:`.accumulate`  ``recall_counts``, ``PRCurves``, ``pr_curves``, ``Accumulation``,
@@ -82,6 +82,7 @@ from .params import (
 from .select import (
                          canonical_order,
                          federated_selection,
+                         first_per_class,
                          lvis_area_filter,
                          rank_within,
                          top_mask,
@@ -169,6 +170,7 @@ __all__ = [
                          "to_rle",
                          "top_mask",
                          "top_per_class",
+                         "first_per_class",
                          "top_per_image",
                          "warn_annotation_id_zero",
 ]
