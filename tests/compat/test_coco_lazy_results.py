@@ -123,3 +123,25 @@ def test_other_files_take_the_dict_path_with_its_errors(tmp_path, files, change)
     else:
         d = g.loadRes(str(p))
         assert "anns" in d.__dict__ and d._lazy_from is None and len(d.anns) == len(res)  # dicts at once
+
+
+def test_result_dicts_changed_after_load_res_count_after_create_index(files):
+    import pycocotools.coco as pc
+    import pycocotools.cocoeval as pe
+
+    gt_path, _, res = files
+    out = []
+    for C, E in ((pc.COCO, pe.COCOeval), (COCO, COCOeval)):
+        with R.quiet():
+            g = C(gt_path)
+            d = g.loadRes(copy.deepcopy(res))
+            for a in d.dataset["annotations"][::3]:
+                a["score"] = 1.0 - a["score"]  # a re-scoring after loading
+            d.createIndex()
+            e = E(g, d, "bbox")
+            e.evaluate()
+            e.accumulate()
+            e.summarize()
+        out.append(e)
+    R.same_arrays(out[1].stats, out[0].stats)
+    R.same_arrays(out[1].eval["precision"], out[0].eval["precision"])
