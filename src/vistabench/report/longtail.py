@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from ..protocols.longtail_sweep import train_imbalance
 from ..store import Record, ResultsStore
 from .html import Section
 from .tables import Column, Table, aggregate
@@ -23,20 +24,40 @@ SURVEY_COLUMNS = [Column(f"{g}_{c.key}", f"{c.title} ({sym})", c.higher_is_bette
                   if c.key in SURVEY_KEYS]
 
 
-def _groups(records: list[Record]) -> dict[tuple[str, str, float], list[Record]]:
-    out: dict[tuple[str, str, float], list[Record]] = defaultdict(list)
+def training_imbalance(r: Record) -> float | None:
+    """ρ_trn of a record: its ``imbalance`` setting, else max / min of its ``train_counts`` (records
+    scored from a file before ``longtail score`` stored ``imbalance``), else None (unknown)."""
+    rho = r.settings.get("imbalance")
+    if rho is None and r.settings.get("train_counts"):
+        rho = train_imbalance(r.settings["train_counts"])
+    return float(rho) if rho is not None else None
+
+
+def _label(method: str, dataset: str, rho: float | None, *, with_dataset: bool) -> str:
+    if not with_dataset:
+        return method
+    return f"{method} ({dataset}, ρ={'?' if rho is None else format(rho, 'g')})"
+
+
+def _groups(records: list[Record]) -> dict[tuple[str, str, float | None], list[Record]]:
+    out: dict[tuple[str, str, float | None], list[Record]] = defaultdict(list)
     for r in records:
-        out[(r.dataset, r.method, r.settings.get("imbalance"))].append(r)
+        out[(r.dataset, r.method, training_imbalance(r))].append(r)
     return out
+
+
+def _sorted_groups(records: list[Record]) -> list[tuple[tuple[str, str, float | None], list[Record]]]:
+    """Groups by dataset, then ρ_trn (unknown last), then method."""
+    return sorted(_groups(records).items(),
+                  key=lambda kv: (kv[0][0], kv[0][2] is None, kv[0][2] or 0.0, kv[0][1]))
 
 
 def longtail_table(store: ResultsStore, *, dataset: str | None = None, exact: bool = False) -> Table:
     """One row per (dataset, method, rho): metrics averaged over seeds; best three marked."""
     rows: list[dict[str, Any]] = []
-    for (ds, method, rho), recs in sorted(_groups(store.records(protocol="longtail", dataset=dataset)).items(),
-                                          key=lambda kv: (kv[0][0], kv[0][2] or 0, kv[0][1])):
+    for (ds, method, rho), recs in _sorted_groups(store.records(protocol="longtail", dataset=dataset)):
         src = [r.metrics.get("exact", r.metrics) if exact else r.metrics for r in recs]
-        row = {"method": method if dataset else f"{method} ({ds}, ρ={rho:g})", "seeds": len(recs)}
+        row = {"method": _label(method, ds, rho, with_dataset=not dataset), "seeds": len(recs)}
         for c in COLUMNS:
             row[c.key] = aggregate([m.get(c.key) for m in src])
         rows.append(row)
@@ -51,9 +72,8 @@ def survey_table(store: ResultsStore, *, dataset: str | None = None, exact: bool
     those where it differs (``ne_*``, averaged over the differing ρ_tst); arrows give each column's
     direction. Cells without records are empty."""
     rows: list[dict[str, Any]] = []
-    for (ds, method, rho), recs in sorted(_groups(store.records(protocol="longtail", dataset=dataset)).items(),
-                                          key=lambda kv: (kv[0][0], kv[0][2] or 0, kv[0][1])):
-        row: dict[str, Any] = {"method": method if dataset else f"{method} ({ds}, ρ={rho:g})", "seeds": len(recs)}
+    for (ds, method, rho), recs in _sorted_groups(store.records(protocol="longtail", dataset=dataset)):
+        row: dict[str, Any] = {"method": _label(method, ds, rho, with_dataset=not dataset), "seeds": len(recs)}
         for g in ("eq", "ne"):
             sel = [r for r in recs if (r.settings.get("test_imbalance", rho) == rho) == (g == "eq")]
             src = [r.metrics.get("exact", r.metrics) if exact else r.metrics for r in sel]
@@ -74,7 +94,7 @@ def accuracy_divergence_figure(records: list[Record]):
     import matplotlib.pyplot as plt
 
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
-    for (ds, method, _rho), recs in sorted(_groups(records).items(), key=lambda kv: kv[0]):
+    for (ds, method, _rho), recs in _sorted_groups(records):
         pts = recs[-1].metrics["points"]
         d = np.array([p["divergence"] for p in pts])
         a = np.array([p["accuracy"] for p in pts])
