@@ -16,6 +16,7 @@ from ..errors import InputError
 from ..metrics.incremental import IncrementalScores, incremental_scores
 from ..store import Record, ResultsStore
 from .html import Section
+from .plotstyle import legend_outside, series_style
 from .tables import Column, Table, aggregate
 
 #: The paper's Table 1 (miniImageNet, 60 base classes + 8 sessions of 5-way 5-shot), as published:
@@ -262,22 +263,28 @@ def gacc_figure(curves: dict[str, Sequence[dict[str, float]]], references: dict[
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6.5, 4.2))
-    for label, pts in curves.items():
+    for i, (label, pts) in enumerate(curves.items()):
         a = np.array([p["alpha"] for p in pts])
         g = np.array([p["gacc"] for p in pts])
-        ax.plot(a, 100 * g, marker="o" if len(a) <= 15 else None, ms=3, label=label)
+        ax.plot(a, 100 * g, ms=3, label=label, **series_style(i, marker=len(a) <= 15))
+    # the corner cases in greys, one line style per case (a second formula of the same case: a lighter grey)
     styles = {"Lazy": ":", "Greedy": "--", "Greedy-NF": "-."}
+    seen: dict[str, int] = {}
     for label, pts in references.items():
         a = np.array([p["alpha"] for p in pts])
         g = np.array([p["gacc"] for p in pts])
-        ax.plot(a, 100 * g, color="0.45", ls=styles.get(label.split(" ")[0], "--"), lw=1.3, label=label)
+        case = label.split(" ")[0]
+        shade = ("0.15", "0.5", "0.7")[min(seen.get(case, 0), 2)]
+        seen[case] = seen.get(case, 0) + 1
+        ax.plot(a, 100 * g, color=shade, ls=styles.get(case, "--"), lw=1.3, label=label)
     ax.set_xlabel("α (weight of the base classes)")
     ax.set_ylabel("gAcc(α) averaged over sessions (%)")
     ax.set_xlim(0, 1)
     ax.grid(alpha=0.3)
     if title:
         ax.set_title(title)
-    ax.legend(fontsize=7, loc="best")
+    fig.tight_layout()
+    legend_outside(fig, [ax], fontsize=7)
     return fig
 
 
@@ -335,7 +342,7 @@ def incremental_section(store: ResultsStore) -> Section | None:
              "gAcc(0) is novel-class accuracy, gAcc(1) is aAcc. The corner cases mark the extremes: "
              "Lazy keeps the base accuracy and learns nothing new, Greedy learns only the current "
              "session, Greedy-NF learns every novel class perfectly but loses the base classes.")
-    sec.table(incremental_table(store).render("markdown"))
+    sec.table(incremental_table(store))
     layouts: dict[tuple[str, tuple[int, ...]], list[Record]] = defaultdict(list)
     for r in records:
         layouts[(r.dataset, _layout(r))].append(r)
@@ -357,8 +364,8 @@ def incremental_section(store: ResultsStore) -> Section | None:
            if g is not None and paper_check(per, a) is None]
     close = [(name, a, g) for name, a, g in pub if abs(a - 100 * lazy.aacc) <= 3.0]
     sec.text(lazy_summary(lazy, close, lazy_exact=lazy_exact))
-    sec.table(paper_reference_table().render("markdown"))
-    sec.table(paper_reference_table(table="cub200").render("markdown"))
+    sec.table(paper_reference_table())
+    sec.table(paper_reference_table(table="cub200"))
     refs = {auc_label(k, v.gacc): v.curve for k, v in reference_rows([60] + [5] * 8, base_accuracy=0.85).items()}
     sec.figure(gacc_figure({}, refs, title="miniImageNet layout: corner cases at A_1^1 = 85%"),
                "The paper's corner cases for 60 base + 8×5-way sessions (the published methods' curves need "
