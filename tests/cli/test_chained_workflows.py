@@ -85,3 +85,76 @@ def test_a_record_scored_before_imbalance_was_stored_still_tabulates(longtail_fi
     con.close()
     rc, out, err = run(capsys, "longtail", "table", "--store", store)
     assert rc == 0 and "| pred (custom, ρ=100) |" in out, err
+
+
+@pytest.fixture
+def detection_files(tmp_path, capsys):
+    rc, _, err = run(capsys, "detection", "synth", "--out", tmp_path / "s", "--images", 40, "--categories", 20,
+                     "--dets-per-image", 30)
+    assert rc == 0, err
+    return tmp_path
+
+
+def _table_json(capsys, store):
+    rc, out, err = run(capsys, "detection", "table", "--json", "--store", store)
+    assert rc == 0, err
+    return json.loads(out)["rows"]
+
+
+def test_eval_then_eval_old_only_then_table_keeps_both_runs(detection_files, capsys):
+    d = detection_files
+    store = d / "store.sqlite"
+    gt, res = d / "s" / "gt.json", d / "s" / "results.json"
+    rc, out, err = run(capsys, "detection", "eval", "--gt", gt, "--results", res, "--method", "mine", "--json",
+                       "--store", store)
+    assert rc == 0, err
+    first = json.loads(out)
+    rc, out, err = run(capsys, "detection", "eval", "--gt", gt, "--results", res, "--method", "mine", "--ap", "old",
+                       "--max-dets-per-image", 20, "--json", "--store", store)
+    assert rc == 0, err
+    second = json.loads(out)
+    assert set(second) >= {"old"} and "fixed" not in second and second["old"]["AP"] != first["old"]["AP"]
+
+    (row,) = _table_json(capsys, store)
+    # one scored set of detections: AP^Old from the later record, AP^Fixed / AP^Pool from the earlier one
+    assert row["records"] == [first["record_id"], second["record_id"]]
+    assert row["old_AP"] == second["old"]["AP"]
+    assert row["fixed_AP"] == first["fixed"]["AP"] and row["pool_AP"] == first["pool"]["AP"]
+    assert row["scores"] == "as detected"
+    rc, out, err = run(capsys, "detection", "table", "--store", store)
+    assert rc == 0, err
+    cells = [c.strip().strip("*") for c in next(x for x in out.splitlines() if x.startswith("| mine")).strip("|").split("|")]
+    assert cells[1] == f"{100 * second['old']['AP']:.2f}" and cells[3] == f"{100 * first['fixed']['AP']:.2f}"
+    assert cells[5] == f"{100 * first['pool']['AP']:.2f}"
+
+    # the same method name on other detections (re-ranked): a row of its own, both named by record
+    assert run(capsys, "detection", "rerank", "--results", res, "--per-class-topk", 10, "--out", d / "rr.json")[0] == 0
+    rc, out, err = run(capsys, "detection", "eval", "--gt", gt, "--results", d / "rr.json", "--method", "mine",
+                       "--json", "--store", store)
+    assert rc == 0, err
+    third = json.loads(out)
+    rows = _table_json(capsys, store)
+    assert [r["records"] for r in rows] == [[first["record_id"], second["record_id"]], [third["record_id"]]]
+    assert rows[0]["method"] == f"mine (gt) [record {second['record_id']}]"
+    assert rows[1]["method"] == f"mine (gt) [record {third['record_id']}]" and rows[1]["pool_AP"] == third["pool"]["AP"]
+
+    rc, _, err = run(capsys, "report", "--out", d / "report", "--store", store)
+    assert rc == 0, err
+    page = (d / "report" / "index.html").read_text(encoding="utf-8")
+    assert page.count(f"[record {third['record_id']}]") >= 1 and f"{100 * first['fixed']['AP']:.2f}" in page
+
+
+def test_a_calibrated_run_is_marked_in_the_table(detection_files, capsys):
+    d = detection_files
+    store = d / "store.sqlite"
+    gt, res = d / "s" / "gt.json", d / "s" / "results.json"
+    assert run(capsys, "detection", "split", "--gt", gt, "--out", d / "split.json")[0] == 0
+    rc, _, err = run(capsys, "detection", "run", "--gt", gt, "--results", res, "--split", d / "split.json",
+                     "--calibrate", "platt", "--method", "mine-platt", "--store", store)
+    assert rc == 0, err
+    rc, _, err = run(capsys, "detection", "eval", "--gt", gt, "--results", res, "--split", d / "split.json",
+                     "--method", "mine", "--store", store)
+    assert rc == 0, err
+    rows = {r["method"]: r for r in _table_json(capsys, store)}
+    assert rows["mine-platt (gt)"]["scores"] == "calibrated (platt)"
+    assert rows["mine (gt)"]["scores"] == "as detected"

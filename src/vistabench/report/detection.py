@@ -94,10 +94,8 @@ def _labels(sets: list[ScoredSet], *, with_dataset: bool) -> list[str]:
         if s.settings.get("iou_type") == "segm" and "segm" not in s.method:
             label += " · segm"
         labels.append(label)
-    for i, label in enumerate(labels):  # one method scoring different detections: name the records
-        if labels.count(label) > 1:
-            labels[i] = f"{label} [record {sets[i].records[-1].id}]"
-    return labels
+    shared = {label for label in labels if labels.count(label) > 1}  # one method on different detections
+    return [f"{label} [record {s.records[-1].id}]" if label in shared else label for s, label in zip(sets, labels)]
 
 
 def detection_table(store: ResultsStore, *, dataset: str | None = None) -> Table:
