@@ -17,7 +17,8 @@ the rendered page does not see them):
     <!-- docs-runner: replace OLD => NEW -->     run the block with the text OLD replaced by NEW (a
                                                 shorter run of a long command: fewer epochs, trials)
     <!-- docs-runner: skip-line TEXT => REASON --> lines containing TEXT are not run (a GPU, a Ray
-                                                cluster, a placeholder); REASON is reported
+                                                cluster, a placeholder); the session's summary lists
+                                                them with REASON
     <!-- docs-runner: skip REASON -->            the whole block is not run; pytest reports REASON
 
 For example, a block that scores a results file against LVIS ground truth the reader has:
@@ -47,7 +48,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-FENCE = re.compile(r"^```([\w-]*)[^\n]*\n(.*?)^```", re.S | re.M)
+FENCE = re.compile(r"^[ \t]*```([\w-]*)[^\n]*\n(.*?)^[ \t]*```", re.S | re.M)  # indented: in a list
 MARKER = re.compile(r"^<!--\s*docs-runner:\s*([\w-]+)\s*(.*?)\s*-->\s*$")
 
 
@@ -64,7 +65,8 @@ class Block:
 
     @property
     def id(self) -> str:
-        return f"{self.page.relative_to(ROOT)}:{self.line}"
+        page = self.page.relative_to(ROOT) if self.page.is_relative_to(ROOT) else self.page.name
+        return f"{page}:{self.line}"
 
 
 def _markers(lines_before: list[str]) -> list[tuple[str, str]]:
@@ -215,7 +217,7 @@ def run_block(b: Block, folder: Path, capsys) -> tuple[str, list[str]]:
     for cmd in _commands(text):
         reason = next((r for t, r in b.skip_lines if t in cmd), None)
         if reason is not None:
-            skipped.append(f"{cmd[:70]}: {reason}")
+            skipped.append(f"{cmd[:100]}: {reason}")
             continue
         if not cmd.startswith("vistabench "):
             done = subprocess.run(["bash", "-c", cmd], cwd=folder, capture_output=True, text=True, timeout=120)
@@ -256,7 +258,7 @@ def page_folders(tmp_path_factory):
 
 
 @pytest.mark.parametrize("block", ALL, ids=[b.id for b in ALL])
-def test_documented_commands_run(block, page_folders, capsys, monkeypatch):
+def test_documented_commands_run(block, page_folders, capsys, monkeypatch, request):
     if block.skip:
         pytest.skip(f"{block.id}: {block.skip}")
     assert block.expect, f"{block.id}: say what the block prints: <!-- docs-runner: expect TEXT -->"
@@ -265,8 +267,8 @@ def test_documented_commands_run(block, page_folders, capsys, monkeypatch):
     out, skipped = run_block(block, folder, capsys)
     for text in block.expect:
         assert text in out, f"{block.id}: the output lacks {text!r}; it was: {out[-1500:]!r}"
-    if skipped:
-        print(f"{block.id}: not run: " + "; ".join(skipped))
+    for line in skipped:  # listed at the end of the test session (tests/conftest.py)
+        request.node.user_properties.append(("docs-runner: not run", f"{block.id}: {line}"))
 
 
 def test_every_command_block_is_seen_by_the_runner():
@@ -281,16 +283,17 @@ def test_every_command_block_is_seen_by_the_runner():
     assert len(ALL) >= 15
 
 
-def test_the_markers_are_read():
-    """The parser on a page of its own: each directive lands where it should."""
-    page = ROOT / "tests" / "x.md"
-    b = Block(page, 1, "")
-    text = ("<!-- docs-runner: stand-in lvis gt.json dets.json -->\n<!-- docs-runner: expect \"AP\" -->\n"
-            "<!-- docs-runner: replace --epochs 8 => --epochs 1 -->\n"
-            "<!-- docs-runner: skip-line --device cuda => needs a GPU -->\n```bash\nvistabench x\n```\n")
-    for kind, arg in _markers(text.split("```bash")[0].splitlines()):
-        b.text += f"{kind}:{arg}|"
-    assert b.text == ("stand-in:lvis gt.json dets.json|expect:\"AP\"|replace:--epochs 8 => --epochs 1|"
-                      "skip-line:--device cuda => needs a GPU|")
-    assert _commands("vistabench a \\\n    --b 1  # c\n# comment\n\necho x > y\n") == ["vistabench a --b 1  # c",
-                                                                                        "echo x > y"]
+def test_the_markers_are_read(tmp_path):
+    """The parser on a page of its own: each directive lands where it should, a comment that is not
+    right before the fence does not count, continuation lines join and comments drop."""
+    page = tmp_path / "page.md"
+    page.write_text("<!-- docs-runner: skip not this one -->\n\ntext\n"
+                    "<!-- docs-runner: stand-in lvis gt.json dets.json -->\n<!-- docs-runner: expect \"AP\" -->\n"
+                    "<!-- docs-runner: replace --epochs 8 => --epochs 1 -->\n"
+                    "<!-- docs-runner: skip-line --device cuda => needs a GPU -->\n"
+                    "```bash\nvistabench a \\\n    --b 1  # c\n# comment\n\necho x > y\n```\n"
+                    "```text\nvistabench synopsis\n```\n", encoding="utf-8")
+    (b,) = blocks(page)
+    assert (b.line, b.skip, b.expect, b.stand_ins) == (8, None, ['"AP"'], [("lvis", ["gt.json", "dets.json"])])
+    assert b.replace == [("--epochs 8", "--epochs 1")] and b.skip_lines == [("--device cuda", "needs a GPU")]
+    assert [" ".join(c.split()) for c in _commands(b.text)] == ["vistabench a --b 1 # c", "echo x > y"]
