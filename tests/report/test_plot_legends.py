@@ -53,3 +53,12 @@ def test_a_legend_outside_covers_nothing_however_many_series(figure_check):
     plt.close(fig)
     looks = {(s["color"], s["linestyle"]) for s in map(series_style, range(40))}
     assert len(looks) == 40
+
+
+def test_distinct_colors_never_repeat():
+    from matplotlib.colors import to_hex
+
+    from vistabench.report.plotstyle import distinct_colors
+
+    for n in (1, 10, 11, 20, 21, 60):
+        assert len({to_hex(c) for c in distinct_colors(n)}) == n

@@ -75,7 +75,7 @@ def _text_columns(rows: list[list[str]]) -> dict[int, str]:
     for j in range(1, width):
         texts = [x for r in rows if j < len(r) and (x := re.sub(r"<[^>]+>", "", r[j]).strip()) not in ("", "–")]
         if texts and not any(_NUMBER.match(x) for x in texts):
-            out[j] = _LONG_TEXT if max(map(len, texts), default=0) > 40 else _TEXT
+            out[j] = _LONG_TEXT if max(map(len, texts), default=0) > 16 else _TEXT
     return out
 
 
@@ -166,20 +166,20 @@ def table_html(t: Table) -> str:
 # page itself never overflows; the first column (the method) stays in view while the box scrolls and
 # is wide enough that a name wraps at most once or twice; long words elsewhere wrap.
 STYLE = """
-body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;color:#222;
+body{font-family:system-ui,sans-serif;max-width:1400px;margin:2em auto;padding:0 1em;color:#222;
 overflow-wrap:anywhere}
 h1{border-bottom:2px solid #444} h2{margin-top:2em;border-bottom:1px solid #aaa} h3{margin-top:1.5em}
 .table-box{max-width:100%;overflow-x:auto;margin:1em 0}
-table{border-collapse:separate;border-spacing:0;font-size:0.9em} .caption{font-style:italic;font-size:0.9em;margin-bottom:0}
+table{border-collapse:separate;border-spacing:0;font-size:0.85em} .caption{font-style:italic;font-size:0.9em;margin-bottom:0}
 .caption+.table-box{margin-top:0.3em}
-td,th{border:1px solid #ccc;border-width:0 1px 1px 0;padding:3px 6px;text-align:right;overflow-wrap:normal}
+td,th{border:1px solid #ccc;border-width:0 1px 1px 0;padding:3px 5px;text-align:right;overflow-wrap:normal}
 tr>:first-child{border-left-width:1px} thead tr:first-child>*{border-top-width:1px}
 th{background:#f3f3f3} th.group{text-align:center} .t{text-align:left;white-space:nowrap}
-.t.long{white-space:normal;min-width:18em}
-th[data-col]{cursor:pointer} th[data-col]::after{content:"\\00a0\\21C5";color:#aaa;font-size:0.8em}
-th[aria-sort=ascending]::after{content:"\\00a0\\25B2";color:#222}
-th[aria-sort=descending]::after{content:"\\00a0\\25BC";color:#222}
-.key{text-align:left;position:sticky;left:0;z-index:1;min-width:13em;max-width:26em;white-space:normal}
+.t.long{white-space:normal;min-width:8em}
+th[data-col]{cursor:pointer;position:relative;padding-right:12px}
+th[data-col]::after{content:"\\21C5";color:#aaa;font-size:9px;position:absolute;right:2px;top:3px}
+th[aria-sort=ascending]::after{content:"\\25B2";color:#222} th[aria-sort=descending]::after{content:"\\25BC";color:#222}
+.key{text-align:left;position:sticky;left:0;z-index:1;min-width:11em;max-width:24em;white-space:normal}
 td.key{background:#fff}
 figure{margin:1em 0} img{max-width:100%;height:auto} figcaption{font-size:0.85em;color:#555}
 pre{max-width:100%;overflow-x:auto} nav a{margin-right:1em;display:inline-block}

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-__all__ = ["COLORS", "LINESTYLES", "MARKERS", "series_style", "legend_outside"]
+__all__ = ["COLORS", "LINESTYLES", "MARKERS", "series_style", "distinct_colors", "legend_outside"]
 
 #: matplotlib's "tab10" colours, written out so that no global style changes them.
 COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
@@ -29,6 +29,17 @@ def series_style(i: int, *, marker: bool = True) -> dict[str, Any]:
     if marker:
         style["marker"] = MARKERS[i % len(MARKERS)]
     return style
+
+
+def distinct_colors(n: int) -> list:
+    """``n`` colours, no two alike: "tab10" up to 10, "tab20" up to 20, else evenly spaced on "viridis"."""
+    from matplotlib import colormaps
+
+    if n <= len(COLORS):
+        return list(COLORS[:n])
+    if n <= 20:
+        return [colormaps["tab20"](i) for i in range(n)]
+    return [colormaps["viridis"](i / (n - 1)) for i in range(n)]
 
 
 def legend_outside(fig, axes: Sequence[Any], *, handles: Sequence[Any] | None = None,

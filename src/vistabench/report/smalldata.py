@@ -19,7 +19,7 @@ import numpy as np
 from ..metrics.stats import not_worse_than_best
 from ..store import Record, ResultsStore
 from .html import Section
-from .plotstyle import COLORS, legend_outside
+from .plotstyle import distinct_colors, legend_outside
 from .tables import Column, Table
 
 PROTOCOL = "smalldata"
@@ -140,10 +140,10 @@ def _search_figure(store: ResultsStore):
     states_seen: set[str] = set()
     for ax, r in zip(axes[0], recs[:n]):
         trials = r.settings.get("search", {}).get("trials", [])
-        for i, t in enumerate(trials):
+        for t, color in zip(trials, distinct_colors(len(trials))):
             states_seen.add(t["state"])
             ax.plot(range(1, len(t["curve"]) + 1), [100 * (v if v is not None else float("nan")) for v in t["curve"]],
-                    color=COLORS[i % len(COLORS)], linestyle=_STATE_STYLE.get(t["state"], "-"), lw=1)
+                    color=color, linestyle=_STATE_STYLE.get(t["state"], "-"), lw=1)
         ax.set_title(f"{r.dataset} / {r.method} / split {r.settings.get('split')}", fontsize=9)
         ax.set_xlabel("epoch")
         ax.set_ylabel("val balanced acc. (%)")
