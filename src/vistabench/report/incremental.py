@@ -174,7 +174,7 @@ def incremental_table(store: ResultsStore, *, dataset: str | None = None) -> Tab
                 Column("pd", "PD", higher_is_better=False)]
     rows: list[dict[str, Any]] = []
     styles: dict[tuple[int, str], str] = {}
-    several = len(by_layout) > 1 or dataset is None
+    several = len(by_layout) > 1  # one layout: it is named once, in the caption
     for (ds, sizes), methods in by_layout.items():
         start = len(rows)
         suffix = f" — {ds}, {_layout_text(sizes)}" if several else ""
@@ -198,8 +198,9 @@ def incremental_table(store: ResultsStore, *, dataset: str | None = None) -> Tab
             rows.append(row)
     if not styles and rows:
         styles[(0, "__none__")] = "bold"  # explicit styles switch off the table's own ranking
+    only = "" if several or not by_layout else "{}, {}: ".format(*next((d, _layout_text(z)) for d, z in by_layout))
     return Table(columns, rows, styles=styles,
-                 caption="FSCIL results (%): aAcc after each session, their mean (aAcc), generalized "
+                 caption=only + "FSCIL results (%): aAcc after each session, their mean (aAcc), generalized "
                          "accuracy in two formulas, both from the stored accuracy matrix: gAcc exact = area "
                          "under gAcc(α), α ∈ [0,1] (closed form, Eq. 5), gAcc compat = the authors' public "
                          "formula (integer β grid, trapezoid; the one behind published gAcc; – when the "
