@@ -53,8 +53,8 @@ from .flops import count_train_step_flops, count_forward_flops
 from .sampling import batch_indices, epoch_order
 from .schedules import learning_rate
 from .tensors import Normaliser, augment_batch, check_images, to_float_nchw
-from .train_config import (Device, EpochCallback, Sampler, Trainable, TrainConfig, TrainingDiverged, TrainResult,
-                           TrainStep, peak_rss_bytes, resolve_device)
+from .train_config import (PRECISIONS, Device, EpochCallback, Sampler, Trainable, TrainConfig, TrainingDiverged,
+                           TrainResult, TrainStep, check_precision, peak_rss_bytes, resolve_device)
 
 __all__ = ["TrainConfig", "TrainResult", "Trainer", "resolve_device", "EpochCallback", "TrainStep", "epoch_order",
            "TrainingDiverged", "Device", "Sampler", "Trainable"]
@@ -104,12 +104,18 @@ class Trainer:
         if step is not None and not callable(step):
             raise InputError(f"step: expected a callable (x, y, x2, y2, epoch) -> (loss, logits), got {step!r}")
         self.device = resolve_device(cfg.device)
+        check_precision(cfg, self.device)
+        self._amp = PRECISIONS[cfg.precision]  # autocast type, None for fp32
         self.loss_fn = loss_fn
         self.step = step
         self.callback = callback
         self.normaliser: Normaliser | None = None
         self._flop_cache: dict[tuple, int] = {}
         self.model.to(self.device)
+        if self._amp is not None and self.device.type == "cuda":
+            self.model.to(memory_format=torch.channels_last)
+        # what training and prediction call; the model itself when not compiled (the fp32 path as before)
+        self._forward: Callable = torch.compile(self.model) if cfg.compile else self.model
 
     # ------------------------------------------------------------------------------- helpers
 
@@ -122,6 +128,12 @@ class Trainer:
     def in_channels(self) -> int | None:
         return getattr(self.model, "in_channels", None)
 
+    def autocast(self):
+        """Context manager: ``torch.autocast`` in ``cfg.precision`` on the trainer's device (fp32: none)."""
+        if self._amp is None:
+            return nullcontext()
+        return torch.autocast(self.device.type, dtype=self._amp)
+
     def batch(self, images: np.ndarray, idx: np.ndarray | slice, gen: torch.Generator | None = None) -> torch.Tensor:
         """``images[idx]`` (n, H, W, B) as the normalised float (n, B, H, W) tensor on the device that
         training sees; augmented (``cfg.augment``) with ``gen`` when one is given. Needs the
@@ -130,8 +142,9 @@ class Trainer:
         On a CPU the batch is in channels-last memory (``torch.channels_last``; the values and the
         shape are those of NCHW), the layout the arrays are stored in: the model's convolutions then
         run channels-last, ~20% faster for ResNet-32 on RGB than on a contiguous NCHW batch (see
-        ``benchmarks/bench_trainer_overhead.py``). On CUDA it is contiguous NCHW."""
-        channels_last = self.device.type == "cpu"
+        ``benchmarks/bench_trainer_overhead.py``). On CUDA it is contiguous NCHW in fp32 and
+        channels-last in a mixed precision (``cfg.precision``)."""
+        channels_last = self.device.type == "cpu" or self._amp is not None
         x = to_float_nchw(images[idx], channels_last=channels_last)
         if gen is not None:
             aug = self.cfg.augment
@@ -291,6 +304,7 @@ class Trainer:
                 p.requires_grad_(True)
         opt = torch.optim.SGD(params, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay,
                               nesterov=cfg.nesterov and cfg.momentum > 0)
+        scaler = torch.amp.GradScaler("cuda") if cfg.precision == "fp16" else None
         loss_fn = self.loss_fn
         if loss_fn is None:
             ls = cfg.label_smoothing
@@ -359,13 +373,18 @@ class Trainer:
                     measure = self.step is not None and cfg.count_flops and key not in self._flop_cache
                     opt.zero_grad(set_to_none=True)
                     with FlopCounterMode(display=False) if measure else nullcontext() as counter:
-                        loss, logits = self._loss(x, y, x2, y2, epoch, loss_fn, trainable)
-                        loss.backward()
+                        with self.autocast():
+                            loss, logits = self._loss(x, y, x2, y2, epoch, loss_fn, trainable)
+                        (loss if scaler is None else scaler.scale(loss)).backward()
                     if measure:
                         self._flop_cache[key] = int(counter.get_total_flops())
                     if self.step is not None and cfg.count_flops:
                         flops += self._flop_cache[key]
-                    opt.step()
+                    if scaler is None:
+                        opt.step()
+                    else:  # fp16: unscale, skip a step with inf/NaN gradients, adapt the scale
+                        scaler.step(opt)
+                        scaler.update()
                     tot_loss += loss.detach() * len(b)
                     correct += (logits.detach().argmax(1) == y).sum()
                     step += 1
@@ -413,7 +432,7 @@ class Trainer:
         if self.step is not None:
             return self.step(x, y, x2, y2, epoch)
         if trainable == "all":
-            logits = self.model(x)
+            logits = self._forward(x)
         else:
             with torch.no_grad():
                 f = self.model.features(x)
@@ -447,7 +466,8 @@ class Trainer:
             with self.threads():
                 for s in range(0, len(images), bs):
                     x = self.batch(images, slice(s, s + bs))
-                    out[s:s + bs] = fn(x).float().cpu().numpy()
+                    with self.autocast():
+                        out[s:s + bs] = fn(x).float().cpu().numpy()
         finally:
             self.model.train(was_training)
         return out
@@ -462,7 +482,7 @@ class Trainer:
     def predict_logits(self, images: np.ndarray) -> np.ndarray:
         """Logits, float32 ndarray of shape (N, C), for (N, H, W, B) images (eval mode)."""
         images = self._check_predict(images, "images")
-        return self._run(images, self.model, int(self.num_classes))
+        return self._run(images, self._forward, int(self.num_classes))
 
     def features(self, images: np.ndarray) -> np.ndarray:
         """Penultimate features ``model.features(x)``, float32 ndarray of shape (N, D)."""
