@@ -20,6 +20,7 @@ from typing import Any, Literal
 from ..config import RunConfig, option
 from ..errors import InputError
 from ..learners.longtail.options import MethodOptions, RunFacts, options_class, resolve_method_options
+from .backbone_options import Precision, check_backbone_fields, compile_field, precision_field, pretrained_field
 from .longtail_recipes import CPU, RECIPES, dataset_kind, recipe_fields
 
 __all__ = ["LongtailConfig"]
@@ -46,7 +47,10 @@ class LongtailConfig(RunConfig):
     seed: int = option(0, low=0, help="seed of the split, the initialisation and the training draws")
     device: str = option("cpu", help="cpu | cuda | cuda:N | auto")
     model: str = option("auto", help="auto: resnet32 for >= 32 px images, cnn28 below (reference recipe of tde/"
-                                     "lade: resnet32_bbn); or any model name")
+                                     "lade: resnet32_bbn); or any model name, MODULE:FUNCTION or timm:NAME")
+    pretrained: str | None = pretrained_field()
+    precision: Precision = precision_field()
+    compile: bool = compile_field()
     n_max: int | None = option(None, low=1, help="head-class count (default: the smallest class size)")
     test_imbalance: float | None = option(None, low=0, low_open=True, help="test imbalance of the sweep (default: the "
                                                                 "training imbalance)")
@@ -120,6 +124,7 @@ class LongtailConfig(RunConfig):
         return out
 
     def check(self) -> None:
+        check_backbone_fields(self.model, self.pretrained, self.device)
         if not isinstance(self.method_options, MethodOptions):
             raise InputError(f"method_options: expected the options of {self.method!r}, got {self.method_options!r}")
         if len(self.lr_milestones) != len(self.lr_factors):
