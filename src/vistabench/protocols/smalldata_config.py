@@ -25,6 +25,7 @@ from ..config import RunConfig, option
 from ..data.smalldata import get_preset, presets
 from ..errors import InputError
 from ..learners.model_options import MODEL_OPTIONS
+from .backbone_options import Precision, check_backbone_fields, compile_field, precision_field, pretrained_field
 from ..learners.smalldata.options import CommonSpace, MethodOptions
 from ..learners.smalldata.registry import get_method
 
@@ -71,7 +72,10 @@ class SmalldataConfig(RunConfig):
                                 "WORK/splits/...)")
     split: tuple[int, ...] | None = option(None, low=0, metavar="I", help="only these splits (default: all)")
     model: str | None = option(None, help="backbone (default: the preset's: wrn16_8 for cifair10, resnet50, cnn28 "
-                                          "for mnist5k/digits); resnet18 for quick runs")
+                                          "for mnist5k/digits); resnet18 for quick runs; or MODULE:FUNCTION or timm:NAME")
+    pretrained: str | None = pretrained_field()
+    precision: Precision = precision_field()
+    compile: bool = compile_field()
     epochs: int | None = option(None, low=1, help="epochs per trial (default: the preset's)")
     device: str = option("cpu", help="cpu | cuda | cuda:N | auto")
     trials: int | None = option(None, low=1, help="configurations per split (default: the preset's)")
@@ -150,6 +154,7 @@ class SmalldataConfig(RunConfig):
         return out
 
     def check(self) -> None:
+        check_backbone_fields(self.model, self.pretrained, self.device)
         if self.dataset not in presets.names():
             try:
                 presets.get(self.dataset)
@@ -168,7 +173,8 @@ class SmalldataConfig(RunConfig):
             raise InputError(f"val_fraction: expected a fraction in (0, 1), got {self.val_fraction}")
         cls = _method_options_cls(self.method)
         backbones = get_method(self.method).backbones
-        if backbones is not None and self.model in MODEL_OPTIONS and self.model not in backbones:
+        factory = isinstance(self.model, str) and ":" in self.model
+        if backbones is not None and (self.model in MODEL_OPTIONS or factory) and self.model not in backbones:
             raise InputError(f"model: method {self.method!r} changes a convolutional backbone "
                              f"({', '.join(backbones)}); {self.model!r} is not one")
         opts = self.method_options
