@@ -30,6 +30,7 @@ from typing import Any, Literal
 
 from ..config import RunConfig, option
 from ..errors import InputError
+from .backbone_options import Precision, check_backbone_fields, compile_field, precision_field, pretrained_field
 from ..learners.stream.options import (BATCH_RULES, LEARNER_OPTIONS, LEARNER_RECIPES, RECIPES, SCHEDULES,
                                        learner_options_class)
 
@@ -63,8 +64,12 @@ class StreamConfig(RunConfig):
                                                              "<source>/train|test)")
     checkpoint: str | None = option(None, metavar="FILE", help="pretrained state dict of the pt learner "
                                                                "(only pt reads it)")
-    arch: str = option("cnn28", help="backbone (vistabench.learners.models registry; default: the recipe's, dm-nevis "
-                                     "cifar_resnet34, cpu cnn28)")
+    arch: str = option("cnn28", flags=("--arch", "--model"),
+                       help="backbone (vistabench.learners.models registry, MODULE:FUNCTION or timm:NAME; default: "
+                            "the recipe's, dm-nevis cifar_resnet34, cpu cnn28)")
+    pretrained: str | None = pretrained_field()
+    precision: Precision = precision_field()
+    compile: bool = compile_field()
     width: int | None = option(None, low=1, help="cnn28 width (default 8)")
     device: str = option("cpu", help="cpu, cuda, cuda:N or auto")
     meta_test_from: str | None = option(
@@ -167,6 +172,7 @@ class StreamConfig(RunConfig):
         return {**preset, **given, "recipe": recipe, "learner_options": opts.to_dict()}
 
     def check(self) -> None:
+        check_backbone_fields(self.arch, self.pretrained, self.device)
         if self.learner not in LEARNER_OPTIONS:
             learner_options_class(self.learner)
         if self.run_id is not None and (not self.run_id.strip() or self.run_id in (".", "..")
@@ -211,7 +217,8 @@ class StreamConfig(RunConfig):
         """The learner's flat settings (:class:`~vistabench.learners.stream.options.LearnerConfig` fields)."""
         return {"trials": self.trials, "steps": self.steps, "seed": self.seed, "arch": self.arch,
                 "arch_options": self.arch_options(), "device": self.device, "search_space": self.search_space,
-                "checkpoint": self.checkpoint, "lr_range": tuple(self.lr_range),
+                "checkpoint": self.checkpoint, "pretrained": self.pretrained, "precision": self.precision,
+                "compile": self.compile, "lr_range": tuple(self.lr_range),
                 "label_smoothing_range": tuple(self.label_smoothing_range), "weight_decay": self.weight_decay,
                 "momentum": self.momentum, "nesterov": self.nesterov, "decay_mask": self.decay_mask,
                 "batch_size_rule": self.batch_size_rule, "min_batch": self.min_batch, "max_batch": self.max_batch,
