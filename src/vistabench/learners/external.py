@@ -2,7 +2,8 @@
 
 A model name with a colon names a factory instead of a registered backbone:
 
-- ``MODULE:FUNCTION`` — any importable callable returning an ``nn.Module``; it is called with the
+- ``MODULE:FUNCTION`` — any importable callable returning an ``nn.Module`` (a module not on the path
+  is looked for in the current folder too); it is called with the
   number of classes and input channels under the names its signature uses (``num_classes`` /
   ``classes`` / ``n_classes``; ``in_chans`` / ``in_channels`` / ``channels``) and the image side if it
   takes ``img_size`` / ``image_size`` (``timm.models:resnet18`` works as it is).
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import sys
 from pathlib import Path
 from typing import Any, Callable
 
@@ -62,7 +64,7 @@ def resolve_factory(name: str) -> Callable[..., Any]:
             return timm.create_model(attr, num_classes=num_classes, in_chans=in_chans)
         return create
     try:
-        mod = importlib.import_module(module)
+        mod = _import(module)
     except Exception as exc:
         raise InputError(f"model: cannot import module {module!r} of {name!r} "
                          f"({type(exc).__name__}: {exc})") from exc
@@ -74,6 +76,25 @@ def resolve_factory(name: str) -> Callable[..., Any]:
     if not callable(obj):
         raise InputError(f"model: {name!r} is a {type(obj).__name__}, not a callable that returns an nn.Module")
     return obj
+
+
+def _import(module: str) -> Any:
+    """Import ``module``; a module not found is looked for in the current folder too (as ``python -m``
+    and ``python script.py`` would: the ``vistabench`` command's own path does not hold the folder)."""
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        top = module.split(".")[0]
+        here = str(Path.cwd())
+        if exc.name != top or here in sys.path:
+            raise
+        sys.path.append(here)
+        try:
+            return importlib.import_module(module)
+        except ModuleNotFoundError as again:
+            if again.name == top:
+                sys.path.remove(here)
+            raise
 
 
 def _arguments(factory: Callable[..., Any], name: str, num_classes: int, in_channels: int,
