@@ -35,8 +35,14 @@ def pretrained_field() -> Any:
                        "(its classifier head left out: a fresh one for the data's classes)")
 
 
-def check_backbone_fields(model: str | None, pretrained: str | None, device: str) -> None:
-    """One-line InputErrors for a factory model name and a pretrained file, before anything is built."""
+def check_backbone_fields(model: str | None, pretrained: str | None, device: str, precision: str = "fp32",
+                          compile: bool = False) -> None:
+    """One-line InputErrors for a factory model name, a pretrained file and CUDA-only settings on a
+    CPU (``device`` cpu; ``auto`` is checked when the trainer is made), before anything is built."""
+    if device == "cpu" and precision == "fp16":
+        raise InputError("precision: fp16 needs a CUDA device (device is cpu); use bf16 on a CPU")
+    if device == "cpu" and compile:
+        raise InputError("compile: true needs a CUDA device (device is cpu); leave it off")
     if isinstance(model, str) and ":" in model:
         from ..learners.external import resolve_factory
         resolve_factory(model)  # importable and callable; the call itself happens when the run builds it

@@ -197,7 +197,7 @@ class IncrementalConfig(RunConfig):
 
     # -------------------------------------------------------------------------------- check
     def check(self) -> None:
-        check_backbone_fields(self.model, self.pretrained, self.device)
+        check_backbone_fields(self.model, self.pretrained, self.device, self.precision, self.compile)
         if self.sessions is not None:
             given = [k for k in _LAYOUT if getattr(self, k) is not None]
             if given:

@@ -124,7 +124,7 @@ class LongtailConfig(RunConfig):
         return out
 
     def check(self) -> None:
-        check_backbone_fields(self.model, self.pretrained, self.device)
+        check_backbone_fields(self.model, self.pretrained, self.device, self.precision, self.compile)
         if not isinstance(self.method_options, MethodOptions):
             raise InputError(f"method_options: expected the options of {self.method!r}, got {self.method_options!r}")
         if len(self.lr_milestones) != len(self.lr_factors):

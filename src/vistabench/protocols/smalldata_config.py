@@ -154,7 +154,7 @@ class SmalldataConfig(RunConfig):
         return out
 
     def check(self) -> None:
-        check_backbone_fields(self.model, self.pretrained, self.device)
+        check_backbone_fields(self.model, self.pretrained, self.device, self.precision, self.compile)
         if self.dataset not in presets.names():
             try:
                 presets.get(self.dataset)

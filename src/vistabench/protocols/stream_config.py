@@ -172,7 +172,7 @@ class StreamConfig(RunConfig):
         return {**preset, **given, "recipe": recipe, "learner_options": opts.to_dict()}
 
     def check(self) -> None:
-        check_backbone_fields(self.arch, self.pretrained, self.device)
+        check_backbone_fields(self.arch, self.pretrained, self.device, self.precision, self.compile)
         if self.learner not in LEARNER_OPTIONS:
             learner_options_class(self.learner)
         if self.run_id is not None and (not self.run_id.strip() or self.run_id in (".", "..")
