@@ -88,3 +88,15 @@ def test_block_changing_method_refuses_a_factory(tmp_path, weights, capsys):
     assert main(argv) == USER_ERROR
     err = capsys.readouterr().err.strip()
     assert "method 'dskn' changes a convolutional backbone" in err and len(err.splitlines()) == 1
+
+
+def test_mismatched_pretrained_names_the_first_differing_tensor(tmp_path, weights, capsys):
+    from safetensors.torch import save_file
+
+    from learners.user_nets import TinyNet
+    save_file({k: v.contiguous() for k, v in TinyNet(3, 10).state_dict().items()}, str(tmp_path / "rgb.safetensors"))
+    argv = [*_runs(tmp_path)["longtail"], "--model", FACTORY, "--pretrained", str(tmp_path / "rgb.safetensors")]
+    assert main(argv) == USER_ERROR
+    err = capsys.readouterr().err.strip()
+    assert "--pretrained: tensor 'body.0.weight' has shape (4, 3, 3, 3)" in err and "is (4, 1, 3, 3)" in err
+    assert len(err.splitlines()) == 1

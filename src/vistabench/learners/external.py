@@ -238,16 +238,17 @@ def _head_names(model: nn.Module) -> set[str]:
     return {k for k, v in model.state_dict(keep_vars=True).items() if id(v) in ids}
 
 
-def _strip(keys: dict[str, torch.Tensor], target: set[str]) -> dict[str, torch.Tensor]:
-    """Match the file's names to the model's: add or remove the wrapper's ``net.`` prefix."""
+def _strip(keys: dict[str, torch.Tensor], target: set[str]) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
+    """Match the file's names to the model's (add or remove the wrapper's ``net.`` prefix): the
+    renamed state dict and each new name's name in the file."""
     if keys and not (set(keys) & target):
-        with_net = {f"net.{k}": v for k, v in keys.items()}
+        with_net = {f"net.{k}": k for k in keys}
         if set(with_net) & target:
-            return with_net
-        without = {k[4:]: v for k, v in keys.items() if k.startswith("net.")}
+            return {n: keys[k] for n, k in with_net.items()}, with_net
+        without = {k[4:]: k for k in keys if k.startswith("net.")}
         if set(without) & target:
-            return without
-    return keys
+            return {n: keys[k] for n, k in without.items()}, without
+    return keys, {k: k for k in keys}
 
 
 def load_pretrained(model: nn.Module, path: str | Path) -> dict[str, list[str]]:
@@ -262,7 +263,7 @@ def load_pretrained(model: nn.Module, path: str | Path) -> dict[str, list[str]]:
         raise InputError(f"pretrained: {path} does not exist or is not a file")
     state = _read_state_dict(p)
     own = model.state_dict()
-    state = _strip(state, set(own))
+    state, in_file = _strip(state, set(own))
     head = _head_names(model)
     head_path = getattr(model, "head_path", "")
     if head_path:  # the bare network's head, saved before it moved to ``classifier``
@@ -270,12 +271,13 @@ def load_pretrained(model: nn.Module, path: str | Path) -> dict[str, list[str]]:
     body = {k: v for k, v in state.items() if k not in head}
     unexpected = [k for k in body if k not in own]
     if unexpected:
-        raise InputError(f"pretrained: {path} has tensor {unexpected[0]!r} that the model does not have "
+        raise InputError(f"pretrained: {path} has tensor {in_file[unexpected[0]]!r} that the model does not have "
                          f"({len(unexpected)} such; the model's first is {next(iter(own))!r})")
     for k, v in body.items():
         if tuple(v.shape) != tuple(own[k].shape):
-            raise InputError(f"pretrained: tensor {k!r} has shape {tuple(v.shape)} in {path}, the model's is "
-                             f"{tuple(own[k].shape)}")
+            mine = "" if in_file[k] == k else f" ({k})"
+            raise InputError(f"pretrained: tensor {in_file[k]!r} has shape {tuple(v.shape)} in {path}, the model's"
+                             f"{mine} is {tuple(own[k].shape)}")
     if not body:
         raise InputError(f"pretrained: {path} has no tensor of the model besides its classifier head")
     missing = sorted(k for k in own if k not in body and k not in head)
