@@ -19,18 +19,21 @@ from __future__ import annotations
 
 import copy
 import datetime
+import warnings
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..errors import InputError, InputTypeError
+from ..errors import InputAssertionError, InputError, InputIndexError, InputKeyError, InputTypeError
 from ..metrics.detection import Detections, GroundTruth
 from ..metrics.detection import AREA_LABELS, AREA_RANGES, IOU_THRESHOLDS, RECALL_THRESHOLDS, to_rle
+from ..metrics.detection import OfficialToolsDifferenceWarning
 from .evaluation import UnknownIdError, accumulate_for_params, id_positions, match_for_params, mean_defined
+from .params_check import check_area_ranges, check_max_dets, check_thresholds, zero_id_message
 from .per_image import evaluate_group, group_ious
-from .results import load_result_list, prepare_results, read_dataset
+from .results import check_segmentation, load_result_list, prepare_results, read_dataset
 
 __all__ = ["COCO", "COCOeval", "Params", "detections_of"]
 
@@ -61,16 +64,20 @@ class COCO:
     def createIndex(self) -> None:
         anns, cats, imgs = {}, {}, {}
         img_to_anns, cat_to_imgs = defaultdict(list), defaultdict(list)
-        for ann in self.dataset.get("annotations", ()):
-            img_to_anns[ann["image_id"]].append(ann)
-            anns[ann["id"]] = ann
-        for img in self.dataset.get("images", ()):
-            imgs[img["id"]] = img
-        for cat in self.dataset.get("categories", ()):
-            cats[cat["id"]] = cat
-        if "annotations" in self.dataset and "categories" in self.dataset:
-            for ann in self.dataset["annotations"]:
-                cat_to_imgs[ann["category_id"]].append(ann["image_id"])
+        try:
+            for ann in self.dataset.get("annotations", ()):
+                img_to_anns[ann["image_id"]].append(ann)
+                anns[ann["id"]] = ann
+            for img in self.dataset.get("images", ()):
+                imgs[img["id"]] = img
+            for cat in self.dataset.get("categories", ()):
+                cats[cat["id"]] = cat
+            if "annotations" in self.dataset and "categories" in self.dataset:
+                for ann in self.dataset["annotations"]:
+                    cat_to_imgs[ann["category_id"]].append(ann["image_id"])
+        except (KeyError, TypeError, AttributeError):
+            _explain_dataset(self.dataset)
+            raise
         self.anns, self.cats, self.imgs, self.imgToAnns, self.catToImgs = anns, cats, imgs, img_to_anns, cat_to_imgs
         self._gt = {}
 
@@ -153,13 +160,27 @@ class COCO:
                 for r in data]
 
     def loadRes(self, resFile) -> "COCO":
-        """Results (a list, a JSON path or an N x 7 array) as a ``COCO``, prepared as pycocotools does."""
+        """Results (a list, a JSON path or an N x 7 array) as a ``COCO``, prepared as pycocotools does.
+
+        Results of an image not in the ground truth fail pycocotools' assertion (here an
+        ``InputAssertionError``, one line); results whose category is not in the ground truth are
+        never scored by pycocotools: a warning says how many, and an error when that is all of them.
+        Masks are checked when evaluated in segm mode (pycocotools scores the box in bbox mode)."""
         res = COCO()
         res.dataset["images"] = list(self.dataset.get("images", []))
         anns = self.loadNumpyAnnotations(resFile) if isinstance(resFile, np.ndarray) else load_result_list(resFile, "resFile")
         ids = np.fromiter(self.imgs.keys(), np.int64, len(self.imgs))
-        sizes = {i: (int(im.get("height", 0)), int(im.get("width", 0))) for i, im in self.imgs.items()}
-        prepare_results(anns, what="resFile", coco=True, image_ids=ids, image_sizes=sizes)
+        cols = prepare_results(anns, what="resFile", coco=True, image_ids=ids, image_sizes=None)
+        cats = np.fromiter(self.cats.keys(), np.int64, len(self.cats))
+        unknown = ~np.isin(cols["category_id"], cats)
+        if unknown.any():
+            n, first = int(np.count_nonzero(unknown)), int(cols["category_id"][unknown][0])
+            known = sorted(self.cats)[:5]
+            if n == len(anns):
+                raise InputError(f"resFile: no result has a category id of the ground truth (first: {first}; the "
+                                 f"ground truth's start {known}); pycocotools would score none of them")
+            warnings.warn(f"resFile: {n} of {len(anns)} results have category ids not in the ground truth "
+                          f"(first: {first}); pycocotools never scores them", UserWarning, stacklevel=2)
         res.dataset["categories"] = copy.deepcopy(self.dataset.get("categories", []))
         res.dataset["annotations"] = anns
         res.createIndex()
@@ -173,6 +194,7 @@ class COCO:
         if with_segmentation not in self._gt:
             ds = self.dataset
             anns = ds.get("annotations", [])
+            _require(anns, "iscrowd", "annotations", "pycocotools reads it from every annotation it evaluates")
             if with_segmentation and any("bbox" not in a for a in anns):
                 anns = [a if "bbox" in a else {**a, "bbox": _mask_box(self, a, i)} for i, a in enumerate(anns)]
             self._gt[with_segmentation] = read_ground_truth(
@@ -181,11 +203,41 @@ class COCO:
         return self._gt[with_segmentation]
 
 
+_NEEDS = {"annotations": ("id", "image_id", "category_id"), "images": ("id",), "categories": ("id",)}
+
+
+def _explain_dataset(ds: Any) -> None:
+    """Raise the one-line error for what made ``createIndex`` fail (pycocotools' types: KeyError for
+    a missing field, TypeError for a section or entry that is not what it must be)."""
+    if not isinstance(ds, dict):
+        raise InputTypeError(f"dataset: expected a dict with 'images', 'annotations' and 'categories', "
+                             f"got {type(ds).__name__}")
+    for section, fields in _NEEDS.items():
+        items = ds.get(section, ())
+        if not isinstance(items, list):
+            raise InputTypeError(f"dataset[{section!r}]: expected a list of dicts, got {type(items).__name__}")
+        for i, item in enumerate(items):
+            if not isinstance(item, dict):
+                raise InputTypeError(f"{section}[{i}]: expected a dict, got {type(item).__name__}")
+            for f in fields:
+                if f not in item:
+                    raise InputKeyError(f"{section}[{i}]: lacks {f!r}")
+                if isinstance(item[f], (list, dict, set)):
+                    raise InputTypeError(f"{section}[{i}].{f}: expected an id, got {type(item[f]).__name__}")
+
+
+def _require(anns: list, field: str, what: str, why: str) -> None:
+    """pycocotools reads ``field`` from every annotation it evaluates (a KeyError there)."""
+    if not all(field in a for a in anns):
+        i = next(i for i, a in enumerate(anns) if field not in a)
+        raise InputKeyError(f"{what}[{i}]: lacks {field!r} ({why})")
+
+
 def _mask_box(coco: COCO, ann: dict, i: int) -> list:
     import pycocotools.mask as mask_utils
 
     if "segmentation" not in ann:
-        raise InputError(f"annotations[{i}]: has neither 'bbox' nor 'segmentation'")
+        raise InputKeyError(f"annotations[{i}]: has neither 'bbox' nor 'segmentation'")
     img = coco.imgs.get(ann.get("image_id"), {})
     return mask_utils.toBbox(to_rle(ann["segmentation"], int(img.get("height", 0)), int(img.get("width", 0)))).tolist()
 
@@ -200,23 +252,28 @@ def detections_of(coco_dt: COCO, gt: GroundTruth, iou_type: str) -> tuple[Detect
         iid = np.array([a["image_id"] for a in anns], np.int64)
         cid = np.array([a["category_id"] for a in anns], np.int64)
     except KeyError as exc:
-        raise InputError(f"cocoDt: a result lacks {exc.args[0]!r}") from None
+        raise InputKeyError(f"cocoDt: a result lacks {exc.args[0]!r}") from None
     pos = np.flatnonzero(np.isin(iid, gt.image_ids) & np.isin(cid, gt.category_ids))
     anns = [anns[i] for i in pos]
     try:
         score = np.array([a["score"] for a in anns], np.float64)
         area = np.array([a["area"] for a in anns], np.float64)
     except KeyError as exc:
-        raise InputError(f"cocoDt: a result lacks {exc.args[0]!r}") from None
+        raise InputKeyError(f"cocoDt: a result lacks {exc.args[0]!r}") from None
     if iou_type == "segm":
         seg = [a.get("segmentation") for a in anns]
         if any(s is None for s in seg):
-            raise InputError(f"cocoDt: result {int(pos[seg.index(None)])} lacks 'segmentation' (iouType 'segm')")
+            raise InputKeyError(f"cocoDt: result {int(pos[seg.index(None)])} lacks 'segmentation' (iouType 'segm')")
+        size = gt.image_size
+        img = np.searchsorted(gt.image_ids, iid[pos])
+        for k, sg in enumerate(seg):
+            check_segmentation(sg, f"cocoDt[{int(pos[k])}]", None if size is None else
+                               (int(size[img[k], 0]), int(size[img[k], 1])))
         box = [a["bbox"] if "bbox" in a else _mask_box(coco_dt, a, i) for i, a in enumerate(anns)]
     else:
         seg = None
         if any("bbox" not in a for a in anns):
-            raise InputError(f"cocoDt: result {int(pos[next(i for i, a in enumerate(anns) if 'bbox' not in a)])} "
+            raise InputKeyError(f"cocoDt: result {int(pos[next(i for i, a in enumerate(anns) if 'bbox' not in a)])} "
                              f"lacks 'bbox' (iouType 'bbox')")
         box = [a["bbox"] for a in anns]
     bbox = np.asarray(box, np.float64).reshape(len(anns), 4)
@@ -225,12 +282,21 @@ def detections_of(coco_dt: COCO, gt: GroundTruth, iou_type: str) -> tuple[Detect
     return d, pos
 
 
+#: iouType -> what the evaluator matches on (the one place a new type is added)
+IOU_TYPES: tuple[str, ...] = ("bbox", "segm")
+
+
+def _check_iou_type(iou_type: Any, field: str) -> str:
+    if iou_type not in IOU_TYPES:
+        raise InputError(f"{field}: expected one of {', '.join(map(repr, IOU_TYPES))}, got {iou_type!r}")
+    return iou_type
+
+
 class Params:
-    """pycocotools' detection parameters (keypoints are not supported)."""
+    """pycocotools' detection parameters."""
 
     def __init__(self, iouType: str = "segm"):
-        if iouType not in ("segm", "bbox"):
-            raise InputError(f"iouType: expected 'bbox' or 'segm', got {iouType!r} (keypoints are not supported)")
+        _check_iou_type(iouType, "iouType")
         self.imgIds: list = []
         self.catIds: list = []
         self.iouThrs = IOU_THRESHOLDS.copy()
@@ -244,13 +310,22 @@ class Params:
 
 
 class COCOeval:
-    """As ``pycocotools.cocoeval.COCOeval(cocoGt, cocoDt, iouType="segm")``."""
+    """As ``pycocotools.cocoeval.COCOeval(cocoGt, cocoDt, iouType="segm")``.
 
-    def __init__(self, cocoGt: COCO | None = None, cocoDt: COCO | None = None, iouType: str = "segm"):
+    ``match_zero_id`` (keyword, default False): pycocotools counts a detection matched to a
+    ground-truth annotation with ``id`` 0 as a false positive (it stores matches as ids and tests
+    them for truth); that is the default here, with a warning naming this option, which counts the
+    match as the true positive it is."""
+
+    def __init__(self, cocoGt: COCO | None = None, cocoDt: COCO | None = None, iouType: str = "segm", *,
+                 match_zero_id: bool = False):
         for name, v in (("cocoGt", cocoGt), ("cocoDt", cocoDt)):
             if v is not None and not isinstance(v, COCO):
                 raise InputTypeError(f"{name}: expected vistabench.compat.coco.COCO, got {type(v).__name__}")
+        if not isinstance(match_zero_id, bool):
+            raise InputTypeError(f"match_zero_id: expected True or False, got {match_zero_id!r}")
         self.cocoGt, self.cocoDt = cocoGt, cocoDt
+        self.match_zero_id = match_zero_id
         self.eval: dict = {}
         self.params = Params(iouType=iouType)
         self._paramsEval: Any = {}
@@ -266,23 +341,30 @@ class COCOeval:
         p = self.params
         if p.useSegm is not None:
             p.iouType = "segm" if p.useSegm == 1 else "bbox"
-        if p.iouType not in ("bbox", "segm"):
-            raise InputError(f"params.iouType: expected 'bbox' or 'segm', got {p.iouType!r}")
+        _check_iou_type(p.iouType, "params.iouType")
         if self.cocoGt is None or self.cocoDt is None:
             raise InputError("cocoGt, cocoDt: both are needed to evaluate")
+        iou_thrs = check_thresholds(p.iouThrs, "params.iouThrs", empty_is_index_error=True)
+        check_thresholds(p.recThrs, "params.recThrs", empty_is_index_error=False)
+        check_max_dets(p.maxDets, "params.maxDets")
+        area = check_area_ranges(p.areaRng, p.areaRngLbl, "params.areaRng", "params.areaRngLbl")
+        if p.useCats not in (0, 1):
+            raise InputError(f"params.useCats: expected 0 or 1, got {p.useCats!r}")
         p.imgIds = list(np.unique(np.asarray(p.imgIds, np.int64)).tolist())
         if p.useCats:
             p.catIds = list(np.unique(np.asarray(p.catIds, np.int64)).tolist())
         p.maxDets = sorted(int(m) for m in p.maxDets)
-        area = np.asarray(p.areaRng, np.float64)
-        if area.ndim != 2 or area.shape[1] != 2:
-            raise InputError(f"params.areaRng: expected pairs [low, high], got {p.areaRng!r}")
         gt = self.cocoGt.ground_truth(p.iouType == "segm")
         dets, self._dt_pos = detections_of(self.cocoDt, gt, p.iouType)
-        self._pm = match_for_params(
-            gt, dets, iou_type=p.iouType, img_rows=id_positions(p.imgIds, gt.image_ids, "params.imgIds"),
-            cat_rows=id_positions(p.catIds, gt.category_ids, "params.catIds"), use_cats=bool(p.useCats),
-            iou_thrs=np.asarray(p.iouThrs, np.float64), area_rng=area)
+        img_rows = id_positions(p.imgIds, gt.image_ids, "params.imgIds")
+        cat_rows = id_positions(p.catIds, gt.category_ids, "params.catIds")
+        zero = len(gt.ann_id) > 0 and bool(np.any(gt.ann_id == 0))
+        if zero and not self.match_zero_id:
+            warnings.warn(zero_id_message("cocoGt", "COCOeval(..., match_zero_id=True)"), OfficialToolsDifferenceWarning,
+                          stacklevel=2)
+        self._pm = match_for_params(gt, dets, iou_type=p.iouType, img_rows=img_rows, cat_rows=cat_rows,
+                                    use_cats=bool(p.useCats), iou_thrs=iou_thrs, area_rng=area,
+                                    zero_id_unmatched=not self.match_zero_id)
         self._paramsEval = copy.deepcopy(p)
         self._per_image = {}
         self.eval = {}
@@ -314,9 +396,7 @@ class COCOeval:
     def summarize(self) -> None:
         if not self.eval:
             raise Exception("Please run accumulate() first")  # pycocotools' type; clients catch Exception
-        m = self.params.maxDets
-        if len(m) < 3:
-            raise InputError(f"params.maxDets: summarize reads three values (pycocotools' stats), got {m!r}")
+        m = check_max_dets(self.params.maxDets, "params.maxDets", need=3)
         s = self._summarize
         self.stats = np.array([
             s(1), s(1, iouThr=.5, maxDets=m[2]), s(1, iouThr=.75, maxDets=m[2]), s(1, areaRng="small", maxDets=m[2]),

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import InputError, InputTypeError
+from ..errors import InputAssertionError, InputError, InputKeyError, InputTypeError
 from .evaluation import EmptyResultsError
 
 __all__ = ["read_dataset", "load_result_list", "prepare_results", "check_segmentation"]
@@ -122,7 +122,7 @@ def _boxes(boxes: list, what: str) -> np.ndarray:
         pass
     for i, bb in enumerate(boxes):
         if bb is None:
-            raise InputError(f"{what}[{i}]: lacks 'bbox' (the first result has one, so every result needs one)")
+            raise InputKeyError(f"{what}[{i}]: lacks 'bbox' (the first result has one, so every result needs one)")
         try:
             if np.asarray(bb, dtype=np.float64).shape != (4,):
                 raise ValueError
@@ -135,7 +135,9 @@ def prepare_results(anns: list, *, what: str, coco: bool, image_ids: np.ndarray,
                     image_sizes: dict | None = None) -> dict[str, Any]:
     """Update ``anns`` as the tool's loader does and return columns ``image_id``, ``category_id``,
     ``score``, ``bbox`` (N, 4), ``area``, ``segmentation`` (list). ``image_sizes``: image id ->
-    (height, width), to check RLE sizes."""
+    (height, width), to check every mask now (None: masks of results with a box are left to the
+    segm evaluation, as pycocotools, which scores the box in bbox mode, never reads them)."""
+    check_masks = image_sizes is not None
     sizes = image_sizes or {}
     if len(anns) == 0:
         raise EmptyResultsError(f"{what}: the results list is empty (lvis-api and pycocotools raise IndexError "
@@ -147,7 +149,7 @@ def prepare_results(anns: list, *, what: str, coco: bool, image_ids: np.ndarray,
         raise InputTypeError(f"{what}[0]: expected a result dict, got {type(first).__name__}")
     with_box = "bbox" in first and not (coco and first["bbox"] == [])
     if not with_box and "segmentation" not in first:
-        raise InputError(f"{what}[0]: a result needs 'bbox' or 'segmentation'")
+        raise InputKeyError(f"{what}[0]: a result needs 'bbox' or 'segmentation'")
     n = len(anns)
     bad = next((i for i, a in enumerate(anns) if not isinstance(a, dict)), None)
     if bad is not None:
@@ -165,14 +167,14 @@ def prepare_results(anns: list, *, what: str, coco: bool, image_ids: np.ndarray,
         if with_box:
             if "segmentation" not in ann:
                 ann["segmentation"] = [rect[i]]
-            else:
+            elif check_masks:
                 check_segmentation(ann["segmentation"], f"{what}[{i}]", sizes.get(ann.get("image_id")))
             ann["area"] = area_l[i]
         else:
             where = f"{what}[{i}]"
             if "segmentation" not in ann:
-                raise InputError(f"{where}: lacks 'segmentation' (the first result has no 'bbox', so every result "
-                                 f"needs a mask)")
+                raise InputKeyError(f"{where}: lacks 'segmentation' (the first result has no 'bbox', so every result "
+                                    f"needs a mask)")
             seg = _rle(ann["segmentation"], where, sizes.get(ann.get("image_id")))
             ann["area"] = mask_utils.area(seg)
             if "bbox" not in ann:
@@ -188,14 +190,14 @@ def prepare_results(anns: list, *, what: str, coco: bool, image_ids: np.ndarray,
         score = np.array([a["score"] for a in anns])
     except KeyError as exc:
         bad = next(i for i, a in enumerate(anns) if exc.args[0] not in a)
-        raise InputError(f"{what}[{bad}]: lacks {exc.args[0]!r}") from None
+        raise InputKeyError(f"{what}[{bad}]: lacks {exc.args[0]!r}") from None
     if iid.dtype.kind not in "iu" or cid.dtype.kind not in "iu":
         raise InputError(f"{what}: 'image_id' and 'category_id' must be integers")
     if score.dtype.kind not in "iuf":
         raise InputError(f"{what}: every 'score' must be a number")
     known = np.isin(iid, image_ids)
     if not known.all():
-        raise InputError(f"{what}[{int(np.flatnonzero(~known)[0])}]: image_id {int(iid[~known][0])} is not in the "
-                         f"ground truth (results do not correspond to this set)")
+        raise InputAssertionError(f"{what}[{int(np.flatnonzero(~known)[0])}]: image_id {int(iid[~known][0])} is not "
+                                  f"in the ground truth (results do not correspond to this set)")
     return {"image_id": iid.astype(np.int64), "category_id": cid.astype(np.int64), "score": score.astype(np.float64),
             "bbox": bbox, "area": area, "segmentation": [a["segmentation"] for a in anns]}
