@@ -38,7 +38,7 @@ def check_thresholds(values: Any, field: str, *, empty_is_index_error: bool) -> 
         raise cls(f"{field}: empty; give at least one threshold in [0, 1]")
     bad = np.flatnonzero(~np.isfinite(a) | (a < 0) | (a > 1))
     if bad.size:
-        raise InputError(f"{field}: {a[bad[0]]!r} is not a threshold in [0, 1] (no match or recall could reach it)")
+        raise InputError(f"{field}: {float(a[bad[0]])!r} is not a threshold in [0, 1] (no match or recall could reach it)")
     return a
 
 
