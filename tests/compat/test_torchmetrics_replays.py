@@ -355,7 +355,7 @@ def test_average_micro_and_macro(tm, class_metrics, backend):
     shifted = [([dict(p, labels=p["labels"] + 2) for p in ps], [dict(t, labels=t["labels"] + 2) for t in ts])
                for ps, ts in b]
     for avg in ("micro", "macro"):
-        _replay(tm, lambda C, f: _run(C, shifted, average=avg, class_metrics=class_metrics, backend=backend))
+        _replay(tm, lambda C, f, avg=avg: _run(C, shifted, average=avg, class_metrics=class_metrics, backend=backend))
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import InputAssertionError, InputError, InputIndexError, InputKeyError, InputTypeError
+from ..errors import InputError, InputKeyError, InputTypeError
 from ..metrics.detection import Detections, GroundTruth
 from ..metrics.detection import AREA_LABELS, AREA_RANGES, IOU_THRESHOLDS, RECALL_THRESHOLDS, to_rle
 from ..metrics.detection import OfficialToolsDifferenceWarning

@@ -68,7 +68,9 @@ def check_area_ranges(ranges: Any, labels: Sequence | None, field: str, label_fi
         raise InputError(f"{field}: range {int(bad[0])} {a[bad[0]].tolist()} is not [low, high] with "
                          f"low <= high (no area lies in it)")
     if labels is not None and len(labels) != len(a):
-        raise InputIndexError(f"{label_field}: {len(labels)} label(s) for {len(a)} area range(s) in {field}; "
+        # more labels than ranges: pycocotools indexes past the ranges (IndexError); fewer: it scores -1
+        cls = InputIndexError if len(labels) > len(a) else InputError
+        raise cls(f"{label_field}: {len(labels)} label(s) for {len(a)} area range(s) in {field}; "
                               f"give one label per range")
     return a
 
