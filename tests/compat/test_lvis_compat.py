@@ -81,6 +81,8 @@ def test_annotation_id_zero_is_scored_as_lvis_api_unless_asked(tmp_path, iou_typ
     first = gt["annotations"][0]["id"]
     for a in gt["annotations"]:
         a["id"] -= first  # ids from 0
+    a0 = gt["annotations"][0]
+    res = [*res, {k: v for k, v in a0.items() if k in ("image_id", "category_id", "bbox", "segmentation")} | {"score": 1.0}]
     p = tmp_path / "gt.json"
     p.write_text(json.dumps(gt))
     with pytest.warns(OfficialToolsDifferenceWarning, match=r"match_zero_id=True"):
