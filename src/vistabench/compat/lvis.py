@@ -32,14 +32,14 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import InputError, InputTypeError
+from ..errors import InputError, InputKeyError, InputTypeError
 from ..metrics.detection import (AREA_LABELS, AREA_RANGES, IOU_THRESHOLDS, LVIS_MAX_DETS, RECALL_THRESHOLDS, Detections,
                                  GroundTruth, OfficialToolsDifferenceWarning, to_rle)
 from .evaluation import (EmptyResultsError, UnknownIdError, accumulate_for_params, id_positions, match_for_params,
                          mean_defined)
 from .params_check import check_area_ranges, check_thresholds, zero_id_message
 from .per_image import evaluate_group, group_ious
-from .results import load_result_list, prepare_results, read_dataset
+from .results import check_segmentation, load_result_list, prepare_results, read_dataset
 
 __all__ = ["LVIS", "LVISResults", "LVISEval", "Params", "EmptyResultsError", "UnknownIdError"]
 
@@ -150,18 +150,25 @@ class LVISResults(LVIS):
                     raise InputTypeError(f"results[{i}]: expected a result dict, got {type(a).__name__}")
                 missing = [k for k in ("image_id", "score") if k not in a]
                 if missing:
-                    raise InputError(f"results[{i}]: lacks {missing[0]!r}")
+                    raise InputKeyError(f"results[{i}]: lacks {missing[0]!r}")
             anns = _limit_dets_per_image(anns, int(max_dets))
         ggt = gt.ground_truth(False)
-        sizes = {im["id"]: (int(im.get("height", 0)), int(im.get("width", 0))) for im in gt.dataset["images"]}
-        self.columns = prepare_results(anns, what="results", coco=False, image_ids=ggt.image_ids, image_sizes=sizes)
+        self.columns = prepare_results(anns, what="results", coco=False, image_ids=ggt.image_ids, image_sizes=None)
         super().__init__({"images": gt.dataset["images"], "categories": gt.dataset["categories"], "annotations": anns})
         self.lvis_gt = gt
         self.max_dets = int(max_dets)
 
     def detections(self, gt: GroundTruth) -> Detections:
-        """The results as :class:`Detections` of ``gt`` (positions = ``id - 1``)."""
+        """The results as :class:`Detections` of ``gt`` (positions = ``id - 1``). With masks in
+        ``gt`` (segm) every result's mask is checked against its image's size here: lvis-api never
+        reads the masks of results with a box in bbox mode."""
         c = self.columns
+        if gt.segmentation is not None:
+            size = gt.image_size
+            img = np.searchsorted(gt.image_ids, c["image_id"])
+            for k, sg in enumerate(c["segmentation"]):
+                check_segmentation(sg, f"results[{k}]", None if size is None else
+                                   (int(size[img[k], 0]), int(size[img[k], 1])))
         return Detections.from_ids(gt, image_id=c["image_id"], category_id=c["category_id"], bbox=c["bbox"],
                                    score=c["score"], segmentation=c["segmentation"], area=c["area"])
 
