@@ -254,3 +254,20 @@ def test_detectron2_experiments_we_refuse_where_pycocotools_reports_minus_one(tm
     assert _run(pc.COCO, pe.COCOeval, path, dt, "bbox", params).stats[0] == -1
     with pytest.raises(InputError, match="params.(recThrs|areaRng)"):
         _run(COCO, COCOeval, path, dt, "bbox", params)
+
+
+@pytest.mark.parametrize("iou_type", ["bbox", "segm"])
+def test_cocoeval_takes_pycocotools_coco_objects(tmp_path, iou_type):
+    """detectron2's COCOeval_opt is handed pycocotools' COCO objects: ours takes them as well."""
+    dt, gt, _ = D2["full"]
+    path = R.write(tmp_path, "gt.json", gt)
+    ref = _run(pc.COCO, pe.COCOeval, path, dt, iou_type)
+    with R.quiet():
+        g = pc.COCO(path)
+        e = COCOeval(g, g.loadRes(copy.deepcopy(dt)), iou_type)
+        e.evaluate()
+        e.accumulate()
+        e.summarize()
+    _same(e, ref)
+    with pytest.raises(TypeError, match="cocoGt: expected a COCO object"):
+        COCOeval({"images": []}, None, iou_type)

@@ -292,6 +292,21 @@ def _check_iou_type(iou_type: Any, field: str) -> str:
     return iou_type
 
 
+def _as_coco(v: Any, name: str) -> COCO | None:
+    """Ours as is; another tool's ``COCO`` (pycocotools, faster-coco-eval: an object with a
+    ``dataset`` dict) re-indexed over the same dataset, so mixed imports keep working."""
+    if v is None or isinstance(v, COCO):
+        return v
+    ds = getattr(v, "dataset", None)
+    if not isinstance(ds, dict):
+        raise InputTypeError(f"{name}: expected a COCO object (vistabench.compat.coco.COCO or pycocotools'), got "
+                             f"{type(v).__name__}")
+    c = COCO()
+    c.dataset = ds
+    c.createIndex()
+    return c
+
+
 class Params:
     """pycocotools' detection parameters."""
 
@@ -319,9 +334,7 @@ class COCOeval:
 
     def __init__(self, cocoGt: COCO | None = None, cocoDt: COCO | None = None, iouType: str = "segm", *,
                  match_zero_id: bool = False):
-        for name, v in (("cocoGt", cocoGt), ("cocoDt", cocoDt)):
-            if v is not None and not isinstance(v, COCO):
-                raise InputTypeError(f"{name}: expected vistabench.compat.coco.COCO, got {type(v).__name__}")
+        cocoGt, cocoDt = _as_coco(cocoGt, "cocoGt"), _as_coco(cocoDt, "cocoDt")
         if not isinstance(match_zero_id, bool):
             raise InputTypeError(f"match_zero_id: expected True or False, got {match_zero_id!r}")
         self.cocoGt, self.cocoDt = cocoGt, cocoDt
