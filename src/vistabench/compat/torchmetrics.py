@@ -12,7 +12,7 @@ mar_large map_per_class mar_100_per_class classes``; with both IoU types each ke
 builds (images numbered in update order, category ids = labels, areas as torchmetrics sets them).
 
 It is a ``torchmetrics.Metric`` when torchmetrics is installed (``reset``, ``to``, Lightning
-logging; box states are gathered across processes; masks are not — segm under DDP is refused) and a
+logging; every state — the RLE masks too — is gathered across processes, as torchmetrics does) and a
 plain object otherwise. torch is imported by this module only.
 """
 
@@ -213,6 +213,28 @@ class MeanAveragePrecision(_Base):  # type: ignore[misc, valid-type]
             for s in _STATES:
                 setattr(self, s, [])
 
+    # ------------------------------------------------------------------------------ mask states
+    def _apply(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        """``.to`` / ``.cuda`` / ``.half`` move the tensor states; masks are RLE tuples and stay."""
+        if _Base is object:
+            return self
+        return super()._apply(fn, *args, exclude_state=("detection_mask", "groundtruth_mask"))
+
+    def _sync_dist(self, dist_sync_fn: Any = None, process_group: Any = None) -> None:
+        """The tensor states as torchmetrics gathers them; the RLE masks (tuples, which its tensor
+        gathering passes over) with ``all_gather_object``, in the same rank-interleaved order."""
+        kw = {} if dist_sync_fn is None else {"dist_sync_fn": dist_sync_fn}
+        super()._sync_dist(process_group=process_group, **kw)
+        if "segm" in self.iou_type:
+            import torch.distributed as dist
+
+            for name in ("detection_mask", "groundtruth_mask"):
+                local = list(getattr(self, name))
+                parts: list = [None] * dist.get_world_size(group=process_group)
+                dist.barrier(group=process_group)
+                dist.all_gather_object(parts, local, group=process_group)
+                setattr(self, name, [p[i] for i in range(len(parts[0])) for p in parts])
+
     # ------------------------------------------------------------------------------ update
     def update(self, preds: Sequence[dict], target: Sequence[dict]) -> None:
         import torch
@@ -354,9 +376,6 @@ class MeanAveragePrecision(_Base):  # type: ignore[misc, valid-type]
     def compute(self) -> dict:
         import torch
 
-        dist = torch.distributed
-        if "segm" in self.iou_type and dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
-            raise InputError("iou_type: 'segm' masks are not gathered across processes by vistabench's metric")
         mdt = self.max_detection_thresholds
         names = ["map", "map_50", "map_75", "map_small", "map_medium", "map_large", f"mar_{mdt[0]}", f"mar_{mdt[1]}",
                  f"mar_{mdt[2]}", "mar_small", "mar_medium", "mar_large"]
