@@ -12,7 +12,13 @@ equal to pycocotools to 1e-9 in the tests.
 
 Masks as pycocotools derives them: ground truth without ``bbox`` in segm mode (torchmetrics' export)
 gets the mask's box; results without ``bbox`` get it from the mask (and the mask area); box-only
-results in segm mode become rectangle masks. Keypoints are not supported (one-line error).
+results in segm mode become rectangle masks; a result's mask is read (and checked) in segm mode only.
+
+Annotation ``id`` 0 is scored as pycocotools scores it (a match to it is a false positive), with a
+warning naming ``COCOeval(..., match_zero_id=True)``. Every mistake is one line, an ``InputError``
+that is also the type pycocotools raises there (``KeyError``, ``TypeError``, ``IndexError``,
+``AssertionError``); parameters that cannot mean anything are refused (:mod:`.params_check`).
+Keypoints are not supported (one-line error).
 """
 
 from __future__ import annotations

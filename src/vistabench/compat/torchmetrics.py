@@ -3,7 +3,8 @@ MeanAveragePrecision`` for ``from vistabench.compat.torchmetrics import MeanAver
 
 Same constructor (``box_format``, ``iou_type`` — "bbox", "segm" or both —, ``iou_thresholds``,
 ``rec_thresholds``, ``max_detection_thresholds``, ``class_metrics``, ``extended_summary``,
-``average`` "macro"/"micro"; ``backend`` is accepted and ignored), same ``update(preds, target)``
+``average`` "macro"/"micro"; ``backend`` "pycocotools" or "faster_coco_eval", whose summary reads
+every AP at the last detection limit), same ``update(preds, target)`` (or ``forward``)
 input (per image a dict of tensors: preds ``boxes``/``masks``, ``scores``, ``labels``; target
 ``boxes``/``masks``, ``labels``, optional ``iscrowd`` and ``area``) and the same ``compute()`` keys
 (``map map_50 map_75 map_small map_medium map_large mar_1 mar_10 mar_100 mar_small mar_medium
