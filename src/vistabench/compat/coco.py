@@ -39,7 +39,7 @@ from ..metrics.detection import OfficialToolsDifferenceWarning
 from .evaluation import UnknownIdError, accumulate_for_params, id_positions, match_for_params, mean_defined
 from .params_check import check_area_ranges, check_max_dets, check_thresholds, zero_id_message
 from .per_image import evaluate_group, group_ious
-from .results import check_segmentation, load_result_list, prepare_results, read_dataset
+from .results import check_segmentation, explain_dataset, load_result_list, prepare_results, read_dataset, require
 
 __all__ = ["COCO", "COCOeval", "Params", "detections_of"]
 
@@ -82,7 +82,7 @@ class COCO:
                 for ann in self.dataset["annotations"]:
                     cat_to_imgs[ann["category_id"]].append(ann["image_id"])
         except (KeyError, TypeError, AttributeError):
-            _explain_dataset(self.dataset)
+            explain_dataset(self.dataset)
             raise
         self.anns, self.cats, self.imgs, self.imgToAnns, self.catToImgs = anns, cats, imgs, img_to_anns, cat_to_imgs
         self._gt = {}
@@ -200,43 +200,13 @@ class COCO:
         if with_segmentation not in self._gt:
             ds = self.dataset
             anns = ds.get("annotations", [])
-            _require(anns, "iscrowd", "annotations", "pycocotools reads it from every annotation it evaluates")
+            require(anns, "iscrowd", "annotations", "pycocotools reads it from every annotation it evaluates")
             if with_segmentation and any("bbox" not in a for a in anns):
                 anns = [a if "bbox" in a else {**a, "bbox": _mask_box(self, a, i)} for i, a in enumerate(anns)]
             self._gt[with_segmentation] = read_ground_truth(
                 {"images": ds.get("images", []), "annotations": anns, "categories": ds.get("categories", [])},
                 format="coco", with_segmentation=with_segmentation)
         return self._gt[with_segmentation]
-
-
-_NEEDS = {"annotations": ("id", "image_id", "category_id"), "images": ("id",), "categories": ("id",)}
-
-
-def _explain_dataset(ds: Any) -> None:
-    """Raise the one-line error for what made ``createIndex`` fail (pycocotools' types: KeyError for
-    a missing field, TypeError for a section or entry that is not what it must be)."""
-    if not isinstance(ds, dict):
-        raise InputTypeError(f"dataset: expected a dict with 'images', 'annotations' and 'categories', "
-                             f"got {type(ds).__name__}")
-    for section, fields in _NEEDS.items():
-        items = ds.get(section, ())
-        if not isinstance(items, list):
-            raise InputTypeError(f"dataset[{section!r}]: expected a list of dicts, got {type(items).__name__}")
-        for i, item in enumerate(items):
-            if not isinstance(item, dict):
-                raise InputTypeError(f"{section}[{i}]: expected a dict, got {type(item).__name__}")
-            for f in fields:
-                if f not in item:
-                    raise InputKeyError(f"{section}[{i}]: lacks {f!r}")
-                if isinstance(item[f], (list, dict, set)):
-                    raise InputTypeError(f"{section}[{i}].{f}: expected an id, got {type(item[f]).__name__}")
-
-
-def _require(anns: list, field: str, what: str, why: str) -> None:
-    """pycocotools reads ``field`` from every annotation it evaluates (a KeyError there)."""
-    if not all(field in a for a in anns):
-        i = next(i for i, a in enumerate(anns) if field not in a)
-        raise InputKeyError(f"{what}[{i}]: lacks {field!r} ({why})")
 
 
 def _mask_box(coco: COCO, ann: dict, i: int) -> list:

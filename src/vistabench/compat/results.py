@@ -20,7 +20,7 @@ import numpy as np
 from ..errors import InputAssertionError, InputError, InputKeyError, InputTypeError
 from .evaluation import EmptyResultsError
 
-__all__ = ["read_dataset", "load_result_list", "prepare_results", "check_segmentation"]
+__all__ = ["read_dataset", "explain_dataset", "require", "load_result_list", "prepare_results", "check_segmentation"]
 
 
 def read_dataset(source: Any, what: str) -> dict:
@@ -40,6 +40,36 @@ def read_dataset(source: Any, what: str) -> dict:
     if not isinstance(data, dict) or not {"images", "annotations", "categories"} <= set(data):
         raise InputError(f"{what}: {str(source)!r} needs 'images', 'annotations' and 'categories'")
     return data
+
+
+_NEEDS = {"annotations": ("id", "image_id", "category_id"), "images": ("id",), "categories": ("id",)}
+
+
+def explain_dataset(ds: Any) -> None:
+    """Raise the one-line error for what made ``createIndex`` fail (pycocotools' types: KeyError for
+    a missing field, TypeError for a section or entry that is not what it must be)."""
+    if not isinstance(ds, dict):
+        raise InputTypeError(f"dataset: expected a dict with 'images', 'annotations' and 'categories', "
+                             f"got {type(ds).__name__}")
+    for section, fields in _NEEDS.items():
+        items = ds.get(section, ())
+        if not isinstance(items, list):
+            raise InputTypeError(f"dataset[{section!r}]: expected a list of dicts, got {type(items).__name__}")
+        for i, item in enumerate(items):
+            if not isinstance(item, dict):
+                raise InputTypeError(f"{section}[{i}]: expected a dict, got {type(item).__name__}")
+            for f in fields:
+                if f not in item:
+                    raise InputKeyError(f"{section}[{i}]: lacks {f!r}")
+                if isinstance(item[f], (list, dict, set)):
+                    raise InputTypeError(f"{section}[{i}].{f}: expected an id, got {type(item[f]).__name__}")
+
+
+def require(anns: list, field: str, what: str, why: str) -> None:
+    """pycocotools reads ``field`` from every annotation it evaluates (a KeyError there)."""
+    if not all(field in a for a in anns):
+        i = next(i for i, a in enumerate(anns) if field not in a)
+        raise InputKeyError(f"{what}[{i}]: lacks {field!r} ({why})")
 
 
 def load_result_list(source: Any, what: str) -> list:
