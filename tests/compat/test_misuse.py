@@ -167,14 +167,26 @@ LOADRES_CASES = [
     ("no_image_id", lambda r: r[1].pop("image_id"), KeyError, r"resFile\[1\]: lacks 'image_id'"),
     ("no_category_id", lambda r: r[1].pop("category_id"), KeyError, r"resFile\[1\]: lacks 'category_id'"),
     ("no_bbox_later", lambda r: r[4].pop("bbox"), KeyError, r"resFile\[4\]: lacks 'bbox'"),
-    ("bbox_of_three", lambda r: r[2].update(bbox=[1, 2, 3]), ValueError, r"resFile\[2\].bbox: expected 4 numbers"),
+    ("bbox_of_three", lambda r: r[2].update(bbox=[1, 2, 3]), IndexError, r"resFile\[2\].bbox: expected 4 numbers"),
+    ("bbox_of_five", lambda r: r[2].update(bbox=[1, 2, 3, 4, 5]), ValueError, r"resFile\[2\].bbox: expected 4 numbers"),
+    ("bbox_none", lambda r: r[0].update(bbox=None), TypeError, r"resFile\[0\].bbox: expected 4 numbers .* got None"),
+    ("score_not_a_number", lambda r: r[1].update(score="high"), TypeError, r"resFile: every 'score' must be a number"),
+    ("polygon_without_bbox", lambda r: [(x.pop("bbox"), x.update(segmentation=[[1, 1, 1, 5, 5, 5, 5, 1]])) for x in r],
+     TypeError, r"resFile\[0\].segmentation: results without 'bbox' need a compressed RLE dict"),
+    ("rle_list_counts_without_bbox", lambda r: [(x.pop("bbox"), x.update(segmentation={"size": [50, 60], "counts": [10, 2990]}))
+                                                for x in r], TypeError, r"need a compressed RLE \(string counts\)"),
     ("not_a_dict", lambda r: r.__setitem__(2, [1, 2]), TypeError, r"resFile\[2\]: expected a result dict"),
 ]
 
 
 @pytest.mark.parametrize("name, mutate, cls, msg", LOADRES_CASES, ids=[c[0] for c in LOADRES_CASES])
 def test_load_res_mistakes(tmp_path, name, mutate, cls, msg):
+    import pycocotools.coco as pc
+
     path = R.write(tmp_path, "gt.json", _gt())
+    ref = _ref_exception(lambda: pc.COCO(path).loadRes(_res(mutate)))
+    if ref is not None:  # where pycocotools fails, ours is an instance of its type too
+        assert issubclass(cls, type(ref)), ref
     with pytest.raises(cls, match=msg) as ei:
         COCO(path).loadRes(_res(mutate))
     _one_line(ei.value, cls)

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import InputAssertionError, InputError, InputKeyError, InputTypeError
+from ..errors import InputAssertionError, InputError, InputIndexError, InputKeyError, InputTypeError
 from .evaluation import EmptyResultsError
 
 __all__ = ["read_dataset", "explain_dataset", "require", "load_result_list", "prepare_results", "check_segmentation"]
@@ -133,13 +133,16 @@ def check_segmentation(seg: Any, where: str, image_size: tuple[int, int] | None 
 
 
 def _rle(seg: Any, where: str, size) -> Any:
-    if not isinstance(seg, dict):
-        raise InputError(f"{where}.segmentation: results without 'bbox' need a compressed RLE dict, "
-                         f"got {type(seg).__name__}")
+    if not isinstance(seg, dict):  # the tools' mask area / toBbox fail with a TypeError on it
+        raise InputTypeError(f"{where}.segmentation: results without 'bbox' need a compressed RLE dict, "
+                             f"got {type(seg).__name__}")
     check_segmentation(seg, where, size)
     if isinstance(seg["counts"], list):
-        raise InputError(f"{where}.segmentation: results without 'bbox' need a compressed RLE (string counts)")
+        raise InputTypeError(f"{where}.segmentation: results without 'bbox' need a compressed RLE (string counts)")
     return seg
+
+
+_ABSENT = object()
 
 
 def _boxes(boxes: list, what: str) -> np.ndarray:
@@ -151,13 +154,18 @@ def _boxes(boxes: list, what: str) -> np.ndarray:
     except (TypeError, ValueError):
         pass
     for i, bb in enumerate(boxes):
-        if bb is None:
+        if bb is _ABSENT:
             raise InputKeyError(f"{what}[{i}]: lacks 'bbox' (the first result has one, so every result needs one)")
+        msg = f"{what}[{i}].bbox: expected 4 numbers [x, y, w, h], got {bb!r}"
+        if not isinstance(bb, (list, tuple, np.ndarray)):
+            raise InputTypeError(msg)  # the tools index it: a TypeError there
+        if len(bb) < 4:
+            raise InputIndexError(msg)  # the tools read bb[3]: an IndexError there
         try:
             if np.asarray(bb, dtype=np.float64).shape != (4,):
                 raise ValueError
         except (TypeError, ValueError):
-            raise InputError(f"{what}[{i}].bbox: expected 4 numbers [x, y, w, h], got {bb!r}") from None
+            raise InputError(msg) from None
     raise InputError(f"{what}: every 'bbox' must be 4 numbers [x, y, w, h]")
 
 
@@ -185,7 +193,7 @@ def prepare_results(anns: list, *, what: str, coco: bool, image_ids: np.ndarray,
     if bad is not None:
         raise InputTypeError(f"{what}[{bad}]: expected a result dict, got {type(anns[bad]).__name__}")
     if with_box:
-        bbox = _boxes([a.get("bbox") for a in anns], what)
+        bbox = _boxes([a.get("bbox", _ABSENT) for a in anns], what)
         area = bbox[:, 2] * bbox[:, 3]
         x, y = bbox[:, 0], bbox[:, 1]
         x2, y2 = x + bbox[:, 2], y + bbox[:, 3]
@@ -224,7 +232,7 @@ def prepare_results(anns: list, *, what: str, coco: bool, image_ids: np.ndarray,
     if iid.dtype.kind not in "iu" or cid.dtype.kind not in "iu":
         raise InputError(f"{what}: 'image_id' and 'category_id' must be integers")
     if score.dtype.kind not in "iuf":
-        raise InputError(f"{what}: every 'score' must be a number")
+        raise InputTypeError(f"{what}: every 'score' must be a number")
     known = np.isin(iid, image_ids)
     if not known.all():
         raise InputAssertionError(f"{what}[{int(np.flatnonzero(~known)[0])}]: image_id {int(iid[~known][0])} is not "
