@@ -13,12 +13,13 @@ equal to pycocotools to 1e-9 in the tests.
 Masks as pycocotools derives them: ground truth without ``bbox`` in segm mode (torchmetrics' export)
 gets the mask's box; results without ``bbox`` get it from the mask (and the mask area); box-only
 results in segm mode become rectangle masks; a result's mask is read (and checked) in segm mode only.
+Keypoints (``iouType="keypoints"``, ``params.kpt_oks_sigmas``) as pycocotools (:mod:`.keypoints`).
+A results *file* of plain boxes is kept as columns; its dicts are built when first read.
 
 Annotation ``id`` 0 is scored as pycocotools scores it (a match to it is a false positive), with a
 warning naming ``COCOeval(..., match_zero_id=True)``. Every mistake is one line, an ``InputError``
 that is also the type pycocotools raises there (``KeyError``, ``TypeError``, ``IndexError``,
 ``AssertionError``); parameters that cannot mean anything are refused (:mod:`.params_check`).
-Keypoints are not supported (one-line error).
 """
 
 from __future__ import annotations
@@ -26,20 +27,23 @@ from __future__ import annotations
 import copy
 import datetime
 import warnings
+from dataclasses import replace
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..errors import InputError, InputKeyError, InputTypeError
-from ..metrics.detection import Detections, GroundTruth
-from ..metrics.detection import AREA_LABELS, AREA_RANGES, IOU_THRESHOLDS, RECALL_THRESHOLDS, to_rle
-from ..metrics.detection import OfficialToolsDifferenceWarning
+from ..errors import InputError, InputTypeError
+from ..metrics.detection import GroundTruth, OfficialToolsDifferenceWarning
+from ..metrics.detection import AREA_LABELS, AREA_RANGES, IOU_THRESHOLDS, RECALL_THRESHOLDS, check_sigmas, to_rle
 from .evaluation import UnknownIdError, accumulate_for_params, id_positions, match_for_params, mean_defined
 from .params_check import check_area_ranges, check_max_dets, check_thresholds, zero_id_message
+from .keypoints import group_oks, keypoint_ignore, set_keypoint_params, summarize_keypoint_stats
+from .coco_detections import detections_of, mask_box
 from .per_image import evaluate_group, group_ious
-from .results import check_segmentation, explain_dataset, load_result_list, prepare_results, read_dataset, require
+from .results import (box_result_columns, explain_dataset, load_result_list, msgspec_json_list,
+                      prepare_results, read_dataset, require)
 
 __all__ = ["COCO", "COCOeval", "Params", "detections_of"]
 
@@ -53,9 +57,18 @@ def _listed(x: Any) -> list:
 
 
 class COCO:
-    """As ``pycocotools.coco.COCO(annotation_file=None)`` (a dict is accepted too)."""
+    """As ``pycocotools.coco.COCO(annotation_file=None)`` (a dict is accepted too).
+
+    A ``loadRes`` of a results file of plain boxes keeps the results as columns: ``dataset``,
+    ``anns``, ``imgToAnns`` and ``catToImgs`` are built, exactly as pycocotools builds them, the
+    first time one of them is read (the evaluation reads the columns).
+    """
+
+    _LAZY = frozenset(("dataset", "anns", "imgToAnns", "catToImgs"))
 
     def __init__(self, annotation_file: str | Path | dict | None = None):
+        self._columns: dict | None = None
+        self._lazy_from: Any = None
         self.dataset: dict = {}
         self.anns: dict = {}
         self.cats: dict = {}
@@ -67,7 +80,29 @@ class COCO:
             self.dataset = read_dataset(annotation_file, "annotation_file")
             self.createIndex()
 
+    def __getattr__(self, name: str) -> Any:
+        # only reached for attributes not set: the lazily built ones of a column-backed loadRes
+        lazy = self.__dict__.get("_lazy_from")
+        if name in COCO._LAZY and lazy is not None:
+            self._lazy_from = None
+            info, images, categories, cols, ids, sizes = lazy
+            anns = load_result_list(msgspec_json_list(cols["raw"]), "resFile")
+            prepare_results(anns, what="resFile", coco=True, image_ids=ids, image_sizes=sizes)
+            self.dataset = {"info": info, "images": images, "categories": categories, "annotations": anns}
+            columns = self._columns
+            self.createIndex()
+            self._columns = columns  # the same results: the columns stay valid
+            return getattr(self, name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "dataset" and self.__dict__.get("_lazy_from") is not None:
+            self.__dict__["_lazy_from"] = None  # a dataset set by the caller replaces the lazy one
+            self.__dict__["_columns"] = None
+        object.__setattr__(self, name, value)
+
     def createIndex(self) -> None:
+        self._columns = None
         anns, cats, imgs = {}, {}, {}
         img_to_anns, cat_to_imgs = defaultdict(list), defaultdict(list)
         try:
@@ -173,93 +208,72 @@ class COCO:
         never scored by pycocotools: a warning says how many, and an error when that is all of them.
         Masks are checked when evaluated in segm mode (pycocotools scores the box in bbox mode)."""
         res = COCO()
+        ids = np.fromiter(self.imgs.keys(), np.int64, len(self.imgs))
+        sizes = {i: (int(im.get("height", 0)), int(im.get("width", 0))) for i, im in self.imgs.items()}
+        cols = box_result_columns(resFile, ids)
+        if cols is not None:  # plain boxes from a file: columns now, the dicts when first read
+            self._check_result_categories(cols["category_id"], len(cols["score"]))
+            images, categories = list(self.dataset.get("images", [])), copy.deepcopy(self.dataset.get("categories", []))
+            for attr in COCO._LAZY:
+                del res.__dict__[attr]
+            res.imgs = {im["id"]: im for im in images}
+            res.cats = {c["id"]: c for c in categories}
+            res._lazy_from = (copy.deepcopy(self.dataset.get("info", {})), images, categories, cols, ids, sizes)
+            res._columns = cols
+            return res
+        res.dataset["info"] = copy.deepcopy(self.dataset.get("info", {}))  # as pycocotools 2.0.8
         res.dataset["images"] = list(self.dataset.get("images", []))
         anns = self.loadNumpyAnnotations(resFile) if isinstance(resFile, np.ndarray) else load_result_list(resFile, "resFile")
-        ids = np.fromiter(self.imgs.keys(), np.int64, len(self.imgs))
         cols = prepare_results(anns, what="resFile", coco=True, image_ids=ids, image_sizes=None)
-        cats = np.fromiter(self.cats.keys(), np.int64, len(self.cats))
-        unknown = ~np.isin(cols["category_id"], cats)
-        if unknown.any():
-            n, first = int(np.count_nonzero(unknown)), int(cols["category_id"][unknown][0])
-            known = sorted(self.cats)[:5]
-            if n == len(anns):
-                raise InputError(f"resFile: no result has a category id of the ground truth (first: {first}; the "
-                                 f"ground truth's start {known}); pycocotools would score none of them")
-            warnings.warn(f"resFile: {n} of {len(anns)} results have category ids not in the ground truth "
-                          f"(first: {first}); pycocotools never scores them", UserWarning, stacklevel=2)
+        if cols:
+            self._check_result_categories(cols["category_id"], len(anns))
         res.dataset["categories"] = copy.deepcopy(self.dataset.get("categories", []))
         res.dataset["annotations"] = anns
         res.createIndex()
+        if cols:  # the prepared columns serve the evaluation until the next createIndex
+            res._columns = cols
         return res
 
-    def ground_truth(self, with_segmentation: bool) -> GroundTruth:
+    def _check_result_categories(self, category_id: np.ndarray, n: int) -> None:
+        cats = np.fromiter(self.cats.keys(), np.int64, len(self.cats))
+        unknown = ~np.isin(category_id, cats)
+        if unknown.any():
+            k, first = int(np.count_nonzero(unknown)), int(category_id[unknown][0])
+            if k == n:
+                raise InputError(f"resFile: no result has a category id of the ground truth (first: {first}; the "
+                                 f"ground truth's start {sorted(self.cats)[:5]}); pycocotools would score none of them")
+            warnings.warn(f"resFile: {k} of {n} results have category ids not in the ground truth (first: {first}); "
+                          f"pycocotools never scores them", UserWarning, stacklevel=3)
+
+    def ground_truth(self, with_segmentation: bool, *, with_keypoints: bool = False) -> GroundTruth:
         """The annotations as a pycocotools-semantics :class:`GroundTruth` (cached until
-        ``createIndex``). In segm mode an annotation without ``bbox`` gets its mask's box."""
+        ``createIndex``). In segm mode an annotation without ``bbox`` gets its mask's box;
+        ``with_keypoints`` reads ``keypoints`` / ``num_keypoints`` (iouType "keypoints")."""
         from ..data.coco import read_ground_truth
 
+        if not self._gt:
+            require(self.dataset.get("annotations", []), "iscrowd", "annotations",
+                    "pycocotools reads it from every annotation it evaluates")
+        if with_keypoints:
+            if "keypoints" not in self._gt:
+                ds = self.dataset
+                self._gt["keypoints"] = read_ground_truth(
+                    {"images": ds.get("images", []), "annotations": ds.get("annotations", []),
+                     "categories": ds.get("categories", [])}, format="coco", with_keypoints=True)
+            return self._gt["keypoints"]
         if with_segmentation not in self._gt:
             ds = self.dataset
             anns = ds.get("annotations", [])
-            require(anns, "iscrowd", "annotations", "pycocotools reads it from every annotation it evaluates")
             if with_segmentation and any("bbox" not in a for a in anns):
-                anns = [a if "bbox" in a else {**a, "bbox": _mask_box(self, a, i)} for i, a in enumerate(anns)]
+                anns = [a if "bbox" in a else {**a, "bbox": mask_box(self, a, i)} for i, a in enumerate(anns)]
             self._gt[with_segmentation] = read_ground_truth(
                 {"images": ds.get("images", []), "annotations": anns, "categories": ds.get("categories", [])},
                 format="coco", with_segmentation=with_segmentation)
         return self._gt[with_segmentation]
 
 
-def _mask_box(coco: COCO, ann: dict, i: int) -> list:
-    import pycocotools.mask as mask_utils
-
-    if "segmentation" not in ann:
-        raise InputKeyError(f"annotations[{i}]: has neither 'bbox' nor 'segmentation'")
-    img = coco.imgs.get(ann.get("image_id"), {})
-    return mask_utils.toBbox(to_rle(ann["segmentation"], int(img.get("height", 0)), int(img.get("width", 0)))).tolist()
-
-
-def detections_of(coco_dt: COCO, gt: GroundTruth, iou_type: str) -> tuple[Detections, np.ndarray]:
-    """Results as the evaluation reads them: ``area`` and (bbox mode) ``bbox`` as stored on each
-    result, masks from ``segmentation``. Results of images or categories absent from ``gt`` are left
-    out, as pycocotools never loads them (its ids come from the ground truth); returns the detections
-    and their positions in ``dataset["annotations"]``."""
-    anns = coco_dt.dataset.get("annotations", [])
-    try:
-        iid = np.array([a["image_id"] for a in anns], np.int64)
-        cid = np.array([a["category_id"] for a in anns], np.int64)
-    except KeyError as exc:
-        raise InputKeyError(f"cocoDt: a result lacks {exc.args[0]!r}") from None
-    pos = np.flatnonzero(np.isin(iid, gt.image_ids) & np.isin(cid, gt.category_ids))
-    anns = [anns[i] for i in pos]
-    try:
-        score = np.array([a["score"] for a in anns], np.float64)
-        area = np.array([a["area"] for a in anns], np.float64)
-    except KeyError as exc:
-        raise InputKeyError(f"cocoDt: a result lacks {exc.args[0]!r}") from None
-    if iou_type == "segm":
-        seg = [a.get("segmentation") for a in anns]
-        if any(s is None for s in seg):
-            raise InputKeyError(f"cocoDt: result {int(pos[seg.index(None)])} lacks 'segmentation' (iouType 'segm')")
-        size = gt.image_size
-        img = np.searchsorted(gt.image_ids, iid[pos])
-        for k, sg in enumerate(seg):
-            check_segmentation(sg, f"cocoDt[{int(pos[k])}]", None if size is None else
-                               (int(size[img[k], 0]), int(size[img[k], 1])))
-        box = [a["bbox"] if "bbox" in a else _mask_box(coco_dt, a, i) for i, a in enumerate(anns)]
-    else:
-        seg = None
-        if any("bbox" not in a for a in anns):
-            raise InputKeyError(f"cocoDt: result {int(pos[next(i for i, a in enumerate(anns) if 'bbox' not in a)])} "
-                             f"lacks 'bbox' (iouType 'bbox')")
-        box = [a["bbox"] for a in anns]
-    bbox = np.asarray(box, np.float64).reshape(len(anns), 4)
-    d = Detections.from_ids(gt, image_id=iid[pos], category_id=cid[pos], bbox=bbox, score=score, segmentation=seg,
-                            area=area)
-    return d, pos
-
-
 #: iouType -> what the evaluator matches on (the one place a new type is added)
-IOU_TYPES: tuple[str, ...] = ("bbox", "segm")
+IOU_TYPES: tuple[str, ...] = ("bbox", "segm", "keypoints")
 
 
 def _check_iou_type(iou_type: Any, field: str) -> str:
@@ -284,10 +298,15 @@ def _as_coco(v: Any, name: str) -> COCO | None:
 
 
 class Params:
-    """pycocotools' detection parameters."""
+    """pycocotools' parameters: detection (``bbox``, ``segm``) or keypoints (``setKpParams``:
+    maxDets [20], areas all / medium / large, ``kpt_oks_sigmas``)."""
 
     def __init__(self, iouType: str = "segm"):
         _check_iou_type(iouType, "iouType")
+        if iouType == "keypoints":
+            set_keypoint_params(self)
+            self.iouType, self.useSegm = iouType, None
+            return
         self.imgIds: list = []
         self.catIds: list = []
         self.iouThrs = IOU_THRESHOLDS.copy()
@@ -313,8 +332,8 @@ class COCOeval:
         cocoGt, cocoDt = _as_coco(cocoGt, "cocoGt"), _as_coco(cocoDt, "cocoDt")
         if not isinstance(match_zero_id, bool):
             raise InputTypeError(f"match_zero_id: expected True or False, got {match_zero_id!r}")
-        self.cocoGt, self.cocoDt = cocoGt, cocoDt
         self.match_zero_id = match_zero_id
+        self.cocoGt, self.cocoDt = cocoGt, cocoDt
         self.eval: dict = {}
         self.params = Params(iouType=iouType)
         self._paramsEval: Any = {}
@@ -343,17 +362,22 @@ class COCOeval:
         if p.useCats:
             p.catIds = list(np.unique(np.asarray(p.catIds, np.int64)).tolist())
         p.maxDets = sorted(int(m) for m in p.maxDets)
-        gt = self.cocoGt.ground_truth(p.iouType == "segm")
+        kp = p.iouType == "keypoints"
+        gt = self.cocoGt.ground_truth(p.iouType == "segm", with_keypoints=kp)
         dets, self._dt_pos = detections_of(self.cocoDt, gt, p.iouType)
+        sigmas = check_sigmas(getattr(p, "kpt_oks_sigmas", None), gt.keypoints.shape[1] if len(gt) else None,
+                              "params.kpt_oks_sigmas") if kp else None
         img_rows = id_positions(p.imgIds, gt.image_ids, "params.imgIds")
         cat_rows = id_positions(p.catIds, gt.category_ids, "params.catIds")
-        zero = len(gt.ann_id) > 0 and bool(np.any(gt.ann_id == 0))
-        if zero and not self.match_zero_id:
+        if len(gt.ann_id) and np.any(gt.ann_id == 0) and not self.match_zero_id:
             warnings.warn(zero_id_message("cocoGt", "COCOeval(..., match_zero_id=True)"), OfficialToolsDifferenceWarning,
                           stacklevel=2)
         self._pm = match_for_params(gt, dets, iou_type=p.iouType, img_rows=img_rows, cat_rows=cat_rows,
-                                    use_cats=bool(p.useCats), iou_thrs=iou_thrs, area_rng=area,
+                                    use_cats=bool(p.useCats), iou_thrs=iou_thrs, area_rng=area, kpt_oks_sigmas=sigmas,
                                     zero_id_unmatched=not self.match_zero_id)
+        if kp and not p.useCats:  # pycocotools' computeOks reads _gts[img, -1] (empty): nothing matches
+            m = self._pm.match
+            self._pm.match = replace(m, cand=np.zeros(0, np.int64), code=m.code[:, :, :0])
         self._paramsEval = copy.deepcopy(p)
         self._per_image = {}
         self.eval = {}
@@ -385,7 +409,11 @@ class COCOeval:
     def summarize(self) -> None:
         if not self.eval:
             raise Exception("Please run accumulate() first")  # pycocotools' type; clients catch Exception
-        m = check_max_dets(self.params.maxDets, "params.maxDets", need=3)
+        m = self.params.maxDets
+        if self.params.iouType == "keypoints":
+            self.stats = summarize_keypoint_stats(self._summarize)
+            return
+        m = check_max_dets(m, "params.maxDets", need=3)
         s = self._summarize
         self.stats = np.array([
             s(1), s(1, iouThr=.5, maxDets=m[2]), s(1, iouThr=.75, maxDets=m[2]), s(1, areaRng="small", maxDets=m[2]),
@@ -425,6 +453,14 @@ class COCOeval:
             self._per_image["groups"] = (gts, dts)
         return self._per_image["groups"]
 
+    def computeOks(self, imgId: int, catId: int):
+        if not self._paramsEval.useCats:
+            return []  # pycocotools reads _gts[imgId, -1], which is empty
+        gts, dts = self._groups()
+        key = (imgId, catId)
+        return group_oks(dts.get(key, []), gts.get(key, []), self._paramsEval.kpt_oks_sigmas,
+                         self._paramsEval.maxDets[-1])
+
     def computeIoU(self, imgId: int, catId: int):
         gts, dts = self._groups()
         key = (imgId, catId if self._paramsEval.useCats else -1)
@@ -440,7 +476,8 @@ class COCOeval:
         if "ious" not in self._per_image:
             p = self._paramsEval
             cats = p.catIds if p.useCats else [-1]
-            self._per_image["ious"] = {(i, c): self.computeIoU(i, c) for i in p.imgIds for c in cats}
+            compute = self.computeOks if p.iouType == "keypoints" else self.computeIoU
+            self._per_image["ious"] = {(i, c): compute(i, c) for i in p.imgIds for c in cats}
         return self._per_image["ious"]
 
     def evaluateImg(self, imgId: int, catId: int, aRng, maxDet: int) -> dict | None:
@@ -448,10 +485,11 @@ class COCOeval:
         key = (imgId, catId if self._paramsEval.useCats else -1)
         gt, dt = gts.get(key, []), dts.get(key, [])
         ious = self._per_image.get("ious", {}).get((imgId, catId))
+        kp = self._paramsEval.iouType == "keypoints"
         if ious is None:
-            ious = self.computeIoU(imgId, catId)
+            ious = self.computeOks(imgId, catId) if kp else self.computeIoU(imgId, catId)
         r = evaluate_group(gt, dt, ious, iou_thrs=np.asarray(self._paramsEval.iouThrs), area_rng=aRng, coco=True,
-                           max_det=maxDet)
+                           max_det=maxDet, extra_ignore=keypoint_ignore(gt) if kp else None)
         if r is not None:
             r["image_id"], r["category_id"] = imgId, catId
         return r

@@ -68,14 +68,12 @@ class ParamsMatch:
 
 
 def _take(gt: GroundTruth, idx: np.ndarray) -> GroundTruth:
-    seg = None if gt.segmentation is None else [gt.segmentation[i] for i in idx]
-    return replace(gt, image=gt.image[idx], category=gt.category[idx], bbox=gt.bbox[idx], area=gt.area[idx],
-                   ignore=gt.ignore[idx], crowd=gt.crowd[idx], ann_id=gt.ann_id[idx], segmentation=seg)
+    return gt.take(idx)
 
 
 def match_for_params(gt: GroundTruth, dets: Detections, *, iou_type: str, img_rows: np.ndarray,
                      cat_rows: np.ndarray, use_cats: bool, iou_thrs: np.ndarray, area_rng: np.ndarray,
-                     zero_id_unmatched: bool = True) -> ParamsMatch:
+                     kpt_oks_sigmas: np.ndarray | None = None, zero_id_unmatched: bool = True) -> ParamsMatch:
     """Select as the official ``_prepare`` does for these parameters, then match.
 
     ``zero_id_unmatched``: as both official tools, a detection matched to a counted ground truth
@@ -115,14 +113,14 @@ def match_for_params(gt: GroundTruth, dets: Detections, *, iou_type: str, img_ro
         rows = np.zeros(1, np.int64)
     det = canonical_order(d, np.flatnonzero(dkeep))
     m = match_detections(g, d, det, iou_type=iou_type, iou_thresholds=np.asarray(iou_thrs, np.float64),
-                         area_ranges=np.asarray(area_rng, np.float64).reshape(-1, 2))
+                         area_ranges=np.asarray(area_rng, np.float64).reshape(-1, 2), kpt_oks_sigmas=kpt_oks_sigmas)
     if zero_id_unmatched and len(g) and np.any(g.ann_id == 0):
-        _zero_id_as_official(g, d, det, m, iou_type, np.asarray(iou_thrs, np.float64))
+        _zero_id_as_official(g, d, det, m, iou_type, np.asarray(iou_thrs, np.float64), kpt_oks_sigmas)
     return ParamsMatch(gt=g, dets=d, det=det, match=m, cat_rows=rows)
 
 
 def _zero_id_as_official(g: GroundTruth, d: Detections, det: np.ndarray, m: Matching, iou_type: str,
-                         iou_thrs: np.ndarray) -> None:
+                         iou_thrs: np.ndarray, sigmas: np.ndarray | None = None) -> None:
     """Turn the true positive that took a ground truth with annotation id 0 into a false positive,
     as the official tools count it. The matching itself is unchanged (they mark that ground truth
     taken too), so only the (image, category) groups holding such an annotation are replayed —
@@ -140,13 +138,19 @@ def _zero_id_as_official(g: GroundTruth, d: Detections, det: np.ndarray, m: Matc
         if not len(dp):
             continue
         crowd = [int(c) for c in g.crowd[gi]]
-        if iou_type == "segm":
+        if iou_type == "keypoints":
+            from ..metrics.detection.oks import check_sigmas, oks_matrix
+
+            sg = check_sigmas(sigmas, g.keypoints.shape[1])
+            ious = oks_matrix(d.keypoints[det[dp]], g.keypoints[gi], g.bbox[gi], g.area[gi], sg)
+        elif iou_type == "segm":
             h, w = (int(g.image_size[img, 0]), int(g.image_size[img, 1])) if g.image_size is not None else (0, 0)
             dd = [to_rle(d.segmentation[det[p]], h, w) for p in dp]
             gg = [to_rle(g.segmentation[i], h, w) for i in gi]
         else:
             dd, gg = d.bbox[det[dp]].tolist(), g.bbox[gi].tolist()
-        ious = np.asarray(mask_utils.iou(dd, gg, crowd), np.float64).reshape(len(dp), len(gi))
+        if iou_type != "keypoints":
+            ious = np.asarray(mask_utils.iou(dd, gg, crowd), np.float64).reshape(len(dp), len(gi))
         zero = g.ann_id[gi] == 0
         for a in range(m.gt_ignore.shape[0]):
             ig = m.gt_ignore[a, gi]
@@ -204,8 +208,19 @@ def accumulate_for_params(pm: ParamsMatch, *, rec_thrs: np.ndarray, max_dets: Se
         if A else np.zeros((Kall, 0), np.int64)
     cat_of = d.category[det]
     ranked: dict = {}
+    largest = int(m.group_rank.max()) + 1 if len(det) else 0  # the largest (image, category) group
+    done: dict = {}  # a cut at or above the largest group keeps everything: computed once
     for mi, cut in enumerate(cuts):
-        sel = np.arange(len(det)) if cut is None else np.flatnonzero(m.group_rank < cut)
+        eff = None if cut is None or cut >= largest else cut
+        if eff in done:
+            first = done[eff]
+            precision[..., mi], recall[..., mi], scores[..., mi] = (precision[..., first], recall[..., first],
+                                                                    scores[..., first])
+            for a in range(A):
+                ranked[a, mi] = ranked[a, first]
+            continue
+        done[eff] = mi
+        sel = np.arange(len(det)) if eff is None else np.flatnonzero(m.group_rank < eff)
         n = len(sel)
         pos = np.full(len(det), -1, np.int64)
         pos[sel] = np.arange(n)
