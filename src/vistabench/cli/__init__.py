@@ -166,7 +166,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
     except Exception as exc:
-        message = user_error_message(exc)
+        from ..extras import missing_extra_message
+
+        command = " ".join(str(w) for w in (args.command, getattr(args, "verb", None)) if w)
+        message = user_error_message(exc) or missing_extra_message(exc, what=f"`vistabench {command}`")
         if message is None:  # a bug: keep the traceback, ask for a report
             traceback.print_exc()
             print(f"vistabench: internal error ({type(exc).__name__}): this is a bug in vistabench "

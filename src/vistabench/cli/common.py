@@ -59,7 +59,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _demo(args):
     from ..demos import run_demo
+    from ..extras import require
+    from ..suite import get_protocol, protocols
 
+    chosen = [get_protocol(n) for n in args.only] if args.only else protocols()
+    require(*dict.fromkeys(e for p in chosen for e in p.needs("demo")), what="`vistabench demo`")
     return run_demo(args.out, only=args.only, quick=args.quick,
                     log=lambda *a, **k: print(*a, file=sys.stderr, **k))
 

@@ -69,6 +69,16 @@ class Protocol:
     demo: str
     cli: str
     config: str = ""
+    #: the install extras its ``run`` needs (:mod:`vistabench.extras`; its other parts need none)
+    run_needs: tuple[str, ...] = ("train",)
+    #: the extras its ``demo`` needs (None: the same as ``run_needs``)
+    demo_needs: tuple[str, ...] | None = None
+
+    def needs(self, part: str) -> tuple[str, ...]:
+        """The install extras the part ``"run"`` or ``"demo"`` needs (:func:`vistabench.extras.require`)."""
+        if part == "demo" and self.demo_needs is not None:
+            return self.demo_needs
+        return self.run_needs if part in ("run", "demo") else ()
 
     def part(self, name: str) -> Callable[..., Any]:
         """Import and return a part (``"split"``, ``"score"``, ...)."""
