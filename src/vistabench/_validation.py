@@ -146,6 +146,42 @@ def check_input_file(path: Any, name: str, *, what: str = "file") -> "Path":
     return p
 
 
+#: file signatures of the binary files users give where a JSON file is expected -> what the file is
+_SIGNATURES = (
+    (b"PK\x03\x04", "a zip archive"),
+    (b"\x93NUMPY", "a NumPy .npy file"),
+    (b"SQLite format 3\x00", "a SQLite database"),
+    (b"\x1f\x8b", "a gzip-compressed file (decompress it first)"),
+    (b"\x89PNG", "a PNG image"),
+    (b"\xff\xd8\xff", "a JPEG image"),
+    (b"\x80", "a Python pickle"),
+)
+
+
+def binary_kind(head: bytes, suffix: str = "") -> str | None:
+    """What a file starting with ``head`` is when it is not text (an ``.npz`` named as such), else None.
+
+    >>> binary_kind(b"PK\x03\x04...", ".npz"), binary_kind(b'[{"image_id": 1'), binary_kind(b"\x00\x01")
+    ('an .npz (NumPy) file', None, 'a binary file')
+    """
+    for magic, kind in _SIGNATURES:
+        if head.startswith(magic):
+            return "an .npz (NumPy) file" if magic == b"PK\x03\x04" and suffix.lower() == ".npz" else kind
+    return "a binary file" if b"\x00" in head else None
+
+
+def check_json_file(path: Any, name: str, *, expected: str = "a JSON file") -> "Path":
+    """:func:`check_input_file`, and a one-line :class:`InputError` saying what the file is when it is
+    binary (an ``.npz`` given for a JSON file), before a JSON parser calls it malformed."""
+    p = check_input_file(path, name)
+    with open(p, "rb") as fh:
+        head = fh.read(512)
+    kind = binary_kind(head, p.suffix)
+    if kind is not None:
+        raise InputError(f"{name} {str(path)!r}: {kind}, expected {expected}")
+    return p
+
+
 def check_input_dir(path: Any, name: str) -> "Path":
     """An existing folder: a file or a missing path gives a one-line :class:`InputError`."""
     from pathlib import Path

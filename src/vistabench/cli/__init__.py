@@ -26,11 +26,48 @@ _COMMON = ["stats", "common", "grid"]
 
 
 class _Parser(argparse.ArgumentParser):
+    _argv: list[str] = []  # what this (sub-)command was given, for the unknown-option hint
+
     def _print_message(self, message: str, file=None) -> None:  # argparse's swallows a closed pipe: main handles it
         if message:
             (file or sys.stderr).write(message)
 
+    def parse_known_args(self, args=None, namespace=None):
+        self._argv = [str(a) for a in (sys.argv[1:] if args is None else args)]
+        namespace, extras = super().parse_known_args(args, namespace)
+        if extras and not self._subcommands():  # a verb's own unknown options: named here, with suggestions
+            self.error("unrecognized arguments: " + " ".join(extras))
+        return namespace, extras
+
+    def _subcommands(self) -> bool:
+        return any(isinstance(a, argparse._SubParsersAction) for a in self._actions)
+
+    def _unknown_options(self) -> list[str]:
+        """"unrecognized option --imbalanse (did you mean --imbalance?)" for each unknown option given."""
+        import difflib
+        import re
+
+        if self._subcommands():
+            return []
+        known = [o for o in self._option_string_actions if o.startswith("--")]
+        out = []
+        for token in self._argv:
+            if token == "--":
+                break
+            name = token.split("=", 1)[0]
+            if not name.startswith("-") or re.fullmatch(r"-\d[\d.e+-]*", name) or name in self._option_string_actions:
+                continue
+            if any(o.startswith(name) for o in known) and self.allow_abbrev and name.startswith("--"):
+                continue  # an abbreviation argparse accepts
+            close = difflib.get_close_matches(name, known, n=2, cutoff=0.6)
+            out.append(f"unrecognized option {name}" + (f" (did you mean {' or '.join(close)}?)" if close else
+                                                         f" (options: {', '.join(sorted(known))})"))
+        return out
+
     def error(self, message: str) -> None:  # one line, exit 2 (argparse's own convention)
+        unknown = self._unknown_options()
+        if unknown:  # the cause of "unrecognized arguments", and often of "required: --x" (a typo of --x)
+            message = "; ".join(unknown + ([] if message.startswith("unrecognized arguments") else [message]))
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 

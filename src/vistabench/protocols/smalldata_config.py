@@ -136,6 +136,9 @@ class SmalldataConfig(RunConfig):
             if out.get("root") not in (None, root):
                 raise InputError(f"dataset {dataset!r}: gives a folder, and root gives another ({out['root']!r}); "
                                  "keep one")
+            if root and not Path(root).is_dir():  # name the argument the folder came in, not root
+                raise InputError(f"dataset {dataset!r}: " + (f"{root!r} is a file, expected a folder"
+                                                             if Path(root).exists() else f"no such folder {root!r}"))
             out["dataset"], out["root"] = name, root
         if isinstance(out.get("space"), str):
             out["space"] = _read_space(out["space"])
@@ -151,6 +154,11 @@ class SmalldataConfig(RunConfig):
 
     def check(self) -> None:
         if self.dataset not in presets.names():
+            if Path(self.dataset).exists():  # a path without the preset it holds
+                with_files = [n for n in sorted(presets.names()) if n != "folder" and get_preset(n).needs_root]
+                raise InputError(f"dataset {self.dataset!r}: a path needs its preset as a prefix: "
+                                 f"folder:{self.dataset} (one sub-folder per class) or PRESET:{self.dataset} "
+                                 f"(presets with files: {', '.join(with_files)})")
             try:
                 presets.get(self.dataset)
             except InputError as exc:
