@@ -136,9 +136,6 @@ class SmalldataConfig(RunConfig):
             if out.get("root") not in (None, root):
                 raise InputError(f"dataset {dataset!r}: gives a folder, and root gives another ({out['root']!r}); "
                                  "keep one")
-            if root and not Path(root).is_dir():  # name the argument the folder came in, not root
-                raise InputError(f"dataset {dataset!r}: " + (f"{root!r} is a file, expected a folder"
-                                                             if Path(root).exists() else f"no such folder {root!r}"))
             out["dataset"], out["root"] = name, root
         if isinstance(out.get("space"), str):
             out["space"] = _read_space(out["space"])
