@@ -159,7 +159,7 @@ _SIGNATURES = (
 
 
 def binary_kind(head: bytes, suffix: str = "") -> str | None:
-    """What a file starting with ``head`` is when it is not text (an ``.npz`` named as such), else None.
+    r"""What a file starting with ``head`` is when it is not text (an ``.npz`` named as such), else None.
 
     >>> binary_kind(b"PK\x03\x04...", ".npz"), binary_kind(b'[{"image_id": 1'), binary_kind(b"\x00\x01")
     ('an .npz (NumPy) file', None, 'a binary file')
