@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..config import RunConfig, option
-from ..data.smalldata import get_preset, presets
+from ..data.smalldata_presets import get_preset, presets
 from ..errors import InputError
 from ..learners.model_options import MODEL_OPTIONS
 from ..learners.smalldata.options import CommonSpace, MethodOptions
