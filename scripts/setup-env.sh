@@ -19,7 +19,7 @@ wanted() {
   echo "torch $TORCH"
 }
 installed_ok() {  # vistabench installed from this checkout, and the pinned torch
-  .venv/bin/python - "$TORCH" <<'EOF' 2>/dev/null
+  .venv/bin/python -I - "$TORCH" <<'EOF' 2>/dev/null  # -I: what the venv itself has (no PYTHONPATH)
 import importlib.metadata as md, importlib.util, os, sys
 spec = importlib.util.find_spec("vistabench")
 assert spec is not None and os.path.realpath(spec.origin).startswith(os.path.realpath("src") + os.sep)
