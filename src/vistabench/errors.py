@@ -14,6 +14,9 @@ import json
 USER_ERROR = 2
 #: Exit status of an internal error (a bug): the traceback is shown with a request to report it.
 INTERNAL_ERROR = 70
+#: Exit status when the reader of the output left early (``vistabench ... | head``): 128 + SIGPIPE, the
+#: status a shell gives a program a closed pipe stopped (``cat``, ``grep``); nothing is printed.
+OUTPUT_CLOSED = 141
 
 
 class InputError(ValueError):

@@ -105,9 +105,9 @@ def _decode_ground_truth(source: Any, with_segmentation: bool, what: str, with_k
     try:
         if isinstance(source, dict):
             return msgspec.convert(source, typ)
-        from .._validation import check_input_file
+        from .._validation import check_json_file
 
-        p = check_input_file(source, what)
+        p = check_json_file(source, what, expected="a COCO/LVIS ground-truth JSON file")
         data = p.read_bytes()
         if data.startswith(b"\xef\xbb\xbf"):
             data = data[3:]
@@ -398,9 +398,9 @@ def read_result_columns(
     if isinstance(source, list):
         chunks: Any = [source]
     elif isinstance(source, (str, os.PathLike)):
-        from .._validation import check_input_file
+        from .._validation import check_json_file
 
-        p = check_input_file(source, what)
+        p = check_json_file(source, what, expected="a COCO/LVIS results JSON file")
         chunks = [_whole_list(p, what, name)] if iou_type == "keypoints" else None
     else:
         raise InputError(f"{what}: expected a path or a list of detections, got {type(source).__name__}")
