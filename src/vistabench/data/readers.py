@@ -269,6 +269,26 @@ def _folder(arg: str | None = None) -> DataSplits:
     return DataSplits(read_image_folder(root), None)
 
 
+#: the readers that need a path after the colon (``cifar10:DIR``)
+_NEEDS_PATH = {"cifar10": "DIR", "cifar100": "DIR", "npz": "FILE", "folder": "DIR"}
+
+
+def check_dataset_spec(spec: str, name: str = "data") -> None:
+    """A one-line InputError naming ``name`` unless ``spec`` names a reader (``digits``, ``cifar100:DIR``,
+    ...), with close matches; no file is read (a config is checked before any data is loaded)."""
+    kind, _, arg = str(spec).partition(":")
+    if kind not in readers.names():
+        if Path(spec).exists():
+            raise InputError(f"{name}: {spec!r} is a path, which needs a kind prefix: folder:{spec}, npz:{spec}, "
+                             f"cifar10:{spec} or cifar100:{spec}")
+        try:
+            readers.get(kind)
+        except InputError as exc:
+            raise InputError(f"{name}: {exc}") from None
+    if kind in _NEEDS_PATH and not arg.strip():
+        raise InputError(f"{name}: dataset {kind!r} needs a path: {kind}:{_NEEDS_PATH[kind]}")
+
+
 def load_dataset(spec: str) -> DataSplits:
     """Load ``NAME`` or ``NAME:PATH`` through the dataset registry (see module docstring)."""
     name, _, arg = spec.partition(":")
