@@ -29,6 +29,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ..atomic import write_text
 from ..errors import InputError
 from ..metrics.detection import evaluate_detections
 from .evaluation import mean_defined
@@ -239,9 +240,8 @@ class _Evaluator:
             dets = [r for p in predictions for r in p.get("instances", [])]
             self._map_categories(dets)
             if self._output_dir:
-                Path(self._output_dir).mkdir(parents=True, exist_ok=True)
-                with open(Path(self._output_dir) / f"{self._kind}_instances_results.json", "w") as f:
-                    json.dump(dets, f)
+                write_text(Path(self._output_dir) / f"{self._kind}_instances_results.json", json.dumps(dets),
+                           what="output_dir results")
             tasks = self._tasks or (("bbox", "segm") if any("segmentation" in d for d in dets) else ("bbox",))
             for task in sorted(tasks):
                 results[task] = self._eval_task(dets, task, img_ids) if dets else self._no_predictions(task)

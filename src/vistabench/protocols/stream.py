@@ -21,7 +21,6 @@ state that task produced; seeds are per task, so a resumed run equals an uninter
 from __future__ import annotations
 
 import json
-import os
 from contextlib import nullcontext
 import time
 from dataclasses import dataclass, field
@@ -133,10 +132,9 @@ def run_events(store: ResultsStore, run_id: str) -> list[Record]:
 def _save_checkpoint(path: Path, payload: dict) -> None:
     import torch
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    torch.save(payload, tmp)
-    os.replace(tmp, path)
+    from ..atomic import write_with
+
+    write_with(path, lambda f: torch.save(payload, f), what="checkpoint file")
 
 
 def _load_checkpoint(path: Path) -> dict:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import __version__
+from ..atomic import write_text
 from ..store import ResultsStore
 
 
@@ -122,5 +123,5 @@ def build_report(store: ResultsStore, out_dir: str | Path, *, title: str = "vist
         body.extend(sec.parts)
     page = page_html(title, "".join(body))
     path = out / "index.html"
-    path.write_text(page, encoding="utf-8")
+    write_text(path, page, what="report")
     return path
