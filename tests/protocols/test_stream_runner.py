@@ -344,3 +344,28 @@ def test_write_stream_split_and_catalog(tmp_path):
     assert summary["meta_test"] == sum(t["split"] == "meta-test" for t in split["tasks"]) > 0
     listed = catalog()
     assert "embedded" in [s["name"] for s in listed["streams"]] and set(listed["learner_docs"]) == set(listed["learners"])
+
+
+@pytest.mark.parametrize("cut", ["half", "empty", "garbage"])
+def test_a_checkpoint_cut_short_is_redone_never_trusted(stream, tmp_path, cut):
+    """A checkpoint that cannot be read back whole is removed, the run redone from its first task,
+    and the events already stored are not stored twice (issue 32)."""
+    with ResultsStore(tmp_path / "a.sqlite") as s:
+        full = run_stream(stream, make_learner("ft-prev", trials=1, steps=4, seed=3, **OPTS), store=s,
+                          run_id="r", work_dir=tmp_path / "a", seed=3)
+    with ResultsStore(tmp_path / "b.sqlite") as s:
+        run_stream(stream, make_learner("ft-prev", trials=1, steps=4, seed=3, **OPTS), store=s, run_id="r",
+                   work_dir=tmp_path / "b", seed=3, max_tasks=2)
+        ck = tmp_path / "b" / "r" / "checkpoint.pt"
+        data = ck.read_bytes()
+        ck.write_bytes({"half": data[: len(data) // 2], "empty": b"", "garbage": b"PK\x03\x04" + b"x" * 100}[cut])
+        with pytest.warns(UserWarning, match="damaged"):
+            res = run_stream(stream, make_learner("ft-prev", trials=1, steps=4, seed=3, **OPTS), store=s,
+                             run_id="r", work_dir=tmp_path / "b", seed=3)
+        assert res.resumed_from == 0  # redone from the first task
+        got = [r.metrics for r in run_events(s, "r")]
+        assert [m["task_index"] for m in got] == [0, 1, 2, 3]  # no event stored twice
+        assert torch.load(ck, weights_only=True)["events"][-1]["task_index"] == 3  # a whole checkpoint again
+    keys = ("task", "error", "flops", "init_from")
+    assert [{k: e[k] for k in keys} for e in got] == [{k: e[k] for k in keys} for e in full.events]
+    assert not list((tmp_path / "b" / "r").glob("*.tmp"))
