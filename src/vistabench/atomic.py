@@ -3,8 +3,9 @@
 A file is written to a temporary file in the same folder (``.NAME.XXXX.tmp``), flushed to disk and
 renamed over ``path`` (``os.replace``, atomic on POSIX and Windows). So a write cut short — a full
 disk, a killed process, a failing writer — leaves the earlier file at ``path`` unchanged and no
-partial file: the temporary file is removed on an error (only a process killed with SIGKILL can
-leave one behind; it never has the target's name).
+partial file: the temporary file is removed on an error. Only a process killed with SIGKILL can
+leave one behind (``.NAME.PID.XXXX.tmp``, never the target's name); the next write of that file
+removes it once its process is gone and it is a minute old.
 
 A full disk, a read-only file system or a folder the user may not write is one
 :class:`~vistabench.errors.InputError` naming the file (``sweep file 'out/sweep.json': no space left
@@ -31,6 +32,9 @@ from typing import IO, Any, Callable, Iterator
 from .errors import InputError
 
 __all__ = ["atomic_write", "write_text", "write_bytes", "write_with", "write_figure", "is_disk_full", "disk_error"]
+
+#: seconds after which a temporary file of a dead process is removed by the next write of its target
+_STALE_S = 60.0
 
 #: a file system with less free space than this after a failed write is taken to be full (some writers,
 #: torch's zip writer among them, turn the OSError of a full disk into an error of their own)
@@ -74,6 +78,31 @@ def disk_error(exc: BaseException, path: str | os.PathLike[str], what: str = "fi
     return None
 
 
+def _remove_stale(path: Path) -> None:
+    """Temporary files of ``path`` left by a process killed mid-write (gone, and a minute old)."""
+    import time
+
+    for tmp in path.parent.glob(f".{path.name}.*.tmp"):
+        pid = tmp.name[len(path.name) + 2:].split(".", 1)[0]
+        if not pid.isdigit() or int(pid) == os.getpid() or _alive(int(pid)):
+            continue
+        try:
+            if time.time() - tmp.stat().st_mtime > _STALE_S:
+                tmp.unlink()
+        except OSError:
+            pass
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError):
+        return True
+    return True
+
+
 def _mode_for(path: Path) -> int:
     try:
         return path.stat().st_mode & 0o7777  # replacing a file keeps its permissions
@@ -98,7 +127,8 @@ def atomic_write(path: str | os.PathLike[str], mode: str = "w", *, encoding: str
     tmp: str | None = None
     try:
         p.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
+        _remove_stale(p)
+        fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.{os.getpid()}.", suffix=".tmp")
         with os.fdopen(fd, mode, **({"encoding": encoding} if mode == "w" else {})) as f:
             yield f
             f.flush()
