@@ -50,6 +50,8 @@ def is_disk_full(exc: BaseException | None, folder: str | os.PathLike[str] | Non
         seen.add(id(e))
         if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
             return True
+        if isinstance(e, OSError) and e.errno is not None:
+            return False  # a definite other cause (permission denied, read-only, ...)
         if "no space left on device" in str(e).lower() or "database or disk is full" in str(e).lower():
             return True
         e = e.__cause__ or e.__context__

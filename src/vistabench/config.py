@@ -40,7 +40,7 @@ from typing import Any, ClassVar, Literal, Mapping, TypeVar, Union, get_args, ge
 
 from .errors import InputError
 
-__all__ = ["option", "FieldInfo", "Options", "RunConfig", "read_config_file", "NO_KEY_DEFAULT"]
+__all__ = ["option", "FieldInfo", "Options", "RunConfig", "read_config_file", "NO_KEY_DEFAULT", "parse_int"]
 
 _META = "vistabench"
 
@@ -245,6 +245,15 @@ def _coerce(value: Any, tp: Any, name: str, info: FieldInfo | None) -> Any:
             raise InputError(f"{name}: expected a string, got {value!r}")
         return str(value)
     raise TypeError(f"config field {name}: unsupported type {tp!r}")  # a bug of the config's declaration
+
+
+def parse_int(value: Any, name: str, *, low: int | None = 0) -> int:
+    """``value`` (a command-line string, a number) as an integer by the rules of every config integer:
+    no fraction, no bool, no leading zero, within ``±INT_LIMIT``, ``>= low`` (None: no lower bound)."""
+    out = _coerce(value, int, name, None)
+    if low is not None and out < low:
+        raise InputError(f"{name}: expected an integer >= {low}, got {value!r}")
+    return out
 
 
 def _refuse_leading_zero(text: str, name: str) -> None:

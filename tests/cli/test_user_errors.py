@@ -819,3 +819,25 @@ def test_print_config_checks_names(capsys, argv, expect):
     assert rc == USER_ERROR and not out, err
     lines = err.strip().splitlines()
     assert len(lines) == 1 and expect in lines[0], err
+
+
+INT_FLAG_CASES = [
+    ("det-split-seed-neg", ["detection", "split", "--gt", "{d}/gt.json", "--seed", "-1", "--out", "{d}/ds.json"],
+     "--seed: expected an integer >= 0"),
+    ("lt-split-seed-octal", ["longtail", "split", "--data", "digits", "--imbalance", "10", "--seed", "010",
+                             "--out", "{d}/sp.json"], "--seed: '010' has a leading zero"),
+    ("lt-sweep-points-huge", ["longtail", "sweep", "--labels", "{d}/pred.npz", "--train-counts", "{d}/counts.json",
+                              "--points", "99999999999", "--out", "{d}/sw.json"], "--points: expected an integer between"),
+    ("inc-split-seed-fraction", ["incremental", "split", "--data", "digits", "--base-classes", "4", "--way", "2",
+                                 "--shot", "5", "--seed", "1.5", "--out", "{d}/is.json"], "--seed: expected an integer"),
+    ("det-synth-images-hex", ["detection", "synth", "--images", "0x10", "--out", "{d}/syn"], "--images"),
+]
+
+
+@pytest.mark.parametrize("argv,expect", [c[1:] for c in INT_FLAG_CASES], ids=[c[0] for c in INT_FLAG_CASES])
+def test_integer_flags_follow_the_config_rules(capsys, d, argv, expect):
+    """The commands' own integer flags (outside the configs) refuse the same values in one line."""
+    rc, out, err = _run(capsys, [a.replace("{d}", str(d)) for a in argv])
+    assert rc == USER_ERROR, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and expect in lines[0], err

@@ -8,7 +8,7 @@ import sys
 from contextlib import contextmanager
 from typing import Iterator
 
-from . import add_json_arg, add_store_arg
+from . import add_json_arg, add_store_arg, int_arg
 from .common import TableResult, render_table
 
 _FMT = argparse.RawDescriptionHelpFormatter
@@ -48,9 +48,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="local: this machine (default); ray: one Ray task per cell")
     p.add_argument("--ray-address", metavar="ADDR",
                    help="Ray cluster to use (e.g. HEAD_IP:6379 from `ray start --head`); default: start a local Ray")
-    p.add_argument("--max-parallel", type=int, metavar="N",
+    p.add_argument("--max-parallel", type=int_arg, metavar="N",
                    help="cells at once (local default 1 = in this process; ray default: as resources allow)")
-    p.add_argument("--cpus-per-cell", type=int, default=1, metavar="N",
+    p.add_argument("--cpus-per-cell", type=int_arg, default=1, metavar="N",
                    help="CPUs a cell declares to Ray, and its torch threads (default 1)")
     p.add_argument("--gpus-per-cell", type=float, metavar="G",
                    help="GPUs a cell declares to Ray (default: 1 when the cell's --device is cuda, else 0)")
