@@ -42,7 +42,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                                  "options: each record carries its cell key in settings.grid_cell), so a killed "
                                  "grid resumes by running the same command again. A failing cell is marked "
                                  "failed with its one-line error and the others go on (exit status 1 if any "
-                                 "failed). Only this process writes the store.\n\n" + _CONFIG_HELP)
+                                 "failed). Only drivers write the store (never the workers); several `grid run` of one grid on "
+                                 "one store share its cells (each cell is claimed with a lease, so none runs "
+                                 "twice). SIGTERM or Ctrl-C stops the workers before the driver exits.\n\n"
+                                 + _CONFIG_HELP)
     p.add_argument("config", metavar="CONFIG.yaml")
     p.add_argument("--engine", default="local", choices=["local", "ray"],
                    help="local: this machine (default); ray: one Ray task per cell")
