@@ -84,8 +84,14 @@ def _remove_stale(path: Path) -> None:
     """Temporary files of ``path`` left by a process killed mid-write (gone, and a minute old)."""
     import time
 
-    for tmp in path.parent.glob(f".{path.name}.*.tmp"):
-        pid = tmp.name[len(path.name) + 2:].split(".", 1)[0]
+    head = f".{path.name}."
+    try:
+        names = [n for n in os.listdir(path.parent) if n.startswith(head) and n.endswith(".tmp")]
+    except OSError:
+        return
+    for name in names:
+        tmp = path.parent / name
+        pid = name[len(head):].split(".", 1)[0]
         if not pid.isdigit() or int(pid) == os.getpid() or _alive(int(pid)):
             continue
         try:
