@@ -149,6 +149,19 @@ def _alive(pid: int) -> bool:
 def test_a_stopped_driver_stops_its_workers_first(tmp_path, sig):
     store = tmp_path / "r.sqlite"
     proc = _driver(store, 2, 30.0, 3)  # cells of 30 s: the workers are surely mid-cell
+    try:
+        _stop_mid_cell(proc, store, sig)
+    finally:
+        if proc.poll() is None:  # the test failed before the driver ended: nothing of it runs on
+            for p in [*_children(proc.pid), proc.pid]:
+                try:
+                    os.kill(p, signal.SIGKILL)
+                except OSError:
+                    pass
+            proc.wait()
+
+
+def _stop_mid_cell(proc: subprocess.Popen, store: Path, sig: int) -> None:
     deadline = time.time() + 60
     workers: set[int] = set()
     while time.time() < deadline:
