@@ -25,9 +25,8 @@ DRIVER = textwrap.dedent("""
     import json, sys
     sys.path.insert(0, {here!r})
     from vistabench.suite import Protocol, declare
-    declare(Protocol(name="toy", title="toy", question="?", order=99, split="", score="", record="",
-                     run="vb_toy_protocol:run", table="vb_toy_protocol:table", section="", demo="", cli="",
-                     config="vb_toy_protocol:ToyConfig"))
+    declare(Protocol(name="toy", title="toy", question="?", order=99, run="vb_toy_protocol:run",
+                     table="vb_toy_protocol:table", config="vb_toy_protocol:ToyConfig"))
     from vistabench.grid import parse_config, run_grid
     store, parallel, sleep, seeds = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
     cfg = parse_config({{"protocol": "toy", "fixed": {{"sleep": sleep}},
