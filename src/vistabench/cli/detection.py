@@ -6,7 +6,7 @@ import argparse
 import contextlib
 from pathlib import Path
 
-from . import add_json_arg, add_record_args, add_store_arg, store_records
+from . import add_json_arg, add_record_args, add_store_arg, int_arg, store_records
 from ..protocols.detection_config import DetectionConfig
 from .configured import add_config_options, run_verb
 
@@ -25,7 +25,7 @@ def register(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
                                      "--split` scores only the test part.")
     sp.add_argument("--gt", required=True, metavar="GT.json", help="COCO or LVIS v1 ground-truth JSON")
     sp.add_argument("--calibration-fraction", type=float, default=0.5, help="share of images held out (default 0.5)")
-    sp.add_argument("--seed", type=int, default=0)
+    sp.add_argument("--seed", type=int_arg, default=0)
     sp.add_argument("--out", required=True, metavar="SPLIT.json")
     add_json_arg(sp)
     sp.set_defaults(handler=_split, human=lambda r: f"wrote {r['out']}: {r['calibration']} calibration and "
@@ -46,9 +46,9 @@ def register(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
                         "(default: COCO's 17 person-keypoint sigmas)")
     e.add_argument("--ap", dest="variants", default="old,fixed,pool", metavar="LIST",
                    help="comma-separated subset of old,fixed,pool (default: all three)")
-    e.add_argument("--max-dets-per-image", type=int, default=None, metavar="N",
+    e.add_argument("--max-dets-per-image", type=int_arg, default=None, metavar="N",
                    help="per-image limit of AP^Old (default: 300 for LVIS, none for COCO)")
-    e.add_argument("--dets-per-class", type=int, default=10_000, metavar="K",
+    e.add_argument("--dets-per-class", type=int_arg, default=10_000, metavar="K",
                    help="top K per category for AP^Fixed / AP^Pool (default: 10000)")
     e.add_argument("--gt-format", default="auto", choices=["auto", "lvis", "coco"],
                    help="auto: LVIS when images carry neg/not-exhaustive lists, else COCO")
@@ -79,7 +79,7 @@ def register(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
                         description="Writes the results with only the top K detections per category over "
                                     "the whole file (stable: ties keep file order).")
     r.add_argument("--results", required=True, metavar="DT.json")
-    r.add_argument("--per-class-topk", required=True, type=int, metavar="K")
+    r.add_argument("--per-class-topk", required=True, type=int_arg, metavar="K")
     r.add_argument("--out", required=True, metavar="OUT.json")
     add_json_arg(r)
     r.set_defaults(handler=_rerank, human=lambda r: f"kept {r['kept']} detections, dropped {r['dropped']}; "
@@ -126,11 +126,11 @@ def register(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
                                     "positives, class-dependent score scales. Writes OUT/gt.json and "
                                     "OUT/results.json.")
     s.add_argument("--out", required=True, metavar="DIR")
-    s.add_argument("--images", type=int, default=200)
-    s.add_argument("--categories", type=int, default=100)
-    s.add_argument("--dets-per-image", type=int, default=100)
-    s.add_argument("--seed", type=int, default=0)
-    s.add_argument("--detector-seed", type=int, default=None)
+    s.add_argument("--images", type=int_arg, default=200)
+    s.add_argument("--categories", type=int_arg, default=100)
+    s.add_argument("--dets-per-image", type=int_arg, default=100)
+    s.add_argument("--seed", type=int_arg, default=0)
+    s.add_argument("--detector-seed", type=int_arg, default=None)
     s.add_argument("--format", default="lvis", choices=["lvis", "coco"])
     s.add_argument("--masks", action="store_true", help="add polygon / RLE masks (for segm)")
     add_json_arg(s)
