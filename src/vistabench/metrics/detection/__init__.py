@@ -25,6 +25,10 @@ module              public names
 :mod:`.evaluate`    ``evaluate_detections``, ``DetectionEvaluation``, ``Variant``, ``VARIANTS``,
                     ``POOL_KEYS``, ``OfficialToolsDifferenceWarning``, ``warn_annotation_id_zero``
 :mod:`.labels`      ``detection_labels``, ``DetectionLabels`` (calibration labels)
+:mod:`.errors`      ``classify_errors``, ``ErrorLabels``, ``ERROR_TYPES``, ``SPECIAL_ERROR_TYPES``,
+                    ``MatchRules`` (TIDE's error of each detection)
+:mod:`.error_fixes` ``decompose_errors``, ``ErrorDecomposition``, ``ERROR_VARIANTS``,
+                    ``TIDE_MAX_DETS``, ``TIDE_RECALL_THRESHOLDS`` (ΔAP per fix)
 ==================  =====================================================================
 """
 
@@ -38,6 +42,8 @@ from .accumulate import (
                          recall_counts,
 )
 from .data import FREQUENCIES, Detections, GroundTruth, GtFormat
+from .error_fixes import ERROR_VARIANTS, TIDE_MAX_DETS, TIDE_RECALL_THRESHOLDS, ErrorDecomposition, decompose_errors
+from .errors import ERROR_TYPES, SPECIAL_ERROR_TYPES, ErrorLabels, MatchRules, classify_errors
 from .evaluate import (
                          POOL_KEYS,
                          VARIANTS,
@@ -99,6 +105,8 @@ __all__ = [
                          "AREA_LABELS",
                          "AREA_RANGES",
                          "COCO_MAX_DETS",
+                         "ERROR_TYPES",
+                         "ERROR_VARIANTS",
                          "FREQUENCIES",
                          "IOU_THRESHOLDS",
                          "LVIS_MAX_DETS",
@@ -106,15 +114,21 @@ __all__ = [
                          "MIN_POLYGON_NUMBERS", "MAX_POLYGON_COORDINATE",
                          "POOL_KEYS",
                          "RECALL_THRESHOLDS",
+                         "SPECIAL_ERROR_TYPES",
+                         "TIDE_MAX_DETS",
+                         "TIDE_RECALL_THRESHOLDS",
                          "VARIANTS",
                          "Accumulation",
                          "DetectionEvaluation",
                          "DetectionLabels",
+                         "ErrorDecomposition",
+                         "ErrorLabels",
                          "Detections",
                          "GroundTruth",
                          "GtFormat",
                          "IouType",
                          "MatchCode",
+                         "MatchRules",
                          "MatchedSet",
                          "Matching",
                          "OfficialToolsDifferenceWarning",
@@ -127,7 +141,9 @@ __all__ = [
                          "box_iou_pairs",
                          "canonical_order",
                          "check_segmentations",
+                         "classify_errors",
                          "decode_rle_counts",
+                         "decompose_errors",
                          "dense_rank_sorted",
                          "detection_labels",
                          "evaluate_detections",
