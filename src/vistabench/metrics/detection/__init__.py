@@ -29,6 +29,8 @@ module              public names
                     ``MatchRules`` (TIDE's error of each detection)
 :mod:`.error_fixes` ``decompose_errors``, ``ErrorDecomposition``, ``ERROR_VARIANTS``,
                     ``TIDE_MAX_DETS``, ``TIDE_RECALL_THRESHOLDS`` (ΔAP per fix)
+:mod:`.per_class`   ``per_class_results``, ``PerClassResults``, ``variant_match``, ``PER_CLASS_VARIANTS``
+:mod:`.operating`   ``ranked_outcomes``, ``RankedOutcomes``, ``operating_points``, ``confusion_matrix``
 ==================  =====================================================================
 """
 
@@ -69,6 +71,8 @@ from .match import (
                          match_detections,
                          match_set,
 )
+from .operating import RankedOutcomes, confusion_matrix, operating_points, ranked_outcomes
+from .per_class import PER_CLASS_VARIANTS, PerClassResults, per_class_results, variant_match
 from .params import (
                          AREA_LABELS,
                          AREA_RANGES,
@@ -102,6 +106,14 @@ from .sort import (
 from .summarize import summarize, summarize_pooled
 
 __all__ = [
+                         "variant_match",
+                         "ranked_outcomes",
+                         "per_class_results",
+                         "operating_points",
+                         "confusion_matrix",
+                         "RankedOutcomes",
+                         "PerClassResults",
+                         "PER_CLASS_VARIANTS",
                          "AREA_LABELS",
                          "AREA_RANGES",
                          "COCO_MAX_DETS",
