@@ -145,7 +145,7 @@ def test_an_image_without_detections_is_all_missed_and_empty_detections_score_ze
     ({"variants": ("old",)}, "variants: expected one of"),
     ({"variants": ()}, "variants: expected at least one"),
     ({"pos_iou": 1.5}, "pos_iou: expected a number in [0, 1]"),
-    ({"bg_iou": 0.6}, "bg_iou: expected at most pos_iou"),
+    ({"bg_iou": 0.6}, "bg_iou: expected at most `pos_iou`"),
     ({"max_dets_per_image": 0}, "max_dets_per_image"),
 ])
 def test_bad_arguments_are_one_line_errors(kw, msg):

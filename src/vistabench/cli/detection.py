@@ -1,4 +1,5 @@
-"""`vistabench detection ...`: split, score (alias eval), run, rerank, calibrate fit/apply, synth."""
+"""`vistabench detection ...`: split, score (alias eval), run, rerank, calibrate fit/apply, synth; errors,
+operating, confusion (cli/detection_analysis.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 from . import add_json_arg, add_record_args, add_store_arg, store_records
 from ..protocols.detection_config import DetectionConfig
 from .configured import add_config_options, run_verb
+from .detection_analysis import TABLE_FORMATS, Formatted, per_class_table, register_analysis
 
 
 def register(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
@@ -49,6 +51,11 @@ def register(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
     e.add_argument("--allow-empty", action="store_true",
                    help="score an empty results list (AP 0) instead of refusing it")
     e.add_argument("--split", metavar="SPLIT.json", help="score only the test images of this split file")
+    e.add_argument("--per-class", action="store_true",
+                   help="also AP, AP50, AP75, recall, ground truths and detections per category, worst first (of "
+                        "AP^Old, or AP^Fixed when --ap has no old; boxes); stored with the record")
+    e.add_argument("--format", default="markdown", choices=TABLE_FORMATS,
+                   help="the per-class table's format (csv: only that table)")
     add_record_args(e, what="results", dataset_default="the ground-truth file's name")
     add_store_arg(e)
     add_json_arg(e)
@@ -130,6 +137,7 @@ def register(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
     add_json_arg(s)
     s.set_defaults(handler=_synth, human=lambda r: f"wrote {r['gt']} ({r['annotations']} annotations) and "
                                                    f"{r['results']} ({r['detections']} detections)")
+    register_analysis(dsub)
     return dsub
 
 
@@ -179,14 +187,14 @@ def _eval(args):
     with step("reading and evaluating"), one_line_warnings():
         out = score(args.results, args.gt, iou_type=args.iou_type, variants=args.variants, gt_format=args.gt_format,
                     max_dets_per_image=args.max_dets_per_image, dets_per_class=args.dets_per_class,
-                    split=args.split, allow_empty=args.allow_empty)
+                    split=args.split, allow_empty=args.allow_empty, per_class=args.per_class)
     out["settings"].update(gt=str(args.gt), results=str(args.results))
     rec = to_record(out, dataset=args.dataset or Path(args.gt).stem,
                     method=args.method or Path(args.results).stem, seed=args.seed, tag=args.tag,
                     split_hash=out["settings"].get("split_sha256"))
     ids = store_records(args.store, rec)
     out["record_id"] = ids[0] if ids else None
-    return out
+    return Formatted(out, args.format) if args.per_class else out
 
 
 def _unflatten(metrics: dict) -> dict:
@@ -199,6 +207,11 @@ def _unflatten(metrics: dict) -> dict:
 
 
 def _human_eval(out) -> str:
+    if isinstance(out, Formatted):
+        if out.fmt == "csv":
+            return per_class_table(out.data["per_class"], "csv")
+        return _human_eval({k: v for k, v in out.data.items() if k != "per_class"}) + "\n\n" + \
+            per_class_table(out.data["per_class"])
     lines = []
     for v in ("old", "fixed", "pool"):
         if v not in out:

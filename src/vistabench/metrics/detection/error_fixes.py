@@ -235,7 +235,7 @@ def decompose_errors(
         if not (isinstance(x, (int, float)) and 0 <= x <= 1):
             raise InputError(f"{name}: expected a number in [0, 1], got {x!r}")
     if bg_iou > pos_iou:
-        raise InputError(f"bg_iou: expected at most pos_iou ({pos_iou}), got {bg_iou}")
+        raise InputError(f"bg_iou: expected at most `pos_iou` ({pos_iou}), got {bg_iou}")
     lvis = gt.format == "lvis"
     if max_dets_per_image is None:
         max_dets_per_image = LVIS_MAX_DETS if lvis else TIDE_MAX_DETS
