@@ -114,10 +114,11 @@ def to_record(result: dict[str, Any], *, dataset: str, method: str, seed: int | 
 
 
 def record_evaluation(store: ResultsStore, dataset: str, method: str, seed: int, ev: DetectionEvaluation,
-                      settings: dict, tag: str | None = None) -> int:
-    """Store the record of an evaluation; returns its id."""
-    return store.add(to_record(evaluation_result(ev), dataset=dataset, method=method, seed=seed, tag=tag,
-                               settings=settings))
+                      settings: dict, tag: str | None = None, extra: dict[str, Any] | None = None) -> int:
+    """Store the record of an evaluation; returns its id. ``extra``: diagnostics stored with it
+    (``per_class``, ``errors``)."""
+    return store.add(to_record({**evaluation_result(ev), **(extra or {})}, dataset=dataset, method=method, seed=seed,
+                               tag=tag, settings=settings))
 
 
 def masks_present(gt: GroundTruth, dets: Detections) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..store import ResultsStore
+from .detection_analysis import add_diagnostics
 from .html import Section
 from .tables import Column, Table
 
@@ -74,4 +75,5 @@ def detection_section(store: ResultsStore) -> Section | None:
         axes[0].legend(fontsize=7)
         sec.figure(fig, "Interpolated precision (101 recall points) at IoU 0.5. Calibration moves the pooled "
                         "curve; the per-class curves of AP^Fixed do not change under monotone calibration.")
+    add_diagnostics(sec, recs)
     return sec
