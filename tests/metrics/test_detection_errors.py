@@ -152,3 +152,29 @@ def test_bad_arguments_are_one_line_errors(kw, msg):
     gt, dt = _one_image([[0, 0, 10, 10]], [1], [[0, 0, 10, 10]], [1], [0.9])
     with pytest.raises(InputError, match=msg.replace("[", r"\[").replace("]", r"\]")):
         decompose_errors(gt, dt, **kw)
+
+
+def test_federated_rules_decide_what_is_classified_and_what_a_fix_recovers():
+    # LVIS image 1: an object of class 1 (rare) annotated, class 2 (frequent) listed neither positive nor
+    # negative. A class-2 detection on the object: TIDE emulates LVIS with an ignore region (the detection
+    # is ignored but still a Cls error, whose fix recovers the object); AP^Fixed does not evaluate it at all,
+    # so the object is simply missed there.
+    gt, dt = _one_image([[0, 0, 10, 10]], [1], [[0, 0, 10, 10]], [2], [0.9], fmt="lvis")
+    res = decompose_errors(gt, dt, variants=("tide", "fixed")).results
+    assert res["tide"]["counts"]["Cls"] == 1 and res["tide"]["AP"] == 0 and res["tide"]["Cls"] == 100
+    assert res["fixed"]["counts"] == {"Cls": 0, "Loc": 0, "Both": 0, "Dupe": 0, "Bkg": 0, "Miss": 1}
+    assert res["fixed"]["AP"] == 0 and np.isnan(res["fixed"]["Miss"])  # no category with ground truth left
+    # the same with class 2 listed negative: now AP^Fixed sees a false positive of class 2 (Cls), fixable;
+    # the group figures follow the categories: the fix raises rare (class 1), frequent has no ground truth
+    gt, dt = _one_image([[0, 0, 10, 10]], [1], [[0, 0, 10, 10]], [2], [0.9], fmt="lvis", negative={1: [2]})
+    f = decompose_errors(gt, dt, variants=("fixed", "pool")).results
+    assert f["fixed"]["counts"]["Cls"] == 1 and f["fixed"]["Cls"] == pytest.approx(100)
+    assert f["fixed"]["groups"]["r"]["Cls"] == pytest.approx(100) and np.isnan(f["fixed"]["groups"]["f"]["AP"])
+    assert f["pool"]["AP"] == 0 and f["pool"]["Cls"] == pytest.approx(100)
+    # a badly placed detection of a not-exhaustively annotated class: AP ignores it, the decomposition
+    # calls it Loc, and fixing Loc makes it the true positive that was missing
+    gt, dt = _one_image([[0, 0, 10, 10]], [1], [[6, 0, 10, 10]], [1], [0.9], fmt="lvis", not_exhaustive={1: [1]})
+    f = decompose_errors(gt, dt, variants=("fixed",))
+    assert f.labels["fixed"].state.tolist() == [2] and f.results["fixed"]["counts"]["Loc"] == 1
+    assert f.results["fixed"]["AP"] == 0 and f.results["fixed"]["Loc"] == pytest.approx(100)
+    assert f.results["fixed"]["counts"]["Miss"] == 0  # recoverable by the Loc fix, so not missed
