@@ -142,10 +142,10 @@ def _brute_curve(items, ngt, threshold):
         r = tp / ngt if ngt else math.nan
         f = (2 * p * r / (p + r) if p + r > 0 else 0.0) if kept and ngt else (0.0 if ngt else math.nan)
         return p, r, f
-    best = (-1.0, None)
+    best = (0.0 if ngt else math.nan, math.nan)  # with ground truth and no detection: F1 0 at no threshold
     for s in sorted({sc for _, sc, _ in items}, reverse=True):
         f = at(s)[2]
-        if ngt and f > best[0]:
+        if ngt and (math.isnan(best[1]) or f > best[0]):
             best = (f, s)
     return at(threshold), best
 
@@ -162,13 +162,50 @@ def test_operating_points_equal_brute_force_over_the_official_matches(coco_set, 
         got = out["per_category"][k]
         assert got["num_detections"] == len(mine)
         for key, want in (("precision", p), ("recall", r), ("f1", f), ("best_f1", bf), ("best_threshold", bs)):
-            assert (math.isnan(got[key]) if want is None or (isinstance(want, float) and math.isnan(want))
-                    else got[key] == pytest.approx(want, abs=1e-12)), (cid, key, got[key], want)
+            assert (math.isnan(got[key]) if math.isnan(want) else got[key] == pytest.approx(want, abs=1e-12)), \
+                (cid, key, got[key], want)
     (p, r, f), (bf, bs) = _brute_curve(items, sum(ngt.values()), 0.4)
     o = out["overall"]
     assert (o["precision"], o["recall"], o["f1"]) == pytest.approx((p, r, f), abs=1e-12)
     assert (o["best_f1"], o["best_threshold"]) == pytest.approx((bf, bs), abs=1e-12)
     assert 0 < o["best_f1"] < 1
+
+
+def test_lvis_operating_points_equal_brute_force_over_lvis_api_matches(lvis_set, tmp_path):
+    # federated rules: only evaluated detections, unmatched not-exhaustive ones ignored (lvis-api's dt_ignore)
+    _restore_np_float()
+    from lvis import LVIS, LVISEval, LVISResults
+
+    gt, res = lvis_set
+    assert any(im["not_exhaustive_category_ids"] for im in gt["images"])
+    p = tmp_path / "gt.json"
+    p.write_text(json.dumps(gt))
+    with contextlib.redirect_stdout(io.StringIO()):
+        lg = LVIS(str(p))
+        e = LVISEval(lg, LVISResults(lg, copy.deepcopy(res), max_dets=300), "bbox")
+        e.evaluate()
+    items = []
+    for x in e.eval_imgs:
+        if x is None or list(x["area_rng"]) != [0, 1e10]:
+            continue
+        for j, sc in enumerate(x["dt_scores"]):
+            if not x["dt_ignore"][0][j]:
+                items.append((x["category_id"], sc, bool(x["dt_matches"][0][j] > 0)))
+    ngt = {}
+    for a in gt["annotations"]:
+        ngt[a["category_id"]] = ngt.get(a["category_id"], 0) + 1
+    g = read_ground_truth(gt)
+    out = operating_points(ranked_outcomes(g, read_results(res, g), iou=0.5), score_threshold=0.3)
+    for k, cid in enumerate(g.category_ids):
+        mine = [x for x in items if x[0] == cid]
+        (pr, rc, f), (bf, bs) = _brute_curve(mine, ngt.get(int(cid), 0), 0.3)
+        got = out["per_category"][k]
+        assert got["num_detections"] == len(mine), cid
+        for key, want in (("precision", pr), ("recall", rc), ("f1", f), ("best_f1", bf), ("best_threshold", bs)):
+            if math.isnan(want):
+                assert math.isnan(got[key]), (cid, key, got[key])
+            else:
+                assert got[key] == pytest.approx(want, abs=1e-12), (cid, key, got[key], want)
 
 
 def _brute_confusion(gt, res, iou, thr):
