@@ -64,13 +64,12 @@ TIDE_MAX_DETS = 100  # tidecv's COCO loader; its LVIS loader keeps 300
 
 @dataclass
 class _Points:
-    """The AP data of one fix: ranked entries and the ground-truth count per category."""
+    """The AP data of one fix: entries (category, true positive, rank in the one ranking: descending
+    score, then image, category, file position) and the ground-truth count per category."""
 
     cat: np.ndarray
-    score: np.ndarray
     tp: np.ndarray
-    image: np.ndarray
-    pos: np.ndarray
+    rank: np.ndarray
     num_gt: np.ndarray  # (K,)
 
 
@@ -92,9 +91,9 @@ def _ap101(tp: np.ndarray, num_gt: int, *, tide: bool) -> float:
 
 
 def _ranked(p: _Points, sel: np.ndarray) -> np.ndarray:
-    """Positions of ``sel`` entries in rank order: descending score, then image, category, file order."""
+    """Positions of the ``sel`` entries in rank order."""
     idx = np.flatnonzero(sel)
-    return idx[np.lexsort((p.pos[idx], p.cat[idx], p.image[idx], -p.score[idx]))]
+    return idx[np.argsort(p.rank[idx], kind="stable")]
 
 
 def _per_category(p: _Points, *, tide: bool) -> np.ndarray:
@@ -102,8 +101,7 @@ def _per_category(p: _Points, *, tide: bool) -> np.ndarray:
     official: NaN without ground truth."""
     K = len(p.num_gt)
     out = np.full(K, np.nan)
-    order = _ranked(p, np.ones(len(p.cat), bool))
-    order = order[np.argsort(p.cat[order], kind="stable")]
+    order = np.lexsort((p.rank, p.cat))
     cats = p.cat[order]
     lo = np.searchsorted(cats, np.arange(K), "left")
     hi = np.searchsorted(cats, np.arange(K), "right")
@@ -138,23 +136,25 @@ def _fixes(lab: ErrorLabels, gt: GroundTruth, dets: Detections) -> dict[str, _Po
     counted = lab.state != IGNORED
     base_cat = dets.category[d]
     ngt = np.bincount(gt.category[lab.gt_counted], minlength=K)
+    rank = np.empty(len(d), np.int64)  # the one ranking: descending score, image, category, file position
+    rank[np.lexsort((d, base_cat, dets.image[d], -dets.score[d]))] = np.arange(len(d))
+    true = lab.state == TRUE_POSITIVE
 
-    def points(keep: np.ndarray, cat=base_cat, tp=None, score=None, num_gt=ngt) -> _Points:
-        tp = lab.state == TRUE_POSITIVE if tp is None else tp
-        sc = dets.score[d] if score is None else score
-        return _Points(cat[keep], sc[keep], tp[keep], dets.image[d][keep], d[keep], num_gt)
+    def points(keep: np.ndarray, cat=base_cat, tp=true, rk=rank, num_gt=ngt) -> _Points:
+        return _Points(cat[keep], tp[keep], rk[keep], num_gt)
 
     out = {"base": points(counted)}
     for name, t in (("Cls", CLS), ("Loc", LOC)):
-        cat = np.where(lab.fixes & (lab.error == t), gt.category[np.maximum(lab.target, 0)], base_cat)
-        tp = (lab.state == TRUE_POSITIVE) | (lab.fixes & (lab.error == t))
+        fixed = lab.fixes & (lab.error == t)
+        cat = np.where(fixed, gt.category[np.maximum(lab.target, 0)], base_cat)
         keep = np.where(lab.error == t, lab.fixes, counted)
-        out[name] = points(keep, cat=cat, tp=tp)
+        out[name] = points(keep, cat=cat, tp=true | fixed)
     for name, t in (("Both", BOTH), ("Dupe", DUPE), ("Bkg", BKG)):
         out[name] = points(counted & (lab.error != t))
     out["Miss"] = points(counted, num_gt=ngt - np.bincount(gt.category[lab.gt_missed], minlength=K))
-    tp = lab.state == TRUE_POSITIVE
-    out["FalsePos"] = points(counted, score=tp.astype(float))
+    perfect = np.empty(len(d), np.int64)  # true positives score 1, false positives 0: TPs first, ties as before
+    perfect[np.lexsort((rank, ~true))] = np.arange(len(d))
+    out["FalsePos"] = points(counted, rk=perfect)
     unmatched = lab.gt_counted & ~lab.gt_used
     out["FalseNeg"] = points(counted, num_gt=ngt - np.bincount(gt.category[unmatched], minlength=K))
     return out

@@ -129,6 +129,8 @@ def classify_errors(
     used = np.zeros(G, bool)
     usable = np.zeros(G, bool)
     flag = np.zeros(len(dets), bool) if ignore_unmatched is None else np.asarray(ignore_unmatched, bool)
+    if len(flag) != len(dets) or len(keep) != len(dets):
+        raise InputError(f"keep, ignore_unmatched: expected {len(dets)} values each (one per detection)")
     g_order = np.argsort(gt.image, kind="stable")
     g_lo = np.searchsorted(gt.image[g_order], np.arange(gt.num_images), "left")
     g_hi = np.searchsorted(gt.image[g_order], np.arange(gt.num_images), "right")
@@ -140,65 +142,59 @@ def classify_errors(
         gi = gall[counted[gall]]  # this image's counted ground truth, file order
         gr = gall[~counted[gall]]  # its ignore regions
         ds = det[s:e]
+        st = state[s:e]  # views: written in place
         dcls = dets.category[ds]
         iou = _iou_matrix(dets.bbox[ds], gt.bbox[gi], np.zeros(len(gi), bool))
         same = dcls[:, None] == gt.category[gi][None, :]
         cls_iou = iou * same
         free = np.ones(len(gi), bool)
-        riou = _iou_matrix(dets.bbox[ds], gt.bbox[gr], gt.crowd[gr]) if len(gr) else None
-        rsame = dcls[:, None] == gt.category[gr][None, :] if len(gr) else None
-        rfree = np.ones(len(gr), bool)
-        for k in range(e - s):
-            if len(gi):
+        if len(gi):  # greedy, by descending score; only a detection with IoU >= pos_iou somewhere can match
+            for k in np.flatnonzero(cls_iou.max(axis=1) >= pos_iou):
                 row = np.where(free, cls_iou[k], 0.0)
                 j = _best(row, last)
                 if row[j] >= pos_iou:
                     free[j] = False
-                    state[s + k], matched[s + k] = TRUE_POSITIVE, gi[j]
-                    continue
-            if riou is not None:
-                r = riou[k] * (rsame[k] & rfree)
-                if (r > pos_iou).any() if strict else (r >= pos_iou).any():
-                    state[s + k] = IGNORED
-                    if last:  # a non-crowd ignored ground truth (LVIS ``ignore``) is taken once
-                        j = _best(np.where(r >= pos_iou, r, -1.0), True)
+                    st[k], matched[s + k] = TRUE_POSITIVE, gi[j]
+        un = st != TRUE_POSITIVE
+        if len(gr):  # ignore regions of the detection's class (crowd IoU over the detection's area)
+            r = _iou_matrix(dets.bbox[ds], gt.bbox[gr], gt.crowd[gr]) * (dcls[:, None] == gt.category[gr][None, :])
+            if strict:
+                st[un & (r > pos_iou).any(axis=1)] = IGNORED
+            elif gt.crowd[gr].all():
+                st[un & (r >= pos_iou).any(axis=1)] = IGNORED
+            else:  # a non-crowd ignored ground truth (LVIS ``ignore``) is taken once, in score order
+                rfree = np.ones(len(gr), bool)
+                for k in np.flatnonzero(un):
+                    rk = np.where(rfree | gt.crowd[gr], r[k], -1.0)
+                    if rk.max() >= pos_iou:
+                        st[k] = IGNORED
+                        j = _best(rk, True)
                         rfree[j] = bool(gt.crowd[gr[j]])
-                    continue
-            if flag[ds[k]]:
-                state[s + k] = IGNORED
+        st[un & (st != IGNORED) & flag[ds]] = IGNORED
         used[gi[~free]] = True
-        best_score: dict[int, float] = {}
-        for k in range(e - s):
-            if state[s + k] == TRUE_POSITIVE:
-                continue
-            if not len(gi):
-                error[s + k] = BKG
-                continue
-            j = int(np.argmax(cls_iou[k]))
-            if bg_iou <= cls_iou[k, j] <= pos_iou:
-                error[s + k] = LOC
-            else:
-                other = iou[k] * ~same[k]
-                j = int(np.argmax(other))
-                if other[j] >= pos_iou:
-                    error[s + k] = CLS
-                else:
-                    dup = cls_iou[k] * ~free
-                    if dup.max() >= pos_iou:
-                        error[s + k] = DUPE
-                    elif iou[k].max() <= bg_iou:
-                        error[s + k] = BKG
-                    else:
-                        error[s + k] = BOTH
-                    continue
-            target[s + k] = g = gi[j]
-            if free[j]:
-                usable[g] = True
-                sc = float(dets.score[ds[k]])
-                if g not in best_score or best_score[g] < sc:
-                    best_score[g] = sc
-                    fixes[np.flatnonzero(target[s:e] == g) + s] = False
-                    fixes[s + k] = True
+        err = error[s:e]
+        if not len(gi):
+            err[un] = BKG
+            continue
+        cmax, carg = cls_iou.max(axis=1), cls_iou.argmax(axis=1)
+        other = iou * ~same
+        omax, oarg = other.max(axis=1), other.argmax(axis=1)
+        loc = un & (bg_iou <= cmax) & (cmax <= pos_iou)
+        cls = un & ~loc & (omax >= pos_iou)
+        rest = un & ~loc & ~cls
+        dupe = rest & ((cls_iou * ~free).max(axis=1) >= pos_iou)
+        bkg = rest & ~dupe & (iou.max(axis=1) <= bg_iou)
+        err[rest] = BOTH
+        err[dupe], err[bkg], err[loc], err[cls] = DUPE, BKG, LOC, CLS
+        tj = np.where(loc, carg, oarg)  # the target's position in gi
+        aimed = np.flatnonzero((loc | cls) & free[tj])  # at an unmatched ground truth: it can be recovered
+        target[s:e][loc | cls] = gi[tj[loc | cls]]
+        if len(aimed):
+            usable[gi[tj[aimed]]] = True
+            # per target, the highest score wins; on ties the first in this (descending score) order
+            o = aimed[np.lexsort((aimed, -dets.score[ds[aimed]], tj[aimed]))]
+            first = np.r_[True, tj[o][1:] != tj[o][:-1]]
+            fixes[s + o[first]] = True
     # ground truth of images without any kept detection is simply unmatched
     missed = counted & ~used & ~usable
     return ErrorLabels(det=det, state=state, error=error, target=target, fixes=fixes, matched=matched,
