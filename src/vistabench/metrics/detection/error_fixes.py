@@ -226,7 +226,7 @@ def decompose_errors(
     ``max_dets_per_image`` is the "tide" variant's per-image cut (default: tidecv's, 100 for COCO and
     300 for LVIS ground truth); ``dets_per_class`` the k of AP^Fixed / AP^Pool.
     """
-    variants = list(dict.fromkeys(variants))
+    variants = list(dict.fromkeys((variants,) if isinstance(variants, str) else variants))
     if not variants:
         raise InputError("variants: expected at least one of ['tide', 'fixed', 'pool'], got none")
     for v in variants:
