@@ -102,3 +102,20 @@ def test_mistakes_are_one_line(capsys, files, argv, msg):
     rc, out, err = run(capsys, "detection", *argv, *files)
     assert rc == 2 and out == ""
     assert err.startswith(f"vistabench: error: {msg}") and err.count("\n") == 1
+
+
+def test_eval_errors_is_stored_and_the_report_shows_it(capsys, files, tmp_path):
+    store = str(tmp_path / "s.sqlite")
+    rc, out, err = run(capsys, "detection", "eval", *files, "--errors", "--per-class", "--ap", "old,fixed",
+                       "--json", "--store", store, "--method", "mine")
+    assert rc == 0, err
+    res = json.loads(out)
+    assert set(res["errors"]) == {"tide", "fixed", "settings"}  # tide, plus the per-category variant asked for
+    g, d = _read(files)
+    lib = decompose_errors(g, d, variants=("tide", "fixed")).results
+    assert res["errors"]["fixed"]["Bkg"] == pytest.approx(lib["fixed"]["Bkg"], abs=1e-12)
+    rc, out, _ = run(capsys, "report", "--out", str(tmp_path / "rep"), "--store", store)
+    html = (tmp_path / "rep" / "index.html").read_text()
+    assert rc == 0 and "Why AP is low (mine" in html and "AP^Fixed c" in html and "lowest AP^Old" in html
+    rc, out, _ = run(capsys, "detection", "eval", *files, "--errors", "--no-store")
+    assert "| tide |" in out and "| pool (f) |" in out and "AP^Old" in out

@@ -64,6 +64,14 @@ def test_planted_errors_equal_tidecv(tmp_path, kinds, lvis):
         assert all(ours[o] == 0 for o in ERROR_TYPES if o not in (k, "Bkg", "Miss"))
 
 
+@pytest.mark.parametrize("seed", [2, 3, 4])
+@pytest.mark.parametrize("lvis", [False, True], ids=["coco", "lvis"])
+def test_mixed_planted_errors_equal_tidecv_over_seeds(tmp_path, seed, lvis):
+    kinds = {"tp": 40, "Cls": 8, "Loc": 8, "Both": 6, "Dupe": 6, "Bkg": 8, "Miss": 6}
+    gt, res = planted_set(kinds, seed=seed, images=8, categories=6, lvis=lvis, crowd=0 if lvis else 4)
+    _assert_equal(_ours(gt, res).results["tide"], tidecv_errors(gt, res, tmp_path, lvis=lvis))
+
+
 @pytest.mark.parametrize("fmt", ["coco", "lvis"])
 def test_dense_generated_sets_equal_tidecv(tmp_path, fmt):
     # 150 detections per image: tidecv keeps each image's top 100 (COCO) / 300 (LVIS); competing

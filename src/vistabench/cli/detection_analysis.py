@@ -57,7 +57,7 @@ def register_analysis(dsub: argparse._SubParsersAction) -> None:
     e.add_argument("--bg-iou", type=float, default=0.1, help="background IoU threshold (TIDE's default 0.1)")
     _limits(e, tide=True)
     add_json_arg(e)
-    e.set_defaults(handler=_errors, human=_human_errors)
+    e.set_defaults(handler=_errors, human=human_errors)
 
     o = dsub.add_parser(
         "operating", help="precision, recall and F1 at a score threshold; the best-F1 threshold per class",
@@ -132,7 +132,7 @@ def error_rows(res: dict[str, Any]) -> list[list[str]]:
     return rows
 
 
-def _human_errors(res: dict[str, Any]) -> str:
+def human_errors(res: dict[str, Any]) -> str:
     s = res["settings"]
     out = [f"dAP of fixing each error type, in AP points (0-100); AP at IoU {s['pos_iou']}, background IoU {s['bg_iou']}:",
            _markdown(["variant", "AP"] + list(ERROR_COLUMNS), error_rows(res))]

@@ -20,7 +20,8 @@ import numpy as np
 
 from ..errors import InputError
 from ..metrics.detection import (DetectionEvaluation, Detections, GroundTruth, detection_labels,
-                                 evaluate_detections, per_class_results, top_per_class)
+                                 decompose_errors, evaluate_detections, per_class_results,
+                                 top_per_class)
 from ..store import Record, ResultsStore
 from .detection_calibration import Calibration, apply_calibration, fit_calibration, fit_calibration_devil
 from .detection_config import CalibrationSettings, DetectionConfig
@@ -313,6 +314,7 @@ def score(
     part: Literal["test", "calibration"] = "test",
     allow_empty: bool = False,
     per_class: bool = False,
+    errors: bool = False,
 ) -> dict[str, Any]:
     """Score detections (a results file or list, or read :class:`Detections` with ``reference`` a
     :class:`GroundTruth`) against the ground truth: AP^Old, AP^Fixed, AP^Pool.
@@ -321,7 +323,8 @@ def score(
     are evaluated. An empty results list is refused unless ``allow_empty``.
     Returns :func:`evaluation_result`'s dict; with ``per_class`` also ``per_class`` (the first of
     AP^Old / AP^Fixed in ``variants``: :func:`~vistabench.metrics.detection.per_class_results` rows,
-    worst first).
+    worst first); with ``errors`` also ``errors`` (TIDE's decomposition, AP points: the "tide" variant
+    plus "fixed" / "pool" when in ``variants``; :func:`~vistabench.metrics.detection.decompose_errors`).
     """
     if iou_type not in ("bbox", "segm"):
         raise InputError(f"iou_type: expected bbox or segm, got {iou_type!r}")
@@ -335,6 +338,8 @@ def score(
                          f"ranking for all categories), got {','.join(names)!r}")
     if per_class and iou_type != "bbox":
         raise InputError("per_class: per-category results are computed for boxes (iou_type bbox)")
+    if errors and iou_type != "bbox":
+        raise InputError("errors: the error decomposition is computed for boxes (iou_type bbox)")
     if split is not None and not isinstance(split, dict):
         split = read_image_split(split)
     if isinstance(predictions, Detections):
@@ -356,6 +361,10 @@ def score(
         pc = per_class_results(gt, dets, variant=per_class_variant, max_dets_per_image=max_dets_per_image,
                                dets_per_class=dets_per_class)
         out["per_class"] = {"variant": per_class_variant, "rows": pc.rows()}
+    if errors:
+        which = ("tide",) + tuple(v for v in names if v in ("fixed", "pool"))
+        out["errors"] = decompose_errors(gt, dets, variants=which, max_dets_per_image=max_dets_per_image,
+                                         dets_per_class=dets_per_class).to_dict()
     if split is not None:
         out["settings"].update(split_sha256=split["sha256"], split_part=part)
     return out
