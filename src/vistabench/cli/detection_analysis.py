@@ -22,6 +22,12 @@ class Formatted:
         return self.data
 
 
+def _paragraphs(*texts: str) -> str:
+    import textwrap
+
+    return "\n\n".join(textwrap.fill(t, 88) for t in texts)
+
+
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gt", required=True, metavar="GT.json", help="COCO or LVIS v1 ground-truth JSON")
     p.add_argument("--results", required=True, metavar="DT.json", help="results JSON list (boxes)")
@@ -42,13 +48,14 @@ def register_analysis(dsub: argparse._SubParsersAction) -> None:
     e = dsub.add_parser(
         "errors", help="why AP is low: TIDE's error decomposition (dAP of fixing each error type)",
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        description="TIDE (Bolya et al., ECCV 2020): every false positive at IoU --pos-iou is a classification (Cls), "
-                    "localisation (Loc), both (Both), duplicate (Dupe) or background (Bkg) error; unrecovered ground "
-                    "truth is missed (Miss). Each figure is the AP gained by fixing all errors of that type (an oracle), "
-                    "in AP points (0-100, as TIDE); FalsePos / FalseNeg are the gains of perfect precision / recall.\n\n"
-                    "--ap tide: TIDE's own AP50 (equal to tidecv 1.0.1); fixed / pool: the same decomposition of "
-                    "AP^Fixed and AP^Pool at --pos-iou under the federated LVIS rules, with r/c/f groups on LVIS. "
-                    "Boxes only.",
+        description=_paragraphs(
+            "TIDE (Bolya et al., ECCV 2020): every false positive at IoU --pos-iou is a classification (Cls), "
+            "localisation (Loc), both (Both), duplicate (Dupe) or background (Bkg) error; unrecovered ground truth "
+            "is missed (Miss). Each figure is the AP gained by fixing all errors of that type (an oracle), in AP "
+            "points (0-100, as TIDE); FalsePos / FalseNeg are the gains of perfect precision / recall.",
+            "--ap tide: TIDE's own AP50 (equal to tidecv 1.0.1); fixed / pool: the same decomposition of AP^Fixed "
+            "and AP^Pool at --pos-iou under the federated LVIS rules, with r/c/f groups on LVIS. Boxes only. "
+            "docs/detection.md ('Why AP is low') defines each fix."),
         epilog="example:\n  vistabench detection errors --gt lvis_v1_val.json --results dets.json --ap tide,fixed,pool")
     _common(e)
     e.add_argument("--ap", dest="variants", default="tide", metavar="LIST",
