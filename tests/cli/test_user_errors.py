@@ -311,6 +311,8 @@ CASES = [
     ("errors-ap-typo", ["detection", "errors", "--gt", "{d}/gt.json", "--results", "{d}/dt.json", "--ap", "tide,fixd"], "--ap"),
     ("errors-bg-above-pos", ["detection", "errors", "--gt", "{d}/gt.json", "--results", "{d}/dt.json", "--bg-iou", "0.8"],
      "--bg-iou: expected at most --pos-iou"),
+    ("errors-segm-without-masks", ["detection", "errors", "--gt", "{d}/gt.json", "--results", "{d}/dt.json",
+                                   "--iou-type", "segm"], "segmentation"),
     ("operating-iou-off-grid", ["detection", "operating", "--gt", "{d}/gt.json", "--results", "{d}/dt.json",
                                 "--iou", "0.33"], "--iou: expected one of the evaluator's thresholds"),
     ("operating-results-empty", ["detection", "operating", "--gt", "{d}/gt.json", "--results", "{d}/dt_empty.json"],

@@ -98,7 +98,7 @@ def planted_set(kinds: dict[str, int], *, seed=0, images=12, categories=5, lvis=
     return gt, dets
 
 
-def tidecv_errors(gt: dict, results: list, tmp_path, *, lvis=False) -> dict:
+def tidecv_errors(gt: dict, results: list, tmp_path, *, lvis=False, mask=False) -> dict:
     """tidecv 1.0.1 (its own loaders) on the set: {'AP': run.ap, 'Cls': ..., 'FalsePos': ...}."""
     from tidecv import TIDE, datasets
 
@@ -108,7 +108,7 @@ def tidecv_errors(gt: dict, results: list, tmp_path, *, lvis=False) -> dict:
     data = datasets.LVIS(str(g)) if lvis else datasets.COCO(str(g))
     preds = datasets.COCOResult(str(r))
     tide = TIDE()
-    run = tide.evaluate(data, preds, mode=TIDE.BOX, name="x")
+    run = tide.evaluate(data, preds, mode=TIDE.MASK if mask else TIDE.BOX, name="x")
     out = {"AP": run.ap}
     out.update(tide.get_main_errors()["x"])
     out.update(tide.get_special_errors()["x"])

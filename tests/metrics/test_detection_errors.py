@@ -32,6 +32,11 @@ _spec = importlib.util.spec_from_file_location("_planted_errors", pathlib.Path(_
 _planted = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_planted)
 planted_set, tidecv_errors, tidecv_ready = _planted.planted_set, _planted.tidecv_errors, _planted.tidecv_ready
+_rspec = importlib.util.spec_from_file_location("_detection_reference",
+                                                pathlib.Path(__file__).with_name("_detection_reference.py"))
+_reference = importlib.util.module_from_spec(_rspec)
+_rspec.loader.exec_module(_reference)
+triangle_masks = _reference.triangle_masks
 
 pytest.importorskip("tidecv")
 KEYS = ("AP",) + ERROR_TYPES + SPECIAL_ERROR_TYPES
@@ -186,3 +191,19 @@ def test_federated_rules_decide_what_is_classified_and_what_a_fix_recovers():
     assert f.labels["fixed"].state.tolist() == [2] and f.results["fixed"]["counts"]["Loc"] == 1
     assert f.results["fixed"]["AP"] == 0 and f.results["fixed"]["Loc"] == pytest.approx(100)
     assert f.results["fixed"]["counts"]["Miss"] == 0  # recoverable by the Loc fix, so not missed
+
+
+@pytest.mark.parametrize("lvis", [False, True], ids=["coco", "lvis"])
+def test_mask_mode_equals_tidecv_and_the_evaluators_segm_ap50(tmp_path, lvis):
+    # non-rectangular masks (triangles; crowd regions as uncompressed RLE), so mask and box IoU differ
+    gt, res = triangle_masks(*planted_set(MIXED, seed=1, lvis=lvis, crowd=0 if lvis else 3), seed=0)
+    g = read_ground_truth(gt, with_segmentation=True)
+    d = read_results(res, g, iou_type="segm")
+    dec = decompose_errors(g, d, variants=("tide", "fixed", "pool"), iou_type="segm").results
+    _assert_equal(dec["tide"], tidecv_errors(gt, res, tmp_path, lvis=lvis, mask=True))
+    assert dec["tide"]["AP"] != pytest.approx(_ours(gt, res).results["tide"]["AP"])  # boxes would differ
+    ev = evaluate_detections(g, d, iou_type="segm", fixed_area="box")
+    assert dec["fixed"]["AP"] == pytest.approx(100 * ev.results["fixed"]["AP50"], abs=1e-9)
+    assert dec["pool"]["AP"] == pytest.approx(100 * ev.results["pool"]["AP50"], abs=1e-9)
+    with pytest.raises(InputError, match="iou_type='segm' needs 'segmentation'"):
+        decompose_errors(read_ground_truth(gt), read_results(res, read_ground_truth(gt)), iou_type="segm")

@@ -30,7 +30,7 @@ def _paragraphs(*texts: str) -> str:
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gt", required=True, metavar="GT.json", help="COCO or LVIS v1 ground-truth JSON")
-    p.add_argument("--results", required=True, metavar="DT.json", help="results JSON list (boxes)")
+    p.add_argument("--results", required=True, metavar="DT.json", help="results JSON list")
     p.add_argument("--gt-format", default="auto", choices=["auto", "lvis", "coco"],
                    help="auto: LVIS when images carry neg/not-exhaustive lists, else COCO")
 
@@ -54,12 +54,15 @@ def register_analysis(dsub: argparse._SubParsersAction) -> None:
             "is missed (Miss). Each figure is the AP gained by fixing all errors of that type (an oracle), in AP "
             "points (0-100, as TIDE); FalsePos / FalseNeg are the gains of perfect precision / recall.",
             "--ap tide: TIDE's own AP50 (equal to tidecv 1.0.1); fixed / pool: the same decomposition of AP^Fixed "
-            "and AP^Pool at --pos-iou under the federated LVIS rules, with r/c/f groups on LVIS. Boxes only. "
+            "and AP^Pool at --pos-iou under the federated LVIS rules, with r/c/f groups on LVIS. Boxes, or masks "
+            "with --iou-type segm. "
             "docs/detection.md ('Why AP is low') defines each fix."),
         epilog="example:\n  vistabench detection errors --gt lvis_v1_val.json --results dets.json --ap tide,fixed,pool")
     _common(e)
     e.add_argument("--ap", dest="variants", default="tide", metavar="LIST",
                    help="comma-separated subset of tide,fixed,pool (default: tide)")
+    e.add_argument("--iou-type", default="bbox", choices=["bbox", "segm"],
+                   help="box or mask IoU (segm: TIDE's mask mode; both files need 'segmentation')")
     e.add_argument("--pos-iou", type=float, default=0.5, help="foreground IoU threshold (TIDE's default 0.5)")
     e.add_argument("--bg-iou", type=float, default=0.1, help="background IoU threshold (TIDE's default 0.1)")
     _limits(e, tide=True)
@@ -102,7 +105,7 @@ def _errors(args):
 
     return error_decomposition(args.results, args.gt, variants=args.variants, pos_iou=args.pos_iou, bg_iou=args.bg_iou,
                                max_dets_per_image=args.max_dets_per_image, dets_per_class=args.dets_per_class,
-                               gt_format=args.gt_format)
+                               gt_format=args.gt_format, iou_type=args.iou_type)
 
 
 def _num(x: Any, digits: int = 2) -> str:

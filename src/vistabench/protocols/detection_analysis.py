@@ -27,13 +27,13 @@ Source = str | os.PathLike[str]
 GtFormat = Literal["auto", "lvis", "coco"]
 
 
-def _read(results: Source | list | Detections, gt: Source | dict | GroundTruth, gt_format: GtFormat
-          ) -> tuple[GroundTruth, Detections]:
+def _read(results: Source | list | Detections, gt: Source | dict | GroundTruth, gt_format: GtFormat,
+          masks: bool = False) -> tuple[GroundTruth, Detections]:
     if isinstance(results, Detections):
         if not isinstance(gt, GroundTruth):
             raise InputError("gt: read Detections need the GroundTruth they were read against")
         return gt, results
-    return read_detection_set(gt, results, gt_format=gt_format)
+    return read_detection_set(gt, results, gt_format=gt_format, masks=masks)
 
 
 def parse_error_variants(variants: str | Sequence[str]) -> tuple[str, ...]:
@@ -49,12 +49,14 @@ def parse_error_variants(variants: str | Sequence[str]) -> tuple[str, ...]:
 def error_decomposition(results: Source | list | Detections, gt: Source | dict | GroundTruth, *,
                         variants: str | Sequence[str] = "tide", pos_iou: float = 0.5, bg_iou: float = 0.1,
                         max_dets_per_image: int | None = None, dets_per_class: int = 10_000,
-                        gt_format: GtFormat = "auto") -> dict[str, Any]:
+                        gt_format: GtFormat = "auto", iou_type: str = "bbox") -> dict[str, Any]:
     """TIDE's ΔAP per error type (AP points, 0–100) for each variant; see
     :func:`~vistabench.metrics.detection.decompose_errors`."""
     names = parse_error_variants(variants)
-    g, d = _read(results, gt, gt_format)
-    return decompose_errors(g, d, variants=names, pos_iou=pos_iou, bg_iou=bg_iou,
+    if iou_type not in ("bbox", "segm"):
+        raise InputError(f"iou_type: expected bbox or segm, got {iou_type!r}")
+    g, d = _read(results, gt, gt_format, masks=iou_type == "segm")
+    return decompose_errors(g, d, variants=names, pos_iou=pos_iou, bg_iou=bg_iou, iou_type=iou_type,
                             max_dets_per_image=max_dets_per_image, dets_per_class=dets_per_class).to_dict()
 
 

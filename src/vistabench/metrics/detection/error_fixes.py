@@ -220,11 +220,14 @@ def decompose_errors(
     bg_iou: float = 0.1,
     max_dets_per_image: int | None = None,
     dets_per_class: int = 10_000,
+    iou_type: str = "bbox",
 ) -> ErrorDecomposition:
-    """TIDE's error decomposition of ``dets`` (boxes) for each of ``variants`` ("tide", "fixed", "pool").
+    """TIDE's error decomposition of ``dets`` for each of ``variants`` ("tide", "fixed", "pool").
 
     ``max_dets_per_image`` is the "tide" variant's per-image cut (default: tidecv's, 100 for COCO and
-    300 for LVIS ground truth); ``dets_per_class`` the k of AP^Fixed / AP^Pool.
+    300 for LVIS ground truth); ``dets_per_class`` the k of AP^Fixed / AP^Pool; ``iou_type`` "bbox" or
+    "segm" (mask IoU, TIDE's mask mode; detection areas, for LVIS's zero-area rule, as lvis-api: the
+    box's when the result has one).
     """
     variants = list(dict.fromkeys((variants,) if isinstance(variants, str) else variants))
     if not variants:
@@ -241,7 +244,8 @@ def decompose_errors(
         max_dets_per_image = LVIS_MAX_DETS if lvis else TIDE_MAX_DETS
     max_dets_per_image = check_positive(max_dets_per_image, "max_dets_per_image", integer=True)
     dets_per_class = check_positive(dets_per_class, "dets_per_class", integer=True)
-    settings = {"format": gt.format, "variants": variants, "pos_iou": pos_iou, "bg_iou": bg_iou,
+    check_choice(iou_type, "iou_type", ("bbox", "segm"))
+    settings = {"format": gt.format, "variants": variants, "iou_type": iou_type, "pos_iou": pos_iou, "bg_iou": bg_iou,
                 "max_dets_per_image": max_dets_per_image, "dets_per_class": dets_per_class,
                 "scale": "AP points (0-100)"}
     res = ErrorDecomposition(results={}, settings=settings)
@@ -255,7 +259,8 @@ def decompose_errors(
             g, rules = official_gt, "official"
         lab = res.labels.get("fixed") if v == "pool" else None
         if lab is None:
-            lab = classify_errors(g, dets, keep, ignore_unmatched=ign, pos_iou=pos_iou, bg_iou=bg_iou, rules=rules)
+            lab = classify_errors(g, dets, keep, ignore_unmatched=ign, pos_iou=pos_iou, bg_iou=bg_iou, rules=rules,
+                                  iou_type=iou_type)
         res.labels["fixed" if v == "pool" else v] = lab
         fixes = _fixes(lab, g, dets)
         out: dict[str, Any] = {}

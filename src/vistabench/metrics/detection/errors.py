@@ -32,6 +32,7 @@ import numpy as np
 
 from ...errors import InputError
 from .data import Detections, GroundTruth
+from .masks import to_rle
 from .match import box_iou_pairs
 
 ERROR_TYPES: tuple[str, ...] = ("Cls", "Loc", "Both", "Dupe", "Bkg", "Miss")
@@ -84,6 +85,30 @@ def _iou_matrix(d: np.ndarray, g: np.ndarray, crowd: np.ndarray) -> np.ndarray:
     return box_iou_pairs(np.repeat(d, G, axis=0), np.tile(g, (D, 1)), np.tile(crowd, D)).reshape(D, G)
 
 
+class _Overlaps:
+    """(D, G) IoU of one image's detections and ground truth: boxes, or masks through pycocotools'
+    ``iou`` (RLEs converted once, as the evaluator does)."""
+
+    def __init__(self, gt: GroundTruth, dets: Detections, segm: bool) -> None:
+        self.gt, self.dets, self.segm = gt, dets, segm
+        self.cache: dict[int, object] = {}
+        if segm and (gt.segmentation is None or dets.segmentation is None or gt.image_size is None):
+            raise InputError("iou_type='segm' needs 'segmentation' in both the ground truth and the results")
+
+    def __call__(self, ds: np.ndarray, g: np.ndarray, crowd: np.ndarray) -> np.ndarray:
+        if not self.segm:
+            return _iou_matrix(self.dets.bbox[ds], self.gt.bbox[g], crowd)
+        if len(ds) == 0 or len(g) == 0:
+            return np.zeros((len(ds), len(g)))
+        import pycocotools.mask as mask_utils
+
+        h, w = (int(v) for v in self.gt.image_size[self.dets.image[ds[0]]])
+        gr = [self.cache[i] if i in self.cache else self.cache.setdefault(i, to_rle(self.gt.segmentation[i], h, w))
+              for i in g.tolist()]
+        dr = [to_rle(self.dets.segmentation[i], h, w) for i in ds.tolist()]
+        return np.asarray(mask_utils.iou(dr, gr, [int(c) for c in crowd]), np.float64).reshape(len(ds), len(g))
+
+
 def _best(row: np.ndarray, last: bool) -> int:
     """Index of the row's maximum: the first one, or the last one on ties."""
     return len(row) - 1 - int(np.argmax(row[::-1])) if last else int(np.argmax(row))
@@ -98,8 +123,9 @@ def classify_errors(
     pos_iou: float = 0.5,
     bg_iou: float = 0.1,
     rules: MatchRules = "tide",
+    iou_type: str = "bbox",
 ) -> ErrorLabels:
-    """Match at ``pos_iou`` and label every detection in ``keep`` and every ground truth (boxes).
+    """Match at ``pos_iou`` and label every detection in ``keep`` and every ground truth.
 
     Parameters
     ----------
@@ -110,11 +136,15 @@ def classify_errors(
         a not-exhaustively annotated category; TIDE's whole-image ignore regions). Still classified.
     pos_iou, bg_iou : TIDE's foreground and background IoU thresholds (0.5, 0.1).
     rules : "tide" or "official" matching conventions (see the module docstring).
+    iou_type : "bbox" or "segm" (mask IoU; both sides need ``segmentation``, as TIDE's mask mode).
     """
     if not 0 <= bg_iou <= pos_iou <= 1:
         raise InputError(f"bg_iou, pos_iou: expected 0 <= bg_iou <= pos_iou <= 1, got {bg_iou} and {pos_iou}")
     if rules not in ("tide", "official"):
         raise InputError(f"rules: expected 'tide' or 'official', got {rules!r}")
+    if iou_type not in ("bbox", "segm"):
+        raise InputError(f"iou_type: expected 'bbox' or 'segm', got {iou_type!r}")
+    overlaps = _Overlaps(gt, dets, iou_type == "segm")
     last, strict = rules == "official", rules == "tide"
     idx = np.flatnonzero(keep)
     order = np.lexsort((idx, -dets.score[idx], dets.image[idx]))  # image, descending score, file order
@@ -144,7 +174,7 @@ def classify_errors(
         ds = det[s:e]
         st = state[s:e]  # views: written in place
         dcls = dets.category[ds]
-        iou = _iou_matrix(dets.bbox[ds], gt.bbox[gi], np.zeros(len(gi), bool))
+        iou = overlaps(ds, gi, np.zeros(len(gi), bool))
         same = dcls[:, None] == gt.category[gi][None, :]
         cls_iou = iou * same
         free = np.ones(len(gi), bool)
@@ -157,7 +187,7 @@ def classify_errors(
                     st[k], matched[s + k] = TRUE_POSITIVE, gi[j]
         un = st != TRUE_POSITIVE
         if len(gr):  # ignore regions of the detection's class (crowd IoU over the detection's area)
-            r = _iou_matrix(dets.bbox[ds], gt.bbox[gr], gt.crowd[gr]) * (dcls[:, None] == gt.category[gr][None, :])
+            r = overlaps(ds, gr, gt.crowd[gr]) * (dcls[:, None] == gt.category[gr][None, :])
             if strict:
                 st[un & (r > pos_iou).any(axis=1)] = IGNORED
             elif gt.crowd[gr].all():
