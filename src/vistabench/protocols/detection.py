@@ -338,8 +338,6 @@ def score(
                          f"ranking for all categories), got {','.join(names)!r}")
     if per_class and iou_type != "bbox":
         raise InputError("per_class: per-category results are computed for boxes (iou_type bbox)")
-    if errors and iou_type != "bbox":
-        raise InputError("errors: the error decomposition is computed for boxes (iou_type bbox)")
     if split is not None and not isinstance(split, dict):
         split = read_image_split(split)
     if isinstance(predictions, Detections):
@@ -364,7 +362,7 @@ def score(
     if errors:
         which = ("tide",) + tuple(v for v in names if v in ("fixed", "pool"))
         out["errors"] = decompose_errors(gt, dets, variants=which, max_dets_per_image=max_dets_per_image,
-                                         dets_per_class=dets_per_class).to_dict()
+                                         dets_per_class=dets_per_class, iou_type=iou_type).to_dict()
     if split is not None:
         out["settings"].update(split_sha256=split["sha256"], split_part=part)
     return out
