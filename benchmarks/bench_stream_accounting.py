@@ -14,7 +14,8 @@ import numpy as np
 import torch
 
 from vistabench.learners.models import build_model
-from vistabench.learners.stream.base import ComputeLedger, clear_count_cache
+from vistabench.learners.flops import clear_cache
+from vistabench.learners.stream.base import ComputeLedger
 from vistabench.learners.trainer import TrainConfig, Trainer
 from vistabench.streams import load_stream
 from vistabench.streams.sources import resolve_task
@@ -41,7 +42,7 @@ def main() -> None:
     def ledger(first: bool) -> float:
         m = build_model("cnn28", num_classes=d.num_classes, in_channels=1, seed=0, width=8)
         if first:
-            clear_count_cache()
+            clear_cache()
         t0 = time.perf_counter()
         ComputeLedger().charge_train(m, (1, 16, 16), bs, args.steps)
         return time.perf_counter() - t0

@@ -18,7 +18,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
      "vistabench.config", "vistabench.registry", "vistabench.progress"),
     ("vistabench.metrics",),
     ("vistabench.data", "vistabench.store", "vistabench.streams"),
-    ("vistabench.tuning", "vistabench.engines"),
+    ("vistabench.tuning",),
     ("vistabench.learners",),
     ("vistabench.protocols",),
     ("vistabench.suite", "vistabench.compat"),
@@ -173,6 +173,12 @@ def find_cycles(tree: dict[str, Module]) -> list[list[str]]:
         if v not in index:
             strong(v)
     return cycles
+
+
+def missing_layer_entries(tree: dict[str, Module]) -> list[str]:
+    """Prefixes of :data:`LAYERS` that name no module of the tree (a layer that does not exist)."""
+    return [p for prefixes in LAYERS for p in prefixes
+            if not any(name == p or name.startswith(p + ".") for name in tree)]
 
 
 def upward_imports(tree: dict[str, Module]) -> list[str]:

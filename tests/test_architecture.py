@@ -63,6 +63,10 @@ def test_no_upward_import_anywhere():
     assert A.upward_imports(_tree()) == []
 
 
+def test_every_declared_layer_names_modules_that_exist():
+    assert A.missing_layer_entries(_tree()) == []
+
+
 def test_no_private_name_crosses_a_module():
     assert A.private_crossings(_tree()) == []
 
@@ -130,3 +134,9 @@ def test_no_project_file_mentions_the_internal_design_document():
     if "DESIGN" + ".md" in (root / "README.md").read_text(encoding="utf-8"):
         hits.append("README.md")
     assert not hits, f"mention the internal design document: {hits}"
+
+
+def test_checker_finds_a_layer_entry_without_modules():
+    tree = A.tree_from_sources({"vistabench.__init__": "", "vistabench.metrics.__init__": ""})
+    missing = A.missing_layer_entries(tree)
+    assert "vistabench.tuning" in missing and "vistabench.metrics" not in missing

@@ -107,7 +107,7 @@ def test_list_and_show(capsys):
 def test_print_config_then_config_gives_the_same_record_settings(tmp_path, capsys):
     """The printed config is a loadable --config; running from it stores what the flags store."""
     flags = ["--stream", "embedded", "--learner", "ft-d", "--trials", "1", "--steps", "4", "--width", "2",
-             "--max-tasks", "2", "--learner-opt", "knn_k=3", "--recipe", "dm-nevis"]
+             "--max-tasks", "2", "--learner-opt", "knn_k=3", "--recipe", "dm-nevis", "--arch", "cnn28"]
     code, out, _ = _run(capsys, "stream", "run", *flags, "--print-config")
     assert code == 0 and "batch_size_rule: 0.0025n" in out
     (tmp_path / "c.yaml").write_text(out)

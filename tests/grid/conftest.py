@@ -18,9 +18,8 @@ def toy(monkeypatch):
     monkeypatch.syspath_prepend(HERE)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [HERE, os.environ.get("PYTHONPATH")])))
     mod = importlib.import_module("vb_toy_protocol")
-    decl = Protocol(name="toy", title="toy", question="?", order=99, split="", score="", record="",
-                    run="vb_toy_protocol:run", table="vb_toy_protocol:table", section="", demo="", cli="",
-                    config="vb_toy_protocol:ToyConfig")
+    decl = Protocol(name="toy", title="toy", question="?", order=99, run="vb_toy_protocol:run",
+                    table="vb_toy_protocol:table", config="vb_toy_protocol:ToyConfig")
     get, listed = suite.get_protocol, suite.protocols
     monkeypatch.setattr(suite, "get_protocol", lambda name: decl if name == "toy" else get(name))
     monkeypatch.setattr(suite, "protocols", lambda: [*listed(), decl])

@@ -130,3 +130,26 @@ def test_counts_are_cached_per_architecture():
     assert len(flops._CACHE) == 2 and fw == pytest.approx(analytic(cnn28_layers(8, 1, w=8), 4)[1], rel=0.02)
     count_train_step_flops(a, (1, 8, 8), 4, loss_fn=torch.nn.CrossEntropyLoss(label_smoothing=0.1))
     assert len(flops._CACHE) == 3
+
+
+def test_stream_ledger_uses_the_one_cache_and_tells_two_loss_closures_apart():
+    """The stream's compute ledger keys nothing itself: two closures of the same type whose steps
+    cost differently are charged differently (a second cache keyed by the loss's type name charged
+    the first one's count for both)."""
+    from vistabench.learners.stream.base import ComputeLedger
+
+    model = build_model("cnn28", num_classes=5, in_channels=1, image_size=28)
+    proj = torch.nn.Linear(5, 5)
+
+    def plain(logits, targets):
+        return torch.nn.functional.cross_entropy(logits, targets)
+
+    def projected(logits, targets):  # one more matrix product in the step
+        return torch.nn.functional.cross_entropy(proj(logits), targets)
+
+    ledger = ComputeLedger()
+    a = ledger.charge_train(model, (1, 28, 28), 8, steps=1, loss_fn=plain)
+    b = ledger.charge_train(model, (1, 28, 28), 8, steps=1, loss_fn=projected)
+    assert a == count_train_step_flops(model, (1, 28, 28), 8, loss_fn=plain)
+    assert b == count_train_step_flops(model, (1, 28, 28), 8, loss_fn=projected)
+    assert b > a

@@ -175,3 +175,38 @@ def test_devil_labels_use_masks_when_present():
     assert calibrate_detections(gt_b, read_results(syn.results, gt_b), recipe="devil").settings["iou_type"] == "bbox"
     assert calibrate_detections(gt, dets, method="platt").settings["iou_type"] == "bbox"
     assert np.all(np.isfinite(apply_to(cal, gt, dets).score))
+
+
+# ---------------------------------------------------------------- which detections per class get a label
+def reference_limit_dets(results, topk):
+    """large-vocab-devil lvdevil/eval_wrapper.py ``_limit_dets(results, topk, per="class")``, re-written."""
+    import heapq
+
+    top_scoring, output = defaultdict(list), {}
+    for i, ann in enumerate(results):
+        key, score = ann["category_id"], ann["score"]
+        if len(top_scoring[key]) < topk:
+            heapq.heappush(top_scoring[key], (score, i))
+            output[i] = ann
+        elif len(top_scoring[key]) > topk and score > top_scoring[key][0][0]:  # never true, as in the code
+            _, removed = heapq.heappushpop(top_scoring[key], (score, i))
+            output[i] = ann
+            del output[removed]
+    return sorted(output)
+
+
+def test_devil_labels_the_first_k_per_class_in_file_order():
+    syn = synth_detection_set(num_images=30, num_categories=5, dets_per_image=25, seed=4)
+    gt = read_ground_truth(syn.ground_truth)
+    dets = read_results(syn.results, gt)
+    k = 20
+    want = reference_limit_dets([{"category_id": int(c), "score": float(s)}
+                                 for c, s in zip(dets.category, dets.score)], k)
+    devil = detection_labels(gt, dets, iou_threshold=0.75, dets_per_class=k, recipe="devil")
+    assert set(devil.index.tolist()) <= set(want)
+    from vistabench.metrics.detection.select import first_per_class, top_per_class
+
+    assert first_per_class(dets, k=k).tolist() == want
+    ours = detection_labels(gt, dets, iou_threshold=0.75, dets_per_class=k)
+    top = set(top_per_class(dets, k=k).tolist())
+    assert set(ours.index.tolist()) <= top and top != set(want)  # the score cut keeps other detections

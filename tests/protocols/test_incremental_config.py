@@ -221,3 +221,27 @@ def test_config_file_from_print_config_gives_the_same_record_settings(capsys, tm
     ra, rb = json.loads(a), json.loads(b)
     assert ra["settings"] == rb["settings"] and ra["settings"]["weight_decay"] == 1e-4
     assert ra["metrics"]["gacc"] == rb["metrics"]["gacc"]
+
+
+@pytest.mark.parametrize("layout", [{"preset": "cifar100"}, {"base_classes": 60, "way": 5, "shot": 5}])
+def test_fr_on_cifar100_data_follows_the_paper_recipe_without_fr_recipe(layout) -> None:
+    # one rule for every protocol: on the paper's data (cifar100:), the paper's recipe and runs/cifar100.sh
+    from vistabench.learners.incremental import IncrementalContext, incremental_methods
+    from vistabench.learners.models import build_model
+
+    cfg = IncrementalConfig.from_dict({"data": "cifar100:/nowhere", "method": "fr", **layout})
+    model, model_opt = cfg.backbone()
+    ctx = IncrementalContext(model=model, model_options=model_opt, in_channels=3, image_size=32,
+                             method_options=cfg.learner_options())
+    learner = incremental_methods.get("fr")(ctx)
+    assert learner.fr.recipe == "paper" and learner.fr.layers == (7, 8, 9)
+    assert (learner.fr.cr, learner.fr.ce_novel, learner.fr.epochs, learner.fr.batch_size) == (0.5, 2.0, 100, 1024)
+    vit = build_model(model, num_classes=60, in_channels=3, image_size=32, **model_opt)
+    assert len(vit.blocks) == 12 and vit.feature_dim == 256  # the authors' ViT shape: blocks 7, 8, 9 exist
+    # an explicit cpu recipe wins; other data stay on the cpu recipe
+    cpu = IncrementalConfig.from_dict({"data": "cifar100:/nowhere", "method": "fr", "fr_recipe": "cpu", **layout})
+    assert cpu.method_options["recipe"] == "cpu" and cpu.method_options["layers"] == [1, 2, 3]
+    assert IncrementalConfig.from_dict({"data": "cifar100:/nowhere", "method": "fr",
+                                        "method_options": {"recipe": "cpu"}, **layout}).method_options["recipe"] == "cpu"
+    other = IncrementalConfig.from_dict({"data": "digits", "method": "fr", "base_classes": 4, "way": 2, "shot": 5})
+    assert other.method_options["recipe"] == "cpu"

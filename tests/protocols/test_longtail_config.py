@@ -71,7 +71,7 @@ REFERENCE = {  # method -> (epochs, batch, lr, momentum, nesterov, wd, warm-up, 
     "ib": (200, 128, 0.1, 0.9, False, 2e-4, 5, [100, 160, 180], [0.01, 1e-4, 1e-6], {"ib_epoch": 100, "alpha": 1000.0}),
     "ride": (200, 128, 0.1, 0.9, True, 5e-4, 5, [160, 180], [0.01, 1e-4], {"reweight_epoch": 160, "diversity": -0.45}),
     "tade": (200, 128, 0.1, 0.9, True, 5e-4, 5, [160, 180], [0.1, 0.01], {"tau": 2.0, "tt_epochs": 5}),
-    "bbn": (200, 128, 0.1, 0.9, False, 2e-4, 5, [119, 159], [0.01, 1e-4], {}),
+    "bbn": (200, 128, 0.1, 0.9, True, 2e-4, 5, [119, 159], [0.01, 1e-4], {}),  # BBN lib/utils/utils.py: nesterov
     "gcl": (200, 64, 0.1, 0.9, False, 2e-4, 5, [160, 180], [0.1, 0.01],
             {"mixup": True, "cls_epochs": 30, "cls_lr_factor": 0.02}),
     "tde": (200, 256, 0.2, 0.9, False, 5e-4, 5, [119, 159], [0.01, 1e-4], {"alpha": 1.5, "num_heads": 2}),
@@ -92,6 +92,9 @@ def test_print_config_json_shows_the_reference_recipe(method, capsys):
                                                                            warm, "step")
     assert cfg["lr_milestones"] == ms and cfg["lr_factors"] == pytest.approx(fs)
     assert {k: cfg["method_options"][k] for k in opts} == opts
+    # the references' input conventions; BBN's DataLoader and TDE/LADE's int(N/batch) steps drop the last batch
+    assert (cfg["normalisation"], cfg["init"], cfg["select_checkpoint"]) == ("cifar", "fan_in", "last")
+    assert cfg["drop_last"] is (method in ("bbn", "tde", "lade"))
     # the printed file is a config: reading it back gives the same config
     assert LongtailConfig.from_dict(cfg).to_dict() == cfg
 

@@ -44,8 +44,11 @@ def test_nevis_streams_default_to_the_dm_nevis_recipe_embedded_to_cpu():
             cfg.schedule, cfg.warmup_epochs, cfg.final_lr, cfg.keep_best_state) == (
         (1e-4, 0.1), True, 1e-4, "weights", "0.0025n", 512, "warmup-cosine", 7, 1e-8, True)
     ftd = StreamConfig.from_dict({"stream": "nevis-short", "learner": "ft-d"}).learner_options
-    assert ftd == {"knn_train": 10_000, "knn_val": 5_000, "knn_k": 5, "knn_fresh": True, "knn_bn": "train",
-                   "knn_multilabel": "map"}
+    assert ftd == {"knn_train": 10_000, "knn_val": 5_000, "knn_k": 5, "knn_fresh": True,
+                   "knn_fresh_wins": "next-past", "knn_bn": "train", "knn_multilabel": "map"}
+    # finetuning_dknn.py: 'trials_per_task': 16 on resnet.CifarResNet34
+    assert (cfg.trials, cfg.arch) == (16, "cifar_resnet34")
+    assert StreamConfig.from_dict({"stream": "embedded"}).trials == 2
     cpu = StreamConfig.from_dict({"stream": "embedded", "learner": "ft-d"})
     assert cpu.recipe == "cpu" and tuple(cpu.lr_range) == (3e-3, 0.3) and cpu.learner_options["knn_train"] == 200
     # what the user gives wins over the recipe
@@ -185,9 +188,11 @@ def _tiny_state(learner, stream, data):
     return state, view
 
 
-@pytest.mark.parametrize("fresh, fresh_score, expected", [(True, 0.9, "random"), (True, 0.1, "past"),
-                                                           (False, 0.9, "past")])
-def test_ftd_picks_the_fresh_network_when_it_scores_best(monkeypatch, fresh, fresh_score, expected):
+@pytest.mark.parametrize("fresh, wins, fresh_score, expected", [
+    (True, "scratch", 0.9, "random"), (True, "scratch", 0.1, "past"), (False, "scratch", 0.9, "past"),
+    # dm_nevis _init_from_transfer_matrix: a winning fresh network is skipped for the best past task
+    (True, "next-past", 0.9, "past"), (True, "next-past", 0.1, "past")])
+def test_ftd_fresh_network_candidate(monkeypatch, fresh, wins, fresh_score, expected):
     from vistabench.learners.stream import baselines, make_learner
     from vistabench.learners.stream.base import ComputeLedger
     from vistabench.streams import load_stream
@@ -196,7 +201,7 @@ def test_ftd_picks_the_fresh_network_when_it_scores_best(monkeypatch, fresh, fre
     stream = load_stream("embedded")
     data = resolve_task(stream.tasks[0], stream)
     opts = {**StreamConfig.from_dict({"stream": "embedded", "trials": 1, "steps": 4, "width": 2}).learner_config(),
-            "knn_fresh": fresh}
+            "knn_fresh": fresh, "knn_fresh_wins": wins}
     learner = make_learner("ft-d", **opts)
     state, view = _tiny_state(learner, stream, data)
     calls = []
@@ -213,7 +218,9 @@ def test_ftd_picks_the_fresh_network_when_it_scores_best(monkeypatch, fresh, fre
     if expected == "random":
         assert init is None and init_from == "random"
     else:
-        assert init_from == state["models"][0]["uid"]
+        assert init_from == state["models"][0]["uid"] and init is state["models"][0]["state_dict"]
+    if fresh:  # the fresh network's score is recorded either way
+        assert learner.last_relatedness["random"] == fresh_score
 
 
 def test_knn_multilabel_map_is_dm_nevis_reference():
@@ -347,3 +354,20 @@ def test_stream_learner_modules_have_no_import_cycle():
     # the torch-free settings module imports no other module of the package, and no torch
     assert not graph["vistabench.learners.stream.options"]
     assert "torch" not in _imports(pkg / "options.py", "vistabench.learners.stream")
+
+
+def test_dm_nevis_recipe_learner_builds_a_cifar_resnet34_and_runs_16_trials():
+    # dm_nevis experiments_jax/training/resnet.py CifarResNet34: 3x3/1 stem, no max-pool, blocks 3-4-6-3
+    import torch
+
+    from vistabench.learners.stream import make_learner
+
+    cfg = StreamConfig.from_dict({"stream": "nevis-short", "learner": "indep"})
+    learner = make_learner("indep", **cfg.learner_config())
+    assert learner.config.trials == 16
+    net = learner._build(5, 3, 64, seed=0, init=None)
+    convs = [m for m in net.stem.modules() if isinstance(m, torch.nn.Conv2d)]
+    assert [(c.kernel_size, c.stride) for c in convs] == [((3, 3), (1, 1))]
+    assert not any(isinstance(m, torch.nn.MaxPool2d) for m in net.modules())
+    assert [len(s) for s in net.stages] == [3, 4, 6, 3]
+    assert net(torch.zeros(2, 3, 64, 64)).shape == (2, 5)

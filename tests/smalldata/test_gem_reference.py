@@ -85,6 +85,16 @@ def test_harmonic_l1_filters_all_k2_and_bn_on_the_first_layer():
     harm = [m for m in model.modules() if isinstance(m, HarmonicConv2d)]
     assert harm[0] is model.stem[0] and isinstance(harm[0].bn, nn.BatchNorm2d) and not harm[0].bn.affine
     assert all(h.bn is None for h in harm[1:]) and all(h.m == 9 for h in harm)
+    # gem's Harm2d weight (out, in, 9, 1, 1), kaiming_normal_(mode="fan_out"): std √(2 / (out · 9)); the
+    # BN layer's (out, in·9, 1, 1): std √(2 / out)
+    big = max(harm[1:], key=lambda h: h.mix.weight.numel())
+    assert float(big.mix.weight.detach().std()) == pytest.approx(math.sqrt(2 / (big.out_channels * 9)), rel=0.05)
+    first = harm[0].mix.weight.detach()
+    assert float(first.std()) == pytest.approx(math.sqrt(2 / harm[0].out_channels), rel=0.15)
+    conv, _ = build_method("harmonic", "resnet18", {"mix_init": "conv"}, num_classes=3, in_channels=3, image_size=32,
+                           seed=0)
+    big = max((m for m in conv.modules() if isinstance(m, HarmonicConv2d)), key=lambda h: h.mix.weight.numel())
+    assert float(big.mix.weight.detach().std()) == pytest.approx(math.sqrt(2 / big.out_channels), rel=0.05)
 
 
 def test_fconv_turns_the_imagenet_max_pool_into_2x2_stride_2():
@@ -113,7 +123,7 @@ def test_gem_fixes_dhn_ole_tvmf_options():
 
     got = {m: SmalldataConfig.from_dict({"dataset": "digits", "method": m}).method_options.to_dict()
            for m in ("dhn", "ole", "tvmf")}
-    assert got == {"dhn": {"scattering_J": 3}, "ole": {"ole_weight": 0.25}, "tvmf": {"kappa": 16.0}}
+    assert got == {"dhn": {"scattering_J": 3, "hybrid_stem": "gem"}, "ole": {"ole_weight": 0.25}, "tvmf": {"kappa": 16.0}}
 
 
 def _data():
@@ -166,3 +176,17 @@ def test_auxilearn_meta_step_follows_the_primary_step_on_a_fresh_batch():
     # one, after step 4, would only change φ after training)
     assert calls == [(2, 8)] and loss._pending
     assert loss._aug_gen is None  # digits: no augmentation configured, so none for the auxiliary batch either
+
+
+def test_print_config_shows_grad_l2_weight_decay_range_and_the_dhn_stem(capsys):
+    import json
+
+    from vistabench.cli import main
+
+    assert main(["smalldata", "run", "--dataset", "digits", "--method", "grad_l2", "--print-config", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["method_options"]["weight_decay"] == {"loguniform": [1e-5, 0.1]}
+    assert main(["smalldata", "run", "--dataset", "digits", "--method", "grad_l2", "--recipe", "vistabench",
+                 "--print-config", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["method_options"]["weight_decay"] == 0.0
+    assert main(["smalldata", "run", "--dataset", "digits", "--method", "dhn", "--print-config", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["method_options"]["hybrid_stem"] == "gem"

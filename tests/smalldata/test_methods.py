@@ -29,8 +29,8 @@ def test_every_method_trains_and_predicts(name):
     assert all(math.isfinite(h["loss"]) for h in res.history)
     assert tr.predict_logits(x).shape == (40, 4)
     m = methods.get(name)
-    searched = {i.name for i in m.options.fields_info() if isinstance(i.default, dict)}
-    assert searched <= set(CONFIG) and m.title
+    searched = {i.name for i in m.options.fields_info() if isinstance(i.default, dict)} - {"weight_decay"}
+    assert searched <= set(CONFIG) and m.title  # weight_decay (grad_l2's) goes to the trainer
 
 
 def test_methods_are_seeded():
@@ -113,4 +113,17 @@ def test_grad_l2_penalty_matches_finite_differences():
             g[idx] = (up - dn) / 2e-5
         pen += float((g ** 2).sum())
     assert total == pytest.approx(ce + 0.5 * pen / 2, rel=1e-5)
-    assert methods.get("grad_l2").fixed == {"weight_decay": 0.0}
+    assert methods.get("grad_l2").fixed == {}
+
+
+def test_grad_l2_weight_decay_is_searched_under_gem_and_off_under_vistabench():
+    # gem scripts/full_train.py searches 'decay' ~ logU(1e-5, 0.1) for every method, gradl2 included
+    from vistabench.data.smalldata import get_preset
+    from vistabench.protocols.smalldata_core import method_space
+    from vistabench.tuning import Fixed, LogUniform
+
+    gem = method_space("grad_l2", get_preset("digits", recipe="gem"))
+    assert isinstance(gem["weight_decay"], LogUniform) and (gem["weight_decay"].low, gem["weight_decay"].high) \
+        == (1e-5, 0.1)
+    ours = method_space("grad_l2", get_preset("digits", recipe="vistabench"))
+    assert ours["weight_decay"] == Fixed(0.0)

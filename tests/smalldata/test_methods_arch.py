@@ -154,3 +154,30 @@ def test_dskn_copies_the_backbone_layout(name, block, count):
                     8, 8)
     mean = 0.5 * blk.branch1(x) + 0.5 * blk.branch2(x) + blk.shortcut(x)
     torch.testing.assert_close(blk(x), mean if block == "DSKWideBlock" else torch.relu(mean))
+
+
+@pytest.mark.parametrize("name", ["resnet18", "resnet50"])
+def test_dhn_gem_stem_on_imagenet_resnets_has_bn_momentum_0_9_and_a_conv_bias(name):
+    # gem pipelines/scattering.py (torchvision ResNets): BatchNorm2d(k, eps=1e-5, momentum=0.9, affine=False),
+    # then nn.Conv2d(k, width, 3, padding=1) - bias on, PyTorch's default init (built after the backbone's)
+    model, _ = build_method("dhn", name, {"scattering_J": 2}, num_classes=3, in_channels=3, image_size=32, seed=0)
+    assert model.norm.momentum == 0.9 and model.stem[0].bias is not None
+    w = model.stem[0].weight.detach()
+    fan_in = w[0].numel()
+    assert float(w.abs().max()) <= 1 / fan_in ** 0.5 + 1e-7  # kaiming_uniform(a=√5): U(±1/√fan_in)
+    # PyTorch's convention, as the code reads: one training forward leaves 0.9 × the batch mean
+    x = torch.rand(4, 3, 32, 32)
+    model.train()
+    with torch.no_grad():
+        feats = model.scattering(x)
+        model.norm(feats)
+    torch.testing.assert_close(model.norm.running_mean, 0.9 * feats.mean((0, 2, 3)), rtol=1e-4, atol=1e-6)
+    plain, _ = build_method("dhn", name, {"scattering_J": 2, "hybrid_stem": "plain"}, num_classes=3, in_channels=3,
+                            image_size=32, seed=0)
+    assert plain.norm.momentum == 0.1 and plain.stem[0].bias is None
+
+
+def test_dhn_gem_stem_on_cifar_backbones_keeps_bn_momentum_and_no_bias():
+    model, _ = build_method("dhn", "resnet32", {"scattering_J": 2}, num_classes=3, in_channels=3, image_size=32,
+                            seed=0)
+    assert model.norm.momentum == 0.1 and model.stem[0].bias is None

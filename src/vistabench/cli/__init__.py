@@ -49,12 +49,12 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     from ..suite import protocols
-    from .common import add_table_verb
+    from .common import add_table_verb, register_generated
 
     chosen = [p for p in protocols() if p.name == command]
     for proto in chosen or protocols():
-        verbs = proto.part("cli").register(sub)
-        if "table" not in verbs.choices:
+        verbs = proto.part("cli").register(sub) if proto.has("cli") else register_generated(sub, proto)
+        if "table" not in verbs.choices and proto.has("table"):
             add_table_verb(verbs, proto.name)
     if not chosen:
         for name in _COMMON:

@@ -85,6 +85,27 @@ def _table(args):
         return TableResult(proto.part("table")(store, dataset=args.dataset), args.format)
 
 
+def register_generated(sub: argparse._SubParsersAction, proto: Any) -> argparse._SubParsersAction:
+    """``vistabench <protocol> run`` for a protocol that declares no ``cli`` part: the verb generated
+    from its config (every field a flag, ``--config``, ``--print-config``); the run part is imported
+    only when the command runs."""
+    from .configured import add_config_options, run_verb
+
+    p = sub.add_parser(proto.name, help=proto.title, description=f"{proto.title}: {proto.question}")
+    verbs = p.add_subparsers(dest="verb", metavar="VERB")
+    verbs.required = True
+    q = verbs.add_parser("run", help="run the protocol from its config and store the records",
+                         description=f"Runs {proto.name} from its typed config; --print-config [--json] shows "
+                                     "every value the run will use.")
+    add_config_options(q, proto.part("config"))
+    q.add_argument("--out", help="folder for the run's files")
+    add_store_arg(q)
+    add_json_arg(q)
+    handler, human = run_verb(proto.part("config"), lambda config, **kw: proto.part("run")(config, **kw))
+    q.set_defaults(handler=handler, human=human)
+    return verbs
+
+
 def add_table_verb(verbs: argparse._SubParsersAction, protocol: str) -> None:
     """``vistabench <protocol> table``: the protocol's paper-style table of the store."""
     p = verbs.add_parser("table", help="print the protocol's results table from the store",

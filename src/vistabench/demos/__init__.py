@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import Sequence
 
+from ..errors import InputError
 from ..store import ResultsStore
 
 __all__ = ["run_demo"]
@@ -26,10 +27,13 @@ def run_demo(out_dir: str | Path, *, only: Sequence[str] | None = None, quick: b
     from ..report import build_report
     from ..suite import get_protocol, protocols
 
-    chosen = protocols()
+    chosen = [p for p in protocols() if p.has("demo")]
     if only:
-        wanted = [get_protocol(n).name for n in only]  # unknown names: close-match suggestions
-        chosen = [p for p in chosen if p.name in wanted]
+        wanted = [get_protocol(n) for n in only]  # unknown names: close-match suggestions
+        for proto in wanted:
+            if not proto.has("demo"):
+                raise InputError(f"only: protocol {proto.name!r} declares no demo")
+        chosen = [p for p in chosen if p.name in {w.name for w in wanted}]
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     store_path = out / "results.sqlite"

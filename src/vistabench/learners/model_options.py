@@ -27,6 +27,7 @@ MODEL_OPTIONS: dict[str, dict[str, tuple[type, float | None]]] = {
     "resnet32": {},
     "resnet18": {"small_input": (bool, None)},
     "resnet50": {"small_input": (bool, None)},
+    "cifar_resnet34": {},
     "wrn16_8": {"dropout": (float, 0.0)},
     "vit_small": {"dim": (int, 1), "depth": (int, 1), "heads": (int, 1), "patch_size": (int, 1),
                   "mlp_ratio": (float, 0.0)},

@@ -272,6 +272,14 @@ def _resnet18(num_classes: int, in_channels: int, image_size: int | None = None,
     return ResNet(_BasicBlock, (2, 2, 2, 2), num_classes, in_channels, _small(image_size, small_input))
 
 
+@models.register("cifar_resnet34")
+def _cifar_resnet34(num_classes: int, in_channels: int, image_size: int | None = None) -> Backbone:
+    """ResNet-34 with the CIFAR stem at any input size (3x3/1 conv, no max-pool; stages 3-4-6-3 of
+    basic blocks, widths 64-512, projection shortcuts where the shape changes): dm_nevis's
+    ``CifarResNet34`` (``experiments_jax/training/resnet.py``), the Nevis'22 fine-tuning backbone."""
+    return ResNet(_BasicBlock, (3, 4, 6, 3), num_classes, in_channels, True)
+
+
 @models.register("resnet50")
 def _resnet50(num_classes: int, in_channels: int, image_size: int | None = None, *,
               small_input: bool | None = None) -> Backbone:

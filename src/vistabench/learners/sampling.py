@@ -27,10 +27,18 @@ def epoch_order(labels: np.ndarray, rng: np.random.Generator, sampler: str) -> n
     return rng.permutation(n)
 
 
-def batch_indices(order: np.ndarray, batch_size: int) -> list[np.ndarray]:
+def batch_indices(order: np.ndarray, batch_size: int, *, drop_last: bool = False) -> list[np.ndarray]:
     """``order`` cut into consecutive batches of ``batch_size``; a last batch of a single image is
-    merged into the one before (batch norm cannot train on one sample)."""
+    merged into the one before (batch norm cannot train on one sample). ``drop_last``: a last
+    incomplete batch is left out instead (PyTorch's ``DataLoader(drop_last=True)``), unless it is
+    the only batch.
+
+    >>> [len(b) for b in batch_indices(np.arange(33), 16, drop_last=True)]
+    [16, 16]
+    """
     batches = [order[s:s + batch_size] for s in range(0, len(order), batch_size)]
+    if drop_last and len(batches) > 1 and len(batches[-1]) < batch_size:
+        batches.pop()
     if len(batches) > 1 and len(batches[-1]) == 1:
         last = batches.pop()
         batches[-1] = np.concatenate([batches[-1], last])

@@ -128,6 +128,10 @@ class TrainConfig:
         Lr factor the per-epoch warm-up of the step schedule starts from (0 or BBN's 1/3).
     schedule_offset : int
         Epoch offset of ``"cosine_epoch"``.
+    drop_last : bool
+        Leave an epoch's last incomplete batch out (PyTorch's ``DataLoader(drop_last=True)``, as
+        BBN's training loader); False: it is trained on (a last batch of one image joins the one
+        before).
 
     Data come from memory (the Dataset arrays); batches are converted in the training process,
     so there is no ``num_workers``: worker processes would only add copying for in-memory data.
@@ -153,6 +157,7 @@ class TrainConfig:
     lr_factors: tuple = ()
     warmup_start: float = 0.0
     schedule_offset: int = 0
+    drop_last: bool = False
 
     def __post_init__(self) -> None:
         self.epochs = check_positive(self.epochs, "epochs", integer=True)
@@ -181,6 +186,9 @@ class TrainConfig:
                              f"got {len(self.lr_factors)}")
         self.warmup_start = check_fraction(self.warmup_start, "warmup_start")
         self.schedule_offset = check_positive(self.schedule_offset, "schedule_offset", strict=False, integer=True)
+        if not isinstance(self.drop_last, (bool, np.bool_)):
+            raise InputError(f"drop_last: expected true or false, got {self.drop_last!r}")
+        self.drop_last = bool(self.drop_last)
         # The spelling is checked here; availability when a Trainer is made, so a config built on
         # a CPU-only driver can still be shipped to GPU workers (Ray).
         if not (isinstance(self.device, str) and (self.device in ("cpu", "cuda", "auto")

@@ -312,7 +312,7 @@ class Trainer:
         aug_gen = torch.Generator().manual_seed(cfg.seed + 1) if cfg.augment else None
         first_order = sampler(labels, rng) if callable(sampler) else None
         steps_per_epoch = len(batch_indices(np.arange(n if first_order is None else len(first_order)),
-                                            cfg.batch_size))
+                                            cfg.batch_size, drop_last=cfg.drop_last))
         total_steps = cfg.epochs * steps_per_epoch
         sample_shape = (images.shape[3], images.shape[1], images.shape[2])
 
@@ -331,7 +331,7 @@ class Trainer:
                     order, first_order = (first_order if first_order is not None else sampler(labels, rng)), None
                 else:
                     order = epoch_order(labels, rng, sampler)
-                batches = batch_indices(order, cfg.batch_size)
+                batches = batch_indices(order, cfg.batch_size, drop_last=cfg.drop_last)
                 if cfg.count_flops and self.step is None:  # a custom step is measured as it runs
                     for b in batches:
                         flops += self._step_flops(sample_shape, len(b), trainable)
@@ -372,13 +372,13 @@ class Trainer:
                 if self.device.type == "cuda":
                     torch.cuda.synchronize(self.device)
                 train_seconds += time.perf_counter() - t0
-                m_loss = float(tot_loss) / len(order)
+                m_loss = float(tot_loss) / max(1, sum(len(b) for b in batches))
                 if not math.isfinite(m_loss):
                     raise TrainingDiverged(
                         f"lr: training loss became {m_loss} at epoch {epoch + 1} with lr={cfg.lr}; lower the learning "
                         "rate (or the method options that scale the loss)"
                     )
-                entry = {"epoch": epoch + 1, "loss": m_loss, "train_acc": int(correct) / len(order),
+                entry = {"epoch": epoch + 1, "loss": m_loss, "train_acc": int(correct) / max(1, sum(len(b) for b in batches)),
                          "val_acc": float("nan"), "lr": opt.param_groups[0]["lr"]}
                 if val is not None:
                     vl = self.predict_logits(val_images)

@@ -20,7 +20,7 @@ from ..learners.incremental.options import FR_PAPER_VIT, FR_SCRIPTS
 from ..learners.model_options import check_model_options
 from .incremental_sessions import PRESETS
 
-__all__ = ["IncrementalConfig", "FR_FIELDS", "FR_LOSS_WEIGHTS"]
+__all__ = ["IncrementalConfig", "FR_FIELDS", "FR_LOSS_WEIGHTS", "paper_data"]
 
 #: older ``fr_*`` fields -> the ``fr`` method option they set
 FR_FIELDS = {"fr_recipe": "recipe", "fr_epochs": "epochs", "fr_layers": "layers", "fr_ensemble": "ensemble"}
@@ -29,6 +29,12 @@ FR_LOSS_WEIGHTS = ("cos", "cr", "ir_intra", "ir_inter", "ce_novel")
 _FR_DEFAULTS: dict[str, Any] = {"fr_recipe": "cpu", "fr_epochs": None, "fr_layers": None, "fr_weights": None,
                                 "fr_ensemble": "logits"}
 _LAYOUT = ("preset", "base_classes", "way", "shot")
+
+
+def paper_data(data: Any) -> bool:
+    """Whether ``data`` names the paper's dataset (``cifar100:DIR``; miniImageNet and CUB-200 come as
+    ``folder:`` data, which cannot be told from any other folder)."""
+    return isinstance(data, str) and data.split(":", 1)[0].strip().lower() == "cifar100" and ":" in data
 
 
 def _number(text: str) -> Any:
@@ -98,7 +104,8 @@ class IncrementalConfig(RunConfig):
     novel_epochs: int = option(10, low=1, help="finetune: epochs per novel session (cosine from novel_lr)")
     novel_lr: float = option(0.01, low=0, low_open=True, help="finetune: novel-session learning rate")
     fr_recipe: Literal["cpu", "paper"] = option("cpu", help="fr: older spelling of method_options recipe "
-                                                            "(paper: the authors' FR budget; cpu: a CPU-sized one)")
+                                                            "(paper: the authors' FR budget; cpu: a CPU-sized one; "
+                                                            "default: paper on cifar100: data, cpu on other data)")
     fr_epochs: int | None = option(None, low=1, help="fr: older spelling of method_options epochs")
     fr_layers: tuple[int, ...] | None = option(None, low=0, metavar="BLOCK",
                                                help="fr: older spelling of method_options layers")
@@ -127,8 +134,11 @@ class IncrementalConfig(RunConfig):
             first = next(iter(fr_given))
             raise InputError(f"{first}: goes with method fr, got method {method!r}")
         if method == "fr":
+            explicit = "fr_recipe" in given or any(k.replace("-", "_") == "recipe" for k in mo)
             mo = cls._fold_fr_fields(fr_given, mo)
             out.update(_FR_DEFAULTS)
+            if not explicit:  # one rule for every protocol: the paper's recipe on the paper's data
+                mo["recipe"] = "paper" if paper_data(out.get("data")) else "cpu"
         model, model_opt = cls._backbone(out, method, mo.get("recipe"))
         out["model_opt"] = check_model_options(model, out.get("model_opt") or {})
         if method == "fr":
@@ -136,6 +146,8 @@ class IncrementalConfig(RunConfig):
                 raise InputError(f"model: method 'fr' needs a ViT backbone with intermediate blocks (vit_small), "
                                  f"got {model!r}")
             preset = out.get("preset")
+            if preset not in FR_SCRIPTS and paper_data(out.get("data")):
+                preset = "cifar100"  # the run script of the data's benchmark
             mo.setdefault("script", preset if preset in FR_SCRIPTS else "mini_imagenet")
             depth = model_opt.get("depth", 12)  # VisionTransformer's default depth
             if "depth" in mo and str(mo["depth"]) != str(depth):

@@ -22,9 +22,12 @@ from ..errors import InputError
 from ..metrics import longtail as M
 from ..store import Record, ResultsStore
 from .longtail_config import LongtailConfig
+from .longtail_recipes import CIFAR_MEAN, CIFAR_STD
 from .longtail_sweep import Sweep, build_sweep, read_sweep, score_sweep, validate_sweep, write_sweep  # noqa: F401 (re-export)
 
 SPLIT_KIND = "longtail-train"
+#: the share of each class's training images held out to select the checkpoint (``best_val``)
+SELECTION_VAL_FRACTION = 0.1
 
 
 def build_training_split(
@@ -103,10 +106,20 @@ def run(config: LongtailConfig, *, store: ResultsStore | None = None,
     splits = load_dataset(c.data)
     if splits.test is None:
         raise InputError(f"data {c.data!r}: needs an official test part (a folder with train/ and test/)")
+    held_out = SELECTION_VAL_FRACTION if c.select_checkpoint == "best_val" else 0.0
     split = build_training_split(splits.train.labels, imbalance=c.imbalance, n_max=c.n_max, seed=c.seed,
-                                 dataset=c.data)
+                                 dataset=c.data, val_fraction=held_out)
     train = splits.train.subset(np.asarray(split["indices"]))
     test: Dataset = splits.test
+    selection = None
+    if c.select_checkpoint == "best_val":
+        val = splits.train.subset(np.asarray(split["val_indices"]))
+        selection = (val.images, val.labels)
+    elif c.select_checkpoint == "best_test":
+        selection = (test.images, test.labels)
+    if c.normalisation == "cifar" and train.images.shape[3] != len(CIFAR_MEAN):
+        raise InputError(f"normalisation: 'cifar' has {len(CIFAR_MEAN)} channel constants, the data "
+                         f"{c.data!r} has {train.images.shape[3]} channels; use normalisation dataset")
     natural32 = min(train.images.shape[1:3]) >= 32
     model = c.model
     if model == "auto":  # the LT papers' ResNet-32 for 32 px images, a small CNN below
@@ -117,7 +130,9 @@ def run(config: LongtailConfig, *, store: ResultsStore | None = None,
                          momentum=c.momentum, nesterov=c.nesterov, weight_decay=c.weight_decay,
                          warmup_epochs=c.warmup_epochs, warmup_start=c.warmup_start, schedule=c.schedule,
                          lr_milestones=c.lr_milestones, lr_factors=c.lr_factors, num_threads=c.threads,
-                         options=c.method_options)
+                         options=c.method_options, drop_last=c.drop_last, init=c.init,
+                         normalisation=(CIFAR_MEAN, CIFAR_STD) if c.normalisation == "cifar" else None,
+                         select_checkpoint=c.select_checkpoint, selection=selection)
     pred = Predictions(labels=test.labels, kind="logits", values=result.logits)
     t_imb = split["imbalance"] if c.test_imbalance is None else c.test_imbalance
     sweep = build_sweep(test.labels, np.asarray(split["counts"]), test_imbalance=t_imb, points=c.points,
@@ -137,7 +152,10 @@ def run(config: LongtailConfig, *, store: ResultsStore | None = None,
     if result.test_time is not None:  # test-time adaptation: each drawn set's images, never its labels
         set_preds = [[result.test_time(np.asarray(s, dtype=np.int64)).argmax(1) for s in pt["samples"]]
                      for pt in sweep["points"]]
-    record = to_record(score(pred, sweep, set_predictions=set_preds), dataset=c.data, method=c.method,
+    scores = score(pred, sweep, set_predictions=set_preds)
+    if "checkpoint" in result.settings:  # the selected and the last epoch's accuracy side by side
+        scores["checkpoint"] = result.settings["checkpoint"]
+    record = to_record(scores, dataset=c.data, method=c.method,
                        seed=c.seed, split_hash=split["sha256"], settings=settings, tag=c.tag,
                        train={"seconds": result.seconds, "flops": result.flops})
     if store is not None:

@@ -70,6 +70,24 @@ class LongtailConfig(RunConfig):
                                             help="0-based epochs where the step schedule changes the lr")
     lr_factors: tuple[float, ...] = option((), low=0, low_open=True, key_default=(),
                                            help="multiplier of the base lr from each milestone on")
+    normalisation: Literal["dataset", "cifar"] = option(
+        "dataset", key_default="dataset",
+        help="input standardisation: dataset = mean/std measured on the run's training images; cifar = the "
+             "references' fixed CIFAR mean (0.4914, 0.4822, 0.4465) / std (0.2023, 0.1994, 0.2010)")
+    init: Literal["fan_out", "fan_in"] = option(
+        "fan_out", key_default="fan_out",
+        help="initialisation: fan_out = the models' own (Kaiming fan-out convolutions, PyTorch's default "
+             "linear layers); fan_in = Kaiming-normal fan-in on every convolution and linear layer (the "
+             "references' _weights_init)")
+    drop_last: bool = option(False, key_default=False,
+                             help="leave each epoch's last incomplete batch out (BBN's DataLoader; TDE/LADE's "
+                                  "int(N/batch) steps)")
+    select_checkpoint: Literal["last", "best_val", "best_test"] = option(
+        "last", key_default="last",
+        help="weights that predict: last = the last epoch's; best_val = the epoch with the best accuracy on 10% "
+             "of each class held out of training; best_test = the best on the test pool (what LDAM-DRW, "
+             "IB-Loss, GCL print and BBN/TDE/LADE test: selected on the test set, so flattering; the record "
+             "keeps the last epoch's accuracy beside it)")
     augment: bool | None = option(None, key_default=None,
                                   help="random crop + flip (default: on for >= 32 px images)")
     method_options: dict | MethodOptions = option(default_factory=dict, flags=("--method-opt", "--method-options"),
@@ -89,7 +107,7 @@ class LongtailConfig(RunConfig):
         out["recipe"] = recipe
         if isinstance(method, str):
             options_class(method)  # unknown method: one line naming `method`
-            preset = recipe_fields(recipe, method)
+            preset = recipe_fields(recipe, method, given.get("data", ""))
             if "model" in preset and given.get("model", "auto") != "auto":
                 preset.pop("model")
             for k, v in preset.items():
@@ -129,7 +147,7 @@ class LongtailConfig(RunConfig):
 
     def _recipe_hint(self, name: str) -> str:
         """Where ``name``'s value came from when it is the recipe's (set for the recipe's own epochs)."""
-        preset = recipe_fields(self.recipe, self.method) if self.recipe in RECIPES else {}
+        preset = recipe_fields(self.recipe, self.method, self.data) if self.recipe in RECIPES else {}
         if name in preset and preset[name] == getattr(self, name) and preset.get("epochs") != self.epochs:
             what = "lr_milestones and lr_factors" if name == "lr_milestones" else name
             return (f" (recipe {self.recipe!r} sets {name} for its {preset['epochs']} epochs; give {what} for "

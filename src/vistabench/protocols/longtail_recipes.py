@@ -9,7 +9,13 @@ data is ``cifar10:`` or ``cifar100:``. Milestones are 0-based epochs from which 
 ``lr × factor``; the warm-up is per epoch, ``lr · (warmup_start + (1 − warmup_start)·(e+1)/W)``
 for 0-based epoch e < W (``warmup_start`` 0: LDAM-DRW's ``lr·epoch/5``; 1/3: the
 ``WarmupMultiStepLR`` of BBN and the TDE/LADE code, whose scheduler steps before each 1-based
-epoch, hence milestones 119/159 for their ``[120, 160]``).
+epoch, hence milestones 119/159 for their ``[120, 160]``). Inputs are standardised with the
+references' fixed CIFAR mean/std (``normalisation: cifar``) and convolutions and linear layers start
+from Kaiming-normal fan-in weights (``init: fan_in``, their ``_weights_init``); the cpu recipe
+measures the mean/std on the run's training images (``dataset``) and keeps the models' own
+initialisation (``fan_out``: Kaiming fan-out convolutions, PyTorch's default linear layers).
+``drop_last``: BBN's ``DataLoader(drop_last=True)``; the TDE/LADE code stops an epoch after
+``int(N / batch)`` steps, which is the same.
 
 Torch-free.
 """
@@ -18,19 +24,27 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["RECIPES", "recipe_fields", "REFERENCE_SOURCES", "dataset_kind"]
+__all__ = ["RECIPES", "recipe_fields", "REFERENCE_SOURCES", "dataset_kind", "CIFAR_MEAN", "CIFAR_STD"]
+
+#: The fixed per-channel mean/std every CIFAR-LT reference normalises with (CIFAR-10's statistics,
+#: also on CIFAR-100: LDAM-DRW, IB-Loss, GCL, BBN ``lib/dataset/imbalance_cifar.py``, TDE and LADE
+#: ``data/ImbalanceCIFAR.py``).
+CIFAR_MEAN = (0.4914, 0.4822, 0.4465)
+CIFAR_STD = (0.2023, 0.1994, 0.2010)
 
 RECIPES = ("cpu", "reference")
 
 CPU: dict[str, Any] = {"epochs": 10, "batch_size": 128, "lr": 0.05, "optimizer": "sgd", "momentum": 0.9,
                        "nesterov": False, "weight_decay": 5e-4, "warmup_epochs": 0, "warmup_start": 0.0,
-                       "schedule": "cosine", "lr_milestones": (), "lr_factors": ()}
+                       "schedule": "cosine", "lr_milestones": (), "lr_factors": (), "normalisation": "dataset",
+                       "init": "fan_out", "drop_last": False}
 
 # LDAM-DRW cifar_train.py (also the recipe of the CE, focal, balanced softmax, logit adjustment and
 # cRT-stage-1 runs of the long-tail CIFAR literature that build on it).
 _LDAM = {"epochs": 200, "batch_size": 128, "lr": 0.1, "optimizer": "sgd", "momentum": 0.9, "nesterov": False,
          "weight_decay": 2e-4, "warmup_epochs": 5, "warmup_start": 0.0, "schedule": "step",
-         "lr_milestones": (160, 180), "lr_factors": (0.01, 0.0001)}
+         "lr_milestones": (160, 180), "lr_factors": (0.01, 0.0001), "normalisation": "cifar", "init": "fan_in",
+         "drop_last": False}
 # BBN configs/cifar*.yaml and the TDE/LADE CIFAR configs: WarmupMultiStepLR (from 1/3) stepped first.
 _BBN_STYLE = {"warmup_epochs": 5, "warmup_start": 1.0 / 3.0, "schedule": "step", "lr_milestones": (119, 159),
               "lr_factors": (0.01, 0.0001)}
@@ -41,9 +55,13 @@ _REFERENCE: dict[str, dict[str, Any]] = {
     "ib": {**_LDAM, "lr_milestones": (100, 160, 180), "lr_factors": (0.01, 1e-4, 1e-6)},
     "ride": {**_LDAM, "weight_decay": 5e-4, "nesterov": True},
     "tade": {**_LDAM, "weight_decay": 5e-4, "nesterov": True, "lr_factors": (0.1, 0.01)},
-    "bbn": {**_LDAM, **_BBN_STYLE},
-    "tde": {**_LDAM, **_BBN_STYLE, "batch_size": 256, "lr": 0.2, "weight_decay": 5e-4, "model": "resnet32_bbn"},
-    "lade": {**_LDAM, **_BBN_STYLE, "batch_size": 256, "lr": 0.2, "weight_decay": 5e-4, "model": "resnet32_bbn"},
+    # BBN lib/utils/utils.py (SGD nesterov=True), main/train.py (DataLoader drop_last=True)
+    "bbn": {**_LDAM, **_BBN_STYLE, "nesterov": True, "drop_last": True},
+    # run_networks.py of the TDE / LADE code: an epoch ends after int(N / batch_size) steps
+    "tde": {**_LDAM, **_BBN_STYLE, "batch_size": 256, "lr": 0.2, "weight_decay": 5e-4, "model": "resnet32_bbn",
+            "drop_last": True},
+    "lade": {**_LDAM, **_BBN_STYLE, "batch_size": 256, "lr": 0.2, "weight_decay": 5e-4, "model": "resnet32_bbn",
+             "drop_last": True},
     "gcl": {**_LDAM, "batch_size": 64, "lr_factors": (0.1, 0.01)},
 }
 
@@ -70,9 +88,13 @@ def dataset_kind(data: str) -> str:
     return head if head in ("cifar10", "cifar100") else "other"
 
 
-def recipe_fields(recipe: str, method: str) -> dict[str, Any]:
+def recipe_fields(recipe: str, method: str, data: str | None = None) -> dict[str, Any]:
     """The config fields that ``recipe`` sets for ``method`` (a method without a reference entry
-    gets the common CIFAR-LT recipe of LDAM-DRW)."""
+    gets the common CIFAR-LT recipe of LDAM-DRW). The fixed CIFAR normalisation only on CIFAR
+    ``data`` (other data keep ``dataset``: the constants are CIFAR's)."""
     if recipe == "reference":
-        return dict(_REFERENCE.get(method, _LDAM))
+        out = dict(_REFERENCE.get(method, _LDAM))
+        if data is not None and dataset_kind(data) == "other":
+            out["normalisation"] = "dataset"
+        return out
     return dict(CPU)

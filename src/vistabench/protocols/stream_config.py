@@ -3,14 +3,16 @@
 Two recipes fill in the training recipe of every learner (:data:`~vistabench.learners.stream.options.RECIPES`):
 
 ``dm-nevis``  google-deepmind/dm_nevis (``experiments_jax/configs/finetuning_dknn.py`` and its
-              learner): lr log-uniform in [1e-4, 0.1], SGD with Nesterov momentum 0.9 and weight decay
+              learner): 16 trials per task on a CIFAR ResNet-34 (``cifar_resnet34``), lr log-uniform
+              in [1e-4, 0.1], SGD with Nesterov momentum 0.9 and weight decay
               1e-4 on conv / linear weights (dm_nevis's ``sgdw``: the decay is added to the gradient
               before the momentum), warm-up cosine (7 epochs, to 1e-8), the best validation state
               kept, batch size ``min(512, max(16, 2^int(log2(0.0025 n))))``; FT-d and MT also weigh a
-              freshly initialised network, with a k-NN on <= 10,000 / 5,000 images, training-mode
-              batch norm and mAP for multilabel tasks.
-``cpu``       the small-budget settings this toolkit started with (lr in [0.003, 0.3], plain SGD,
-              weight decay 5e-4 on every parameter, cosine to 0, the last state, batch size
+              freshly initialised network (a winning one gives way to the best past network), with
+              a k-NN on <= 10,000 / 5,000 images, training-mode batch norm and mAP for multilabel
+              tasks.
+``cpu``       the small-budget settings this toolkit started with (2 trials on ``cnn28``, lr in
+              [0.003, 0.3], plain SGD, weight decay 5e-4 on every parameter, cosine to 0, the last state, batch size
               ``clip(2^floor(log2(n/16)), 16, 256)``, k-NN on 200 / 100 images in eval mode,
               exact-match accuracy for multilabel): a few seconds per task on a CPU.
 
@@ -54,14 +56,15 @@ class StreamConfig(RunConfig):
                               "embedded (bundled data), or a JSON/YAML stream file")
     learner: str = option("indep", help="indep, ft-prev, ft-d, ensemble, pt (needs checkpoint), mt (multi-task "
                                         "with the most related past task), bhpo (GP-UCB Bayesian HPO)")
-    trials: int = option(2, help="hyper-parameter trials per task", low=1)
+    trials: int = option(2, help="hyper-parameter trials per task (default: the recipe's, dm-nevis 16, cpu 2)", low=1)
     steps: int = option(40, help="SGD steps per trial", low=1)
     seed: int = option(0, help="run seed (task i gets a seed drawn from (seed, i))")
     data_root: str | None = option(None, metavar="DIR", help="folder with the tasks' data (<source>.npz or "
                                                              "<source>/train|test)")
     checkpoint: str | None = option(None, metavar="FILE", help="pretrained state dict of the pt learner "
                                                                "(only pt reads it)")
-    arch: str = option("cnn28", help="backbone (vistabench.learners.models registry)")
+    arch: str = option("cnn28", help="backbone (vistabench.learners.models registry; default: the recipe's, dm-nevis "
+                                     "cifar_resnet34, cpu cnn28)")
     width: int | None = option(None, low=1, help="cnn28 width (default 8)")
     device: str = option("cpu", help="cpu, cuda, cuda:N or auto")
     meta_test_from: str | None = option(
@@ -174,6 +177,11 @@ class StreamConfig(RunConfig):
             value = getattr(self, name)
             if len(value) != 2 or not value[0] <= value[1]:
                 raise InputError(f"{name}: expected two numbers LOW HIGH with LOW <= HIGH, got {list(value)}")
+        from ..learners.model_options import MODEL_OPTIONS
+
+        if self.width is not None and "width" not in MODEL_OPTIONS.get(self.arch, {"width": None}):
+            raise InputError(f"width: arch {self.arch!r} has no width option (cnn28 has; the recipe "
+                             f"{self.recipe!r} may have chosen the arch); remove width or set arch cnn28")
         if self.min_batch > self.max_batch:
             raise InputError(f"min_batch: expected at most max_batch ({self.max_batch}), got {self.min_batch}")
         if self.learner == "pt" and not self.checkpoint:

@@ -107,7 +107,7 @@ def build_report(store: ResultsStore, out_dir: str | Path, *, title: str = "vist
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     built = []
-    for proto in protocols():
+    for proto in (p for p in protocols() if p.has("section")):
         sec = proto.part("section")(store)
         if sec is not None:
             built.append((proto.name, sec))

@@ -23,10 +23,18 @@ SURVEY_COLUMNS = [Column(f"{g}_{c.key}", f"{c.title} ({sym})", c.higher_is_bette
                   if c.key in SURVEY_KEYS]
 
 
+#: the selection columns of the survey table (records run with ``select_checkpoint`` best_val/best_test)
+CHECKPOINT_COLUMNS = [Column("ckpt_last", "Acc. last epoch", None), Column("ckpt_selected", "Acc. selected epoch", None)]
+
+
 def _groups(records: list[Record]) -> dict[tuple[str, str, float], list[Record]]:
+    """Records by (dataset, method, ρ_trn); runs whose checkpoint was selected on a validation or the
+    test set are their own group, the method named with the selection (``ce [best_test]``)."""
     out: dict[tuple[str, str, float], list[Record]] = defaultdict(list)
     for r in records:
-        out[(r.dataset, r.method, r.settings.get("imbalance"))].append(r)
+        select = r.settings.get("select_checkpoint", "last")
+        method = r.method if select == "last" else f"{r.method} [{select}]"
+        out[(r.dataset, method, r.settings.get("imbalance"))].append(r)
     return out
 
 
@@ -59,10 +67,21 @@ def survey_table(store: ResultsStore, *, dataset: str | None = None, exact: bool
             src = [r.metrics.get("exact", r.metrics) if exact else r.metrics for r in sel]
             for k in SURVEY_KEYS:
                 row[f"{g}_{k}"] = aggregate([m.get(k) for m in src])
+        ckpt = [r.metrics["checkpoint"] for r in recs if isinstance(r.metrics.get("checkpoint"), dict)]
+        row["ckpt_last"] = aggregate([c.get("last_epoch_acc") for c in ckpt]) if ckpt else None
+        row["ckpt_selected"] = aggregate([c.get("selected_acc") for c in ckpt]) if ckpt else None
         rows.append(row)
     mode = "exact (noise-free)" if exact else "resampled"
-    return Table(SURVEY_COLUMNS, rows, caption=f"Survey layout ({mode}), %: ↑ higher is better, ↓ lower is "
-                                               "better; best bold, second underlined, third italic.")
+    columns = list(SURVEY_COLUMNS)
+    caption = (f"Survey layout ({mode}), %: ↑ higher is better, ↓ lower is better; best bold, second "
+               "underlined, third italic.")
+    if any(row["ckpt_selected"] is not None for row in rows):
+        columns += CHECKPOINT_COLUMNS
+        caption += (" Rows marked [best_test] predict with the epoch of best test-pool accuracy (as the "
+                    "references report): the last two columns give that accuracy and the last epoch's, so the "
+                    "inflation from selecting on the test set shows; [best_val] selects on held-out training "
+                    "images.")
+    return Table(columns, rows, caption=caption)
 
 
 def accuracy_divergence_figure(records: list[Record]):

@@ -18,7 +18,10 @@ cli        its ``vistabench <name> ...`` verbs                                  
 ========== =================================================================== =================
 
 Parts are given as ``"module:attribute"`` references and imported on first use, so listing the
-protocols (to build the command line, say) imports none of them. The CLI, ``vistabench demo``,
+protocols (to build the command line, say) imports none of them. ``config`` and ``run`` are required;
+every other part may be left out (``None``): the command line then offers ``vistabench <name> run``
+generated from the config, and the table, report and demo skip the protocol. A reference is checked
+when the protocol is declared (its form; the module is imported on first use). The CLI, ``vistabench demo``,
 ``vistabench table`` and ``vistabench report`` iterate :func:`protocols`; nothing else lists them.
 A new protocol is one file here calling :func:`declare` (discovered by :func:`protocols`).
 """
@@ -27,14 +30,19 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import re
 from dataclasses import dataclass, fields
 from typing import Any, Callable
 
+from ..errors import InputError
 from ..registry import Registry
 
 __all__ = ["Protocol", "declare", "protocols", "get_protocol", "PARTS"]
 
 PARTS = ("config", "split", "score", "record", "run", "table", "section", "demo", "cli")
+_REQUIRED = ("config", "run")
+_NAME = re.compile(r"[a-z][a-z0-9_]*")
+_REF = re.compile(r"[A-Za-z_][\w.]*(:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*)?")
 
 
 @dataclass(frozen=True)
@@ -60,27 +68,50 @@ class Protocol:
     title: str
     question: str
     order: int
-    split: str
-    score: str
-    record: str
     run: str
-    table: str
-    section: str
-    demo: str
-    cli: str
-    config: str = ""
+    config: str
+    split: str | None = None
+    score: str | None = None
+    record: str | None = None
+    table: str | None = None
+    section: str | None = None
+    demo: str | None = None
+    cli: str | None = None
 
-    def part(self, name: str) -> Callable[..., Any]:
-        """Import and return a part (``"split"``, ``"score"``, ...)."""
+    def __post_init__(self) -> None:
+        """Check the declaration where it is made: a name, and every given part a reference."""
+        if not isinstance(self.name, str) or not _NAME.fullmatch(self.name):
+            raise ValueError(f"Protocol.name: expected a lower-case identifier (letters, digits, _), got {self.name!r}")
+        for part in PARTS:
+            ref = getattr(self, part)
+            if ref is None and part not in _REQUIRED:
+                continue
+            if not isinstance(ref, str) or not _REF.fullmatch(ref):
+                form = "'module'" if part == "cli" else "'module:attribute'"
+                raise ValueError(f"Protocol {self.name!r}: part {part!r} must be a {form} reference"
+                                 f"{'' if part in _REQUIRED else ' or left out'}, got {ref!r}")
+            if part != "cli" and ":" not in ref:
+                raise ValueError(f"Protocol {self.name!r}: part {part!r} must name an attribute "
+                                 f"('module:attribute'), got {ref!r}")
+
+    def has(self, name: str) -> bool:
+        """Whether the declaration gives the part ``name``."""
         if name not in PARTS:
             raise ValueError(f"unknown protocol part {name!r}; parts are {PARTS}")
-        ref = getattr(self, name)
-        module, _, attr = ref.partition(":")
+        return getattr(self, name) is not None
+
+    def part(self, name: str) -> Callable[..., Any]:
+        """Import and return a part (``"split"``, ``"score"``, ...); a part the declaration leaves
+        out raises :class:`~vistabench.errors.InputError` naming the protocol and the part."""
+        if not self.has(name):
+            raise InputError(f"protocol {self.name!r} has no {name!r} part (its declaration leaves it out)")
+        module, _, attr = getattr(self, name).partition(":")
         obj: Any = importlib.import_module(module)
         return getattr(obj, attr) if attr else obj
 
     def references(self) -> dict[str, str]:
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.name in PARTS}
+        """The parts the declaration gives, as references."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name in PARTS and getattr(self, f.name)}
 
 
 _registry: Registry[Protocol] = Registry("protocol")

@@ -59,9 +59,13 @@ def tune_local(objective: Objective, space: SearchSpace, settings: TuneSettings,
     store = optuna.storages.RDBStorage(_sqlite_url(storage)) if storage is not None else None
     study = optuna.create_study(study_name=study_name, storage=store, direction="maximize",
                                 load_if_exists=True, pruner=pruner)
-    # trials left RUNNING by a killed process: mark them failed-interrupted (they are re-run)
-    for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        study._storage.set_trial_state_values(t._trial_id, TrialState.FAIL)  # noqa: SLF001
+    # trials left RUNNING by a killed process: mark them failed-interrupted (they are re-run); only a
+    # stored study can have them, and the storage's public interface changes their state
+    if store is not None:
+        study_id = store.get_study_id_from_name(study_name)
+        for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+            trial_id = store.get_trial_id_from_study_id_trial_number(study_id, t.number)
+            store.set_trial_state_values(trial_id, TrialState.FAIL)
 
     def counted(t: Any) -> bool:
         return t.state in (TrialState.COMPLETE, TrialState.PRUNED) or (

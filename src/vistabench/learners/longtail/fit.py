@@ -23,12 +23,15 @@ import numpy as np
 from torch import nn
 
 from ...data.dataset import Dataset
+from ..._validation import check_labels, check_same_length
 from ...errors import InputError
 from ..losses import check_class_counts
 from ..models import build_model
 from ..tensors import check_images
 from ..trainer import TrainConfig, TrainResult, resolve_device
 from . import methods, survey  # noqa: F401  (register the built-in methods)
+from ..tensors import Normaliser
+from .checkpoints import CheckpointSelector, fan_in_init
 from .options import MethodOptions, RunFacts, resolve_method_options
 from .registry import MethodContext, lt_methods
 
@@ -107,6 +110,11 @@ def fit_predict(
     lr_factors: tuple[float, ...] = (),
     num_threads: int | None = None,
     options: MethodOptions | dict[str, Any] | None = None,
+    drop_last: bool = False,
+    normalisation: tuple[tuple[float, ...], tuple[float, ...]] | None = None,
+    init: str = "fan_out",
+    select_checkpoint: str = "last",
+    selection: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> LTRunResult:
     """Train a long-tailed reference method on ``train`` and score ``test_images``.
 
@@ -129,6 +137,18 @@ def fit_predict(
     options : MethodOptions or dict, optional
         The method's options object, or a mapping of options (unknown keys are an error) filled in
         with the CPU recipe's values for these epochs.
+    drop_last : bool
+        Leave each epoch's last incomplete batch out (:class:`~..trainer.TrainConfig`).
+    normalisation : (mean, std), optional
+        Fixed per-channel input standardisation of every stage (the references' CIFAR constants);
+        None: measured on the training images.
+    init : {"fan_out", "fan_in"}
+        ``fan_in``: Kaiming-normal fan-in weights on every convolution and linear layer of the
+        backbone (:func:`.checkpoints.fan_in_init`); ``fan_out``: the model's own initialisation.
+    select_checkpoint : {"last", "best_val", "best_test"}
+        ``last``: each stage ends with its last epoch's weights. Otherwise each stage is scored on
+        ``selection`` (images, labels) after every epoch and keeps its best epoch; what was chosen
+        is in ``settings["checkpoint"]``.
 
     Returns
     -------
@@ -146,20 +166,59 @@ def fit_predict(
     cfg = TrainConfig(epochs=epochs, lr=lr, weight_decay=weight_decay, batch_size=batch_size, momentum=momentum,
                       seed=seed, device=device, augment=augment, warmup_epochs=warmup_epochs,
                       num_threads=num_threads, nesterov=nesterov, schedule=schedule,
-                      lr_milestones=tuple(lr_milestones), lr_factors=tuple(lr_factors), warmup_start=warmup_start)
+                      lr_milestones=tuple(lr_milestones), lr_factors=tuple(lr_factors), warmup_start=warmup_start,
+                      drop_last=drop_last)
     resolve_device(device)  # fail before building anything when CUDA is asked for but missing
+    normaliser = _fixed_normaliser(normalisation, train.images)
+    selector = _selector(select_checkpoint, selection, train)
+    if init not in ("fan_out", "fan_in"):
+        raise InputError(f"init: expected 'fan_out' or 'fan_in', got {init!r}")
     t0 = time.perf_counter()
     net = build_model(model, num_classes=train.num_classes, in_channels=train.images.shape[3],
                       image_size=train.images.shape[1], seed=seed)
-    ctx = MethodContext(train=train, counts=counts, model=net, cfg=cfg)
+    if init == "fan_in":
+        fan_in_init(net, seed)
+    ctx = MethodContext(train=train, counts=counts, model=net, cfg=cfg, normaliser=normaliser, selector=selector)
     logits, results = entry.run(ctx, test_images, options)
     settings = {"method": method, "model": model, "epochs": epochs, "seed": seed, "device": device,
                 "batch_size": batch_size, "lr": lr, "weight_decay": weight_decay, "augment": augment,
                 "momentum": momentum, "nesterov": nesterov, "warmup_epochs": warmup_epochs,
                 "warmup_start": warmup_start, "schedule": schedule, "lr_milestones": list(lr_milestones),
                 "lr_factors": list(lr_factors), "options": options.to_dict(),
-                "train_counts": counts.tolist(), "optimizer": "sgd"}
+                "train_counts": counts.tolist(), "optimizer": "sgd", "drop_last": bool(drop_last),
+                "normalisation": "dataset" if normaliser is None else normaliser.to_dict(), "init": init,
+                "select_checkpoint": select_checkpoint}
+    if selector is not None:
+        settings["checkpoint"] = selector.summary()
     trained = ctx.trainer.model if ctx.trainer is not None else net
     return LTRunResult(method=method, logits=np.asarray(logits, dtype=np.float32), train_results=results,
                        flops=int(sum(r.flops for r in results)), seconds=time.perf_counter() - t0,
                        settings=settings, test_time=ctx.test_time, model=trained)
+
+
+def _fixed_normaliser(normalisation: Any, images: np.ndarray) -> Normaliser | None:
+    if normalisation is None:
+        return None
+    try:
+        mean, std = (np.asarray(v, dtype=np.float64).reshape(-1) for v in normalisation)
+    except (TypeError, ValueError):
+        raise InputError(f"normalisation: expected (mean, std) per channel, got {normalisation!r}") from None
+    if len(mean) != images.shape[3] or len(std) != images.shape[3] or not np.all(std > 0):
+        raise InputError(f"normalisation: expected {images.shape[3]} means and {images.shape[3]} positive stds "
+                         f"(one per channel of the images), got {len(mean)} and {len(std)}")
+    return Normaliser(mean=mean, std=std, dtype=str(images.dtype))
+
+
+def _selector(select: str, selection: Any, train: Dataset) -> CheckpointSelector | None:
+    if select not in ("last", "best_val", "best_test"):
+        raise InputError(f"select_checkpoint: expected 'last', 'best_val' or 'best_test', got {select!r}")
+    if select == "last":
+        if selection is not None:
+            raise InputError("selection: only read with select_checkpoint best_val or best_test")
+        return None
+    if not (isinstance(selection, tuple) and len(selection) == 2):
+        raise InputError(f"selection: select_checkpoint {select} needs the selection set as (images, labels)")
+    images = check_images(selection[0], "selection images", in_channels=train.images.shape[3])
+    labels = check_labels(selection[1], "selection labels", num_classes=train.num_classes)
+    check_same_length("selection images", images, "selection labels", labels)
+    return CheckpointSelector(images, labels, select)

@@ -74,13 +74,16 @@ def _la(ctx: MethodContext, test: np.ndarray, opt: LogitAdjustOptions) -> Out:
 class ClassAwareSampler:
     """The class-aware sampler of the cRT reference (classifier-balancing ``ClassAwareSampler``):
     classes are visited in shuffled cycles, each visit yields ``per_class`` images of that class from
-    its own shuffled cycle; an epoch is ``max_c n_c × C`` images. The cycles carry over epochs.
+    its own shuffled cycle. An epoch is ``epoch_length`` images when given (the reference's
+    ``run_networks.py`` stops an epoch after ``int(N_train / batch_size)`` steps: pass that many
+    full batches), else the sampler's own ``max_c n_c × C``. The cycles carry over epochs.
     Call ``sampler(labels, rng) -> indices`` (the :meth:`~..trainer.Trainer.fit` sampler protocol)."""
 
     name = "class_aware"
 
-    def __init__(self, per_class: int = 4) -> None:
+    def __init__(self, per_class: int = 4, epoch_length: int | None = None) -> None:
         self.per_class = int(per_class)
+        self.epoch_length = None if epoch_length is None else int(epoch_length)
         self._state: tuple | None = None
 
     def __call__(self, labels: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -89,7 +92,8 @@ class ClassAwareSampler:
             pools = [[rng.permutation(np.flatnonzero(labels == c)), 0] for c in classes]
             self._state = ([rng.permutation(len(classes)), 0], pools)
         cls_cycle, pools = self._state
-        length = int(max(len(p[0]) for p in pools)) * len(classes)
+        length = (int(max(len(p[0]) for p in pools)) * len(classes) if self.epoch_length is None
+                  else self.epoch_length)
         out = np.empty(length, dtype=np.int64)
         i = 0
         while i < length:
@@ -122,7 +126,11 @@ def retrain_classifier(ctx: MethodContext, opt: CRTOptions) -> TrainResult:
                           "weight_decay": opt.crt_weight_decay, "batch_size": opt.crt_batch_size,
                           "schedule": opt.crt_schedule, "lr_milestones": (), "lr_factors": (),
                           "schedule_offset": 1 if opt.crt_schedule == "cosine_epoch" else 0})
-    sampler = ClassAwareSampler(opt.crt_per_class) if opt.crt_sampler == "class_aware" else "class_balanced"
+    sampler: object = "class_balanced"
+    if opt.crt_sampler == "class_aware":
+        n = len(ctx.train.labels)
+        length = max(1, n // opt.crt_batch_size) * opt.crt_batch_size if opt.crt_epoch == "steps" else None
+        sampler = ClassAwareSampler(opt.crt_per_class, epoch_length=length)
     return train(ctx, cfg=cfg2, sampler=sampler, trainable="classifier", frozen_mode=opt.crt_bn_mode)
 
 

@@ -147,6 +147,9 @@ class CRTOptions(MethodOptions):
         "class_balanced", help="class_balanced: i.i.d. draws with p ∝ 1/n_c; class_aware: the reference's "
                                "ClassAwareSampler (classes in cycles, crt_per_class images per visit)")
     crt_per_class: int = option(4, low=1, help="images per class visit of the class-aware sampler")
+    crt_epoch: Literal["sampler", "steps"] = option(
+        "sampler", help="length of a class-aware epoch: sampler = its own max_c n_c × C images; steps = "
+                        "int(N_train / crt_batch_size) full batches (the reference's run_networks.py)")
     crt_bn_mode: Literal["eval", "train"] = option(
         "eval", help="batch norm of the frozen backbone: eval (fixed statistics) or train (batch statistics, "
                      "running averages updated, as the reference's model.train())")
@@ -158,7 +161,8 @@ class CRTOptions(MethodOptions):
     def recipe_defaults(cls, facts: RunFacts) -> dict[str, Any]:
         if _reference(facts):
             return {"crt_epochs": 10, "crt_lr": 0.2, "crt_weight_decay": 5e-4, "crt_batch_size": 512,
-                    "crt_sampler": "class_aware", "crt_bn_mode": "train", "crt_schedule": "cosine_epoch"}
+                    "crt_sampler": "class_aware", "crt_bn_mode": "train", "crt_schedule": "cosine_epoch",
+                    "crt_epoch": "steps"}
         return {"crt_epochs": max(1, facts.epochs // 5), "crt_lr": facts.lr,
                 "crt_weight_decay": facts.weight_decay, "crt_batch_size": facts.batch_size}
 

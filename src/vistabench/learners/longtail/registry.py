@@ -20,7 +20,9 @@ from torch import nn
 from ...data.dataset import Dataset
 from ...registry import Registry
 from ..models import Backbone
+from ..tensors import Normaliser
 from ..trainer import TrainConfig, Trainer, TrainResult, TrainStep
+from .checkpoints import CheckpointSelector
 from .options import MethodOptions, declare_options
 
 __all__ = ["lt_methods", "MethodContext", "MethodEntry", "register_method", "train", "predict"]
@@ -44,6 +46,11 @@ class MethodContext:
         The latest stage's trainer (set by :func:`train`); :func:`predict` uses it.
     test_time : callable or None
         Set by methods with a test-time step (``indices -> logits``).
+    normaliser : Normaliser or None
+        A fixed input standardisation every stage uses (the references' CIFAR mean/std); None:
+        measured on the training images.
+    selector : CheckpointSelector or None
+        Keeps each stage's best epoch on a selection set (``select_checkpoint``); None: the last epoch.
     """
 
     train: Dataset
@@ -52,6 +59,8 @@ class MethodContext:
     cfg: TrainConfig
     trainer: Trainer | None = None
     test_time: Callable[[np.ndarray], np.ndarray] | None = None
+    normaliser: Normaliser | None = None
+    selector: CheckpointSelector | None = None
 
 
 #: A method: (ctx, test_images, options) -> (logits, train results).
@@ -81,9 +90,19 @@ def train(ctx: MethodContext, loss: nn.Module | None = None, *, cfg: TrainConfig
           model: nn.Module | None = None, step: TrainStep | None = None, **fit_kw: object) -> TrainResult:
     """Train ``model`` (default ``ctx.model``) on ``ctx.train`` with ``loss`` (default cross-entropy)
     or a custom ``step``, under ``cfg`` (default ``ctx.cfg``); ``fit_kw`` go to
-    :meth:`~..trainer.Trainer.fit`. The trainer is kept in ``ctx.trainer`` for :func:`predict`."""
-    tr = Trainer(model if model is not None else ctx.model, cfg or ctx.cfg, loss_fn=loss, step=step)
+    :meth:`~..trainer.Trainer.fit`. The trainer is kept in ``ctx.trainer`` for :func:`predict`.
+    With ``ctx.normaliser`` every stage standardises with it; with ``ctx.selector`` the stage is
+    scored on its selection set after every epoch and ends with its best epoch's weights."""
+    net = model if model is not None else ctx.model
+    callback = ctx.selector.callback(net) if ctx.selector is not None else None
+    if ctx.normaliser is not None:
+        fit_kw.setdefault("normaliser", ctx.normaliser)
+    if ctx.selector is not None:
+        fit_kw["val"] = ctx.selector.data
+    tr = Trainer(net, cfg or ctx.cfg, loss_fn=loss, step=step, callback=callback)
     res = tr.fit(ctx.train.images, ctx.train.labels, **fit_kw)  # type: ignore[arg-type]
+    if ctx.selector is not None:
+        ctx.selector.finish(net, res)
     ctx.trainer = tr
     return res
 

@@ -13,6 +13,8 @@ from .registry import MethodContext, SmallDataMethod, get_method
 
 __all__ = ["build_method"]
 
+_TRAINER_PARAMS = ("lr", "weight_decay", "batch_size")
+
 
 def build_method(method: str | SmallDataMethod, model_name: str, params: dict[str, Any], *, num_classes: int,
                  in_channels: int, image_size: int | None, seed: int,
@@ -22,7 +24,8 @@ def build_method(method: str | SmallDataMethod, model_name: str, params: dict[st
     lacks takes its default, unless that default is a search range)."""
     m = get_method(method) if isinstance(method, str) else method
     defaults = {i.name: i.default for i in m.options.fields_info()}  # gem's values where fixed
-    missing = [k for k, v in defaults.items() if k not in params and isinstance(v, dict)]
+    # a method option named like a common hyper-parameter (grad_l2's weight_decay) is the trainer's, not the builder's
+    missing = [k for k, v in defaults.items() if k not in params and isinstance(v, dict) and k not in _TRAINER_PARAMS]
     if missing:
         raise InputError(f"params for method {m.name!r}: missing hyper-parameters {missing} (searched: give a value)")
     params = {**defaults, **params}

@@ -108,9 +108,15 @@ class HybridBackbone(backbones.Backbone):
     - ``resnet32``: conv1 + stage 1 replaced; stages 2 and 3 at stride 1;
     - ``resnet18``/``resnet50``: stem + stages 1-2 replaced; stage 3 at stride 1 (ResNet-18: its
       first conv becomes width -> width, identity shortcut), stage 4 unchanged.
+
+    ``stem="gem"``: the new convolutions keep PyTorch's default initialisation (gem builds them
+    after the backbone's init); on the ImageNet-style ResNets the scattering BN has ``momentum=0.9``
+    (PyTorch's convention: ``running = 0.1·running + 0.9·batch``, as gem's ``nn.BatchNorm2d(...,
+    momentum=0.9)`` reads in PyTorch) and the 3x3 conv after it a bias (``nn.Conv2d`` default).
+    ``"plain"``: Kaiming fan-out convolutions without bias, BN momentum 0.1.
     """
 
-    def __init__(self, base: nn.Module, J: int) -> None:
+    def __init__(self, base: nn.Module, J: int, stem: str = "gem") -> None:
         super().__init__()
         k = base.in_channels * scattering_channels(J)
         self.post: nn.Module = nn.Identity()
@@ -134,7 +140,8 @@ class HybridBackbone(backbones.Backbone):
             if isinstance(first, backbones.BasicBlock):
                 width = first.conv1.out_channels
                 first.conv1 = nn.Conv2d(width, width, 3, padding=1, bias=False)
-                nn.init.kaiming_normal_(first.conv1.weight, mode="fan_out", nonlinearity="relu")
+                if stem != "gem":
+                    nn.init.kaiming_normal_(first.conv1.weight, mode="fan_out", nonlinearity="relu")
                 first.downsample = None
             else:
                 width = first.conv1.in_channels
@@ -143,11 +150,13 @@ class HybridBackbone(backbones.Backbone):
             tail = [*base.stages[2], *base.stages[3]]
         else:
             raise InputError(f"method 'dhn': no hybrid adaptation for {type(base).__name__}")
+        imagenet_gem = stem == "gem" and isinstance(base, backbones.ResNet)
         self.scattering = Scattering(J)
-        self.norm = nn.BatchNorm2d(k, affine=False)
-        self.stem = nn.Sequential(nn.Conv2d(k, width, 3, padding=1, bias=False), nn.BatchNorm2d(width),
+        self.norm = nn.BatchNorm2d(k, affine=False, momentum=0.9 if imagenet_gem else 0.1)
+        self.stem = nn.Sequential(nn.Conv2d(k, width, 3, padding=1, bias=imagenet_gem), nn.BatchNorm2d(width),
                                   nn.ReLU(inplace=True))
-        nn.init.kaiming_normal_(self.stem[0].weight, mode="fan_out", nonlinearity="relu")
+        if stem != "gem":
+            nn.init.kaiming_normal_(self.stem[0].weight, mode="fan_out", nonlinearity="relu")
         self.blocks = nn.Sequential(*tail)
         self.feature_dim, self.num_classes, self.in_channels = base.feature_dim, base.num_classes, base.in_channels
         self.classifier = base.classifier
@@ -163,6 +172,6 @@ def build(base: nn.Module, config: dict, ctx: MethodContext) -> tuple[nn.Module,
     method is registered for the convolutional backbones only)."""
     J = int(config["scattering_J"])
     if isinstance(base, (backbones.WideResNet, backbones.CifarResNet, backbones.ResNet)):
-        return HybridBackbone(base, J), None
+        return HybridBackbone(base, J, stem=str(config.get("hybrid_stem", "gem"))), None
     widths = (64, 128) if isinstance(base, backbones.CNN28) else (128, 256)
     return HybridNet(base.num_classes, base.in_channels, J=J, widths=widths), None

@@ -53,7 +53,7 @@ class HarmonicConv2d(nn.Module):
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size: int, *, stride: int = 1,
                  padding: int = 0, bias: bool = False, level: int | None = None,
-                 normalisation: str = "orthonormal", bn: bool = False) -> None:
+                 normalisation: str = "orthonormal", bn: bool = False, mix_init: str = "conv") -> None:
         super().__init__()
         basis = dct_filters(kernel_size, level=level, normalisation=normalisation)
         self.m = basis.shape[0]
@@ -62,7 +62,12 @@ class HarmonicConv2d(nn.Module):
         self.register_buffer("basis", basis[:, None].repeat(in_channels, 1, 1, 1))  # (cin*m, 1, k, k)
         self.bn = nn.BatchNorm2d(in_channels * self.m, affine=False) if bn else None
         self.mix = nn.Conv2d(in_channels * self.m, out_channels, 1, bias=bias)
-        nn.init.kaiming_normal_(self.mix.weight, mode="fan_out", nonlinearity="relu")
+        w = self.mix.weight.data
+        if mix_init == "gem" and not bn:  # gem's Harm2d weight (out, in, m, 1, 1): fan-out = out · m
+            nn.init.kaiming_normal_(w.view(out_channels, in_channels, self.m, 1, 1), mode="fan_out",
+                                    nonlinearity="relu")
+        else:  # (out, in·m, 1, 1): fan-out = out (gem's BN layer has this shape too)
+            nn.init.kaiming_normal_(w, mode="fan_out", nonlinearity="relu")
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = F.conv2d(x, self.basis, stride=self.stride, padding=self.padding, groups=self.in_channels)
@@ -77,9 +82,11 @@ def _replaceable(child: nn.Module) -> bool:
 
 
 def harmonize(model: nn.Module, *, level: int | None = None, normalisation: str = "orthonormal",
-              first_bn: bool = False) -> int:
+              first_bn: bool = False, mix_init: str = "conv") -> int:
     """Replace every ``nn.Conv2d`` with a square kernel > 1 (and groups = dilation = 1) in place;
     with ``first_bn`` the first one (in module order: the stem's) gets a BatchNorm after its DCT.
+    ``mix_init="gem"``: the 1 x 1 mix of the layers without BN starts as gem's ``Harm2d`` weight,
+    Kaiming fan-out over ``out · m`` (√m smaller than a 1 x 1 conv's ``"conv"`` init).
     Returns the number of layers replaced."""
     count = [0]
 
@@ -89,7 +96,7 @@ def harmonize(model: nn.Module, *, level: int | None = None, normalisation: str 
                 setattr(module, name, HarmonicConv2d(
                     child.in_channels, child.out_channels, child.kernel_size[0], stride=child.stride[0],
                     padding=child.padding[0], bias=child.bias is not None, level=level,
-                    normalisation=normalisation, bn=first_bn and count[0] == 0))
+                    normalisation=normalisation, bn=first_bn and count[0] == 0, mix_init=mix_init))
                 count[0] += 1
             else:
                 walk(child)
@@ -101,6 +108,6 @@ def harmonize(model: nn.Module, *, level: int | None = None, normalisation: str 
 def build(base: nn.Module, params: dict[str, Any], ctx: MethodContext) -> tuple[nn.Module, None]:
     level = params.get("dct_level")
     if harmonize(base, level=None if level is None else int(level), normalisation=str(params.get("normalisation", "l1")),
-                 first_bn=bool(params.get("first_bn", True))) == 0:
+                 first_bn=bool(params.get("first_bn", True)), mix_init=str(params.get("mix_init", "gem"))) == 0:
         raise InputError("method 'harmonic': the model has no k x k convolution (k > 1) to replace")
     return base, None

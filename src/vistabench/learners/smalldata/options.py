@@ -137,19 +137,33 @@ class HarmonicOptions(MethodOptions):
         "l1", help="DCT filter scaling: l1 (each filter's absolute values sum to 1, gem) or orthonormal")
     first_bn: bool = option(True, help="BatchNorm (no affine) between the DCT and the 1x1 mix of the first "
                                        "harmonic layer (gem)")
-    VISTABENCH = {"dct_level": {"choice": [3, 5]}, "normalisation": "orthonormal", "first_bn": False}
+    mix_init: Literal["gem", "conv"] = option(
+        "gem", help="initial 1x1 mix of the harmonic layers without BN: gem = Kaiming fan-out over out x filters (gem's "
+                    "Harm2d weight of shape (out, in, filters, 1, 1)); conv = over out, as a 1x1 convolution")
+    VISTABENCH = {"dct_level": {"choice": [3, 5]}, "normalisation": "orthonormal", "first_bn": False,
+                  "mix_init": "conv"}
 
 
 @dataclass(frozen=True, kw_only=True)
 class GradL2Options(MethodOptions):
     grad_l2: SpaceValue = space_option({"loguniform": [1e-3, 10.0]}, low=0,
                                        help="weight of the squared input-gradient norm penalty")
+    weight_decay: SpaceValue = space_option(
+        {"loguniform": [1e-5, 0.1]}, low=0,
+        help="weight decay of grad-l2's runs: searched like every method's under gem (full_train.py searches "
+             "'decay' for all methods); 0 under vistabench (the paper's text: the penalty replaces weight decay)")
+    VISTABENCH = {"weight_decay": 0.0}
 
 
 @dataclass(frozen=True, kw_only=True)
 class DhnOptions(MethodOptions):
     scattering_J: IntSpaceValue = space_option(3, low=1, integer=True, help="scattering scale J (gem: 3)")
-    VISTABENCH = {"scattering_J": {"choice": [1, 2]}}
+    hybrid_stem: Literal["gem", "plain"] = option(
+        "gem", help="the layers replacing the first stages of a residual backbone: gem = as gem's scattering.py "
+                    "(new convolutions at PyTorch's default init; on resnet18/resnet50 the scattering BN has "
+                    "momentum 0.9 in PyTorch's convention - the new batch weighs 0.9 - and the 3x3 conv a bias); "
+                    "plain = Kaiming fan-out convolutions without bias, BN momentum 0.1 (our earlier variant)")
+    VISTABENCH = {"scattering_J": {"choice": [1, 2]}, "hybrid_stem": "plain"}
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -89,7 +89,7 @@ register_method("cosine_ce", title="Cosine + cross-entropy loss", family="cost f
 register_method("harmonic", title="Harmonic networks (DCT blocks)", family="architecture", options=HarmonicOptions,
                 builder=_P + "harmonic:build", backbones=CONV_BACKBONES)
 register_method("grad_l2", title="Grad-l2 penalty", family="cost function", options=GradL2Options,
-                fixed={"weight_decay": 0.0}, builder=_P + "basic:build_grad_l2")
+                builder=_P + "basic:build_grad_l2")  # weight decay: its option (searched under gem, 0 under vistabench)
 register_method("dhn", title="Deep hybrid networks (scattering + conv)", family="architecture",
                 options=DhnOptions, builder=_P + "dhn:build", backbones=CONV_BACKBONES)
 register_method("ole", title="Orthogonal low-rank embedding (CE + OLE)", family="cost function",

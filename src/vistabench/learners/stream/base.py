@@ -21,7 +21,7 @@ from torch import nn
 from ..flops import count_forward_flops, count_train_step_flops
 from .options import LearnerConfig
 
-__all__ = ["TaskView", "ComputeLedger", "StreamLearner", "save_checkpoint", "clear_count_cache"]
+__all__ = ["TaskView", "ComputeLedger", "StreamLearner", "save_checkpoint"]
 
 
 @dataclass(frozen=True)
@@ -41,9 +41,9 @@ class TaskView:
 class ComputeLedger:
     """FLOPs charged while learning one task: training steps and model-selection forward passes.
 
-    One step is counted once per (architecture, input shape, batch size) with
-    :func:`~vistabench.learners.flops.count_train_step_flops` on the meta device and multiplied
-    by the number of steps, so accounting costs no arithmetic on real data. (The count is linear
+    One step is counted with :func:`~vistabench.learners.flops.count_train_step_flops` on the meta
+    device (which caches each count by architecture, input shape, batch size and loss: the one cache)
+    and multiplied by the number of steps, so accounting costs no arithmetic on real data. (The count is linear
     in the number of images for convolutions and linear layers, so a forward pass on n images is
     charged as n times the one-image count.)
     """
@@ -61,10 +61,7 @@ class ComputeLedger:
     def charge_train(self, model: nn.Module, input_shape: tuple[int, int, int], batch_size: int, steps: int,
                      *, loss_fn: Callable | None = None, what: str = "train") -> int:
         """Charge ``steps`` training steps of ``model`` on batches of ``batch_size`` images."""
-        key = ("train", repr(model), tuple(input_shape), int(batch_size), type(loss_fn).__name__)
-        if key not in _COUNT_CACHE:
-            _COUNT_CACHE[key] = int(count_train_step_flops(model, input_shape, batch_size, loss_fn=loss_fn))
-        per_step = _COUNT_CACHE[key]
+        per_step = int(count_train_step_flops(model, input_shape, batch_size, loss_fn=loss_fn))  # cached there
         f = per_step * int(steps)
         self.train_flops += f
         self.train_steps += int(steps)
@@ -74,24 +71,11 @@ class ComputeLedger:
     def charge_forward(self, model: nn.Module, input_shape: tuple[int, int, int], n_images: int,
                        *, what: str = "eval") -> int:
         """Charge inference forward passes of ``model`` on ``n_images`` images."""
-        key = ("forward", repr(model), tuple(input_shape))
-        if key not in _COUNT_CACHE:
-            _COUNT_CACHE[key] = int(count_forward_flops(model, input_shape, batch_size=1))
-        per_image = _COUNT_CACHE[key]
+        per_image = int(count_forward_flops(model, input_shape, batch_size=1))  # cached there
         f = per_image * int(n_images)
         self.eval_flops += f
         self.items.append({"what": what, "per_image": per_image, "images": int(n_images), "flops": f})
         return f
-
-
-# per-step / per-image counts depend on the architecture (its repr), the input shape and the batch
-# size only, never on the weights: count each once per process
-_COUNT_CACHE: dict[tuple, int] = {}
-
-
-def clear_count_cache() -> None:
-    """Forget the per-step / per-image FLOP counts (benchmarks time the counting itself)."""
-    _COUNT_CACHE.clear()
 
 
 class StreamLearner:

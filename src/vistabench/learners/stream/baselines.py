@@ -76,8 +76,10 @@ class FTD(SearchLearner):
     def _most_related(self, task, data, fit_idx, state, ledger):
         """The start of the new task's trials: the candidate whose penultimate features give the best
         k-NN score on the new task (charged as forward passes). Candidates: every past network, and
-        with ``knn_fresh`` a freshly initialised one (dm_nevis's ``randomly_initialized_params``: when
-        it wins, the task trains from scratch)."""
+        with ``knn_fresh`` a freshly initialised one (dm_nevis's ``randomly_initialized_params``). When
+        the fresh network wins, ``knn_fresh_wins="next-past"`` starts from the best past network, as
+        dm_nevis's ``_init_from_transfer_matrix`` (it only returns past tasks' states); ``"scratch"``
+        trains the task from scratch."""
         cfg = self.config
         rng = np.random.default_rng(task.seed + 1)
         idx = rng.permutation(fit_idx)
@@ -104,6 +106,8 @@ class FTD(SearchLearner):
             scores.append(knn_score(f_tr, data.targets[tr_i], f_va, data.targets[va_i], kind=task.kind,
                                     k=cfg.knn_k, multilabel=cfg.knn_multilabel))
         best = int(np.argmax(scores))  # ties: the earliest task (the fresh network comes last)
+        if candidates[best][1] is None and cfg.knn_fresh_wins == "next-past":
+            best = int(np.argmax(scores[:-1]))  # the fresh network is the last candidate
         uid, entry = candidates[best]
         self.last_relatedness = {u: s for (u, _), s in zip(candidates, scores)}
         if entry is None:

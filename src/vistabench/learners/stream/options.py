@@ -87,8 +87,12 @@ class RelatednessOptions(Options):
     knn_val: int = option(100, help="at most this many held-out images score it (dm_nevis: 5,000 dev images)",
                           low=1)
     knn_k: int = option(5, help="neighbours (sklearn's default 5, as dm_nevis)", low=1)
-    knn_fresh: bool = option(False, help="also consider a freshly initialised network (dm_nevis): train from "
-                                         "scratch when it scores best")
+    knn_fresh: bool = option(False, help="also score a freshly initialised network (dm_nevis's "
+                                         "randomly_initialized_params); knn_fresh_wins says what its win means")
+    knn_fresh_wins: Literal["next-past", "scratch"] = option(
+        "next-past", help="when the fresh network scores best: next-past = start from the best-scoring past "
+                          "network (dm_nevis's _init_from_transfer_matrix only returns past tasks' states, so only "
+                          "the first task trains from scratch); scratch = train the task from scratch")
     knn_bn: Literal["eval", "train"] = option("eval", help="batch norm while embedding: running statistics "
                                                            "('eval') or batch statistics ('train', dm_nevis)")
     knn_multilabel: Literal["exact-match", "map"] = option(
@@ -135,8 +139,10 @@ RECIPES: dict[str, dict[str, Any]] = {
     "cpu": {"lr_range": (3e-3, 0.3), "label_smoothing_range": (0.0, 0.3), "optimizer": "sgd", "momentum": 0.9,
             "nesterov": False, "weight_decay": 5e-4, "decay_mask": "all", "batch_size_rule": "n/16",
             "min_batch": 16, "max_batch": 256, "schedule": "cosine", "warmup_epochs": 0, "final_lr": 0.0,
-            "keep_best_state": False, "val_fraction": 0.2},
-    "dm-nevis": {"lr_range": (1e-4, 0.1), "label_smoothing_range": (0.0, 0.3), "optimizer": "sgd", "momentum": 0.9,
+            "keep_best_state": False, "val_fraction": 0.2, "trials": 2, "arch": "cnn28"},
+    # finetuning_dknn.py: 'trials_per_task': 16, 'model': {'ctor': resnet.CifarResNet34}
+    "dm-nevis": {"trials": 16, "arch": "cifar_resnet34",
+                 "lr_range": (1e-4, 0.1), "label_smoothing_range": (0.0, 0.3), "optimizer": "sgd", "momentum": 0.9,
                  "nesterov": True, "weight_decay": 1e-4, "decay_mask": "weights", "batch_size_rule": "0.0025n",
                  "min_batch": 16, "max_batch": 512, "schedule": "warmup-cosine", "warmup_epochs": 7,
                  "final_lr": 1e-8, "keep_best_state": True, "val_fraction": 0.2},
@@ -199,6 +205,7 @@ class LearnerConfig:
     final_lr: float = 0.0
     keep_best_state: bool = False
     knn_fresh: bool = False
+    knn_fresh_wins: str = "next-past"
     knn_bn: str = "eval"
     knn_multilabel: str = "exact-match"
 
@@ -215,6 +222,8 @@ class LearnerConfig:
             raise InputError(f"batch_size_rule: expected one of {', '.join(BATCH_RULES)}, got {self.batch_size_rule!r}")
         if self.schedule not in SCHEDULES:
             raise InputError(f"schedule: expected one of {', '.join(SCHEDULES)}, got {self.schedule!r}")
+        if self.knn_fresh_wins not in ("next-past", "scratch"):
+            raise InputError(f"knn_fresh_wins: expected 'next-past' or 'scratch', got {self.knn_fresh_wins!r}")
         if self.decay_mask not in ("all", "weights"):
             raise InputError(f"decay_mask: expected 'all' or 'weights', got {self.decay_mask!r}")
 
@@ -231,4 +240,5 @@ class LearnerConfig:
 
 # fields added with the recipes: stored only when they differ from the values older runs used
 _NEW_FIELDS = ("nesterov", "decay_mask", "batch_size_rule", "schedule", "warmup_epochs", "final_lr",
-               "keep_best_state", "knn_fresh", "knn_bn", "knn_multilabel")
+               "keep_best_state", "knn_fresh", "knn_fresh_wins", "knn_bn",
+               "knn_multilabel")

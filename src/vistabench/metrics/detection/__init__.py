@@ -16,7 +16,7 @@ module              public names
 :mod:`.masks`       ``check_segmentations``, ``decode_rle_counts``, ``to_rle``,
                     ``MIN_POLYGON_NUMBERS``, ``MAX_POLYGON_COORDINATE``, ``MAX_CODE_GROUPS``
 :mod:`.select`      ``rank_within``, ``top_mask``, ``top_per_image``, ``top_per_class``,
-                    ``federated_selection``, ``lvis_area_filter``, ``canonical_order``
+                    ``first_per_class``, ``federated_selection``, ``lvis_area_filter``, ``canonical_order``
 :mod:`.match`       ``MatchCode``, ``Matching``, ``box_iou_pairs``, ``match_detections``,
                     ``MatchedSet``, ``match_set``
 :mod:`.accumulate`  ``recall_counts``, ``PRCurves``, ``pr_curves``, ``Accumulation``,
@@ -85,6 +85,7 @@ from .params import (
 from .select import (
                          canonical_order,
                          federated_selection,
+                         first_per_class,
                          lvis_area_filter,
                          rank_within,
                          top_mask,
@@ -179,6 +180,7 @@ __all__ = [
                          "to_rle",
                          "top_mask",
                          "top_per_class",
+                         "first_per_class",
                          "top_per_image",
                          "warn_annotation_id_zero",
 ]

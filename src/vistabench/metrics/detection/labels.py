@@ -13,7 +13,7 @@ from ...errors import InputError
 from .data import Detections, GroundTruth
 from .match import MatchCode, match_set
 from .params import IOU_THRESHOLDS, IouType
-from .select import top_per_class
+from .select import first_per_class, top_per_class
 
 
 @dataclass
@@ -45,7 +45,8 @@ def detection_labels(
     ----------
     gt, dets : ground truth and detections.
     iou_threshold : one of lvis-api's thresholds 0.50:0.05:0.95 (the paper uses 0.75).
-    dets_per_class : optional top-k per category first (as AP^Fixed).
+    dets_per_class : optional k per category first: "vistabench" keeps the top k by score (as
+        AP^Fixed); "devil" the first k in file order (the authors' ``_limit_dets`` as it behaves).
     recipe : which detections get a label (both: only those :func:`federated_selection` keeps,
         area "all"):
 
@@ -66,7 +67,8 @@ def detection_labels(
     keep = None
     if dets_per_class is not None:
         keep = np.zeros(len(dets), bool)
-        keep[top_per_class(dets, k=dets_per_class)] = True
+        pick = first_per_class if recipe == "devil" else top_per_class
+        keep[pick(dets, k=dets_per_class)] = True
     ms = match_set(gt, dets, keep, iou_type=iou_type)
     code = ms.match.codes(0, int(t[0]))
     code[~ms.in_cap] = MatchCode.NOT_EVALUATED  # beyond pycocotools' cap

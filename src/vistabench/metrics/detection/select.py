@@ -80,6 +80,22 @@ def top_per_class(dets: Detections, *, k: int) -> np.ndarray:
     return np.flatnonzero(rank_within(dets.category, dets.score) < k)
 
 
+def first_per_class(dets: Detections, *, k: int) -> np.ndarray:
+    """Indices (file order) of each category's first ``k`` detections in file order.
+
+    What large-vocab-devil's ``_limit_dets`` (``lvdevil/eval_wrapper.py``, used for the calibration
+    labels of ``lvdevil/calib.py``) keeps: its heap replacement is guarded by ``len(heap) > topk``,
+    which never holds, so the first ``topk`` detections of a class are kept whatever their scores.
+    """
+    k = check_positive(k, "dets_per_class", integer=True)
+    cat = np.asarray(dets.category)
+    order = np.argsort(cat, kind="stable")
+    first = np.searchsorted(cat[order], cat[order], side="left")
+    occurrence = np.empty(len(cat), dtype=np.int64)
+    occurrence[order] = np.arange(len(cat)) - first
+    return np.flatnonzero(occurrence < k)
+
+
 def federated_selection(gt: GroundTruth, dets: Detections) -> np.ndarray:
     """(n,) bool: the detections the official tool evaluates at all.
 
