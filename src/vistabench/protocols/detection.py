@@ -226,14 +226,15 @@ def restrict_images(gt: GroundTruth, dets: Detections, image_ids: Sequence[int])
 
 
 def read_gt(source: str | os.PathLike[str] | dict | GroundTruth, *, format: str = "auto",
-            with_segmentation: bool = False) -> GroundTruth:
+            with_segmentation: bool = False, with_keypoints: bool = False) -> GroundTruth:
     """:func:`~vistabench.data.coco.read_ground_truth`, saying so when the file is a results list."""
     from ..data.coco import read_ground_truth
 
     if isinstance(source, GroundTruth):
         return source
     try:
-        return read_ground_truth(source, format=format, with_segmentation=with_segmentation)
+        return read_ground_truth(source, format=format, with_segmentation=with_segmentation,
+                                 with_keypoints=with_keypoints)
     except InputError:
         if isinstance(source, (str, os.PathLike)) and _starts_with_list(source):
             raise InputError(f"gt {str(source)!r}: expected a COCO/LVIS ground-truth object with an 'images' "
@@ -252,14 +253,18 @@ def _starts_with_list(path: str | os.PathLike[str]) -> bool:
 
 def read_detection_set(ground_truth: str | os.PathLike[str] | dict, results: str | os.PathLike[str] | list, *,
                        masks: bool | Literal["auto"] = False, gt_format: Literal["auto", "lvis", "coco"] = "auto",
-                       allow_empty: bool = False) -> tuple[GroundTruth, Detections]:
+                       allow_empty: bool = False, keypoints: bool = False) -> tuple[GroundTruth, Detections]:
     """Read (and validate) a ground truth and a results file once.
 
     ``masks``: keep the masks of both (needed for segm IoU); ``"auto"``: keep them when every
-    detection carries one (then the ground truth must too).
+    detection carries one (then the ground truth must too). ``keypoints``: read the keypoints of
+    both (for OKS).
     """
     from ..data.coco import read_result_columns, read_results
 
+    if keypoints:
+        gt = read_gt(ground_truth, format=gt_format, with_keypoints=True)
+        return gt, read_results(results, gt, iou_type="keypoints", allow_empty=allow_empty)
     if masks != "auto":
         gt = read_gt(ground_truth, format=gt_format, with_segmentation=bool(masks))
         return gt, read_results(results, gt, iou_type="segm" if masks else "bbox", allow_empty=allow_empty)
@@ -305,7 +310,7 @@ def score(
     predictions: str | os.PathLike[str] | list | Detections,
     reference: str | os.PathLike[str] | dict | GroundTruth,
     *,
-    iou_type: Literal["bbox", "segm"] = "bbox",
+    iou_type: Literal["bbox", "segm", "keypoints"] = "bbox",
     variants: str | Sequence[str] = ("old", "fixed", "pool"),
     max_dets_per_image: int | None = None,
     dets_per_class: int = 10_000,
@@ -313,6 +318,7 @@ def score(
     split: dict[str, Any] | str | os.PathLike[str] | None = None,
     part: Literal["test", "calibration"] = "test",
     allow_empty: bool = False,
+    kpt_oks_sigmas: Sequence[float] | None = None,
     per_class: bool = False,
     errors: bool = False,
 ) -> dict[str, Any]:
@@ -320,14 +326,15 @@ def score(
     :class:`GroundTruth`) against the ground truth: AP^Old, AP^Fixed, AP^Pool.
 
     With ``split`` (content from :func:`build_image_split`, or its file) only the images of ``part``
-    are evaluated. An empty results list is refused unless ``allow_empty``.
+    are evaluated. An empty results list is refused unless ``allow_empty``. ``iou_type="keypoints"``
+    matches by OKS (COCO ground truth with keypoints) with ``kpt_oks_sigmas`` (None: COCO's 17).
     Returns :func:`evaluation_result`'s dict; with ``per_class`` also ``per_class`` (the first of
     AP^Old / AP^Fixed in ``variants``: :func:`~vistabench.metrics.detection.per_class_results` rows,
     worst first); with ``errors`` also ``errors`` (TIDE's decomposition, AP points: the "tide" variant
     plus "fixed" / "pool" when in ``variants``; :func:`~vistabench.metrics.detection.decompose_errors`).
     """
-    if iou_type not in ("bbox", "segm"):
-        raise InputError(f"iou_type: expected bbox or segm, got {iou_type!r}")
+    if iou_type not in ("bbox", "segm", "keypoints"):
+        raise InputError(f"iou_type: expected bbox, segm or keypoints, got {iou_type!r}")
     if part not in ("test", "calibration"):
         raise InputError(f"part: expected test or calibration, got {part!r}")
     names = parse_variants(variants)
@@ -338,6 +345,8 @@ def score(
                          f"ranking for all categories), got {','.join(names)!r}")
     if per_class and iou_type != "bbox":
         raise InputError("per_class: per-category results are computed for boxes (iou_type bbox)")
+    if errors and iou_type == "keypoints":
+        raise InputError("errors: the error decomposition is computed for boxes or masks (iou_type bbox or segm)")
     if split is not None and not isinstance(split, dict):
         split = read_image_split(split)
     if isinstance(predictions, Detections):
@@ -346,14 +355,14 @@ def score(
         gt, dets = reference, predictions
     else:
         gt, dets = read_detection_set(reference, predictions, masks=iou_type == "segm", gt_format=gt_format,
-                                      allow_empty=allow_empty)
+                                      allow_empty=allow_empty, keypoints=iou_type == "keypoints")
     if split is not None:
         gt, dets = restrict_images(gt, dets, split[part])
         if len(dets) == 0 and not allow_empty:
             raise InputError(f"results: no detection on the split's {part} images (it would score AP 0); "
                              "set allow_empty if that is intended")
     ev = evaluate_detections(gt, dets, iou_type=iou_type, variants=names, max_dets_per_image=max_dets_per_image,
-                             dets_per_class=dets_per_class)
+                             dets_per_class=dets_per_class, kpt_oks_sigmas=kpt_oks_sigmas)
     out = evaluation_result(ev)
     if per_class:
         pc = per_class_results(gt, dets, variant=per_class_variant, max_dets_per_image=max_dets_per_image,
