@@ -51,12 +51,12 @@ def add_diagnostics(sec: Section, recs: list[Record]) -> None:
                  "background (Bkg) error, unrecovered ground truth is missed (Miss); ΔX is the AP gained by fixing "
                  "every error of type X, FalsePos / FalseNeg the gain of perfect precision / recall, all in AP "
                  "points. The fixed and pool rows apply the same fixes to AP^Fixed and AP^Pool at the same IoU.")
-        sec.table(error_table(errors).render("markdown"))
+        sec.table(error_table(errors))
         _error_figure(sec, errors)
     with_pc = [r for r in recs if r.metrics.get("per_class")]
     if with_pc:
         r = with_pc[-1]
-        sec.table(worst_classes_table(r.metrics["per_class"]).render("markdown"))
+        sec.table(worst_classes_table(r.metrics["per_class"]))
 
 
 def _error_figure(sec: Section, errors: dict[str, Any]) -> None:
