@@ -24,6 +24,24 @@ class InputTypeError(InputError, TypeError):
     """Input of the wrong type."""
 
 
+class InputKeyError(InputError, KeyError):
+    """A missing field or an unknown id, where the tool a drop-in replaces raises ``KeyError``
+    (so ``except KeyError`` keeps working); its text is the one line, unquoted."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class InputIndexError(InputError, IndexError):
+    """Bad input where the tool a drop-in replaces raises ``IndexError`` (an empty list it indexes,
+    labels that do not match the ranges they name)."""
+
+
+class InputAssertionError(InputError, AssertionError):
+    """Bad input where the tool a drop-in replaces fails an ``assert`` (pycocotools' "Results do not
+    correspond to current coco set")."""
+
+
 def one_line(text: str) -> str:
     """Join a multi-line message into one line (``"; "`` between the non-empty lines)."""
     return "; ".join(s.strip() for s in str(text).splitlines() if s.strip())

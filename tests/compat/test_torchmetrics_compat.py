@@ -118,9 +118,67 @@ def test_nothing_updated_gives_minus_one_as_torchmetrics(reference):
 
 def test_input_mistakes_are_one_line():
     m = MeanAveragePrecision()
-    with pytest.raises(InputError, match="preds, target: 1 predictions for 2 targets"):
+    with pytest.raises(InputError, match="same length, but got 1 and 2"):
         m.update([{}], [{}, {}])
-    with pytest.raises(InputError, match=r"preds\[0\]: lacks 'scores'"):
+    with pytest.raises(InputError, match=r"contain the `scores` key: preds\[0\] has none"):
         m.update([{"boxes": torch.zeros(0, 4), "labels": torch.zeros(0)}], [{"boxes": torch.zeros(0, 4), "labels": torch.zeros(0)}])
     with pytest.raises(InputError, match="box_format"):
         MeanAveragePrecision(box_format="xyz")
+
+
+def _ddp_worker(rank, world, port, batches, kw, queue):
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    try:
+        m = MeanAveragePrecision(**kw)
+        for i, (p, t) in enumerate(batches):
+            if i % world == rank:
+                m.update(p, t)
+        out = m.compute()
+        if rank == 0:
+            queue.put({k: np.asarray(v).tolist() for k, v in out.items() if isinstance(v, torch.Tensor)})
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.parametrize("iou_type", ["bbox", "segm"])
+def test_states_are_gathered_across_processes(iou_type):
+    """Two gloo processes, each updating half the batches: rank 0 computes what one process
+    updating everything computes (masks gathered as torchmetrics gathers them)."""
+    import socket
+
+    import torch.multiprocessing as mp
+
+    if not torch.distributed.is_available():
+        pytest.skip("torch.distributed is not available")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    batches = _batches(11, masks=iou_type == "segm", n_img=8)
+    kw = {"iou_type": iou_type, "class_metrics": True}
+    ctx = mp.get_context("fork")
+    queue = ctx.Queue()
+    procs = [ctx.Process(target=_ddp_worker, args=(r, 2, port, batches, kw, queue)) for r in range(2)]
+    for p in procs:
+        p.start()
+    got = queue.get(timeout=120)
+    for p in procs:
+        p.join(timeout=60)
+    single = MeanAveragePrecision(**kw)
+    for p, t in batches:
+        single.update(p, t)
+    ref = single.compute()
+    for k, v in ref.items():
+        assert np.allclose(np.asarray(got[k], float), np.asarray(v, float), atol=1e-9), k
+
+
+def test_moving_the_metric_keeps_the_mask_states(reference):
+    batches = _batches(12, masks=True)
+    m = MeanAveragePrecision(iou_type="segm")
+    for p, t in batches:
+        m.update(p, t)
+    before = m.compute()
+    m = m.to("cpu").double()  # tensors are moved / cast, the RLE tuples stay as they are
+    assert isinstance(m.detection_mask[0], tuple)
+    _same(m.compute(), before)

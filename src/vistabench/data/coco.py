@@ -22,7 +22,7 @@ from typing import Any, Literal, Optional, Union
 import msgspec
 import numpy as np
 
-from ..errors import InputError
+from ..errors import InputError, InputKeyError
 from ..metrics.detection import Detections, GroundTruth, check_segmentations, keypoint_array, keypoint_extent, to_rle
 from .coco_stream import CHUNK_BYTES, Box, ResultStream, element_boundary
 
@@ -89,7 +89,7 @@ def _gt_error(exc: Exception, where: str) -> InputError:
     m = _MISSING.search(msg)
     at = msg.rsplit(" - at ", 1)[-1].strip("`") if " - at " in msg else ""
     if m:
-        return InputError(f"{where}: an entry lacks the field {m.group(1)!r} (at {at})")
+        return InputKeyError(f"{where}: an entry lacks the field {m.group(1)!r} (at {at})")
     if "Expected `object`, got" in msg and at == "$":
         return InputError(f"{where}: expected a COCO/LVIS object with 'images', 'annotations' and 'categories', "
                           f"got {msg.split('got `')[-1].split('`')[0]}")
@@ -167,7 +167,7 @@ def read_ground_truth(
         seg = [a.segmentation for a in anns]
         absent = [i for i, x in enumerate(seg) if x is None]
         if absent:
-            raise InputError(f"{what} {name}: annotation {absent[0]} (id {anns[absent[0]].id}) lacks 'segmentation'; "
+            raise InputKeyError(f"{what} {name}: annotation {absent[0]} (id {anns[absent[0]].id}) lacks 'segmentation'; "
                              f"iou_type 'segm' needs one in every annotation")
     kp = None
     if with_keypoints:
