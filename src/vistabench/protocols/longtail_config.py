@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..config import RunConfig, option
+from ..data.readers import check_dataset_spec
 from ..errors import InputError
 from ..learners.longtail.options import MethodOptions, RunFacts, options_class, resolve_method_options
 from .backbone_options import Precision, check_backbone_fields, compile_field, precision_field, pretrained_field
@@ -124,6 +125,7 @@ class LongtailConfig(RunConfig):
         return out
 
     def check(self) -> None:
+        check_dataset_spec(self.data, "data")
         check_backbone_fields(self.model, self.pretrained, self.device, self.precision, self.compile)
         if not isinstance(self.method_options, MethodOptions):
             raise InputError(f"method_options: expected the options of {self.method!r}, got {self.method_options!r}")

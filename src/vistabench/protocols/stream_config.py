@@ -30,6 +30,8 @@ from typing import Any, Literal
 
 from ..config import RunConfig, option
 from ..errors import InputError
+from ..streams import check_stream_spec
+from ..learners.model_options import check_model_name
 from .backbone_options import Precision, check_backbone_fields, compile_field, precision_field, pretrained_field
 from ..learners.stream.options import (BATCH_RULES, LEARNER_OPTIONS, LEARNER_RECIPES, RECIPES, SCHEDULES,
                                        learner_options_class)
@@ -172,6 +174,8 @@ class StreamConfig(RunConfig):
         return {**preset, **given, "recipe": recipe, "learner_options": opts.to_dict()}
 
     def check(self) -> None:
+        check_stream_spec(self.stream)
+        check_model_name(self.arch, "arch")
         check_backbone_fields(self.arch, self.pretrained, self.device, self.precision, self.compile)
         if self.learner not in LEARNER_OPTIONS:
             learner_options_class(self.learner)
