@@ -98,9 +98,9 @@ class Normaliser:
     def fit(cls, images: np.ndarray) -> "Normaliser":
         """Measure per-channel mean and (population) std over all pixels of ``images`` (N, H, W, B)."""
         b = images.shape[3]
-        # files on disk are decoded in chunks of ~64 MB (memory independent of the set's size);
+        # files on disk are decoded in chunks of ~1 MB (memory independent of the set's size);
         # arrays keep the chunk of 4096 images (the same float sums as before)
-        step = _CHUNK if isinstance(images, np.ndarray) else max(1, (64 << 20) // max(1, int(np.prod(images.shape[1:]))))
+        step = _CHUNK if isinstance(images, np.ndarray) else max(1, (1 << 20) // max(1, int(np.prod(images.shape[1:]))))
         total = np.zeros(b)
         total_sq = np.zeros(b)
         count = 0
