@@ -21,15 +21,12 @@ A source yields the normalised float batches of one epoch for given index batche
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterator, Sequence
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 import torch
 
 from ..errors import InputError
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .trainer import Trainer
 
 __all__ = ["LOADERS", "DataSource", "MemorySource", "StreamSource", "DeviceSource", "make_source"]
 
@@ -37,9 +34,11 @@ LOADERS = ("memory", "stream", "device")
 
 
 class DataSource:
-    """Normalised float batches of ``images`` for a trainer (see the module docstring)."""
+    """Normalised float batches of ``images`` for a trainer (see the module docstring); the trainer
+    (a :class:`~vistabench.learners.trainer.Trainer`, not imported here: it imports this module)
+    gives ``batch``, ``finish_batch`` and ``device``."""
 
-    def __init__(self, trainer: "Trainer", images: Any) -> None:
+    def __init__(self, trainer: Any, images: Any) -> None:
         self.trainer = trainer
         self.images = images
 
@@ -98,7 +97,7 @@ class _EpochBatches(torch.utils.data.Sampler):
 class StreamSource(DataSource):
     """Items read by a ``DataLoader`` with ``workers`` processes; converted in the training process."""
 
-    def __init__(self, trainer: "Trainer", images: Any, workers: int) -> None:
+    def __init__(self, trainer: Any, images: Any, workers: int) -> None:
         super().__init__(trainer, images)
         self.workers = workers
         self._sampler = _EpochBatches()
@@ -132,7 +131,7 @@ class StreamSource(DataSource):
 class DeviceSource(DataSource):
     """The whole uint8 set on the training device; batches converted and augmented there."""
 
-    def __init__(self, trainer: "Trainer", images: Any) -> None:
+    def __init__(self, trainer: Any, images: Any) -> None:
         super().__init__(trainer, images)
         arr = np.ascontiguousarray(np.asarray(images))  # image files are decoded once, here
         self.uint8 = arr.dtype == np.uint8
@@ -152,7 +151,7 @@ class DeviceSource(DataSource):
         self.data = torch.empty(0)
 
 
-def make_source(trainer: "Trainer", images: Any, loader: str, workers: int) -> DataSource:
+def make_source(trainer: Any, images: Any, loader: str, workers: int) -> DataSource:
     """The data source ``loader`` (one of :data:`LOADERS`) of ``images`` for ``trainer``."""
     if loader == "memory":
         return MemorySource(trainer, images)

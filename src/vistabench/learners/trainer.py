@@ -29,8 +29,8 @@ channels-last, ~20% faster than on contiguous NCHW batches; ``benchmarks/bench_t
 times the trainer against bare PyTorch loops.
 
 Module layout: :mod:`.train_config` (TrainConfig, TrainResult, resolve_device, ...),
-:mod:`.schedules` (learning rates), :mod:`.sampling` (epoch orders, batches); their public names
-are re-exported here.
+:mod:`.schedules` (learning rates), :mod:`.sampling` (epoch orders, batches), :mod:`.sources`
+(where batches come from: ``TrainConfig.loader``); their public names are re-exported here.
 """
 
 from __future__ import annotations
@@ -129,10 +129,8 @@ class Trainer:
         training sees; augmented (``cfg.augment``) with ``gen`` when one is given. Needs the
         normalisation of :meth:`fit` (set before its first step). Subclasses may override it.
 
-        On a CPU the batch is in channels-last memory (``torch.channels_last``; the values and the
-        shape are those of NCHW), the layout the arrays are stored in: the model's convolutions then
-        run channels-last, ~20% faster for ResNet-32 on RGB than on a contiguous NCHW batch (see
-        ``benchmarks/bench_trainer_overhead.py``). On CUDA it is contiguous NCHW."""
+        On a CPU the batch is in channels-last memory (the values and shape of NCHW; see the module
+        docstring's "Cost"); on CUDA it is contiguous NCHW."""
         x = to_float_nchw(images[idx], channels_last=self.device.type == "cpu")
         return self.finish_batch(x, gen)
 
