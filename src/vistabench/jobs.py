@@ -272,10 +272,11 @@ def check_cluster_gpus(need: float) -> None:
 
 
 def import_ray() -> Any:
-    try:
-        import ray
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise InputError("engine ray needs Ray: pip install 'vistabench[ray]'") from exc
+    from .extras import require
+
+    require("ray", what="engine ray")
+    import ray
+
     return ray
 
 

@@ -103,6 +103,12 @@ def d(tmp_path_factory):
     (img / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\nnot really")
     (t / "ro").mkdir()
     (t / "ro" / "keep.txt").write_text("")
+    for name in ("cifar-10-batches-py", "cifar-100-python"):  # extracted CIFAR folders (names only)
+        (t / name).mkdir()
+    (t / "cifar-10-batches-py" / "data_batch_1").write_bytes(b"\x80")
+    (t / "cifar-100-python" / "train").write_bytes(b"\x80")
+    (t / "cifar-100-python" / "meta").write_bytes(b"\x80")
+    (t / "results.json.gz").write_bytes(b"\x1f\x8b\x08\x00rest")
     return t
 
 
@@ -148,11 +154,33 @@ CASES = [
     ("split-npz-folder", ["longtail", "split", "--data", "npz:{d}/folder", "--imbalance", "10",
                           "--out", "{d}/s.json"], "is a folder"),
     ("split-bare-path", ["longtail", "split", "--data", "{d}/folder", "--imbalance", "10", "--out", "{d}/s.json"],
-     "folder:"),
+     "--data '{d}/folder': a path needs a kind prefix: folder:{d}/folder, cifar10:{d}/folder or cifar100:{d}/folder"),
+    ("split-bare-cifar10-path", ["longtail", "split", "--data", "{d}/cifar-10-batches-py", "--imbalance", "10",
+                                 "--out", "{d}/s.json"], "a path needs a kind prefix: use cifar10:{d}/cifar-10-batches-py"),
+    ("split-bare-cifar100-path", ["longtail", "split", "--data", "{d}/cifar-100-python", "--imbalance", "10",
+                                  "--out", "{d}/s.json"], "use cifar100:{d}/cifar-100-python"),
+    ("split-bare-image-folder", ["longtail", "split", "--data", "{d}/imgs", "--imbalance", "10", "--out", "{d}/s.json"],
+     "use folder:{d}/imgs"),
+    ("split-bare-npz", ["longtail", "split", "--data", "{d}/pred.npz", "--imbalance", "10", "--out", "{d}/s.json"],
+     "use npz:{d}/pred.npz"),
+    ("split-cifar-prefix-on-a-file", ["longtail", "split", "--data", "cifar10:{d}/pred.npz", "--imbalance", "10",
+                                      "--out", "{d}/s.json"], "--data 'cifar10:{d}/pred.npz': '{d}/pred.npz' is a file, expected a folder"),
+    ("split-npz-prefix-on-a-folder", ["longtail", "split", "--data", "npz:{d}/folder", "--imbalance", "10",
+                                      "--out", "{d}/s.json"], "--data 'npz:{d}/folder': '{d}/folder' is a folder, expected a file"),
     ("split-folder-corrupt-image", ["longtail", "split", "--data", "folder:{d}/imgs", "--imbalance", "10",
                                     "--out", "{d}/s.json"], "broken.png"),
     ("split-folder-missing", ["longtail", "split", "--data", "folder:{d}/nope", "--imbalance", "10",
-                              "--out", "{d}/s.json"], "nope"),
+                              "--out", "{d}/s.json"], "--data 'folder:{d}/nope': no such folder '{d}/nope'"),
+    ("run-folder-missing", ["longtail", "run", "--data", "folder:{d}/nope", "--imbalance", "10", "--method", "ce",
+                            "--no-store"], "--data 'folder:{d}/nope': no such folder"),
+    ("split-typo-option", ["longtail", "split", "--data", "digits", "--imbalanse", "10", "--out", "{d}/s.json"],
+     "unrecognized option --imbalanse (did you mean --imbalance?)"),
+    ("run-typo-option", ["longtail", "run", "--data", "digits", "--imbalanse", "10", "--method", "ce", "--print-config"],
+     "unrecognized option --imbalanse (did you mean --imbalance or --test-imbalance?)"),
+    ("split-typo-option-with-value", ["longtail", "split", "--data", "digits", "--imbalance", "10", "--out", "{d}/s.json",
+                                      "--sed=3"], "unrecognized option --sed (did you mean --seed?)"),
+    ("profile-unknown-option", ["longtail", "profile", "--classes", "3", "--n-max", "5", "--imbalance", "2", "--zzz"],
+     "unrecognized option --zzz (options: "),
     ("split-cifar-missing", ["longtail", "split", "--data", "cifar10:{d}/folder", "--imbalance", "10",
                              "--out", "{d}/s.json"], "missing files"),
     ("split-cifar-no-path", ["longtail", "split", "--data", "cifar10", "--imbalance", "10", "--out", "{d}/s.json"],
@@ -277,6 +305,18 @@ CASES = [
     ("eval-results-empty", ["detection", "eval", "--gt", "{d}/gt.json", "--results", "{d}/dt_empty.json"],
      "--allow-empty"),
     ("eval-results-object", ["detection", "eval", "--gt", "{d}/gt.json", "--results", "{d}/dt_obj.json"], "--results"),
+    ("eval-results-npz", ["detection", "eval", "--gt", "{d}/gt.json", "--results", "{d}/pred.npz"],
+     "--results '{d}/pred.npz': an .npz (NumPy) file, expected a COCO/LVIS results JSON file"),
+    ("eval-results-npy", ["detection", "eval", "--gt", "{d}/gt.json", "--results", "{d}/array.npy"],
+     "a NumPy .npy file, expected a COCO/LVIS results JSON file"),
+    ("eval-results-store", ["detection", "eval", "--gt", "{d}/gt.json", "--results", "{d}/store.sqlite"],
+     "a SQLite database, expected a COCO/LVIS results JSON file"),
+    ("eval-results-gzip", ["detection", "eval", "--gt", "{d}/gt.json", "--results", "{d}/results.json.gz"],
+     "gzip-compressed file (decompress it first)"),
+    ("eval-gt-npz", ["detection", "eval", "--gt", "{d}/pred.npz", "--results", "{d}/dt.json"],
+     "--gt '{d}/pred.npz': an .npz (NumPy) file, expected a COCO/LVIS ground-truth JSON file"),
+    ("eval-typo-option", ["detection", "eval", "--gt", "{d}/gt.json", "--results", "{d}/dt.json", "--jsn"],
+     "did you mean --json?"),
     ("eval-results-is-gt", ["detection", "eval", "--gt", "{d}/gt.json", "--results", "{d}/gt.json"], "--results"),
     ("eval-results-folder", ["detection", "eval", "--gt", "{d}/gt.json", "--results", "{d}/folder"], "is a folder"),
     ("eval-ap-typo", ["detection", "eval", "--gt", "{d}/gt.json", "--results", "{d}/dt.json", "--ap", "old,fixd"], "--ap"),
@@ -398,6 +438,12 @@ CASES = [
     ("sd-per-class-0", ["smalldata", "splits", "--dataset", "digits", "--per-class", "0", "--out", "{d}/sd"],
      "--per-class"),
     ("sd-root-missing", ["smalldata", "splits", "--dataset", "eurosat", "--out", "{d}/sd"], "--root"),
+    ("sd-dataset-folder-missing", ["smalldata", "run", "--dataset", "folder:{d}/nope", "--method", "ce", "--no-store"],
+     "--dataset 'folder:{d}/nope': no such folder '{d}/nope'"),
+    ("sd-dataset-folder-is-file", ["smalldata", "splits", "--dataset", "folder:{d}/text.txt", "--out", "{d}/sd"],
+     "--dataset 'folder:{d}/text.txt': '{d}/text.txt' is a file, expected a folder"),
+    ("sd-dataset-bare-path", ["smalldata", "run", "--dataset", "{d}/cifar-10-batches-py", "--method", "ce", "--no-store"],
+     "a path needs its preset as a prefix: folder:{d}/cifar-10-batches-py"),
     ("sd-out-is-file", ["smalldata", "splits", "--dataset", "digits", "--out", "{d}/text.txt"], "text.txt"),
     ("sd-split-val-fraction", ["smalldata", "split", "--dataset", "digits", "--val-fraction", "1.5",
                                "--out", "{d}/sd"], "--val-fraction"),
@@ -582,6 +628,7 @@ CASES = [
     ("welch-missing", ["stats", "welch", "--a", "{d}/a.json", "--b", "{d}/nope.json"], "--b"),
     ("welch-folder", ["stats", "welch", "--a", "{d}/folder", "--b", "{d}/a.json"], "is a folder"),
     ("welch-broken", ["stats", "welch", "--a", "{d}/broken.json", "--b", "{d}/a.json"], "malformed JSON"),
+    ("welch-npz", ["stats", "welch", "--a", "{d}/pred.npz", "--b", "{d}/a.json"], "--a '{d}/pred.npz': an .npz (NumPy) file"),
     ("welch-object", ["stats", "welch", "--a", "{d}/counts_obj.json", "--b", "{d}/a.json"], "list of numbers"),
     ("welch-alternative", ["stats", "welch", "--a", "{d}/a.json", "--b", "{d}/a.json", "--alternative", "les"],
      "--alternative"),
@@ -606,7 +653,7 @@ def test_user_mistake_is_one_line(capsys, d, argv, expect):
     lines = err.strip().splitlines()
     assert len(lines) == 1, err
     assert "error:" in lines[0], lines[0]
-    assert expect in lines[0], lines[0]
+    assert expect.replace("{d}", str(d)) in lines[0], lines[0]
 
 
 def test_catalogue_covers_every_sub_command():

@@ -113,7 +113,12 @@ def _store(args) -> str | None:
 def _run(args):
     from ..grid import load_config, run_grid
 
+    from ..extras import require
+    from ..suite import get_protocol
+
     cfg = load_config(args.config)
+    needs = get_protocol(cfg.protocol).needs("run") + (("ray",) if args.engine == "ray" else ())
+    require(*needs, what=f"`vistabench grid run` of {cfg.protocol} cells")
     log = None if args.json else (lambda m: print(m, file=sys.stderr, flush=True))
     with stdout_to_stderr():
         res = run_grid(cfg, store=_store(args), engine=args.engine, max_parallel=args.max_parallel,

@@ -126,7 +126,7 @@ def _sessions(args: Any) -> dict[str, Any]:
     from ..data import load_dataset
     from ..protocols.incremental import sessions_for_data, write_sessions
 
-    content = sessions_for_data(load_dataset(args.data), data_name=args.data, preset=args.preset,
+    content = sessions_for_data(load_dataset(args.data, what="data"), data_name=args.data, preset=args.preset,
                                 base_classes=args.base_classes, way=args.way, shot=args.shot,
                                 num_sessions=args.num_sessions, base_shot=args.base_shot, seed=args.seed,
                                 index_lists=args.index_lists)

@@ -140,7 +140,7 @@ def _split(args):
     from ..data import load_dataset, write_split
     from ..protocols.longtail import build_training_split
 
-    ds = load_dataset(args.data)
+    ds = load_dataset(args.data, what="data")
     split = build_training_split(ds.train.labels, imbalance=args.imbalance, n_max=args.n_max, kind=args.kind,
                                  seed=args.seed, val_fraction=args.val_fraction, dataset=args.data)
     write_split(args.out, split)

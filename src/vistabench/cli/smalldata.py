@@ -43,8 +43,29 @@ def _run_verb(p: argparse.ArgumentParser, stages: str) -> None:
     add_store_arg(p)
     add_json_arg(p)
     pinned = None if stages == "tune+final" else {"stages": stages}
-    handler, _ = run_verb(SmalldataConfig, _run_config, pinned=pinned, verb=f"smalldata {stages}")
+    run_handler, _ = run_verb(SmalldataConfig, _run_config, pinned=pinned, verb=f"smalldata {stages}")
+
+    def handler(args):
+        from .configured import given_from_args, wants_print
+
+        if not wants_print(args):  # printing a config reads no data
+            _check_dataset_folder(given_from_args(args).get("dataset"))
+        return run_handler(args)
+
     p.set_defaults(handler=handler, human=_run_text)
+
+
+def _check_dataset_folder(spec) -> None:
+    """``--dataset NAME:DIR`` with a DIR that is not a folder: say so naming --dataset (the user never
+    typed --root, which the preset's reader would name)."""
+    from ..errors import InputError
+
+    if not isinstance(spec, str) or ":" not in spec:
+        return
+    root = spec.partition(":")[2]
+    if root and not Path(root).is_dir():
+        raise InputError(f"dataset {spec!r}: " + (f"{root!r} is a file, expected a folder" if Path(root).exists()
+                                                  else f"no such folder {root!r}"))
 
 
 def _run_config(config, *, store, work_dir):
@@ -122,6 +143,7 @@ def register(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
 
 # ---------------------------------------------------------------------------------- handlers
 def _splits(args):
+    _check_dataset_folder(args.dataset)
     from ..protocols.smalldata import write_dataset_splits
 
     return write_dataset_splits(args.dataset, args.out, root=args.root, recipe=args.recipe, per_class=args.per_class,

@@ -54,9 +54,9 @@ def read_split(path: str | os.PathLike[str], *, kind: str | None = None, what: s
     With ``require_hash=False`` a hand-written file without a ``sha256`` key is accepted; a file that
     has one must still match it.
     """
-    from .._validation import check_input_file
+    from .._validation import check_json_file
 
-    p = check_input_file(path, what)
+    p = check_json_file(path, what, expected=f"a {what} (JSON)")
     try:
         content = json.loads(p.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:

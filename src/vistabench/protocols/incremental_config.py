@@ -18,9 +18,16 @@ from ..errors import InputError
 from ..learners.incremental import default_backbone, method_options_class
 from ..learners.incremental.options import FR_PAPER_VIT, FR_SCRIPTS
 from ..learners.model_options import check_model_options
-from .incremental_sessions import PRESETS
 
-__all__ = ["IncrementalConfig", "FR_FIELDS", "FR_LOSS_WEIGHTS", "paper_data"]
+__all__ = ["IncrementalConfig", "FR_FIELDS", "FR_LOSS_WEIGHTS", "PRESETS", "paper_data"]
+
+#: name -> (num_classes, base_classes, way, shot, num_sessions); the FSCIL benchmarks' settings
+#: (here, not beside the session builder: building the command line must not import numpy)
+PRESETS: dict[str, tuple[int, int, int, int, int]] = {
+    "cifar100": (100, 60, 5, 5, 9),
+    "mini_imagenet": (100, 60, 5, 5, 9),
+    "cub200": (200, 100, 10, 5, 11),
+}
 
 #: older ``fr_*`` fields -> the ``fr`` method option they set
 FR_FIELDS = {"fr_recipe": "recipe", "fr_epochs": "epochs", "fr_layers": "layers", "fr_ensemble": "ensemble"}

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..config import RunConfig, option
-from ..data.smalldata import get_preset, presets
+from ..data.smalldata_presets import get_preset, presets
 from ..errors import InputError
 from ..learners.model_options import MODEL_OPTIONS
 from ..learners.smalldata.options import CommonSpace, MethodOptions
@@ -151,6 +151,11 @@ class SmalldataConfig(RunConfig):
 
     def check(self) -> None:
         if self.dataset not in presets.names():
+            if Path(self.dataset).exists():  # a path without the preset it holds
+                with_files = [n for n in sorted(presets.names()) if n != "folder" and get_preset(n).needs_root]
+                raise InputError(f"dataset {self.dataset!r}: a path needs its preset as a prefix: "
+                                 f"folder:{self.dataset} (one sub-folder per class) or PRESET:{self.dataset} "
+                                 f"(presets with files: {', '.join(with_files)})")
             try:
                 presets.get(self.dataset)
             except InputError as exc:
