@@ -356,14 +356,27 @@ class RunConfig(Options):
     """
 
     protocol: ClassVar[str] = ""
+    #: fields that :meth:`Options.resolve` fills in from the data's name and the recipe when the user
+    #: leaves them unset -> the value they had unset before they were resolved (``None``, ``"auto"``).
+    #: A grid cell's key keeps that value while the user does not set the field, so stored cells keep
+    #: their keys; a value the user gives is keyed as given.
+    resolved_fields: ClassVar[dict[str, Any]] = {}
+
+    def unset_fields(self) -> set[str]:
+        """The :attr:`resolved_fields` the user left unset (or set to their unset value)."""
+        given = self.given()
+        return {name for name, unset in self.resolved_fields.items()
+                if name not in given or _jsonable(given[name]) == _jsonable(unset)}
 
     def key_dict(self) -> dict[str, Any]:
-        """The canonical config minus runtime-only fields (and fields at their ``key_default``)."""
+        """The canonical config minus runtime-only fields (and fields at their ``key_default``); a
+        :attr:`resolved_fields` field the user left unset is keyed by its unset value."""
         out = {}
+        unset = self.unset_fields()
         for info in self.fields_info():
             if info.runtime:
                 continue
-            value = _jsonable(getattr(self, info.name))
+            value = _jsonable(self.resolved_fields[info.name] if info.name in unset else getattr(self, info.name))
             if info.key_default is not NO_KEY_DEFAULT and value == _jsonable(info.key_default):
                 continue
             out[info.name] = value
