@@ -362,11 +362,25 @@ class RunConfig(Options):
     #: their keys; a value the user gives is keyed as given.
     resolved_fields: ClassVar[dict[str, Any]] = {}
 
-    def unset_fields(self) -> set[str]:
-        """The :attr:`resolved_fields` the user left unset (or set to their unset value)."""
+    def spells_out_resolved(self) -> bool:
+        """Whether the config was given with every :attr:`resolved_fields` field set (a printed config
+        read back): it is keyed as the config it was printed from."""
         given = self.given()
-        return {name for name, unset in self.resolved_fields.items()
-                if name not in given or _jsonable(given[name]) == _jsonable(unset)}
+        return bool(self.resolved_fields) and all(
+            name in given and _jsonable(given[name]) != _jsonable(unset) for name, unset in self.resolved_fields.items())
+
+    def unset_fields(self) -> set[str]:
+        """The :attr:`resolved_fields` the user left unset (or set to their unset value); for a printed
+        config read back, those holding the value the recipe resolves them to when unset."""
+        given = self.given()
+        out = {name for name, unset in self.resolved_fields.items()
+               if name not in given or _jsonable(given[name]) == _jsonable(unset)}
+        if self.spells_out_resolved():
+            rest = {k: v for k, v in self.to_dict().items() if k not in self.resolved_fields}
+            fresh = type(self).resolve(rest)
+            out |= {name for name in self.resolved_fields
+                    if _jsonable(fresh.get(name)) == _jsonable(getattr(self, name))}
+        return out
 
     def key_dict(self) -> dict[str, Any]:
         """The canonical config minus runtime-only fields (and fields at their ``key_default``); a

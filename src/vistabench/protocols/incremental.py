@@ -326,10 +326,7 @@ def run(config: IncrementalConfig, *, store: ResultsStore | None = None,
     if config.sessions is not None:
         sessions = load_sessions(config.sessions)
     else:
-        sessions = sessions_for_data(data, data_name=config.data, preset=config.preset,
-                                     base_classes=config.base_classes, way=config.way, shot=config.shot,
-                                     num_sessions=config.num_sessions, base_shot=config.base_shot, seed=config.seed,
-                                     test_per_class=config.test_per_class)
+        sessions = sessions_for_data(data, data_name=config.data, seed=config.seed, **config.layout())
         if work_dir is not None:
             sessions = write_sessions(Path(work_dir) / "sessions.json", sessions)
     record = run_sessions(config, data, sessions, work_dir=work_dir)

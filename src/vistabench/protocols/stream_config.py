@@ -237,13 +237,7 @@ class StreamConfig(RunConfig):
         ('' when none does): two grid cells differing only in, e.g., a learner option get two run ids."""
         defaults = {i.name: i.default for i in self.fields_info() if not i.required}
         key = self.key_dict()
-        # a resolved field given at the value the recipe resolves it to (a printed config read back) is
-        # the same run as one left unset: the same run id
-        rest = {k: v for k, v in self.to_dict().items() if k not in self.resolved_fields}
-        fresh = type(self).resolve(rest)
-        for name, unset in self.resolved_fields.items():
-            if getattr(self, name) == fresh.get(name):
-                key[name] = unset
+
         extra = {k: v for k, v in key.items() if k not in CLASSIC_RUN_ID_FIELDS
                  and (k == "learner_options" or v != _plain(defaults.get(k)))}
         if not extra:
