@@ -382,5 +382,6 @@ def run_sessions(config: Any, data: Any, sessions: dict[str, Any], *,
     # the record's own columns, and the layout, which the record takes from the sessions themselves
     for name in ("data", "tag", "seed", "method", "preset", "base_classes", "way", "shot", "num_sessions"):
         settings.pop(name, None)
+    settings["config"] = config.to_dict()  # what --print-config printed, whole
     return record_for(result, dataset=config.data, method=config.method, seed=config.seed, sessions=sessions,
                       settings=settings, tag=config.tag, seconds=seconds)
