@@ -274,8 +274,11 @@ def main() -> None:
             return
         rounds = [x["seconds"] / y["seconds"] for x, y in zip(trials[slow], trials[fast]) if "seconds" in x and "seconds" in y]
         dap = f"; |AP difference| = {abs(a['AP'] - b['AP']):.2e}" if "AP" in a and "AP" in b else ""
+        spread = (f"; per-round ratio min {min(rounds):.1f}x, median {statistics.median(rounds):.1f}x, "
+                  f"max {max(rounds):.1f}x" if rounds else "")
         print(f"[{target}] {fast} vs {slow}: {a['seconds'] / b['seconds']:.1f}x faster (medians; rounds "
-              f"{', '.join(f'{x:.1f}x' for x in rounds)}), {b['peak_rss'] / a['peak_rss']:.3f}x the peak memory{dap}")
+              f"{', '.join(f'{x:.1f}x' for x in rounds)}{spread}), {b['peak_rss'] / a['peak_rss']:.3f}x the peak "
+              f"memory{dap}")
 
     print()
     compare("lvis-api", "vistabench-cli:old", "target >= 50x")

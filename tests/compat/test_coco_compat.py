@@ -196,4 +196,4 @@ def test_bad_params_are_one_line(tmp_path, coco_set):
     with pytest.raises(InputError, match="params.imgIds: id 123456789 is not in the ground truth"):
         e.evaluate()
     with pytest.raises(InputError, match="iouType"):
-        COCOeval(g, None, "keypoints")
+        COCOeval(g, None, "captions")

@@ -37,7 +37,13 @@ def register(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
                                     "pycocotools semantics (iscrowd, maxDets 1/10/100).")
     e.add_argument("--gt", required=True, metavar="GT.json", help="COCO or LVIS v1 ground-truth JSON")
     e.add_argument("--results", required=True, metavar="DT.json", help="results JSON list")
-    e.add_argument("--iou-type", default="bbox", choices=["bbox", "segm"])
+    e.add_argument("--iou-type", default="bbox", choices=["bbox", "segm", "keypoints"],
+                   help="overlap: box IoU, mask IoU (results need 'segmentation') or keypoint OKS as pycocotools' "
+                        "iouType='keypoints' (COCO ground truth with 'keypoints' and 'num_keypoints'; areas all/"
+                        "medium/large, 20 detections per image and category); default bbox")
+    e.add_argument("--kpt-oks-sigmas", metavar="LIST", default=None,
+                   help="with --iou-type keypoints: comma-separated OKS sigma per keypoint, in keypoint order "
+                        "(default: COCO's 17 person-keypoint sigmas)")
     e.add_argument("--ap", dest="variants", default="old,fixed,pool", metavar="LIST",
                    help="comma-separated subset of old,fixed,pool (default: all three)")
     e.add_argument("--max-dets-per-image", type=int, default=None, metavar="N",
@@ -179,7 +185,7 @@ def _eval(args):
     with step("reading and evaluating"), one_line_warnings():
         out = score(args.results, args.gt, iou_type=args.iou_type, variants=args.variants, gt_format=args.gt_format,
                     max_dets_per_image=args.max_dets_per_image, dets_per_class=args.dets_per_class,
-                    split=args.split, allow_empty=args.allow_empty)
+                    split=args.split, allow_empty=args.allow_empty, kpt_oks_sigmas=_sigmas(args))
     out["settings"].update(gt=str(args.gt), results=str(args.results))
     rec = to_record(out, dataset=args.dataset or Path(args.gt).stem,
                     method=args.method or Path(args.results).stem, seed=args.seed, tag=args.tag,
@@ -187,6 +193,24 @@ def _eval(args):
     ids = store_records(args.store, rec)
     out["record_id"] = ids[0] if ids else None
     return out
+
+
+def _sigmas(args) -> list[float] | None:
+    """``--kpt-oks-sigmas`` as floats (only with ``--iou-type keypoints``); one line on bad input."""
+    from ..errors import InputError
+
+    text = args.kpt_oks_sigmas
+    if text is None:
+        return None
+    if args.iou_type != "keypoints":
+        raise InputError(f"--kpt-oks-sigmas: only used with --iou-type keypoints, got --iou-type {args.iou_type}")
+    try:
+        values = [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise InputError(f"--kpt-oks-sigmas: expected comma-separated numbers, got {text!r}") from None
+    if not values:
+        raise InputError("--kpt-oks-sigmas: expected at least one sigma")
+    return values
 
 
 def _unflatten(metrics: dict) -> dict:

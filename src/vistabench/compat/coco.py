@@ -12,13 +12,16 @@ equal to pycocotools to 1e-9 in the tests.
 
 Masks as pycocotools derives them: ground truth without ``bbox`` in segm mode (torchmetrics' export)
 gets the mask's box; results without ``bbox`` get it from the mask (and the mask area); box-only
-results in segm mode become rectangle masks. Keypoints are not supported (one-line error).
+results in segm mode become rectangle masks. Keypoints (``iouType="keypoints"``,
+``params.kpt_oks_sigmas``) as pycocotools (:mod:`.keypoints`). A results *file* of plain boxes is
+kept as columns; its dicts are built when first read.
 """
 
 from __future__ import annotations
 
 import copy
 import datetime
+from dataclasses import replace
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -27,10 +30,11 @@ import numpy as np
 
 from ..errors import InputError, InputTypeError
 from ..metrics.detection import Detections, GroundTruth
-from ..metrics.detection import AREA_LABELS, AREA_RANGES, IOU_THRESHOLDS, RECALL_THRESHOLDS, to_rle
+from ..metrics.detection import AREA_LABELS, AREA_RANGES, IOU_THRESHOLDS, RECALL_THRESHOLDS, check_sigmas, to_rle
 from .evaluation import UnknownIdError, accumulate_for_params, id_positions, match_for_params, mean_defined
+from .keypoints import group_oks, keypoint_ignore, set_keypoint_params, summarize_keypoint_stats
 from .per_image import evaluate_group, group_ious
-from .results import load_result_list, prepare_results, read_dataset
+from .results import box_result_columns, load_result_list, msgspec_json_list, prepare_results, read_dataset
 
 __all__ = ["COCO", "COCOeval", "Params", "detections_of"]
 
@@ -44,9 +48,18 @@ def _listed(x: Any) -> list:
 
 
 class COCO:
-    """As ``pycocotools.coco.COCO(annotation_file=None)`` (a dict is accepted too)."""
+    """As ``pycocotools.coco.COCO(annotation_file=None)`` (a dict is accepted too).
+
+    A ``loadRes`` of a results file of plain boxes keeps the results as columns: ``dataset``,
+    ``anns``, ``imgToAnns`` and ``catToImgs`` are built, exactly as pycocotools builds them, the
+    first time one of them is read (the evaluation reads the columns).
+    """
+
+    _LAZY = frozenset(("dataset", "anns", "imgToAnns", "catToImgs"))
 
     def __init__(self, annotation_file: str | Path | dict | None = None):
+        self._columns: dict | None = None
+        self._lazy_from: Any = None
         self.dataset: dict = {}
         self.anns: dict = {}
         self.cats: dict = {}
@@ -58,7 +71,29 @@ class COCO:
             self.dataset = read_dataset(annotation_file, "annotation_file")
             self.createIndex()
 
+    def __getattr__(self, name: str) -> Any:
+        # only reached for attributes not set: the lazily built ones of a column-backed loadRes
+        lazy = self.__dict__.get("_lazy_from")
+        if name in COCO._LAZY and lazy is not None:
+            self._lazy_from = None
+            info, images, categories, cols, ids, sizes = lazy
+            anns = load_result_list(msgspec_json_list(cols["raw"]), "resFile")
+            prepare_results(anns, what="resFile", coco=True, image_ids=ids, image_sizes=sizes)
+            self.dataset = {"info": info, "images": images, "categories": categories, "annotations": anns}
+            columns = self._columns
+            self.createIndex()
+            self._columns = columns  # the same results: the columns stay valid
+            return getattr(self, name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "dataset" and self.__dict__.get("_lazy_from") is not None:
+            self.__dict__["_lazy_from"] = None  # a dataset set by the caller replaces the lazy one
+            self.__dict__["_columns"] = None
+        object.__setattr__(self, name, value)
+
     def createIndex(self) -> None:
+        self._columns = None
         anns, cats, imgs = {}, {}, {}
         img_to_anns, cat_to_imgs = defaultdict(list), defaultdict(list)
         for ann in self.dataset.get("annotations", ()):
@@ -155,21 +190,42 @@ class COCO:
     def loadRes(self, resFile) -> "COCO":
         """Results (a list, a JSON path or an N x 7 array) as a ``COCO``, prepared as pycocotools does."""
         res = COCO()
-        res.dataset["images"] = list(self.dataset.get("images", []))
-        anns = self.loadNumpyAnnotations(resFile) if isinstance(resFile, np.ndarray) else load_result_list(resFile, "resFile")
         ids = np.fromiter(self.imgs.keys(), np.int64, len(self.imgs))
         sizes = {i: (int(im.get("height", 0)), int(im.get("width", 0))) for i, im in self.imgs.items()}
-        prepare_results(anns, what="resFile", coco=True, image_ids=ids, image_sizes=sizes)
+        cols = box_result_columns(resFile, ids)
+        if cols is not None:  # plain boxes from a file: columns now, the dicts when first read
+            images, categories = list(self.dataset.get("images", [])), copy.deepcopy(self.dataset.get("categories", []))
+            for attr in COCO._LAZY:
+                del res.__dict__[attr]
+            res.imgs = {im["id"]: im for im in images}
+            res.cats = {c["id"]: c for c in categories}
+            res._lazy_from = (copy.deepcopy(self.dataset.get("info", {})), images, categories, cols, ids, sizes)
+            res._columns = cols
+            return res
+        res.dataset["info"] = copy.deepcopy(self.dataset.get("info", {}))  # as pycocotools 2.0.8
+        res.dataset["images"] = list(self.dataset.get("images", []))
+        anns = self.loadNumpyAnnotations(resFile) if isinstance(resFile, np.ndarray) else load_result_list(resFile, "resFile")
+        cols = prepare_results(anns, what="resFile", coco=True, image_ids=ids, image_sizes=sizes)
         res.dataset["categories"] = copy.deepcopy(self.dataset.get("categories", []))
         res.dataset["annotations"] = anns
         res.createIndex()
+        if cols:  # the prepared columns serve the evaluation until the next createIndex
+            res._columns = cols
         return res
 
-    def ground_truth(self, with_segmentation: bool) -> GroundTruth:
+    def ground_truth(self, with_segmentation: bool, *, with_keypoints: bool = False) -> GroundTruth:
         """The annotations as a pycocotools-semantics :class:`GroundTruth` (cached until
-        ``createIndex``). In segm mode an annotation without ``bbox`` gets its mask's box."""
+        ``createIndex``). In segm mode an annotation without ``bbox`` gets its mask's box;
+        ``with_keypoints`` reads ``keypoints`` / ``num_keypoints`` (iouType "keypoints")."""
         from ..data.coco import read_ground_truth
 
+        if with_keypoints:
+            if "keypoints" not in self._gt:
+                ds = self.dataset
+                self._gt["keypoints"] = read_ground_truth(
+                    {"images": ds.get("images", []), "annotations": ds.get("annotations", []),
+                     "categories": ds.get("categories", [])}, format="coco", with_keypoints=True)
+            return self._gt["keypoints"]
         if with_segmentation not in self._gt:
             ds = self.dataset
             anns = ds.get("annotations", [])
@@ -195,6 +251,14 @@ def detections_of(coco_dt: COCO, gt: GroundTruth, iou_type: str) -> tuple[Detect
     result, masks from ``segmentation``. Results of images or categories absent from ``gt`` are left
     out, as pycocotools never loads them (its ids come from the ground truth); returns the detections
     and their positions in ``dataset["annotations"]``."""
+    cols = coco_dt.__dict__.get("_columns")
+    if cols is not None and iou_type == "bbox":  # a column-backed loadRes: no dicts needed
+        pos = np.flatnonzero(np.isin(cols["image_id"], gt.image_ids) & np.isin(cols["category_id"], gt.category_ids))
+        every = len(pos) == len(cols["score"])
+        pick = (lambda a: a) if every else (lambda a: a[pos])
+        d = Detections.from_ids(gt, image_id=pick(cols["image_id"]), category_id=pick(cols["category_id"]),
+                                bbox=pick(cols["bbox"]), score=pick(cols["score"]), area=pick(cols["area"]))
+        return d, pos
     anns = coco_dt.dataset.get("annotations", [])
     try:
         iid = np.array([a["image_id"] for a in anns], np.int64)
@@ -208,6 +272,11 @@ def detections_of(coco_dt: COCO, gt: GroundTruth, iou_type: str) -> tuple[Detect
         area = np.array([a["area"] for a in anns], np.float64)
     except KeyError as exc:
         raise InputError(f"cocoDt: a result lacks {exc.args[0]!r}") from None
+    kp = None
+    if iou_type == "keypoints":
+        kp = [a.get("keypoints") for a in anns]
+        if any(k is None for k in kp):
+            raise InputError(f"cocoDt: result {int(pos[kp.index(None)])} lacks 'keypoints' (iouType 'keypoints')")
     if iou_type == "segm":
         seg = [a.get("segmentation") for a in anns]
         if any(s is None for s in seg):
@@ -217,20 +286,25 @@ def detections_of(coco_dt: COCO, gt: GroundTruth, iou_type: str) -> tuple[Detect
         seg = None
         if any("bbox" not in a for a in anns):
             raise InputError(f"cocoDt: result {int(pos[next(i for i, a in enumerate(anns) if 'bbox' not in a)])} "
-                             f"lacks 'bbox' (iouType 'bbox')")
+                             f"lacks 'bbox' (iouType {iou_type!r})")
         box = [a["bbox"] for a in anns]
     bbox = np.asarray(box, np.float64).reshape(len(anns), 4)
     d = Detections.from_ids(gt, image_id=iid[pos], category_id=cid[pos], bbox=bbox, score=score, segmentation=seg,
-                            area=area)
+                            area=area, keypoints=kp)
     return d, pos
 
 
 class Params:
-    """pycocotools' detection parameters (keypoints are not supported)."""
+    """pycocotools' parameters: detection (``bbox``, ``segm``) or keypoints (``setKpParams``:
+    maxDets [20], areas all / medium / large, ``kpt_oks_sigmas``)."""
 
     def __init__(self, iouType: str = "segm"):
-        if iouType not in ("segm", "bbox"):
-            raise InputError(f"iouType: expected 'bbox' or 'segm', got {iouType!r} (keypoints are not supported)")
+        if iouType not in ("segm", "bbox", "keypoints"):
+            raise InputError(f"iouType: expected 'bbox', 'segm' or 'keypoints', got {iouType!r}")
+        if iouType == "keypoints":
+            set_keypoint_params(self)
+            self.iouType, self.useSegm = iouType, None
+            return
         self.imgIds: list = []
         self.catIds: list = []
         self.iouThrs = IOU_THRESHOLDS.copy()
@@ -266,8 +340,8 @@ class COCOeval:
         p = self.params
         if p.useSegm is not None:
             p.iouType = "segm" if p.useSegm == 1 else "bbox"
-        if p.iouType not in ("bbox", "segm"):
-            raise InputError(f"params.iouType: expected 'bbox' or 'segm', got {p.iouType!r}")
+        if p.iouType not in ("bbox", "segm", "keypoints"):
+            raise InputError(f"params.iouType: expected 'bbox', 'segm' or 'keypoints', got {p.iouType!r}")
         if self.cocoGt is None or self.cocoDt is None:
             raise InputError("cocoGt, cocoDt: both are needed to evaluate")
         p.imgIds = list(np.unique(np.asarray(p.imgIds, np.int64)).tolist())
@@ -277,12 +351,18 @@ class COCOeval:
         area = np.asarray(p.areaRng, np.float64)
         if area.ndim != 2 or area.shape[1] != 2:
             raise InputError(f"params.areaRng: expected pairs [low, high], got {p.areaRng!r}")
-        gt = self.cocoGt.ground_truth(p.iouType == "segm")
+        kp = p.iouType == "keypoints"
+        gt = self.cocoGt.ground_truth(p.iouType == "segm", with_keypoints=kp)
         dets, self._dt_pos = detections_of(self.cocoDt, gt, p.iouType)
+        sigmas = check_sigmas(getattr(p, "kpt_oks_sigmas", None), gt.keypoints.shape[1] if len(gt) else None,
+                              "params.kpt_oks_sigmas") if kp else None
         self._pm = match_for_params(
             gt, dets, iou_type=p.iouType, img_rows=id_positions(p.imgIds, gt.image_ids, "params.imgIds"),
             cat_rows=id_positions(p.catIds, gt.category_ids, "params.catIds"), use_cats=bool(p.useCats),
-            iou_thrs=np.asarray(p.iouThrs, np.float64), area_rng=area)
+            iou_thrs=np.asarray(p.iouThrs, np.float64), area_rng=area, kpt_oks_sigmas=sigmas)
+        if kp and not p.useCats:  # pycocotools' computeOks reads _gts[img, -1] (empty): nothing matches
+            m = self._pm.match
+            self._pm.match = replace(m, cand=np.zeros(0, np.int64), code=m.code[:, :, :0])
         self._paramsEval = copy.deepcopy(p)
         self._per_image = {}
         self.eval = {}
@@ -315,6 +395,9 @@ class COCOeval:
         if not self.eval:
             raise Exception("Please run accumulate() first")  # pycocotools' type; clients catch Exception
         m = self.params.maxDets
+        if self.params.iouType == "keypoints":
+            self.stats = summarize_keypoint_stats(self._summarize)
+            return
         if len(m) < 3:
             raise InputError(f"params.maxDets: summarize reads three values (pycocotools' stats), got {m!r}")
         s = self._summarize
@@ -356,6 +439,14 @@ class COCOeval:
             self._per_image["groups"] = (gts, dts)
         return self._per_image["groups"]
 
+    def computeOks(self, imgId: int, catId: int):
+        if not self._paramsEval.useCats:
+            return []  # pycocotools reads _gts[imgId, -1], which is empty
+        gts, dts = self._groups()
+        key = (imgId, catId)
+        return group_oks(dts.get(key, []), gts.get(key, []), self._paramsEval.kpt_oks_sigmas,
+                         self._paramsEval.maxDets[-1])
+
     def computeIoU(self, imgId: int, catId: int):
         gts, dts = self._groups()
         key = (imgId, catId if self._paramsEval.useCats else -1)
@@ -371,7 +462,8 @@ class COCOeval:
         if "ious" not in self._per_image:
             p = self._paramsEval
             cats = p.catIds if p.useCats else [-1]
-            self._per_image["ious"] = {(i, c): self.computeIoU(i, c) for i in p.imgIds for c in cats}
+            compute = self.computeOks if p.iouType == "keypoints" else self.computeIoU
+            self._per_image["ious"] = {(i, c): compute(i, c) for i in p.imgIds for c in cats}
         return self._per_image["ious"]
 
     def evaluateImg(self, imgId: int, catId: int, aRng, maxDet: int) -> dict | None:
@@ -379,10 +471,11 @@ class COCOeval:
         key = (imgId, catId if self._paramsEval.useCats else -1)
         gt, dt = gts.get(key, []), dts.get(key, [])
         ious = self._per_image.get("ious", {}).get((imgId, catId))
+        kp = self._paramsEval.iouType == "keypoints"
         if ious is None:
-            ious = self.computeIoU(imgId, catId)
+            ious = self.computeOks(imgId, catId) if kp else self.computeIoU(imgId, catId)
         r = evaluate_group(gt, dt, ious, iou_thrs=np.asarray(self._paramsEval.iouThrs), area_rng=aRng, coco=True,
-                           max_det=maxDet)
+                           max_det=maxDet, extra_ignore=keypoint_ignore(gt) if kp else None)
         if r is not None:
             r["image_id"], r["category_id"] = imgId, catId
         return r

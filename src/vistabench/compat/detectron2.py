@@ -9,9 +9,10 @@ is asked when detectron2 is installed, else ``dataset_name`` is read as the JSON
 Without a mapping, contiguous class i is category ``i + 1`` for LVIS (detectron2's LVIS rule) and
 the i-th smallest category id for COCO (what detectron2's COCO loader registers).
 
-``evaluate()`` returns ``{"bbox": {...}, "segm": {...}, "box_proposals": {...}}`` as detectron2:
-AP keys ×100 (``AP AP50 AP75 APs APm APl``, LVIS also ``APr APc APf``; COCO ``AP-<class>`` when
-class names are known), proposal recall ``AR@100 ARs@100 ... AR@1000 ...`` ×100, plus
+``evaluate()`` returns ``{"bbox": {...}, "segm": {...}, "keypoints": {...}, "box_proposals": {...}}``
+as detectron2: AP keys ×100 (``AP AP50 AP75 APs APm APl``, LVIS also ``APr APc APf``; keypoints
+``AP AP50 AP75 APm APl`` by OKS with ``kpt_oks_sigmas``; COCO ``AP-<class>`` when class names are
+known), proposal recall ``AR@100 ARs@100 ... AR@1000 ...`` ×100, plus
 ``AP^Fixed``, ``AP50^Fixed`` … and ``AP^Pool`` … (Dave et al.; see docs/detection.md). torch is
 imported only if the outputs are tensors (never by ``import vistabench.metrics``).
 """
@@ -37,6 +38,7 @@ __all__ = ["LVISEvaluator", "COCOEvaluator", "instances_to_json", "box_proposal_
 
 logger = logging.getLogger(__name__)
 _AP_KEYS = ("AP", "AP50", "AP75", "APs", "APm", "APl")
+_KEYPOINT_KEYS = ("AP", "AP50", "AP75", "APm", "APl")
 _AREAS = {"all": "", "small": "s", "medium": "m", "large": "l"}
 _AREA_RANGES = {"all": (0, 1e5 ** 2), "small": (0, 32 ** 2), "medium": (32 ** 2, 96 ** 2), "large": (96 ** 2, 1e5 ** 2)}
 
@@ -62,7 +64,9 @@ def instances_to_json(instances: Any, img_id: int, where: str = "outputs") -> li
     """detectron2's ``instances_to_coco_json``: XYXY boxes -> XYWH (in the boxes' dtype), scores,
     contiguous classes, masks as RLE with str counts. ``instances``: an ``Instances``-like object
     (``pred_boxes``, ``scores``, ``pred_classes``, ``pred_masks``) or a dict (``boxes``, ``scores``,
-    ``labels``, ``masks``). Shapes are checked (one line naming the field)."""
+    ``labels``, ``masks``; ``pred_keypoints`` / ``keypoints`` (N, K, 3) become ``keypoints`` with
+    0.5 subtracted from x and y in their dtype, as detectron2). Shapes are checked (one line naming
+    the field)."""
     boxes = _field(instances, ("pred_boxes", "boxes"))
     scores = _field(instances, ("scores",))
     classes = _field(instances, ("pred_classes", "labels"))
@@ -91,11 +95,22 @@ def instances_to_json(instances: Any, img_id: int, where: str = "outputs") -> li
         rles = [mask_util.encode(np.array(x[:, :, None], order="F", dtype="uint8"))[0] for x in m]
         for r in rles:
             r["counts"] = r["counts"].decode("utf-8")
+    kps = _field(instances, ("pred_keypoints", "keypoints"))
+    kp_lists = None
+    if kps is not None:
+        kp = _array(kps).copy()
+        if kp.ndim != 3 or len(kp) != n or kp.shape[2] != 3:
+            raise InputError(f"{where}.instances.pred_keypoints: expected {n} keypoint sets (N, K, 3), got shape "
+                             f"{tuple(kp.shape)}")
+        kp[:, :, :2] -= kp.dtype.type(0.5)  # detectron2: pixel-index coordinates, as the annotations
+        kp_lists = kp.reshape(n, -1).tolist()
     out = []
     for k, (bx, sc, cl) in enumerate(zip(xywh.tolist(), s.tolist(), c.tolist())):
         r = {"image_id": img_id, "category_id": cl, "bbox": bx, "score": sc}
         if rles is not None:
             r["segmentation"] = rles[k]
+        if kp_lists is not None:
+            r["keypoints"] = kp_lists[k]
         out.append(r)
     return out
 
@@ -165,6 +180,7 @@ def _metadata(dataset_name: str, metadata: Any, json_file: str | None) -> Any:
 
 class _Evaluator:
     _kind = ""
+    _task_names: tuple[str, ...] = ("bbox", "segm")
 
     def __init__(self, dataset_name: str, tasks: Sequence[str] | None = None, distributed: bool = True,
                  output_dir: str | None = None, *, max_dets_per_image: int | None = None, metadata: Any = None,
@@ -173,8 +189,8 @@ class _Evaluator:
             logger.warning("tasks: a config object is not supported; tasks are inferred from the predictions")
             tasks = None
         for t in tasks or ():
-            if t not in ("bbox", "segm"):
-                raise InputError(f"tasks: expected 'bbox' or 'segm', got {t!r}")
+            if t not in self._task_names:
+                raise InputError(f"tasks: expected one of {list(self._task_names)}, got {t!r}")
         if max_dets_per_image is not None and (isinstance(max_dets_per_image, bool)
                                                or not isinstance(max_dets_per_image, (int, np.integer))
                                                or max_dets_per_image < 1):
@@ -242,7 +258,8 @@ class _Evaluator:
                 Path(self._output_dir).mkdir(parents=True, exist_ok=True)
                 with open(Path(self._output_dir) / f"{self._kind}_instances_results.json", "w") as f:
                     json.dump(dets, f)
-            tasks = self._tasks or (("bbox", "segm") if any("segmentation" in d for d in dets) else ("bbox",))
+            tasks = self._tasks or (("bbox",) + (("segm",) if any("segmentation" in d for d in dets) else ())
+                                    + (("keypoints",) if any("keypoints" in d for d in dets) else ()))
             for task in sorted(tasks):
                 results[task] = self._eval_task(dets, task, img_ids) if dets else self._no_predictions(task)
         return copy.deepcopy(results)
@@ -270,10 +287,10 @@ class _Evaluator:
 
     def _no_predictions(self, task: str) -> dict:
         logger.warning("No predictions from the model!")
-        return {k: float("nan") for k in self._keys()}
+        return {k: float("nan") for k in (_KEYPOINT_KEYS if task == "keypoints" else self._keys())}
 
-    def _extra(self, gt, dets, task: str) -> dict:
-        ev = evaluate_detections(gt, dets, iou_type=task, variants=("fixed", "pool"))
+    def _extra(self, gt, dets, task: str, sigmas: Any = None) -> dict:
+        ev = evaluate_detections(gt, dets, iou_type=task, variants=("fixed", "pool"), kpt_oks_sigmas=sigmas)
         out = {}
         for v in ("fixed", "pool"):
             for k in ("AP", "AP50", "AP75", "APr", "APc", "APf"):
@@ -331,15 +348,17 @@ class COCOEvaluator(_Evaluator):
     """detectron2's ``COCOEvaluator(dataset_name, tasks=None, distributed=True, output_dir=None, *,
     max_dets_per_image=None, use_fast_impl=True, kpt_oks_sigmas=(), allow_cached_coco=True)``
     (+ ``metadata=`` / ``json_file=``); ``use_fast_impl`` / ``allow_cached_coco`` change nothing
-    here, keypoints are not supported."""
+    here. The keypoints task (predictions with ``pred_keypoints``) is OKS with ``kpt_oks_sigmas``
+    (default COCO's 17) and pycocotools' keypoint maxDets 20, whatever ``max_dets_per_image``."""
 
     _kind = "coco"
+    _task_names = ("bbox", "segm", "keypoints")
 
     def __init__(self, dataset_name: str, tasks=None, distributed: bool = True, output_dir=None, *,
                  max_dets_per_image: int | None = None, use_fast_impl: bool = True, kpt_oks_sigmas=(),
                  allow_cached_coco: bool = True, metadata: Any = None, json_file=None):
-        if kpt_oks_sigmas or (tasks and "keypoints" in tasks):
-            raise InputError("tasks: keypoints are not supported by vistabench's COCOEvaluator")
+        self._kpt_oks_sigmas = None if kpt_oks_sigmas is None or len(kpt_oks_sigmas) == 0 else \
+            np.asarray(kpt_oks_sigmas, np.float64)
         super().__init__(dataset_name, tasks, distributed, output_dir, max_dets_per_image=max_dets_per_image,
                          metadata=metadata, json_file=json_file)
         self._max_dets = [1, 10, 100] if max_dets_per_image is None else [1, 10, int(max_dets_per_image)]
@@ -368,15 +387,20 @@ class COCOEvaluator(_Evaluator):
                 c.pop("bbox", None)
         coco_dt = self._api.loadRes(dets)
         e = COCOeval(self._api, coco_dt, task)
-        e.params.maxDets = list(self._max_dets)
+        kp = task == "keypoints"
+        if not kp:  # detectron2 leaves the keypoint maxDets (20) as pycocotools sets them
+            e.params.maxDets = list(self._max_dets)
         if img_ids is not None:
             e.params.imgIds = list(img_ids)
+        if kp:
+            _check_keypoint_counts(self, e, dets)
         e.evaluate()
         e.accumulate()
         e.summarize()
-        if self._max_dets[2] != 100:  # detectron2's COCOevalMaxDets: AP at the custom limit
+        if self._max_dets[2] != 100 and not kp:  # detectron2's COCOevalMaxDets: AP at the custom limit
             e.stats[0] = mean_defined(e.eval["precision"][:, :, :, 0, e.params.maxDets.index(self._max_dets[2])])
-        out = {k: float(e.stats[i] * 100 if e.stats[i] >= 0 else "nan") for i, k in enumerate(_AP_KEYS)}
+        keys = _KEYPOINT_KEYS if kp else _AP_KEYS
+        out = {k: float(e.stats[i] * 100 if e.stats[i] >= 0 else "nan") for i, k in enumerate(keys)}
         names = getattr(self._metadata, "thing_classes", None)
         if names is not None and len(names) > 1:
             prec = e.eval["precision"]
@@ -386,6 +410,21 @@ class COCOEvaluator(_Evaluator):
                 p = prec[:, :, idx, 0, -1]
                 p = p[p > -1]
                 out[f"AP-{name}"] = float((np.mean(p) if p.size else float("nan")) * 100)
-        gt = self._api.ground_truth(task == "segm")
-        out.update(self._extra(gt, detections_of(coco_dt, gt, task)[0], task))
+        gt = self._api.ground_truth(task == "segm", with_keypoints=kp)
+        out.update(self._extra(gt, detections_of(coco_dt, gt, task)[0], task,
+                               e.params.kpt_oks_sigmas if kp else None))
         return out
+
+
+def _check_keypoint_counts(ev: COCOEvaluator, e: Any, dets: list[dict]) -> None:
+    """detectron2's check that the sigmas, the results and the ground truth have as many keypoints
+    (its assertion, as one line); sets ``params.kpt_oks_sigmas`` from the evaluator's."""
+    if ev._kpt_oks_sigmas is not None:
+        e.params.kpt_oks_sigmas = ev._kpt_oks_sigmas.copy()
+    n_dt = len(dets[0].get("keypoints", ())) // 3
+    first = next(iter(ev._api.anns.values()), {})
+    n_gt = len(first.get("keypoints", ())) // 3
+    n_oks = len(e.params.kpt_oks_sigmas)
+    if not n_oks == n_dt == n_gt:
+        raise InputError(f"kpt_oks_sigmas: {n_oks} sigmas, but the predictions have {n_dt} keypoints and the "
+                         f"ground truth {n_gt}; give the dataset's own kpt_oks_sigmas")

@@ -71,13 +71,12 @@ class ParamsMatch:
 
 
 def _take(gt: GroundTruth, idx: np.ndarray) -> GroundTruth:
-    seg = None if gt.segmentation is None else [gt.segmentation[i] for i in idx]
-    return replace(gt, image=gt.image[idx], category=gt.category[idx], bbox=gt.bbox[idx], area=gt.area[idx],
-                   ignore=gt.ignore[idx], crowd=gt.crowd[idx], ann_id=gt.ann_id[idx], segmentation=seg)
+    return gt.take(idx)
 
 
 def match_for_params(gt: GroundTruth, dets: Detections, *, iou_type: str, img_rows: np.ndarray,
-                     cat_rows: np.ndarray, use_cats: bool, iou_thrs: np.ndarray, area_rng: np.ndarray) -> ParamsMatch:
+                     cat_rows: np.ndarray, use_cats: bool, iou_thrs: np.ndarray, area_rng: np.ndarray,
+                     kpt_oks_sigmas: np.ndarray | None = None) -> ParamsMatch:
     """Select as the official ``_prepare`` does for these parameters, then match.
 
     ``img_rows`` / ``cat_rows``: rows of the evaluated images / categories in ``gt``'s sorted id
@@ -113,7 +112,7 @@ def match_for_params(gt: GroundTruth, dets: Detections, *, iou_type: str, img_ro
         rows = np.zeros(1, np.int64)
     det = canonical_order(d, np.flatnonzero(dkeep))
     m = match_detections(g, d, det, iou_type=iou_type, iou_thresholds=np.asarray(iou_thrs, np.float64),
-                         area_ranges=np.asarray(area_rng, np.float64).reshape(-1, 2))
+                         area_ranges=np.asarray(area_rng, np.float64).reshape(-1, 2), kpt_oks_sigmas=kpt_oks_sigmas)
     return ParamsMatch(gt=g, dets=d, det=det, match=m, cat_rows=rows)
 
 
@@ -149,8 +148,19 @@ def accumulate_for_params(pm: ParamsMatch, *, rec_thrs: np.ndarray, max_dets: Se
         if A else np.zeros((Kall, 0), np.int64)
     cat_of = d.category[det]
     ranked: dict = {}
+    largest = int(m.group_rank.max()) + 1 if len(det) else 0  # the largest (image, category) group
+    done: dict = {}  # a cut at or above the largest group keeps everything: computed once
     for mi, cut in enumerate(cuts):
-        sel = np.arange(len(det)) if cut is None else np.flatnonzero(m.group_rank < cut)
+        eff = None if cut is None or cut >= largest else cut
+        if eff in done:
+            first = done[eff]
+            precision[..., mi], recall[..., mi], scores[..., mi] = (precision[..., first], recall[..., first],
+                                                                    scores[..., first])
+            for a in range(A):
+                ranked[a, mi] = ranked[a, first]
+            continue
+        done[eff] = mi
+        sel = np.arange(len(det)) if eff is None else np.flatnonzero(m.group_rank < eff)
         n = len(sel)
         pos = np.full(len(det), -1, np.int64)
         pos[sel] = np.arange(n)

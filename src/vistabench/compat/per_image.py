@@ -38,13 +38,17 @@ def group_ious(dt: Sequence[dict], gt: Sequence[dict], *, iou_type: str, size: t
 
 
 def evaluate_group(gt: list[dict], dt: list[dict], ious, *, iou_thrs: np.ndarray, area_rng: Sequence[float],
-                   coco: bool, max_det: int | None = None, not_exhaustive: set | None = None) -> dict | None:
+                   coco: bool, max_det: int | None = None, not_exhaustive: set | None = None,
+                   extra_ignore: Sequence[bool] | None = None) -> dict | None:
     """One record of ``evaluate_img`` (lvis-api, ``coco=False``) or ``evaluateImg`` (pycocotools,
-    ``coco=True``: crowd regions, the ``max_det`` cut, camelCase keys)."""
+    ``coco=True``: crowd regions, the ``max_det`` cut, camelCase keys). ``extra_ignore``: ground
+    truth ignored besides the flag (pycocotools keypoints: ``num_keypoints == 0``)."""
     if len(gt) == 0 and len(dt) == 0:
         return None
     flag = "iscrowd" if coco else "ignore"  # pycocotools: ignore = iscrowd
-    g_ign = [1 if (g.get(flag, 0) or g["area"] < area_rng[0] or g["area"] > area_rng[1]) else 0 for g in gt]
+    extra = extra_ignore if extra_ignore is not None else [False] * len(gt)
+    g_ign = [1 if (g.get(flag, 0) or x or g["area"] < area_rng[0] or g["area"] > area_rng[1]) else 0
+             for g, x in zip(gt, extra)]
     g_idx = np.argsort(g_ign, kind="mergesort")
     gt = [gt[i] for i in g_idx]
     d_idx = np.argsort([-d["score"] for d in dt], kind="mergesort")

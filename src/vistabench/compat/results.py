@@ -20,7 +20,8 @@ import numpy as np
 from ..errors import InputError, InputTypeError
 from .evaluation import EmptyResultsError
 
-__all__ = ["read_dataset", "load_result_list", "prepare_results", "check_segmentation"]
+__all__ = ["read_dataset", "load_result_list", "prepare_results", "check_segmentation", "box_result_columns",
+           "msgspec_json_list"]
 
 
 def read_dataset(source: Any, what: str) -> dict:
@@ -61,6 +62,45 @@ def load_result_list(source: Any, what: str) -> list:
     if not isinstance(source, list):
         raise InputTypeError(f"{what}: expected a list of result dicts (or a path to one), got {type(source).__name__}")
     return source
+
+
+def msgspec_json_list(raw: bytes) -> Any:
+    """A JSON document's bytes decoded (msgspec; the standard library for what it refuses)."""
+    import msgspec
+
+    try:
+        return msgspec.json.decode(raw)
+    except msgspec.DecodeError:
+        return json.loads(raw.decode("utf-8-sig"))
+
+
+def box_result_columns(source: Any, image_ids: np.ndarray) -> dict[str, Any] | None:
+    """Columns of a results *file* of plain box records (``image_id``, ``category_id``, ``bbox``,
+    ``score``; no ``segmentation``, ``keypoints`` or ``caption``), read by the streaming column reader
+    (:func:`~vistabench.data.coco.read_result_columns`) without a dict per result; their ``area`` is
+    the box area, as ``loadRes`` sets it. None when the file is anything else (a list, masks,
+    keypoints, an empty list, an image id outside ``image_ids``, a value the reader refuses): the
+    caller then prepares the results as dicts (:func:`prepare_results`), so every error is the same.
+    Returns the columns and ``raw``, the file's bytes, to build the dicts from on request."""
+    if not isinstance(source, (str, Path)):
+        return None
+    p = Path(source)
+    try:
+        raw = p.read_bytes()
+    except OSError:
+        return None
+    if b'"segmentation"' in raw or b'"keypoints"' in raw or b'"caption"' in raw:
+        return None
+    from ..data.coco import read_result_columns
+
+    try:
+        cols = read_result_columns(p, iou_type="bbox", keep_segmentation=False)
+    except InputError:
+        return None
+    if len(cols["score"]) == 0 or not np.isin(cols["image_id"], image_ids).all():
+        return None
+    cols["raw"] = raw
+    return cols
 
 
 _RLE_CHARS = re.compile(rb"[0-o]*")  # pycocotools' compressed counts: characters 48..111
@@ -146,6 +186,11 @@ def prepare_results(anns: list, *, what: str, coco: bool, image_ids: np.ndarray,
     if not isinstance(first, dict):
         raise InputTypeError(f"{what}[0]: expected a result dict, got {type(first).__name__}")
     with_box = "bbox" in first and not (coco and first["bbox"] == [])
+    if coco and not with_box and "segmentation" not in first and "keypoints" in first:
+        from .keypoints import prepare_keypoint_results  # loadRes's keypoint branch
+
+        prepare_keypoint_results(anns, what)
+        return {}
     if not with_box and "segmentation" not in first:
         raise InputError(f"{what}[0]: a result needs 'bbox' or 'segmentation'")
     n = len(anns)

@@ -23,7 +23,7 @@ import msgspec
 import numpy as np
 
 from ..errors import InputError
-from ..metrics.detection import Detections, GroundTruth, check_segmentations, to_rle
+from ..metrics.detection import Detections, GroundTruth, check_segmentations, keypoint_array, keypoint_extent, to_rle
 from .coco_stream import CHUNK_BYTES, Box, ResultStream, element_boundary
 
 def _name(source: Any) -> str:
@@ -52,6 +52,11 @@ class _AnnSeg(_Ann, gc=False):
     segmentation: Any = None
 
 
+class _AnnKp(_Ann, gc=False):
+    keypoints: Optional[list[float]] = None
+    num_keypoints: Optional[int] = None
+
+
 class _Cat(msgspec.Struct, gc=False):
     id: int
     name: Optional[str] = None
@@ -67,6 +72,12 @@ class _Gt(msgspec.Struct, gc=False):
 class _GtSeg(msgspec.Struct, gc=False):
     images: list[_Image]
     annotations: list[_AnnSeg]
+    categories: list[_Cat]
+
+
+class _GtKp(msgspec.Struct, gc=False):
+    images: list[_Image]
+    annotations: list[_AnnKp]
     categories: list[_Cat]
 
 
@@ -87,9 +98,9 @@ def _gt_error(exc: Exception, where: str) -> InputError:
     return InputError(f"{where}: malformed JSON ({msg.replace('JSON is malformed: ', '')})")
 
 
-def _decode_ground_truth(source: Any, with_segmentation: bool, what: str) -> Any:
+def _decode_ground_truth(source: Any, with_segmentation: bool, what: str, with_keypoints: bool = False) -> Any:
     """A COCO/LVIS ground-truth file or dict as typed records (unknown keys skipped)."""
-    typ = _GtSeg if with_segmentation else _Gt
+    typ = _GtKp if with_keypoints else _GtSeg if with_segmentation else _Gt
     where = f"{what} {_name(source)}"
     try:
         if isinstance(source, dict):
@@ -117,17 +128,21 @@ def read_ground_truth(
     *,
     format: Literal["auto", "lvis", "coco"] = "auto",
     with_segmentation: bool = False,
+    with_keypoints: bool = False,
 ) -> GroundTruth:
     """Read COCO or LVIS v1 ground truth (a path or an already-parsed dict).
 
     ``format="auto"`` picks LVIS when every image has ``neg_category_ids`` and
     ``not_exhaustive_category_ids`` and COCO when none has (a mix is an error); the choice is
-    recorded in the result's ``format``. ``with_segmentation`` keeps the masks (for ``segm``).
+    recorded in the result's ``format``. ``with_segmentation`` keeps the masks (for ``segm``);
+    ``with_keypoints`` the ``keypoints`` and ``num_keypoints`` of every annotation (for keypoints).
     Decoded by msgspec into typed records: extra keys are skipped, key order is free.
     """
     what = "gt"
     name = _name(source)
-    data = _decode_ground_truth(source, with_segmentation, what)
+    if with_segmentation and with_keypoints:
+        raise InputError("with_segmentation, with_keypoints: one overlap at a time (segm or keypoints)")
+    data = _decode_ground_truth(source, with_segmentation, what, with_keypoints)
     images, anns, cats = data.images, data.annotations, data.categories
     fed = [(im.neg_category_ids is not None and im.not_exhaustive_category_ids is not None) for im in images]
     if format == "auto":
@@ -154,6 +169,14 @@ def read_ground_truth(
         if absent:
             raise InputError(f"{what} {name}: annotation {absent[0]} (id {anns[absent[0]].id}) lacks 'segmentation'; "
                              f"iou_type 'segm' needs one in every annotation")
+    kp = None
+    if with_keypoints:
+        for field in ("keypoints", "num_keypoints"):
+            absent = next((i for i, a in enumerate(anns) if getattr(a, field) is None), None)
+            if absent is not None:
+                raise InputError(f"{what} {name}: annotation {absent} (id {anns[absent].id}) lacks {field!r}; "
+                                 f"keypoints evaluation needs it in every annotation")
+        kp = ([a.keypoints for a in anns], [a.num_keypoints for a in anns])
     for kind, ids in (("annotation", [a.id for a in anns]), ("image", [im.id for im in images]),
                       ("category", [c.id for c in cats])):
         values, counts = np.unique(np.asarray(ids, dtype=np.int64), return_counts=True)
@@ -161,13 +184,16 @@ def read_ground_truth(
             raise InputError(f"{what} {name}: duplicate {kind} ids {values[counts > 1][:5].tolist()}; "
                              f"every {kind} needs its own id")
     try:
-        return _ground_truth_arrays(images, anns, cats, format, freq, seg)
+        gt = _ground_truth_arrays(images, anns, cats, format, freq, seg, kp)
     except InputError as exc:
         raise InputError(f"{what} {name}: {exc}") from exc
+    if kp is not None and format != "coco":
+        raise InputError(f"{what} {name}: keypoints evaluation needs COCO-style ground truth, got LVIS")
+    return gt
 
 
 def _ground_truth_arrays(images: list, anns: list, cats: list, format: str, freq: list | None,
-                         seg: list | None) -> GroundTruth:
+                         seg: list | None, kp: tuple | None = None) -> GroundTruth:
     n = len(anns)
     return GroundTruth.from_arrays(
         format=format, image_ids=np.fromiter([im.id for im in images], np.int64, len(images)),
@@ -184,6 +210,7 @@ def _ground_truth_arrays(images: list, anns: list, cats: list, format: str, freq
         segmentation=seg,
         image_size=np.asarray([[int(im.height), int(im.width)] for im in images], np.int64).reshape(len(images), 2),
         category_names=[str(c.name if c.name is not None else c.id) for c in cats],
+        keypoints=None if kp is None else kp[0], num_keypoints=None if kp is None else kp[1],
     )
 
 
@@ -204,8 +231,19 @@ def _columns(objs: list, offset: int, what: str, name: str, iou_type: str) -> di
         except KeyError as exc:
             bad = next(i for i, o in enumerate(objs) if "segmentation" not in o)
             raise InputError(f"{what} {name}: detection {offset + bad} lacks 'segmentation' (needed for segm)") from exc
+    kp = kp_area = None
+    if iou_type == "keypoints":
+        kp = keypoint_array([o.get("keypoints") for o in objs], f"{what} {name}", "detection")
+        first = objs[0].get("bbox")
+        if first is None or (isinstance(first, list) and first == []):
+            # as COCO.loadRes: the first result has no box, so every box and area is its keypoints' extent
+            kbox, kp_area = keypoint_extent(kp)
+            objs = [{"bbox": b} for b in kbox.tolist()]
     box = [o.get("bbox") for o in objs]
     missing = [i for i, b in enumerate(box) if b is None]
+    if missing and iou_type == "keypoints":
+        raise InputError(f"{what} {name}: detection {offset + missing[0]} lacks 'bbox' (the first result has one, "
+                         f"so every result needs one)")
     if missing:
         mbox, marea = _boxes_from_masks(seg, missing, offset, what, name)
         for j, i in enumerate(missing):
@@ -228,13 +266,31 @@ def _columns(objs: list, offset: int, what: str, name: str, iou_type: str) -> di
     except (ValueError, TypeError, OverflowError) as exc:
         raise InputError(f"{what} {name}: detections {offset}..{offset + len(objs) - 1}: 'image_id' and "
                          f"'category_id' must be integers") from exc
-    area = None
+    area = kp_area
     if missing:  # as pycocotools/lvis-api: box area when the result has a box, else mask area
         area = bbox[:, 2] * bbox[:, 3]
         area[missing] = marea
     c = _check({"image_id": iid_a, "category_id": cid_a, "bbox": bbox, "score": sc}, offset, what, name, area)
+    c["keypoints"] = kp
     c["seg"] = seg
     return c
+
+
+def _whole_list(p: Path, what: str, name: str) -> list:
+    """A results file decoded whole as a list of dicts (msgspec; the standard library for NaN)."""
+    data = p.read_bytes()
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    try:
+        try:
+            out = msgspec.json.decode(data)
+        except msgspec.DecodeError:
+            out = json.loads(data)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise InputError(f"{what} {name}: malformed JSON ({exc})") from None
+    if not isinstance(out, list):
+        raise InputError(f"{what} {name}: expected a JSON list of detections, got {type(out).__name__}")
+    return out
 
 
 def _struct_checked(c: dict[str, Any], offset: int, what: str, name: str, iou_type: str) -> dict[str, Any]:
@@ -308,7 +364,7 @@ def _check(c: dict[str, Any], offset: int, what: str, name: str, area: np.ndarra
 def read_result_columns(
     source: str | os.PathLike[str] | list,
     *,
-    iou_type: Literal["bbox", "segm"] = "bbox",
+    iou_type: Literal["bbox", "segm", "keypoints"] = "bbox",
     chunk_bytes: int = CHUNK_BYTES,
     keep_segmentation: bool | None = None,
     check_masks: bool = True,
@@ -317,12 +373,12 @@ def read_result_columns(
     """Read a results file (streamed) into columns keyed by the file's own ids.
 
     Returns ``{"image_id", "category_id": (N,) int64, "bbox": (N, 4), "score", "area": (N,) float64,
-    "segmentation": list or None}``. Validates scores (finite), boxes (finite, non-negative size),
-    ids (integers) and, with ``check_masks``, the masks' form (``check_segmentations``; their sizes
-    need the ground truth: :meth:`Detections.from_ids` checks those, and the form with them, so
-    :func:`read_results` passes ``check_masks=False``). Masks of results without a box are always
-    checked (their box is derived from them). Needs no ground truth (used by ``rerank`` and
-    ``calibrate apply``).
+    "segmentation": list or None, "keypoints": (N, K, 3) float64 or None}``. Validates scores
+    (finite), boxes (finite, non-negative size), ids (integers) and, with ``check_masks``, the
+    masks' form (``check_segmentations``; their sizes need the ground truth:
+    :meth:`Detections.from_ids` checks those, and the form with them, so :func:`read_results` passes
+    ``check_masks=False``). Masks of results without a box are always checked (their box is derived
+    from them). Needs no ground truth (used by ``rerank`` and ``calibrate apply``).
 
     ``two_processes``: decode the second half of a box-only file in a forked child process while
     this one decodes the first (:mod:`.forked`; the child's columns come back through shared
@@ -330,6 +386,11 @@ def read_result_columns(
     safe (:func:`~.forked.can_fork`); True: whenever it is safe; False: never. The result, and every
     error message, is the same either way: the child only accelerates; a file the child cannot
     decode whole is read here, in order.
+
+    ``iou_type="keypoints"`` reads every result's ``keypoints`` (one length 3K for all); as
+    ``COCO.loadRes``, when the first result has no ``bbox`` every result's box and area are its
+    keypoints' extent, else every result needs a box (area: the box's). Such files are small and
+    are decoded whole.
     """
     what = "results"
     name = _name(source)
@@ -340,7 +401,7 @@ def read_result_columns(
         from .._validation import check_input_file
 
         p = check_input_file(source, what)
-        chunks = None
+        chunks = [_whole_list(p, what, name)] if iou_type == "keypoints" else None
     else:
         raise InputError(f"{what}: expected a path or a list of detections, got {type(source).__name__}")
     want_seg = iou_type == "segm" if keep_segmentation is None else keep_segmentation
@@ -377,12 +438,14 @@ def read_result_columns(
     if not cols:
         z = np.zeros(0, np.int64)
         return {"image_id": z, "category_id": z.copy(), "bbox": np.zeros((0, 4)), "score": np.zeros(0),
-                "area": np.zeros(0), "segmentation": [] if want_seg else None}
+                "area": np.zeros(0), "segmentation": [] if want_seg else None, "keypoints": None}
     # one column at a time, each chunk's piece released as soon as it is copied: the peak is the
     # pieces plus one column, not twice the detections
     out: dict[str, Any] = {k: np.concatenate([c.pop(k) for c in cols])
                            for k in ("image_id", "category_id", "bbox", "score", "area")}
     out["segmentation"] = [x for c in cols for x in c["seg"]] if want_seg else None
+    kps = [c.get("keypoints") for c in cols]
+    out["keypoints"] = np.concatenate(kps) if iou_type == "keypoints" and all(k is not None for k in kps) else None
     return out
 
 
@@ -447,12 +510,12 @@ def read_results(
     source: str | os.PathLike[str] | list,
     gt: GroundTruth,
     *,
-    iou_type: Literal["bbox", "segm"] = "bbox",
+    iou_type: Literal["bbox", "segm", "keypoints"] = "bbox",
     chunk_bytes: int = CHUNK_BYTES,
     allow_empty: bool = False,
 ) -> Detections:
     """Read a COCO/LVIS results file (a JSON list of ``{image_id, category_id, bbox, score}`` and,
-    for masks, ``segmentation`` RLE) against ``gt``; streamed in chunks.
+    for masks, ``segmentation`` RLE, for keypoints, ``keypoints``) against ``gt``; streamed in chunks.
 
     Unknown image or category ids are an error; when *no* image id is known the message says the
     file belongs to another dataset. An empty list is an error (it scores AP 0, usually a broken
@@ -465,13 +528,17 @@ def read_results(
         if not allow_empty:
             raise InputError(f"results {name}: the results list is empty (it would score AP 0); "
                              "set `allow_empty` if that is intended")
-        return Detections.empty()
+        d = Detections.empty()
+        if iou_type == "keypoints" and gt.keypoints is not None:
+            d.keypoints = np.zeros((0, gt.keypoints.shape[1], 3))
+        return d
     if not np.any(np.isin(iid, gt.image_ids)):
         raise InputError(f"results {name}: none of its {len(np.unique(iid))} image ids are in the ground truth "
                          f"(e.g. {int(iid[0])}); a results file for a different dataset?")
     try:
         return Detections.from_ids(gt, image_id=iid, category_id=c["category_id"], bbox=c["bbox"],
-                                   score=c["score"], segmentation=c["segmentation"], area=c["area"])
+                                   score=c["score"], segmentation=c["segmentation"], area=c["area"],
+                                   keypoints=c["keypoints"])
     except InputError as exc:
         raise InputError(f"results {name}: {exc}") from exc
 

@@ -220,14 +220,15 @@ def restrict_images(gt: GroundTruth, dets: Detections, image_ids: Sequence[int])
 
 
 def read_gt(source: str | os.PathLike[str] | dict | GroundTruth, *, format: str = "auto",
-            with_segmentation: bool = False) -> GroundTruth:
+            with_segmentation: bool = False, with_keypoints: bool = False) -> GroundTruth:
     """:func:`~vistabench.data.coco.read_ground_truth`, saying so when the file is a results list."""
     from ..data.coco import read_ground_truth
 
     if isinstance(source, GroundTruth):
         return source
     try:
-        return read_ground_truth(source, format=format, with_segmentation=with_segmentation)
+        return read_ground_truth(source, format=format, with_segmentation=with_segmentation,
+                                 with_keypoints=with_keypoints)
     except InputError:
         if isinstance(source, (str, os.PathLike)) and _starts_with_list(source):
             raise InputError(f"gt {str(source)!r}: expected a COCO/LVIS ground-truth object with an 'images' "
@@ -246,14 +247,18 @@ def _starts_with_list(path: str | os.PathLike[str]) -> bool:
 
 def read_detection_set(ground_truth: str | os.PathLike[str] | dict, results: str | os.PathLike[str] | list, *,
                        masks: bool | Literal["auto"] = False, gt_format: Literal["auto", "lvis", "coco"] = "auto",
-                       allow_empty: bool = False) -> tuple[GroundTruth, Detections]:
+                       allow_empty: bool = False, keypoints: bool = False) -> tuple[GroundTruth, Detections]:
     """Read (and validate) a ground truth and a results file once.
 
     ``masks``: keep the masks of both (needed for segm IoU); ``"auto"``: keep them when every
-    detection carries one (then the ground truth must too).
+    detection carries one (then the ground truth must too). ``keypoints``: read the keypoints of
+    both (for OKS).
     """
     from ..data.coco import read_result_columns, read_results
 
+    if keypoints:
+        gt = read_gt(ground_truth, format=gt_format, with_keypoints=True)
+        return gt, read_results(results, gt, iou_type="keypoints", allow_empty=allow_empty)
     if masks != "auto":
         gt = read_gt(ground_truth, format=gt_format, with_segmentation=bool(masks))
         return gt, read_results(results, gt, iou_type="segm" if masks else "bbox", allow_empty=allow_empty)
@@ -299,7 +304,7 @@ def score(
     predictions: str | os.PathLike[str] | list | Detections,
     reference: str | os.PathLike[str] | dict | GroundTruth,
     *,
-    iou_type: Literal["bbox", "segm"] = "bbox",
+    iou_type: Literal["bbox", "segm", "keypoints"] = "bbox",
     variants: str | Sequence[str] = ("old", "fixed", "pool"),
     max_dets_per_image: int | None = None,
     dets_per_class: int = 10_000,
@@ -307,16 +312,18 @@ def score(
     split: dict[str, Any] | str | os.PathLike[str] | None = None,
     part: Literal["test", "calibration"] = "test",
     allow_empty: bool = False,
+    kpt_oks_sigmas: Sequence[float] | None = None,
 ) -> dict[str, Any]:
     """Score detections (a results file or list, or read :class:`Detections` with ``reference`` a
     :class:`GroundTruth`) against the ground truth: AP^Old, AP^Fixed, AP^Pool.
 
     With ``split`` (content from :func:`build_image_split`, or its file) only the images of ``part``
-    are evaluated. An empty results list is refused unless ``allow_empty``.
+    are evaluated. An empty results list is refused unless ``allow_empty``. ``iou_type="keypoints"``
+    matches by OKS (COCO ground truth with keypoints) with ``kpt_oks_sigmas`` (None: COCO's 17).
     Returns :func:`evaluation_result`'s dict.
     """
-    if iou_type not in ("bbox", "segm"):
-        raise InputError(f"iou_type: expected bbox or segm, got {iou_type!r}")
+    if iou_type not in ("bbox", "segm", "keypoints"):
+        raise InputError(f"iou_type: expected bbox, segm or keypoints, got {iou_type!r}")
     if part not in ("test", "calibration"):
         raise InputError(f"part: expected test or calibration, got {part!r}")
     names = parse_variants(variants)
@@ -329,14 +336,14 @@ def score(
         gt, dets = reference, predictions
     else:
         gt, dets = read_detection_set(reference, predictions, masks=iou_type == "segm", gt_format=gt_format,
-                                      allow_empty=allow_empty)
+                                      allow_empty=allow_empty, keypoints=iou_type == "keypoints")
     if split is not None:
         gt, dets = restrict_images(gt, dets, split[part])
         if len(dets) == 0 and not allow_empty:
             raise InputError(f"results: no detection on the split's {part} images (it would score AP 0); "
                              "set allow_empty if that is intended")
     ev = evaluate_detections(gt, dets, iou_type=iou_type, variants=names, max_dets_per_image=max_dets_per_image,
-                             dets_per_class=dets_per_class)
+                             dets_per_class=dets_per_class, kpt_oks_sigmas=kpt_oks_sigmas)
     out = evaluation_result(ev)
     if split is not None:
         out["settings"].update(split_sha256=split["sha256"], split_part=part)

@@ -9,19 +9,22 @@ module              public names
 ==================  =====================================================================
 :mod:`.data`        ``GroundTruth``, ``Detections``, ``FREQUENCIES``, ``GtFormat``
 :mod:`.params`      ``IOU_THRESHOLDS``, ``RECALL_THRESHOLDS``, ``AREA_RANGES``, ``AREA_LABELS``,
-                    ``COCO_MAX_DETS``, ``LVIS_MAX_DETS``, ``IouType``
+                    ``COCO_MAX_DETS``, ``LVIS_MAX_DETS``, ``KEYPOINT_AREA_RANGES``,
+                    ``KEYPOINT_AREA_LABELS``, ``KEYPOINT_MAX_DETS``, ``IouType``
 :mod:`.sort`        ``ScoreRank``, ``score_key``, ``score_order``, ``score_order_keys``,
                     ``stable_by``, ``stable_by_keys``, ``dense_rank_sorted``, ``group_ranks``,
                     ``member``, ``sorted_unique``
 :mod:`.masks`       ``check_segmentations``, ``decode_rle_counts``, ``to_rle``,
                     ``MIN_POLYGON_NUMBERS``, ``MAX_POLYGON_COORDINATE``, ``MAX_CODE_GROUPS``
+:mod:`.oks`         ``COCO_KPT_OKS_SIGMAS``, ``check_sigmas``, ``keypoint_array``,
+                    ``keypoint_extent``, ``oks_pairs``, ``oks_matrix`` (keypoint OKS)
 :mod:`.select`      ``rank_within``, ``top_mask``, ``top_per_image``, ``top_per_class``,
                     ``first_per_class``, ``federated_selection``, ``lvis_area_filter``, ``canonical_order``
 :mod:`.match`       ``MatchCode``, ``Matching``, ``box_iou_pairs``, ``match_detections``,
                     ``MatchedSet``, ``match_set``
 :mod:`.accumulate`  ``recall_counts``, ``PRCurves``, ``pr_curves``, ``Accumulation``,
                     ``PooledAccumulation``, ``accumulate``, ``accumulate_pooled``
-:mod:`.summarize`   ``summarize``, ``summarize_pooled``
+:mod:`.summarize`   ``summarize``, ``summarize_pooled``, ``summarize_keypoints``, ``KEYPOINT_STATS``
 :mod:`.evaluate`    ``evaluate_detections``, ``DetectionEvaluation``, ``Variant``, ``VARIANTS``,
                     ``POOL_KEYS``, ``OfficialToolsDifferenceWarning``, ``warn_annotation_id_zero``
 :mod:`.labels`      ``detection_labels``, ``DetectionLabels`` (calibration labels)
@@ -63,11 +66,15 @@ from .match import (
                          match_detections,
                          match_set,
 )
+from .oks import COCO_KPT_OKS_SIGMAS, check_sigmas, keypoint_array, keypoint_extent, oks_matrix, oks_pairs
 from .params import (
                          AREA_LABELS,
                          AREA_RANGES,
                          COCO_MAX_DETS,
                          IOU_THRESHOLDS,
+                         KEYPOINT_AREA_LABELS,
+                         KEYPOINT_AREA_RANGES,
+                         KEYPOINT_MAX_DETS,
                          LVIS_MAX_DETS,
                          RECALL_THRESHOLDS,
                          IouType,
@@ -94,14 +101,19 @@ from .sort import (
                          stable_by,
                          stable_by_keys,
 )
-from .summarize import summarize, summarize_pooled
+from .summarize import KEYPOINT_STATS, summarize, summarize_keypoints, summarize_pooled
 
 __all__ = [
                          "AREA_LABELS",
                          "AREA_RANGES",
+                         "COCO_KPT_OKS_SIGMAS",
                          "COCO_MAX_DETS",
                          "FREQUENCIES",
                          "IOU_THRESHOLDS",
+                         "KEYPOINT_AREA_LABELS",
+                         "KEYPOINT_AREA_RANGES",
+                         "KEYPOINT_MAX_DETS",
+                         "KEYPOINT_STATS",
                          "LVIS_MAX_DETS",
                          "MAX_CODE_GROUPS",
                          "MIN_POLYGON_NUMBERS", "MAX_POLYGON_COORDINATE",
@@ -127,6 +139,7 @@ __all__ = [
                          "accumulate_pooled",
                          "box_iou_pairs",
                          "canonical_order",
+                         "check_sigmas",
                          "check_segmentations",
                          "decode_rle_counts",
                          "dense_rank_sorted",
@@ -134,10 +147,14 @@ __all__ = [
                          "evaluate_detections",
                          "federated_selection",
                          "group_ranks",
+                         "keypoint_array",
+                         "keypoint_extent",
                          "lvis_area_filter",
                          "match_detections",
                          "match_set",
                          "member",
+                         "oks_matrix",
+                         "oks_pairs",
                          "pr_curves",
                          "rank_within",
                          "recall_counts",
@@ -148,6 +165,7 @@ __all__ = [
                          "stable_by",
                          "stable_by_keys",
                          "summarize",
+                         "summarize_keypoints",
                          "summarize_pooled",
                          "to_rle",
                          "top_mask",

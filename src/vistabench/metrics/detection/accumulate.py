@@ -16,7 +16,7 @@ import numpy as np
 
 from .data import FREQUENCIES, Detections
 from .match import MatchCode, MatchedSet, Matching
-from .params import AREA_RANGES, COCO_MAX_DETS, IOU_THRESHOLDS, RECALL_THRESHOLDS
+from .params import IOU_THRESHOLDS, RECALL_THRESHOLDS
 from .sort import ScoreRank, stable_by
 
 
@@ -136,10 +136,11 @@ class Accumulation:
     ----------
     precision : (T, R, K, A) float64. Axes: T = 10 IoU thresholds ``IOU_THRESHOLDS`` (0.50:0.05:0.95),
         R = 101 recall points ``RECALL_THRESHOLDS`` (0:0.01:1), K = categories in ``gt.category_ids``
-        order, A = 4 area ranges ``AREA_LABELS`` (all, small, medium, large). Interpolated
-        precision; NaN where the category has no (non-ignored) ground truth in that area.
+        order, A = 4 area ranges ``AREA_LABELS`` (all, small, medium, large; keypoints: 3,
+        ``KEYPOINT_AREA_LABELS``). Interpolated precision; NaN where the category has no
+        (non-ignored) ground truth in that area.
     recall : (T, K, A) final recall (LVIS) or (T, K, A, M) for M = pycocotools' maxDets 1/10/100
-        (COCO); NaN likewise.
+        (COCO; keypoints: M = 1, maxDets 20); NaN likewise.
     num_gt : (K, A) int64 non-ignored ground truths.
     num_detections : detections in the ranked lists.
     """
@@ -174,15 +175,16 @@ def accumulate(ms: MatchedSet, dets: Detections, mask: np.ndarray) -> Accumulati
     ``ms.det``; COCO's per-(image, category) cap is applied here)."""
     gt, match, det = ms.gt, ms.match, ms.det
     mask = mask & ms.in_cap
-    T, R, A, K = len(IOU_THRESHOLDS), len(RECALL_THRESHOLDS), len(AREA_RANGES), gt.num_categories
+    T, R, A, K = len(IOU_THRESHOLDS), len(RECALL_THRESHOLDS), match.gt_ignore.shape[0], gt.num_categories
+    max_dets = ms.max_dets
     lvis = gt.format == "lvis"
     seg = dets.category[det[mask]]
     rk = _Ranked(match, mask, None, seg, K)
     num_gt = np.stack([np.bincount(gt.category[~match.gt_ignore[a]], minlength=K) for a in range(A)], 1)
     # filled and summarised one (area, threshold) block at a time: stored area-major, returned as a
     # (T, R, K, A) view, so each area's (T, R, K) slice is one contiguous block
-    by_area = np.full((A, T, R, K), np.nan)
-    recall = np.full((T, K, A) if lvis else (T, K, A, len(COCO_MAX_DETS)), np.nan)
+    by_area = np.empty((A, T, R, K))  # every (area, threshold) block is written below
+    recall = np.full((T, K, A) if lvis else (T, K, A, len(max_dets)), np.nan)
     if not lvis:
         grank = match.group_rank[rk.src]
     for a in range(A):
@@ -197,7 +199,7 @@ def accumulate(ms: MatchedSet, dets: Detections, mask: np.ndarray) -> Accumulati
                 recall[t, :, a] = c.recall
             else:
                 recall[t, :, a, -1] = c.recall
-                for mi, md in enumerate(COCO_MAX_DETS[:-1]):
+                for mi, md in enumerate(max_dets[:-1]):
                     cnt = np.bincount(c.tp_seg[grank[c.tp_pos] < md], minlength=K)
                     recall[t, :, a, mi] = np.where(ok, cnt / np.where(ok, num_gt[:, a], 1), np.nan)
     return Accumulation(precision=by_area.transpose(1, 2, 3, 0), recall=recall, num_gt=num_gt,

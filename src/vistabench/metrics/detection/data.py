@@ -37,6 +37,21 @@ def _boxes(x: Any, name: str, n: int) -> np.ndarray:
     return a
 
 
+def _keypoints(x: Any, name: str, n: int, what: str = "annotation") -> np.ndarray:
+    """(n, K, 3) float64 keypoints from an array or n flat lists (validated, one line on error)."""
+    from .oks import keypoint_array
+
+    if isinstance(x, np.ndarray) and x.ndim == 3:
+        a = check_array(x, name, ndim=3, kind="float").astype(np.float64, copy=False)
+        if a.shape[0] != n or a.shape[2] != 3:
+            raise InputError(f"{name}: expected shape ({n}, K, 3), got {a.shape}")
+        return a
+    a = keypoint_array(list(x), name, what)
+    if len(a) != n:
+        raise InputError(f"{name}: expected {n} keypoint lists, got {len(a)}")
+    return a
+
+
 def _index_of(ids: np.ndarray, sorted_ids: np.ndarray, name: str, what: str) -> np.ndarray:
     """Positions of ``ids`` in ``sorted_ids``; unknown ids raise naming the first one."""
     if len(ids) > 4 * len(sorted_ids) and len(sorted_ids) and 0 <= sorted_ids[0] and sorted_ids[-1] < 4 * len(ids):
@@ -77,6 +92,8 @@ class GroundTruth:
     ann_id : (G,) int64 annotation ids (kept for reference; evaluation does not use them).
     negative, not_exhaustive : sorted int64 keys ``image * K + category`` (LVIS only; empty for COCO).
     segmentation : list of G RLE dicts (only when read for ``segm``), else None.
+    keypoints : (G, K, 3) float64 ``(x, y, v)`` per keypoint (only when read for ``keypoints``), else None.
+    num_keypoints : (G,) int64 the file's ``num_keypoints`` (0: ignored by OKS evaluation), else None.
     image_size : (I, 2) int64 (height, width) or None.
     """
 
@@ -96,6 +113,8 @@ class GroundTruth:
     segmentation: list | None = None
     image_size: np.ndarray | None = None
     category_names: list[str] | None = None
+    keypoints: np.ndarray | None = None
+    num_keypoints: np.ndarray | None = None
 
     @property
     def num_images(self) -> int:
@@ -110,13 +129,18 @@ class GroundTruth:
 
     def subset(self, keep: np.ndarray) -> GroundTruth:
         """The same images and categories with only the annotations where ``keep`` (bool, (G,))."""
+        return self.take(np.flatnonzero(keep))
+
+    def take(self, idx: np.ndarray) -> GroundTruth:
+        """The same images and categories with the annotations at positions ``idx``, in that order."""
         from dataclasses import replace
 
-        idx = np.flatnonzero(keep)
         seg = None if self.segmentation is None else [self.segmentation[i] for i in idx]
         return replace(self, image=self.image[idx], category=self.category[idx], bbox=self.bbox[idx],
                        area=self.area[idx], ignore=self.ignore[idx], crowd=self.crowd[idx],
-                       ann_id=self.ann_id[idx], segmentation=seg)
+                       ann_id=self.ann_id[idx], segmentation=seg,
+                       keypoints=None if self.keypoints is None else self.keypoints[idx],
+                       num_keypoints=None if self.num_keypoints is None else self.num_keypoints[idx])
 
     @classmethod
     def from_arrays(
@@ -138,11 +162,15 @@ class GroundTruth:
         segmentation: list | None = None,
         image_size: Any | None = None,
         category_names: list[str] | None = None,
+        keypoints: Any | None = None,
+        num_keypoints: Any | None = None,
     ) -> GroundTruth:
         """Build and validate ground truth from per-annotation arrays keyed by the dataset's ids.
 
         ``negative`` / ``not_exhaustive`` map an image id to category ids (LVIS
         ``neg_category_ids`` / ``not_exhaustive_category_ids``). ``area`` defaults to ``w * h``.
+        ``keypoints``: (G, K, 3) or G flat ``[x1, y1, v1, ...]`` lists; ``num_keypoints`` defaults
+        to the number of visible (v > 0) keypoints.
         """
         if format not in ("lvis", "coco"):
             raise InputError(f"format: expected 'lvis' or 'coco', got {format!r}")
@@ -209,11 +237,20 @@ class GroundTruth:
                 raise InputError("image_size: masks need each image's (height, width)")
             check_segmentations(segmentation, what="annotation", sizes=size[img], image_ids=iid)
         names = None if category_names is None else [category_names[i] for i in order_c]
+        kp = nk = None
+        if keypoints is not None:
+            kp = _keypoints(keypoints, "annotations.keypoints", n)
+            nk = (np.count_nonzero(kp[:, :, 2] > 0, axis=1) if num_keypoints is None
+                  else check_array(num_keypoints, "annotations.num_keypoints", ndim=1, kind="integer"))
+            if len(nk) != n:
+                raise InputError(f"annotations.num_keypoints: expected {n} values, got {len(nk)}")
+            nk = nk.astype(np.int64)
         return cls(format=format, image_ids=img_sorted, category_ids=cat_sorted, frequency=freq,
                    image=img, category=cat, bbox=box, area=ar.astype(np.float64), ignore=ign, crowd=crowd,
                    ann_id=aid, negative=keys(negative, "neg_category_ids"),
                    not_exhaustive=keys(not_exhaustive, "not_exhaustive_category_ids"),
-                   segmentation=segmentation, image_size=size, category_names=names)
+                   segmentation=segmentation, image_size=size, category_names=names, keypoints=kp,
+                   num_keypoints=nk)
 
 
 @dataclass
@@ -227,6 +264,7 @@ class Detections:
     area : (N,) float64; ``w * h`` of the box when the result has a box (as both official tools do,
         even for masks), else the mask area.
     segmentation : list of N RLE dicts or None.
+    keypoints : (N, K, 3) float64 ``(x, y, v)`` per keypoint, or None.
     """
 
     image: np.ndarray
@@ -235,6 +273,7 @@ class Detections:
     score: np.ndarray
     area: np.ndarray
     segmentation: list | None = None
+    keypoints: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.score)
@@ -243,14 +282,14 @@ class Detections:
         """The detections at positions ``idx`` (in that order)."""
         seg = None if self.segmentation is None else [self.segmentation[i] for i in idx]
         return Detections(self.image[idx], self.category[idx], self.bbox[idx], self.score[idx],
-                          self.area[idx], seg)
+                          self.area[idx], seg, None if self.keypoints is None else self.keypoints[idx])
 
     def with_scores(self, score: np.ndarray) -> Detections:
         """Same detections with new scores (validated finite, same length)."""
         s = check_array(score, "score", ndim=1, kind="float")
         if len(s) != len(self):
             raise InputError(f"score: expected {len(self)} values, got {len(s)}")
-        return Detections(self.image, self.category, self.bbox, s, self.area, self.segmentation)
+        return Detections(self.image, self.category, self.bbox, s, self.area, self.segmentation, self.keypoints)
 
     @classmethod
     def empty(cls) -> Detections:
@@ -268,8 +307,10 @@ class Detections:
         score: Any,
         segmentation: list | None = None,
         area: Any | None = None,
+        keypoints: Any | None = None,
     ) -> Detections:
-        """Validate detections given by dataset ids against ``gt`` (unknown ids are an error)."""
+        """Validate detections given by dataset ids against ``gt`` (unknown ids are an error).
+        ``keypoints``: (N, K, 3) or N flat ``[x1, y1, v1, ...]`` lists (K as the ground truth's)."""
         iid = _ids(image_id, "results.image_id")
         cid = _ids(category_id, "results.category_id")
         n = len(iid)
@@ -293,5 +334,11 @@ class Detections:
                 check_segmentations(segs, what="detection", sizes=gt.image_size[img[idx]], image_ids=iid[idx],
                                     positions=idx)
         ar = box[:, 2] * box[:, 3] if area is None else check_array(area, "results.area", ndim=1, kind="float")
-        return cls(img, cat, box, sc, ar.astype(np.float64, copy=False), segmentation)
+        kp = None
+        if keypoints is not None:
+            kp = _keypoints(keypoints, "results.keypoints", n, what="detection")
+            if gt.keypoints is not None and n and len(gt) and kp.shape[1] != gt.keypoints.shape[1]:
+                raise InputError(f"results.keypoints: detections have {kp.shape[1]} keypoints each, the ground "
+                                 f"truth's annotations {gt.keypoints.shape[1]}; they must be the same keypoints")
+        return cls(img, cat, box, sc, ar.astype(np.float64, copy=False), segmentation, kp)
 

@@ -46,7 +46,7 @@ from .match import MatchedSet, match_set
 from .params import LVIS_MAX_DETS, IouType
 from .select import top_mask
 from .sort import ScoreRank
-from .summarize import summarize, summarize_pooled
+from .summarize import summarize, summarize_keypoints, summarize_pooled
 
 Variant = Literal["old", "fixed", "pool"]
 VARIANTS: tuple[str, ...] = ("old", "fixed", "pool")
@@ -83,6 +83,7 @@ def evaluate_detections(
     max_dets_per_image: int | None = None,
     dets_per_class: int = 10_000,
     fixed_area: Literal["mask", "box"] = "mask",
+    kpt_oks_sigmas: Any | None = None,
 ) -> DetectionEvaluation:
     """AP^Old, AP^Fixed and AP^Pool of ``dets`` against ``gt``: select, :func:`match_set`,
     :func:`accumulate` / :func:`accumulate_pooled`, :func:`summarize` / :func:`summarize_pooled`.
@@ -91,7 +92,10 @@ def evaluate_detections(
     ----------
     gt : GroundTruth (LVIS or COCO semantics by ``gt.format``).
     dets : Detections, file order (ties in score are broken by it, as the official tools do).
-    iou_type : "bbox" or "segm" (masks need ``segmentation`` in both; pycocotools computes mask IoU).
+    iou_type : "bbox", "segm" (masks need ``segmentation`` in both; pycocotools computes mask IoU) or
+        "keypoints" (COCO ground truth; OKS as pycocotools' ``iouType="keypoints"``: areas all /
+        medium / large, 20 detections per image and category, ground truth with
+        ``num_keypoints == 0`` ignored; keypoints in both).
     variants : which of "old", "fixed", "pool" to compute.
     max_dets_per_image : per-image cut for AP^Old; default 300 for LVIS, none for COCO (pycocotools
         applies its maxDets 1/10/100 per image *and category*).
@@ -100,14 +104,17 @@ def evaluate_detections(
         the zero-area filter) for AP^Fixed / AP^Pool: "mask" as the authors' scripts (they drop the
         box), or "box" as lvis-api. AP^Old always follows lvis-api / pycocotools (box area when the
         result has a box).
+    kpt_oks_sigmas : (K,) per-keypoint OKS falloffs (``iou_type="keypoints"``); None: COCO's 17.
 
     Returns
     -------
     DetectionEvaluation; ``results["old"|"fixed"]`` have keys AP, AP50, AP75, APs, APm, APl, APr,
     APc, APf and AR@N, ARs@N, ARm@N, ARl@N (LVIS: N = the per-image limit, "all" for fixed; COCO:
     AR@1, AR@10, AR@100, ARs@100, ...); ``results["pool"]`` has AP, AP50, AP75, APr, APc, APf.
+    Keypoints: ``results["old"|"fixed"]`` are pycocotools' ten ``summarizeKps`` stats AP, AP50, AP75,
+    APm, APl, AR@20, AR50@20, AR75@20, ARm@20, ARl@20.
     """
-    check_choice(iou_type, "iou_type", ("bbox", "segm"))
+    check_choice(iou_type, "iou_type", ("bbox", "segm", "keypoints"))
     check_choice(fixed_area, "fixed_area", ("mask", "box"))
     variants = list(dict.fromkeys(variants))
     for v in variants:
@@ -121,6 +128,19 @@ def evaluate_detections(
     if max_dets_per_image is not None:
         max_dets_per_image = check_positive(max_dets_per_image, "max_dets_per_image", integer=True)
     warn_annotation_id_zero(gt)
+    sigmas = None
+    if iou_type == "keypoints":
+        from .oks import check_sigmas
+
+        if gt.format != "coco":
+            raise InputError("iou_type: 'keypoints' needs COCO-style ground truth (LVIS has no keypoints)")
+        if gt.keypoints is None or (len(dets) and dets.keypoints is None):
+            raise InputError("iou_type: 'keypoints' needs 'keypoints' in the ground truth and in the results")
+        sigmas = check_sigmas(kpt_oks_sigmas, gt.keypoints.shape[1] if len(gt) else None)
+        if len(dets) == 0 and dets.keypoints is None:
+            dets = replace(dets, keypoints=np.zeros((0, gt.keypoints.shape[1], 3)))
+    elif kpt_oks_sigmas is not None:
+        raise InputError(f"kpt_oks_sigmas: only used with iou_type 'keypoints', got iou_type {iou_type!r}")
     if iou_type == "segm" and dets.segmentation is not None:
         absent = [i for i, x in enumerate(dets.segmentation) if x is None]
         if absent:
@@ -148,7 +168,7 @@ def evaluate_detections(
         union = np.zeros(n, bool)
         for b in bases:
             union |= keep[b]
-        ms = match_set(gt, d, union, iou_type=iou_type, score_rank=sr)
+        ms = match_set(gt, d, union, iou_type=iou_type, score_rank=sr, kpt_oks_sigmas=sigmas)
         for b in bases:
             matched[b] = (ms, d)
 
@@ -158,6 +178,8 @@ def evaluate_detections(
                 "num_results": n}
     if iou_type == "segm":
         settings["fixed_area"] = fixed_area
+    if sigmas is not None:
+        settings["kpt_oks_sigmas"] = sigmas.tolist()
     ev = DetectionEvaluation(results={}, settings=settings)
     for v in variants:
         base = "fixed" if v == "pool" else v
@@ -169,7 +191,8 @@ def evaluate_detections(
         else:
             acc = accumulate(ms, d, mask)
             label = "all" if v == "fixed" else (max_dets_per_image if lvis else None)
-            ev.results[v] = summarize(acc, ms.gt, max_dets_label=label)
+            ev.results[v] = (summarize_keypoints(acc) if iou_type == "keypoints"
+                             else summarize(acc, ms.gt, max_dets_label=label))
             ev.precision[v], ev.num_detections[v] = acc.precision, acc.num_detections
     return ev
 

@@ -4,11 +4,12 @@ Semantics are those of ``LVISEval.evaluate_img`` / ``COCOeval.evaluateImg``: wit
 category) group, detections are visited by descending score (ties: file order, as the official
 stable mergesort); each takes, among the still unmatched ground truths with IoU >= t, the one with
 the highest IoU — ties go to the later annotation in file order — preferring ground truths that are
-not ignored (ignore flag, area outside the range, COCO ``iscrowd``); crowd regions can be matched
-repeatedly. Only detection/ground-truth pairs with IoU >= min(t) can ever match, so the matching
-runs in *rounds* over those candidates: round r processes the r-th candidate of every group at
-once (groups share no ground truth, so there are no conflicts), for all 10 IoU thresholds and all
-4 area ranges in one array operation.
+not ignored (ignore flag, area outside the range, COCO ``iscrowd``; for keypoints also
+``num_keypoints == 0``); crowd regions can be matched repeatedly. The overlap is the box IoU, the
+mask IoU (pycocotools) or the keypoint OKS (:mod:`.oks`). Only detection/ground-truth pairs with IoU
+>= min(t) can ever match, so the matching runs in *rounds* over those candidates: round r processes
+the r-th candidate of every group at once (groups share no ground truth, so there are no conflicts),
+for all 10 IoU thresholds and all 4 area ranges in one array operation.
 
 Because greedy matching of a score-ordered list is prefix-stable (dropping the lowest-scored
 detections of a group does not change the matches of the others), one matching of the union of all
@@ -27,7 +28,8 @@ import numpy as np
 from ...errors import InputError
 from .data import Detections, GroundTruth
 from .masks import to_rle
-from .params import AREA_RANGES, COCO_MAX_DETS, IOU_THRESHOLDS, IouType
+from .oks import oks_pairs
+from .params import AREA_RANGES, COCO_MAX_DETS, IOU_THRESHOLDS, KEYPOINT_AREA_RANGES, KEYPOINT_MAX_DETS, IouType
 from .select import canonical_order, federated_selection, lvis_area_filter
 from .sort import ScoreRank, member, stable_by_keys
 
@@ -98,11 +100,14 @@ def match_detections(
     iou_type: str = "bbox",
     iou_thresholds: np.ndarray = IOU_THRESHOLDS,
     area_ranges: np.ndarray = AREA_RANGES,
+    kpt_oks_sigmas: np.ndarray | None = None,
 ) -> Matching:
     """Match detections ``det`` (indices into ``dets``) to ``gt``, for every threshold and area range.
 
     ``det`` must be ordered so that, within each (image, category) group, detections come by
     descending score with ties in file order (the evaluator's canonical order does this).
+    ``iou_type`` "keypoints" matches by OKS with ``kpt_oks_sigmas`` (None: COCO's 17) and ignores
+    ground truth with ``num_keypoints == 0``, as pycocotools.
     """
     K = gt.num_categories
     n = len(det)
@@ -129,8 +134,13 @@ def match_detections(
     gt_area = gt.area
     gt_ignore = np.empty((A, len(gt)), bool)
     det_out = np.empty((A, n), bool)
+    base_ignore = gt.ignore
+    if iou_type == "keypoints":
+        if gt.num_keypoints is None:
+            raise InputError("iou_type='keypoints' needs the ground truth's keypoints (read it with keypoints)")
+        base_ignore = base_ignore | (gt.num_keypoints == 0)
     for a, (alo, ahi) in enumerate(area_ranges):
-        gt_ignore[a] = gt.ignore | (gt_area < alo) | (gt_area > ahi)
+        gt_ignore[a] = base_ignore | (gt_area < alo) | (gt_area > ahi)
         det_out[a] = (d_area < alo) | (d_area > ahi)
     if len(gt.not_exhaustive):
         det_nel = member(gkey, gt.not_exhaustive, size=gt.num_images * K)[0]
@@ -140,6 +150,8 @@ def match_detections(
     min_thr = min(float(np.min(iou_thresholds)), 1 - 1e-10)
     if iou_type == "bbox":
         pdet, pgt, piou = _bbox_pairs(gt, dets, det, grp, lo, cnt, g_order, min_thr)
+    elif iou_type == "keypoints":
+        pdet, pgt, piou = oks_pairs(gt, dets, det, grp, lo, cnt, g_order, min_thr, kpt_oks_sigmas)
     else:
         pdet, pgt, piou = _segm_pairs(gt, dets, det, grp, lo, cnt, g_order, min_thr)
     cand, code = _greedy_rounds(pdet, pgt, piou, gk_sorted, grp, starts, gt_ignore, gt.crowd,
@@ -286,7 +298,9 @@ class MatchedSet:
     gt : the ground truth as evaluated (LVIS: zero-area annotations dropped).
     det : (n,) int64 positions into the Detections, canonical order (:func:`canonical_order`).
     match : :class:`Matching` of ``det``.
-    in_cap : (n,) bool; COCO: within pycocotools' top 100 per image and category; LVIS: all True.
+    in_cap : (n,) bool; COCO: within pycocotools' top ``max_dets[-1]`` per image and category (100;
+        keypoints 20); LVIS: all True.
+    max_dets : pycocotools' per-(image, category) limits whose recall is reported (COCO).
     """
 
     gt: GroundTruth
@@ -294,16 +308,20 @@ class MatchedSet:
     match: Matching
     in_cap: np.ndarray
     score_rank: np.ndarray | None = field(default=None, repr=False)  # (N,) dense score rank, 0 = best
+    max_dets: tuple[int, ...] = COCO_MAX_DETS
 
 
 def match_set(gt: GroundTruth, dets: Detections, keep: np.ndarray | None = None, *,
-              iou_type: IouType = "bbox", score_rank: ScoreRank | None = None) -> MatchedSet:
+              iou_type: IouType = "bbox", score_rank: ScoreRank | None = None,
+              kpt_oks_sigmas: np.ndarray | None = None) -> MatchedSet:
     """Select (``keep`` and :func:`federated_selection`), order and match detections against ``gt``.
 
     Parameters
     ----------
     keep : (n,) bool or None (all); the union of what the variants to be accumulated need.
     score_rank : the evaluation's one score sort of ``dets.score``, if already computed.
+    iou_type : "keypoints" (COCO ground truth only): OKS with ``kpt_oks_sigmas``, pycocotools'
+        keypoint areas (all, medium, large) and 20 detections per image and category.
     """
     sr = ScoreRank.of(dets.score) if score_rank is None else score_rank
     gt = lvis_area_filter(gt)
@@ -311,9 +329,12 @@ def match_set(gt: GroundTruth, dets: Detections, keep: np.ndarray | None = None,
     if keep is not None:
         sel &= keep
     det = canonical_order(dets, np.flatnonzero(sel), score_rank=sr.rank)
-    match = match_detections(gt, dets, det, iou_type=iou_type)
+    kp = iou_type == "keypoints"
+    match = match_detections(gt, dets, det, iou_type=iou_type, area_ranges=KEYPOINT_AREA_RANGES if kp else AREA_RANGES,
+                             kpt_oks_sigmas=kpt_oks_sigmas)
+    max_dets = KEYPOINT_MAX_DETS if kp else COCO_MAX_DETS
     if gt.format == "coco":  # pycocotools keeps the top maxDets[-1] per image and category
-        in_cap = match.group_rank < COCO_MAX_DETS[-1]
+        in_cap = match.group_rank < max_dets[-1]
     else:
         in_cap = np.ones(len(det), bool)
-    return MatchedSet(gt=gt, det=det, match=match, in_cap=in_cap, score_rank=sr.rank)
+    return MatchedSet(gt=gt, det=det, match=match, in_cap=in_cap, score_rank=sr.rank, max_dets=max_dets)

@@ -5,7 +5,9 @@
 * ``AREA_RANGES`` / ``AREA_LABELS`` — all, small (< 32²), medium (32²..96²), large (> 96²);
 * ``COCO_MAX_DETS`` — pycocotools' maxDets 1/10/100 per image *and category*;
 * ``LVIS_MAX_DETS`` — lvis-api's 300 detections per image;
-* ``IouType`` — "bbox" or "segm".
+* ``KEYPOINT_AREA_RANGES`` / ``KEYPOINT_AREA_LABELS`` / ``KEYPOINT_MAX_DETS`` — pycocotools'
+  keypoint parameters (``setKpParams``): all, medium, large; 20 detections per image and category;
+* ``IouType`` — "bbox", "segm" or "keypoints" (OKS, :mod:`.oks`).
 """
 
 from __future__ import annotations
@@ -20,4 +22,7 @@ AREA_RANGES = np.array([[0 ** 2, 1e5 ** 2], [0 ** 2, 32 ** 2], [32 ** 2, 96 ** 2
 AREA_LABELS: tuple[str, ...] = ("all", "small", "medium", "large")
 COCO_MAX_DETS: tuple[int, ...] = (1, 10, 100)
 LVIS_MAX_DETS = 300
-IouType = Literal["bbox", "segm"]
+KEYPOINT_AREA_RANGES = np.array([[0 ** 2, 1e5 ** 2], [32 ** 2, 96 ** 2], [96 ** 2, 1e5 ** 2]], float)
+KEYPOINT_AREA_LABELS: tuple[str, ...] = ("all", "medium", "large")
+KEYPOINT_MAX_DETS: tuple[int, ...] = (20,)
+IouType = Literal["bbox", "segm", "keypoints"]

@@ -135,6 +135,12 @@ def canonical_order(dets: Detections, idx: np.ndarray, *, score_rank: np.ndarray
         return idx
     if len(idx) == 1 or np.all(idx[1:] > idx[:-1]):
         srank = ScoreRank.of(dets.score).rank if score_rank is None else score_rank
+        img, r = dets.image[idx], srank[idx]
+        n_img, n_rank = int(img.max()) + 1, int(r.max()) + 1
+        top = (int(dets.category[idx].max()) * n_rank + n_rank - 1) * n_img + n_img - 1
+        if top.bit_length() + (len(idx) - 1).bit_length() <= 62:  # (category, score, image) in one packed sort
+            key = (dets.category[idx] * n_rank + r) * n_img + img
+            return idx[stable_by(np.arange(len(idx)), key, top)]
         o = stable_by(idx, dets.image, int(dets.image[idx].max()))
         r = srank[o]
         S = int(r.max()) + 1

@@ -7,12 +7,24 @@ import numpy as np
 
 from .accumulate import Accumulation, PooledAccumulation
 from .data import FREQUENCIES, GroundTruth
-from .params import AREA_LABELS, COCO_MAX_DETS, IOU_THRESHOLDS
+from .params import AREA_LABELS, COCO_MAX_DETS, IOU_THRESHOLDS, KEYPOINT_AREA_LABELS, KEYPOINT_MAX_DETS
+
+#: pycocotools' ``summarizeKps`` stats, in its order: (key, AP or AR, IoU threshold, area)
+KEYPOINT_STATS: tuple[tuple[str, bool, float | None, str], ...] = (
+    ("AP", True, None, "all"), ("AP50", True, 0.5, "all"), ("AP75", True, 0.75, "all"),
+    ("APm", True, None, "medium"), ("APl", True, None, "large"),
+    ("AR@20", False, None, "all"), ("AR50@20", False, 0.5, "all"), ("AR75@20", False, 0.75, "all"),
+    ("ARm@20", False, None, "medium"), ("ARl@20", False, None, "large"))
 
 
 def _mean_defined(s: np.ndarray) -> float:
     v = s[~np.isnan(s)]
     return float(np.mean(v)) if len(v) else float("nan")
+
+
+def _mean_gathered(v: np.ndarray) -> float:
+    """:func:`_mean_defined` of an array already free of NaN (one contiguous mean)."""
+    return float(np.mean(np.ascontiguousarray(v).reshape(-1))) if v.size else float("nan")
 
 
 def summarize(acc: Accumulation, gt: GroundTruth, *, max_dets_label: int | str | None) -> dict[str, float]:
@@ -24,19 +36,20 @@ def summarize(acc: Accumulation, gt: GroundTruth, *, max_dets_label: int | str |
     """
     precision, recall = acc.precision, acc.recall
     lvis = gt.format == "lvis"
+    # precision and recall are NaN exactly for the categories without ground truth in the area:
+    # gathering the others gives the entries ``s[~isnan(s)]`` in the same order (the same mean)
+    defined = acc.num_gt > 0
 
     def ap(iou_thr=None, area="all", freq=None):
         a = AREA_LABELS.index(area)
-        s = precision[:, :, :, a]
-        if iou_thr is not None:
-            s = s[np.flatnonzero(iou_thr == IOU_THRESHOLDS)]
-        if freq is not None:
-            s = s[:, :, gt.frequency == freq]
-        return _mean_defined(s)
+        cols = defined[:, a] if freq is None else defined[:, a] & (gt.frequency == freq)
+        t = slice(None) if iou_thr is None else np.flatnonzero(iou_thr == IOU_THRESHOLDS)
+        return _mean_gathered(precision[t][:, :, np.flatnonzero(cols), a])
 
     def ar(area="all", mi=None):
         a = AREA_LABELS.index(area)
-        return _mean_defined(recall[:, :, a] if mi is None else recall[:, :, a, mi])
+        cols = np.flatnonzero(defined[:, a])
+        return _mean_gathered(recall[:, cols, a] if mi is None else recall[:, cols, a, mi])
 
     res = {"AP": ap(), "AP50": ap(iou_thr=0.50), "AP75": ap(iou_thr=0.75),
            "APs": ap(area="small"), "APm": ap(area="medium"), "APl": ap(area="large")}
@@ -52,6 +65,21 @@ def summarize(acc: Accumulation, gt: GroundTruth, *, max_dets_label: int | str |
         for area in ("small", "medium", "large"):
             res[f"AR{area[0]}@{COCO_MAX_DETS[-1]}"] = ar(area, mi=len(COCO_MAX_DETS) - 1)
     return res
+
+
+def summarize_keypoints(acc: Accumulation) -> dict[str, float]:
+    """pycocotools' ten keypoint stats (``summarizeKps``, maxDets 20) from a keypoint
+    :class:`Accumulation` (areas all, medium, large): AP, AP50, AP75, APm, APl, AR@20, AR50@20,
+    AR75@20, ARm@20, ARl@20; NaN where pycocotools prints -1."""
+    out = {}
+    m = len(KEYPOINT_MAX_DETS) - 1
+    for key, is_ap, thr, area in KEYPOINT_STATS:
+        a = KEYPOINT_AREA_LABELS.index(area)
+        s = acc.precision[:, :, :, a] if is_ap else acc.recall[:, :, a, m]
+        if thr is not None:
+            s = s[np.flatnonzero(thr == IOU_THRESHOLDS)]
+        out[key] = _mean_defined(s)
+    return out
 
 
 def summarize_pooled(acc: PooledAccumulation) -> dict[str, float]:
