@@ -1,9 +1,11 @@
 """The small-data protocol's run configuration (:class:`SmalldataConfig`; no torch, no data loading).
 
 Fields keep the names and defaults of the ``vistabench smalldata run`` flags they replace, so a
-grid cell's key is unchanged; ``None`` for a budget or rule (``epochs``, ``trials``, ``sampler``,
-...) means "the dataset preset's value under the recipe" (``vistabench smalldata list``), resolved
-when the run starts and stored in its records. The recipe fields added since (``stem``,
+grid cell's key is unchanged. A budget, rule or size left unset (``epochs``, ``trials``, ``sampler``,
+``model``, ``per_class``, ``image_size``, ``batch_sizes``, ...) is the dataset preset's value under the
+recipe (``vistabench smalldata list``), filled in when the config is built (``--print-config`` shows
+it; ``image_size: native`` for images used at their own size, ``space: {}`` for the declared
+ranges); the key keeps the unset value for a field left unset (``resolved_fields``). The recipe fields added since (``stem``,
 ``momentum``, ``nesterov``, ``schedule``, ``warmup_epochs``, ``stages``) and the method's own
 options (``method_options``, a :class:`~vistabench.learners.smalldata.options.MethodOptions` of the
 chosen method, resolved for the recipe) drop out of the key while they hold the value the code used
