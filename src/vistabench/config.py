@@ -366,8 +366,7 @@ class RunConfig(Options):
         """Whether the config was given with every :attr:`resolved_fields` field set (a printed config
         read back): it is keyed as the config it was printed from."""
         given = self.given()
-        return bool(self.resolved_fields) and all(
-            name in given and _jsonable(given[name]) != _jsonable(unset) for name, unset in self.resolved_fields.items())
+        return bool(self.resolved_fields) and all(name in given for name in self.resolved_fields)
 
     def unset_fields(self) -> set[str]:
         """The :attr:`resolved_fields` the user left unset (or set to their unset value); for a printed
@@ -375,11 +374,12 @@ class RunConfig(Options):
         given = self.given()
         out = {name for name, unset in self.resolved_fields.items()
                if name not in given or _jsonable(given[name]) == _jsonable(unset)}
-        if self.spells_out_resolved():
-            rest = {k: v for k, v in self.to_dict().items() if k not in self.resolved_fields}
-            fresh = type(self).resolve(rest)
-            out |= {name for name in self.resolved_fields
-                    if _jsonable(fresh.get(name)) == _jsonable(getattr(self, name))}
+        if self.spells_out_resolved():  # each field: what the recipe gives it when it alone is left out
+            values = self.to_dict()
+            for name in self.resolved_fields:
+                fresh = type(self).resolve({k: v for k, v in values.items() if k != name})
+                if _jsonable(fresh.get(name)) == _jsonable(getattr(self, name)):
+                    out.add(name)
         return out
 
     def key_dict(self) -> dict[str, Any]:

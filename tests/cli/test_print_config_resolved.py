@@ -124,3 +124,29 @@ def test_content_dependent_values_are_named():
     assert cfg.test_imbalance == 10.0
     # the paper's reciprocal notation resolves to the same rho as the split's
     assert LongtailConfig.from_dict({"data": "digits", "method": "ce", "imbalance": 0.01}).test_imbalance == 100.0
+
+
+@pytest.mark.parametrize("protocol, given", [
+    ("stream", {"stream": "nevis-full", "learner": "indep"}),
+    ("stream", {"stream": "embedded", "learner": "indep", "width": 16}),
+    ("incremental", {"data": "digits", "method": "fr", "base_classes": 4, "way": 2, "shot": 5,
+                     "model_opt": {"dim": 48}}),
+    ("incremental", {"data": "cifar100:/x", "method": "fr", "preset": "cifar100"}),
+    ("smalldata", {"dataset": "cub200:/x", "method": "ce", "epochs": 3}),
+    ("smalldata", {"dataset": "digits", "method": "ce", "per_class": 20, "split": [0]}),
+    ("longtail", {"data": "cifar10:/x", "method": "tde", "imbalance": 0.1}),
+    ("longtail", {"data": "digits", "method": "ce", "imbalance": 10, "model": "resnet32"}),
+    ("detection", {"gt": "a/g.json", "results": "r.json"}),
+])
+def test_printed_config_read_back_keeps_the_grid_key(protocol, given):
+    from vistabench.grid.protocols import config_class
+
+    cls = config_class(protocol)
+    config = cls.from_dict(given)
+    again = cls.from_dict(json.loads(json.dumps(config.to_dict())))
+    assert again == config and again.key_dict() == config.key_dict()
+    # a resolved field left out is keyed by its unset value, so cells stored before keep their keys (the
+    # model a long-tail reference recipe names was keyed by its name before)
+    assert set(cls.resolved_fields) - set(given) - {"model"} <= config.unset_fields()
+    key = config.key_dict()
+    assert all(key[name] == cls.resolved_fields[name] for name in config.unset_fields() if name in key)
