@@ -31,6 +31,8 @@ NONE_BY_DESIGN = {
     "detection": {"split", "calibrate", "seed", "tag",  # scored whole, no calibration, no seed, no tag
                   "calibration_iou_type", "min_samples", "bins"},  # calibration's: read only when calibrating
 }
+for _fields in NONE_BY_DESIGN.values():
+    _fields.add("track_dir")  # runtime only: no tracker folder given
 
 
 def _cli(capsys, *argv) -> dict:
