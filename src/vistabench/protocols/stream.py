@@ -304,7 +304,8 @@ def _check_same_settings(run_id: str, ckpt_path: Path, started: list[dict], curr
         return
     before, now = started[0], json.loads(dumps(current))
     if "config" in before and "config" in now:  # the run's own config; runtime-only fields may change
-        runtime = {i.name for i in StreamConfig.fields_info() if i.runtime} | {"device"}
+        # runtime-only fields, the device (as below) and how far this call goes may change on a resume
+        runtime = {i.name for i in StreamConfig.fields_info() if i.runtime} | {"device", "max_tasks"}
         before = {**before, "config": {k: v for k, v in before["config"].items() if k not in runtime}}
         now = {**now, "config": {k: v for k, v in now["config"].items() if k not in runtime}}
     elif "config" not in before:  # a run started before events kept their config
