@@ -215,7 +215,7 @@ class SmalldataConfig(RunConfig):
         cls = _method_options_cls(self.method)
         backbones = get_method(self.method).backbones
         if backbones is not None and self.model in MODEL_OPTIONS and self.model not in backbones \
-                and "model" not in self.unset_fields():
+                and self.model != get_preset(self.dataset, recipe=self.recipe).model:  # the preset's: as before
             raise InputError(f"model: method {self.method!r} changes a convolutional backbone "
                              f"({', '.join(backbones)}); {self.model!r} is not one")
         opts = self.method_options
