@@ -30,6 +30,8 @@ from typing import Any, Literal
 
 from ..config import RunConfig, option
 from ..errors import InputError
+from ..streams import check_stream_spec
+from ..learners.model_options import check_model_name
 from ..learners.stream.options import (BATCH_RULES, LEARNER_OPTIONS, LEARNER_RECIPES, RECIPES, SCHEDULES,
                                        learner_options_class)
 
@@ -178,6 +180,8 @@ class StreamConfig(RunConfig):
         return out
 
     def check(self) -> None:
+        check_stream_spec(self.stream)
+        check_model_name(self.arch, "arch")
         if self.learner not in LEARNER_OPTIONS:
             learner_options_class(self.learner)
         if self.run_id is not None and (not self.run_id.strip() or self.run_id in (".", "..")
