@@ -31,6 +31,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import math
+import re
 import types
 import typing
 from dataclasses import MISSING, dataclass, field
@@ -39,7 +40,8 @@ from typing import Any, ClassVar, Literal, Mapping, TypeVar, Union, get_args, ge
 
 from .errors import InputError
 
-__all__ = ["option", "FieldInfo", "Options", "RunConfig", "read_config_file", "NO_KEY_DEFAULT", "TRACKERS"]
+__all__ = ["option", "FieldInfo", "Options", "RunConfig", "read_config_file", "NO_KEY_DEFAULT", "TRACKERS",
+           "parse_int"]
 
 _META = "vistabench"
 
@@ -106,6 +108,9 @@ def option(default: Any = MISSING, *, help: str, choices: typing.Sequence[Any] |
     help : one sentence for ``--help`` and the printed config's documentation.
     choices : the allowed values (checked after coercion; close matches are suggested).
     low, high : inclusive bounds of a number (``low_open=True``: ``> low``); for a tuple, of each item.
+        An integer field without ``low`` is ``>= 0`` (counts, indices and seeds are never negative), and
+        every integer lies within ``±INT_LIMIT`` (int32); an integer written with a leading zero
+        (``010``, octal to YAML) is refused.
     runtime : changes where or how fast a run goes, never its result (left out of a grid cell's key).
     flags : command-line spellings, the first being the main one (default ``--name-with-dashes``).
     key_default : a field added after grids existed drops out of the cell key while it holds this
@@ -147,6 +152,14 @@ def _jsonable(value: Any) -> Any:
 
 #: the largest float32: every number of a config ends up in float32 tensors
 FLOAT32_MAX = 3.4028234663852886e38
+
+#: every integer of a config is a count, an index or a seed: within int32's range, so that it is the same
+#: number in numpy, torch and SQLite on every platform (a bigger one would end in their internal errors)
+INT_LIMIT = 2**31 - 1
+
+#: an integer written with a leading zero: YAML 1.1 reads ``010`` as octal 8, Python and JSON as 10 (or not
+#: at all), so such a value is refused rather than guessed
+_LEADING_ZERO = re.compile(r"[+-]?0[0-9_]+")
 
 _TRUE = {"true", "yes", "on", "1"}
 _FALSE = {"false", "no", "off", "0"}
@@ -204,19 +217,27 @@ def _coerce(value: Any, tp: Any, name: str, info: FieldInfo | None) -> Any:
     if tp is int:
         if isinstance(value, bool):
             raise InputError(f"{name}: expected an integer, got {value!r}")
+        out: Any = None
         if isinstance(value, int):
-            return int(value)
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
-        if isinstance(value, str):
+            out = int(value)
+        elif isinstance(value, float) and value.is_integer():
+            out = int(value)
+        elif isinstance(value, str):
+            _refuse_leading_zero(value, name)
             try:
-                return int(value.strip())
+                out = int(value.strip())
             except ValueError:
                 pass
-        raise InputError(f"{name}: expected an integer, got {value!r}")
+        if out is None:
+            raise InputError(f"{name}: expected an integer, got {value!r}")
+        if abs(out) > INT_LIMIT:
+            raise InputError(f"{name}: expected an integer between {-INT_LIMIT} and {INT_LIMIT}, got {value!r}")
+        return out
     if tp is float:
         if isinstance(value, bool):
             raise InputError(f"{name}: expected a number, got {value!r}")
+        if isinstance(value, str):
+            _refuse_leading_zero(value, name)
         try:
             out = float(value)
         except (TypeError, ValueError):
@@ -232,6 +253,32 @@ def _coerce(value: Any, tp: Any, name: str, info: FieldInfo | None) -> Any:
             raise InputError(f"{name}: expected a string, got {value!r}")
         return str(value)
     raise TypeError(f"config field {name}: unsupported type {tp!r}")  # a bug of the config's declaration
+
+
+def parse_int(value: Any, name: str, *, low: int | None = 0) -> int:
+    """``value`` (a command-line string, a number) as an integer by the rules of every config integer:
+    no fraction, no bool, no leading zero, within ``±INT_LIMIT``, ``>= low`` (None: no lower bound)."""
+    out = _coerce(value, int, name, None)
+    if low is not None and out < low:
+        raise InputError(f"{name}: expected an integer >= {low}, got {value!r}")
+    return out
+
+
+def _refuse_leading_zero(text: str, name: str) -> None:
+    if _LEADING_ZERO.fullmatch(text.strip()):
+        raise InputError(f"{name}: {text.strip()!r} has a leading zero, which YAML reads as an octal number and "
+                         "Python as a decimal one; write the number without the leading zero")
+
+
+def base_type(tp: Any) -> Any:
+    """``int`` for ``int``, ``int | None`` and ``tuple[int, ...]`` (the type a range applies to)."""
+    origin = get_origin(tp)
+    if origin in (Union, types.UnionType):
+        args = [a for a in get_args(tp) if a is not type(None)]
+        return base_type(args[0]) if len(args) == 1 else tp
+    if origin is tuple:
+        return base_type(get_args(tp)[0])
+    return tp
 
 
 def _check_range(value: Any, name: str, info: FieldInfo) -> None:
@@ -271,6 +318,8 @@ class Options:
         out = []
         for f in dataclasses.fields(cls):
             meta = dict(f.metadata.get(_META) or {"help": ""})
+            if meta.get("low") is None and base_type(hints[f.name]) is int:
+                meta["low"] = 0  # a config integer (count, index, seed) is never negative unless declared so
             default = f.default if f.default is not MISSING else (
                 f.default_factory() if f.default_factory is not MISSING else MISSING)
             out.append(FieldInfo(name=f.name, type=hints[f.name], default=default, **meta))
@@ -363,6 +412,31 @@ class RunConfig(Options):
     """
 
     protocol: ClassVar[str] = ""
+    #: fields that :meth:`Options.resolve` fills in from the data's name and the recipe when the user
+    #: leaves them unset -> the value they had unset before they were resolved (``None``, ``"auto"``).
+    #: A grid cell's key keeps that value while the user does not set the field, so stored cells keep
+    #: their keys; a value the user gives is keyed as given.
+    resolved_fields: ClassVar[dict[str, Any]] = {}
+
+    def spells_out_resolved(self) -> bool:
+        """Whether the config was given with every :attr:`resolved_fields` field set (a printed config
+        read back): it is keyed as the config it was printed from."""
+        given = self.given()
+        return bool(self.resolved_fields) and all(name in given for name in self.resolved_fields)
+
+    def unset_fields(self) -> set[str]:
+        """The :attr:`resolved_fields` the user left unset (or set to their unset value); for a printed
+        config read back, those holding the value the recipe resolves them to when unset."""
+        given = self.given()
+        out = {name for name, unset in self.resolved_fields.items()
+               if name not in given or _jsonable(given[name]) == _jsonable(unset)}
+        if self.spells_out_resolved():  # each field: what the recipe gives it when it alone is left out
+            values = self.to_dict()
+            for name in self.resolved_fields:
+                fresh = type(self).resolve({k: v for k, v in values.items() if k != name})
+                if _jsonable(fresh.get(name)) == _jsonable(getattr(self, name)):
+                    out.add(name)
+        return out
 
     #: the experiment trackers that receive the run (:mod:`vistabench.tracking`, docs/tracking.md)
     track: tuple[str, ...] = option(
@@ -404,12 +478,14 @@ class RunConfig(Options):
         return [i for i in infos if i.name not in common] + [i for i in infos if i.name in common]
 
     def key_dict(self) -> dict[str, Any]:
-        """The canonical config minus runtime-only fields (and fields at their ``key_default``)."""
+        """The canonical config minus runtime-only fields (and fields at their ``key_default``); a
+        :attr:`resolved_fields` field the user left unset is keyed by its unset value."""
         out = {}
+        unset = self.unset_fields()
         for info in self.fields_info():
             if info.runtime:
                 continue
-            value = _jsonable(getattr(self, info.name))
+            value = _jsonable(self.resolved_fields[info.name] if info.name in unset else getattr(self, info.name))
             if info.key_default is not NO_KEY_DEFAULT and value == _jsonable(info.key_default):
                 continue
             out[info.name] = value
@@ -463,7 +539,17 @@ def load_yaml_text(text: str, where: str) -> Any:
             out[key] = loader.construct_object(value_node, deep=deep)
         return out
 
+    def integer(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> Any:
+        # YAML 1.1 reads 010 as octal 8, 0x10 as 16 and 1:30 as 90 (base 60); only a plain decimal is an
+        # integer here: the others stay the text written, which a config's integer field refuses in one
+        # line naming the field (and a string field keeps as written)
+        text = loader.construct_scalar(node)
+        if re.fullmatch(r"[-+]?(0|[1-9][0-9_]*)", text):
+            return int(text.replace("_", ""))
+        return text
+
     _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
+    _Loader.add_constructor("tag:yaml.org,2002:int", integer)
     try:
         return yaml.load(text, Loader=_Loader)  # noqa: S506 (a SafeLoader subclass)
     except yaml.YAMLError as exc:

@@ -88,6 +88,8 @@ def user_error_message(exc: BaseException) -> str | None:
             exc, (sqlite3.ProgrammingError, sqlite3.InterfaceError)):
         if "locked" in str(exc) or "busy" in str(exc):
             return f"results store busy: another process has held it locked for over 30 s ({exc})"
+        if "disk is full" in str(exc):
+            return "results store: no space left on device (nothing was stored); free some space"
         return one_line(f"results store: {exc} (is it a vistabench results store?)")
     pil = sys.modules.get("PIL")
     if pil is not None:

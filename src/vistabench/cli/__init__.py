@@ -19,7 +19,7 @@ import sys
 from typing import Any, Callable, Sequence
 
 from .. import __version__
-from ..errors import INTERNAL_ERROR, OUTPUT_CLOSED, USER_ERROR, user_error_message
+from ..errors import INTERNAL_ERROR, OUTPUT_CLOSED, USER_ERROR, InputError, user_error_message
 from .configured import field_of_dest
 
 _COMMON = ["stats", "common", "grid", "export"]
@@ -240,6 +240,17 @@ def _run(argv: Sequence[str] | None) -> int:
     return 0
 
 
+def int_arg(text: str) -> int:
+    """argparse ``type`` of an integer option: the rules of config integers (:func:`vistabench.config.parse_int`:
+    >= 0, within int32, no leading zero), so ``--seed 010`` or ``--seed -1`` is one line naming the flag."""
+    from ..config import parse_int
+
+    try:
+        return parse_int(text, "value")
+    except InputError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("value: ")) from None
+
+
 def add_store_arg(p: argparse.ArgumentParser, *, optional: bool = True) -> None:
     """``--store FILE`` (the same default everywhere) and, where storing is optional, ``--no-store``."""
     from ..store import DEFAULT_STORE
@@ -255,7 +266,7 @@ def add_record_args(p: argparse.ArgumentParser, *, what: str, dataset_default: s
     """How a scored file is named in the store: ``--method``, ``--dataset``, ``--seed``, ``--tag``."""
     p.add_argument("--method", help=f"method name of the record (default: the {what} file's name without suffix)")
     p.add_argument("--dataset", help=f"dataset name of the record (default: {dataset_default})")
-    p.add_argument("--seed", type=int, help="seed of the run that made the predictions (stored as is)")
+    p.add_argument("--seed", type=int_arg, help="seed of the run that made the predictions (stored as is)")
     p.add_argument("--tag", help="free-form tag of the record")
 
 

@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from . import add_json_arg, add_store_arg, store_records
+from . import add_json_arg, add_store_arg, int_arg, store_records
 from .common import TableResult, render_table
 
 _FMT = argparse.RawDescriptionHelpFormatter
@@ -21,14 +21,14 @@ def _dataset_args(p: argparse.ArgumentParser) -> None:
                         "dataset's own augmentation, ASHA eta 2, random search, mean val accuracy of the last 5 "
                         "epochs, best among all trials); vistabench = our earlier rules (60/40 train/val, "
                         "pad-crop + flip, eta 3, TPE, last-epoch balanced accuracy, completed trials only)")
-    p.add_argument("--per-class", type=int, metavar="N", help="trainval images per class (default: the preset's; "
+    p.add_argument("--per-class", type=int_arg, metavar="N", help="trainval images per class (default: the preset's; "
                    "alone it keeps the preset's train share, e.g. 20 -> 12 train + 8 val)")
-    p.add_argument("--train-per-class", type=int, metavar="N",
+    p.add_argument("--train-per-class", type=int_arg, metavar="N",
                    help="train images per class, the rest of trainval is val (gem: 30; CUB 20, ISIC 50)")
     p.add_argument("--val-fraction", type=float, metavar="F",
                    help="instead of --train-per-class: share of each class's trainval images in val (vistabench: 0.4)")
-    p.add_argument("--seed", type=int, default=0, help="split seed and search seed (default 0)")
-    p.add_argument("--image-size", type=int, metavar="PX",
+    p.add_argument("--seed", type=int_arg, default=0, help="split seed and search seed (default 0)")
+    p.add_argument("--image-size", type=int_arg, metavar="PX",
                    help="side length variable-size images are resized to (default: the preset's)")
 
 
@@ -114,11 +114,11 @@ def register(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
     p.add_argument("--predictions", required=True, metavar="NPZ")
     p.add_argument("--dataset", required=True, metavar="NAME", help="the preset the splits were written for")
     p.add_argument("--root", metavar="DIR", help="the dataset's folder (not for mnist5k/digits)")
-    p.add_argument("--image-size", type=int, metavar="PX")
+    p.add_argument("--image-size", type=int_arg, metavar="PX")
     p.add_argument("--splits", required=True, metavar="DIR", help="folder of split files (`smalldata split`)")
-    p.add_argument("--split", type=int, required=True, metavar="I", help="which split's test set")
+    p.add_argument("--split", type=int_arg, required=True, metavar="I", help="which split's test set")
     p.add_argument("--method", help="method name of the record (default: the predictions file's name without suffix)")
-    p.add_argument("--seed", type=int, help="seed of the run that made the predictions (stored as is)")
+    p.add_argument("--seed", type=int_arg, help="seed of the run that made the predictions (stored as is)")
     p.add_argument("--tag", default="final", help="record tag (default: final, as the final runs)")
     add_store_arg(p)
     add_json_arg(p)

@@ -30,6 +30,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ..atomic import write_text
 from ..errors import InputAssertionError, InputError, InputKeyError, InputTypeError
 from ..metrics.detection import evaluate_detections
 from .evaluation import mean_defined
@@ -263,9 +264,8 @@ class _Evaluator:
             dets = [r for p in predictions for r in p.get("instances", [])]
             self._map_categories(dets)
             if self._output_dir:
-                Path(self._output_dir).mkdir(parents=True, exist_ok=True)
-                with open(Path(self._output_dir) / f"{self._kind}_instances_results.json", "w") as f:
-                    json.dump(dets, f)
+                write_text(Path(self._output_dir) / f"{self._kind}_instances_results.json", json.dumps(dets),
+                           what="output_dir results")
             tasks = self._tasks or (("bbox",) + (("segm",) if any("segmentation" in d for d in dets) else ())
                                     + (("keypoints",) if any("keypoints" in d for d in dets) else ()))
             for task in sorted(tasks):

@@ -546,13 +546,12 @@ def read_results(
 def write_result_columns(path: str | os.PathLike[str], image_id: np.ndarray, category_id: np.ndarray,
                          bbox: np.ndarray, score: np.ndarray, segmentation: list | None = None) -> Path:
     """Write a COCO/LVIS results JSON list from columns (atomically, via a temporary file)."""
+    from ..atomic import atomic_write
+
     p = Path(path)
-    if p.parent and not p.parent.exists():
-        p.parent.mkdir(parents=True, exist_ok=True)
     img, cat, box, sc = (np.asarray(image_id).tolist(), np.asarray(category_id).tolist(),
                          np.asarray(bbox).tolist(), np.asarray(score).tolist())
-    tmp = p.with_name(p.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
+    with atomic_write(p, "w", what="results file") as f:
         f.write("[")
         for i in range(len(sc)):
             o = {"image_id": img[i], "category_id": cat[i], "bbox": box[i], "score": sc[i]}
@@ -563,7 +562,6 @@ def write_result_columns(path: str | os.PathLike[str], image_id: np.ndarray, cat
                 o["segmentation"] = seg
             f.write(("," if i else "") + json.dumps(o, allow_nan=False))
         f.write("]")
-    os.replace(tmp, p)
     return p
 
 

@@ -19,7 +19,7 @@ from typing import Any, Mapping
 
 from ..errors import InputError
 
-__all__ = ["MODEL_OPTIONS", "check_model_options", "check_patch_size"]
+__all__ = ["MODEL_OPTIONS", "check_model_name", "check_model_options", "check_patch_size"]
 
 #: model name -> {option: (type, lowest value)}; the keyword options of its factory in :mod:`.models`.
 MODEL_OPTIONS: dict[str, dict[str, tuple[type, float | None]]] = {
@@ -66,6 +66,23 @@ def _value(model: str, key: str, value: Any, tp: type, low: float | None, name: 
     if out is None or out != out or (low is not None and out < low):
         raise InputError(f"{where}: expected a number >= {low:g}, got {value!r}")
     return out
+
+
+def check_model_name(model: str, name: str = "model") -> None:
+    """InputError naming ``name`` (with close matches) unless ``model`` is a built-in backbone or one
+    registered in :data:`vistabench.learners.models.models` (a user's model is registered by importing
+    its module, which imports that registry; so the check never imports torch itself)."""
+    import sys
+
+    known = set(MODEL_OPTIONS)
+    registry = sys.modules.get("vistabench.learners.models")
+    if registry is not None:
+        known |= set(registry.models.names())
+    if model in known:
+        return
+    close = difflib.get_close_matches(str(model), sorted(known), n=2, cutoff=0.5)
+    hint = f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
+    raise InputError(f"{name}: unknown model {model!r}{hint} (known: {', '.join(sorted(known))})")
 
 
 def check_model_options(model: str, options: Mapping[str, Any] | None, *, name: str = "model_opt") -> dict[str, Any]:
