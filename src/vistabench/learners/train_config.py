@@ -133,8 +133,15 @@ class TrainConfig:
         BBN's training loader); False: it is trained on (a last batch of one image joins the one
         before).
 
-    Data come from memory (the Dataset arrays); batches are converted in the training process,
-    so there is no ``num_workers``: worker processes would only add copying for in-memory data.
+    loader : {"memory", "stream", "device"}
+        Where batches come from (:mod:`.sources`): ``"memory"`` cuts them from the images in the
+        training process (arrays, or image files decoded there); ``"stream"`` reads and decodes
+        them in ``workers`` processes of a ``torch.utils.data.DataLoader`` (images on disk, memory
+        independent of the data set's size); ``"device"`` moves the whole uint8 set to the device
+        once and converts and augments there. The same seed gives the same batches in each.
+        Runtime only: it changes how fast training goes, not what it computes.
+    workers : int
+        Worker processes of the ``"stream"`` loader (0: it reads in the training process).
     """
 
     epochs: int = 10
@@ -158,6 +165,8 @@ class TrainConfig:
     warmup_start: float = 0.0
     schedule_offset: int = 0
     drop_last: bool = False
+    loader: str = "memory"
+    workers: int = 0
 
     def __post_init__(self) -> None:
         self.epochs = check_positive(self.epochs, "epochs", integer=True)
@@ -189,6 +198,9 @@ class TrainConfig:
         if not isinstance(self.drop_last, (bool, np.bool_)):
             raise InputError(f"drop_last: expected true or false, got {self.drop_last!r}")
         self.drop_last = bool(self.drop_last)
+        if self.loader not in ("memory", "stream", "device"):
+            raise InputError(f"loader: expected 'memory', 'stream' or 'device', got {self.loader!r}")
+        self.workers = check_positive(self.workers, "workers", strict=False, integer=True)
         # The spelling is checked here; availability when a Trainer is made, so a config built on
         # a CPU-only driver can still be shipped to GPU workers (Ray).
         if not (isinstance(self.device, str) and (self.device in ("cpu", "cuda", "auto")

@@ -133,7 +133,8 @@ def run(config: LongtailConfig, *, store: ResultsStore | None = None,
                          lr_milestones=c.lr_milestones, lr_factors=c.lr_factors, num_threads=c.threads,
                          options=c.method_options, drop_last=c.drop_last, init=c.init,
                          normalisation=(CIFAR_MEAN, CIFAR_STD) if c.normalisation == "cifar" else None,
-                         select_checkpoint=c.select_checkpoint, selection=selection)
+                         select_checkpoint=c.select_checkpoint, selection=selection, loader=c.loader,
+                         workers=c.workers)
     pred = Predictions(labels=test.labels, kind="logits", values=result.logits)
     sweep = build_sweep(test.labels, np.asarray(split["counts"]), test_imbalance=c.test_imbalance, points=c.points,
                         repeats=c.repeats, seed=c.seed)

@@ -35,7 +35,7 @@ class LongtailConfig(RunConfig):
     protocol = "longtail"
     resolved_fields = {"model": "auto", "n_max": None, "test_imbalance": None, "augment": None}
 
-    data: str = option(help="mnist5k | digits | cifar10:DIR | cifar100:DIR | folder:DIR | npz:FILE")
+    data: str = option(help="mnist5k | digits | cifar10:DIR | cifar100:DIR | folder:DIR | npz:FILE | imagelist:DIR")
     method: str = option(help="ce, focal, ldam_drw, balanced_softmax, logit_adjust, crt, bbn, tde, ride, ib, "
                               "tade, lade, gcl (docs/longtail.md)")
     imbalance: float = option(low=0, low_open=True, help="training imbalance ρ = max/min (the paper's 0.01 "
@@ -99,6 +99,14 @@ class LongtailConfig(RunConfig):
     method_options: dict | MethodOptions = option(default_factory=dict, flags=("--method-opt", "--method-options"),
                                  help="the method's options as KEY=VALUE (see --print-config)")
     threads: int | None = option(None, low=1, runtime=True, help="CPU threads torch may use")
+    loader: Literal["memory", "stream", "device"] = option(
+        "memory", runtime=True,
+        help="where batches come from: memory = cut from the loaded images in the training process; stream = "
+             "read and decoded by --workers DataLoader processes (images on disk, e.g. imagelist:DIR; memory "
+             "independent of the data set's size); device = the whole uint8 set moved to the device once, "
+             "augmented there. The same seed gives the same batches in each")
+    workers: int = option(0, low=0, runtime=True, help="worker processes of the stream loader (0: the training "
+                                                        "process reads)")
     tag: str | None = option(None, runtime=True, help="free-form tag of the stored record")
 
     @classmethod
