@@ -189,6 +189,23 @@ def _backbone_weights(path: Path) -> None:
 
 
 #: KIND -> (what it makes, maker(folder, paths)): a stand-in's paths are relative to the folder
+def _imagelist(root: Path) -> None:
+    """A train.txt/test.txt list-file folder of 16 x 16 PNG files: 4 classes, 12 training and 6 test
+    images each, brightness following the class."""
+    from PIL import Image
+
+    rng = np.random.default_rng(4)
+    for part, per_class in (("train", 12), ("test", 6)):
+        (root / part).mkdir(parents=True, exist_ok=True)
+        lines = []
+        for i in range(4 * per_class):
+            c = i % 4
+            a = (rng.integers(0, 60, (16, 16, 3)) + 60 * c).astype(np.uint8)
+            Image.fromarray(a).save(root / part / f"{i}.png")
+            lines.append(f"{part}/{i}.png {c}")
+        (root / f"{part}.txt").write_text("\n".join(lines) + "\n")
+
+
 STAND_INS = {
     "cifar10": ("a CIFAR-10 python folder (10 train + 3 test images per class)", lambda d, p: _cifar(d / p[0], 10)),
     "cifar100": ("a CIFAR-100 python folder (5 train + 3 test images per class)", lambda d, p: _cifar(d / p[0], 100)),
@@ -197,6 +214,8 @@ STAND_INS = {
                        lambda d, p: _longtail_sweep(d / p[0], d / p[1])),
     "backbone-weights": ("a .safetensors state dict of examples/tiny_backbone.py (1 channel, 10 classes)",
                          lambda d, p: _backbone_weights(d / p[0])),
+    "imagelist": ("a train.txt/test.txt folder of 16 px PNGs, 4 classes x (12 train + 6 test)",
+                  lambda d, p: _imagelist(d / p[0])),
     "lvis": ("GT [DETS]: LVIS-like ground truth (30 images, 20 categories) [and results on it]",
              lambda d, p: _lvis(d / p[0], d / p[1] if len(p) > 1 else None)),
     "lvis-masks": ("GT [DETS]: the same with masks (segm)",

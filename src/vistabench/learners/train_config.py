@@ -155,8 +155,15 @@ class TrainConfig:
         ``compile`` on a CPU, where compiling needs a C++ tool chain and takes longer than the
         short runs it would speed up).
 
-    Data come from memory (the Dataset arrays); batches are converted in the training process,
-    so there is no ``num_workers``: worker processes would only add copying for in-memory data.
+    loader : {"memory", "stream", "device"}
+        Where batches come from (:mod:`.sources`): ``"memory"`` cuts them from the images in the
+        training process (arrays, or image files decoded there); ``"stream"`` reads and decodes
+        them in ``workers`` processes of a ``torch.utils.data.DataLoader`` (images on disk, memory
+        independent of the data set's size); ``"device"`` moves the whole uint8 set to the device
+        once and converts and augments there. The same seed gives the same batches in each.
+        Runtime only: it changes how fast training goes, not what it computes.
+    workers : int
+        Worker processes of the ``"stream"`` loader (0: it reads in the training process).
     """
 
     epochs: int = 10
@@ -182,6 +189,8 @@ class TrainConfig:
     drop_last: bool = False
     precision: str = "fp32"
     compile: bool = False
+    loader: str = "memory"
+    workers: int = 0
 
     def __post_init__(self) -> None:
         self.epochs = check_positive(self.epochs, "epochs", integer=True)
@@ -218,6 +227,9 @@ class TrainConfig:
         if not isinstance(self.compile, (bool, np.bool_)):
             raise InputError(f"compile: expected true or false, got {self.compile!r}")
         self.compile = bool(self.compile)
+        if self.loader not in ("memory", "stream", "device"):
+            raise InputError(f"loader: expected 'memory', 'stream' or 'device', got {self.loader!r}")
+        self.workers = check_positive(self.workers, "workers", strict=False, integer=True)
         # The spelling is checked here; availability when a Trainer is made, so a config built on
         # a CPU-only driver can still be shipped to GPU workers (Ray).
         if not (isinstance(self.device, str) and (self.device in ("cpu", "cuda", "auto")
