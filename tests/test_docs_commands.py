@@ -172,6 +172,22 @@ def _lvis(gt: Path, dets: Path | None = None, *, seed: int = 1, masks: bool = Fa
         dets.write_text(json.dumps(s.results), encoding="utf-8")
 
 
+def _backbone_weights(path: Path) -> None:
+    """A state dict of examples/tiny_backbone.py's network for 1-channel images and 10 classes, as an
+    earlier training of the reader's would have saved it (safetensors)."""
+    import importlib.util
+
+    import torch
+    from safetensors.torch import save_file
+
+    spec = importlib.util.spec_from_file_location("_docs_tiny_backbone", ROOT / "examples" / "tiny_backbone.py")
+    mod = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(mod)  # type: ignore[union-attr]
+    torch.manual_seed(0)
+    save_file({k: v.contiguous() for k, v in mod.tiny_backbone(num_classes=10, in_chans=1).state_dict().items()},
+              str(path))
+
+
 #: KIND -> (what it makes, maker(folder, paths)): a stand-in's paths are relative to the folder
 def _imagelist(root: Path) -> None:
     """A train.txt/test.txt list-file folder of 16 x 16 PNG files: 4 classes, 12 training and 6 test
@@ -196,6 +212,8 @@ STAND_INS = {
     "longtail-predictions": ("an .npz of labels + logits, 10 classes x 60", lambda d, p: _longtail_predictions(d / p[0])),
     "longtail-sweep": ("PATH PREDICTIONS: a sweep (10-class CIFAR-LT counts, rho 100) over PREDICTIONS' labels",
                        lambda d, p: _longtail_sweep(d / p[0], d / p[1])),
+    "backbone-weights": ("a .safetensors state dict of examples/tiny_backbone.py (1 channel, 10 classes)",
+                         lambda d, p: _backbone_weights(d / p[0])),
     "imagelist": ("a train.txt/test.txt folder of 16 px PNGs, 4 classes x (12 train + 6 test)",
                   lambda d, p: _imagelist(d / p[0])),
     "lvis": ("GT [DETS]: LVIS-like ground truth (30 images, 20 categories) [and results on it]",

@@ -20,7 +20,7 @@ from .errors import InputError
 
 #: extra -> the top-level modules it provides (import names, not distribution names)
 EXTRAS: dict[str, tuple[str, ...]] = {
-    "train": ("torch", "kymatio", "mlxtend"),
+    "train": ("torch", "kymatio", "mlxtend", "safetensors"),
     "tune": ("optuna", "botorch"),
     "ray": ("ray",),
 }

@@ -78,8 +78,8 @@ def check_model_name(model: str, name: str = "model") -> None:
     registry = sys.modules.get("vistabench.learners.models")
     if registry is not None:
         known |= set(registry.models.names())
-    if model in known:
-        return
+    if model in known or (isinstance(model, str) and ":" in model):  # MODULE:FUNCTION / timm:NAME: see
+        return  # vistabench.learners.external (the protocols' check_backbone_fields resolves it)
     close = difflib.get_close_matches(str(model), sorted(known), n=2, cutoff=0.5)
     hint = f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
     raise InputError(f"{name}: unknown model {model!r}{hint} (known: {', '.join(sorted(known))})")

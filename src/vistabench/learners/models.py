@@ -469,13 +469,15 @@ def _vit_small(num_classes: int, in_channels: int, image_size: int | None = None
 
 
 def build_model(name: str, *, num_classes: int, in_channels: int, image_size: int | None = None,
-                seed: int | None = None, **options) -> Backbone:
+                seed: int | None = None, pretrained: str | None = None, **options) -> Backbone:
     """Build a registered backbone with a fresh linear head.
 
     Parameters
     ----------
     name : str
-        Registry name (see ``models.names()``); unknown names raise with suggestions.
+        Registry name (see ``models.names()``); unknown names raise with suggestions. A name with a
+        colon, ``MODULE:FUNCTION`` or ``timm:NAME``, builds a network from that factory wrapped in
+        :class:`~.external.ExternalBackbone` (see :mod:`.external`; no ``options``).
     num_classes : int
         Output size C of ``classifier``.
     in_channels : int
@@ -489,27 +491,43 @@ def build_model(name: str, *, num_classes: int, in_channels: int, image_size: in
     **options
         Model-specific keyword options (``width`` for cnn28, ``small_input`` for ResNets,
         ``dropout`` for wrn16_8, ``dim``/``depth``/``heads``/``patch_size`` for vit_small).
+    pretrained : str, optional
+        A local ``.safetensors`` or ``.pt`` state dict loaded after building, the classifier head
+        left out (it keeps its fresh ``num_classes`` outputs); see :func:`~.external.load_pretrained`.
 
     Returns
     -------
     Backbone
         ``model(x)`` maps (N, in_channels, H, W) float -> (N, num_classes) logits.
     """
-    factory = models.get(name)
+    from .external import build_external, is_external, load_pretrained
+
     num_classes = check_positive(num_classes, "num_classes", integer=True)
     in_channels = check_positive(in_channels, "in_channels", integer=True)
     if image_size is not None:
         image_size = check_positive(image_size, "image_size", integer=True)
+    if is_external(name):
+        if options:
+            raise InputError(f"model_opt: {', '.join(options)}: factory model {name!r} takes no vistabench options")
+
+        def factory(c: int, b: int, s: int | None) -> nn.Module:
+            return build_external(name, num_classes=c, in_channels=b, image_size=s)
+    else:
+        factory = models.get(name)
     try:
         if seed is None:
-            return factory(num_classes, in_channels, image_size, **options)
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(int(seed))
-            return factory(num_classes, in_channels, image_size, **options)
+            net = factory(num_classes, in_channels, image_size, **options)
+        else:
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(int(seed))
+                net = factory(num_classes, in_channels, image_size, **options)
     except TypeError as exc:
         if "unexpected keyword" in str(exc):
             raise InputError(f"model {name!r}: {exc}") from exc
         raise
+    if pretrained is not None:
+        load_pretrained(net, pretrained)
+    return net  # type: ignore[return-value]  # an ExternalBackbone has the Backbone interface
 
 
 # Public names of the building blocks that method packages extend (learners/smalldata/: full

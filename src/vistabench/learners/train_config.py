@@ -19,11 +19,13 @@ from ..errors import InputError
 from .schedules import SCHEDULES
 
 __all__ = ["TrainConfig", "TrainResult", "TrainingDiverged", "EpochCallback", "TrainStep", "resolve_device",
-           "peak_rss_bytes", "Device", "Sampler", "Trainable"]
+           "peak_rss_bytes", "Device", "Sampler", "Trainable", "PRECISIONS", "check_precision"]
 
 Device = Literal["cpu", "cuda", "auto"]
 Sampler = Literal["uniform", "class_balanced"]
 Trainable = Literal["all", "classifier"]
+#: ``TrainConfig.precision`` -> the autocast type (None: no autocast)
+PRECISIONS: dict[str, torch.dtype | None] = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 class TrainingDiverged(InputError, FloatingPointError):
@@ -74,6 +76,15 @@ def resolve_device(device: str) -> torch.device:
             raise InputError(f"device: {device!r} requested but only {torch.cuda.device_count()} CUDA devices exist")
         return dev
     raise InputError(f"device: expected 'cpu', 'cuda', 'cuda:N' or 'auto', got {device!r}")
+
+
+def check_precision(cfg: "TrainConfig", device: torch.device) -> None:
+    """InputError when ``cfg.precision`` / ``cfg.compile`` cannot run on ``device`` (fp16 and compile need CUDA)."""
+    if device.type != "cuda" and cfg.precision == "fp16":
+        raise InputError(f"precision: fp16 needs a CUDA device (this run trains on {device.type}); "
+                         "use bf16 on a CPU")
+    if device.type != "cuda" and cfg.compile:
+        raise InputError(f"compile: true needs a CUDA device (this run trains on {device.type}); leave it off")
 
 
 @dataclass
@@ -132,6 +143,17 @@ class TrainConfig:
         Leave an epoch's last incomplete batch out (PyTorch's ``DataLoader(drop_last=True)``, as
         BBN's training loader); False: it is trained on (a last batch of one image joins the one
         before).
+    precision : {"fp32", "bf16", "fp16"}
+        ``"fp32"``: plain float32 (the default; nothing else changes). ``"bf16"``/``"fp16"``: the
+        forward passes and the loss run under ``torch.autocast`` in that type (the weights and the
+        optimizer stay float32); ``"fp16"`` scales the loss with a ``torch.amp.GradScaler``. On CUDA a
+        mixed precision also puts the model and the batches in channels-last memory. A CPU runs
+        ``"bf16"``; ``"fp16"`` needs CUDA (an InputError naming ``precision`` when the Trainer is made
+        on a CPU: CPU float16 autocast is slower than float32 and has no grad scaler).
+    compile : bool
+        Train and predict through ``torch.compile(model)`` (CUDA only: an InputError naming
+        ``compile`` on a CPU, where compiling needs a C++ tool chain and takes longer than the
+        short runs it would speed up).
 
     loader : {"memory", "stream", "device"}
         Where batches come from (:mod:`.sources`): ``"memory"`` cuts them from the images in the
@@ -165,6 +187,8 @@ class TrainConfig:
     warmup_start: float = 0.0
     schedule_offset: int = 0
     drop_last: bool = False
+    precision: str = "fp32"
+    compile: bool = False
     loader: str = "memory"
     workers: int = 0
 
@@ -198,6 +222,11 @@ class TrainConfig:
         if not isinstance(self.drop_last, (bool, np.bool_)):
             raise InputError(f"drop_last: expected true or false, got {self.drop_last!r}")
         self.drop_last = bool(self.drop_last)
+        if self.precision not in PRECISIONS:
+            raise InputError(f"precision: expected 'fp32', 'bf16' or 'fp16', got {self.precision!r}")
+        if not isinstance(self.compile, (bool, np.bool_)):
+            raise InputError(f"compile: expected true or false, got {self.compile!r}")
+        self.compile = bool(self.compile)
         if self.loader not in ("memory", "stream", "device"):
             raise InputError(f"loader: expected 'memory', 'stream' or 'device', got {self.loader!r}")
         self.workers = check_positive(self.workers, "workers", strict=False, integer=True)

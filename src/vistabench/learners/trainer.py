@@ -55,8 +55,8 @@ from .sampling import batch_indices, epoch_order
 from .sources import DataSource, StreamSource, make_source
 from .schedules import learning_rate
 from .tensors import Normaliser, augment_batch, check_images, to_float_nchw
-from .train_config import (Device, EpochCallback, Sampler, Trainable, TrainConfig, TrainingDiverged, TrainResult,
-                           TrainStep, peak_rss_bytes, resolve_device)
+from .train_config import (PRECISIONS, Device, EpochCallback, Sampler, Trainable, TrainConfig, TrainingDiverged,
+                           TrainResult, TrainStep, check_precision, peak_rss_bytes, resolve_device)
 
 __all__ = ["TrainConfig", "TrainResult", "Trainer", "resolve_device", "EpochCallback", "TrainStep", "epoch_order",
            "TrainingDiverged", "Device", "Sampler", "Trainable"]
@@ -106,12 +106,18 @@ class Trainer:
         if step is not None and not callable(step):
             raise InputError(f"step: expected a callable (x, y, x2, y2, epoch) -> (loss, logits), got {step!r}")
         self.device = resolve_device(cfg.device)
+        check_precision(cfg, self.device)
+        self._amp = PRECISIONS[cfg.precision]  # autocast type, None for fp32
         self.loss_fn = loss_fn
         self.step = step
         self.callback = callback
         self.normaliser: Normaliser | None = None
         self._flop_cache: dict[tuple, int] = {}
         self.model.to(self.device)
+        if self._amp is not None and self.device.type == "cuda":
+            self.model.to(memory_format=torch.channels_last)
+        # what training and prediction call; the model itself when not compiled (the fp32 path as before)
+        self._forward: Callable = torch.compile(self.model) if cfg.compile else self.model
 
     # ------------------------------------------------------------------------------- helpers
 
@@ -124,21 +130,28 @@ class Trainer:
     def in_channels(self) -> int | None:
         return getattr(self.model, "in_channels", None)
 
+    def autocast(self):
+        """Context manager: ``torch.autocast`` in ``cfg.precision`` on the trainer's device (fp32: none)."""
+        if self._amp is None:
+            return nullcontext()
+        return torch.autocast(self.device.type, dtype=self._amp)
+
     def batch(self, images: np.ndarray, idx: np.ndarray | slice, gen: torch.Generator | None = None) -> torch.Tensor:
         """``images[idx]`` (n, H, W, B) as the normalised float (n, B, H, W) tensor on the device that
         training sees; augmented (``cfg.augment``) with ``gen`` when one is given. Needs the
         normalisation of :meth:`fit` (set before its first step). Subclasses may override it.
 
         On a CPU the batch is in channels-last memory (the values and shape of NCHW; see the module
-        docstring's "Cost"); on CUDA it is contiguous NCHW."""
-        x = to_float_nchw(images[idx], channels_last=self.device.type == "cpu")
+        docstring's "Cost"); on CUDA it is contiguous NCHW in fp32 and channels-last in a mixed
+        precision (``cfg.precision``)."""
+        x = to_float_nchw(images[idx], channels_last=self.device.type == "cpu" or self._amp is not None)
         return self.finish_batch(x, gen)
 
     def finish_batch(self, x: torch.Tensor, gen: torch.Generator | None = None) -> torch.Tensor:
         """The rest of :meth:`batch` for a float (n, B, H, W) tensor in [0, 1] (uint8 scaled): the
         augmentation (with ``gen``), the memory layout and the standardisation, on the device
         (``x`` may already be there: the ``"device"`` data source)."""
-        channels_last = self.device.type == "cpu"
+        channels_last = self.device.type == "cpu" or self._amp is not None
         if gen is not None:
             aug = self.cfg.augment
             x = aug(x, gen) if callable(aug) else augment_batch(x, gen, padding=self.cfg.crop_padding)
@@ -332,6 +345,7 @@ class Trainer:
               t_start: float, n: int) -> TrainResult:
         cfg = self.cfg
         val = None if val_images is None else (val_images, val_labels)
+        scaler = torch.amp.GradScaler("cuda") if cfg.precision == "fp16" else None  # fp16: loss scaling
         rng = np.random.default_rng(cfg.seed)
         rng2 = np.random.default_rng(cfg.seed + 7)  # the second sampler's own draws
         aug_gen = torch.Generator().manual_seed(cfg.seed + 1) if cfg.augment else None
@@ -382,13 +396,18 @@ class Trainer:
                     measure = self.step is not None and cfg.count_flops and key not in self._flop_cache
                     opt.zero_grad(set_to_none=True)
                     with FlopCounterMode(display=False) if measure else nullcontext() as counter:
-                        loss, logits = self._loss(x, y, x2, y2, epoch, loss_fn, trainable)
-                        loss.backward()
+                        with self.autocast():
+                            loss, logits = self._loss(x, y, x2, y2, epoch, loss_fn, trainable)
+                        (loss if scaler is None else scaler.scale(loss)).backward()
                     if measure:
                         self._flop_cache[key] = int(counter.get_total_flops())
                     if self.step is not None and cfg.count_flops:
                         flops += self._flop_cache[key]
-                    opt.step()
+                    if scaler is None:
+                        opt.step()
+                    else:  # fp16: unscale, skip a step with inf/NaN gradients, adapt the scale
+                        scaler.step(opt)
+                        scaler.update()
                     tot_loss += loss.detach() * len(b)
                     correct += (logits.detach().argmax(1) == y).sum()
                     step += 1
@@ -436,7 +455,7 @@ class Trainer:
         if self.step is not None:
             return self.step(x, y, x2, y2, epoch)
         if trainable == "all":
-            logits = self.model(x)
+            logits = self._forward(x)
         else:
             with torch.no_grad():
                 f = self.model.features(x)
@@ -475,7 +494,8 @@ class Trainer:
                     parts = ((slice(s, s + bs), images, slice(s, s + bs)) for s in range(0, len(images), bs))
                 for where, src, idx in parts:
                     x = self.batch(src, idx)
-                    out[where] = fn(x).float().cpu().numpy()
+                    with self.autocast():
+                        out[where] = fn(x).float().cpu().numpy()
         finally:
             self.model.train(was_training)
         return out
@@ -490,7 +510,7 @@ class Trainer:
     def predict_logits(self, images: np.ndarray) -> np.ndarray:
         """Logits, float32 ndarray of shape (N, C), for (N, H, W, B) images (eval mode)."""
         images = self._check_predict(images, "images")
-        return self._run(images, self.model, int(self.num_classes))
+        return self._run(images, self._forward, int(self.num_classes))
 
     def features(self, images: np.ndarray) -> np.ndarray:
         """Penultimate features ``model.features(x)``, float32 ndarray of shape (N, D)."""

@@ -19,6 +19,7 @@ from ..errors import InputError
 from ..learners.incremental import default_backbone, method_options_class
 from ..learners.incremental.options import FR_PAPER_VIT, FR_SCRIPTS
 from ..learners.model_options import check_model_name, check_model_options
+from .backbone_options import Precision, check_backbone_fields, compile_field, precision_field, pretrained_field
 
 __all__ = ["IncrementalConfig", "FR_FIELDS", "FR_LOSS_WEIGHTS", "PRESETS", "paper_data"]
 
@@ -97,7 +98,11 @@ class IncrementalConfig(RunConfig):
                                                          help="test samples per class in the pool (default: all)")
     method: str = option(help="prototype | finetune | fr (or a method added with register_method)")
     model: str | None = option(None, help="backbone (cnn28, resnet32, resnet18, vit_small, ...; default: the "
-                                          "method's: cnn28, for fr vit_small with dim=64, depth=6, heads=4)")
+                                          "method's: cnn28, for fr vit_small with dim=64, depth=6, heads=4); or "
+                                          "MODULE:FUNCTION or timm:NAME")
+    pretrained: str | None = pretrained_field()
+    precision: Precision = precision_field()
+    compile: bool = compile_field()
     model_opt: dict = option(default_factory=dict, flags=("--model-opt",),
                              help="backbone options KEY=VALUE (vit_small: dim, depth, heads, patch_size, "
                                   "mlp_ratio; cnn28: width); with no model, added to the method's backbone options")
@@ -231,6 +236,7 @@ class IncrementalConfig(RunConfig):
     # -------------------------------------------------------------------------------- check
     def check(self) -> None:
         check_dataset_spec(self.data, "data")
+        check_backbone_fields(self.model, self.pretrained, self.device, self.precision, self.compile)
         if self.sessions is not None:
             given = [k for k in _LAYOUT if getattr(self, k) is not None]
             if given:

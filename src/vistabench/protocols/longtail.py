@@ -134,7 +134,8 @@ def run(config: LongtailConfig, *, store: ResultsStore | None = None,
                          options=c.method_options, drop_last=c.drop_last, init=c.init,
                          normalisation=(CIFAR_MEAN, CIFAR_STD) if c.normalisation == "cifar" else None,
                          select_checkpoint=c.select_checkpoint, selection=selection, loader=c.loader,
-                         workers=c.workers)
+                         workers=c.workers, pretrained=c.pretrained, precision=c.precision,
+                         compile=c.compile)
     pred = Predictions(labels=test.labels, kind="logits", values=result.logits)
     sweep = build_sweep(test.labels, np.asarray(split["counts"]), test_imbalance=c.test_imbalance, points=c.points,
                         repeats=c.repeats, seed=c.seed)

@@ -21,6 +21,7 @@ from ..config import RunConfig, option
 from ..data.readers import check_dataset_spec
 from ..errors import InputError
 from ..learners.longtail.options import MethodOptions, RunFacts, options_class, resolve_method_options
+from .backbone_options import Precision, check_backbone_fields, compile_field, precision_field, pretrained_field
 from .longtail_recipes import CPU, RECIPES, dataset_kind, derived_fields, recipe_fields
 
 __all__ = ["LongtailConfig"]
@@ -50,7 +51,10 @@ class LongtailConfig(RunConfig):
     model: str = option("auto", help="backbone; auto: the recipe's (reference tde/lade: resnet32_bbn), else resnet32 "
                                      "for >= 32 px images and cnn28 below, chosen from the data's name "
                                      "(from_image_size for folder:/npz: data: the run applies the rule to the "
-                                     "loaded images); or any model name")
+                                     "loaded images); or any model name, MODULE:FUNCTION or timm:NAME")
+    pretrained: str | None = pretrained_field()
+    precision: Precision = precision_field()
+    compile: bool = compile_field()
     n_max: int | Literal["smallest_class"] | None = option(
         None, low=1, help="head-class count (default: smallest_class, the smallest training class's size)")
     test_imbalance: float | None = option(None, low=0, low_open=True, help="test imbalance of the sweep (default: "
@@ -139,6 +143,7 @@ class LongtailConfig(RunConfig):
 
     def check(self) -> None:
         check_dataset_spec(self.data, "data")
+        check_backbone_fields(self.model, self.pretrained, self.device, self.precision, self.compile)
         if not isinstance(self.method_options, MethodOptions):
             raise InputError(f"method_options: expected the options of {self.method!r}, got {self.method_options!r}")
         if len(self.lr_milestones) != len(self.lr_factors):

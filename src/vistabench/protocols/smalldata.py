@@ -270,7 +270,8 @@ def plan_from_config(config: SmalldataConfig, work_dir: str | Path | None = None
                    seed=config.seed, space=space or None, work_dir=str(work_dir or "smalldata-runs"),
                    threads=config.threads, highres_scale=config.highres_scale, max_parallel=config.max_parallel,
                    method_options=config.method_options, stem=config.stem,  # type: ignore[arg-type]
-                   momentum=config.momentum, nesterov=config.nesterov, warmup_epochs=config.warmup_epochs)
+                   momentum=config.momentum, nesterov=config.nesterov, warmup_epochs=config.warmup_epochs,
+                   pretrained=config.pretrained, precision=config.precision, compile=config.compile)
 
 
 def prepare_from_config(config: SmalldataConfig, work_dir: str | Path | None = None) -> Context:

@@ -27,6 +27,7 @@ from ..config import RunConfig, option
 from ..data.smalldata_presets import get_preset, presets
 from ..errors import InputError
 from ..learners.model_options import MODEL_OPTIONS, check_model_name
+from .backbone_options import Precision, check_backbone_fields, compile_field, precision_field, pretrained_field
 from ..learners.smalldata.options import CommonSpace, MethodOptions
 from ..learners.smalldata.registry import get_method
 
@@ -84,7 +85,10 @@ class SmalldataConfig(RunConfig):
                                 "WORK/splits/...)")
     split: tuple[int, ...] | None = option(None, low=0, metavar="I", help="only these splits (default: all)")
     model: str | None = option(None, help="backbone (default: the preset's: wrn16_8 for cifair10, resnet50, cnn28 "
-                                          "for mnist5k/digits); resnet18 for quick runs")
+                                          "for mnist5k/digits); resnet18 for quick runs; or MODULE:FUNCTION or timm:NAME")
+    pretrained: str | None = pretrained_field()
+    precision: Precision = precision_field()
+    compile: bool = compile_field()
     epochs: int | None = option(None, low=1, help="epochs per trial (default: the preset's)")
     device: str = option("cpu", help="cpu | cuda | cuda:N | auto")
     trials: int | None = option(None, low=1, help="configurations per split (default: the preset's)")
@@ -196,6 +200,7 @@ class SmalldataConfig(RunConfig):
         out["stem"] = FROM_IMAGE_SIZE if stem == "auto" else stem
 
     def check(self) -> None:
+        check_backbone_fields(self.model, self.pretrained, self.device, self.precision, self.compile)
         if self.dataset not in presets.names():
             if Path(self.dataset).exists():  # a path without the preset it holds
                 with_files = [n for n in sorted(presets.names()) if n != "folder" and get_preset(n).needs_root]
@@ -221,7 +226,8 @@ class SmalldataConfig(RunConfig):
             check_model_name(self.model)
         cls = _method_options_cls(self.method)
         backbones = get_method(self.method).backbones
-        if backbones is not None and self.model in MODEL_OPTIONS and self.model not in backbones \
+        factory = isinstance(self.model, str) and ":" in self.model
+        if backbones is not None and (self.model in MODEL_OPTIONS or factory) and self.model not in backbones \
                 and self.model != get_preset(self.dataset, recipe=self.recipe).model:  # the preset's: as before
             raise InputError(f"model: method {self.method!r} changes a convolutional backbone "
                              f"({', '.join(backbones)}); {self.model!r} is not one")

@@ -62,6 +62,9 @@ class RunPlan:
     momentum: float = 0.9
     nesterov: bool = False
     warmup_epochs: int = 0
+    pretrained: str | None = None
+    precision: str = "fp32"
+    compile: bool = False
 
     def dispatch_finals(self) -> bool:
         """Whether the final runs go through the grid engine (Ray, or several local processes)."""
@@ -226,11 +229,13 @@ def train_method(ctx: Context, method: str, config: dict, opts: RunPlan, *, epoc
 
     name = model_name(ctx, opts)
     model, loss = build_method(method, name, config, num_classes=ctx.pool.num_classes, in_channels=ctx.in_channels,
-                               image_size=ctx.image_size, seed=seed, model_options=stem_model_options(name, opts.stem))
+                               image_size=ctx.image_size, seed=seed, model_options=stem_model_options(name, opts.stem),
+                               pretrained=opts.pretrained)
     cfg = TrainConfig(epochs=epochs, lr=float(config["lr"]), weight_decay=float(config["weight_decay"]),
                       batch_size=int(config["batch_size"]), momentum=opts.momentum, nesterov=opts.nesterov,
                       warmup_epochs=opts.warmup_epochs, seed=seed, device=opts.device,
-                      augment=opts.augmentation_for(ctx.preset), count_flops=False)
+                      augment=opts.augmentation_for(ctx.preset), count_flops=False, precision=opts.precision,
+                      compile=opts.compile)
     classes = list(range(ctx.pool.num_classes))
     holder: dict[str, Any] = {}
     plain = opts.val_metric_for(ctx.preset) == "accuracy"

@@ -32,6 +32,7 @@ from ..config import RunConfig, option
 from ..errors import InputError
 from ..streams import check_stream_spec
 from ..learners.model_options import check_model_name
+from .backbone_options import Precision, check_backbone_fields, compile_field, precision_field, pretrained_field
 from ..learners.stream.options import (BATCH_RULES, LEARNER_OPTIONS, LEARNER_RECIPES, RECIPES, SCHEDULES,
                                        learner_options_class)
 
@@ -66,8 +67,12 @@ class StreamConfig(RunConfig):
                                                              "<source>/train|test)")
     checkpoint: str | None = option(None, metavar="FILE", help="pretrained state dict of the pt learner "
                                                                "(only pt reads it)")
-    arch: str = option("cnn28", help="backbone (vistabench.learners.models registry; default: the recipe's, dm-nevis "
-                                     "cifar_resnet34, cpu cnn28)")
+    arch: str = option("cnn28", flags=("--arch", "--model"),
+                       help="backbone (vistabench.learners.models registry, MODULE:FUNCTION or timm:NAME; default: "
+                            "the recipe's, dm-nevis cifar_resnet34, cpu cnn28)")
+    pretrained: str | None = pretrained_field()
+    precision: Precision = precision_field()
+    compile: bool = compile_field()
     width: int | None = option(None, low=1, help="width of an arch that has one (cnn28: default 8); null for an "
                                                  "arch without a width option")
     device: str = option("cpu", help="cpu, cuda, cuda:N or auto")
@@ -182,6 +187,7 @@ class StreamConfig(RunConfig):
     def check(self) -> None:
         check_stream_spec(self.stream)
         check_model_name(self.arch, "arch")
+        check_backbone_fields(self.arch, self.pretrained, self.device, self.precision, self.compile)
         if self.learner not in LEARNER_OPTIONS:
             learner_options_class(self.learner)
         if self.run_id is not None and (not self.run_id.strip() or self.run_id in (".", "..")
@@ -228,7 +234,8 @@ class StreamConfig(RunConfig):
         """The learner's flat settings (:class:`~vistabench.learners.stream.options.LearnerConfig` fields)."""
         return {"trials": self.trials, "steps": self.steps, "seed": self.seed, "arch": self.arch,
                 "arch_options": self.arch_options(), "device": self.device, "search_space": self.search_space,
-                "checkpoint": self.checkpoint, "lr_range": tuple(self.lr_range),
+                "checkpoint": self.checkpoint, "pretrained": self.pretrained, "precision": self.precision,
+                "compile": self.compile, "lr_range": tuple(self.lr_range),
                 "label_smoothing_range": tuple(self.label_smoothing_range), "weight_decay": self.weight_decay,
                 "momentum": self.momentum, "nesterov": self.nesterov, "decay_mask": self.decay_mask,
                 "batch_size_rule": self.batch_size_rule, "min_batch": self.min_batch, "max_batch": self.max_batch,

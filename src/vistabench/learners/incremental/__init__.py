@@ -95,7 +95,9 @@ class IncrementalContext:
     Base session: ``epochs``, ``lr``, ``momentum``, ``nesterov``, ``weight_decay``,
     ``warmup_epochs``, ``schedule`` (``"cosine"`` per step, or ``"step"``: ``lr x lr_factors[i]``
     from epoch ``lr_milestones[i]`` on), ``batch_size`` (capped at the session's images). Novel
-    sessions (``finetune``): ``novel_epochs`` at ``novel_lr``, cosine. ``method_options``: the
+    sessions (``finetune``): ``novel_epochs`` at ``novel_lr``, cosine. ``pretrained``, ``precision``,
+    ``compile``: as in :func:`~vistabench.learners.models.build_model` and :class:`~..trainer.TrainConfig`.
+    ``method_options``: the
     method's Options. ``base_cache``: a dict shared by runs that train the same base session
     (seeded, so the copy equals a retrained model).
     """
@@ -119,4 +121,7 @@ class IncrementalContext:
     seed: int = 0
     device: str = "cpu"
     method_options: Options = field(default_factory=NoOptions)
+    pretrained: str | None = None
+    precision: str = "fp32"
+    compile: bool = False
     base_cache: dict | None = field(default=None, compare=False, repr=False)

@@ -109,7 +109,7 @@ class IncrementalLearner:
         c = self.cfg
         return TrainConfig(epochs=epochs, lr=lr, weight_decay=c.weight_decay, batch_size=min(c.batch_size, n),
                            momentum=c.momentum, nesterov=c.nesterov, warmup_epochs=warmup_epochs, seed=seed,
-                           device=c.device, count_flops=False)
+                           device=c.device, count_flops=False, precision=c.precision, compile=c.compile)
 
     def _base_key(self, images: np.ndarray, labels: np.ndarray) -> tuple:
         h = hashlib.sha256(np.ascontiguousarray(images).tobytes())
@@ -117,7 +117,8 @@ class IncrementalLearner:
         c = self.cfg
         return (c.model, tuple(sorted(c.model_options.items())), c.epochs, c.lr, c.momentum, c.nesterov,
                 c.weight_decay, c.warmup_epochs, c.schedule, c.lr_milestones, c.lr_factors, c.batch_size, c.seed,
-                c.device, self.in_channels, self.image_size, tuple(self.classes), h.hexdigest())
+                c.device, c.pretrained, c.precision, c.compile, self.in_channels, self.image_size,
+                tuple(self.classes), h.hexdigest())
 
     def _train_base(self, images: np.ndarray, labels: np.ndarray) -> None:
         """Train the backbone on the base session. With a ``base_cache`` dict, a base session
@@ -130,7 +131,8 @@ class IncrementalLearner:
             self.train_results.append(result)
             return
         model = build_model(self.cfg.model, num_classes=len(self.classes), in_channels=self.in_channels,
-                            image_size=self.image_size, seed=self.cfg.seed, **self.cfg.model_options)
+                            image_size=self.image_size, seed=self.cfg.seed, pretrained=self.cfg.pretrained,
+                            **self.cfg.model_options)
         cfg = self._config(epochs=self.cfg.epochs, lr=self.cfg.lr, n=len(labels), seed=self.cfg.seed,
                            warmup_epochs=self.cfg.warmup_epochs)
         self.trainer = SessionTrainer(model, cfg)

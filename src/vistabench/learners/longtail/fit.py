@@ -26,6 +26,7 @@ from ...data.dataset import Dataset
 from ..._validation import check_labels, check_same_length
 from ...errors import InputError
 from ..losses import check_class_counts
+from ..external import load_pretrained
 from ..models import build_model
 from ..tensors import check_images
 from ..trainer import TrainConfig, TrainResult, resolve_device
@@ -115,6 +116,9 @@ def fit_predict(
     init: str = "fan_out",
     select_checkpoint: str = "last",
     selection: tuple[np.ndarray, np.ndarray] | None = None,
+    pretrained: str | None = None,
+    precision: str = "fp32",
+    compile: bool = False,
     loader: str = "memory",
     workers: int = 0,
 ) -> LTRunResult:
@@ -133,7 +137,7 @@ def fit_predict(
         Backbone from :data:`vistabench.learners.models.models`; ``image_size`` is the training
         images' height.
     epochs, seed, device, batch_size, lr, weight_decay, augment, momentum, nesterov, warmup_epochs,
-    warmup_start, schedule, lr_milestones, lr_factors, num_threads
+    warmup_start, schedule, lr_milestones, lr_factors, num_threads, precision, compile
         As in :class:`~vistabench.learners.trainer.TrainConfig`; ``seed`` also seeds the model's
         initialisation.
     options : MethodOptions or dict, optional
@@ -144,6 +148,9 @@ def fit_predict(
     normalisation : (mean, std), optional
         Fixed per-channel input standardisation of every stage (the references' CIFAR constants);
         None: measured on the training images.
+    pretrained : str, optional
+        A local state dict loaded into the model after its initialisation, the classifier head left
+        out (:func:`~vistabench.learners.external.load_pretrained`).
     init : {"fan_out", "fan_in"}
         ``fan_in``: Kaiming-normal fan-in weights on every convolution and linear layer of the
         backbone (:func:`.checkpoints.fan_in_init`); ``fan_out``: the model's own initialisation.
@@ -171,7 +178,8 @@ def fit_predict(
                       seed=seed, device=device, augment=augment, warmup_epochs=warmup_epochs,
                       num_threads=num_threads, nesterov=nesterov, schedule=schedule,
                       lr_milestones=tuple(lr_milestones), lr_factors=tuple(lr_factors), warmup_start=warmup_start,
-                      drop_last=drop_last, loader=loader, workers=workers)
+                      drop_last=drop_last, loader=loader, workers=workers, precision=precision,
+                      compile=compile)
     resolve_device(device)  # fail before building anything when CUDA is asked for but missing
     normaliser = _fixed_normaliser(normalisation, train.images)
     selector = _selector(select_checkpoint, selection, train)
@@ -182,6 +190,8 @@ def fit_predict(
                       image_size=train.images.shape[1], seed=seed)
     if init == "fan_in":
         fan_in_init(net, seed)
+    if pretrained is not None:  # after the initialisation: the file's weights win, the head stays fresh
+        load_pretrained(net, pretrained)
     ctx = MethodContext(train=train, counts=counts, model=net, cfg=cfg, normaliser=normaliser, selector=selector)
     logits, results = entry.run(ctx, test_images, options)
     settings = {"method": method, "model": model, "epochs": epochs, "seed": seed, "device": device,
@@ -192,6 +202,8 @@ def fit_predict(
                 "train_counts": counts.tolist(), "optimizer": "sgd", "drop_last": bool(drop_last),
                 "normalisation": "dataset" if normaliser is None else normaliser.to_dict(), "init": init,
                 "select_checkpoint": select_checkpoint}
+    if pretrained is not None or precision != "fp32" or compile:  # absent on the default path (records as before)
+        settings.update(pretrained=pretrained, precision=precision, compile=bool(compile))
     if selector is not None:
         settings["checkpoint"] = selector.summary()
     trained = ctx.trainer.model if ctx.trainer is not None else net

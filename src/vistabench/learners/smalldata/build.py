@@ -18,10 +18,12 @@ _TRAINER_PARAMS = ("lr", "weight_decay", "batch_size")
 
 def build_method(method: str | SmallDataMethod, model_name: str, params: dict[str, Any], *, num_classes: int,
                  in_channels: int, image_size: int | None, seed: int,
-                 model_options: dict[str, Any] | None = None) -> tuple[nn.Module, Callable | None]:
+                 model_options: dict[str, Any] | None = None,
+                 pretrained: str | None = None) -> tuple[nn.Module, Callable | None]:
     """Backbone ``model_name`` (seeded, ``model_options`` such as ``small_input``) with ``method``
     applied using the hyper-parameters in ``params`` (one trial's configuration; a method option it
-    lacks takes its default, unless that default is a search range)."""
+    lacks takes its default, unless that default is a search range). ``pretrained``: a state dict
+    loaded into the backbone before the method changes it (:func:`~..models.build_model`)."""
     m = get_method(method) if isinstance(method, str) else method
     defaults = {i.name: i.default for i in m.options.fields_info()}  # gem's values where fixed
     # a method option named like a common hyper-parameter (grad_l2's weight_decay) is the trainer's, not the builder's
@@ -30,7 +32,7 @@ def build_method(method: str | SmallDataMethod, model_name: str, params: dict[st
         raise InputError(f"params for method {m.name!r}: missing hyper-parameters {missing} (searched: give a value)")
     params = {**defaults, **params}
     base = build_model(model_name, num_classes=num_classes, in_channels=in_channels, image_size=image_size,
-                       seed=seed, **(model_options or {}))
+                       seed=seed, pretrained=pretrained, **(model_options or {}))
     ctx = MethodContext(model=model_name, num_classes=num_classes, in_channels=in_channels,
                         image_size=image_size, seed=seed)
     fn = m.build_fn()

@@ -192,6 +192,9 @@ class LearnerConfig:
     knn_k: int = 5
     temperature: float = 0.05
     checkpoint: str | None = None
+    pretrained: str | None = None
+    precision: str = "fp32"
+    compile: bool = False
     mt_weight_range: tuple[float, float] = (0.1, 1.0)
     mt_memory: int = 1000
     search_space: str = "large"

@@ -80,10 +80,11 @@ def pretrain_meta_train(stream: Stream | str, out: str | Path, *, steps: int = 2
     reps = int(np.ceil(steps * bs / n))
     order = np.concatenate([rng.permutation(n) for _ in range(reps)])[: steps * bs]
     model = build_model(cfg.arch, num_classes=out_off, in_channels=b, image_size=h, seed=int(rng.integers(2**31)),
-                        **cfg.arch_options)
+                        pretrained=cfg.pretrained, **cfg.arch_options)
     loss = JointLoss(parts)
     tcfg = TrainConfig(epochs=1, lr=lr, weight_decay=cfg.weight_decay, batch_size=bs, momentum=cfg.momentum,
-                       seed=int(rng.integers(2**31)), device=cfg.device, count_flops=False)
+                       seed=int(rng.integers(2**31)), device=cfg.device, count_flops=False,
+                       precision=cfg.precision, compile=cfg.compile)
     t0 = time.perf_counter()
     res = Trainer(model, tcfg, loss_fn=loss).fit(x[order], y[order])
     seconds = time.perf_counter() - t0

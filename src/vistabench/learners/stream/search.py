@@ -241,7 +241,8 @@ class SearchLearner(StreamLearner):
                arch_options: dict | None = None) -> nn.Module:
         cfg = self.config
         model = build_model(cfg.arch, num_classes=num_outputs, in_channels=channels, image_size=image_size,
-                            seed=seed, **(cfg.arch_options if arch_options is None else arch_options))
+                            seed=seed, pretrained=cfg.pretrained,
+                            **(cfg.arch_options if arch_options is None else arch_options))
         if init is not None:
             what = getattr(self, "init_names", {}).get(id(init), "initial weights")
             sd = {k: v for k, v in init.items() if not k.startswith("classifier.")}
@@ -403,7 +404,7 @@ class SearchLearner(StreamLearner):
                            label_smoothing=hp["label_smoothing"], eval_batch_size=512,
                            count_flops=self.count_in_trainer,
                            augment=bool(hp.get("crop", False) or hp.get("flip", False)),
-                           crop_padding=max(1, h // 8))
+                           crop_padding=max(1, h // 8), precision=cfg.precision, compile=cfg.compile)
         curve: list[float] = []
         val_x, val_t = d.images[d.val_idx], d.targets[d.val_idx]
         holder: dict[str, Any] = {}

@@ -1,0 +1,44 @@
+"""Networks a user might bring (factories with their own argument names), for tests/learners/test_external.py."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+NOT_CALLABLE = 3
+
+
+class TinyNet(nn.Module):
+    def __init__(self, in_ch: int, n: int) -> None:
+        super().__init__()
+        self.body = nn.Sequential(nn.Conv2d(in_ch, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(),
+                                  nn.AdaptiveAvgPool2d(1), nn.Flatten())
+        self.fc = nn.Linear(4, n)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(self.body(x))
+
+
+def tiny(num_classes: int, in_channels: int = 3) -> nn.Module:
+    return TinyNet(in_channels, num_classes)
+
+
+def tiny_timm_names(num_classes=1000, in_chans=3, img_size=None, **kwargs) -> nn.Module:
+    tiny_timm_names.seen = {"num_classes": num_classes, "in_chans": in_chans, "img_size": img_size, **kwargs}
+    return TinyNet(in_chans, num_classes)
+
+
+def no_classes(in_chans: int = 3) -> nn.Module:
+    return TinyNet(in_chans, 2)
+
+
+def needs_depth(num_classes: int, in_chans: int, depth: int) -> nn.Module:
+    return TinyNet(in_chans, num_classes)
+
+
+def not_a_module(num_classes: int, in_chans: int = 3) -> str:
+    return "resnet"
+
+
+def headless(num_classes: int, in_chans: int = 3) -> nn.Module:
+    return nn.Sequential(nn.Conv2d(in_chans, num_classes, 3), nn.AdaptiveAvgPool2d(1), nn.Flatten())
