@@ -15,7 +15,7 @@ from pathlib import Path
 #: Entries are module prefixes; the longest matching prefix decides a module's layer.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("vistabench", "vistabench.errors", "vistabench.jsonutil", "vistabench._validation", "vistabench._lazy",
-     "vistabench.config", "vistabench.registry", "vistabench.progress"),
+     "vistabench.config", "vistabench.registry", "vistabench.methods", "vistabench.progress"),
     ("vistabench.metrics",),
     ("vistabench.data", "vistabench.store", "vistabench.streams"),
     ("vistabench.tuning",),

@@ -8,6 +8,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .errors import InputError, InputTypeError
+from .registry import close_names
 
 __all__ = [
     "check_array",
@@ -174,7 +175,5 @@ def check_int(v: Any, name: str, *, min: int | None = None, max: int | None = No
 
 def close_matches(word: str, options: Sequence[str]) -> str:
     """`` (did you mean 'x'?)`` for a close match of ``word`` among ``options``, else ``""``."""
-    import difflib
-
-    m = difflib.get_close_matches(str(word), [str(o) for o in options], n=2, cutoff=0.6)
+    m = close_names(word, options, n=2, cutoff=0.6)
     return f" (did you mean {' or '.join(repr(x) for x in m)}?)" if m else ""

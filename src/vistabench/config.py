@@ -29,7 +29,6 @@ This module imports neither torch nor any protocol.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import math
 import types
 import typing
@@ -38,6 +37,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal, Mapping, TypeVar, Union, get_args, get_origin
 
 from .errors import InputError
+from .registry import did_you_mean
 
 __all__ = ["option", "FieldInfo", "Options", "RunConfig", "read_config_file", "NO_KEY_DEFAULT"]
 
@@ -168,9 +168,8 @@ def _coerce(value: Any, tp: Any, name: str, info: FieldInfo | None) -> Any:
         allowed = get_args(tp)
         if value in allowed:
             return value
-        close = difflib.get_close_matches(str(value), [str(a) for a in allowed], n=2, cutoff=0.5)
-        hint = f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
-        raise InputError(f"{name}: expected one of {', '.join(map(str, allowed))}, got {value!r}{hint}")
+        raise InputError(f"{name}: expected one of {', '.join(map(str, allowed))}, got {value!r}"
+                         f"{did_you_mean(value, allowed, n=2)}")
     if origin is tuple:
         (item,) = get_args(tp)[:1]
         if isinstance(value, str):
@@ -242,10 +241,8 @@ def _check_range(value: Any, name: str, info: FieldInfo) -> None:
     if info.choices is not None:
         for v in items:
             if v not in info.choices:
-                close = difflib.get_close_matches(str(v), [str(c) for c in info.choices], n=2, cutoff=0.5)
-                hint = f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
                 raise InputError(f"{name}: expected one of {', '.join(map(str, info.choices))}, "
-                                 f"got {v!r}{hint}")
+                                 f"got {v!r}{did_you_mean(v, info.choices, n=2)}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -306,8 +303,7 @@ class Options:
             if name in spelt:
                 raise InputError(f"{prefix}{name}: given twice ({spelt[name]!r} and {raw!r}); keep one")
             if name not in known:
-                close = difflib.get_close_matches(name, sorted(known), n=3, cutoff=0.6)
-                hint = f"; did you mean {', '.join(close)}?" if close else ""
+                hint = did_you_mean(name, sorted(known), cutoff=0.6, quote=False)
                 raise InputError(f"{prefix}{raw}: unknown option{hint} (known: {', '.join(sorted(known))})")
             spelt[name] = raw
             out[name] = value

@@ -24,6 +24,7 @@ from typing import Any, Literal
 from ..config import RunConfig, option
 from ..data.smalldata import get_preset, presets
 from ..errors import InputError
+from ..registry import did_you_mean
 from ..learners.model_options import MODEL_OPTIONS
 from ..learners.smalldata.options import CommonSpace, MethodOptions
 from ..learners.smalldata.registry import get_method
@@ -35,10 +36,7 @@ COMMON_SPACE = ("lr", "weight_decay", "batch_size")
 
 
 def _method_options_cls(method: str) -> type[MethodOptions]:
-    try:
-        return get_method(method).options
-    except InputError as exc:
-        raise InputError(f"method: {exc}") from None
+    return get_method(method, field="method").options
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -187,10 +185,7 @@ class SmalldataConfig(RunConfig):
         known = sorted(set(COMMON_SPACE) | own)
         for key, value in self.space.items():  # type: ignore[union-attr]
             if key not in known:
-                import difflib
-
-                close = difflib.get_close_matches(key, known, n=2, cutoff=0.6)
-                hint = f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
+                hint = did_you_mean(key, known, n=2, cutoff=0.6)
                 raise InputError(f"space: method {self.method!r} has no parameter {key!r}{hint} (its parameters: "
                                  f"{', '.join(known)})")
             if key in own:  # checked where the option is declared (its bounds)

@@ -1,8 +1,9 @@
 """Few-shot class-incremental learners: the registry, the context a learner is built from, its options.
 
-Importing this package does not import torch: the built-in learners (:mod:`.baselines`:
-``prototype``, ``finetune``; :mod:`.fr`: ``fr``) are loaded on the first registry lookup, and a
-method's options (:mod:`.options`) are known without them, so a run's config is built and printed
+Importing this package does not import torch: each method is a :class:`~vistabench.methods.MethodSpec`
+in ``incremental_methods`` whose builder, the learner class (:mod:`.baselines`: ``prototype``,
+``finetune``; :mod:`.fr`: ``fr``), is imported on first use (``incremental_methods.get(name).load()``);
+a method's options (:mod:`.options`) are known without it, so a run's config is built and printed
 without torch.
 
 A new method::
@@ -24,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, TypeVar
 
 from ...config import Options
-from ...errors import InputError
+from ...methods import MethodSpec
 from ...registry import Registry
 from .options import FROptions, NoOptions
 
@@ -33,19 +34,27 @@ __all__ = ["IncrementalContext", "incremental_methods", "register_method", "meth
 
 L = TypeVar("L")
 
-#: method name -> learner class (the built-ins load on the first lookup).
-incremental_methods: Registry[type] = Registry(
-    "incremental method", modules=("vistabench.learners.incremental.baselines", "vistabench.learners.incremental.fr"))
+_I = "vistabench.learners.incremental."
 
-#: method name -> its Options class; known without importing the learners (no torch).
-_OPTIONS: dict[str, type[Options]] = {"prototype": NoOptions, "finetune": NoOptions, "fr": FROptions}
+#: method name -> its :class:`~vistabench.methods.MethodSpec`; the builder is the learner class
+#: (the built-ins' modules are imported on first use: a config is built without torch).
+incremental_methods: Registry[MethodSpec] = Registry("incremental method")
 
-#: method name -> (backbone, backbone options) used when the run names no model.
-_BACKBONES: dict[str, tuple[str, dict[str, Any]]] = {
-    "prototype": ("cnn28", {}), "finetune": ("cnn28", {}),
-    # small enough for a CPU; the authors' ViT is dim 256, depth 12, 8 heads
-    "fr": ("vit_small", {"dim": 64, "depth": 6, "heads": 4}),
-}
+
+def _add(name: str, builder: Callable[..., Any] | str, options: type[Options], backbone: str,
+         backbone_options: dict[str, Any] | None, title: str = "") -> MethodSpec:
+    return incremental_methods.add(name, MethodSpec(
+        name=name, protocol="incremental", options=options, builder=builder, title=title,
+        default_model=backbone, default_model_options=dict(backbone_options or {})))
+
+
+_add("prototype", _I + "baselines:PrototypeLearner", NoOptions, "cnn28", None,
+     "nearest class mean on frozen base-session features")
+_add("finetune", _I + "baselines:FinetuneLearner", NoOptions, "cnn28", None,
+     "fine-tune the network on each novel session")
+# small enough for a CPU; the authors' ViT is dim 256, depth 12, 8 heads
+_add("fr", _I + "fr:FRLearner", FROptions, "vit_small", {"dim": 64, "depth": 6, "heads": 4},
+     "feature rectification (Revisiting FSCIL)")
 
 
 def register_method(name: str, *, options: type[Options] = NoOptions, backbone: str = "cnn28",
@@ -56,36 +65,26 @@ def register_method(name: str, *, options: type[Options] = NoOptions, backbone: 
         raise TypeError(f"register_method({name!r}): options must be an Options subclass, got {options!r}")
 
     def deco(cls: L) -> L:
-        known = _OPTIONS.get(name)
-        if known is not None and known is not options:
-            raise RuntimeError(f"incremental method {name!r}: registered with two option classes")
-        _OPTIONS[name] = options
-        _BACKBONES.setdefault(name, (backbone, dict(backbone_options or {})))
-        return incremental_methods.register(name)(cls)
+        _add(name, cls, options, backbone, backbone_options, (cls.__doc__ or "").strip().split("\n")[0])
+        return cls
 
     return deco
 
 
 def method_names() -> list[str]:
     """Every method a config may name (the built-ins and those of :func:`register_method`, no torch)."""
-    return sorted(_OPTIONS)
+    return incremental_methods.names()
 
 
 def method_options_class(name: str) -> type[Options]:
     """The Options class of method ``name``; InputError naming ``method`` with close matches."""
-    if name not in _OPTIONS:
-        import difflib
-
-        close = difflib.get_close_matches(str(name), method_names(), n=2, cutoff=0.5)
-        hint = f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
-        raise InputError(f"method: unknown incremental method {name!r}{hint} (known: {', '.join(method_names())})")
-    return _OPTIONS[name]
+    return incremental_methods.get(name, field="method").options
 
 
 def default_backbone(name: str) -> tuple[str, dict[str, Any]]:
     """(model, model options) a run of method ``name`` uses when it names no model."""
-    model, opts = _BACKBONES.get(name, ("cnn28", {}))
-    return model, dict(opts)
+    spec = incremental_methods.get(name, field="method")
+    return spec.default_model or "cnn28", dict(spec.default_model_options)
 
 
 @dataclass(frozen=True)

@@ -9,10 +9,10 @@ and every method option), ``ctx`` a :class:`MethodContext`.
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from ...methods import MethodSpec
 from ...registry import Registry
 from .options import (AuxilearnOptions, CosineCEOptions, DhnOptions, DsknOptions, DvpOptions, FconvOptions,
                       GradL2Options, HarmonicOptions, MethodOptions, NoOptions, OleOptions, TvmfOptions)
@@ -32,8 +32,8 @@ class MethodContext:
 
 
 @dataclass(frozen=True)
-class SmallDataMethod:
-    """A method: its options class, fixed overrides of the common hyper-parameters, and a builder.
+class SmallDataMethod(MethodSpec):
+    """A small-data method: a :class:`~vistabench.methods.MethodSpec` plus what the search does with it.
 
     ``fixed``: values of lr / weight_decay / batch_size the method imposes (``ce_untuned``);
     ``tuned=False``: nothing is searched (a batch-size choice becomes its median).
@@ -41,21 +41,12 @@ class SmallDataMethod:
     built-in one (``dskn`` on ``vit_small``) is refused when its config is built.
     """
 
-    name: str
-    title: str
-    family: str  # "baseline", "cost function", "architecture", "warm-starting"
-    options: type[MethodOptions] = NoOptions
     fixed: dict[str, Any] = field(default_factory=dict)
     tuned: bool = True
-    builder: Callable[..., Any] | str | None = None
-    backbones: tuple[str, ...] | None = None
 
     def build_fn(self) -> Callable[..., Any] | None:
-        """The builder, imported if it was given as ``"module:function"``."""
-        if isinstance(self.builder, str):
-            module, _, name = self.builder.partition(":")
-            return getattr(importlib.import_module(module), name)
-        return self.builder
+        """The builder (imported on first use when given as ``"module:function"``)."""
+        return self.load()
 
 
 methods: Registry[SmallDataMethod] = Registry("small-data method")
@@ -66,15 +57,14 @@ def register_method(name: str, *, title: str, family: str, options: type[MethodO
                     builder: Callable[..., Any] | str | None = None,
                     backbones: tuple[str, ...] | None = None) -> SmallDataMethod:
     """Register a small-data method (see the module docstring); returns its declaration."""
-    m = SmallDataMethod(name, title, family, options, dict(fixed or {}), tuned, builder,
-                        None if backbones is None else tuple(backbones))
-    methods.register(name)(m)
-    return m
+    return methods.add(name, SmallDataMethod(name=name, protocol="smalldata", options=options, builder=builder,
+                                             title=title, family=family, backbones=backbones,
+                                             fixed=dict(fixed or {}), tuned=tuned))
 
 
-def get_method(name: str) -> SmallDataMethod:
+def get_method(name: str, *, field: str | None = None) -> SmallDataMethod:
     """The method called ``name`` (unknown names raise InputError with close matches)."""
-    return methods.get(name)
+    return methods.get(name, field=field)
 
 
 _P = "vistabench.learners.smalldata."

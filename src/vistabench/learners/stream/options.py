@@ -17,7 +17,7 @@ from ...config import Options, option
 from ...errors import InputError
 
 __all__ = ["LearnerConfig", "NoLearnerOptions", "EnsembleOptions", "RelatednessOptions", "MTOptions",
-           "BHPOOptions", "LEARNER_OPTIONS", "register_learner_options", "learner_options_class",
+           "BHPOOptions",
            "BATCH_RULES", "batch_size_for", "eval_points", "SCHEDULES", "warmup_cosine_lr", "RECIPES",
            "LEARNER_RECIPES"]
 
@@ -121,12 +121,6 @@ def _check_range_pair(value: tuple[float, ...], name: str) -> None:
         raise InputError(f"{name}: expected two numbers LOW HIGH with LOW <= HIGH, got {list(value)}")
 
 
-#: learner name -> its options class (the built-in learners; :func:`register_learner_options` adds more)
-LEARNER_OPTIONS: dict[str, type[Options]] = {
-    "indep": NoLearnerOptions, "ft-prev": NoLearnerOptions, "ft-d": RelatednessOptions,
-    "ensemble": EnsembleOptions, "pt": NoLearnerOptions, "mt": MTOptions, "bhpo": BHPOOptions,
-}
-
 #: the recipes' learner options (what ``cpu`` leaves at the class defaults, ``dm-nevis`` sets)
 LEARNER_RECIPES: dict[str, dict[str, Any]] = {
     "cpu": {},
@@ -147,26 +141,6 @@ RECIPES: dict[str, dict[str, Any]] = {
                  "min_batch": 16, "max_batch": 512, "schedule": "warmup-cosine", "warmup_epochs": 7,
                  "final_lr": 1e-8, "keep_best_state": True, "val_fraction": 0.2},
 }
-
-
-def register_learner_options(name: str, options: type[Options]) -> None:
-    """Declare the options class of a (new) learner, so a config for it can be built and checked."""
-    if not (isinstance(options, type) and issubclass(options, Options)):
-        raise TypeError(f"learner {name!r}: options must be an Options subclass, got {options!r}")
-    if LEARNER_OPTIONS.get(name, options) is not options:
-        raise RuntimeError(f"stream learner {name!r}: options declared twice ({LEARNER_OPTIONS[name].__name__}, "
-                           f"{options.__name__})")
-    LEARNER_OPTIONS[name] = options
-
-
-def learner_options_class(name: str) -> type[Options]:
-    import difflib
-
-    if name not in LEARNER_OPTIONS:
-        close = difflib.get_close_matches(str(name), list(LEARNER_OPTIONS), n=2, cutoff=0.5)
-        hint = f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
-        raise InputError(f"learner: unknown stream learner {name!r}{hint} (known: {', '.join(sorted(LEARNER_OPTIONS))})")
-    return LEARNER_OPTIONS[name]
 
 
 @dataclass
