@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 import types
 import typing
 from dataclasses import MISSING, dataclass, field
@@ -39,7 +40,8 @@ from typing import Any, ClassVar, Literal, Mapping, TypeVar, Union, get_args, ge
 from .errors import InputError
 from .registry import did_you_mean
 
-__all__ = ["option", "FieldInfo", "Options", "RunConfig", "read_config_file", "NO_KEY_DEFAULT"]
+__all__ = ["option", "FieldInfo", "Options", "RunConfig", "read_config_file", "NO_KEY_DEFAULT", "check_value",
+           "check_fields"]
 
 _META = "vistabench"
 
@@ -196,9 +198,9 @@ def _coerce(value: Any, tp: Any, name: str, info: FieldInfo | None) -> Any:
     if tp is int:
         if isinstance(value, bool):
             raise InputError(f"{name}: expected an integer, got {value!r}")
-        if isinstance(value, int):
+        if isinstance(value, numbers.Integral):
             return int(value)
-        if isinstance(value, float) and value.is_integer():
+        if isinstance(value, numbers.Real) and float(value).is_integer():
             return int(value)
         if isinstance(value, str):
             try:
@@ -245,6 +247,48 @@ def _check_range(value: Any, name: str, info: FieldInfo) -> None:
                                  f"got {v!r}{did_you_mean(v, info.choices, n=2)}")
 
 
+def check_value(value: Any, name: str, *, type: Any = float, low: float | None = None, high: float | None = None,
+                low_open: bool = False, choices: typing.Sequence[Any] | None = None, finite: bool = True) -> Any:
+    """``value`` checked by the rules :func:`option` declares (the same code a config field runs):
+    coerced to ``type`` (a wrong kind of value: :class:`~vistabench.errors.InputTypeError`), then its
+    range and choices (InputError). For the checks of a function's arguments at the boundary.
+
+    >>> check_value("3", "epochs", type=int, low=1)
+    3
+    >>> check_value(0, "lr", low=0, low_open=True)
+    Traceback (most recent call last):
+    ...
+    vistabench.errors.InputError: lr: expected a number > 0, got 0.0
+    """
+    from .errors import InputTypeError
+
+    info = FieldInfo(name=name, type=type, default=MISSING, help="", low=low, high=high, low_open=low_open,
+                     choices=None if choices is None else tuple(choices), finite=finite)
+    try:
+        out = _coerce(value, type, name, info)
+    except InputError as exc:
+        raise InputTypeError(str(exc)) from None
+    _check_range(out, name, info)
+    return out
+
+
+def check_fields(obj: Any, *, declared_only: bool = False) -> None:
+    """Coerce and check every field of the dataclass ``obj`` by its declaration (type, :func:`option`'s
+    range and choices), in place; ``declared_only``: only the fields declared with :func:`option`."""
+    hints = typing.get_type_hints(type(obj))
+    for f in dataclasses.fields(obj):
+        meta = f.metadata.get(_META)
+        if meta is None and declared_only:
+            continue
+        default = f.default if f.default is not MISSING else MISSING
+        info = FieldInfo(name=f.name, type=hints[f.name], default=default, **dict(meta or {"help": ""}))
+        value = getattr(obj, f.name)
+        coerced = _coerce(value, info.type, info.name, info)
+        _check_range(coerced, info.name, info)
+        if coerced is not value:
+            object.__setattr__(obj, info.name, coerced)
+
+
 @dataclass(frozen=True, kw_only=True)
 class Options:
     """A frozen, typed, validated set of options (a method's hyper-parameters, a run's config).
@@ -274,12 +318,7 @@ class Options:
         raise KeyError(name)
 
     def __post_init__(self) -> None:
-        for info in self.fields_info():
-            value = getattr(self, info.name)
-            coerced = _coerce(value, info.type, info.name, info)
-            _check_range(coerced, info.name, info)
-            if coerced is not value:
-                object.__setattr__(self, info.name, coerced)
+        check_fields(self)
         self.check()
 
     def check(self) -> None:

@@ -25,7 +25,7 @@ from ..config import RunConfig, option
 from ..data.smalldata import get_preset, presets
 from ..errors import InputError
 from ..registry import did_you_mean
-from ..learners.model_options import MODEL_OPTIONS
+from ..learners.model_options import model_options
 from ..learners.smalldata.options import CommonSpace, MethodOptions
 from ..learners.smalldata.registry import get_method
 
@@ -166,7 +166,7 @@ class SmalldataConfig(RunConfig):
             raise InputError(f"val_fraction: expected a fraction in (0, 1), got {self.val_fraction}")
         cls = _method_options_cls(self.method)
         backbones = get_method(self.method).backbones
-        if backbones is not None and self.model in MODEL_OPTIONS and self.model not in backbones:
+        if backbones is not None and self.model in model_options and self.model not in backbones:
             raise InputError(f"model: method {self.method!r} changes a convolutional backbone "
                              f"({', '.join(backbones)}); {self.model!r} is not one")
         opts = self.method_options

@@ -176,9 +176,10 @@ class StreamConfig(RunConfig):
             value = getattr(self, name)
             if len(value) != 2 or not value[0] <= value[1]:
                 raise InputError(f"{name}: expected two numbers LOW HIGH with LOW <= HIGH, got {list(value)}")
-        from ..learners.model_options import MODEL_OPTIONS
+        from ..learners.model_options import model_options_class
 
-        if self.width is not None and "width" not in MODEL_OPTIONS.get(self.arch, {"width": None}):
+        arch_options = model_options_class(self.arch)
+        if self.width is not None and arch_options is not None and "width" not in arch_options.__dataclass_fields__:
             raise InputError(f"width: arch {self.arch!r} has no width option (cnn28 has; the recipe "
                              f"{self.recipe!r} may have chosen the arch); remove width or set arch cnn28")
         if self.min_batch > self.max_batch:
