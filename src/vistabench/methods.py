@@ -16,9 +16,11 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from .config import Options
-from .registry import resolve_ref
+from .registry import Registry, resolve_ref
 
-__all__ = ["MethodSpec"]
+__all__ = ["MethodSpec", "method_registrar"]
+
+_DECORATE: Any = object()  # register_method(...) without a builder: used as a decorator
 
 
 @dataclass(frozen=True)
@@ -64,3 +66,34 @@ class MethodSpec:
         if isinstance(self.builder, str):
             return resolve_ref(self.builder, what=f"builder of {self.protocol} method {self.name!r}")
         return self.builder
+
+
+def method_registrar(registry: Registry[Any], protocol: str, *, spec_type: type[MethodSpec] = MethodSpec,
+                     default_options: type[Options] | None = None) -> Callable[..., Any]:
+    """The ``register_method`` of a learner family: one signature for all four.
+
+    ``register_method(name, options, *, builder=..., title=..., **spec_fields)`` registers a
+    ``spec_type`` in ``registry`` and returns it; without ``builder`` it is a decorator that registers
+    the decorated function or class as the builder and returns it unchanged. ``title`` defaults to the
+    first line of the builder's docstring.
+    """
+
+    def register_method(name: str, options: type[Options] | None = None, *, builder: Any = _DECORATE,
+                        **fields: Any) -> Any:
+        opts = options if options is not None else default_options
+
+        def add(obj: Any) -> MethodSpec:
+            if not fields.get("title") and obj is not None and not isinstance(obj, str):
+                fields["title"] = (obj.__doc__ or "").strip().split("\n")[0]
+            return registry.add(name, spec_type(name=name, protocol=protocol, options=opts, builder=obj, **fields))
+
+        if builder is _DECORATE:
+            def deco(obj: Any) -> Any:
+                add(obj)
+                return obj
+            return deco
+        return add(builder)
+
+    register_method.__doc__ = (f"Register a {protocol} method: ``register_method(name, options, *, builder=..., "
+                               f"title=..., ...)`` (a {spec_type.__name__}); without ``builder``, a decorator.")
+    return register_method

@@ -22,17 +22,15 @@ A learner is ``cls(ctx: IncrementalContext)``; ``learn(images, labels, classes, 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, TypeVar
+from typing import Any
 
 from ...config import Options
-from ...methods import MethodSpec
+from ...methods import MethodSpec, method_registrar
 from ...registry import Registry
 from .options import FROptions, NoOptions
 
 __all__ = ["IncrementalContext", "incremental_methods", "register_method", "method_options_class",
            "method_names", "default_backbone"]
-
-L = TypeVar("L")
 
 _I = "vistabench.learners.incremental."
 
@@ -41,34 +39,25 @@ _I = "vistabench.learners.incremental."
 incremental_methods: Registry[MethodSpec] = Registry("incremental method")
 
 
-def _add(name: str, builder: Callable[..., Any] | str, options: type[Options], backbone: str,
-         backbone_options: dict[str, Any] | None, title: str = "") -> MethodSpec:
-    return incremental_methods.add(name, MethodSpec(
-        name=name, protocol="incremental", options=options, builder=builder, title=title,
-        default_model=backbone, default_model_options=dict(backbone_options or {})))
+_register = method_registrar(incremental_methods, "incremental", default_options=NoOptions)
 
 
-_add("prototype", _I + "baselines:PrototypeLearner", NoOptions, "cnn28", None,
-     "nearest class mean on frozen base-session features")
-_add("finetune", _I + "baselines:FinetuneLearner", NoOptions, "cnn28", None,
-     "fine-tune the network on each novel session")
+def register_method(name: str, options: type[Options] = NoOptions, *, backbone: str = "cnn28",
+                    backbone_options: dict[str, Any] | None = None, **spec: Any) -> Any:
+    """Register an incremental learner class under ``name`` (``@register_method(name, options=...)``
+    on the class, or ``builder="module:Class"``), with its Options class and the backbone a run uses
+    when it names no model (:func:`~vistabench.methods.method_registrar`)."""
+    spec.setdefault("default_model", backbone)
+    spec.setdefault("default_model_options", dict(backbone_options or {}))
+    return _register(name, options, **spec)
+
+
+register_method("prototype", builder=_I + "baselines:PrototypeLearner",
+                title="nearest class mean on frozen base-session features")
+register_method("finetune", builder=_I + "baselines:FinetuneLearner", title="fine-tune the network on each novel session")
 # small enough for a CPU; the authors' ViT is dim 256, depth 12, 8 heads
-_add("fr", _I + "fr:FRLearner", FROptions, "vit_small", {"dim": 64, "depth": 6, "heads": 4},
-     "feature rectification (Revisiting FSCIL)")
-
-
-def register_method(name: str, *, options: type[Options] = NoOptions, backbone: str = "cnn28",
-                    backbone_options: dict[str, Any] | None = None) -> Callable[[L], L]:
-    """Class decorator: register an incremental learner under ``name``, with its Options class and
-    the backbone a run uses when it names no model."""
-    if not (isinstance(options, type) and issubclass(options, Options)):
-        raise TypeError(f"register_method({name!r}): options must be an Options subclass, got {options!r}")
-
-    def deco(cls: L) -> L:
-        _add(name, cls, options, backbone, backbone_options, (cls.__doc__ or "").strip().split("\n")[0])
-        return cls
-
-    return deco
+register_method("fr", FROptions, builder=_I + "fr:FRLearner", backbone="vit_small",
+                backbone_options={"dim": 64, "depth": 6, "heads": 4}, title="feature rectification (Revisiting FSCIL)")
 
 
 def method_names() -> list[str]:

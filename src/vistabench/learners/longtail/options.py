@@ -16,14 +16,14 @@ the declared defaults (today's CPU behaviour). Options whose default depends on 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 from ...config import Options, option
 from ...errors import InputError
-from ...methods import MethodSpec
+from ...methods import MethodSpec, method_registrar
 from ...registry import Registry
 
-__all__ = ["MethodOptions", "lt_methods", "register_spec", "options_class", "RunFacts"]
+__all__ = ["MethodOptions", "lt_methods", "register_method", "options_class", "RunFacts"]
 
 
 @dataclass(frozen=True)
@@ -59,13 +59,16 @@ lt_methods: Registry[MethodSpec] = Registry("long-tail method")
 _M = "vistabench.learners.longtail."
 
 
-def register_spec(name: str, options: type[MethodOptions], builder: Callable[..., Any] | str,
-                  title: str = "") -> MethodSpec:
-    """Register long-tail method ``name``: its options class and its function (or ``"module:function"``)."""
+_register = method_registrar(lt_methods, "longtail")
+
+
+def register_method(name: str, options: type[MethodOptions], **spec: Any) -> Any:
+    """Register long-tail method ``name`` with its options class: ``@register_method(name, Options)`` on
+    ``fn(ctx, test_images, options) -> (logits, train_results)``, or ``builder=fn`` /
+    ``builder="module:function"`` (:func:`vistabench.methods.method_registrar`)."""
     if not (isinstance(options, type) and issubclass(options, MethodOptions)):
         raise TypeError(f"options of {name!r}: expected a MethodOptions subclass, got {options!r}")
-    return lt_methods.add(name, MethodSpec(name=name, protocol="longtail", options=options, builder=builder,
-                                           title=title))
+    return _register(name, options, **spec)
 
 
 def options_class(method: str, field: str = "method") -> type[MethodOptions]:
@@ -75,7 +78,7 @@ def options_class(method: str, field: str = "method") -> type[MethodOptions]:
 
 def _declare(name: str, builder: str):
     def deco(cls: type[MethodOptions]) -> type[MethodOptions]:
-        register_spec(name, cls, _M + builder, title=(cls.__doc__ or "").strip().split("\n")[0])
+        register_method(name, cls, builder=_M + builder, title=(cls.__doc__ or "").strip().split("\n")[0])
         return cls
     return deco
 

@@ -24,7 +24,7 @@ from ..models import Backbone
 from ..tensors import Normaliser
 from ..trainer import TrainConfig, Trainer, TrainResult, TrainStep
 from .checkpoints import CheckpointSelector
-from .options import MethodOptions, lt_methods, register_spec
+from .options import MethodOptions, lt_methods, register_method
 
 __all__ = ["lt_methods", "MethodContext", "register_method", "train", "predict"]
 
@@ -66,15 +66,6 @@ class MethodContext:
 
 #: A method: (ctx, test_images, options) -> (logits, train results).
 Method = Callable[[MethodContext, np.ndarray, MethodOptions], "tuple[np.ndarray, list[TrainResult]]"]
-
-
-def register_method(name: str, options: type[MethodOptions]) -> Callable[[Method], Method]:
-    """Decorator: register ``fn(ctx, test_images, options)`` as long-tail method ``name`` with its
-    options class (declared for the run configuration too: ``--method NAME --method-opt K=V``)."""
-    def deco(fn: Method) -> Method:
-        register_spec(name, options, fn, title=(fn.__doc__ or "").strip().split("\n")[0])
-        return fn
-    return deco
 
 
 def train(ctx: MethodContext, loss: nn.Module | None = None, *, cfg: TrainConfig | None = None,

@@ -12,10 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from ...methods import MethodSpec
+from ...methods import MethodSpec, method_registrar
 from ...registry import Registry
 from .options import (AuxilearnOptions, CosineCEOptions, DhnOptions, DsknOptions, DvpOptions, FconvOptions,
-                      GradL2Options, HarmonicOptions, MethodOptions, NoOptions, OleOptions, TvmfOptions)
+                      GradL2Options, HarmonicOptions, NoOptions, OleOptions, TvmfOptions)
 
 __all__ = ["MethodContext", "SmallDataMethod", "methods", "register_method", "get_method", "CONV_BACKBONES"]
 
@@ -52,14 +52,9 @@ class SmallDataMethod(MethodSpec):
 methods: Registry[SmallDataMethod] = Registry("small-data method")
 
 
-def register_method(name: str, *, title: str, family: str, options: type[MethodOptions] = NoOptions,
-                    fixed: dict[str, Any] | None = None, tuned: bool = True,
-                    builder: Callable[..., Any] | str | None = None,
-                    backbones: tuple[str, ...] | None = None) -> SmallDataMethod:
-    """Register a small-data method (see the module docstring); returns its declaration."""
-    return methods.add(name, SmallDataMethod(name=name, protocol="smalldata", options=options, builder=builder,
-                                             title=title, family=family, backbones=backbones,
-                                             fixed=dict(fixed or {}), tuned=tuned))
+#: ``register_method(name, options=NoOptions, *, builder, title, family, fixed, tuned, backbones)``: one
+#: :class:`SmallDataMethod` (the signature every learner family shares: :func:`~vistabench.methods.method_registrar`)
+register_method = method_registrar(methods, "smalldata", spec_type=SmallDataMethod, default_options=NoOptions)
 
 
 def get_method(name: str, *, field: str | None = None) -> SmallDataMethod:
@@ -70,8 +65,8 @@ def get_method(name: str, *, field: str | None = None) -> SmallDataMethod:
 _P = "vistabench.learners.smalldata."
 #: the built-in convolutional backbones (what the architecture methods rebuild or change)
 CONV_BACKBONES = ("cnn28", "resnet18", "resnet32", "resnet50", "wrn16_8")
-register_method("ce", title="Cross-entropy (tuned baseline)", family="baseline")
-register_method("ce_untuned", title="Cross-entropy (untuned: lr 0.1, wd 1e-4)", family="baseline",
+register_method("ce", builder=None, title="Cross-entropy (tuned baseline)", family="baseline")
+register_method("ce_untuned", builder=None, title="Cross-entropy (untuned: lr 0.1, wd 1e-4)", family="baseline",
                 fixed={"lr": 0.1, "weight_decay": 1e-4}, tuned=False)
 register_method("cosine", title="Cosine loss", family="cost function", builder=_P + "basic:build_cosine")
 register_method("cosine_ce", title="Cosine + cross-entropy loss", family="cost function", options=CosineCEOptions,

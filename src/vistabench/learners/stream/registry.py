@@ -7,55 +7,33 @@ in ``stream_learners`` whose builder is the learner class, imported on first use
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, TypeVar
-
 from ...config import Options
-from ...methods import MethodSpec
+from ...methods import MethodSpec, method_registrar
 from ...registry import Registry
 from .options import BHPOOptions, EnsembleOptions, MTOptions, NoLearnerOptions, RelatednessOptions
 
-if TYPE_CHECKING:
-    from .base import StreamLearner
-
 __all__ = ["stream_learners", "register_learner", "register_method", "learner_options_class"]
-
-L = TypeVar("L", bound="type[StreamLearner]")
 
 stream_learners: Registry[MethodSpec] = Registry("stream learner")
 
 
-def _add(name: str, builder: Callable[..., object] | str, options: type[Options], title: str = "") -> MethodSpec:
-    return stream_learners.add(name, MethodSpec(name=name, protocol="stream", options=options, builder=builder,
-                                                title=title))
+#: ``register_learner(name, options=NoLearnerOptions, *, builder=..., title=...)``: as a decorator on a
+#: :class:`~.base.StreamLearner` subclass (its options' fields reach the learner as ``self.config.<field>``;
+#: ``--learner-opt KEY=VALUE``), or with ``builder="module:Class"`` (:func:`~vistabench.methods.method_registrar`)
+register_learner = method_registrar(stream_learners, "stream", default_options=NoLearnerOptions)
 
+#: the name every protocol's learner package uses for its registration function
+register_method = register_learner
 
 _S = "vistabench.learners.stream."
-_add("indep", _S + "baselines:Indep", NoLearnerOptions, "every task from scratch")
-_add("ensemble", _S + "baselines:Ensemble", EnsembleOptions, "ensemble of the past tasks' networks")
-_add("ft-prev", _S + "baselines:FTPrev", NoLearnerOptions, "fine-tune the previous task's network")
-_add("ft-d", _S + "baselines:FTD", RelatednessOptions, "fine-tune the most related past network")
-_add("pt", _S + "baselines:PT", NoLearnerOptions, "fine-tune a pre-trained network")
-_add("mt", _S + "mt:MT", MTOptions, "multi-task co-training with past tasks")
-_add("bhpo", _S + "bhpo:BHPO", BHPOOptions, "Bayesian hyper-parameter optimisation")
-
-
-def register_learner(name: str, *, options: type[Options] = NoLearnerOptions) -> Callable[[L], L]:
-    """Class decorator: register a :class:`~.base.StreamLearner` subclass under ``name``.
-
-    ``options``: the :class:`~vistabench.config.Options` subclass of the learner's own settings (set
-    from the command line as ``--learner-opt KEY=VALUE``); its fields reach the learner as
-    ``self.config.<field>``.
-    """
-
-    def deco(cls: L) -> L:
-        _add(name, cls, options, (cls.__doc__ or "").strip().split("\n")[0])
-        return cls
-
-    return deco
-
-
-#: the name every protocol's learner package uses for its registration decorator
-register_method = register_learner
+register_learner("indep", builder=_S + "baselines:Indep", title="every task from scratch")
+register_learner("ensemble", EnsembleOptions, builder=_S + "baselines:Ensemble",
+                 title="ensemble of the past tasks' networks")
+register_learner("ft-prev", builder=_S + "baselines:FTPrev", title="fine-tune the previous task's network")
+register_learner("ft-d", RelatednessOptions, builder=_S + "baselines:FTD", title="fine-tune the most related past network")
+register_learner("pt", builder=_S + "baselines:PT", title="fine-tune a pre-trained network")
+register_learner("mt", MTOptions, builder=_S + "mt:MT", title="multi-task co-training with past tasks")
+register_learner("bhpo", BHPOOptions, builder=_S + "bhpo:BHPO", title="Bayesian hyper-parameter optimisation")
 
 
 def learner_options_class(name: str) -> type[Options]:
