@@ -74,7 +74,7 @@ class ViTOptions(ModelOptions):
 model_options: Registry[type[ModelOptions]] = Registry("model")
 for _name, _cls in (("cnn28", CNN28Options), ("resnet32", NoModelOptions), ("resnet18", ResNetOptions),
                     ("resnet50", ResNetOptions), ("cifar_resnet34", NoModelOptions), ("wrn16_8", WRNOptions),
-                    ("vit_small", ViTOptions)):
+                    ("vit_small", ViTOptions), ("resnet32_bbn", NoModelOptions)):
     model_options.add(_name, _cls)
 
 
