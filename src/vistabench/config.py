@@ -40,7 +40,7 @@ from typing import Any, ClassVar, Literal, Mapping, TypeVar, Union, get_args, ge
 from .errors import InputError
 from .registry import did_you_mean
 
-__all__ = ["option", "FieldInfo", "Options", "RunConfig", "read_config_file", "NO_KEY_DEFAULT", "check_value",
+__all__ = ["option", "FieldInfo", "Options", "RunConfig", "read_config_file", "NO_KEY_DEFAULT", "check_value", "check_bounds",
            "check_fields"]
 
 _META = "vistabench"
@@ -228,18 +228,25 @@ def _coerce(value: Any, tp: Any, name: str, info: FieldInfo | None) -> Any:
     raise TypeError(f"config field {name}: unsupported type {tp!r}")  # a bug of the config's declaration
 
 
+def check_bounds(v: float, name: str, *, low: float | None = None, high: float | None = None,
+                 low_open: bool = False, noun: str = "a number") -> None:
+    """The range rule of :func:`option` (``low``/``high``/``low_open``) on one number: InputError
+    naming ``name`` (``lr: expected a number > 0, got -1``; ``noun`` words what is expected)."""
+    if low is not None and (v <= low if low_open else v < low):
+        bound = f"> {low:g}" if low_open else f">= {low:g}"
+        if high is not None:
+            bound += f" and <= {high:g}"
+        raise InputError(f"{name}: expected {noun} {bound}, got {v!r}")
+    if high is not None and v > high:
+        raise InputError(f"{name}: expected {noun} <= {high:g}, got {v!r}")
+
+
 def _check_range(value: Any, name: str, info: FieldInfo) -> None:
     items = value if isinstance(value, tuple) else (value,)
     for v in items:
         if not isinstance(v, (int, float)) or isinstance(v, bool):
             continue
-        if info.low is not None and (v <= info.low if info.low_open else v < info.low):
-            bound = f"> {info.low:g}" if info.low_open else f">= {info.low:g}"
-            if info.high is not None:
-                bound += f" and <= {info.high:g}"
-            raise InputError(f"{name}: expected a number {bound}, got {v!r}")
-        if info.high is not None and v > info.high:
-            raise InputError(f"{name}: expected a number <= {info.high:g}, got {v!r}")
+        check_bounds(v, name, low=info.low, high=info.high, low_open=info.low_open)
     if info.choices is not None:
         for v in items:
             if v not in info.choices:
