@@ -9,7 +9,6 @@ import numpy as np
 
 from .config import check_value
 from .errors import InputError, InputTypeError
-from .registry import close_names
 
 __all__ = [
     "check_array",
@@ -23,7 +22,6 @@ __all__ = [
     "check_input_file",
     "check_input_dir",
     "check_int",
-    "close_matches",
 ]
 
 
@@ -156,9 +154,3 @@ def check_int(v: Any, name: str, *, min: int | None = None, max: int | None = No
     if v is None and allow_none:
         return None
     return check_value(v, name, type=int, low=min, high=max)
-
-
-def close_matches(word: str, options: Sequence[str]) -> str:
-    """`` (did you mean 'x'?)`` for a close match of ``word`` among ``options``, else ``""``."""
-    m = close_names(word, options, n=2, cutoff=0.6)
-    return f" (did you mean {' or '.join(repr(x) for x in m)}?)" if m else ""
