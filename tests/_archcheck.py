@@ -15,6 +15,7 @@ from pathlib import Path
 #: Entries are module prefixes; the longest matching prefix decides a module's layer.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("vistabench", "vistabench.errors", "vistabench.jsonutil", "vistabench._validation", "vistabench._lazy",
+     "vistabench.epochs",
      "vistabench.config", "vistabench.registry", "vistabench.methods", "vistabench.progress"),
     ("vistabench.metrics",),
     ("vistabench.data", "vistabench.store", "vistabench.streams"),
@@ -24,6 +25,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("vistabench.suite", "vistabench.compat"),
     ("vistabench.report",),
     ("vistabench.demos",),
+    ("vistabench.tracking",),
     ("vistabench.grid",),
     ("vistabench.cli", "vistabench.__main__"),
 )

@@ -37,3 +37,14 @@ def _work_in_tmp(tmp_path, monkeypatch):
     root = str(Path(__file__).resolve().parents[1])
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
     monkeypatch.chdir(tmp_path)
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The documented command lines the docs runner did not run, with the page's reason
+    (tests/test_docs_commands.py, ``skip-line`` markers)."""
+    lines = [v for rep in terminalreporter.stats.get("passed", [])
+             for k, v in getattr(rep, "user_properties", []) if k == "docs-runner: not run"]
+    if lines:
+        terminalreporter.section("docs runner: documented lines not run")
+        for line in lines:
+            terminalreporter.line(line)

@@ -40,8 +40,8 @@ from typing import Any, ClassVar, Literal, Mapping, TypeVar, Union, get_args, ge
 from .errors import InputError
 from .registry import did_you_mean
 
-__all__ = ["option", "FieldInfo", "Options", "RunConfig", "read_config_file", "NO_KEY_DEFAULT", "check_value", "check_bounds",
-           "check_fields"]
+__all__ = ["option", "FieldInfo", "Options", "RunConfig", "read_config_file", "NO_KEY_DEFAULT", "TRACKERS",
+           "check_value", "check_bounds", "check_fields"]
 
 _META = "vistabench"
 
@@ -55,6 +55,9 @@ class _NoKeyDefault:
 NO_KEY_DEFAULT: Any = _NoKeyDefault()
 
 C = TypeVar("C", bound="Options")
+
+#: the experiment trackers a run can log to (``track`` of every :class:`RunConfig`)
+TRACKERS = ("mlflow", "tensorboard", "wandb")
 
 
 @dataclass(frozen=True)
@@ -74,6 +77,7 @@ class FieldInfo:
     key_default: Any = NO_KEY_DEFAULT
     metavar: str | None = None
     finite: bool = True
+    repeatable: bool = False
 
     @property
     def required(self) -> bool:
@@ -94,7 +98,8 @@ class FieldInfo:
 def option(default: Any = MISSING, *, help: str, choices: typing.Sequence[Any] | None = None,
            low: float | None = None, high: float | None = None, low_open: bool = False,
            runtime: bool = False, flags: typing.Sequence[str] = (), key_default: Any = NO_KEY_DEFAULT,
-           metavar: str | None = None, finite: bool = True, default_factory: Any = MISSING) -> Any:
+           metavar: str | None = None, finite: bool = True, repeatable: bool = False,
+           default_factory: Any = MISSING) -> Any:
     """Declare a config field.
 
     Parameters
@@ -108,10 +113,12 @@ def option(default: Any = MISSING, *, help: str, choices: typing.Sequence[Any] |
     key_default : a field added after grids existed drops out of the cell key while it holds this
         value (the value older runs used), so stored cells keep their keys.
     finite : refuse NaN and infinities (default).
+    repeatable : a list field whose flag may be given several times, the values adding up
+        (``--track mlflow --track tensorboard``); other list flags keep their last use.
     """
     meta = {"help": help, "choices": None if choices is None else tuple(choices), "low": low, "high": high,
             "low_open": low_open, "runtime": runtime, "flags": tuple(flags), "key_default": key_default,
-            "metavar": metavar, "finite": finite}
+            "metavar": metavar, "finite": finite, "repeatable": repeatable}
     if default_factory is not MISSING:
         return field(default_factory=default_factory, metadata={_META: meta})
     return field(default=default, metadata={_META: meta})
@@ -398,6 +405,45 @@ class RunConfig(Options):
     """
 
     protocol: ClassVar[str] = ""
+
+    #: the experiment trackers that receive the run (:mod:`vistabench.tracking`, docs/tracking.md)
+    track: tuple[str, ...] = option(
+        (), choices=TRACKERS, runtime=True, repeatable=True, metavar="TRACKER",
+        help="also log the run to this experiment tracker (repeatable): the resolved config as parameters, "
+             "the scores as metrics, the training curves per epoch, the report's figures as artifacts")
+    track_dir: str | None = option(
+        None, runtime=True, metavar="DIR",
+        help="TensorBoard's log folder for --track tensorboard (default: ./runs, TensorBoard's convention)")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.track_dir is not None and "tensorboard" not in self.track:
+            raise InputError(f"track_dir: TensorBoard's log folder, set to {self.track_dir!r}, but the run is not "
+                             "tracked with tensorboard; add `track` tensorboard or drop `track_dir`")
+
+    def without_tracking(self: C) -> C:
+        """This config with no trackers (``track`` empty, ``track_dir`` None): what a tracked run hands
+        to the protocol's ``run`` (:func:`vistabench.tracking.run_tracked`)."""
+        given = {k: v for k, v in self.given().items() if k not in ("track", "track_dir")}
+        out = dataclasses.replace(self, track=(), track_dir=None)
+        object.__setattr__(out, "_given", given)
+        return out
+
+    def refuse_tracking(self) -> None:
+        """A protocol's ``run`` calls this first: it does not track by itself, so a config asking for
+        trackers is refused in one line rather than run untracked."""
+        if self.track:
+            raise InputError(f"track: {', '.join(self.track)} asked for, but a protocol's run(config) does not "
+                             "track by itself; call vistabench.tracking.run_tracked(run, config) (as the command "
+                             "line and the grid do)")
+
+    @classmethod
+    def fields_info(cls) -> list[FieldInfo]:
+        """Every field's declaration: the protocol's own in declaration order, then the fields every
+        run config has (``track``, ``track_dir``)."""
+        infos = super().fields_info()
+        common = {f.name for f in dataclasses.fields(RunConfig)}
+        return [i for i in infos if i.name not in common] + [i for i in infos if i.name in common]
 
     def key_dict(self) -> dict[str, Any]:
         """The canonical config minus runtime-only fields (and fields at their ``key_default``)."""

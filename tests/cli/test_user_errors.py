@@ -560,6 +560,13 @@ CASES = [
                                     "--no-store"], "is a folder"),
     ("stream-table-foreign", ["stream", "table", "--store", "{d}/foreign_app.db"], "another program"),
     # ------------------------------------------------------------------ grid
+    ("export-missing-store", ["export", "tensorboard", "--store", "{d}/nope.sqlite"], "no such results store"),
+    ("export-protocol-typo", ["export", "mlflow", "--store", "{d}/nope.sqlite", "--protocol", "longtial"],
+     "did you mean 'longtail'"),
+    ("run-track-typo", ["longtail", "run", "--data", "digits", "--method", "ce", "--imbalance", "10", "--track", "mlfow",
+                        "--no-store"], "--track: expected one of mlflow, tensorboard, wandb, got 'mlfow'; did you mean 'mlflow'"),
+    ("run-track-dir-alone", ["longtail", "run", "--data", "digits", "--method", "ce", "--imbalance", "10",
+                             "--track-dir", "{d}/tb", "--no-store"], "--track-dir: TensorBoard's log folder"),
     ("grid-run-bad-yaml", ["grid", "run", "{d}/bad.yaml", "--no-store"], "YAML"),
     ("grid-run-folder", ["grid", "run", "{d}/folder", "--no-store"], "is a folder"),
     ("grid-run-missing", ["grid", "run", "{d}/nope.yaml", "--no-store"], "nope.yaml"),

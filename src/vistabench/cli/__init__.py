@@ -22,7 +22,7 @@ from .. import __version__
 from ..errors import INTERNAL_ERROR, USER_ERROR, user_error_message
 from .configured import field_of_dest
 
-_COMMON = ["stats", "common", "grid"]
+_COMMON = ["stats", "common", "grid", "export"]
 
 
 class _Parser(argparse.ArgumentParser):

@@ -11,6 +11,7 @@ message from a flag, a config file and a grid cell (the CLI shows the field as i
 from __future__ import annotations
 
 import argparse
+import sys
 import types
 import typing
 from typing import Any, Literal, get_args, get_origin
@@ -117,7 +118,9 @@ def add_config_options(parser: argparse.ArgumentParser, config_cls: type[RunConf
         elif not _is_bool(info.type) and not _is_mapping(info.type):  # not argparse's "CFG__NAME"
             choices = info.choices if info.choices is not None else _literal_values(info.type)
             kwargs["metavar"] = "{" + ",".join(map(str, choices)) + "}" if choices else info.name.upper()
-        if _is_bool(info.type):
+        if info.repeatable:
+            group.add_argument(*flags, action="extend", nargs="+", **kwargs)
+        elif _is_bool(info.type):
             group.add_argument(*flags, action=argparse.BooleanOptionalAction, **kwargs)
         elif _is_mapping(info.type):
             kwargs.setdefault("metavar", "KEY=VALUE")
@@ -189,8 +192,11 @@ def run_verb(config_cls: type[RunConfig], run: Any, *, human: Any = None, pinned
         from ..store import ResultsStore
 
         store_path = getattr(args, "store", None)
+        from ..tracking import run_tracked
+
+        log = None if getattr(args, "json", False) else (lambda line: print(line, file=sys.stderr))
         with (ResultsStore(store_path) if store_path else nullcontext()) as store:
-            records = run(config, store=store, work_dir=getattr(args, "out", None))
+            records = run_tracked(run, config, store=store, work_dir=getattr(args, "out", None), log=log)
         dicts = [r.to_dict() if hasattr(r, "to_dict") else dict(r) for r in records]
         if store is None:
             for d in dicts:

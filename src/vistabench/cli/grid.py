@@ -8,6 +8,7 @@ import sys
 from contextlib import contextmanager
 from typing import Iterator
 
+from ..config import TRACKERS
 from . import add_json_arg, add_store_arg
 from .common import TableResult, render_table
 
@@ -56,6 +57,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="GPUs a cell declares to Ray (default: 1 when the cell's --device is cuda, else 0)")
     p.add_argument("--work-dir", metavar="DIR",
                    help="cells' scratch files, on whichever machine runs them (default: grid-runs/ beside the store)")
+    p.add_argument("--track", action="extend", nargs="+", metavar="TRACKER", choices=list(TRACKERS),
+                   help="log every cell to this experiment tracker (repeatable; one of: " + ", ".join(TRACKERS)
+                        + "): overrides the config's `track`; runtime only, the cell keys stay (docs/tracking.md)")
+    p.add_argument("--track-dir", metavar="DIR",
+                   help="TensorBoard's log folder of every cell (default: the config's track_dir, else ./runs)")
     _add_store_args(p)
     add_json_arg(p)
     p.set_defaults(handler=_run, human=_run_text, status=lambda r: 1 if r["failed"] else 0)  # 1: a cell failed
@@ -112,7 +118,8 @@ def _run(args):
     with stdout_to_stderr():
         res = run_grid(cfg, store=_store(args), engine=args.engine, max_parallel=args.max_parallel,
                        ray_address=args.ray_address, cpus_per_cell=args.cpus_per_cell,
-                       gpus_per_cell=args.gpus_per_cell, work_dir=args.work_dir, log=log)
+                       gpus_per_cell=args.gpus_per_cell, work_dir=args.work_dir, log=log, track=args.track,
+                       track_dir=args.track_dir)
     return res.to_dict()
 
 

@@ -69,7 +69,7 @@ def demo(store: ResultsStore, out_dir: Path, *, quick: bool) -> str:
                 runs.append(rid)
         a = analyse(store, runs)
         fig = pareto_figure(a, stream=stream.name)
-        fig.savefig(out_dir / "pareto.png", dpi=110)
+        fig.savefig(out_dir / "pareto.png", dpi=110, bbox_inches="tight")  # legend outside the axes
         import matplotlib.pyplot as plt
 
         plt.close(fig)

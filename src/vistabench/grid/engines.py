@@ -21,12 +21,12 @@ __all__ = ["execute_cell", "gpus_for", "run_local", "run_ray"]
 
 
 def execute_cell(protocol: str, run: str, config: RunConfig, work_dir: str, threads: int,
-                 cwd: str | None = None) -> dict[str, Any]:
+                 cwd: str | None = None, tags: dict[str, str] | None = None) -> dict[str, Any]:
     """Run one cell (in whatever process the engine chose); never raises for a failing run.
 
     ``run``: the protocol's run part (``"module:function"``); ``config``: the cell's typed config.
     ``cwd``: the driver's working directory, so relative paths in the config mean the same on a
-    worker (when that folder exists there).
+    worker (when that folder exists there). ``tags``: the tracked run's tags (the grid and cell).
     """
     here = os.getcwd()
     if cwd and cwd != here and os.path.isdir(cwd):
@@ -45,7 +45,7 @@ def execute_cell(protocol: str, run: str, config: RunConfig, work_dir: str, thre
     set_quiet(True)
     try:
         records = run_config(import_ref(run), config, work_dir=work_dir,
-                             keep_work_dir=protocol in KEEP_WORK_DIR)
+                             keep_work_dir=protocol in KEEP_WORK_DIR, tags=tags)
         return {"ok": True, "records": records}
     except Exception as exc:  # a failed cell is reported, the grid goes on
         return {"ok": False, "error": one_line(exc)}
@@ -61,7 +61,8 @@ def _cell_dir(work_dir: Path, cell: Cell) -> str:
 
 
 def _job(cell: Cell, work_dir: Path, threads: int, cwd: str | None, gpus: float = 0.0) -> Job:
-    return Job(execute_cell, (cell.protocol, cell.run, cell.config, _cell_dir(work_dir, cell), threads, cwd),
+    tags = {"vistabench.grid_cell": cell.key, "vistabench.grid_options": cell.label()}
+    return Job(execute_cell, (cell.protocol, cell.run, cell.config, _cell_dir(work_dir, cell), threads, cwd, tags),
                tag=cell, gpus=gpus)
 
 

@@ -92,13 +92,16 @@ def canonical_options(protocol: str, options: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_config(run: Callable[..., Any], config: RunConfig, *, work_dir: str | Path,
-               keep_work_dir: bool = False) -> list[dict[str, Any]]:
+               keep_work_dir: bool = False, tags: dict[str, str] | None = None) -> list[dict[str, Any]]:
     """Run one cell: ``run(config, store=<scratch store>, work_dir=work_dir)``; its records as dicts.
 
     ``work_dir`` is emptied first unless ``keep_work_dir`` (a smalldata cell resumes its search
-    from the study file there). The records go to a private scratch store, never the user's.
+    from the study file there). The records go to a private scratch store, never the user's. A cell
+    whose config has ``track`` is logged to those trackers from the process that runs it
+    (:func:`vistabench.tracking.run_tracked`, ``tags`` naming the cell).
     """
     from ..store import ResultsStore
+    from ..tracking import run_tracked
 
     work = Path(work_dir)
     if not keep_work_dir:
@@ -106,5 +109,5 @@ def run_config(run: Callable[..., Any], config: RunConfig, *, work_dir: str | Pa
     work.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="vistabench-cell-") as tmp, \
             ResultsStore(Path(tmp) / "cell.sqlite") as scratch:
-        records = run(config, store=scratch, work_dir=work)
+        records = run_tracked(run, config, store=scratch, work_dir=work, tags=tags)
         return [r.to_dict() for r in records]

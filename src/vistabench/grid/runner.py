@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -52,7 +52,8 @@ def _store_records(store: ResultsStore, cell: Cell, records: list[dict[str, Any]
 def run_grid(config: GridConfig, *, store: str | os.PathLike[str], engine: str = "local",
              max_parallel: int | None = None, ray_address: str | None = None, cpus_per_cell: int = 1,
              gpus_per_cell: float | None = None, work_dir: str | os.PathLike[str] | None = None,
-             log: Callable[[str], None] | None = None) -> GridRun:
+             log: Callable[[str], None] | None = None, track: list[str] | None = None,
+             track_dir: str | None = None) -> GridRun:
     """Run every cell of ``config`` not already in ``store``; store each finished cell's records.
 
     Parameters
@@ -62,6 +63,8 @@ def run_grid(config: GridConfig, *, store: str | os.PathLike[str], engine: str =
         (default: 1 when the cell's ``device`` is cuda, else 0).
     ray_address : an existing cluster (``ray start --head`` prints it); None starts a local Ray.
     max_parallel : cells in flight at once (local default 1; ray default: as many as the resources allow).
+    track, track_dir : the experiment trackers (and TensorBoard folder) of every cell, replacing the
+        config's ``track``/``track_dir`` (runtime-only: the cells and their keys stay the same).
 
     Only this driver writes the store. A cell whose records are already stored is skipped; a failed
     cell is marked failed with its one-line error and the others go on; a cell left half-stored by a
@@ -79,6 +82,7 @@ def run_grid(config: GridConfig, *, store: str | os.PathLike[str], engine: str =
         raise InputError("ray_address: only with engine ray")
     say = log or (lambda _msg: None)
     cells = config.cells()  # validates every cell before anything runs
+    cells = with_tracking(cells, track, track_dir)
     check_store_path(store)
     if engine == "ray" and ray_address:
         check_ray_address(ray_address)  # an absent cluster: one line now, not after the store is opened
@@ -130,6 +134,18 @@ def run_grid(config: GridConfig, *, store: str | os.PathLike[str], engine: str =
                     state.mark(c.key, c.protocol, c.canonical, "missing")
             raise
     return result
+
+
+def with_tracking(cells: list[Cell], track: list[str] | None, track_dir: str | None) -> list[Cell]:
+    """``cells`` whose configs log to ``track`` (None: as configured) in ``track_dir`` (None: as configured)."""
+    changes: dict[str, Any] = {}
+    if track is not None:
+        changes["track"] = list(track)
+    if track_dir is not None:
+        changes["track_dir"] = track_dir
+    if not changes:
+        return cells
+    return [replace(c, config=c.config.with_changes(**changes)) for c in cells]
 
 
 def check_store_path(store: str | os.PathLike[str]) -> None:

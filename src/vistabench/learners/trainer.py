@@ -46,7 +46,7 @@ import torch
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
-from .. import progress
+from .. import epochs, progress
 from .._validation import check_labels, check_same_length
 from ..errors import InputError
 from .flops import count_train_step_flops, count_forward_flops
@@ -87,7 +87,8 @@ class Trainer:
     callback : callable, optional
         ``callback(epoch, metrics) -> bool | None`` after every epoch (``epoch`` 1-based,
         ``metrics`` = that epoch's history entry). Returning True stops training; exceptions (for
-        example ``optuna.TrialPruned``) propagate to the caller.
+        example ``optuna.TrialPruned``) propagate to the caller. Every epoch's entry also goes to
+        the listeners of :mod:`vistabench.epochs` (how a tracked run logs its training curves).
     """
 
     def __init__(self, model: nn.Module, cfg: TrainConfig, *, loss_fn: Callable | None = None,
@@ -386,6 +387,7 @@ class Trainer:
                     if cfg.count_flops:
                         eval_flops += self._eval_flops(len(val_labels), sample_shape)
                 history.append(entry)
+                epochs.report(entry)  # the run's listeners (an experiment tracker: vistabench.tracking)
                 if self.callback is not None and self.callback(epoch + 1, dict(entry)):
                     stopped = True
                     break

@@ -360,6 +360,7 @@ def run(config: DetectionConfig, *, store: ResultsStore | None = None,
     if not isinstance(config, DetectionConfig):
         raise InputError(f"config: expected a DetectionConfig, got {type(config).__name__} "
                          "(build one with DetectionConfig.from_dict)")
+    config.refuse_tracking()
     split = read_image_split(config.split) if config.split is not None else None
     cal_settings = config.calibration()
     masks: bool | Literal["auto"] = config.iou_type == "segm"

@@ -100,6 +100,7 @@ def run(config: LongtailConfig, *, store: ResultsStore | None = None,
     """
     if not isinstance(config, LongtailConfig):
         raise InputError(f"config: expected a LongtailConfig, got {type(config).__name__}")
+    config.refuse_tracking()
     from ..learners.longtail import fit_predict  # torch only here
 
     c = config

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import copy
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -214,9 +214,17 @@ def read_sweep(path: str | Path) -> Sweep:
     return _checked(content, where=f"sweep file {str(path)!r}")
 
 
+def train_imbalance(train_counts: Sequence[int]) -> float | None:
+    """ρ_trn of training counts: the largest class count over the smallest (None without a non-empty class)."""
+    counts = [int(c) for c in train_counts]
+    return max(counts) / min(counts) if counts and min(counts) > 0 else None
+
+
 def sweep_settings(sweep: Sweep | Mapping[str, Any]) -> dict[str, Any]:
-    """What a record of predictions scored against ``sweep`` stores of it in its settings."""
-    return {"train_counts": sweep["train_counts"], "test_imbalance": sweep["test_imbalance"],
+    """What a record of predictions scored against ``sweep`` stores of it in its settings: the same
+    keys a ``longtail run`` record has, ``imbalance`` (ρ_trn) being max / min of the training counts."""
+    return {"imbalance": train_imbalance(sweep["train_counts"]),
+            "train_counts": sweep["train_counts"], "test_imbalance": sweep["test_imbalance"],
             "points": len(sweep["points"]), "repeats": sweep["repeats"], "sweep_sha256": sweep["sha256"]}
 
 

@@ -295,6 +295,7 @@ def run(config: SmalldataConfig, *, store: ResultsStore | None = None,
     their ids when ``store`` is given. Split files and search studies go to ``work_dir``."""
     if not isinstance(config, SmalldataConfig):
         raise InputError(f"config: expected a SmalldataConfig, got {type(config).__name__}")
+    config.refuse_tracking()
     check_ray_address(config.engine, config.ray_address)
     ctx = prepare_from_config(config, work_dir)
     plan = plan_from_config(config, work_dir)

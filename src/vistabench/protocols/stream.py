@@ -74,6 +74,7 @@ def run(config: StreamConfig, *, store: ResultsStore | None = None, work_dir: st
     """
     from ..learners.stream import TrialEngine, make_learner
 
+    config.refuse_tracking()
     if config.data_root is not None and not Path(config.data_root).is_dir():
         raise InputError(f"data_root {config.data_root!r}: no such folder")
     stream = load_stream(config.stream, meta_test_from_year=config.meta_test_from)

@@ -1,9 +1,21 @@
-"""Report section and table for the large-vocabulary detection protocol."""
+"""Report section and table for the large-vocabulary detection protocol.
+
+A row is one scored set of detections: the records of one method on one data set that scored the
+same detections (same results file, ground truth, IoU type, split and calibration) are merged, each
+AP family (AP^Old, AP^Fixed, AP^Pool) taken from the latest record that measured it, so that a later
+``detection eval --ap old`` does not hide an earlier run's AP^Fixed and AP^Pool. Records that scored
+different detections under one method name stay separate rows.
+"""
 
 from __future__ import annotations
 
-from ..store import ResultsStore
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..store import Record, ResultsStore
 from .html import Section
+from .plotstyle import legend_outside, series_style
 from .tables import Column, Table
 
 _COLUMNS = [
@@ -12,66 +24,182 @@ _COLUMNS = [
     Column("pool_AP", "AP^Pool"), Column("pool_APr", "AP^Pool_r"), Column("pool_APc", "AP^Pool_c"),
     Column("pool_APf", "AP^Pool_f"),
 ]
+_SCORES = Column("scores", "Scores", None, percent=False)
+VARIANTS = ("old", "fixed", "pool")
+#: the most PR curves one plot shows (per data set); the baseline is always among them
+MAX_CURVES = 8
+#: settings that say which detections a record scored: records agreeing on all of them are merged
+_IDENTITY = ("gt", "results", "iou_type", "split_sha256", "split_part", "calibration", "recipe", "policy",
+             "num_images", "num_results")
+
+
+@dataclass
+class ScoredSet:
+    """The merged records of one method's scoring of one set of detections."""
+
+    dataset: str
+    method: str
+    records: list[Record] = field(default_factory=list)  # oldest first
+    metrics: dict[str, Any] = field(default_factory=dict)
+    source: dict[str, int | None] = field(default_factory=dict)  # variant -> id of the record it came from
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        return self.records[-1].settings
+
+    @property
+    def latest(self) -> int:
+        """Position of the newest record (store order), for "latest first" choices."""
+        return max(r.id or 0 for r in self.records)
+
+
+def _identity(r: Record) -> tuple:
+    return (r.dataset, r.method, *(repr(r.settings.get(k)) for k in _IDENTITY))
+
+
+def _measured(r: Record, variant: str) -> bool:
+    return any(k.startswith(variant + "_") and not k.endswith("pr50") for k in r.metrics)
+
+
+def scored_sets(records: list[Record]) -> list[ScoredSet]:
+    """The records merged per scored set of detections, in the order each set first appears."""
+    groups: dict[tuple, ScoredSet] = {}
+    for r in records:
+        s = groups.setdefault(_identity(r), ScoredSet(r.dataset, r.method))
+        s.records.append(r)
+    for s in groups.values():
+        for v in VARIANTS:
+            newest = [r for r in s.records if _measured(r, v)]
+            if newest:
+                r = newest[-1]
+                s.metrics.update({k: x for k, x in r.metrics.items() if k.startswith(v + "_")})
+                s.source[v] = r.id
+    return list(groups.values())
+
+
+def scores_note(s: ScoredSet) -> str:
+    """What the scored detections were: as detected, re-ranked (the gaming policy) or calibrated."""
+    st = s.settings
+    if st.get("calibration"):
+        return f"calibrated ({st['calibration']}" + (", authors' recipe)" if st.get("recipe") == "devil" else ")")
+    if "/class" in str(st.get("policy", "")):
+        return f"re-ranked ({str(st['policy']).split(' then ')[0]})"
+    return "as detected"
+
+
+def _labels(sets: list[ScoredSet], *, with_dataset: bool) -> list[str]:
+    labels = []
+    for s in sets:
+        label = s.method + (f" ({s.dataset})" if with_dataset else "")
+        if s.settings.get("iou_type") == "segm" and "segm" not in s.method:
+            label += " · segm"
+        labels.append(label)
+    shared = {label for label in labels if labels.count(label) > 1}  # one method on different detections
+    return [f"{label} [record {s.records[-1].id}]" if label in shared else label for s, label in zip(sets, labels)]
 
 
 def detection_table(store: ResultsStore, *, dataset: str | None = None) -> Table:
-    """One row per scored run: the three APs side by side (latest record per dataset and method)."""
-    latest = {}
-    for r in store.records(protocol="detection", dataset=dataset):
-        latest[(r.dataset, r.method)] = r
+    """One row per scored set of detections: the three APs side by side, and whether the scores were
+    calibrated or re-ranked. A row merges the records that scored the same detections (each AP family
+    from the latest record that measured it)."""
+    sets = scored_sets(store.records(protocol="detection", dataset=dataset))
     rows = []
-    for (ds, method), r in latest.items():
-        row = {"method": method if dataset else f"{method} ({ds})"}
-        row.update({c.key: r.metrics.get(c.key) for c in _COLUMNS})
+    for s, label in zip(sets, _labels(sets, with_dataset=dataset is None)):
+        row: dict[str, Any] = {"method": label, "scores": scores_note(s), "dataset": s.dataset,
+                               "records": [r.id for r in s.records]}
+        row.update({c.key: s.metrics.get(c.key) for c in _COLUMNS})
         rows.append(row)
-    return Table(columns=list(_COLUMNS), rows=rows,
+    return Table(columns=[*_COLUMNS, _SCORES], rows=rows,
                  caption="Large-vocabulary detection: AP^Old (per-image limit), AP^Fixed (top-k per class), "
-                         "AP^Pool (categories pooled), in %.")
+                         "AP^Pool (categories pooled), in %. A row merges the records that scored the same "
+                         "detections, each AP from the latest record that measured it (– not measured). "
+                         "Scores: as detected, re-ranked (top-k per class, the gaming policy) or calibrated "
+                         "per category on held-out images.")
 
 
-def detection_section(store: ResultsStore) -> Section | None:
-    recs = store.records(protocol="detection")
-    if not recs:
-        return None
+def curve_sets(sets: list[ScoredSet], limit: int = MAX_CURVES) -> tuple[list[ScoredSet], int]:
+    """The scored sets of one data set whose PR curves a plot shows, and how many had one.
+
+    Every baseline (a method named ``baseline...``) is kept; the other places go to the most recently
+    scored sets. The chosen ones keep their table order.
+    """
+    with_curve = [s for s in sets if s.metrics.get("pool_pr50")]
+    base = [s for s in with_curve if s.method.startswith("baseline")]
+    rest = sorted((s for s in with_curve if s not in base), key=lambda s: s.latest, reverse=True)
+    keep = base + rest[:max(0, limit - len(base))]
+    return [s for s in with_curve if s in keep], len(with_curve)
+
+
+def pr_figure(dataset: str, sets: list[ScoredSet], labels: list[str]):
+    """AP^Pool's pooled PR curve and AP^Fixed's mean per-class curve (IoU 0.5) of each set, one
+    style per set on both axes, the legend below the axes."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import numpy as np
 
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    rec = np.linspace(0, 1, 101)
+    for i, (s, label) in enumerate(zip(sets, labels)):
+        style = series_style(i, marker=False)
+        axes[0].plot(rec, s.metrics["pool_pr50"], label=label, **style)
+        if s.metrics.get("fixed_pr50"):
+            axes[1].plot(rec, s.metrics["fixed_pr50"], label=label, **style)
+    axes[0].set_title("AP^Pool: pooled PR curve, IoU 0.5", fontsize=10)
+    axes[1].set_title("AP^Fixed: mean per-class PR curve, IoU 0.5", fontsize=10)
+    for ax in axes:
+        ax.set_xlabel("recall")
+        ax.set_ylabel("precision")
+        ax.set_xlim(0, 1)
+        ax.set_ylim(0, 1.02)
+        ax.grid(alpha=0.3)
+    fig.suptitle(dataset, fontsize=10)
+    legend_outside(fig, list(axes))
+    return fig
+
+
+def _gaming_text(sets: list[ScoredSet]) -> str | None:
+    gamed = [s for s in sets if s.method.startswith("rerank-") and "old_AP" in s.metrics and "fixed_AP" in s.metrics]
+    base = [s for s in sets if s.method == "baseline" and "old_AP" in s.metrics]
+    if not (gamed and base):
+        return None
+    g, b = gamed[-1].metrics, base[-1].metrics
+    pct = lambda x: "–" if x is None else f"{100 * x:.2f}"  # noqa: E731
+    return (f"Gaming (paper §3): keeping only the top-k detections per class before the per-image limit "
+            f"({gamed[-1].method}) changes AP^Old from {pct(b['old_AP'])} to {pct(g['old_AP'])} and AP^Old_r from "
+            f"{pct(b.get('old_APr'))} to {pct(g.get('old_APr'))} with the same detector; AP^Fixed at the same k "
+            f"is {pct(gamed[-1].settings.get('fixed_AP_without_rerank'))} without and {pct(g['fixed_AP'])} with "
+            "the re-ranking.")
+
+
+def detection_section(store: ResultsStore) -> Section | None:
+    recs = store.records(protocol="detection")
+    if not recs:
+        return None
     sec = Section("Large-vocabulary detection (AP^Old / AP^Fixed / AP^Pool)")
     sec.text("AP^Old is the official LVIS number (lvis-api semantics, a per-image detection limit). "
              "AP^Fixed removes the limit and gives every category the same budget of k detections over "
              "the whole set, so it cannot be gamed by cross-category re-ranking and is invariant to "
              "per-category monotone score changes. AP^Pool ranks all categories' detections together and "
              "so rewards calibrated scores (Dave et al., 2021).")
-    sec.table(detection_table(store).render("markdown"))
-    gamed = [r for r in recs if r.method.startswith("rerank-")]
-    base = [r for r in recs if r.method == "baseline"]
-    if gamed and base:
-        g, b = gamed[-1], base[-1]
-        sec.text(f"Gaming (paper §3): keeping only the top-k detections per class before the per-image limit "
-                 f"({g.method}) changes AP^Old from {100 * b.metrics['old_AP']:.2f} to "
-                 f"{100 * g.metrics['old_AP']:.2f} and AP^Old_r from {100 * (b.metrics['old_APr'] or 0):.2f} to "
-                 f"{100 * (g.metrics['old_APr'] or 0):.2f} with the same detector; AP^Fixed at the same k is "
-                 f"{100 * g.settings.get('fixed_AP_without_rerank', float('nan')):.2f} without and "
-                 f"{100 * g.metrics['fixed_AP']:.2f} with the re-ranking.")
-    curves = [r for r in recs if r.metrics.get("pool_pr50")]
-    if curves:
-        fig, axes = plt.subplots(1, 2, figsize=(10, 4))
-        rec = np.linspace(0, 1, 101)
-        for r in curves[-8:]:
-            axes[0].plot(rec, r.metrics["pool_pr50"], label=r.method)
-            if r.metrics.get("fixed_pr50"):
-                axes[1].plot(rec, r.metrics["fixed_pr50"], label=r.method)
-        axes[0].set_title("AP^Pool: pooled PR curve, IoU 0.5")
-        axes[1].set_title("AP^Fixed: mean per-class PR curve, IoU 0.5")
-        for ax in axes:
-            ax.set_xlabel("recall")
-            ax.set_ylabel("precision")
-            ax.set_xlim(0, 1)
-            ax.set_ylim(0, 1.02)
-        axes[0].legend(fontsize=7)
-        sec.figure(fig, "Interpolated precision (101 recall points) at IoU 0.5. Calibration moves the pooled "
-                        "curve; the per-class curves of AP^Fixed do not change under monotone calibration.")
+    by_dataset: dict[str, list[Record]] = defaultdict(list)
+    for r in recs:
+        by_dataset[r.dataset].append(r)
+    for dataset, rs in by_dataset.items():
+        sec.subtitle(dataset)
+        sec.table(detection_table(store, dataset=dataset))
+        sets = scored_sets(rs)
+        gaming = _gaming_text(sets)
+        if gaming:
+            sec.text(gaming)
+        shown, total = curve_sets(sets)
+        if shown:
+            labels = dict(zip(map(id, sets), _labels(sets, with_dataset=False)))
+            note = "" if len(shown) == total else (f" {len(shown)} of the {total} scored sets with curves: the "
+                                                   "baseline and the most recently scored.")
+            sec.figure(pr_figure(dataset, shown, [labels[id(s)] for s in shown]),
+                       f"{dataset}: interpolated precision (101 recall points) at IoU 0.5. Calibration moves the "
+                       "pooled curve; the per-class curves of AP^Fixed do not change under monotone "
+                       "calibration." + note)
     return sec

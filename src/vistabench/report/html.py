@@ -2,6 +2,11 @@
 
 Each declared protocol (:mod:`vistabench.suite`) contributes its ``section`` part: a function taking
 the results store and returning a :class:`Section` (or None when the store has nothing for it).
+
+Every table is sortable: a click on a column header sorts the rows by it (numbers by value, missing
+values last; a second click reverses), by a small script inlined in the page (no network). A table
+scrolls sideways in its own box when it is wider than the page, its first column (the method)
+staying in view.
 """
 
 from __future__ import annotations
@@ -9,12 +14,14 @@ from __future__ import annotations
 import base64
 import html
 import io
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import __version__
 from ..store import ResultsStore
+from .tables import Table, format_value
 
 
 @dataclass
@@ -30,8 +37,13 @@ class Section:
         self.parts.append(s)
         return self
 
-    def table(self, markdown_table: str) -> "Section":
-        self.parts.append(markdown_to_html(markdown_table))
+    def subtitle(self, s: str) -> "Section":
+        self.parts.append(f"<h3>{html.escape(s)}</h3>")
+        return self
+
+    def table(self, table: Table | str) -> "Section":
+        """A :class:`Table` (sort keys are its values) or a markdown pipe table."""
+        self.parts.append(table_html(table) if isinstance(table, Table) else markdown_to_html(table))
         return self
 
     def figure(self, fig, caption: str = "") -> "Section":
@@ -50,10 +62,25 @@ def figure_html(fig, caption: str = "") -> str:
     return f'<figure><img alt="{html.escape(caption)}" src="data:image/png;base64,{data}"/>{cap}</figure>'
 
 
+_KEY = ' class="key"'  # the row-key (method) column: kept in view while a wide table scrolls
+_TEXT = ' class="t"'  # a column without a single number: left-aligned, on one line unless long
+_LONG_TEXT = ' class="t long"'
+_NUMBER = re.compile(r"^[-+]?(\d[\d,]*\.?\d*|\.\d+)(e[-+]?\d+)?%?$")
+
+
+def _text_columns(rows: list[list[str]]) -> dict[int, str]:
+    """Columns (after the first) in which no body cell reads as a number -> their class attribute."""
+    width = max(len(r) for r in rows)
+    out = {}
+    for j in range(1, width):
+        texts = [x for r in rows if j < len(r) and (x := re.sub(r"<[^>]+>", "", r[j]).strip()) not in ("", "–")]
+        if texts and not any(_NUMBER.match(x) for x in texts):
+            out[j] = _LONG_TEXT if max(map(len, texts), default=0) > 16 else _TEXT
+    return out
+
+
 def markdown_to_html(md: str) -> str:
     """Render the pipe tables that :mod:`vistabench.report.tables` writes."""
-    import re
-
     lines = [l for l in md.strip().splitlines()]
     caption = []
     while lines and not lines[0].startswith("|"):
@@ -69,35 +96,130 @@ def markdown_to_html(md: str) -> str:
     rows = [[c for c in l.strip().strip("|").split("|")] for l in lines if not set(l) <= set("|-: ")]
     if not rows:
         return ""
-    out = ['<div class="table-box"><table>']
-    if caption:
-        out.append(f"<caption>{html.escape(' '.join(caption))}</caption>")
-    out.append("<tr>" + "".join(f"<th>{cell(c)}</th>" for c in rows[0]) + "</tr>")
-    for r in rows[1:]:
-        out.append("<tr>" + "".join(f"<td>{cell(c)}</td>" for c in r) + "</tr>")
-    out.append("</table></div>")
+    out = [f'<p class="caption">{html.escape(" ".join(caption))}</p>'] if caption else []
+    out.append('<div class="table-box"><table>')
+    body = [[cell(c) for c in r] for r in rows[1:]]
+    text = _text_columns(body) if body else {}
+    cls = lambda j: _KEY if j == 0 else text.get(j, "")  # noqa: E731
+    out.append("<thead><tr>" + "".join(f'<th data-col="{j}"{cls(j)}>{cell(c)}</th>'
+                                       for j, c in enumerate(rows[0])) + "</tr></thead><tbody>")
+    for r in body:
+        out.append("<tr>" + "".join(f"<td{cls(j)}>{c}</td>" for j, c in enumerate(r)) + "</tr>")
+    out.append("</tbody></table></div>")
     return "\n".join(out)
 
 
-# Every table sits in its own box that scrolls sideways when the table is wider than the page (the
-# long-tail survey layout has a dozen columns), so the page itself never overflows; long words wrap.
+_MARK_TAG = {"bold": "b", "underline": "u", "italic": "i"}
+
+
+def _sort_value(v) -> str:
+    """A cell's sort key: a number's full value; '' (sorted last) for a missing or non-finite value."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return "" if v is None else str(v)
+    return repr(float(v)) if v == v and abs(v) != float("inf") else ""
+
+
+def table_html(t: Table) -> str:
+    """A :class:`Table` as HTML: the marks of its markdown form (bold / underlined / italic), each
+    cell's value as its sort key, and a two-row header where columns declare a ``group``."""
+    marks = t.marks()
+    grouped = any(c.group for c in t.columns)
+    out = [f'<p class="caption">{html.escape(t.caption)}</p>'] if t.caption else []
+    out.append('<div class="table-box"><table>')
+    span = ' rowspan="2"' if grouped else ""
+    text = _text_columns([[""] + [format_value(v, c) if not _NUMBER.match(_sort_value(v := r.get(c.key))) else "0"
+                                  for c in t.columns] for r in t.rows]) if t.rows else {}
+    cls = lambda j: text.get(j, "")  # noqa: E731
+    top = [f'<th data-col="0"{_KEY}{span}>{html.escape(t.row_title)}</th>']
+    sub = []
+    j = 0
+    while j < len(t.columns):
+        col = t.columns[j]
+        if not col.group:
+            top.append(f'<th data-col="{j + 1}"{cls(j + 1)}{span}>{html.escape(col.title)}</th>')
+            j += 1
+            continue
+        k = j
+        while k < len(t.columns) and t.columns[k].group == col.group:
+            c = t.columns[k]
+            sub.append(f'<th data-col="{k + 1}"{cls(k + 1)} title="{html.escape(c.title)}">'
+                       f'{html.escape(c.short or c.title)}</th>')
+            k += 1
+        top.append(f'<th class="group" colspan="{k - j}">{html.escape(col.group)}</th>')
+        j = k
+    out.append("<thead><tr>" + "".join(top) + "</tr>" + (f"<tr>{''.join(sub)}</tr>" if sub else "") + "</thead><tbody>")
+    for i, r in enumerate(t.rows):
+        cells = [f"<td{_KEY}>{html.escape(str(r.get(t.row_key, '')))}</td>"]
+        for j, col in enumerate(t.columns):
+            v = r.get(col.key)
+            cell = html.escape(format_value(v, col))
+            if (i, col.key) in marks:
+                tag = _MARK_TAG[marks[(i, col.key)]]
+                cell = f"<{tag}>{cell}</{tag}>"
+            cells.append(f'<td{cls(j + 1)} data-v="{html.escape(_sort_value(v))}">{cell}</td>')
+        out.append("<tr>" + "".join(cells) + "</tr>")
+    out.append("</tbody></table></div>")
+    return "\n".join(out)
+
+
+# Every table sits in its own box that scrolls sideways when the table is wider than the page, so the
+# page itself never overflows; the first column (the method) stays in view while the box scrolls and
+# is wide enough that a name wraps at most once or twice; long words elsewhere wrap.
 STYLE = """
-body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222;
+body{font-family:system-ui,sans-serif;max-width:1400px;margin:2em auto;padding:0 1em;color:#222;
 overflow-wrap:anywhere}
-h1{border-bottom:2px solid #444} h2{margin-top:2em;border-bottom:1px solid #aaa}
+h1{border-bottom:2px solid #444} h2{margin-top:2em;border-bottom:1px solid #aaa} h3{margin-top:1.5em}
 .table-box{max-width:100%;overflow-x:auto;margin:1em 0}
-table{border-collapse:collapse;font-size:0.9em} caption{text-align:left;font-style:italic}
-td,th{border:1px solid #ccc;padding:3px 8px;text-align:right;overflow-wrap:normal}
-td:first-child,th:first-child{text-align:left}
+table{border-collapse:separate;border-spacing:0;font-size:0.85em} .caption{font-style:italic;font-size:0.9em;margin-bottom:0}
+.caption+.table-box{margin-top:0.3em}
+td,th{border:1px solid #ccc;border-width:0 1px 1px 0;padding:3px 5px;text-align:right;overflow-wrap:normal}
+tr>:first-child{border-left-width:1px} thead tr:first-child>*{border-top-width:1px}
+th{background:#f3f3f3} th.group{text-align:center} .t{text-align:left;white-space:nowrap}
+.t.long{white-space:normal;min-width:8em}
+th[data-col]{cursor:pointer;position:relative;padding-right:12px}
+th[data-col]::after{content:"\\21C5";color:#aaa;font-size:9px;position:absolute;right:2px;top:3px}
+th[aria-sort=ascending]::after{content:"\\25B2";color:#222} th[aria-sort=descending]::after{content:"\\25BC";color:#222}
+.key{text-align:left;position:sticky;left:0;z-index:1;min-width:11em;max-width:24em;white-space:normal}
+td.key{background:#fff}
 figure{margin:1em 0} img{max-width:100%;height:auto} figcaption{font-size:0.85em;color:#555}
 pre{max-width:100%;overflow-x:auto} nav a{margin-right:1em;display:inline-block}
+"""
+
+# Click a header to sort its table by that column: numbers by value, text alphabetically, missing
+# values ("–") last in both directions; a second click reverses. Ties keep their order.
+SORT_SCRIPT = """
+document.addEventListener("click", function (e) {
+  var th = e.target.closest && e.target.closest("th[data-col]");
+  if (!th) return;
+  var table = th.closest("table"), body = table.tBodies[0], col = +th.getAttribute("data-col");
+  var asc = th.getAttribute("aria-sort") !== "ascending";
+  table.querySelectorAll("th[aria-sort]").forEach(function (h) { h.removeAttribute("aria-sort"); });
+  th.setAttribute("aria-sort", asc ? "ascending" : "descending");
+  function key(tr) {
+    var td = tr.cells[col];
+    if (!td) return null;
+    var v = (td.hasAttribute("data-v") ? td.getAttribute("data-v") : td.textContent).trim();
+    if (v === "" || v === "\u2013" || v === "-") return null;
+    var n = Number(v.replace(/%$/, ""));
+    return isNaN(n) ? v.toLowerCase() : n;
+  }
+  var rows = Array.from(body.rows).map(function (tr, i) { return [key(tr), i, tr]; });
+  rows.sort(function (a, b) {
+    if (a[0] === null || b[0] === null) return ((a[0] === null) - (b[0] === null)) || a[1] - b[1];
+    var c = typeof a[0] !== typeof b[0] ? (typeof a[0] === "number" ? -1 : 1)
+          : a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0;
+    return (asc ? c : -c) || a[1] - b[1];
+  });
+  rows.forEach(function (r) { body.appendChild(r[2]); });
+});
 """
 
 
 def page_html(title: str, body: str) -> str:
     """A whole page: ``body`` (HTML) under the report's stylesheet :data:`STYLE`."""
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
-            f"<style>{STYLE}</style></head><body>{body}</body></html>")
+            f"<meta name='viewport' content='width=device-width, initial-scale=1'>"
+            f"<style>{STYLE}</style><script>{SORT_SCRIPT}</script></head><body>{body}</body></html>")
 
 
 def build_report(store: ResultsStore, out_dir: str | Path, *, title: str = "vistabench report") -> Path:

@@ -16,6 +16,7 @@ from ..errors import InputError
 from ..metrics.incremental import IncrementalScores, incremental_scores
 from ..store import Record, ResultsStore
 from .html import Section
+from .plotstyle import legend_outside, series_style
 from .tables import Column, Table, aggregate
 
 #: The paper's Table 1 (miniImageNet, 60 base classes + 8 sessions of 5-way 5-shot), as published:
@@ -173,7 +174,7 @@ def incremental_table(store: ResultsStore, *, dataset: str | None = None) -> Tab
                 Column("pd", "PD", higher_is_better=False)]
     rows: list[dict[str, Any]] = []
     styles: dict[tuple[int, str], str] = {}
-    several = len(by_layout) > 1 or dataset is None
+    several = len(by_layout) > 1  # one layout: it is named once, in the caption
     for (ds, sizes), methods in by_layout.items():
         start = len(rows)
         suffix = f" — {ds}, {_layout_text(sizes)}" if several else ""
@@ -197,8 +198,9 @@ def incremental_table(store: ResultsStore, *, dataset: str | None = None) -> Tab
             rows.append(row)
     if not styles and rows:
         styles[(0, "__none__")] = "bold"  # explicit styles switch off the table's own ranking
+    only = "" if several or not by_layout else "{}, {}: ".format(*next((d, _layout_text(z)) for d, z in by_layout))
     return Table(columns, rows, styles=styles,
-                 caption="FSCIL results (%): aAcc after each session, their mean (aAcc), generalized "
+                 caption=only + "FSCIL results (%): aAcc after each session, their mean (aAcc), generalized "
                          "accuracy in two formulas, both from the stored accuracy matrix: gAcc exact = area "
                          "under gAcc(α), α ∈ [0,1] (closed form, Eq. 5), gAcc compat = the authors' public "
                          "formula (integer β grid, trapezoid; the one behind published gAcc; – when the "
@@ -220,11 +222,14 @@ def paper_reference_table(*, base_accuracy: float = 0.85, table: str = "mini_ima
         raise InputError(f"table: expected one of {sorted(PAPER_TABLES)}, got {table!r}")
     title, sizes, published = PAPER_TABLES[table]
     n = len(sizes)
-    cols = [Column(f"s{i + 1}", str(i + 1)) for i in range(n)]
-    cols += [Column("aacc", "aAcc (recomputed)"), Column("aacc_pub", "aAcc (published)"),
-             Column("check", "aAcc check", higher_is_better=None),
-             Column("gacc_pub", "gAcc published (compat)"), Column("gacc_compat", "gAcc compat (ours)"),
-             Column("gacc", "gAcc exact (ours)")]
+    # HTML: grouped headers (sessions / aAcc / gAcc) keep the 16-19 columns within a 1280 px page
+    cols = [Column(f"s{i + 1}", str(i + 1), digits=1, group="aAcc per session") for i in range(n)]  # published to 0.1
+    cols += [Column("aacc", "aAcc (recomputed)", group="aAcc", short="recomputed"),
+             Column("aacc_pub", "aAcc (published)", group="aAcc", short="published"),
+             Column("check", "aAcc check", higher_is_better=None, group="aAcc", short="check"),
+             Column("gacc_pub", "gAcc published (compat)", group="gAcc", short="published (compat)"),
+             Column("gacc_compat", "gAcc compat (ours)", group="gAcc", short="compat (ours)"),
+             Column("gacc", "gAcc exact (ours)", group="gAcc", short="exact (ours)")]
     rows: list[dict[str, Any]] = []
     for name, per, a_pub, g_pub in published:
         diff = paper_check(per, a_pub)
@@ -262,22 +267,28 @@ def gacc_figure(curves: dict[str, Sequence[dict[str, float]]], references: dict[
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6.5, 4.2))
-    for label, pts in curves.items():
+    for i, (label, pts) in enumerate(curves.items()):
         a = np.array([p["alpha"] for p in pts])
         g = np.array([p["gacc"] for p in pts])
-        ax.plot(a, 100 * g, marker="o" if len(a) <= 15 else None, ms=3, label=label)
+        ax.plot(a, 100 * g, ms=3, label=label, **series_style(i, marker=len(a) <= 15))
+    # the corner cases in greys, one line style per case (a second formula of the same case: a lighter grey)
     styles = {"Lazy": ":", "Greedy": "--", "Greedy-NF": "-."}
+    seen: dict[str, int] = {}
     for label, pts in references.items():
         a = np.array([p["alpha"] for p in pts])
         g = np.array([p["gacc"] for p in pts])
-        ax.plot(a, 100 * g, color="0.45", ls=styles.get(label.split(" ")[0], "--"), lw=1.3, label=label)
+        case = label.split(" ")[0]
+        shade = ("0.15", "0.5", "0.7")[min(seen.get(case, 0), 2)]
+        seen[case] = seen.get(case, 0) + 1
+        ax.plot(a, 100 * g, color=shade, ls=styles.get(case, "--"), lw=1.3, label=label)
     ax.set_xlabel("α (weight of the base classes)")
     ax.set_ylabel("gAcc(α) averaged over sessions (%)")
     ax.set_xlim(0, 1)
     ax.grid(alpha=0.3)
     if title:
         ax.set_title(title)
-    ax.legend(fontsize=7, loc="best")
+    fig.tight_layout()
+    legend_outside(fig, [ax], fontsize=7)
     return fig
 
 
@@ -335,7 +346,7 @@ def incremental_section(store: ResultsStore) -> Section | None:
              "gAcc(0) is novel-class accuracy, gAcc(1) is aAcc. The corner cases mark the extremes: "
              "Lazy keeps the base accuracy and learns nothing new, Greedy learns only the current "
              "session, Greedy-NF learns every novel class perfectly but loses the base classes.")
-    sec.table(incremental_table(store).render("markdown"))
+    sec.table(incremental_table(store))
     layouts: dict[tuple[str, tuple[int, ...]], list[Record]] = defaultdict(list)
     for r in records:
         layouts[(r.dataset, _layout(r))].append(r)
@@ -357,8 +368,8 @@ def incremental_section(store: ResultsStore) -> Section | None:
            if g is not None and paper_check(per, a) is None]
     close = [(name, a, g) for name, a, g in pub if abs(a - 100 * lazy.aacc) <= 3.0]
     sec.text(lazy_summary(lazy, close, lazy_exact=lazy_exact))
-    sec.table(paper_reference_table().render("markdown"))
-    sec.table(paper_reference_table(table="cub200").render("markdown"))
+    sec.table(paper_reference_table())
+    sec.table(paper_reference_table(table="cub200"))
     refs = {auc_label(k, v.gacc): v.curve for k, v in reference_rows([60] + [5] * 8, base_accuracy=0.85).items()}
     sec.figure(gacc_figure({}, refs, title="miniImageNet layout: corner cases at A_1^1 = 85%"),
                "The paper's corner cases for 60 base + 8×5-way sessions (the published methods' curves need "

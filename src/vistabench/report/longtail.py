@@ -7,8 +7,10 @@ from typing import Any
 
 import numpy as np
 
+from ..protocols.longtail_sweep import train_imbalance
 from ..store import Record, ResultsStore
 from .html import Section
+from .plotstyle import legend_outside, series_style
 from .tables import Column, Table, aggregate
 
 COLUMNS = [
@@ -18,33 +20,54 @@ COLUMNS = [
     Column("worst_class", "Worst↑"),
 ]
 SURVEY_KEYS = ("auc", "avg", "std", "max", "min", "drop_ratio", "balanced")  # the survey's Tables 2-6
-SURVEY_COLUMNS = [Column(f"{g}_{c.key}", f"{c.title} ({sym})", c.higher_is_better)
+SURVEY_COLUMNS = [Column(f"{g}_{c.key}", f"{c.title} ({sym})", c.higher_is_better, group=sym, short=c.title)
                   for g, sym in (("eq", "ρ_trn=ρ_tst"), ("ne", "ρ_trn≠ρ_tst")) for c in COLUMNS
                   if c.key in SURVEY_KEYS]
 
 
 #: the selection columns of the survey table (records run with ``select_checkpoint`` best_val/best_test)
-CHECKPOINT_COLUMNS = [Column("ckpt_last", "Acc. last epoch", None), Column("ckpt_selected", "Acc. selected epoch", None)]
+CHECKPOINT_COLUMNS = [Column("ckpt_last", "Acc. last epoch", None, group="accuracy", short="last epoch"),
+                      Column("ckpt_selected", "Acc. selected epoch", None, group="accuracy", short="selected epoch")]
 
 
-def _groups(records: list[Record]) -> dict[tuple[str, str, float], list[Record]]:
+def training_imbalance(r: Record) -> float | None:
+    """ρ_trn of a record: its ``imbalance`` setting, else max / min of its ``train_counts`` (records
+    scored from a file before ``longtail score`` stored ``imbalance``), else None (unknown)."""
+    rho = r.settings.get("imbalance")
+    if rho is None and r.settings.get("train_counts"):
+        rho = train_imbalance(r.settings["train_counts"])
+    return float(rho) if rho is not None else None
+
+
+def _label(method: str, dataset: str, rho: float | None, *, with_dataset: bool) -> str:
+    if not with_dataset:
+        return method
+    return f"{method} ({dataset}, ρ={'?' if rho is None else format(rho, 'g')})"
+
+
+def _groups(records: list[Record]) -> dict[tuple[str, str, float | None], list[Record]]:
     """Records by (dataset, method, ρ_trn); runs whose checkpoint was selected on a validation or the
     test set are their own group, the method named with the selection (``ce [best_test]``)."""
-    out: dict[tuple[str, str, float], list[Record]] = defaultdict(list)
+    out: dict[tuple[str, str, float | None], list[Record]] = defaultdict(list)
     for r in records:
         select = r.settings.get("select_checkpoint", "last")
         method = r.method if select == "last" else f"{r.method} [{select}]"
-        out[(r.dataset, method, r.settings.get("imbalance"))].append(r)
+        out[(r.dataset, method, training_imbalance(r))].append(r)
     return out
+
+
+def _sorted_groups(records: list[Record]) -> list[tuple[tuple[str, str, float | None], list[Record]]]:
+    """Groups by dataset, then ρ_trn (unknown last), then method."""
+    return sorted(_groups(records).items(),
+                  key=lambda kv: (kv[0][0], kv[0][2] is None, kv[0][2] or 0.0, kv[0][1]))
 
 
 def longtail_table(store: ResultsStore, *, dataset: str | None = None, exact: bool = False) -> Table:
     """One row per (dataset, method, rho): metrics averaged over seeds; best three marked."""
     rows: list[dict[str, Any]] = []
-    for (ds, method, rho), recs in sorted(_groups(store.records(protocol="longtail", dataset=dataset)).items(),
-                                          key=lambda kv: (kv[0][0], kv[0][2] or 0, kv[0][1])):
+    for (ds, method, rho), recs in _sorted_groups(store.records(protocol="longtail", dataset=dataset)):
         src = [r.metrics.get("exact", r.metrics) if exact else r.metrics for r in recs]
-        row = {"method": method if dataset else f"{method} ({ds}, ρ={rho:g})", "seeds": len(recs)}
+        row = {"method": _label(method, ds, rho, with_dataset=not dataset), "seeds": len(recs)}
         for c in COLUMNS:
             row[c.key] = aggregate([m.get(c.key) for m in src])
         rows.append(row)
@@ -59,9 +82,8 @@ def survey_table(store: ResultsStore, *, dataset: str | None = None, exact: bool
     those where it differs (``ne_*``, averaged over the differing ρ_tst); arrows give each column's
     direction. Cells without records are empty."""
     rows: list[dict[str, Any]] = []
-    for (ds, method, rho), recs in sorted(_groups(store.records(protocol="longtail", dataset=dataset)).items(),
-                                          key=lambda kv: (kv[0][0], kv[0][2] or 0, kv[0][1])):
-        row: dict[str, Any] = {"method": method if dataset else f"{method} ({ds}, ρ={rho:g})", "seeds": len(recs)}
+    for (ds, method, rho), recs in _sorted_groups(store.records(protocol="longtail", dataset=dataset)):
+        row: dict[str, Any] = {"method": _label(method, ds, rho, with_dataset=not dataset), "seeds": len(recs)}
         for g in ("eq", "ne"):
             sel = [r for r in recs if (r.settings.get("test_imbalance", rho) == rho) == (g == "eq")]
             src = [r.metrics.get("exact", r.metrics) if exact else r.metrics for r in sel]
@@ -93,18 +115,19 @@ def accuracy_divergence_figure(records: list[Record]):
     import matplotlib.pyplot as plt
 
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
-    for (ds, method, _rho), recs in sorted(_groups(records).items(), key=lambda kv: kv[0]):
+    for i, ((ds, method, _rho), recs) in enumerate(_sorted_groups(records)):
         pts = recs[-1].metrics["points"]
         d = np.array([p["divergence"] for p in pts])
         a = np.array([p["accuracy"] for p in pts])
         alpha = np.array([p["alpha"] for p in pts])
         order = np.argsort(d, kind="stable")
         label = method if len({r.dataset for r in records}) == 1 else f"{method} ({ds})"
-        (line,) = ax1.plot(d[order], 100 * a[order], marker="o", ms=3, label=label)
+        style = series_style(i)
+        ax1.plot(d[order], 100 * a[order], ms=3, label=label, **style)
         ex = recs[-1].metrics.get("exact", {}).get("points")
         if ex:
-            ax1.plot(d[order], 100 * np.array([p["accuracy"] for p in ex])[order], ls=":", color=line.get_color())
-        ax2.plot(alpha, 100 * a, marker="o", ms=3, label=label, color=line.get_color())
+            ax1.plot(d[order], 100 * np.array([p["accuracy"] for p in ex])[order], ls=":", color=style["color"])
+        ax2.plot(alpha, 100 * a, ms=3, label=label, **style)
     ax1.set_xlabel("divergence δ from the training distribution (symmetric KL)")
     ax1.set_ylabel("accuracy (%)")
     ax1.set_title("Accuracy vs divergence (dotted: exact mode)")
@@ -113,8 +136,7 @@ def accuracy_divergence_figure(records: list[Record]):
     ax2.set_title("Accuracy along the evolving test sweep")
     for ax in (ax1, ax2):
         ax.grid(alpha=0.3)
-    ax2.legend(fontsize=8)
-    fig.tight_layout()
+    legend_outside(fig, [ax1, ax2])
     return fig
 
 
@@ -128,16 +150,40 @@ def longtail_section(store: ResultsStore) -> Section | None:
              "reverse (peak at the tail). AUC is the normalised area under accuracy vs divergence; DR the "
              "relative drop from the best to the worst point; BTD the balanced (mean per-class) accuracy; "
              "Many/Med./Few group classes by training count (>100 / 20–100 / <20).")
-    sec.table(longtail_table(store).render("markdown"))
+    sec.table(longtail_table(store))
     sec.text("The survey's layout: the same scores for ρ_tst = ρ_trn and ρ_tst ≠ ρ_trn side by side.")
-    sec.table(survey_table(store).render("markdown"))
+    sec.table(survey_table(store))
     sec.figure(accuracy_divergence_figure(records), "Accuracy at each sweep point (Fang et al., Fig. 3).")
     agn = [r for r in records if r.metrics.get("test_agnostic")]
     if agn:
-        keys = list(agn[0].metrics["test_agnostic"])
-        cols = [Column(k, k.replace("_", " ")) for k in keys]
-        rows = [{"method": f"{r.method} ({r.dataset})", **r.metrics["test_agnostic"]} for r in agn]
         sec.text("Test-agnostic protocol (exact expected accuracy on forward-LT / uniform / backward-LT "
-                 "test sets built from the test pool):")
-        sec.table(Table(cols, rows).render("markdown"))
+                 "test sets built from the test pool, ρ the test set's imbalance):")
+        sec.table(test_agnostic_table(agn))
     return sec
+
+
+def _agnostic_order(key: str) -> tuple[int, float]:
+    """forward-LT from the most skewed ρ down, uniform, backward-LT up to the most skewed (the TADE layout)."""
+    kind, _, rho = key.partition("_")
+    r = float(rho) if rho.replace(".", "", 1).isdigit() else 0.0
+    return {"forward": (0, -r), "uniform": (1, 0.0), "backward": (2, r)}.get(kind, (3, r))
+
+
+def test_agnostic_table(records: list[Record]) -> Table:
+    """One row per record with test-agnostic accuracies; columns in numeric order of ρ (forward-LT
+    50, 25, 10, 5, 2, uniform, backward-LT 2, ..., 50)."""
+    keys = sorted({k for r in records for k in r.metrics["test_agnostic"]}, key=_agnostic_order)
+    groups = {"forward": "forward-LT, ρ =", "backward": "backward-LT, ρ =", "uniform": ""}
+    cols = []
+    for k in keys:
+        kind, _, rho = k.partition("_")
+        group = groups.get(kind, "")
+        cols.append(Column(k, f"{group.replace(', ρ =', '')} ρ={rho}" if rho else kind, group=group,
+                           short=rho if group else ""))
+    rows = []
+    for (ds, method, rho), recs in _sorted_groups(records):
+        row: dict[str, Any] = {"method": _label(method, ds, rho, with_dataset=True), "seeds": len(recs)}
+        row.update({k: aggregate([r.metrics["test_agnostic"].get(k) for r in recs]) for k in keys})
+        rows.append(row)
+    return Table(cols, rows, caption="Test-agnostic accuracy (%) per test distribution, means over seeds; best "
+                                     "bold, second underlined, third italic.")

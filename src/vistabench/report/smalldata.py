@@ -19,9 +19,12 @@ import numpy as np
 from ..metrics.stats import not_worse_than_best
 from ..store import Record, ResultsStore
 from .html import Section
+from .plotstyle import distinct_colors, legend_outside
 from .tables import Column, Table
 
 PROTOCOL = "smalldata"
+_STATE_STYLE = {"complete": "-", "pruned": ":", "failed": "--"}
+_STATE_LABEL = {"complete": "completed", "pruned": "stopped by ASHA", "failed": "failed"}
 
 
 def _finals(store: ResultsStore, dataset: str | None) -> list[Record]:
@@ -130,18 +133,27 @@ def _search_figure(store: ResultsStore):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from matplotlib.lines import Line2D
+
     n = min(len(recs), 4)
     fig, axes = plt.subplots(1, n, figsize=(4 * n, 3), squeeze=False)
+    states_seen: set[str] = set()
     for ax, r in zip(axes[0], recs[:n]):
         trials = r.settings.get("search", {}).get("trials", [])
-        for t in trials:
-            style = {"complete": "-", "pruned": ":", "failed": "--"}.get(t["state"], "-")
+        for t, color in zip(trials, distinct_colors(len(trials))):
+            states_seen.add(t["state"])
             ax.plot(range(1, len(t["curve"]) + 1), [100 * (v if v is not None else float("nan")) for v in t["curve"]],
-                    style, lw=1)
+                    color=color, linestyle=_STATE_STYLE.get(t["state"], "-"), lw=1)
         ax.set_title(f"{r.dataset} / {r.method} / split {r.settings.get('split')}", fontsize=9)
         ax.set_xlabel("epoch")
         ax.set_ylabel("val balanced acc. (%)")
+        ax.grid(alpha=0.3)
+    # one colour per trial; the legend explains the line styles, outside the axes
+    shown = [st for st in _STATE_STYLE if st in states_seen]
+    handles = [Line2D([], [], color="0.2", linestyle=_STATE_STYLE[st], lw=1) for st in shown]
     fig.tight_layout()
+    legend_outside(fig, list(axes[0]) if n > 1 else [axes[0][0]], handles=handles,
+                   labels=[_STATE_LABEL[st] for st in shown], title="trial (one colour each)")
     return fig
 
 
@@ -152,10 +164,10 @@ def smalldata_section(store: ResultsStore) -> Section | None:
     sec.text("Every method gets the same search budget per split (ASHA over lr, weight decay, batch size "
              "and its own hyper-parameters); each split's best configuration is then trained repeatedly on "
              "trainval and scored with balanced accuracy on the test set.")
-    sec.table(accuracy_table(store).render("markdown"))
-    sec.table(cost_table(store).render("markdown"))
+    sec.table(accuracy_table(store))
+    sec.table(cost_table(store))
     fig = _search_figure(store)
     if fig is not None:
         sec.figure(fig, "Search curves: validation balanced accuracy per epoch of every trial "
-                        "(solid: completed, dotted: stopped by ASHA).")
+                        "(one colour per trial; solid: completed, dotted: stopped by ASHA, dashed: failed).")
     return sec

@@ -8,11 +8,11 @@ from typing import Any
 from ..errors import InputError
 from ..store import ResultsStore
 from .html import Section
+from .plotstyle import legend_outside, series_style
 from .tables import Column, Table
 
 __all__ = ["runs_table", "pareto_figure", "regret_figure", "stream_table", "with_cflop_parts"]
 
-_MARKERS = "osD^vP*X"
 
 
 def with_cflop_parts(analysis: dict[str, Any], store: ResultsStore) -> dict[str, Any]:
@@ -53,7 +53,7 @@ def stream_report(store: str | Any, runs: Any = None, *, plot: str | None = None
         raise InputError(f"{where}: holds no stream runs")
     if plot:
         fig = pareto_figure(a, cost="cflop" if cost == "total" else "cflop_train")
-        fig.savefig(plot, dpi=110)
+        fig.savefig(plot, dpi=110, bbox_inches="tight")  # the legend sits outside the axes
         a["plot"] = str(plot)
     return a
 
@@ -109,20 +109,21 @@ def pareto_figure(analysis: dict[str, Any], *, stream: str | None = None, cost: 
             r["cflop"], r["pareto"] = r[cost], i in front_idx
     for k, learner in enumerate(learners):
         pts = sorted((r["cflop"], r["avg_error"]) for r in runs if r["learner"] == learner)
-        ax.plot([p[0] for p in pts], [100 * p[1] for p in pts], marker=_MARKERS[k % len(_MARKERS)], linestyle=":",
-                label=f"{learner} ({len(pts)} run{'s' if len(pts) != 1 else ''})")
+        style = {**series_style(k), "linestyle": ":"}  # points of one learner joined thinly; colour + marker apart
+        ax.plot([p[0] for p in pts], [100 * p[1] for p in pts], lw=1, label=f"{learner} ({len(pts)} "
+                f"run{'s' if len(pts) != 1 else ''})", **style)
     front = sorted((r["cflop"], r["avg_error"]) for r in runs if r["pareto"])
     if front:
-        ax.step([p[0] for p in front], [100 * p[1] for p in front], where="post", color="black", alpha=0.5,
-                linewidth=2, label="Pareto front", zorder=0)
+        ax.step([p[0] for p in front], [100 * p[1] for p in front], where="post", color="black",
+                linewidth=2.5, alpha=0.35, label="Pareto front", zorder=0)
     ax.set_xscale("log")
     ax.set_xlabel("cFLOP (whole stream, training + search)" if cost == "cflop"
                   else "cFLOP, training steps only (dm_nevis's convention)")
     ax.set_ylabel("average meta-test error (%)")
     ax.set_title(f"Error vs compute{f' on {stream}' if stream else ''}")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
     fig.tight_layout()
+    legend_outside(fig, [ax])
     return fig
 
 
@@ -134,17 +135,17 @@ def regret_figure(analysis: dict[str, Any], *, stream: str | None = None):
 
     fig, ax = plt.subplots(figsize=(6.4, 3.6))
     names = {r["run"]: r for r in analysis["runs"]}
-    for rid, reg in analysis["regret"].items():
-        if stream is not None and names[rid]["stream"] != stream:
-            continue
-        ax.plot(range(1, len(reg["curve"]) + 1), reg["curve"], marker=".", label=rid)
+    shown = [(rid, reg) for rid, reg in analysis["regret"].items()
+             if stream is None or names[rid]["stream"] == stream]
+    for i, (rid, reg) in enumerate(shown):
+        ax.plot(range(1, len(reg["curve"]) + 1), reg["curve"], ms=3, label=rid, **series_style(i))
     ax.axhline(0, color="black", linewidth=0.8)
     ax.set_xlabel("task (stream order)")
     ax.set_ylabel("cumulative error - Indep's")
     ax.set_title("Regret against the matched Indep run (below 0: fewer errors)")
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=7)
     fig.tight_layout()
+    legend_outside(fig, [ax], fontsize=7)
     return fig
 
 
@@ -170,8 +171,10 @@ def stream_section(store: ResultsStore) -> Section | None:
     for stream in sorted({r["stream"] for r in a["runs"]}):
         for v in a["verdicts"].get(stream, {}).values():
             sec.text(v["text"])
-        sec.table(runs_table(a, stream=stream).render("markdown"))
-        sec.figure(pareto_figure(a, stream=stream), f"{stream}: every run of every learner; black: the Pareto front.")
+        sec.table(runs_table(a, stream=stream))
+        sec.figure(pareto_figure(a, stream=stream),
+                   f"{stream}: every run of every learner (one colour and marker per learner); the wide grey step "
+                   "line is the Pareto front.")
         if any(a["runs"][i]["stream"] == stream for i in range(len(a["runs"]))) and a["regret"]:
             sec.figure(regret_figure(a, stream=stream), f"{stream}: cumulative regret along the stream.")
     ft_rows = []

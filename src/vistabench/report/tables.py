@@ -25,6 +25,8 @@ class Column:
     higher_is_better: bool | None = True  # None: not ranked
     percent: bool = True  # fractions shown as percentages with `digits` decimals
     digits: int = 2
+    group: str = ""  # HTML: columns of one group share a header cell above their `short` titles
+    short: str = ""  # HTML: the title under the group header (default: `title`)
 
 
 @dataclass
@@ -52,6 +54,13 @@ class Table:
                     out[(i, col.key)] = vals.index(v) + 1
         return out
 
+    def marks(self) -> dict[tuple[int, str], str]:
+        """(row, column key) -> "bold" | "underline" | "italic": the explicit ``styles`` when given,
+        else the ranks (best bold, second underlined, third italic)."""
+        if self.styles:
+            return dict(self.styles)
+        return {k: _RANK_STYLE[r] for k, r in self.ranks().items()}
+
     def render(self, fmt: Format = "markdown") -> str:
         if fmt == "csv":
             return _csv(self)
@@ -66,7 +75,8 @@ def _finite(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
-def _fmt(v: Any, col: Column) -> str:
+def format_value(v: Any, col: Column) -> str:
+    """A cell's text: "–" for a missing or NaN value, a fraction as a percentage (``col.percent``)."""
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "–"
     if _finite(v):
@@ -74,23 +84,20 @@ def _fmt(v: Any, col: Column) -> str:
     return str(v)
 
 
-_MD = {1: "**{}**", 2: "<u>{}</u>", 3: "*{}*"}
-_TEX = {1: "\\textbf{{{}}}", 2: "\\underline{{{}}}", 3: "\\textit{{{}}}"}
+_RANK_STYLE = {1: "bold", 2: "underline", 3: "italic"}
 _STYLE_MD = {"bold": "**{}**", "italic": "*{}*", "underline": "<u>{}</u>"}
 _STYLE_TEX = {"bold": "\\textbf{{{}}}", "italic": "\\textit{{{}}}", "underline": "\\underline{{{}}}"}
 
 
-def _cells(t: Table, marks: dict[int, str], styles: dict[str, str]) -> list[list[str]]:
-    ranks = t.ranks() if not t.styles else {}
+def _cells(t: Table, styles: dict[str, str]) -> list[list[str]]:
+    marks = t.marks()
     out = []
     for i, r in enumerate(t.rows):
         row = [str(r.get(t.row_key, ""))]
         for col in t.columns:
-            s = _fmt(r.get(col.key), col)
-            if (i, col.key) in t.styles:
-                s = styles[t.styles[(i, col.key)]].format(s)
-            elif (i, col.key) in ranks:
-                s = marks[ranks[(i, col.key)]].format(s)
+            s = format_value(r.get(col.key), col)
+            if (i, col.key) in marks:
+                s = styles[marks[(i, col.key)]].format(s)
             row.append(s)
         out.append(row)
     return out
@@ -99,7 +106,7 @@ def _cells(t: Table, marks: dict[int, str], styles: dict[str, str]) -> list[list
 def _markdown(t: Table) -> str:
     head = [t.row_title] + [c.title for c in t.columns]
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join(["---"] + ["---:"] * len(t.columns)) + "|"]
-    lines += ["| " + " | ".join(r) + " |" for r in _cells(t, _MD, _STYLE_MD)]
+    lines += ["| " + " | ".join(r) + " |" for r in _cells(t, _STYLE_MD)]
     if t.caption:
         lines = [t.caption, ""] + lines
     return "\n".join(lines)
@@ -118,7 +125,7 @@ def _latex(t: Table) -> str:
         lines.append(f"\\caption{{{_tex_escape(t.caption)}}}")
     lines += ["\\begin{tabular}{l" + "r" * len(t.columns) + "}", "\\toprule",
               " & ".join(_tex_escape(h) for h in head) + " \\\\", "\\midrule"]
-    for r in _cells(t, _TEX, _STYLE_TEX):
+    for r in _cells(t, _STYLE_TEX):
         lines.append(" & ".join([_tex_escape(r[0])] + r[1:]) + " \\\\")
     lines += ["\\bottomrule", "\\end{tabular}", "\\end{table}"]
     return "\n".join(lines)

@@ -1,0 +1,108 @@
+"""The experiment-tracker interface and the registry of backends (one module per tool).
+
+A backend is one tracked run in one tool. The session (:mod:`.session`) and the export
+(:mod:`.export`) talk to every tool through :class:`Backend` only; each tool's package is imported
+when its backend is opened, so ``import vistabench.tracking`` imports none of them. A missing
+package ends in one line naming ``pip install 'vistabench[track]'``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import re
+from pathlib import Path
+from typing import Any
+
+from ..errors import InputError
+from ..registry import did_you_mean
+
+Param = str | int | float | bool
+
+__all__ = ["Backend", "Param", "BACKENDS", "TRACK_EXTRA", "open_backend", "require_tracker", "metric_name", "MissingTrackerError"]
+
+#: the ``pip install`` extra that installs every tracker's package
+TRACK_EXTRA = "track"
+
+#: tracker -> (module of its backend, the import name of the package it needs)
+BACKENDS: dict[str, tuple[str, str]] = {
+    "mlflow": ("mlflow_backend", "mlflow"),
+    "tensorboard": ("tensorboard_backend", "tensorboardX"),
+    "wandb": ("wandb_backend", "wandb"),
+}
+
+
+class MissingTrackerError(InputError):
+    """The package of a requested tracker is not installed."""
+
+
+class Backend:
+    """One run in one experiment tracker. Subclasses implement the methods below.
+
+    ``name``: the run's name; ``tags``: string tags (protocol, record ids, grid cell);
+    ``track_dir``: the TensorBoard log folder (``--track-dir``; the others keep their own
+    conventions: ``MLFLOW_TRACKING_URI``, ``WANDB_DIR``/``WANDB_MODE``).
+    """
+
+    tool = ""
+
+    def __init__(self, *, name: str, tags: dict[str, str], track_dir: str | None) -> None:
+        self.name, self.tags, self.track_dir = name, dict(tags), track_dir
+
+    def log_params(self, params: dict[str, Param]) -> None:
+        """The run's parameters: the resolved config flattened to ``a.b`` names, each value a string,
+        number or bool (a list or a null as its JSON text)."""
+        raise NotImplementedError
+
+    def log_metrics(self, metrics: dict[str, float], *, step: int, axis: str) -> None:
+        """Numbers at ``step`` of ``axis``: ``"epoch"`` (training curves, ``train/...``) or ``"record"``
+        (the scores of the run's ``step``-th record)."""
+        raise NotImplementedError
+
+    def set_tags(self, tags: dict[str, str]) -> None:
+        """More tags, known once the run is done (the ids of its stored records)."""
+        raise NotImplementedError
+
+    def log_figure(self, name: str, png: bytes) -> None:
+        """One of the report's figures (PNG bytes), as the tool shows images."""
+        raise NotImplementedError
+
+    def log_file(self, path: Path) -> None:
+        """A file of the run (the report page, the records as JSON) as an artifact."""
+        raise NotImplementedError
+
+    def finish(self, ok: bool) -> str:
+        """Close the run (``ok=False``: it failed); return where it is, for the user (one line)."""
+        raise NotImplementedError
+
+
+def require_tracker(tool: str) -> None:
+    """One line (an :class:`~vistabench.errors.InputError`) unless ``tool`` is known and its package
+    is installed; nothing is imported."""
+    if tool not in BACKENDS:
+        hint = did_you_mean(tool, BACKENDS, n=1)
+        raise InputError(f"track: unknown tracker {tool!r}{hint} (known: {', '.join(BACKENDS)})")
+    package = BACKENDS[tool][1]
+    try:
+        found = importlib.util.find_spec(package) is not None
+    except (ImportError, ValueError):  # a broken install counts as missing
+        found = False
+    if not found:
+        raise MissingTrackerError(f"track: {tool} needs the package {package}, not installed: "
+                                  f"pip install 'vistabench[{TRACK_EXTRA}]'")
+
+
+def open_backend(tool: str, **kwargs: Any) -> Backend:
+    """Start a run in ``tool`` (one of :data:`BACKENDS`); its package is imported here."""
+    require_tracker(tool)
+    cls = importlib.import_module(f"{__package__}.{BACKENDS[tool][0]}").TRACKER
+    return cls(**kwargs)
+
+
+_BAD = re.compile(r"[^A-Za-z0-9_\-./ ]")
+
+
+def metric_name(name: str) -> str:
+    """``name`` with the characters trackers refuse in keys (MLflow: letters, digits, ``_-./`` and
+    space) written as ``_``."""
+    return _BAD.sub("_", name)
