@@ -14,8 +14,8 @@ from pathlib import Path
 #: Layers, bottom first. A module may import modules of its own layer or below, never above.
 #: Entries are module prefixes; the longest matching prefix decides a module's layer.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("vistabench", "vistabench.errors", "vistabench.jsonutil", "vistabench._validation", "vistabench._lazy",
-     "vistabench.epochs",
+    ("vistabench", "vistabench.errors", "vistabench.jsonutil", "vistabench.atomic", "vistabench._validation",
+     "vistabench._lazy", "vistabench.extras", "vistabench.epochs",
      "vistabench.config", "vistabench.registry", "vistabench.methods", "vistabench.progress"),
     ("vistabench.metrics",),
     ("vistabench.data", "vistabench.store", "vistabench.streams"),

@@ -176,3 +176,52 @@ def test_trainconfig_fields_are_checked_by_their_option_declarations():
         with pytest.raises(InputError, match=message):
             TrainConfig(**kw)
     assert TrainConfig(epochs=2.0, lr_milestones=[1], lr_factors=[0.1]).lr_milestones == (1,)
+
+
+# ---------------------------------------------------------------------- integers a user cannot mean (issue 32)
+@dataclass(frozen=True, kw_only=True)
+class _Ints(Options):
+    seed: int = option(0, help="seed")
+    offset: int = option(0, help="may be negative", low=-100)
+    name: str = option("x", help="a name")
+    rate: float = option(1.0, help="a rate")
+
+
+@pytest.mark.parametrize("yaml_text,message", [
+    ("seed: 010", "seed: '010' has a leading zero"),       # YAML 1.1 octal 8
+    ("seed: 0x10", "seed: expected an integer, got '0x10'"),
+    ("seed: 0b11", "seed: expected an integer, got '0b11'"),
+    ("seed: 1:30", "seed: expected an integer, got '1:30'"),  # YAML 1.1 base 60: 90
+    ("seed: 1.0e+30", "seed: expected an integer between"),
+    ("seed: 2147483648", "seed: expected an integer between"),
+    ("seed: -1", "seed: expected a number >= 0"),            # an integer without `low` is never negative
+    ("seed: 1.5", "seed: expected an integer, got 1.5"),
+    ("seed: yes", "seed: expected an integer, got True"),
+    ("offset: -101", "offset: expected a number >= -100"),
+    ("rate: 010", "rate: '010' has a leading zero"),
+])
+def test_yaml_integers_that_cannot_mean_what_was_written(yaml_text, message):
+    with pytest.raises(InputError, match=message):
+        _Ints.from_dict(load_yaml_text(yaml_text, "c.yaml"))
+
+
+def test_plain_integers_and_strings_are_kept_as_written():
+    cfg = _Ints.from_dict(load_yaml_text("seed: 1_000\noffset: -5\nname: 007\nrate: 0.5", "c.yaml"))
+    assert (cfg.seed, cfg.offset, cfg.name, cfg.rate) == (1000, -5, "007", 0.5)  # 007 stays a string, not 7
+    assert _Ints.from_dict({"seed": "10", "offset": "-0"}).seed == 10
+    assert _Ints.field_info("seed").low == 0 and _Ints.field_info("offset").low == -100
+    with pytest.raises(InputError, match="seed: '010' has a leading zero"):
+        _Ints.from_dict({"seed": "010"})  # from a command line too
+
+
+def test_every_integer_field_of_every_protocol_is_bounded():
+    """No protocol declares an integer field that takes negative numbers or more than int32."""
+    from vistabench.config import INT_LIMIT, base_type
+    from vistabench.suite import protocols
+
+    for p in protocols():
+        for info in p.part("config").fields_info():
+            if base_type(info.type) is int:
+                assert info.low is not None and info.low >= 0, (p.name, info.name)
+                with pytest.raises(InputError, match=info.name):
+                    p.part("config").from_dict({info.name: INT_LIMIT + 1})

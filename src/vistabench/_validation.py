@@ -1,13 +1,19 @@
-"""Shared input validation (numpy only). Every public function validates here, once."""
+"""Shared input validation (numpy only). Every public function validates here, once.
+
+numpy is imported by the array checks when they run: the scalar checks serve the typed configs,
+which the command line builds without importing numpy.
+"""
 
 from __future__ import annotations
 
+import numbers
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
-from .config import check_value
+from .config import check_bounds, check_value
 from .errors import InputError, InputTypeError
 
 __all__ = [
@@ -43,6 +49,8 @@ def check_array(
     ``kind`` is ``"numeric"`` (int/float/bool), ``"integer"`` (ints, or floats that are whole) or
     ``"float"``.
     """
+    import numpy as np
+
     try:
         a = np.asarray(x)
     except Exception as exc:  # pragma: no cover - numpy raises many kinds
@@ -72,6 +80,8 @@ def check_array(
 
 def check_labels(y: Any, name: str, *, num_classes: int | None = None) -> np.ndarray:
     """1-d integer labels in ``[0, num_classes)``."""
+    import numpy as np
+
     a = check_array(y, name, ndim=1, kind="integer")
     if a.size and a.min() < 0:
         raise InputError(f"{name}: labels must be >= 0, found {int(a.min())}")
@@ -115,6 +125,8 @@ def check_same_length(name_a: str, a: np.ndarray, name_b: str, b: np.ndarray) ->
 
 def check_classes(classes: Any, name: str = "classes") -> np.ndarray:
     """An explicit, duplicate-free 1-d list of integer class ids."""
+    import numpy as np
+
     a = check_array(classes, name, ndim=1, kind="integer", allow_empty=False)
     if len(np.unique(a)) != len(a):
         raise InputError(f"{name}: class list has duplicates")
@@ -132,6 +144,42 @@ def check_input_file(path: Any, name: str, *, what: str = "file") -> "Path":
         raise InputError(f"{name} {str(path)!r}: no such {what}")
     if not p.is_file():
         raise InputError(f"{name} {str(path)!r}: not a regular {what}")
+    return p
+
+
+#: file signatures of the binary files users give where a JSON file is expected -> what the file is
+_SIGNATURES = (
+    (b"PK\x03\x04", "a zip archive"),
+    (b"\x93NUMPY", "a NumPy .npy file"),
+    (b"SQLite format 3\x00", "a SQLite database"),
+    (b"\x1f\x8b", "a gzip-compressed file (decompress it first)"),
+    (b"\x89PNG", "a PNG image"),
+    (b"\xff\xd8\xff", "a JPEG image"),
+    (b"\x80", "a Python pickle"),
+)
+
+
+def binary_kind(head: bytes, suffix: str = "") -> str | None:
+    r"""What a file starting with ``head`` is when it is not text (an ``.npz`` named as such), else None.
+
+    >>> binary_kind(b"PK\x03\x04...", ".npz"), binary_kind(b'[{"image_id": 1'), binary_kind(b"\x00\x01")
+    ('an .npz (NumPy) file', None, 'a binary file')
+    """
+    for magic, kind in _SIGNATURES:
+        if head.startswith(magic):
+            return "an .npz (NumPy) file" if magic == b"PK\x03\x04" and suffix.lower() == ".npz" else kind
+    return "a binary file" if b"\x00" in head else None
+
+
+def check_json_file(path: Any, name: str, *, expected: str = "a JSON file") -> "Path":
+    """:func:`check_input_file`, and a one-line :class:`InputError` saying what the file is when it is
+    binary (an ``.npz`` given for a JSON file), before a JSON parser calls it malformed."""
+    p = check_input_file(path, name)
+    with open(p, "rb") as fh:
+        head = fh.read(512)
+    kind = binary_kind(head, p.suffix)
+    if kind is not None:
+        raise InputError(f"{name} {str(path)!r}: {kind}, expected {expected}")
     return p
 
 
@@ -153,4 +201,7 @@ def check_int(v: Any, name: str, *, min: int | None = None, max: int | None = No
     ``option(low=min, high=max)`` on an ``int`` field."""
     if v is None and allow_none:
         return None
-    return check_value(v, name, type=int, low=min, high=max)
+    if isinstance(v, bool) or not isinstance(v, numbers.Integral):  # numpy's integers included
+        raise InputTypeError(f"{name}: expected an integer, got {v!r}")
+    check_bounds(int(v), name, low=min, high=max, noun="an integer")
+    return int(v)

@@ -31,6 +31,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import numbers
+import re
 import types
 import typing
 from dataclasses import MISSING, dataclass, field
@@ -41,7 +42,7 @@ from .errors import InputError
 from .registry import did_you_mean
 
 __all__ = ["option", "FieldInfo", "Options", "RunConfig", "read_config_file", "NO_KEY_DEFAULT", "TRACKERS",
-           "check_value", "check_bounds", "check_fields"]
+           "parse_int", "check_value", "check_bounds", "check_fields"]
 
 _META = "vistabench"
 
@@ -108,6 +109,9 @@ def option(default: Any = MISSING, *, help: str, choices: typing.Sequence[Any] |
     help : one sentence for ``--help`` and the printed config's documentation.
     choices : the allowed values (checked after coercion; close matches are suggested).
     low, high : inclusive bounds of a number (``low_open=True``: ``> low``); for a tuple, of each item.
+        An integer field without ``low`` is ``>= 0`` (counts, indices and seeds are never negative), and
+        every integer lies within ``±INT_LIMIT`` (int32); an integer written with a leading zero
+        (``010``, octal to YAML) is refused.
     runtime : changes where or how fast a run goes, never its result (left out of a grid cell's key).
     flags : command-line spellings, the first being the main one (default ``--name-with-dashes``).
     key_default : a field added after grids existed drops out of the cell key while it holds this
@@ -149,6 +153,14 @@ def _jsonable(value: Any) -> Any:
 
 #: the largest float32: every number of a config ends up in float32 tensors
 FLOAT32_MAX = 3.4028234663852886e38
+
+#: every integer of a config is a count, an index or a seed: within int32's range, so that it is the same
+#: number in numpy, torch and SQLite on every platform (a bigger one would end in their internal errors)
+INT_LIMIT = 2**31 - 1
+
+#: an integer written with a leading zero: YAML 1.1 reads ``010`` as octal 8, Python and JSON as 10 (or not
+#: at all), so such a value is refused rather than guessed
+_LEADING_ZERO = re.compile(r"[+-]?0[0-9_]+")
 
 _TRUE = {"true", "yes", "on", "1"}
 _FALSE = {"false", "no", "off", "0"}
@@ -205,19 +217,27 @@ def _coerce(value: Any, tp: Any, name: str, info: FieldInfo | None) -> Any:
     if tp is int:
         if isinstance(value, bool):
             raise InputError(f"{name}: expected an integer, got {value!r}")
-        if isinstance(value, numbers.Integral):
-            return int(value)
-        if isinstance(value, numbers.Real) and float(value).is_integer():
-            return int(value)
-        if isinstance(value, str):
+        out: Any = None
+        if isinstance(value, numbers.Integral):  # numpy's integers included
+            out = int(value)
+        elif isinstance(value, numbers.Real) and float(value).is_integer():
+            out = int(value)
+        elif isinstance(value, str):
+            _refuse_leading_zero(value, name)
             try:
-                return int(value.strip())
+                out = int(value.strip())
             except ValueError:
                 pass
-        raise InputError(f"{name}: expected an integer, got {value!r}")
+        if out is None:
+            raise InputError(f"{name}: expected an integer, got {value!r}")
+        if abs(out) > INT_LIMIT:
+            raise InputError(f"{name}: expected an integer between {-INT_LIMIT} and {INT_LIMIT}, got {value!r}")
+        return out
     if tp is float:
         if isinstance(value, bool):
             raise InputError(f"{name}: expected a number, got {value!r}")
+        if isinstance(value, str):
+            _refuse_leading_zero(value, name)
         try:
             out = float(value)
         except (TypeError, ValueError):
@@ -246,6 +266,31 @@ def check_bounds(v: float, name: str, *, low: float | None = None, high: float |
         raise InputError(f"{name}: expected {noun} {bound}, got {v!r}")
     if high is not None and v > high:
         raise InputError(f"{name}: expected {noun} <= {high:g}, got {v!r}")
+
+
+def parse_int(value: Any, name: str, *, low: int | None = 0) -> int:
+    """``value`` (a command-line string, a number) as an integer by the rules of every config integer:
+    no fraction, no bool, no leading zero, within ``±INT_LIMIT``, ``>= low`` (None: no lower bound)."""
+    out = _coerce(value, int, name, None)
+    check_bounds(out, name, low=low, noun="an integer")
+    return out
+
+
+def _refuse_leading_zero(text: str, name: str) -> None:
+    if _LEADING_ZERO.fullmatch(text.strip()):
+        raise InputError(f"{name}: {text.strip()!r} has a leading zero, which YAML reads as an octal number and "
+                         "Python as a decimal one; write the number without the leading zero")
+
+
+def base_type(tp: Any) -> Any:
+    """``int`` for ``int``, ``int | None`` and ``tuple[int, ...]`` (the type a range applies to)."""
+    origin = get_origin(tp)
+    if origin in (Union, types.UnionType):
+        args = [a for a in get_args(tp) if a is not type(None)]
+        return base_type(args[0]) if len(args) == 1 else tp
+    if origin is tuple:
+        return base_type(get_args(tp)[0])
+    return tp
 
 
 def _check_range(value: Any, name: str, info: FieldInfo) -> None:
@@ -286,17 +331,28 @@ def check_value(value: Any, name: str, *, type: Any = float, low: float | None =
     return out
 
 
+def field_infos(cls: type) -> list[FieldInfo]:
+    """Every field's declaration of the dataclass ``cls``, in declaration order."""
+    hints = typing.get_type_hints(cls)
+    out = []
+    for f in dataclasses.fields(cls):
+        meta = dict(f.metadata.get(_META) or {"help": ""})
+        if meta.get("low") is None and base_type(hints[f.name]) is int:
+            meta["low"] = 0  # a config integer (count, index, seed) is never negative unless declared so
+        default = f.default if f.default is not MISSING else (
+            f.default_factory() if f.default_factory is not MISSING else MISSING)
+        out.append(FieldInfo(name=f.name, type=hints[f.name], default=default, **meta))
+    return out
+
+
 def check_fields(obj: Any, *, declared_only: bool = False) -> None:
     """Coerce and check every field of the dataclass ``obj`` by its declaration (type, :func:`option`'s
     range and choices), in place; ``declared_only``: only the fields declared with :func:`option`."""
-    hints = typing.get_type_hints(type(obj))
-    for f in dataclasses.fields(obj):
-        meta = f.metadata.get(_META)
-        if meta is None and declared_only:
+    declared = {f.name for f in dataclasses.fields(obj) if _META in f.metadata}
+    for info in field_infos(type(obj)):
+        if declared_only and info.name not in declared:
             continue
-        default = f.default if f.default is not MISSING else MISSING
-        info = FieldInfo(name=f.name, type=hints[f.name], default=default, **dict(meta or {"help": ""}))
-        value = getattr(obj, f.name)
+        value = getattr(obj, info.name)
         coerced = _coerce(value, info.type, info.name, info)
         _check_range(coerced, info.name, info)
         if coerced is not value:
@@ -315,14 +371,7 @@ class Options:
     @classmethod
     def fields_info(cls) -> list[FieldInfo]:
         """Every field's declaration, in declaration order."""
-        hints = typing.get_type_hints(cls)
-        out = []
-        for f in dataclasses.fields(cls):
-            meta = dict(f.metadata.get(_META) or {"help": ""})
-            default = f.default if f.default is not MISSING else (
-                f.default_factory() if f.default_factory is not MISSING else MISSING)
-            out.append(FieldInfo(name=f.name, type=hints[f.name], default=default, **meta))
-        return out
+        return field_infos(cls)
 
     @classmethod
     def field_info(cls, name: str) -> FieldInfo:
@@ -505,7 +554,17 @@ def load_yaml_text(text: str, where: str) -> Any:
             out[key] = loader.construct_object(value_node, deep=deep)
         return out
 
+    def integer(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> Any:
+        # YAML 1.1 reads 010 as octal 8, 0x10 as 16 and 1:30 as 90 (base 60); only a plain decimal is an
+        # integer here: the others stay the text written, which a config's integer field refuses in one
+        # line naming the field (and a string field keeps as written)
+        text = loader.construct_scalar(node)
+        if re.fullmatch(r"[-+]?(0|[1-9][0-9_]*)", text):
+            return int(text.replace("_", ""))
+        return text
+
     _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
+    _Loader.add_constructor("tag:yaml.org,2002:int", integer)
     try:
         return yaml.load(text, Loader=_Loader)  # noqa: S506 (a SafeLoader subclass)
     except yaml.YAMLError as exc:

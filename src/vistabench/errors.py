@@ -14,6 +14,9 @@ import json
 USER_ERROR = 2
 #: Exit status of an internal error (a bug): the traceback is shown with a request to report it.
 INTERNAL_ERROR = 70
+#: Exit status when the reader of the output left early (``vistabench ... | head``): 128 + SIGPIPE, the
+#: status a shell gives a program a closed pipe stopped (``cat``, ``grep``); nothing is printed.
+OUTPUT_CLOSED = 141
 
 
 class InputError(ValueError):
@@ -22,6 +25,24 @@ class InputError(ValueError):
 
 class InputTypeError(InputError, TypeError):
     """Input of the wrong type."""
+
+
+class InputKeyError(InputError, KeyError):
+    """A missing field or an unknown id, where the tool a drop-in replaces raises ``KeyError``
+    (so ``except KeyError`` keeps working); its text is the one line, unquoted."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class InputIndexError(InputError, IndexError):
+    """Bad input where the tool a drop-in replaces raises ``IndexError`` (an empty list it indexes,
+    labels that do not match the ranges they name)."""
+
+
+class InputAssertionError(InputError, AssertionError):
+    """Bad input where the tool a drop-in replaces fails an ``assert`` (pycocotools' "Results do not
+    correspond to current coco set")."""
 
 
 def one_line(text: str) -> str:
@@ -67,6 +88,8 @@ def user_error_message(exc: BaseException) -> str | None:
             exc, (sqlite3.ProgrammingError, sqlite3.InterfaceError)):
         if "locked" in str(exc) or "busy" in str(exc):
             return f"results store busy: another process has held it locked for over 30 s ({exc})"
+        if "disk is full" in str(exc):
+            return "results store: no space left on device (nothing was stored); free some space"
         return one_line(f"results store: {exc} (is it a vistabench results store?)")
     pil = sys.modules.get("PIL")
     if pil is not None:

@@ -9,6 +9,10 @@ Ray clusters are reached through :func:`connect_ray` only: it answers an absent 
 cluster in one line within seconds, and starts a *new* local Ray when no address is given (a stale
 ``ray_current_cluster`` file of an earlier session is ignored).
 
+A driver interrupted (Ctrl-C, SIGINT, or SIGTERM within :func:`terminate_as_interrupt`) stops its
+jobs before it returns: the worker processes of a local pool are terminated, the Ray tasks in
+flight cancelled; none runs on after the driver.
+
 System failures of a Ray task (its worker process killed, its node lost, its inputs lost with a
 node) are retried: the job is submitted again, up to :data:`SYSTEM_RETRIES` times; an error raised
 by the job itself is never retried. An :class:`Outcome` says how many times its job was retried.
@@ -20,7 +24,9 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import socket
+import threading
 import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -30,7 +36,8 @@ from typing import Any, Callable, Iterator
 from .errors import InputError
 
 __all__ = ["ENGINES", "SYSTEM_RETRIES", "Job", "Outcome", "check_cluster_gpus", "check_engine", "check_ray_address",
-           "connect_ray", "engine_session", "is_system_failure", "one_line", "resolve_ray_address", "run_jobs"]
+           "connect_ray", "engine_session", "is_system_failure", "one_line", "resolve_ray_address", "run_jobs",
+           "terminate_as_interrupt"]
 
 ENGINES = ("local", "ray")
 #: How many times a Ray task that died of a system failure (worker killed, node lost) is submitted again.
@@ -99,9 +106,28 @@ def check_ray_address(address: str) -> str:
     return target
 
 
+@contextmanager
+def terminate_as_interrupt() -> Iterator[None]:
+    """Within the block, SIGTERM raises KeyboardInterrupt (as Ctrl-C does), so a driver told to stop
+    stops its workers and records what is in flight before it exits. Only in the main thread (where
+    Python delivers signals); elsewhere a no-op."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    before = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
 def run_jobs(jobs: list[Job], *, engine: str = "local", max_parallel: int | None = None, cpus_per_job: int = 1,
              ray_address: str | None = None,
-             on_start: Callable[[Job], None] | None = None) -> Iterator[Outcome]:
+             on_start: Callable[[Job], bool | None] | None = None) -> Iterator[Outcome]:
     """Run independent ``jobs``; yield each one's :class:`Outcome` as it finishes (completion order).
 
     ``engine="local"``: one after another in this process (``max_parallel`` None or 1), else
@@ -110,6 +136,9 @@ def run_jobs(jobs: list[Job], *, engine: str = "local", max_parallel: int | None
     the cluster allows); without ``ray_address`` (and no Ray initialised) a local Ray is started and
     stopped at the end. An argument object shared by several jobs is sent to Ray once. A job whose
     Ray task dies of a system failure is submitted again (up to :data:`SYSTEM_RETRIES` times).
+    ``on_start(job)`` is called just before a job starts; when it returns False the job is skipped
+    (no outcome: the grid skips a cell another driver has claimed). Closing the iterator early, or an
+    interrupt, stops the jobs in flight (worker processes terminated, Ray tasks cancelled).
     """
     check_engine(engine, max_parallel=max_parallel, ray_address=ray_address)
     start = on_start or (lambda _job: None)
@@ -156,10 +185,11 @@ def engine_session(engine: str, *, ray_address: str | None = None, max_parallel:
             ray.shutdown()
 
 
-def _jobs_local(jobs: list[Job], *, max_parallel: int, on_start: Callable[[Job], None]) -> Iterator[Outcome]:
+def _jobs_local(jobs: list[Job], *, max_parallel: int, on_start: Callable[[Job], bool | None]) -> Iterator[Outcome]:
     if max_parallel <= 1:
         for job in jobs:
-            on_start(job)
+            if on_start(job) is False:
+                continue
             try:
                 value = job.fn(*job.args)
             except Exception as exc:
@@ -177,25 +207,50 @@ def _jobs_local(jobs: list[Job], *, max_parallel: int, on_start: Callable[[Job],
         yield from _drain_pool(pool, jobs, max_parallel=max_parallel, on_start=on_start)
 
 
-def _drain_pool(pool: Any, jobs: list[Job], *, max_parallel: int, on_start: Callable[[Job], None]) -> Iterator[Outcome]:
+def stop_pool(pool: Any) -> None:
+    """Terminate a process pool's workers now (``shutdown`` would wait for the jobs they run)."""
+    procs = list((getattr(pool, "_processes", None) or {}).values())  # no public handle before Python 3.14
+    pool.shutdown(wait=False, cancel_futures=True)
+    for p in procs:
+        p.terminate()
+    for p in procs:
+        p.join(5)
+        if p.is_alive():
+            p.kill()
+            p.join(5)
+
+
+def _drain_pool(pool: Any, jobs: list[Job], *, max_parallel: int,
+                on_start: Callable[[Job], bool | None]) -> Iterator[Outcome]:
     from concurrent.futures import FIRST_COMPLETED, wait
 
     queue = list(jobs)
     pending: dict[Any, Job] = {}
-    while queue or pending:
-        while queue and len(pending) < max_parallel:
-            job = queue.pop(0)
-            on_start(job)
-            pending[pool.submit(job.fn, *job.args)] = job
-        finished, _ = wait(list(pending), return_when=FIRST_COMPLETED)
-        for fut in finished:
-            job = pending.pop(fut)
-            try:
-                value = fut.result()
-            except Exception as exc:  # the job raised, or its worker process died
-                yield Outcome(job, error=exc)
-            else:
-                yield Outcome(job, value=value)
+    try:
+        while queue or pending:
+            while queue and len(pending) < max_parallel:
+                job = queue.pop(0)
+                if on_start(job) is False:
+                    continue
+                pending[pool.submit(job.fn, *job.args)] = job
+            if not pending:
+                continue
+            finished, _ = wait(list(pending), return_when=FIRST_COMPLETED)
+            for fut in finished:
+                job = pending.pop(fut)
+                try:
+                    value = fut.result()
+                except Exception as exc:  # the job raised, or its worker process died
+                    yield Outcome(job, error=exc)
+                else:
+                    yield Outcome(job, value=value)
+    except BaseException:  # interrupted, or the caller stopped early (GeneratorExit): no worker runs on
+        if pending:
+            stop_pool(pool)
+            global _SESSION_POOL
+            if _SESSION_POOL is not None and _SESSION_POOL[0] is pool:
+                _SESSION_POOL = None  # its workers are gone
+        raise
 
 
 def is_system_failure(exc: BaseException) -> bool:
@@ -211,7 +266,7 @@ def is_system_failure(exc: BaseException) -> bool:
 
 
 def _jobs_ray(jobs: list[Job], *, max_parallel: int | None, cpus_per_job: int, ray_address: str | None,
-              on_start: Callable[[Job], None]) -> Iterator[Outcome]:
+              on_start: Callable[[Job], bool | None]) -> Iterator[Outcome]:
     ray = import_ray()
     started = connect_ray(ray_address, num_cpus=max_parallel * cpus_per_job if max_parallel else None)
     try:
@@ -237,27 +292,44 @@ def _jobs_ray(jobs: list[Job], *, max_parallel: int | None, cpus_per_job: int, r
         queue = list(jobs)
         limit = max_parallel or len(queue) or 1
         pending: dict[Any, tuple[Job, int]] = {}  # ref -> (job, retries so far)
-        while queue or pending:
-            while queue and len(pending) < limit:
-                job = queue.pop(0)
-                on_start(job)
-                pending[submit(job)] = (job, 0)
-            ready, _ = ray.wait(list(pending), num_returns=1)
-            for ref in ready:
-                job, retries = pending.pop(ref)
+        try:
+            yield from _drain_ray(ray, queue, pending, limit, submit, shared, on_start)
+        except BaseException:  # interrupted, or the caller stopped early: cancel what is in flight
+            for ref in pending:
                 try:
-                    value = ray.get(ref)
-                except Exception as exc:  # the task raised, or its worker died (OOM, node lost, ...)
-                    if is_system_failure(exc) and retries < SYSTEM_RETRIES:
-                        shared.clear()  # an input may have been lost with the node: put it again
-                        pending[submit(job)] = (job, retries + 1)
-                        continue
-                    yield Outcome(job, error=exc, retries=retries)
-                else:
-                    yield Outcome(job, value=value, retries=retries)
+                    ray.cancel(ref, force=True)
+                except Exception:  # noqa: BLE001 - already finished or its node gone
+                    pass
+            raise
     finally:
         if started:
             ray.shutdown()
+
+
+def _drain_ray(ray: Any, queue: list[Job], pending: dict[Any, tuple[Job, int]], limit: int,
+               submit: Callable[[Job], Any], shared: dict[int, Any],
+               on_start: Callable[[Job], bool | None]) -> Iterator[Outcome]:
+    while queue or pending:
+        while queue and len(pending) < limit:
+            job = queue.pop(0)
+            if on_start(job) is False:
+                continue
+            pending[submit(job)] = (job, 0)
+        if not pending:
+            continue
+        ready, _ = ray.wait(list(pending), num_returns=1)
+        for ref in ready:
+            job, retries = pending.pop(ref)
+            try:
+                value = ray.get(ref)
+            except Exception as exc:  # the task raised, or its worker died (OOM, node lost, ...)
+                if is_system_failure(exc) and retries < SYSTEM_RETRIES:
+                    shared.clear()  # an input may have been lost with the node: put it again
+                    pending[submit(job)] = (job, retries + 1)
+                    continue
+                yield Outcome(job, error=exc, retries=retries)
+            else:
+                yield Outcome(job, value=value, retries=retries)
 
 
 def check_cluster_gpus(need: float) -> None:
@@ -272,10 +344,11 @@ def check_cluster_gpus(need: float) -> None:
 
 
 def import_ray() -> Any:
-    try:
-        import ray
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise InputError("engine ray needs Ray: pip install 'vistabench[ray]'") from exc
+    from .extras import require
+
+    require("ray", what="engine ray")
+    import ray
+
     return ray
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import math
 import os
-from pathlib import Path
 from typing import Any
 
 from .errors import InputError
@@ -45,9 +44,9 @@ def dumps(obj: Any, **kw: Any) -> str:
 
 def read_json(path: str | os.PathLike[str], *, what: str) -> Any:
     """Read a user's JSON file; a missing, non-UTF-8 or malformed file is one line naming it."""
-    p = Path(path)
-    if not p.is_file():
-        raise InputError(f"{what} {str(path)!r}: " + ("is a folder, expected a file" if p.is_dir() else "no such file"))
+    from ._validation import check_json_file
+
+    p = check_json_file(path, what)
     try:
         return json.loads(p.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from . import __version__
+from .atomic import is_disk_full
 from .errors import InputError
 from .jsonutil import dumps, json_safe
 
@@ -86,15 +87,35 @@ def connect_sqlite(path: str | os.PathLike[str], *, read_only: bool = False,
 
     Read-only opening uses ``mode=ro``; where the file or its folder is not writable (a shared
     results folder, a mounted archive), ``immutable=1`` as well, since even a read-only connection
-    to a WAL database would create a ``-shm`` file beside it. (An immutable reader does not see
-    what a crashed writer left in a ``-wal`` file; a store closed normally has none.)
+    to a WAL database would create a ``-shm`` file beside it; the same where that fails because
+    the disk is full (the side files it began are removed). (An immutable reader does not see what
+    a crashed writer left in a ``-wal`` file; a store closed normally has none.)
     """
     if not read_only:
         return sqlite3.connect(str(path), timeout=timeout)
     uri = Path(path).resolve().as_uri() + "?mode=ro"
     if not can_write(path):
-        uri += "&immutable=1"
-    return sqlite3.connect(uri, uri=True, timeout=timeout)
+        return sqlite3.connect(uri + "&immutable=1", uri=True, timeout=timeout)
+    side = [Path(str(path) + suffix) for suffix in ("-wal", "-shm")]
+    existed = [p.exists() for p in side]
+    conn = sqlite3.connect(uri, uri=True, timeout=timeout)
+    try:
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()  # opens the WAL index (-shm)
+        return conn
+    except sqlite3.OperationalError as exc:
+        conn.close()
+        if not is_disk_full(exc, Path(path).resolve().parent):
+            raise
+    for p, was in zip(side, existed):
+        if not was:
+            p.unlink(missing_ok=True)  # begun by the failed attempt
+    return sqlite3.connect(uri + "&immutable=1", uri=True, timeout=timeout)
+
+
+def no_space(where: str) -> InputError:
+    """The one-line error of a store write on a full disk."""
+    return InputError(f"{where}: no space left on device (nothing was stored); free some space or give "
+                      "the store another file")
 
 
 class ResultsStore:
@@ -114,6 +135,7 @@ class ResultsStore:
         where = f"results store {str(self.path)!r}"
         if self.path.is_dir():
             raise InputError(f"{where}: is a folder, expected a results store file")
+        existed = {suffix: Path(str(self.path) + suffix).exists() for suffix in ("", "-wal", "-shm", "-journal")}
         exists = self.path.is_file() and self.path.stat().st_size > 0
         if read_only and not self.path.is_file():
             raise InputError(f"{where}: no such results store (run a protocol or `vistabench demo` first)")
@@ -135,12 +157,26 @@ class ResultsStore:
             self._conn = connect_sqlite(self.path, read_only=read_only)
             self._check_and_init(where)
         except sqlite3.OperationalError as exc:
+            full = is_disk_full(exc, self.path.resolve().parent)
+            if full:
+                if not read_only:
+                    self._remove_new_files(existed)
+                raise no_space(where) from exc
             if "locked" in str(exc) or "busy" in str(exc):
                 raise
             raise InputError(f"{where}: cannot open ({exc})") from exc
         except sqlite3.DatabaseError as exc:
             raise InputError(f"{where}: corrupted SQLite file ({exc}); restore it from a backup or give "
                              "the store a new file name") from exc
+
+    def _remove_new_files(self, existed: dict[str, bool]) -> None:
+        """The files (the store, its side files) that a failed opening began: nothing of them is left."""
+        conn = getattr(self, "_conn", None)
+        if conn is not None:
+            conn.close()
+        for suffix, was in existed.items():
+            if not was:
+                Path(str(self.path) + suffix).unlink(missing_ok=True)
 
     def _check_and_init(self, where: str) -> None:
         conn = self._conn
@@ -181,7 +217,15 @@ class ResultsStore:
         self.close()
 
     def add(self, record: Record) -> int:
-        """Insert a record atomically and return its id."""
+        """Insert a record atomically and return its id (a full disk: one line naming the store)."""
+        try:
+            return self._add(record)
+        except sqlite3.OperationalError as exc:
+            if is_disk_full(exc, self.path.resolve().parent):
+                raise no_space(f"results store {str(self.path)!r}") from exc
+            raise
+
+    def _add(self, record: Record) -> int:
         with self._conn:  # one transaction
             cur = self._conn.execute(
                 "INSERT INTO records (protocol, dataset, method, seed, split_hash, settings, metrics,"

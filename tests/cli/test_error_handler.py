@@ -213,3 +213,32 @@ def test_api_parameter_names_become_option_names(capsys, monkeypatch, argv, api_
     monkeypatch.setattr(st, "_welch", raising)
     rc, out, err = _run(capsys, argv)
     assert rc == USER_ERROR and err == f"vistabench: error: {shown}\n"
+
+
+# ------------------------------------------------------------------ a closed pipe
+@pytest.mark.parametrize("argv", [["stream", "show", "nevis-full"], ["stream", "show", "nevis-full", "--json"],
+                                  ["--help"], ["longtail", "score", "--help"]])
+def test_output_cut_by_a_closed_pipe_exits_141_quietly(argv):
+    """`vistabench ... | head`: the reader leaves; the command stops without a word, with 128 + SIGPIPE
+    as the shell reports for `cat` or `grep` (the README's exit-status list names it)."""
+    from vistabench.errors import OUTPUT_CLOSED
+
+    read, write = os.pipe()
+    os.close(read)  # the reader has already left: the first write fails
+    try:
+        proc = subprocess.run([sys.executable, "-m", "vistabench", *argv], stdout=write, stderr=subprocess.PIPE,
+                              text=True, timeout=120)
+    finally:
+        os.close(write)
+    assert proc.returncode == OUTPUT_CLOSED == 141
+    assert proc.stderr == ""
+
+
+def test_a_closed_pipe_in_the_middle_of_the_output_exits_141_quietly():
+    proc = subprocess.Popen([sys.executable, "-m", "vistabench", "stream", "show", "nevis-full", "--json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout.read(100).startswith(b"{")
+    proc.stdout.close()  # like `head -c 100`
+    err = proc.stderr.read()
+    assert proc.wait(timeout=120) in (0, 141)  # 0 when the output fit in the pipe before the reader left
+    assert err == b""

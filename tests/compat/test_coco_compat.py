@@ -182,10 +182,26 @@ def test_empty_results_raise_index_error_like_pycocotools(tmp_path, coco_set):
     ({"segmentation": {"size": [120, 160], "counts": "a b~"}}, "not a compressed RLE string"),
 ])
 def test_bad_results_are_one_line(tmp_path, coco_set, bad, msg):
-    g = COCO(R.write(tmp_path, "gt.json", coco_set.ground_truth))
+    """A bad mask of a result with a box loads (pycocotools never reads it in bbox mode) and is
+    refused, in one line, when evaluated in segm mode; an unknown image fails at loadRes."""
+    gt = copy.deepcopy(coco_set.ground_truth)
+    for a in gt["annotations"]:
+        x, y, w, h = a["bbox"]
+        a["segmentation"] = [[x, y, x, y + h, x + w, y + h, x + w, y]]
+    g = COCO(R.write(tmp_path, "gt.json", gt))
     r = [dict(coco_set.results[0], **bad)]
+    if "image_id" in bad:
+        with pytest.raises(AssertionError, match=msg):  # pycocotools' assertion type, and an InputError
+            g.loadRes(r)
+        with pytest.raises(InputError, match=msg):
+            g.loadRes(r)
+        return
+    d = g.loadRes(r)
+    with R.quiet():
+        e = COCOeval(g, d, "bbox")
+        e.evaluate()
     with pytest.raises(InputError, match=msg):
-        g.loadRes(r)
+        COCOeval(g, d, "segm").evaluate()
 
 
 def test_bad_params_are_one_line(tmp_path, coco_set):

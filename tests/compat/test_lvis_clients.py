@@ -232,5 +232,11 @@ def test_unknown_ids_and_bad_params_are_one_line(tmp_path, lvis_set):
     e.params.cat_ids, e.params.use_cats = sorted(g.get_cat_ids()), 0
     with pytest.raises(InputError, match="params.use_cats"):
         e.evaluate()
-    with pytest.raises(InputError, match=r"results\[0\].segmentation"):
-        compat.LVISResults(g, [dict(lvis_set.results[0], segmentation="x")])
+    gs = copy.deepcopy(lvis_set.ground_truth)
+    for a in gs["annotations"]:
+        x, y, w, h = a["bbox"]
+        a["segmentation"] = [[x, y, x, y + h, x + w, y + h, x + w, y]]
+    gs = compat.LVIS(gs)
+    bad = compat.LVISResults(gs, [dict(lvis_set.results[0], segmentation="x")])  # a box: lvis-api loads it too
+    with pytest.raises(InputError, match=r"results\[0\].segmentation"):  # and its mask is refused in segm mode
+        compat.LVISEval(gs, bad, "segm").evaluate()

@@ -67,3 +67,55 @@ def test_print_results_and_undefined_is_minus_one(tmp_path, capsys):
     assert "Average Precision  (AP) @[ IoU=0.50:0.95" in capsys.readouterr().out
     ref = _official(p, s.results, "bbox", 300).get_results()
     _same(e.get_results(), ref)
+
+
+@pytest.mark.parametrize("iou_type", ["bbox", "segm"])
+def test_annotation_id_zero_is_scored_as_lvis_api_unless_asked(tmp_path, iou_type):
+    import warnings
+
+    from vistabench.metrics.detection import OfficialToolsDifferenceWarning
+
+    s = synth_detection_set(num_images=8, num_categories=4, dets_per_image=12, seed=23, image_size=(120, 160))
+    gt, res = (_ref.triangle_masks(s.ground_truth, s.results, seed=4) if iou_type == "segm"
+               else (copy.deepcopy(s.ground_truth), s.results))
+    first = gt["annotations"][0]["id"]
+    for a in gt["annotations"]:
+        a["id"] -= first  # ids from 0
+    a0 = gt["annotations"][0]
+    res = [*res, {k: v for k, v in a0.items() if k in ("image_id", "category_id", "bbox", "segmentation")} | {"score": 1.0}]
+    p = tmp_path / "gt.json"
+    p.write_text(json.dumps(gt))
+    with pytest.warns(OfficialToolsDifferenceWarning, match=r"match_zero_id=True"):
+        e = LVISEval(str(p), copy.deepcopy(res), iou_type)
+        e.run()
+    _same(e.get_results(), _official(p, res, iou_type, 300).get_results())
+    for a in gt["annotations"]:
+        a["id"] += 1  # the same set numbered from 1: what the option counts
+    p1 = tmp_path / "gt1.json"
+    p1.write_text(json.dumps(gt))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", OfficialToolsDifferenceWarning)
+        fixed = LVISEval(str(p), copy.deepcopy(res), iou_type, match_zero_id=True)
+        fixed.run()
+    _same(fixed.get_results(), _official(p1, res, iou_type, 300).get_results())
+    assert fixed.get_results()["AP"] > e.get_results()["AP"]  # the match to id 0 counts only with the option
+
+
+@pytest.mark.parametrize("field, value, cls, msg", [
+    ("iou_thrs", [], IndexError, r"params.iou_thrs: empty"),
+    ("iou_thrs", [0.5, float("nan")], ValueError, r"params.iou_thrs: nan is not a threshold"),
+    ("rec_thrs", [], ValueError, r"params.rec_thrs: empty"),
+    ("area_rng", [[0, 1e10], [100, 10], [0, 1], [1, 2]], ValueError, r"params.area_rng: range 1"),
+    ("area_rng", [[0, 1e10]], IndexError, r"params.area_rng_lbl: 4 label\(s\) for 1 area range\(s\)"),
+])
+def test_params_mistakes_are_one_line(tmp_path, field, value, cls, msg):
+    from vistabench.errors import InputError
+
+    s = synth_detection_set(num_images=4, num_categories=3, dets_per_image=5, seed=24)
+    p = tmp_path / "gt.json"
+    p.write_text(json.dumps(s.ground_truth))
+    e = LVISEval(str(p), copy.deepcopy(s.results), "bbox")
+    setattr(e.params, field, value)
+    with pytest.raises(cls, match=msg) as ei:
+        e.run()
+    assert isinstance(ei.value, InputError) and "\n" not in str(ei.value)

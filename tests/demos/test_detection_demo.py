@@ -20,3 +20,13 @@ def test_demo_quick(tmp_path):
     devil = by_method["calibrated-platt-devil"].metrics["fixed_AP"]
     assert abs(devil - by_method["baseline"].metrics["fixed_AP"]) < 0.02
     assert by_method["baseline (segm)"].settings["iou_type"] == "segm"
+    # why AP is low: the baseline carries TIDE's decomposition and the per-class rows; the report shows them
+    errors, pc = by_method["baseline"].metrics["errors"], by_method["baseline"].metrics["per_class"]
+    assert set(errors) == {"tide", "fixed", "pool", "settings"} and "Why AP is low" in text
+    aps = [r["AP"] for r in pc["rows"] if r["AP"] is not None]  # worst first; undefined (null) last
+    assert errors["tide"]["FalseNeg"] > 0 and aps == sorted(aps) and len(aps) > 5
+    from vistabench.report.html import build_report
+
+    with ResultsStore(tmp_path / "r.sqlite") as store:
+        html = build_report(store, tmp_path / "rep").read_text()
+    assert "Why AP is low (baseline" in html and "ΔFalseNeg" in html and "lowest AP^Old" in html

@@ -153,3 +153,14 @@ def test_importing_the_grid_imports_no_cli():
     code = "import sys, vistabench.grid; print(sorted(m for m in sys.modules if m.startswith('vistabench.cli')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_a_yaml_octal_or_negative_seed_in_a_grid_is_one_line(tmp_path):
+    """YAML 1.1 reads 010 as octal 8: a grid refuses it (and a negative seed) naming the cell and field."""
+    from vistabench.grid import load_config
+
+    for bad, message in (("010", "seed: '010' has a leading zero"), ("-1", "seed: expected a number >= 0")):
+        p = tmp_path / "g.yaml"
+        p.write_text(f"protocol: stream\nfixed: {{stream: embedded}}\ngrid:\n  seed: [0, {bad}]\n")
+        with pytest.raises(InputError, match=message):
+            load_config(p).cells()

@@ -13,7 +13,8 @@ from vistabench.data.detection_synth import synth_detection_set
 from vistabench.metrics.detection import MatchCode, accumulate, match_set
 
 PKG = Path(det.__file__).parent
-PHASES = ("data", "params", "sort", "masks", "oks", "select", "match", "accumulate", "summarize", "evaluate", "labels")
+PHASES = ("data", "params", "sort", "masks", "oks", "select", "match", "accumulate", "summarize", "evaluate", "labels",
+          "errors", "error_fixes", "per_class", "operating")
 
 
 def test_every_phase_is_a_small_module_whose_public_names_the_package_exports():

@@ -344,3 +344,77 @@ def test_write_stream_split_and_catalog(tmp_path):
     assert summary["meta_test"] == sum(t["split"] == "meta-test" for t in split["tasks"]) > 0
     listed = catalog()
     assert "embedded" in [s["name"] for s in listed["streams"]] and set(listed["learner_docs"]) == set(listed["learners"])
+
+
+@pytest.mark.parametrize("cut", ["half", "empty", "garbage"])
+def test_a_checkpoint_cut_short_is_redone_never_trusted(stream, tmp_path, cut):
+    """A checkpoint that cannot be read back whole is removed, the run redone from its first task,
+    and the events already stored are not stored twice (issue 32)."""
+    with ResultsStore(tmp_path / "a.sqlite") as s:
+        full = run_stream(stream, make_learner("ft-prev", trials=1, steps=4, seed=3, **OPTS), store=s,
+                          run_id="r", work_dir=tmp_path / "a", seed=3)
+    with ResultsStore(tmp_path / "b.sqlite") as s:
+        run_stream(stream, make_learner("ft-prev", trials=1, steps=4, seed=3, **OPTS), store=s, run_id="r",
+                   work_dir=tmp_path / "b", seed=3, max_tasks=2)
+        ck = tmp_path / "b" / "r" / "checkpoint.pt"
+        data = ck.read_bytes()
+        ck.write_bytes({"half": data[: len(data) // 2], "empty": b"", "garbage": b"PK\x03\x04" + b"x" * 100}[cut])
+        with pytest.warns(UserWarning, match="damaged"):
+            res = run_stream(stream, make_learner("ft-prev", trials=1, steps=4, seed=3, **OPTS), store=s,
+                             run_id="r", work_dir=tmp_path / "b", seed=3)
+        assert res.resumed_from == 0  # redone from the first task
+        got = [r.metrics for r in run_events(s, "r")]
+        assert [m["task_index"] for m in got] == [0, 1, 2, 3]  # no event stored twice
+        assert torch.load(ck, weights_only=True)["events"][-1]["task_index"] == 3  # a whole checkpoint again
+    keys = ("task", "error", "flops", "init_from")
+    assert [{k: e[k] for k in keys} for e in got] == [{k: e[k] for k in keys} for e in full.events]
+    assert not list((tmp_path / "b" / "r").glob("*.tmp"))
+
+
+def test_sigkill_mid_checkpoint_write_resumes_from_the_last_whole_one(stream, tmp_path):
+    """A process killed (SIGKILL) while it writes a checkpoint leaves the previous checkpoint whole;
+    the run resumes from it and equals an uninterrupted run (issue 32)."""
+    import os
+    import subprocess
+    import sys
+    import textwrap
+    import time
+
+    stream_file = tiny_stream_file(tmp_path)
+    script = textwrap.dedent(f"""
+        import os, signal, torch
+        from vistabench.learners.stream import make_learner
+        from vistabench.protocols.stream import run_stream
+        from vistabench.store import ResultsStore
+        real, calls = torch.save, []
+        def save(obj, f, *a, **k):
+            calls.append(1)
+            if len(calls) == 2:  # the second checkpoint: half written, then killed
+                f.write(b"PK" * 5000)
+                f.flush()
+                os.kill(os.getpid(), signal.SIGKILL)
+            return real(obj, f, *a, **k)
+        torch.save = save
+        torch.set_num_threads(1)
+        with ResultsStore({str(tmp_path / "b.sqlite")!r}) as s:
+            run_stream({str(stream_file)!r}, make_learner("ft-prev", trials=1, steps=4, seed=3, **{OPTS!r}), store=s,
+                       run_id="r", work_dir={str(tmp_path / "b")!r}, seed=3, max_tasks=2)
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == -9, proc.stderr[-2000:]
+    ck = tmp_path / "b" / "r" / "checkpoint.pt"
+    assert len(torch.load(ck, weights_only=True)["events"]) == 1  # the last whole checkpoint
+    (left,) = (tmp_path / "b" / "r").glob(".checkpoint.pt.*.tmp")  # the half-written temporary file
+    os.utime(left, (time.time() - 3600,) * 2)
+    with ResultsStore(tmp_path / "a.sqlite") as s:
+        full = run_stream(stream, make_learner("ft-prev", trials=1, steps=4, seed=3, **OPTS), store=s,
+                          run_id="r", work_dir=tmp_path / "a", seed=3, max_tasks=2)
+    with ResultsStore(tmp_path / "b.sqlite") as s:
+        res = run_stream(stream, make_learner("ft-prev", trials=1, steps=4, seed=3, **OPTS), store=s,
+                         run_id="r", work_dir=tmp_path / "b", seed=3, max_tasks=2)
+        assert res.resumed_from == 1
+        got = [r.metrics for r in run_events(s, "r")]
+    keys = ("task", "error", "flops", "init_from", "curve")
+    assert [{k: e[k] for k in keys} for e in got] == [{k: e[k] for k in keys} for e in full.events]
+    assert sorted(p.name for p in (tmp_path / "b" / "r").iterdir()) == ["checkpoint.pt"]  # the leftover removed

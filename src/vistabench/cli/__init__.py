@@ -19,14 +19,56 @@ import sys
 from typing import Any, Callable, Sequence
 
 from .. import __version__
-from ..errors import INTERNAL_ERROR, USER_ERROR, user_error_message
+from ..errors import INTERNAL_ERROR, OUTPUT_CLOSED, USER_ERROR, InputError, user_error_message
 from .configured import field_of_dest
 
 _COMMON = ["stats", "common", "grid", "export"]
 
 
 class _Parser(argparse.ArgumentParser):
+    _argv: list[str] = []  # what this (sub-)command was given, for the unknown-option hint
+
+    def _print_message(self, message: str, file=None) -> None:  # argparse's swallows a closed pipe: main handles it
+        if message:
+            (file or sys.stderr).write(message)
+
+    def parse_known_args(self, args=None, namespace=None):
+        self._argv = [str(a) for a in (sys.argv[1:] if args is None else args)]
+        namespace, extras = super().parse_known_args(args, namespace)
+        if extras and not self._subcommands():  # a verb's own unknown options: named here, with suggestions
+            self.error("unrecognized arguments: " + " ".join(extras))
+        return namespace, extras
+
+    def _subcommands(self) -> bool:
+        return any(isinstance(a, argparse._SubParsersAction) for a in self._actions)
+
+    def _unknown_options(self) -> list[str]:
+        """"unrecognized option --imbalanse (did you mean --imbalance?)" for each unknown option given."""
+        import re
+
+        from ..registry import close_names
+
+        if self._subcommands():
+            return []
+        known = [o for o in self._option_string_actions if o.startswith("--")]
+        out = []
+        for token in self._argv:
+            if token == "--":
+                break
+            name = token.split("=", 1)[0]
+            if not name.startswith("-") or re.fullmatch(r"-\d[\d.e+-]*", name) or name in self._option_string_actions:
+                continue
+            if any(o.startswith(name) for o in known) and self.allow_abbrev and name.startswith("--"):
+                continue  # an abbreviation argparse accepts
+            close = close_names(name, known, n=2, cutoff=0.6)
+            out.append(f"unrecognized option {name}" + (f" (did you mean {' or '.join(close)}?)" if close else
+                                                         f" (options: {', '.join(sorted(known))})"))
+        return out
+
     def error(self, message: str) -> None:  # one line, exit 2 (argparse's own convention)
+        unknown = self._unknown_options()
+        if unknown:  # the cause of "unrecognized arguments", and often of "required: --x" (a typo of --x)
+            message = "; ".join(unknown + ([] if message.startswith("unrecognized arguments") else [message]))
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
@@ -138,10 +180,25 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     0 success; 2 (:data:`~vistabench.errors.USER_ERROR`) for every user-caused error, printed as one
     line without a traceback (argparse's own option errors use 2 too); 70 for an internal error (a
-    bug), printed with its traceback and a request to report it; 130 when interrupted.
+    bug), printed with its traceback and a request to report it; 130 when interrupted; 141
+    (:data:`~vistabench.errors.OUTPUT_CLOSED`, the shell's status of a program stopped by a closed
+    pipe) when the reader of the output left early (``vistabench ... | head``), quietly.
     ``VISTABENCH_DEBUG=1`` prints the traceback of user errors too.
     """
-    import traceback
+    try:
+        try:
+            return _run(argv)
+        finally:  # --help and usage errors exit through SystemExit: their output is flushed here too
+            sys.stdout.flush()
+    except BrokenPipeError:  # the reader left (`| head`): stop quietly, as `cat` or `grep` do
+        import os
+
+        # the interpreter flushes stdout once more at exit: let that go nowhere instead of a second error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return OUTPUT_CLOSED
+
+
+def _run(argv: Sequence[str] | None) -> int:
     import warnings
 
     parser = build_parser(_command(argv))
@@ -160,24 +217,39 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("vistabench: interrupted", file=sys.stderr)
         return 130
-    except BrokenPipeError:  # e.g. `vistabench ... | head`: the reader left; stop quietly
-        import os
-
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 1
+    except BrokenPipeError:  # not a user error nor a bug: main() handles it
+        raise
     except Exception as exc:
-        message = user_error_message(exc)
+        from ..extras import missing_extra_message
+
+        command = " ".join(str(w) for w in (args.command, getattr(args, "verb", None)) if w)
+        message = user_error_message(exc) or missing_extra_message(exc, what=f"`vistabench {command}`")
         if message is None:  # a bug: keep the traceback, ask for a report
+            import traceback
+
             traceback.print_exc()
             print(f"vistabench: internal error ({type(exc).__name__}): this is a bug in vistabench "
                   f"{__version__}; please report it with the command line and the traceback above",
                   file=sys.stderr)
             return INTERNAL_ERROR
         if _debug():
+            import traceback
+
             traceback.print_exc()
         print(f"vistabench: error: {_option_names(message, parser, args)}", file=sys.stderr)
         return USER_ERROR
     return 0
+
+
+def int_arg(text: str) -> int:
+    """argparse ``type`` of an integer option: the rules of config integers (:func:`vistabench.config.parse_int`:
+    >= 0, within int32, no leading zero), so ``--seed 010`` or ``--seed -1`` is one line naming the flag."""
+    from ..config import parse_int
+
+    try:
+        return parse_int(text, "value")
+    except InputError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("value: ")) from None
 
 
 def add_store_arg(p: argparse.ArgumentParser, *, optional: bool = True) -> None:
@@ -195,7 +267,7 @@ def add_record_args(p: argparse.ArgumentParser, *, what: str, dataset_default: s
     """How a scored file is named in the store: ``--method``, ``--dataset``, ``--seed``, ``--tag``."""
     p.add_argument("--method", help=f"method name of the record (default: the {what} file's name without suffix)")
     p.add_argument("--dataset", help=f"dataset name of the record (default: {dataset_default})")
-    p.add_argument("--seed", type=int, help="seed of the run that made the predictions (stored as is)")
+    p.add_argument("--seed", type=int_arg, help="seed of the run that made the predictions (stored as is)")
     p.add_argument("--tag", help="free-form tag of the record")
 
 

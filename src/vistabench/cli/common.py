@@ -29,12 +29,19 @@ def render_table(result: TableResult) -> str:
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("demo", help="run every protocol on bundled data and write the HTML report",
+                       formatter_class=argparse.RawDescriptionHelpFormatter,
                        description="Runs each protocol end to end on bundled data (MNIST-5k, sklearn "
-                                   "digits, synthetic detections), stores the records in OUT/results.sqlite, "
-                                   "prints the tables and writes OUT/report/index.html.")
-    p.add_argument("--out", default="vistabench-demo", help="output folder (default: ./vistabench-demo)")
+                                   "digits, synthetic detections), stores the records in OUT/results.sqlite\n"
+                                   "(a new store each time), prints the tables and writes OUT/report/index.html.\n\n"
+                                   "A partial or smoke run never replaces the full demo's results: without --out,\n"
+                                   "--only and --quick write to their own folder (--only longtail --quick:\n"
+                                   "./vistabench-demo-longtail-quick), and a --quick run's tables and report say\n"
+                                   "it is a smoke run.")
+    p.add_argument("--out", help="output folder (default: ./vistabench-demo; with --only/--quick "
+                                 "./vistabench-demo-PROTOCOL...-quick)")
     p.add_argument("--only", nargs="+", metavar="PROTOCOL", help="run only these protocols")
-    p.add_argument("--quick", action="store_true", help="smaller settings (for smoke tests)")
+    p.add_argument("--quick", action="store_true",
+                   help="a smoke run: smaller settings, minutes less, results not the protocols' (marked as such)")
     add_json_arg(p)
     p.set_defaults(handler=_demo, human=_demo_text)
 
@@ -59,9 +66,19 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _demo(args):
     from ..demos import run_demo
+    from ..extras import require
+    from ..suite import get_protocol, protocols
 
-    return run_demo(args.out, only=args.only, quick=args.quick,
+    chosen = [get_protocol(n) for n in args.only] if args.only else protocols()
+    require(*dict.fromkeys(e for p in chosen for e in p.needs("demo")), what="`vistabench demo`")
+    return run_demo(args.out or demo_folder(args.only and [p.name for p in chosen], quick=args.quick),
+                    only=args.only, quick=args.quick,
                     log=lambda *a, **k: print(*a, file=sys.stderr, **k))
+
+
+def demo_folder(only: list[str] | None, *, quick: bool) -> str:
+    """The default output folder of a demo: the full demo's, or its own for a partial or smoke run."""
+    return "-".join(["vistabench-demo", *(only or []), *(["quick"] if quick else [])])
 
 
 def _demo_text(summary: dict) -> str:

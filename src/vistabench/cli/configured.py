@@ -189,7 +189,12 @@ def run_verb(config_cls: type[RunConfig], run: Any, *, human: Any = None, pinned
             return print_config_result(config)
         from contextlib import nullcontext
 
+        from ..extras import require
         from ..store import ResultsStore
+        from ..suite import get_protocol
+
+        command = f"`vistabench {config_cls.protocol} {getattr(args, 'verb', 'run')}`"
+        require(*get_protocol(config_cls.protocol).needs("run"), what=command)
 
         store_path = getattr(args, "store", None)
         from ..tracking import run_tracked

@@ -1,4 +1,5 @@
-"""`vistabench detection ...`: split, score (alias eval), run, rerank, calibrate fit/apply, synth."""
+"""`vistabench detection ...`: split, score (alias eval), run, rerank, calibrate fit/apply, synth; errors,
+operating, confusion (cli/detection_analysis.py)."""
 
 from __future__ import annotations
 
@@ -6,9 +7,10 @@ import argparse
 import contextlib
 from pathlib import Path
 
-from . import add_json_arg, add_record_args, add_store_arg, store_records
+from . import add_json_arg, add_record_args, add_store_arg, int_arg, store_records
 from ..protocols.detection_config import DetectionConfig
 from .configured import add_config_options, run_verb
+from .detection_analysis import TABLE_FORMATS, Formatted, human_errors, per_class_table, register_analysis
 
 
 def register(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
@@ -25,7 +27,7 @@ def register(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
                                      "--split` scores only the test part.")
     sp.add_argument("--gt", required=True, metavar="GT.json", help="COCO or LVIS v1 ground-truth JSON")
     sp.add_argument("--calibration-fraction", type=float, default=0.5, help="share of images held out (default 0.5)")
-    sp.add_argument("--seed", type=int, default=0)
+    sp.add_argument("--seed", type=int_arg, default=0)
     sp.add_argument("--out", required=True, metavar="SPLIT.json")
     add_json_arg(sp)
     sp.set_defaults(handler=_split, human=lambda r: f"wrote {r['out']}: {r['calibration']} calibration and "
@@ -46,15 +48,23 @@ def register(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
                         "(default: COCO's 17 person-keypoint sigmas)")
     e.add_argument("--ap", dest="variants", default="old,fixed,pool", metavar="LIST",
                    help="comma-separated subset of old,fixed,pool (default: all three)")
-    e.add_argument("--max-dets-per-image", type=int, default=None, metavar="N",
+    e.add_argument("--max-dets-per-image", type=int_arg, default=None, metavar="N",
                    help="per-image limit of AP^Old (default: 300 for LVIS, none for COCO)")
-    e.add_argument("--dets-per-class", type=int, default=10_000, metavar="K",
+    e.add_argument("--dets-per-class", type=int_arg, default=10_000, metavar="K",
                    help="top K per category for AP^Fixed / AP^Pool (default: 10000)")
     e.add_argument("--gt-format", default="auto", choices=["auto", "lvis", "coco"],
                    help="auto: LVIS when images carry neg/not-exhaustive lists, else COCO")
     e.add_argument("--allow-empty", action="store_true",
                    help="score an empty results list (AP 0) instead of refusing it")
     e.add_argument("--split", metavar="SPLIT.json", help="score only the test images of this split file")
+    e.add_argument("--per-class", action="store_true",
+                   help="also AP, AP50, AP75, recall, ground truths and detections per category, worst first (of "
+                        "AP^Old, or AP^Fixed when --ap has no old; boxes); stored with the record")
+    e.add_argument("--errors", action="store_true",
+                   help="also TIDE's error decomposition (as `detection errors --ap tide[,fixed,pool]`); stored "
+                        "with the record, shown in the report")
+    e.add_argument("--format", default="markdown", choices=TABLE_FORMATS,
+                   help="the per-class table's format (csv: only that table)")
     add_record_args(e, what="results", dataset_default="the ground-truth file's name")
     add_store_arg(e)
     add_json_arg(e)
@@ -79,7 +89,7 @@ def register(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
                         description="Writes the results with only the top K detections per category over "
                                     "the whole file (stable: ties keep file order).")
     r.add_argument("--results", required=True, metavar="DT.json")
-    r.add_argument("--per-class-topk", required=True, type=int, metavar="K")
+    r.add_argument("--per-class-topk", required=True, type=int_arg, metavar="K")
     r.add_argument("--out", required=True, metavar="OUT.json")
     add_json_arg(r)
     r.set_defaults(handler=_rerank, human=lambda r: f"kept {r['kept']} detections, dropped {r['dropped']}; "
@@ -126,16 +136,17 @@ def register(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
                                     "positives, class-dependent score scales. Writes OUT/gt.json and "
                                     "OUT/results.json.")
     s.add_argument("--out", required=True, metavar="DIR")
-    s.add_argument("--images", type=int, default=200)
-    s.add_argument("--categories", type=int, default=100)
-    s.add_argument("--dets-per-image", type=int, default=100)
-    s.add_argument("--seed", type=int, default=0)
-    s.add_argument("--detector-seed", type=int, default=None)
+    s.add_argument("--images", type=int_arg, default=200)
+    s.add_argument("--categories", type=int_arg, default=100)
+    s.add_argument("--dets-per-image", type=int_arg, default=100)
+    s.add_argument("--seed", type=int_arg, default=0)
+    s.add_argument("--detector-seed", type=int_arg, default=None)
     s.add_argument("--format", default="lvis", choices=["lvis", "coco"])
     s.add_argument("--masks", action="store_true", help="add polygon / RLE masks (for segm)")
     add_json_arg(s)
     s.set_defaults(handler=_synth, human=lambda r: f"wrote {r['gt']} ({r['annotations']} annotations) and "
                                                    f"{r['results']} ({r['detections']} detections)")
+    register_analysis(dsub)
     return dsub
 
 
@@ -185,14 +196,15 @@ def _eval(args):
     with step("reading and evaluating"), one_line_warnings():
         out = score(args.results, args.gt, iou_type=args.iou_type, variants=args.variants, gt_format=args.gt_format,
                     max_dets_per_image=args.max_dets_per_image, dets_per_class=args.dets_per_class,
-                    split=args.split, allow_empty=args.allow_empty, kpt_oks_sigmas=_sigmas(args))
+                    split=args.split, allow_empty=args.allow_empty, kpt_oks_sigmas=_sigmas(args),
+                    per_class=args.per_class, errors=args.errors)
     out["settings"].update(gt=str(args.gt), results=str(args.results))
     rec = to_record(out, dataset=args.dataset or Path(args.gt).stem,
                     method=args.method or Path(args.results).stem, seed=args.seed, tag=args.tag,
                     split_hash=out["settings"].get("split_sha256"))
     ids = store_records(args.store, rec)
     out["record_id"] = ids[0] if ids else None
-    return out
+    return Formatted(out, args.format) if args.per_class or args.errors else out
 
 
 def _sigmas(args) -> list[float] | None:
@@ -223,6 +235,16 @@ def _unflatten(metrics: dict) -> dict:
 
 
 def _human_eval(out) -> str:
+    if isinstance(out, Formatted):
+        d = out.data
+        if out.fmt == "csv" and "per_class" in d:
+            return per_class_table(d["per_class"], "csv")
+        parts = [_human_eval({k: v for k, v in d.items() if k not in ("per_class", "errors")})]
+        if "errors" in d:
+            parts.append(human_errors(d["errors"]))
+        if "per_class" in d:
+            parts.append(per_class_table(d["per_class"], out.fmt))
+        return "\n\n".join(parts)
     lines = []
     for v in ("old", "fixed", "pool"):
         if v not in out:

@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from typing import Iterator
 
 from ..config import TRACKERS
-from . import add_json_arg, add_store_arg
+from . import add_json_arg, add_store_arg, int_arg
 from .common import TableResult, render_table
 
 _FMT = argparse.RawDescriptionHelpFormatter
@@ -43,15 +43,18 @@ def register(sub: argparse._SubParsersAction) -> None:
                                  "options: each record carries its cell key in settings.grid_cell), so a killed "
                                  "grid resumes by running the same command again. A failing cell is marked "
                                  "failed with its one-line error and the others go on (exit status 1 if any "
-                                 "failed). Only this process writes the store.\n\n" + _CONFIG_HELP)
+                                 "failed). Only drivers write the store (never the workers); several `grid run` of one grid on "
+                                 "one store share its cells (each cell is claimed with a lease, so none runs "
+                                 "twice). SIGTERM or Ctrl-C stops the workers before the driver exits.\n\n"
+                                 + _CONFIG_HELP)
     p.add_argument("config", metavar="CONFIG.yaml")
     p.add_argument("--engine", default="local", choices=["local", "ray"],
                    help="local: this machine (default); ray: one Ray task per cell")
     p.add_argument("--ray-address", metavar="ADDR",
                    help="Ray cluster to use (e.g. HEAD_IP:6379 from `ray start --head`); default: start a local Ray")
-    p.add_argument("--max-parallel", type=int, metavar="N",
+    p.add_argument("--max-parallel", type=int_arg, metavar="N",
                    help="cells at once (local default 1 = in this process; ray default: as resources allow)")
-    p.add_argument("--cpus-per-cell", type=int, default=1, metavar="N",
+    p.add_argument("--cpus-per-cell", type=int_arg, default=1, metavar="N",
                    help="CPUs a cell declares to Ray, and its torch threads (default 1)")
     p.add_argument("--gpus-per-cell", type=float, metavar="G",
                    help="GPUs a cell declares to Ray (default: 1 when the cell's --device is cuda, else 0)")
@@ -113,7 +116,12 @@ def _store(args) -> str | None:
 def _run(args):
     from ..grid import load_config, run_grid
 
+    from ..extras import require
+    from ..suite import get_protocol
+
     cfg = load_config(args.config)
+    needs = get_protocol(cfg.protocol).needs("run") + (("ray",) if args.engine == "ray" else ())
+    require(*needs, what=f"`vistabench grid run` of {cfg.protocol} cells")
     log = None if args.json else (lambda m: print(m, file=sys.stderr, flush=True))
     with stdout_to_stderr():
         res = run_grid(cfg, store=_store(args), engine=args.engine, max_parallel=args.max_parallel,

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from . import add_json_arg, add_record_args, add_store_arg, store_records
+from . import add_json_arg, add_record_args, add_store_arg, int_arg, store_records
 from ..protocols.incremental_config import IncrementalConfig
 from .configured import add_config_options, run_verb
 
@@ -38,9 +38,9 @@ def register(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
                      "training positions; path lines: matched to a folder dataset's training images).")
     p.add_argument("--data", required=True, help="mnist5k | digits | cifar100:DIR | folder:DIR | npz:FILE")
     _layout_args(p)
-    p.add_argument("--base-shot", type=int, help="training samples per base class (default: all)")
+    p.add_argument("--base-shot", type=int_arg, help="training samples per base class (default: all)")
     p.add_argument("--index-lists", metavar="DIR", help="folder with session_1.txt .. session_n.txt")
-    p.add_argument("--seed", type=int, default=0, help="seed of the shot selection (default 0)")
+    p.add_argument("--seed", type=int_arg, default=0, help="seed of the shot selection (default 0)")
     p.add_argument("--out", required=True, help="sessions file to write")
     add_json_arg(p)
     p.set_defaults(handler=_sessions, human=lambda r: (
@@ -61,10 +61,10 @@ def register(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
     src.add_argument("--matrix", metavar="ACC.json", help="JSON object with a lower-triangular 'matrix'")
     src.add_argument("--predictions", nargs="+", metavar="NPZ", help="one predictions file per session, in order")
     p.add_argument("--sessions", metavar="FILE", help="sessions file (with --predictions)")
-    p.add_argument("--base-classes", type=int, help="|Y_1| (with --matrix)")
-    p.add_argument("--way", type=int, help="classes per novel session (with --matrix)")
+    p.add_argument("--base-classes", type=int_arg, help="|Y_1| (with --matrix)")
+    p.add_argument("--way", type=int_arg, help="classes per novel session (with --matrix)")
     p.add_argument("--compat", action="store_true", help="the authors' public gAcc formula (integer beta grid, trapezoid)")
-    p.add_argument("--alphas", type=int, default=101, help="points of the reported curve (default 101)")
+    p.add_argument("--alphas", type=int_arg, default=101, help="points of the reported curve (default 101)")
     p.add_argument("--plot", metavar="PNG", help="also draw gAcc(alpha) with the corner cases to this file")
     add_record_args(p, what="first predictions (or matrix)")
     add_store_arg(p)
@@ -102,9 +102,9 @@ def register(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
                      "Lazy keeps A_i^1 = base accuracy and learns nothing new; Greedy learns only the current "
                      "session (A_i^i = 1); Greedy-NF also keeps every novel session (A_i^j = 1, j > 1).")
     p.add_argument("--preset", help="cifar100 | mini_imagenet | cub200")
-    p.add_argument("--base-classes", type=int)
-    p.add_argument("--way", type=int)
-    p.add_argument("--num-sessions", type=int, help="sessions including the base session")
+    p.add_argument("--base-classes", type=int_arg)
+    p.add_argument("--way", type=int_arg)
+    p.add_argument("--num-sessions", type=int_arg, help="sessions including the base session")
     p.add_argument("--base-accuracy", type=float, default=0.85, help="A_1^1 (default 0.85, as in the paper)")
     p.add_argument("--compat", action="store_true")
     add_json_arg(p)
@@ -116,17 +116,17 @@ def register(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
 
 def _layout_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--preset", help="cifar100 | mini_imagenet | cub200")
-    p.add_argument("--base-classes", type=int, help="|Y_1| (base classes 0..B-1)")
-    p.add_argument("--way", type=int, help="classes per novel session")
-    p.add_argument("--shot", type=int, help="training samples per novel class")
-    p.add_argument("--num-sessions", type=int, help="sessions including the base session (default: all that fit)")
+    p.add_argument("--base-classes", type=int_arg, help="|Y_1| (base classes 0..B-1)")
+    p.add_argument("--way", type=int_arg, help="classes per novel session")
+    p.add_argument("--shot", type=int_arg, help="training samples per novel class")
+    p.add_argument("--num-sessions", type=int_arg, help="sessions including the base session (default: all that fit)")
 
 
 def _sessions(args: Any) -> dict[str, Any]:
     from ..data import load_dataset
     from ..protocols.incremental import sessions_for_data, write_sessions
 
-    content = sessions_for_data(load_dataset(args.data), data_name=args.data, preset=args.preset,
+    content = sessions_for_data(load_dataset(args.data, what="data"), data_name=args.data, preset=args.preset,
                                 base_classes=args.base_classes, way=args.way, shot=args.shot,
                                 num_sessions=args.num_sessions, base_shot=args.base_shot, seed=args.seed,
                                 index_lists=args.index_lists)

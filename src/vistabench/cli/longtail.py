@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from . import add_json_arg, add_record_args, add_store_arg, store_records
+from . import add_json_arg, add_record_args, add_store_arg, int_arg, store_records
 from ..protocols.longtail_config import LongtailConfig
 from .common import TableResult, render_table
 from .configured import add_config_options, run_verb
@@ -39,8 +39,8 @@ def register(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
                      "Training counts n_r = floor(n_max * rho^(-r/(C-1))) for rank r (exp), or half the "
                      "classes at n_max and half at n_max/rho (step). Example: --classes 10 --n-max 5000 "
                      "--imbalance 100 gives 5000 2997 1796 1077 645 387 232 139 83 50.")
-    p.add_argument("--classes", type=int, required=True, help="number of classes C")
-    p.add_argument("--n-max", type=int, required=True, help="samples of the head class")
+    p.add_argument("--classes", type=int_arg, required=True, help="number of classes C")
+    p.add_argument("--n-max", type=int_arg, required=True, help="samples of the head class")
     p.add_argument("--imbalance", type=float, required=True, help="rho = max/min (or the paper's 1/rho)")
     p.add_argument("--kind", choices=["exp", "step"], default="exp")
     add_json_arg(p)
@@ -51,10 +51,10 @@ def register(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
                      "part), the per-class counts and a sha256; the same seed gives a byte-identical file.")
     p.add_argument("--data", required=True, help="mnist5k | digits | cifar10:DIR | cifar100:DIR | folder:DIR | npz:FILE")
     p.add_argument("--imbalance", type=float, required=True)
-    p.add_argument("--n-max", type=int, help="head-class count (default: the smallest class size)")
+    p.add_argument("--n-max", type=int_arg, help="head-class count (default: the smallest class size)")
     p.add_argument("--kind", choices=["exp", "step"], default="exp")
     p.add_argument("--val-fraction", type=float, default=0.0, help="hold out this fraction per class (e.g. 0.1)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int_arg, default=0)
     p.add_argument("--out", required=True, help="split file to write (JSON)")
     add_json_arg(p)
     p.set_defaults(handler=_split, human=lambda r: f"wrote {r['out']}: counts {r['counts']} (sha256 {r['sha256'][:12]})")
@@ -66,10 +66,10 @@ def register(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
     p.add_argument("--labels", required=True, help=".npz with 'labels' of the test pool (a predictions file works)")
     p.add_argument("--train-counts", required=True, help="JSON list of training counts by class index")
     p.add_argument("--test-imbalance", type=float, required=True, help="rho_t of the test distributions")
-    p.add_argument("--n-max", type=int, help="n_max of the test counts (default: smallest class pool)")
-    p.add_argument("--points", type=int, default=10, help="T (default 10)")
-    p.add_argument("--repeats", type=int, default=5, help="R test sets per point (default 5)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--n-max", type=int_arg, help="n_max of the test counts (default: smallest class pool)")
+    p.add_argument("--points", type=int_arg, default=10, help="T (default 10)")
+    p.add_argument("--repeats", type=int_arg, default=5, help="R test sets per point (default 5)")
+    p.add_argument("--seed", type=int_arg, default=0)
     p.add_argument("--out", required=True, help="sweep file to write (JSON)")
     add_json_arg(p)
     p.set_defaults(handler=_sweep, human=lambda r: f"wrote {r['out']}: {r['points']} points x {r['repeats']} sets "
@@ -85,7 +85,7 @@ def register(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
     p.add_argument("--exact", action="store_true", help="noise-free V_t = sum N_c acc_c / sum N_c (R -> infinity)")
     p.add_argument("--convention", choices=["tade", "oltr"], default="tade",
                    help="many/medium/few thresholds: tade >100/20-100/<20 (default), oltr >=100/21-99/<=20")
-    p.add_argument("--bootstrap", type=int, default=0, metavar="B", help="add 95%% bootstrap intervals (B replicates)")
+    p.add_argument("--bootstrap", type=int_arg, default=0, metavar="B", help="add 95%% bootstrap intervals (B replicates)")
     add_record_args(p, what="predictions")
     add_store_arg(p)
     add_json_arg(p)
@@ -140,7 +140,7 @@ def _split(args):
     from ..data import load_dataset, write_split
     from ..protocols.longtail import build_training_split
 
-    ds = load_dataset(args.data)
+    ds = load_dataset(args.data, what="data")
     split = build_training_split(ds.train.labels, imbalance=args.imbalance, n_max=args.n_max, kind=args.kind,
                                  seed=args.seed, val_fraction=args.val_fraction, dataset=args.data)
     write_split(args.out, split)

@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from . import add_json_arg, add_store_arg, store_records
+from . import add_json_arg, add_store_arg, int_arg, store_records
 from .common import TableResult, render_table
 
 _FMT = argparse.RawDescriptionHelpFormatter
@@ -21,14 +21,14 @@ def _dataset_args(p: argparse.ArgumentParser) -> None:
                         "dataset's own augmentation, ASHA eta 2, random search, mean val accuracy of the last 5 "
                         "epochs, best among all trials); vistabench = our earlier rules (60/40 train/val, "
                         "pad-crop + flip, eta 3, TPE, last-epoch balanced accuracy, completed trials only)")
-    p.add_argument("--per-class", type=int, metavar="N", help="trainval images per class (default: the preset's; "
+    p.add_argument("--per-class", type=int_arg, metavar="N", help="trainval images per class (default: the preset's; "
                    "alone it keeps the preset's train share, e.g. 20 -> 12 train + 8 val)")
-    p.add_argument("--train-per-class", type=int, metavar="N",
+    p.add_argument("--train-per-class", type=int_arg, metavar="N",
                    help="train images per class, the rest of trainval is val (gem: 30; CUB 20, ISIC 50)")
     p.add_argument("--val-fraction", type=float, metavar="F",
                    help="instead of --train-per-class: share of each class's trainval images in val (vistabench: 0.4)")
-    p.add_argument("--seed", type=int, default=0, help="split seed and search seed (default 0)")
-    p.add_argument("--image-size", type=int, metavar="PX",
+    p.add_argument("--seed", type=int_arg, default=0, help="split seed and search seed (default 0)")
+    p.add_argument("--image-size", type=int_arg, metavar="PX",
                    help="side length variable-size images are resized to (default: the preset's)")
 
 
@@ -43,8 +43,29 @@ def _run_verb(p: argparse.ArgumentParser, stages: str) -> None:
     add_store_arg(p)
     add_json_arg(p)
     pinned = None if stages == "tune+final" else {"stages": stages}
-    handler, _ = run_verb(SmalldataConfig, _run_config, pinned=pinned, verb=f"smalldata {stages}")
+    run_handler, _ = run_verb(SmalldataConfig, _run_config, pinned=pinned, verb=f"smalldata {stages}")
+
+    def handler(args):
+        from .configured import given_from_args, wants_print
+
+        if not wants_print(args):  # printing a config reads no data
+            _check_dataset_folder(given_from_args(args).get("dataset"))
+        return run_handler(args)
+
     p.set_defaults(handler=handler, human=_run_text)
+
+
+def _check_dataset_folder(spec) -> None:
+    """``--dataset NAME:DIR`` with a DIR that is not a folder: say so naming --dataset (the user never
+    typed --root, which the preset's reader would name)."""
+    from ..errors import InputError
+
+    if not isinstance(spec, str) or ":" not in spec:
+        return
+    root = spec.partition(":")[2]
+    if root and not Path(root).is_dir():
+        raise InputError(f"dataset {spec!r}: " + (f"{root!r} is a file, expected a folder" if Path(root).exists()
+                                                  else f"no such folder {root!r}"))
 
 
 def _run_config(config, *, store, work_dir):
@@ -93,11 +114,11 @@ def register(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
     p.add_argument("--predictions", required=True, metavar="NPZ")
     p.add_argument("--dataset", required=True, metavar="NAME", help="the preset the splits were written for")
     p.add_argument("--root", metavar="DIR", help="the dataset's folder (not for mnist5k/digits)")
-    p.add_argument("--image-size", type=int, metavar="PX")
+    p.add_argument("--image-size", type=int_arg, metavar="PX")
     p.add_argument("--splits", required=True, metavar="DIR", help="folder of split files (`smalldata split`)")
-    p.add_argument("--split", type=int, required=True, metavar="I", help="which split's test set")
+    p.add_argument("--split", type=int_arg, required=True, metavar="I", help="which split's test set")
     p.add_argument("--method", help="method name of the record (default: the predictions file's name without suffix)")
-    p.add_argument("--seed", type=int, help="seed of the run that made the predictions (stored as is)")
+    p.add_argument("--seed", type=int_arg, help="seed of the run that made the predictions (stored as is)")
     p.add_argument("--tag", default="final", help="record tag (default: final, as the final runs)")
     add_store_arg(p)
     add_json_arg(p)
@@ -122,6 +143,7 @@ def register(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
 
 # ---------------------------------------------------------------------------------- handlers
 def _splits(args):
+    _check_dataset_folder(args.dataset)
     from ..protocols.smalldata import write_dataset_splits
 
     return write_dataset_splits(args.dataset, args.out, root=args.root, recipe=args.recipe, per_class=args.per_class,

@@ -195,6 +195,9 @@ def _run_human(res) -> str:
 
 
 def _pretrain(args):
+    from ..extras import require
+
+    require("train", what="`vistabench stream pretrain`")
     from ..protocols.stream import pretrain
 
     return pretrain(args.stream, args.out, steps=args.steps, lr=args.lr, max_per_task=args.max_per_task,

@@ -12,15 +12,21 @@ equal to pycocotools to 1e-9 in the tests.
 
 Masks as pycocotools derives them: ground truth without ``bbox`` in segm mode (torchmetrics' export)
 gets the mask's box; results without ``bbox`` get it from the mask (and the mask area); box-only
-results in segm mode become rectangle masks. Keypoints (``iouType="keypoints"``,
-``params.kpt_oks_sigmas``) as pycocotools (:mod:`.keypoints`). A results *file* of plain boxes is
-kept as columns; its dicts are built when first read.
+results in segm mode become rectangle masks; a result's mask is read (and checked) in segm mode only.
+Keypoints (``iouType="keypoints"``, ``params.kpt_oks_sigmas``) as pycocotools (:mod:`.keypoints`).
+A results *file* of plain boxes is kept as columns; its dicts are built when first read.
+
+Annotation ``id`` 0 is scored as pycocotools scores it (a match to it is a false positive), with a
+warning naming ``COCOeval(..., match_zero_id=True)``. Every mistake is one line, an ``InputError``
+that is also the type pycocotools raises there (``KeyError``, ``TypeError``, ``IndexError``,
+``AssertionError``); parameters that cannot mean anything are refused (:mod:`.params_check`).
 """
 
 from __future__ import annotations
 
 import copy
 import datetime
+import warnings
 from dataclasses import replace
 from collections import defaultdict
 from pathlib import Path
@@ -29,12 +35,15 @@ from typing import Any
 import numpy as np
 
 from ..errors import InputError, InputTypeError
-from ..metrics.detection import Detections, GroundTruth
+from ..metrics.detection import GroundTruth, OfficialToolsDifferenceWarning
 from ..metrics.detection import AREA_LABELS, AREA_RANGES, IOU_THRESHOLDS, RECALL_THRESHOLDS, check_sigmas, to_rle
 from .evaluation import UnknownIdError, accumulate_for_params, id_positions, match_for_params, mean_defined
+from .params_check import check_area_ranges, check_max_dets, check_thresholds, zero_id_message
 from .keypoints import group_oks, keypoint_ignore, set_keypoint_params, summarize_keypoint_stats
+from .coco_detections import detections_of, mask_box
 from .per_image import evaluate_group, group_ious
-from .results import box_result_columns, load_result_list, msgspec_json_list, prepare_results, read_dataset
+from .results import (box_result_columns, explain_dataset, load_result_list, msgspec_json_list,
+                      prepare_results, read_dataset, require)
 
 __all__ = ["COCO", "COCOeval", "Params", "detections_of"]
 
@@ -96,16 +105,20 @@ class COCO:
         self._columns = None
         anns, cats, imgs = {}, {}, {}
         img_to_anns, cat_to_imgs = defaultdict(list), defaultdict(list)
-        for ann in self.dataset.get("annotations", ()):
-            img_to_anns[ann["image_id"]].append(ann)
-            anns[ann["id"]] = ann
-        for img in self.dataset.get("images", ()):
-            imgs[img["id"]] = img
-        for cat in self.dataset.get("categories", ()):
-            cats[cat["id"]] = cat
-        if "annotations" in self.dataset and "categories" in self.dataset:
-            for ann in self.dataset["annotations"]:
-                cat_to_imgs[ann["category_id"]].append(ann["image_id"])
+        try:
+            for ann in self.dataset.get("annotations", ()):
+                img_to_anns[ann["image_id"]].append(ann)
+                anns[ann["id"]] = ann
+            for img in self.dataset.get("images", ()):
+                imgs[img["id"]] = img
+            for cat in self.dataset.get("categories", ()):
+                cats[cat["id"]] = cat
+            if "annotations" in self.dataset and "categories" in self.dataset:
+                for ann in self.dataset["annotations"]:
+                    cat_to_imgs[ann["category_id"]].append(ann["image_id"])
+        except (KeyError, TypeError, AttributeError):
+            explain_dataset(self.dataset)
+            raise
         self.anns, self.cats, self.imgs, self.imgToAnns, self.catToImgs = anns, cats, imgs, img_to_anns, cat_to_imgs
         self._gt = {}
 
@@ -188,12 +201,18 @@ class COCO:
                 for r in data]
 
     def loadRes(self, resFile) -> "COCO":
-        """Results (a list, a JSON path or an N x 7 array) as a ``COCO``, prepared as pycocotools does."""
+        """Results (a list, a JSON path or an N x 7 array) as a ``COCO``, prepared as pycocotools does.
+
+        Results of an image not in the ground truth fail pycocotools' assertion (here an
+        ``InputAssertionError``, one line); results whose category is not in the ground truth are
+        never scored by pycocotools: a warning says how many, and an error when that is all of them.
+        Masks are checked when evaluated in segm mode (pycocotools scores the box in bbox mode)."""
         res = COCO()
         ids = np.fromiter(self.imgs.keys(), np.int64, len(self.imgs))
         sizes = {i: (int(im.get("height", 0)), int(im.get("width", 0))) for i, im in self.imgs.items()}
         cols = box_result_columns(resFile, ids)
         if cols is not None:  # plain boxes from a file: columns now, the dicts when first read
+            self._check_result_categories(cols["category_id"], len(cols["score"]))
             images, categories = list(self.dataset.get("images", [])), copy.deepcopy(self.dataset.get("categories", []))
             for attr in COCO._LAZY:
                 del res.__dict__[attr]
@@ -205,7 +224,9 @@ class COCO:
         res.dataset["info"] = copy.deepcopy(self.dataset.get("info", {}))  # as pycocotools 2.0.8
         res.dataset["images"] = list(self.dataset.get("images", []))
         anns = self.loadNumpyAnnotations(resFile) if isinstance(resFile, np.ndarray) else load_result_list(resFile, "resFile")
-        cols = prepare_results(anns, what="resFile", coco=True, image_ids=ids, image_sizes=sizes)
+        cols = prepare_results(anns, what="resFile", coco=True, image_ids=ids, image_sizes=None)
+        if cols:
+            self._check_result_categories(cols["category_id"], len(anns))
         res.dataset["categories"] = copy.deepcopy(self.dataset.get("categories", []))
         res.dataset["annotations"] = anns
         res.createIndex()
@@ -213,12 +234,26 @@ class COCO:
             res._columns = cols
         return res
 
+    def _check_result_categories(self, category_id: np.ndarray, n: int) -> None:
+        cats = np.fromiter(self.cats.keys(), np.int64, len(self.cats))
+        unknown = ~np.isin(category_id, cats)
+        if unknown.any():
+            k, first = int(np.count_nonzero(unknown)), int(category_id[unknown][0])
+            if k == n:
+                raise InputError(f"resFile: no result has a category id of the ground truth (first: {first}; the "
+                                 f"ground truth's start {sorted(self.cats)[:5]}); pycocotools would score none of them")
+            warnings.warn(f"resFile: {k} of {n} results have category ids not in the ground truth (first: {first}); "
+                          f"pycocotools never scores them", UserWarning, stacklevel=3)
+
     def ground_truth(self, with_segmentation: bool, *, with_keypoints: bool = False) -> GroundTruth:
         """The annotations as a pycocotools-semantics :class:`GroundTruth` (cached until
         ``createIndex``). In segm mode an annotation without ``bbox`` gets its mask's box;
         ``with_keypoints`` reads ``keypoints`` / ``num_keypoints`` (iouType "keypoints")."""
         from ..data.coco import read_ground_truth
 
+        if not self._gt:
+            require(self.dataset.get("annotations", []), "iscrowd", "annotations",
+                    "pycocotools reads it from every annotation it evaluates")
         if with_keypoints:
             if "keypoints" not in self._gt:
                 ds = self.dataset
@@ -230,68 +265,36 @@ class COCO:
             ds = self.dataset
             anns = ds.get("annotations", [])
             if with_segmentation and any("bbox" not in a for a in anns):
-                anns = [a if "bbox" in a else {**a, "bbox": _mask_box(self, a, i)} for i, a in enumerate(anns)]
+                anns = [a if "bbox" in a else {**a, "bbox": mask_box(self, a, i)} for i, a in enumerate(anns)]
             self._gt[with_segmentation] = read_ground_truth(
                 {"images": ds.get("images", []), "annotations": anns, "categories": ds.get("categories", [])},
                 format="coco", with_segmentation=with_segmentation)
         return self._gt[with_segmentation]
 
 
-def _mask_box(coco: COCO, ann: dict, i: int) -> list:
-    import pycocotools.mask as mask_utils
-
-    if "segmentation" not in ann:
-        raise InputError(f"annotations[{i}]: has neither 'bbox' nor 'segmentation'")
-    img = coco.imgs.get(ann.get("image_id"), {})
-    return mask_utils.toBbox(to_rle(ann["segmentation"], int(img.get("height", 0)), int(img.get("width", 0)))).tolist()
+#: iouType -> what the evaluator matches on (the one place a new type is added)
+IOU_TYPES: tuple[str, ...] = ("bbox", "segm", "keypoints")
 
 
-def detections_of(coco_dt: COCO, gt: GroundTruth, iou_type: str) -> tuple[Detections, np.ndarray]:
-    """Results as the evaluation reads them: ``area`` and (bbox mode) ``bbox`` as stored on each
-    result, masks from ``segmentation``. Results of images or categories absent from ``gt`` are left
-    out, as pycocotools never loads them (its ids come from the ground truth); returns the detections
-    and their positions in ``dataset["annotations"]``."""
-    cols = coco_dt.__dict__.get("_columns")
-    if cols is not None and iou_type == "bbox":  # a column-backed loadRes: no dicts needed
-        pos = np.flatnonzero(np.isin(cols["image_id"], gt.image_ids) & np.isin(cols["category_id"], gt.category_ids))
-        every = len(pos) == len(cols["score"])
-        pick = (lambda a: a) if every else (lambda a: a[pos])
-        d = Detections.from_ids(gt, image_id=pick(cols["image_id"]), category_id=pick(cols["category_id"]),
-                                bbox=pick(cols["bbox"]), score=pick(cols["score"]), area=pick(cols["area"]))
-        return d, pos
-    anns = coco_dt.dataset.get("annotations", [])
-    try:
-        iid = np.array([a["image_id"] for a in anns], np.int64)
-        cid = np.array([a["category_id"] for a in anns], np.int64)
-    except KeyError as exc:
-        raise InputError(f"cocoDt: a result lacks {exc.args[0]!r}") from None
-    pos = np.flatnonzero(np.isin(iid, gt.image_ids) & np.isin(cid, gt.category_ids))
-    anns = [anns[i] for i in pos]
-    try:
-        score = np.array([a["score"] for a in anns], np.float64)
-        area = np.array([a["area"] for a in anns], np.float64)
-    except KeyError as exc:
-        raise InputError(f"cocoDt: a result lacks {exc.args[0]!r}") from None
-    kp = None
-    if iou_type == "keypoints":
-        kp = [a.get("keypoints") for a in anns]
-        if any(k is None for k in kp):
-            raise InputError(f"cocoDt: result {int(pos[kp.index(None)])} lacks 'keypoints' (iouType 'keypoints')")
-    if iou_type == "segm":
-        seg = [a.get("segmentation") for a in anns]
-        if any(s is None for s in seg):
-            raise InputError(f"cocoDt: result {int(pos[seg.index(None)])} lacks 'segmentation' (iouType 'segm')")
-        box = [a["bbox"] if "bbox" in a else _mask_box(coco_dt, a, i) for i, a in enumerate(anns)]
-    else:
-        seg = None
-        if any("bbox" not in a for a in anns):
-            raise InputError(f"cocoDt: result {int(pos[next(i for i, a in enumerate(anns) if 'bbox' not in a)])} "
-                             f"lacks 'bbox' (iouType {iou_type!r})")
-        box = [a["bbox"] for a in anns]
-    bbox = np.asarray(box, np.float64).reshape(len(anns), 4)
-    d = Detections.from_ids(gt, image_id=iid[pos], category_id=cid[pos], bbox=bbox, score=score, segmentation=seg,
-                            area=area, keypoints=kp)
-    return d, pos
+def _check_iou_type(iou_type: Any, field: str) -> str:
+    if iou_type not in IOU_TYPES:
+        raise InputError(f"{field}: expected one of {', '.join(map(repr, IOU_TYPES))}, got {iou_type!r}")
+    return iou_type
+
+
+def _as_coco(v: Any, name: str) -> COCO | None:
+    """Ours as is; another tool's ``COCO`` (pycocotools, faster-coco-eval: an object with a
+    ``dataset`` dict) re-indexed over the same dataset, so mixed imports keep working."""
+    if v is None or isinstance(v, COCO):
+        return v
+    ds = getattr(v, "dataset", None)
+    if not isinstance(ds, dict):
+        raise InputTypeError(f"{name}: expected a COCO object (vistabench.compat.coco.COCO or pycocotools'), got "
+                             f"{type(v).__name__}")
+    c = COCO()
+    c.dataset = ds
+    c.createIndex()
+    return c
 
 
 class Params:
@@ -299,8 +302,7 @@ class Params:
     maxDets [20], areas all / medium / large, ``kpt_oks_sigmas``)."""
 
     def __init__(self, iouType: str = "segm"):
-        if iouType not in ("segm", "bbox", "keypoints"):
-            raise InputError(f"iouType: expected 'bbox', 'segm' or 'keypoints', got {iouType!r}")
+        _check_iou_type(iouType, "iouType")
         if iouType == "keypoints":
             set_keypoint_params(self)
             self.iouType, self.useSegm = iouType, None
@@ -318,12 +320,19 @@ class Params:
 
 
 class COCOeval:
-    """As ``pycocotools.cocoeval.COCOeval(cocoGt, cocoDt, iouType="segm")``."""
+    """As ``pycocotools.cocoeval.COCOeval(cocoGt, cocoDt, iouType="segm")``.
 
-    def __init__(self, cocoGt: COCO | None = None, cocoDt: COCO | None = None, iouType: str = "segm"):
-        for name, v in (("cocoGt", cocoGt), ("cocoDt", cocoDt)):
-            if v is not None and not isinstance(v, COCO):
-                raise InputTypeError(f"{name}: expected vistabench.compat.coco.COCO, got {type(v).__name__}")
+    ``match_zero_id`` (keyword, default False): pycocotools counts a detection matched to a
+    ground-truth annotation with ``id`` 0 as a false positive (it stores matches as ids and tests
+    them for truth); that is the default here, with a warning naming this option, which counts the
+    match as the true positive it is."""
+
+    def __init__(self, cocoGt: COCO | None = None, cocoDt: COCO | None = None, iouType: str = "segm", *,
+                 match_zero_id: bool = False):
+        cocoGt, cocoDt = _as_coco(cocoGt, "cocoGt"), _as_coco(cocoDt, "cocoDt")
+        if not isinstance(match_zero_id, bool):
+            raise InputTypeError(f"match_zero_id: expected True or False, got {match_zero_id!r}")
+        self.match_zero_id = match_zero_id
         self.cocoGt, self.cocoDt = cocoGt, cocoDt
         self.eval: dict = {}
         self.params = Params(iouType=iouType)
@@ -340,26 +349,32 @@ class COCOeval:
         p = self.params
         if p.useSegm is not None:
             p.iouType = "segm" if p.useSegm == 1 else "bbox"
-        if p.iouType not in ("bbox", "segm", "keypoints"):
-            raise InputError(f"params.iouType: expected 'bbox', 'segm' or 'keypoints', got {p.iouType!r}")
+        _check_iou_type(p.iouType, "params.iouType")
         if self.cocoGt is None or self.cocoDt is None:
             raise InputError("cocoGt, cocoDt: both are needed to evaluate")
+        iou_thrs = check_thresholds(p.iouThrs, "params.iouThrs", empty_is_index_error=True)
+        check_thresholds(p.recThrs, "params.recThrs", empty_is_index_error=False)
+        check_max_dets(p.maxDets, "params.maxDets")
+        area = check_area_ranges(p.areaRng, p.areaRngLbl, "params.areaRng", "params.areaRngLbl")
+        if p.useCats not in (0, 1):
+            raise InputError(f"params.useCats: expected 0 or 1, got {p.useCats!r}")
         p.imgIds = list(np.unique(np.asarray(p.imgIds, np.int64)).tolist())
         if p.useCats:
             p.catIds = list(np.unique(np.asarray(p.catIds, np.int64)).tolist())
         p.maxDets = sorted(int(m) for m in p.maxDets)
-        area = np.asarray(p.areaRng, np.float64)
-        if area.ndim != 2 or area.shape[1] != 2:
-            raise InputError(f"params.areaRng: expected pairs [low, high], got {p.areaRng!r}")
         kp = p.iouType == "keypoints"
         gt = self.cocoGt.ground_truth(p.iouType == "segm", with_keypoints=kp)
         dets, self._dt_pos = detections_of(self.cocoDt, gt, p.iouType)
         sigmas = check_sigmas(getattr(p, "kpt_oks_sigmas", None), gt.keypoints.shape[1] if len(gt) else None,
                               "params.kpt_oks_sigmas") if kp else None
-        self._pm = match_for_params(
-            gt, dets, iou_type=p.iouType, img_rows=id_positions(p.imgIds, gt.image_ids, "params.imgIds"),
-            cat_rows=id_positions(p.catIds, gt.category_ids, "params.catIds"), use_cats=bool(p.useCats),
-            iou_thrs=np.asarray(p.iouThrs, np.float64), area_rng=area, kpt_oks_sigmas=sigmas)
+        img_rows = id_positions(p.imgIds, gt.image_ids, "params.imgIds")
+        cat_rows = id_positions(p.catIds, gt.category_ids, "params.catIds")
+        if len(gt.ann_id) and np.any(gt.ann_id == 0) and not self.match_zero_id:
+            warnings.warn(zero_id_message("cocoGt", "COCOeval(..., match_zero_id=True)"), OfficialToolsDifferenceWarning,
+                          stacklevel=2)
+        self._pm = match_for_params(gt, dets, iou_type=p.iouType, img_rows=img_rows, cat_rows=cat_rows,
+                                    use_cats=bool(p.useCats), iou_thrs=iou_thrs, area_rng=area, kpt_oks_sigmas=sigmas,
+                                    zero_id_unmatched=not self.match_zero_id)
         if kp and not p.useCats:  # pycocotools' computeOks reads _gts[img, -1] (empty): nothing matches
             m = self._pm.match
             self._pm.match = replace(m, cand=np.zeros(0, np.int64), code=m.code[:, :, :0])
@@ -398,8 +413,7 @@ class COCOeval:
         if self.params.iouType == "keypoints":
             self.stats = summarize_keypoint_stats(self._summarize)
             return
-        if len(m) < 3:
-            raise InputError(f"params.maxDets: summarize reads three values (pycocotools' stats), got {m!r}")
+        m = check_max_dets(m, "params.maxDets", need=3)
         s = self._summarize
         self.stats = np.array([
             s(1), s(1, iouThr=.5, maxDets=m[2]), s(1, iouThr=.75, maxDets=m[2]), s(1, areaRng="small", maxDets=m[2]),

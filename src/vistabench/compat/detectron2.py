@@ -30,7 +30,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..errors import InputError
+from ..atomic import write_text
+from ..errors import InputAssertionError, InputError, InputKeyError, InputTypeError
 from ..metrics.detection import evaluate_detections
 from .evaluation import mean_defined
 
@@ -216,16 +217,24 @@ class _Evaluator:
             if isinstance(image_id, bool) or not isinstance(image_id, (int, np.integer)):
                 raise InputError(f"inputs[{i}].image_id: expected the dataset's integer image id, got {image_id!r}")
             pred: dict[str, Any] = {"image_id": int(image_id)}
+            if not isinstance(out, dict):
+                raise InputTypeError(f"outputs[{i}]: expected a dict ({{'instances': ...}} or {{'proposals': ...}}), "
+                                     f"got {type(out).__name__}")
             if "instances" in out:
                 pred["instances"] = instances_to_json(out["instances"], pred["image_id"], f"outputs[{i}]")
             if "proposals" in out:
                 p = out["proposals"]
-                boxes = _array(_field(p, ("proposal_boxes", "boxes"))).astype(np.float32).reshape(-1, 4)
+                boxes = _array(_field(p, ("proposal_boxes", "boxes"))).astype(np.float32)
+                if not (boxes.ndim == 2 and boxes.shape[1] == 4) and boxes.size:
+                    raise InputError(f"outputs[{i}].proposals.proposal_boxes: expected (N, 4) XYXY boxes, got shape "
+                                     f"{tuple(boxes.shape)}")
+                boxes = boxes.reshape(-1, 4)
                 logits = _array(_field(p, ("objectness_logits", "scores"))).reshape(-1)
                 if len(logits) != len(boxes):
                     raise InputError(f"outputs[{i}].proposals: {len(boxes)} boxes but {len(logits)} objectness_logits")
                 pred["proposals"] = boxes[np.argsort(-logits, kind="stable")]
-            self._predictions.append(pred)
+            if len(pred) > 1:  # as detectron2: an output with neither 'instances' nor 'proposals' is not kept
+                self._predictions.append(pred)
 
     def _gather(self) -> list[dict] | None:
         if self._distributed:
@@ -255,9 +264,8 @@ class _Evaluator:
             dets = [r for p in predictions for r in p.get("instances", [])]
             self._map_categories(dets)
             if self._output_dir:
-                Path(self._output_dir).mkdir(parents=True, exist_ok=True)
-                with open(Path(self._output_dir) / f"{self._kind}_instances_results.json", "w") as f:
-                    json.dump(dets, f)
+                write_text(Path(self._output_dir) / f"{self._kind}_instances_results.json", json.dumps(dets),
+                           what="output_dir results")
             tasks = self._tasks or (("bbox",) + (("segm",) if any("segmentation" in d for d in dets) else ())
                                     + (("keypoints",) if any("keypoints" in d for d in dets) else ()))
             for task in sorted(tasks):
@@ -278,11 +286,16 @@ class _Evaluator:
 
     def _map_categories(self, dets: list[dict]) -> None:
         rev = self._mapping()
+        known = set(self._cat_ids())
+        if rev and not known & set(rev.values()):
+            raise InputError(f"metadata.thing_dataset_id_to_contiguous_id: none of its {len(rev)} dataset ids "
+                             f"(first: {next(iter(rev.values()))}) is a category of the annotation file; nothing "
+                             f"could be scored")
         for i, r in enumerate(dets):
             c = r["category_id"]
-            if c not in rev:
-                raise InputError(f"pred_classes: class index {c} (detection {i}, image {r['image_id']}) is outside the "
-                                 f"{len(rev)} classes 0..{len(rev) - 1} of the dataset")
+            if c not in rev:  # detectron2 asserts ``category_id < num_classes``
+                raise InputAssertionError(f"pred_classes: class index {c} (detection {i}, image {r['image_id']}) is "
+                                          f"outside the {len(rev)} classes 0..{len(rev) - 1} of the dataset")
             r["category_id"] = rev[c]
 
     def _no_predictions(self, task: str) -> dict:
@@ -317,6 +330,9 @@ class LVISEvaluator(_Evaluator):
 
     def _default_mapping(self) -> dict[int, int]:
         return {c - 1: c for c in self._api.get_cat_ids()}  # detectron2: category_id += 1
+
+    def _cat_ids(self) -> list:
+        return self._api.get_cat_ids()
 
     def _gt_boxes_of(self, image_id):
         anns = self._api.load_anns(self._api.get_ann_ids(img_ids=[image_id]))
@@ -374,8 +390,16 @@ class COCOEvaluator(_Evaluator):
     def _default_mapping(self) -> dict[int, int]:
         return dict(enumerate(sorted(self._api.getCatIds())))  # detectron2's load_coco_json
 
+    def _cat_ids(self) -> list:
+        return self._api.getCatIds()
+
     def _gt_boxes_of(self, image_id):
-        anns = [a for a in self._api.loadAnns(self._api.getAnnIds(imgIds=image_id)) if a["iscrowd"] == 0]
+        anns = self._api.loadAnns(self._api.getAnnIds(imgIds=image_id))
+        if not all("iscrowd" in a for a in anns):  # detectron2 reads obj["iscrowd"]: a KeyError there
+            a = next(a for a in anns if "iscrowd" not in a)
+            raise InputKeyError(f"metadata.json_file: annotation id {a.get('id')!r} (image {image_id}) lacks "
+                                f"'iscrowd' (box proposals leave crowd regions out)")
+        anns = [a for a in anns if a["iscrowd"] == 0]
         return [a["bbox"] for a in anns], [a["area"] for a in anns]
 
     def _eval_task(self, dets: list[dict], task: str, img_ids) -> dict:

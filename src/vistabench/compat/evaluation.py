@@ -18,26 +18,23 @@ from typing import Sequence
 
 import numpy as np
 
-from ..errors import InputError
+from ..errors import InputError, InputIndexError, InputKeyError
 from ..metrics.detection import canonical_order, federated_selection, pr_curves, recall_counts
 from ..metrics.detection import Detections, GroundTruth
-from ..metrics.detection import Matching, match_detections
+from ..metrics.detection import Matching, MatchCode, match_detections, to_rle
 
 __all__ = ["EmptyResultsError", "UnknownIdError", "ParamsMatch", "Accumulated", "match_for_params", "accumulate_for_params",
            "mean_defined", "id_positions"]
 
 
-class EmptyResultsError(InputError, IndexError):
+class EmptyResultsError(InputIndexError):
     """No results to evaluate. An :class:`~vistabench.errors.InputError` (so the CLI prints one line)
     and an ``IndexError``, the type lvis-api and pycocotools raise on an empty list (``anns[0]``) and
     the type mmdetection catches to log "results empty"."""
 
 
-class UnknownIdError(InputError, KeyError):
+class UnknownIdError(InputKeyError):
     """An id that is not in the dataset (lvis-api raises a bare KeyError)."""
-
-    def __str__(self) -> str:
-        return str(self.args[0])
 
 
 def id_positions(ids: Sequence[int], known: np.ndarray, field: str) -> np.ndarray:
@@ -76,8 +73,12 @@ def _take(gt: GroundTruth, idx: np.ndarray) -> GroundTruth:
 
 def match_for_params(gt: GroundTruth, dets: Detections, *, iou_type: str, img_rows: np.ndarray,
                      cat_rows: np.ndarray, use_cats: bool, iou_thrs: np.ndarray, area_rng: np.ndarray,
-                     kpt_oks_sigmas: np.ndarray | None = None) -> ParamsMatch:
+                     kpt_oks_sigmas: np.ndarray | None = None, zero_id_unmatched: bool = True) -> ParamsMatch:
     """Select as the official ``_prepare`` does for these parameters, then match.
+
+    ``zero_id_unmatched``: as both official tools, a detection matched to a counted ground truth
+    whose annotation ``id`` is 0 is a false positive (they store matches as ids and test them for
+    truth); False counts it as the true positive it is.
 
     ``img_rows`` / ``cat_rows``: rows of the evaluated images / categories in ``gt``'s sorted id
     lists (categories in the order the parameters give them). LVIS ground truth: annotations with
@@ -113,7 +114,66 @@ def match_for_params(gt: GroundTruth, dets: Detections, *, iou_type: str, img_ro
     det = canonical_order(d, np.flatnonzero(dkeep))
     m = match_detections(g, d, det, iou_type=iou_type, iou_thresholds=np.asarray(iou_thrs, np.float64),
                          area_ranges=np.asarray(area_rng, np.float64).reshape(-1, 2), kpt_oks_sigmas=kpt_oks_sigmas)
+    if zero_id_unmatched and len(g) and np.any(g.ann_id == 0):
+        _zero_id_as_official(g, d, det, m, iou_type, np.asarray(iou_thrs, np.float64), kpt_oks_sigmas)
     return ParamsMatch(gt=g, dets=d, det=det, match=m, cat_rows=rows)
+
+
+def _zero_id_as_official(g: GroundTruth, d: Detections, det: np.ndarray, m: Matching, iou_type: str,
+                         iou_thrs: np.ndarray, sigmas: np.ndarray | None = None) -> None:
+    """Turn the true positive that took a ground truth with annotation id 0 into a false positive,
+    as the official tools count it. The matching itself is unchanged (they mark that ground truth
+    taken too), so only the (image, category) groups holding such an annotation are replayed —
+    with the official greedy loop — to find which detection took it at each area range and IoU
+    threshold (usually one small group)."""
+    import pycocotools.mask as mask_utils
+
+    cand_at = np.full(len(det), -1, np.int64)
+    cand_at[m.cand] = np.arange(len(m.cand))
+    d_img, d_cat = d.image[det], d.category[det]
+    for img, cat in {(int(g.image[z]), int(g.category[z])) for z in np.flatnonzero(g.ann_id == 0)}:
+        gi = np.flatnonzero((g.image == img) & (g.category == cat))
+        dp = np.flatnonzero((d_img == img) & (d_cat == cat))  # score desc, file order (canonical)
+        dp = dp[cand_at[dp] >= 0]
+        if not len(dp):
+            continue
+        crowd = [int(c) for c in g.crowd[gi]]
+        if iou_type == "keypoints":
+            from ..metrics.detection.oks import check_sigmas, oks_matrix
+
+            sg = check_sigmas(sigmas, g.keypoints.shape[1])
+            ious = oks_matrix(d.keypoints[det[dp]], g.keypoints[gi], g.bbox[gi], g.area[gi], sg)
+        elif iou_type == "segm":
+            h, w = (int(g.image_size[img, 0]), int(g.image_size[img, 1])) if g.image_size is not None else (0, 0)
+            dd = [to_rle(d.segmentation[det[p]], h, w) for p in dp]
+            gg = [to_rle(g.segmentation[i], h, w) for i in gi]
+        else:
+            dd, gg = d.bbox[det[dp]].tolist(), g.bbox[gi].tolist()
+        if iou_type != "keypoints":
+            ious = np.asarray(mask_utils.iou(dd, gg, crowd), np.float64).reshape(len(dp), len(gi))
+        zero = g.ann_id[gi] == 0
+        for a in range(m.gt_ignore.shape[0]):
+            ig = m.gt_ignore[a, gi]
+            order = np.argsort(ig, kind="stable")  # counted ground truths first, as the tools sort them
+            for t, thr in enumerate(iou_thrs):
+                taken = np.zeros(len(gi), bool)
+                for k in range(len(dp)):
+                    best, mi = min(float(thr), 1 - 1e-10), -1
+                    for j in order:
+                        if taken[j] and not crowd[j]:
+                            continue
+                        if mi > -1 and not ig[mi] and ig[j]:
+                            break
+                        if ious[k, j] < best:
+                            continue
+                        best, mi = ious[k, j], j
+                    if mi < 0:
+                        continue
+                    taken[mi] = True
+                    if zero[mi] and not ig[mi]:
+                        c = cand_at[dp[k]]
+                        if m.code[a, t, c] == MatchCode.TRUE_POSITIVE:
+                            m.code[a, t, c] = MatchCode.UNMATCHED
 
 
 @dataclass

@@ -25,19 +25,21 @@ from __future__ import annotations
 
 import datetime
 import logging
+import warnings
 from collections import OrderedDict, defaultdict
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..errors import InputError, InputTypeError
+from ..errors import InputError, InputKeyError, InputTypeError
 from ..metrics.detection import (AREA_LABELS, AREA_RANGES, IOU_THRESHOLDS, LVIS_MAX_DETS, RECALL_THRESHOLDS, Detections,
-                                 GroundTruth, to_rle, warn_annotation_id_zero)
+                                 GroundTruth, OfficialToolsDifferenceWarning, to_rle)
 from .evaluation import (EmptyResultsError, UnknownIdError, accumulate_for_params, id_positions, match_for_params,
                          mean_defined)
+from .params_check import check_area_ranges, check_thresholds, zero_id_message
 from .per_image import evaluate_group, group_ious
-from .results import load_result_list, prepare_results, read_dataset
+from .results import check_segmentation, load_result_list, prepare_results, read_dataset
 
 __all__ = ["LVIS", "LVISResults", "LVISEval", "Params", "EmptyResultsError", "UnknownIdError"]
 
@@ -148,18 +150,25 @@ class LVISResults(LVIS):
                     raise InputTypeError(f"results[{i}]: expected a result dict, got {type(a).__name__}")
                 missing = [k for k in ("image_id", "score") if k not in a]
                 if missing:
-                    raise InputError(f"results[{i}]: lacks {missing[0]!r}")
+                    raise InputKeyError(f"results[{i}]: lacks {missing[0]!r}")
             anns = _limit_dets_per_image(anns, int(max_dets))
         ggt = gt.ground_truth(False)
-        sizes = {im["id"]: (int(im.get("height", 0)), int(im.get("width", 0))) for im in gt.dataset["images"]}
-        self.columns = prepare_results(anns, what="results", coco=False, image_ids=ggt.image_ids, image_sizes=sizes)
+        self.columns = prepare_results(anns, what="results", coco=False, image_ids=ggt.image_ids, image_sizes=None)
         super().__init__({"images": gt.dataset["images"], "categories": gt.dataset["categories"], "annotations": anns})
         self.lvis_gt = gt
         self.max_dets = int(max_dets)
 
     def detections(self, gt: GroundTruth) -> Detections:
-        """The results as :class:`Detections` of ``gt`` (positions = ``id - 1``)."""
+        """The results as :class:`Detections` of ``gt`` (positions = ``id - 1``). With masks in
+        ``gt`` (segm) every result's mask is checked against its image's size here: lvis-api never
+        reads the masks of results with a box in bbox mode."""
         c = self.columns
+        if gt.segmentation is not None:
+            size = gt.image_size
+            img = np.searchsorted(gt.image_ids, c["image_id"])
+            for k, sg in enumerate(c["segmentation"]):
+                check_segmentation(sg, f"results[{k}]", None if size is None else
+                                   (int(size[img[k], 0]), int(size[img[k], 1])))
         return Detections.from_ids(gt, image_id=c["image_id"], category_id=c["category_id"], bbox=c["bbox"],
                                    score=c["score"], segmentation=c["segmentation"], area=c["area"])
 
@@ -200,9 +209,17 @@ class Params:
 
 class LVISEval:
     """As ``lvis.LVISEval(lvis_gt, lvis_dt, iou_type="segm")``: ``run()`` = ``evaluate()``,
-    ``accumulate()``, ``summarize()``; ``get_results()``; ``print_results()``."""
+    ``accumulate()``, ``summarize()``; ``get_results()``; ``print_results()``.
 
-    def __init__(self, lvis_gt: LVIS | str, lvis_dt: LVISResults | str | list | None = None, iou_type: str = "segm"):
+    ``match_zero_id`` (keyword, default False): lvis-api counts a detection matched to a
+    ground-truth annotation with ``id`` 0 as a false positive; that is the default here, with a
+    warning naming this option, which counts the match as the true positive it is."""
+
+    def __init__(self, lvis_gt: LVIS | str, lvis_dt: LVISResults | str | list | None = None, iou_type: str = "segm",
+                 *, match_zero_id: bool = False):
+        if not isinstance(match_zero_id, bool):
+            raise InputTypeError(f"match_zero_id: expected True or False, got {match_zero_id!r}")
+        self.match_zero_id = match_zero_id
         if iou_type not in ("bbox", "segm"):
             raise InputError(f"iou_type: {iou_type} is not supported (expected 'bbox' or 'segm').")
         if isinstance(lvis_gt, LVIS):
@@ -239,14 +256,19 @@ class LVISEval:
                              f"got {p.use_cats!r} (lvis-api's summary fails on it)")
         if p.iou_type not in ("bbox", "segm"):
             raise InputError(f"params.iou_type: expected 'bbox' or 'segm', got {p.iou_type!r}")
+        iou_thrs = check_thresholds(p.iou_thrs, "params.iou_thrs", empty_is_index_error=True)
+        check_thresholds(p.rec_thrs, "params.rec_thrs", empty_is_index_error=False)
+        area = check_area_ranges(p.area_rng, p.area_rng_lbl, "params.area_rng", "params.area_rng_lbl")
         p.img_ids = list(np.unique(np.asarray(p.img_ids, np.int64)).tolist())
         gt = self.lvis_gt.ground_truth(p.iou_type == "segm")
-        warn_annotation_id_zero(gt)
+        if len(gt.ann_id) and np.any(gt.ann_id == 0) and not self.match_zero_id:
+            warnings.warn(zero_id_message("lvis_gt", "LVISEval(..., match_zero_id=True)"), OfficialToolsDifferenceWarning,
+                          stacklevel=2)
         dets = self.lvis_dt.detections(gt)
         self._pm = match_for_params(
             gt, dets, iou_type=p.iou_type, img_rows=id_positions(p.img_ids, gt.image_ids, "params.img_ids"),
             cat_rows=id_positions(p.cat_ids, gt.category_ids, "params.cat_ids"), use_cats=True,
-            iou_thrs=np.asarray(p.iou_thrs, np.float64), area_rng=np.asarray(p.area_rng, np.float64))
+            iou_thrs=iou_thrs, area_rng=area, zero_id_unmatched=not self.match_zero_id)
         freq = gt.frequency[self._pm.cat_rows]
         self.freq_groups = [np.flatnonzero(freq == f).tolist() for f in p.img_count_lbl]
         self._acc = None

@@ -17,11 +17,11 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import InputError, InputTypeError
+from ..errors import InputAssertionError, InputError, InputIndexError, InputKeyError, InputTypeError
 from .evaluation import EmptyResultsError
 
-__all__ = ["read_dataset", "load_result_list", "prepare_results", "check_segmentation", "box_result_columns",
-           "msgspec_json_list"]
+__all__ = ["read_dataset", "explain_dataset", "require", "load_result_list", "prepare_results", "check_segmentation",
+           "box_result_columns", "msgspec_json_list"]
 
 
 def read_dataset(source: Any, what: str) -> dict:
@@ -41,6 +41,36 @@ def read_dataset(source: Any, what: str) -> dict:
     if not isinstance(data, dict) or not {"images", "annotations", "categories"} <= set(data):
         raise InputError(f"{what}: {str(source)!r} needs 'images', 'annotations' and 'categories'")
     return data
+
+
+_NEEDS = {"annotations": ("id", "image_id", "category_id"), "images": ("id",), "categories": ("id",)}
+
+
+def explain_dataset(ds: Any) -> None:
+    """Raise the one-line error for what made ``createIndex`` fail (pycocotools' types: KeyError for
+    a missing field, TypeError for a section or entry that is not what it must be)."""
+    if not isinstance(ds, dict):
+        raise InputTypeError(f"dataset: expected a dict with 'images', 'annotations' and 'categories', "
+                             f"got {type(ds).__name__}")
+    for section, fields in _NEEDS.items():
+        items = ds.get(section, ())
+        if not isinstance(items, list):
+            raise InputTypeError(f"dataset[{section!r}]: expected a list of dicts, got {type(items).__name__}")
+        for i, item in enumerate(items):
+            if not isinstance(item, dict):
+                raise InputTypeError(f"{section}[{i}]: expected a dict, got {type(item).__name__}")
+            for f in fields:
+                if f not in item:
+                    raise InputKeyError(f"{section}[{i}]: lacks {f!r}")
+                if isinstance(item[f], (list, dict, set)):
+                    raise InputTypeError(f"{section}[{i}].{f}: expected an id, got {type(item[f]).__name__}")
+
+
+def require(anns: list, field: str, what: str, why: str) -> None:
+    """pycocotools reads ``field`` from every annotation it evaluates (a KeyError there)."""
+    if not all(field in a for a in anns):
+        i = next(i for i, a in enumerate(anns) if field not in a)
+        raise InputKeyError(f"{what}[{i}]: lacks {field!r} ({why})")
 
 
 def load_result_list(source: Any, what: str) -> list:
@@ -143,13 +173,16 @@ def check_segmentation(seg: Any, where: str, image_size: tuple[int, int] | None 
 
 
 def _rle(seg: Any, where: str, size) -> Any:
-    if not isinstance(seg, dict):
-        raise InputError(f"{where}.segmentation: results without 'bbox' need a compressed RLE dict, "
-                         f"got {type(seg).__name__}")
+    if not isinstance(seg, dict):  # the tools' mask area / toBbox fail with a TypeError on it
+        raise InputTypeError(f"{where}.segmentation: results without 'bbox' need a compressed RLE dict, "
+                             f"got {type(seg).__name__}")
     check_segmentation(seg, where, size)
     if isinstance(seg["counts"], list):
-        raise InputError(f"{where}.segmentation: results without 'bbox' need a compressed RLE (string counts)")
+        raise InputTypeError(f"{where}.segmentation: results without 'bbox' need a compressed RLE (string counts)")
     return seg
+
+
+_ABSENT = object()
 
 
 def _boxes(boxes: list, what: str) -> np.ndarray:
@@ -161,13 +194,18 @@ def _boxes(boxes: list, what: str) -> np.ndarray:
     except (TypeError, ValueError):
         pass
     for i, bb in enumerate(boxes):
-        if bb is None:
-            raise InputError(f"{what}[{i}]: lacks 'bbox' (the first result has one, so every result needs one)")
+        if bb is _ABSENT:
+            raise InputKeyError(f"{what}[{i}]: lacks 'bbox' (the first result has one, so every result needs one)")
+        msg = f"{what}[{i}].bbox: expected 4 numbers [x, y, w, h], got {bb!r}"
+        if not isinstance(bb, (list, tuple, np.ndarray)):
+            raise InputTypeError(msg)  # the tools index it: a TypeError there
+        if len(bb) < 4:
+            raise InputIndexError(msg)  # the tools read bb[3]: an IndexError there
         try:
             if np.asarray(bb, dtype=np.float64).shape != (4,):
                 raise ValueError
         except (TypeError, ValueError):
-            raise InputError(f"{what}[{i}].bbox: expected 4 numbers [x, y, w, h], got {bb!r}") from None
+            raise InputError(msg) from None
     raise InputError(f"{what}: every 'bbox' must be 4 numbers [x, y, w, h]")
 
 
@@ -175,7 +213,9 @@ def prepare_results(anns: list, *, what: str, coco: bool, image_ids: np.ndarray,
                     image_sizes: dict | None = None) -> dict[str, Any]:
     """Update ``anns`` as the tool's loader does and return columns ``image_id``, ``category_id``,
     ``score``, ``bbox`` (N, 4), ``area``, ``segmentation`` (list). ``image_sizes``: image id ->
-    (height, width), to check RLE sizes."""
+    (height, width), to check every mask now (None: masks of results with a box are left to the
+    segm evaluation, as pycocotools, which scores the box in bbox mode, never reads them)."""
+    check_masks = image_sizes is not None
     sizes = image_sizes or {}
     if len(anns) == 0:
         raise EmptyResultsError(f"{what}: the results list is empty (lvis-api and pycocotools raise IndexError "
@@ -192,13 +232,13 @@ def prepare_results(anns: list, *, what: str, coco: bool, image_ids: np.ndarray,
         prepare_keypoint_results(anns, what)
         return {}
     if not with_box and "segmentation" not in first:
-        raise InputError(f"{what}[0]: a result needs 'bbox' or 'segmentation'")
+        raise InputKeyError(f"{what}[0]: a result needs 'bbox' or 'segmentation'")
     n = len(anns)
     bad = next((i for i, a in enumerate(anns) if not isinstance(a, dict)), None)
     if bad is not None:
         raise InputTypeError(f"{what}[{bad}]: expected a result dict, got {type(anns[bad]).__name__}")
     if with_box:
-        bbox = _boxes([a.get("bbox") for a in anns], what)
+        bbox = _boxes([a.get("bbox", _ABSENT) for a in anns], what)
         area = bbox[:, 2] * bbox[:, 3]
         x, y = bbox[:, 0], bbox[:, 1]
         x2, y2 = x + bbox[:, 2], y + bbox[:, 3]
@@ -210,14 +250,14 @@ def prepare_results(anns: list, *, what: str, coco: bool, image_ids: np.ndarray,
         if with_box:
             if "segmentation" not in ann:
                 ann["segmentation"] = [rect[i]]
-            else:
+            elif check_masks:
                 check_segmentation(ann["segmentation"], f"{what}[{i}]", sizes.get(ann.get("image_id")))
             ann["area"] = area_l[i]
         else:
             where = f"{what}[{i}]"
             if "segmentation" not in ann:
-                raise InputError(f"{where}: lacks 'segmentation' (the first result has no 'bbox', so every result "
-                                 f"needs a mask)")
+                raise InputKeyError(f"{where}: lacks 'segmentation' (the first result has no 'bbox', so every result "
+                                    f"needs a mask)")
             seg = _rle(ann["segmentation"], where, sizes.get(ann.get("image_id")))
             ann["area"] = mask_utils.area(seg)
             if "bbox" not in ann:
@@ -233,14 +273,14 @@ def prepare_results(anns: list, *, what: str, coco: bool, image_ids: np.ndarray,
         score = np.array([a["score"] for a in anns])
     except KeyError as exc:
         bad = next(i for i, a in enumerate(anns) if exc.args[0] not in a)
-        raise InputError(f"{what}[{bad}]: lacks {exc.args[0]!r}") from None
+        raise InputKeyError(f"{what}[{bad}]: lacks {exc.args[0]!r}") from None
     if iid.dtype.kind not in "iu" or cid.dtype.kind not in "iu":
         raise InputError(f"{what}: 'image_id' and 'category_id' must be integers")
     if score.dtype.kind not in "iuf":
-        raise InputError(f"{what}: every 'score' must be a number")
+        raise InputTypeError(f"{what}: every 'score' must be a number")
     known = np.isin(iid, image_ids)
     if not known.all():
-        raise InputError(f"{what}[{int(np.flatnonzero(~known)[0])}]: image_id {int(iid[~known][0])} is not in the "
-                         f"ground truth (results do not correspond to this set)")
+        raise InputAssertionError(f"{what}[{int(np.flatnonzero(~known)[0])}]: image_id {int(iid[~known][0])} is not "
+                                  f"in the ground truth (results do not correspond to this set)")
     return {"image_id": iid.astype(np.int64), "category_id": cid.astype(np.int64), "score": score.astype(np.float64),
             "bbox": bbox, "area": area, "segmentation": [a["segmentation"] for a in anns]}

@@ -22,7 +22,7 @@ from typing import Any, Literal, Optional, Union
 import msgspec
 import numpy as np
 
-from ..errors import InputError
+from ..errors import InputError, InputKeyError
 from ..metrics.detection import Detections, GroundTruth, check_segmentations, keypoint_array, keypoint_extent, to_rle
 from .coco_stream import CHUNK_BYTES, Box, ResultStream, element_boundary
 
@@ -89,7 +89,7 @@ def _gt_error(exc: Exception, where: str) -> InputError:
     m = _MISSING.search(msg)
     at = msg.rsplit(" - at ", 1)[-1].strip("`") if " - at " in msg else ""
     if m:
-        return InputError(f"{where}: an entry lacks the field {m.group(1)!r} (at {at})")
+        return InputKeyError(f"{where}: an entry lacks the field {m.group(1)!r} (at {at})")
     if "Expected `object`, got" in msg and at == "$":
         return InputError(f"{where}: expected a COCO/LVIS object with 'images', 'annotations' and 'categories', "
                           f"got {msg.split('got `')[-1].split('`')[0]}")
@@ -105,9 +105,9 @@ def _decode_ground_truth(source: Any, with_segmentation: bool, what: str, with_k
     try:
         if isinstance(source, dict):
             return msgspec.convert(source, typ)
-        from .._validation import check_input_file
+        from .._validation import check_json_file
 
-        p = check_input_file(source, what)
+        p = check_json_file(source, what, expected="a COCO/LVIS ground-truth JSON file")
         data = p.read_bytes()
         if data.startswith(b"\xef\xbb\xbf"):
             data = data[3:]
@@ -167,7 +167,7 @@ def read_ground_truth(
         seg = [a.segmentation for a in anns]
         absent = [i for i, x in enumerate(seg) if x is None]
         if absent:
-            raise InputError(f"{what} {name}: annotation {absent[0]} (id {anns[absent[0]].id}) lacks 'segmentation'; "
+            raise InputKeyError(f"{what} {name}: annotation {absent[0]} (id {anns[absent[0]].id}) lacks 'segmentation'; "
                              f"iou_type 'segm' needs one in every annotation")
     kp = None
     if with_keypoints:
@@ -398,9 +398,9 @@ def read_result_columns(
     if isinstance(source, list):
         chunks: Any = [source]
     elif isinstance(source, (str, os.PathLike)):
-        from .._validation import check_input_file
+        from .._validation import check_json_file
 
-        p = check_input_file(source, what)
+        p = check_json_file(source, what, expected="a COCO/LVIS results JSON file")
         chunks = [_whole_list(p, what, name)] if iou_type == "keypoints" else None
     else:
         raise InputError(f"{what}: expected a path or a list of detections, got {type(source).__name__}")
@@ -546,13 +546,12 @@ def read_results(
 def write_result_columns(path: str | os.PathLike[str], image_id: np.ndarray, category_id: np.ndarray,
                          bbox: np.ndarray, score: np.ndarray, segmentation: list | None = None) -> Path:
     """Write a COCO/LVIS results JSON list from columns (atomically, via a temporary file)."""
+    from ..atomic import atomic_write
+
     p = Path(path)
-    if p.parent and not p.parent.exists():
-        p.parent.mkdir(parents=True, exist_ok=True)
     img, cat, box, sc = (np.asarray(image_id).tolist(), np.asarray(category_id).tolist(),
                          np.asarray(bbox).tolist(), np.asarray(score).tolist())
-    tmp = p.with_name(p.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
+    with atomic_write(p, "w", what="results file") as f:
         f.write("[")
         for i in range(len(sc)):
             o = {"image_id": img[i], "category_id": cat[i], "bbox": box[i], "score": sc[i]}
@@ -563,7 +562,6 @@ def write_result_columns(path: str | os.PathLike[str], image_id: np.ndarray, cat
                 o["segmentation"] = seg
             f.write(("," if i else "") + json.dumps(o, allow_nan=False))
         f.write("]")
-    os.replace(tmp, p)
     return p
 
 

@@ -113,8 +113,12 @@ def write_predictions(path: str | os.PathLike[str], predictions: Predictions) ->
     arrays = {"labels": predictions.labels, predictions.kind: predictions.values}
     if predictions.classes is not None:
         arrays["classes"] = predictions.classes
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    np.savez_compressed(path, **arrays)
+    from ..atomic import write_with
+
+    p = str(path)
+    if not p.endswith(".npz"):  # as numpy names it
+        p += ".npz"
+    write_with(p, lambda f: np.savez_compressed(f, **arrays), what="predictions file")
 
 
 def read_npz_arrays(path: str | os.PathLike[str], what: str) -> dict[str, np.ndarray]:

@@ -269,10 +269,62 @@ def _folder(arg: str | None = None) -> DataSplits:
     return DataSplits(read_image_folder(root), None)
 
 
-def load_dataset(spec: str) -> DataSplits:
-    """Load ``NAME`` or ``NAME:PATH`` through the dataset registry (see module docstring)."""
+#: the kinds whose argument is a path: kind -> what the path must be
+_PATH_KINDS = {"folder": "folder", "cifar10": "folder", "cifar100": "folder", "npz": "file"}
+
+
+def _kinds_for(path: Path) -> list[str]:
+    """The kind prefixes that fit what is at ``path`` (an extracted CIFAR folder names one)."""
+    if path.is_file():
+        return ["npz"]
+    if (path / "data_batch_1").is_file() or (path / "batches.meta").is_file():
+        return ["cifar10"]
+    if (path / "train").is_file() and (path / "meta").is_file():
+        return ["cifar100"]
+    if any(c.is_dir() for c in path.iterdir()):
+        return ["folder"]
+    return ["folder", "cifar10", "cifar100"]
+
+
+def _prefixed_forms(spec: str) -> str:
+    """``use cifar10:PATH`` when one kind fits what is at ``spec``, else the forms that may."""
+    forms = [f"{kind}:{spec}" for kind in _kinds_for(Path(spec))]
+    return f"use {forms[0]}" if len(forms) == 1 else ", ".join(forms[:-1]) + " or " + forms[-1]
+
+
+#: the readers that need a path after the colon (``cifar10:DIR``)
+_NEEDS_PATH = {"cifar10": "DIR", "cifar100": "DIR", "npz": "FILE", "folder": "DIR"}
+
+
+def check_dataset_spec(spec: str, name: str = "data") -> None:
+    """A one-line InputError naming ``name`` unless ``spec`` names a reader (``digits``, ``cifar100:DIR``,
+    ...), with close matches; no file is read (a config is checked before any data is loaded)."""
+    kind, _, arg = str(spec).partition(":")
+    if kind not in readers.names():
+        if Path(spec).exists():
+            raise InputError(f"{name}: {spec!r} is a path, which needs a kind prefix: {_prefixed_forms(spec)}")
+        try:
+            readers.get(kind)
+        except InputError as exc:
+            raise InputError(f"{name}: {exc}") from None
+    if kind in _NEEDS_PATH and not arg.strip():
+        raise InputError(f"{name}: dataset {kind!r} needs a path: {kind}:{_NEEDS_PATH[kind]}")
+
+
+def load_dataset(spec: str, *, what: str = "dataset") -> DataSplits:
+    """Load ``NAME`` or ``NAME:PATH`` through the dataset registry (see module docstring).
+
+    ``what`` names the argument ``spec`` came from in a message (a CLI shows its option, ``--data``)."""
     name, _, arg = spec.partition(":")
     if name not in readers.names() and Path(spec).exists():
-        raise InputError(f"dataset {spec!r}: a path needs a kind prefix: folder:{spec}, npz:{spec}, "
-                         f"cifar10:{spec} or cifar100:{spec}")
+        raise InputError(f"{what} {spec!r}: a path needs a kind prefix: {_prefixed_forms(spec)}")
+    kind = _PATH_KINDS.get(name)
+    if kind and arg:
+        p = Path(arg)
+        if not p.exists():
+            raise InputError(f"{what} {spec!r}: no such {kind} {arg!r}")
+        if kind == "folder" and not p.is_dir():
+            raise InputError(f"{what} {spec!r}: {arg!r} is a file, expected a folder")
+        if kind == "file" and p.is_dir():
+            raise InputError(f"{what} {spec!r}: {arg!r} is a folder, expected a file")
     return readers.get(name)(arg or None)

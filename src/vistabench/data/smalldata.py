@@ -1,4 +1,4 @@
-"""Small-data benchmark datasets (Brigato et al., §V): presets and loaders.
+"""Small-data benchmark datasets (Brigato et al., §V): the loaders (the presets: :mod:`.smalldata_presets`).
 
 Loaders read the datasets' own published layouts from the user's disk (nothing is downloaded):
 
@@ -23,160 +23,19 @@ from __future__ import annotations
 
 import csv
 import hashlib
-from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Literal
+from typing import Callable, Literal
 
 import numpy as np
 
 from ..errors import InputError
-from ..registry import Registry
-from .augment import NO_AUGMENTATION, PAD_CROP_FLIP, Augmentation
 from .dataset import DataSplits, Dataset
 from .readers import read_cifar_batch, read_image_folder, readers
+from .smalldata_presets import (CIFAR10_CLASSES, CLAMM_CLASSES, EUROSAT_BANDS, EUROSAT_CLASSES, ISIC2018_CLASSES,
+                                RECIPES, SmallDataPreset, get_preset, presets, vistabench_recipe)
 
 __all__ = ["SmallDataPreset", "presets", "get_preset", "RECIPES", "vistabench_recipe", "load_smalldata", "labels_fingerprint",
            "CIFAR10_CLASSES", "ISIC2018_CLASSES", "EUROSAT_CLASSES", "CLAMM_CLASSES"]
-
-CIFAR10_CLASSES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
-ISIC2018_CLASSES = ["MEL", "NV", "BCC", "AKIEC", "BKL", "DF", "VASC"]
-EUROSAT_CLASSES = ["AnnualCrop", "Forest", "HerbaceousVegetation", "Highway", "Industrial", "Pasture",
-                   "PermanentCrop", "Residential", "River", "SeaLake"]
-EUROSAT_BANDS = 13
-CLAMM_CLASSES = ["Caroline", "Cursiva", "Half_uncial", "Humanistic", "Humanistic_Cursive", "Hybrida",
-                 "Praegothica", "Semihybrida", "Semitextualis", "Southern_Textualis", "Textualis", "Uncial"]
-
-
-@dataclass(frozen=True)
-class SmallDataPreset:
-    """Protocol settings for one dataset: data, split sizes, augmentation, search budget and rules.
-
-    Defaults reproduce gem, the benchmark's public code (``docs/smalldata.md`` gives each value's
-    source); :func:`get_preset` with ``recipe="vistabench"`` gives our earlier choices.
-
-    Split sizes: ``per_class`` images per class form each ``trainval{i}`` (None: all training
-    images, as for CUB, whose ``trainval`` is then the same for every split and only train/val
-    vary); ``train_per_class`` of them go to ``train{i}`` and the rest to ``val{i}`` (gem's files:
-    30/20, CUB 20/≤10, ISIC 50/30); with ``train_per_class=None`` val gets ``val_fraction`` of
-    each class instead. ``test`` is ``"official"`` (the dataset's test part) or ``"own"``
-    (``test{i}`` drawn from the rest of the pool, at most ``test_per_class`` per class).
-
-    Search: ``trials``/``epochs``/``grace_period`` are the HPO budget, ``batch_sizes`` the
-    searched batch sizes; ``reduction_factor`` (ASHA η), ``sampler``, ``score_window`` (the score
-    is the mean of the last k validation values), ``select`` (best among "all" trials or
-    "complete" ones) and ``val_metric`` ("accuracy" or "balanced_accuracy" on val) are the rules.
-    ``augmentation`` is applied to training batches (tuning and final runs). ``stem`` is the ResNet
-    stem: ``"imagenet"`` (7x7/2 conv + max-pool), ``"small"`` (3x3/1) or ``"auto"`` (small at <= 64 px);
-    gem's ResNets keep the ImageNet stem on 64 px EuroSAT.
-    """
-
-    name: str
-    description: str
-    per_class: int | None
-    test: Literal["official", "own"]
-    batch_sizes: tuple[int, ...]
-    epochs: int
-    trials: int
-    grace_period: int
-    model: str
-    quick_model: str
-    image_size: int | None = None
-    test_per_class: int | None = None
-    needs_root: bool = True
-    train_per_class: int | None = 30
-    val_fraction: float | None = None
-    augmentation: Augmentation = NO_AUGMENTATION
-    reduction_factor: int = 2
-    sampler: Literal["random", "tpe"] = "random"
-    score_window: int = 5
-    select: Literal["all", "complete"] = "all"
-    val_metric: Literal["accuracy", "balanced_accuracy"] = "accuracy"
-    num_splits: int = 3
-    recipe: str = "gem"
-    stem: str = "auto"
-
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["batch_sizes"] = list(self.batch_sizes)
-        return d
-
-    def split_sizes(self, *, per_class: int | None = None, train_per_class: int | None = None,
-                    val_fraction: float | None = None) -> dict[str, Any]:
-        """``{"per_class", "train_per_class", "val_fraction"}`` for the split builder.
-
-        Overrides win; a ``per_class`` override alone keeps the preset's train share
-        (``round(per_class · train_per_class / preset per_class)``, e.g. 20 → 12/8 for 30/20).
-        """
-        pc = per_class if per_class is not None else self.per_class
-        if val_fraction is not None:
-            return {"per_class": pc, "train_per_class": None, "val_fraction": val_fraction}
-        if train_per_class is not None:
-            return {"per_class": pc, "train_per_class": train_per_class, "val_fraction": None}
-        if self.train_per_class is None:
-            return {"per_class": pc, "train_per_class": None,
-                    "val_fraction": self.val_fraction if self.val_fraction is not None else 0.4}
-        tpc = self.train_per_class
-        if per_class is not None and self.per_class is not None:
-            tpc = max(1, int(np.floor(per_class * self.train_per_class / self.per_class + 0.5)))
-        return {"per_class": pc, "train_per_class": tpc, "val_fraction": None}
-
-
-presets: Registry[SmallDataPreset] = Registry("small-data dataset")
-
-
-def _preset(p: SmallDataPreset) -> SmallDataPreset:
-    presets.register(p.name)(p)
-    return p
-
-
-# gem's bash_scripts/bench_*.sh and split files (train{i}/val{i}.txt per-class counts)
-_preset(SmallDataPreset("cifair10", "CIFAR-10 training pool + ciFAIR-10 test (32x32 RGB)", 50, "official",
-                        (10, 25, 50), 500, 250, 50, "wrn16_8", "resnet18",
-                        augmentation=Augmentation(crop="shift", shift=4, hflip=True)))
-_preset(SmallDataPreset("cub200", "CUB-200-2011 birds, all ~30 training images per class (RGB)", None,
-                        "official", (8, 16, 32), 200, 100, 10, "resnet50", "resnet18", image_size=224,
-                        train_per_class=20, augmentation=Augmentation(crop="resized", min_scale=0.4, hflip=True)))
-_preset(SmallDataPreset("isic2018", "ISIC 2018 task 3 skin lesions, 7 classes (RGB)", 80, "own",
-                        (8, 16, 32), 500, 100, 25, "resnet50", "resnet18", image_size=224, test_per_class=400,
-                        train_per_class=50,
-                        augmentation=Augmentation(crop="resized", min_scale=0.4, hflip=True, vflip=True)))
-_preset(SmallDataPreset("eurosat", "EuroSAT Sentinel-2, 13 spectral bands (64x64)", 50, "own",
-                        (10, 25, 50), 500, 250, 25, "resnet50", "resnet18", test_per_class=1950,
-                        augmentation=Augmentation(crop="shift", shift=8, hflip=True, vflip=True), stem="imagenet"))
-_preset(SmallDataPreset("clamm", "CLaMM 2016 Latin script styles, 12 classes (grayscale)", 50, "official",
-                        (8, 16, 32), 500, 100, 25, "resnet50", "resnet18", image_size=224,
-                        augmentation=Augmentation(crop="resized", min_scale=0.2)))
-# the demo datasets follow the same rules; digits are not flip- or crop-invariant: no augmentation
-_preset(SmallDataPreset("mnist5k", "bundled MNIST-5k (28x28 grayscale)", 50, "official",
-                        (10, 25, 50), 30, 20, 3, "cnn28", "cnn28", needs_root=False))
-_preset(SmallDataPreset("digits", "bundled sklearn digits (8x8 grayscale)", 50, "official",
-                        (10, 25, 50), 30, 20, 3, "cnn28", "cnn28", needs_root=False))
-_preset(SmallDataPreset("folder", "your images: ROOT/<class>/* or ROOT/train/<class>/* + ROOT/test/<class>/*",
-                        50, "official", (8, 16, 32), 100, 50, 10, "resnet18", "resnet18", image_size=64,
-                        augmentation=Augmentation(crop="shift", shift=4, hflip=True)))
-
-RECIPES = ("gem", "vistabench")
-
-
-def vistabench_recipe(p: SmallDataPreset) -> SmallDataPreset:
-    """vistabench's earlier protocol on the same dataset: a 60/40 train/val fraction of trainval,
-    zero-pad-4 crop + horizontal flip wherever gem augments, ASHA η = 3, TPE, last-epoch balanced
-    accuracy, best among completed trials."""
-    return replace(p, train_per_class=None, val_fraction=0.4,
-                   augmentation=PAD_CROP_FLIP if p.augmentation.active else NO_AUGMENTATION,
-                   reduction_factor=3, sampler="tpe", score_window=1, select="complete",
-                   val_metric="balanced_accuracy", recipe="vistabench", stem="auto")
-
-
-def get_preset(name: str, *, recipe: str = "gem") -> SmallDataPreset:
-    """The preset called ``name`` (unknown names raise with suggestions) under ``recipe``:
-    ``"gem"`` (the benchmark's code, default) or ``"vistabench"`` (:func:`vistabench_recipe`)."""
-    p = presets.get(name)
-    if recipe == "gem":
-        return p
-    if recipe == "vistabench":
-        return vistabench_recipe(p)
-    raise InputError(f"recipe: expected one of {list(RECIPES)}, got {recipe!r}")
 
 
 def labels_fingerprint(labels: np.ndarray) -> str:

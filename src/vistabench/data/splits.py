@@ -39,12 +39,22 @@ def seal(content: dict[str, Any]) -> dict[str, Any]:
 
 def write_split(path: str | os.PathLike[str], content: dict[str, Any]) -> dict[str, Any]:
     """Seal ``content`` and write it as canonical JSON (one line, sorted keys, trailing newline)."""
+    from ..atomic import write_text
+
     sealed = seal(content)
-    p = Path(path)
-    if p.parent and not p.parent.exists():
-        p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(canonical_json(sealed) + "\n", encoding="utf-8")
+    text = canonical_json(sealed) + "\n"
+    try:
+        same = Path(path).read_text(encoding="utf-8") == text  # the same seed gives the same file: keep it
+    except (OSError, UnicodeDecodeError):
+        same = False
+    if not same:
+        write_text(path, text, what=_what(sealed))
     return sealed
+
+
+def _what(content: dict[str, Any]) -> str:
+    kind = str(content.get("kind") or "")
+    return "sweep file" if "sweep" in kind else "sessions file" if "session" in kind else "split file"
 
 
 def read_split(path: str | os.PathLike[str], *, kind: str | None = None, what: str = "split file",
@@ -54,9 +64,9 @@ def read_split(path: str | os.PathLike[str], *, kind: str | None = None, what: s
     With ``require_hash=False`` a hand-written file without a ``sha256`` key is accepted; a file that
     has one must still match it.
     """
-    from .._validation import check_input_file
+    from .._validation import check_json_file
 
-    p = check_input_file(path, what)
+    p = check_json_file(path, what, expected=f"a {what} (JSON)")
     try:
         content = json.loads(p.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:

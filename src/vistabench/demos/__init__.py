@@ -14,14 +14,18 @@ from typing import Sequence
 from ..errors import InputError
 from ..store import ResultsStore
 
-__all__ = ["run_demo"]
+__all__ = ["run_demo", "SMOKE_NOTE"]
+
+#: what a ``--quick`` run's tables and report say first
+SMOKE_NOTE = ("SMOKE RUN (--quick): smaller data, fewer epochs and trials, to check that everything runs; "
+              "the numbers are not the protocols' results")
 
 
 def run_demo(out_dir: str | Path, *, only: Sequence[str] | None = None, quick: bool = False,
              log=print) -> dict:
     """Run the demo parts (all, or ``only``), write the store and report under ``out_dir``.
 
-    Returns ``{"store", "parts": {name: {"seconds", "text"}}, "report"}``: ``text`` is the part's
+    Returns ``{"store", "parts": {name: {"seconds", "text"}}, "report", "quick"}``: ``text`` is the part's
     tables as its demo prints them. ``log`` gets progress lines only (a part starts, ends).
     """
     from ..report import build_report
@@ -45,10 +49,14 @@ def run_demo(out_dir: str | Path, *, only: Sequence[str] | None = None, quick: b
             t0 = time.perf_counter()
             log(f"demo: running {proto.name} ...")
             text = proto.part("demo")(store, out / proto.name, quick=quick)
+            if quick:
+                text = f"{SMOKE_NOTE}\n{text}"
             dt = time.perf_counter() - t0
             log(f"demo: {proto.name} done in {dt:.1f} s")
             summary["parts"][proto.name] = {"seconds": round(dt, 1), "text": text}
-        report = build_report(store, out / "report", title="vistabench demo report")
+        title = f"vistabench demo report — {SMOKE_NOTE}" if quick else "vistabench demo report"
+        report = build_report(store, out / "report", title=title)
     summary["report"] = str(report)
+    summary["quick"] = quick
     log(f"demo: wrote {report}")
     return summary

@@ -7,6 +7,7 @@ import shutil
 import time
 from pathlib import Path
 
+from ..atomic import write_figure
 from ..store import ResultsStore
 
 # (trials, steps) per budget; quick: one tiny budget and three learners (a smoke test)
@@ -69,7 +70,7 @@ def demo(store: ResultsStore, out_dir: Path, *, quick: bool) -> str:
                 runs.append(rid)
         a = analyse(store, runs)
         fig = pareto_figure(a, stream=stream.name)
-        fig.savefig(out_dir / "pareto.png", dpi=110, bbox_inches="tight")  # legend outside the axes
+        write_figure(fig, out_dir / "pareto.png", dpi=110, bbox_inches="tight")  # legend outside the axes
         import matplotlib.pyplot as plt
 
         plt.close(fig)

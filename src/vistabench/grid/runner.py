@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import socket
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
@@ -11,7 +12,7 @@ from typing import Any, Callable
 from ..errors import InputError
 from ..store import Record, ResultsStore
 from .config import Cell, GridConfig
-from ..jobs import ENGINES, SYSTEM_RETRIES, check_ray_address
+from ..jobs import ENGINES, SYSTEM_RETRIES, check_ray_address, terminate_as_interrupt
 from .engines import gpus_for, run_local, run_ray
 from .state import STATUSES, GridState
 
@@ -68,7 +69,10 @@ def run_grid(config: GridConfig, *, store: str | os.PathLike[str], engine: str =
 
     Only this driver writes the store. A cell whose records are already stored is skipped; a failed
     cell is marked failed with its one-line error and the others go on; a cell left half-stored by a
-    killed driver is removed and run again.
+    killed driver is removed and run again. Each cell is claimed (a lease in the store) just before
+    it starts, so several drivers of one grid on one store share its cells and none runs or stores
+    a cell twice (see :mod:`vistabench.grid.state`). SIGTERM, like Ctrl-C, stops the workers (local
+    processes or Ray tasks) before this returns (KeyboardInterrupt).
     """
     if engine not in ENGINES:
         raise InputError(f"engine: expected one of {', '.join(ENGINES)}, got {engine!r}")
@@ -89,8 +93,8 @@ def run_grid(config: GridConfig, *, store: str | os.PathLike[str], engine: str =
     else:
         check_local_gpus(cells, gpus_per_cell)
     work = Path(work_dir).resolve() if work_dir is not None else default_work_dir(store)
-    with ResultsStore(store) as rs, GridState(store) as state:
-        keys = {c.key for c in cells}
+    with ResultsStore(store) as rs, GridState(store) as state, state.keep_alive(), terminate_as_interrupt():
+        keys = {c.key for c in cells} - state.leased_by_others()  # another driver's cell in progress is theirs
         state.delete_records(state.incomplete_ids(config.protocol, keys))
         done = state.done_keys(config.protocol)
         todo = [c for c in cells if c.key not in done]
@@ -98,8 +102,14 @@ def run_grid(config: GridConfig, *, store: str | os.PathLike[str], engine: str =
         say(f"grid {config.name}: {len(cells)} cells, {result.skipped} already in {store}, {len(todo)} to run "
             f"({engine})")
 
-        def started(cell: Cell) -> None:
+        taken: list[str] = []  # cells another driver claimed first
+
+        def started(cell: Cell) -> bool:
+            if not state.claim(cell.key):
+                taken.append(cell.label())
+                return False
             state.mark(cell.key, cell.protocol, cell.canonical, "running")
+            return True
 
         if not todo:
             outcomes = iter(())
@@ -111,6 +121,10 @@ def run_grid(config: GridConfig, *, store: str | os.PathLike[str], engine: str =
                                gpus_per_cell=gpus_per_cell, ray_address=ray_address, on_start=started)
         try:
             for cell, out in outcomes:
+                if not state.holds(cell.key):  # its lease expired and another driver took the cell over
+                    say(f"  dropped {cell.label()}: another driver took it over (its lease expired)")
+                    result.skipped += 1
+                    continue
                 result.ran += 1
                 if out.get("retries"):
                     result.retried += 1
@@ -126,13 +140,25 @@ def run_grid(config: GridConfig, *, store: str | os.PathLike[str], engine: str =
                     result.errors[cell.label()] = error
                     state.mark(cell.key, cell.protocol, cell.canonical, "failed", error)
                     say(f"  FAILED  {cell.label()}: {error}")
+                state.release(cell.key)
         except BaseException:
-            # interrupted: cells in flight are not running any more
+            # interrupted: stop the workers first (closing the engine's iterator terminates them), then
+            # the cells this driver had in flight are not running any more
+            close = getattr(outcomes, "close", None)
+            if close is not None:
+                close()
             rows = state.cell_rows()
+            mine = (socket.gethostname(), os.getpid())
             for c in todo:
-                if rows.get(c.key, {}).get("status") == "running":
+                row = rows.get(c.key, {})
+                if row.get("status") == "running" and (row.get("host"), row.get("pid")) == mine:
                     state.mark(c.key, c.protocol, c.canonical, "missing")
             raise
+        finally:
+            state.release_all()
+        result.skipped += len(taken)
+        if taken:
+            say(f"  {len(taken)} cell(s) claimed by another driver of this store, left to it")
     return result
 
 

@@ -5,6 +5,14 @@ A cell is *done* when the store holds all of its records: each record a grid sto
 killed between two records of one cell leaves an incomplete cell, which is cleaned up and run
 again. Running and failed cells are kept in a ``grid_cells`` table of the same SQLite file, written
 only by the grid driver.
+
+Several drivers may run grids on one store at once (two shells, two machines sharing a store on a
+local disk): a driver **claims** a cell before it runs it, with a lease in the ``grid_leases``
+table (cell key, owner, expiry, heartbeat), in one SQLite write transaction that also checks the
+cell is not done. Only the lease holder runs and stores the cell, so no cell runs or is stored
+twice. A driver renews its leases every :data:`HEARTBEAT_S` seconds; a lease whose driver died is
+taken over — at once when that driver ran on this machine (its process is gone), otherwise when
+the lease expires (:data:`LEASE_S` seconds after its last heartbeat).
 """
 
 from __future__ import annotations
@@ -12,7 +20,9 @@ from __future__ import annotations
 import json
 import os
 import socket
+import threading
 import time
+import uuid
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -30,7 +40,23 @@ CREATE TABLE IF NOT EXISTS grid_cells (
 );
 """
 
+_LEASES = """
+CREATE TABLE IF NOT EXISTS grid_leases (
+    key TEXT PRIMARY KEY,
+    owner TEXT NOT NULL,
+    host TEXT NOT NULL,
+    pid INTEGER NOT NULL,
+    expires REAL NOT NULL,
+    heartbeat REAL NOT NULL
+);
+"""
+
 STATUSES = ("done", "running", "failed", "missing")
+#: seconds a cell's lease lasts after its driver's last heartbeat
+LEASE_S = 120.0
+#: seconds between a driver's heartbeats (renewals of its leases)
+HEARTBEAT_S = 20.0
+_RENEW = "UPDATE grid_leases SET expires = ?, heartbeat = ? WHERE owner = ?"
 
 
 def _alive(host: str | None, pid: int | None) -> bool:
@@ -53,10 +79,13 @@ class GridState:
         from ..store import connect_sqlite
 
         self.read_only = read_only
-        self._conn = connect_sqlite(Path(store_path), read_only=read_only)
+        self.path = Path(store_path)
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.since = time.time()  # a cell that failed since then (under another driver) is not run again now
+        self._conn = connect_sqlite(self.path, read_only=read_only)
         if not read_only:
             self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.executescript(_SCHEMA)
+            self._conn.executescript(_SCHEMA + _LEASES)
             self._conn.commit()
 
     def close(self) -> None:
@@ -105,6 +134,75 @@ class GridState:
             e["of"] = int(part.split("/")[1])
         return dict(out)
 
+    # ------------------------------------------------------------------ leases
+    def _is_done(self, key: str) -> bool:
+        parts, of = set(), None
+        for (settings,) in self._conn.execute("SELECT settings FROM records WHERE settings LIKE ?",
+                                              (f'%"grid_cell": "{key}"%',)):
+            s = json.loads(settings)
+            part = s.get("grid_part")
+            if s.get("grid_cell") == key and isinstance(part, str) and "/" in part:
+                parts.add(part)
+                of = int(part.split("/")[1])
+        return of is not None and len(parts) == of
+
+    def _held_by_other(self, row: tuple | None, now: float) -> bool:
+        """Whether a lease row (owner, host, pid, expires) belongs to another driver that is alive."""
+        if row is None or row[0] == self.owner:
+            return False
+        owner, host, pid, expires = row
+        if host == socket.gethostname():
+            return _alive(host, pid) and expires > now - LEASE_S  # a live process on this machine
+        return expires > now
+
+    def claim(self, key: str) -> bool:
+        """Take the lease of cell ``key`` for this driver; False when the cell is done, failed under
+        another driver since this one started (the next ``grid run`` tries it again), or another live
+        driver holds it. One write transaction, so two drivers never both get it."""
+        conn = self._conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            now = time.time()
+            row = conn.execute("SELECT owner, host, pid, expires FROM grid_leases WHERE key = ?", (key,)).fetchone()
+            failed = conn.execute("SELECT 1 FROM grid_cells WHERE key = ? AND status = 'failed' AND updated >= ?"
+                                  " AND NOT (host = ? AND pid = ?)",
+                                  (key, self.since, socket.gethostname(), os.getpid())).fetchone()
+            if self._held_by_other(row, now) or failed or self._is_done(key):
+                conn.execute("ROLLBACK")
+                return False
+            conn.execute("INSERT OR REPLACE INTO grid_leases (key, owner, host, pid, expires, heartbeat)"
+                         " VALUES (?, ?, ?, ?, ?, ?)",
+                         (key, self.owner, socket.gethostname(), os.getpid(), now + LEASE_S, now))
+            conn.execute("COMMIT")
+            return True
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+
+    def holds(self, key: str) -> bool:
+        """Whether this driver still holds the lease of ``key`` (checked before its records are stored)."""
+        row = self._conn.execute("SELECT owner FROM grid_leases WHERE key = ?", (key,)).fetchone()
+        return row is not None and row[0] == self.owner
+
+    def release(self, key: str) -> None:
+        with self._conn:
+            self._conn.execute("DELETE FROM grid_leases WHERE key = ? AND owner = ?", (key, self.owner))
+
+    def release_all(self) -> None:
+        with self._conn:
+            self._conn.execute("DELETE FROM grid_leases WHERE owner = ?", (self.owner,))
+
+    def leased_by_others(self) -> set[str]:
+        """Keys whose lease another live driver holds (their half-stored records are theirs to finish)."""
+        now = time.time()
+        rows = self._conn.execute("SELECT key, owner, host, pid, expires FROM grid_leases").fetchall()
+        return {r[0] for r in rows if self._held_by_other(r[1:], now)}
+
+    def keep_alive(self) -> "Heartbeat":
+        """A background thread renewing this driver's leases every :data:`HEARTBEAT_S` s (a context manager)."""
+        return Heartbeat(self.path, self.owner)
+
     def done_keys(self, protocol: str) -> set[str]:
         return {k for k, e in self.record_parts(protocol).items() if len(e["parts"]) == e["of"]}
 
@@ -135,3 +233,36 @@ class GridState:
             else:
                 out[k] = {"status": "missing", "error": None}
         return out
+
+
+class Heartbeat:
+    """Renews the leases of ``owner`` every :data:`HEARTBEAT_S` seconds from a thread of its own
+    (with its own SQLite connection) while the ``with`` block runs."""
+
+    def __init__(self, store_path: Path, owner: str) -> None:
+        self.store_path, self.owner = store_path, owner
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="vistabench-grid-heartbeat", daemon=True)
+
+    def _run(self) -> None:
+        from ..store import connect_sqlite
+
+        conn = connect_sqlite(self.store_path)
+        try:
+            while not self._stop.wait(HEARTBEAT_S):
+                now = time.time()
+                try:
+                    with conn:
+                        conn.execute(_RENEW, (now + LEASE_S, now, self.owner))
+                except Exception:  # noqa: BLE001 - a busy store: the next beat renews
+                    pass
+        finally:
+            conn.close()
+
+    def __enter__(self) -> "Heartbeat":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(5)

@@ -26,7 +26,7 @@ from ..errors import InputError
 from ..registry import Registry, did_you_mean
 
 __all__ = ["ModelOptions", "CNN28Options", "ResNetOptions", "WRNOptions", "ViTOptions", "NoModelOptions",
-           "model_options", "register_model_options", "model_options_class", "check_model_options",
+           "model_options", "register_model_options", "check_model_name", "model_options_class", "check_model_options",
            "check_patch_size"]
 
 
@@ -88,6 +88,22 @@ def register_model_options(name: str, options: type[ModelOptions]) -> type[Model
 def model_options_class(model: str) -> type[ModelOptions] | None:
     """The options class of ``model``; None for a model that declares none (a user's)."""
     return model_options.get(model) if model in model_options else None
+
+
+def check_model_name(model: str, name: str = "model") -> None:
+    """InputError naming ``name`` (with close matches) unless ``model`` is a built-in backbone or one
+    registered in :data:`vistabench.learners.models.models` (a user's model is registered by importing
+    its module, which imports that registry; so the check never imports torch itself)."""
+    import sys
+
+    known = set(model_options.names())
+    registry = sys.modules.get("vistabench.learners.models")
+    if registry is not None:
+        known |= set(registry.models.names())
+    if model in known:
+        return
+    raise InputError(f"{name}: unknown model {model!r}{did_you_mean(model, sorted(known), n=2)} "
+                     f"(known: {', '.join(sorted(known))})")
 
 
 def check_model_options(model: str, options: Mapping[str, Any] | None, *, name: str = "model_opt") -> dict[str, Any]:

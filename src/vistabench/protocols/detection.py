@@ -20,7 +20,8 @@ import numpy as np
 
 from ..errors import InputError
 from ..metrics.detection import (DetectionEvaluation, Detections, GroundTruth, detection_labels,
-                                 evaluate_detections, top_per_class)
+                                 decompose_errors, evaluate_detections, per_class_results,
+                                 top_per_class)
 from ..store import Record, ResultsStore
 from .detection_calibration import Calibration, apply_calibration, fit_calibration, fit_calibration_devil
 from .detection_config import CalibrationSettings, DetectionConfig
@@ -96,7 +97,8 @@ def to_record(result: dict[str, Any], *, dataset: str, method: str, seed: int | 
               tag: str | None = None, settings: dict[str, Any] | None = None,
               split_hash: str | None = None) -> Record:
     """The results-store record of a scored results file (the same shape from ``score`` and ``run``):
-    metrics ``<variant>_<key>`` plus ``<variant>_pr50``."""
+    metrics ``<variant>_<key>`` plus ``<variant>_pr50``, and ``per_class`` / ``errors`` (the per-category
+    rows and the TIDE decomposition) when the result has them."""
     metrics: dict[str, Any] = {}
     for v in ("old", "fixed", "pool"):
         if v in result:
@@ -105,15 +107,19 @@ def to_record(result: dict[str, Any], *, dataset: str, method: str, seed: int | 
     for v in ("pool", "old", "fixed"):
         if v in result.get("pr50", {}):
             metrics[f"{v}_pr50"] = result["pr50"][v]
+    for extra in ("per_class", "errors"):  # the diagnostics, when computed (the report's "why AP is low")
+        if result.get(extra) is not None:
+            metrics[extra] = result[extra]
     return Record(protocol=PROTOCOL, dataset=dataset, method=method, seed=seed, split_hash=split_hash,
                   settings={**result.get("settings", {}), **(settings or {})}, metrics=metrics, tag=tag)
 
 
 def record_evaluation(store: ResultsStore, dataset: str, method: str, seed: int, ev: DetectionEvaluation,
-                      settings: dict, tag: str | None = None) -> int:
-    """Store the record of an evaluation; returns its id."""
-    return store.add(to_record(evaluation_result(ev), dataset=dataset, method=method, seed=seed, tag=tag,
-                               settings=settings))
+                      settings: dict, tag: str | None = None, extra: dict[str, Any] | None = None) -> int:
+    """Store the record of an evaluation; returns its id. ``extra``: diagnostics stored with it
+    (``per_class``, ``errors``)."""
+    return store.add(to_record({**evaluation_result(ev), **(extra or {})}, dataset=dataset, method=method, seed=seed,
+                               tag=tag, settings=settings))
 
 
 def masks_present(gt: GroundTruth, dets: Detections) -> bool:
@@ -313,6 +319,8 @@ def score(
     part: Literal["test", "calibration"] = "test",
     allow_empty: bool = False,
     kpt_oks_sigmas: Sequence[float] | None = None,
+    per_class: bool = False,
+    errors: bool = False,
 ) -> dict[str, Any]:
     """Score detections (a results file or list, or read :class:`Detections` with ``reference`` a
     :class:`GroundTruth`) against the ground truth: AP^Old, AP^Fixed, AP^Pool.
@@ -320,7 +328,10 @@ def score(
     With ``split`` (content from :func:`build_image_split`, or its file) only the images of ``part``
     are evaluated. An empty results list is refused unless ``allow_empty``. ``iou_type="keypoints"``
     matches by OKS (COCO ground truth with keypoints) with ``kpt_oks_sigmas`` (None: COCO's 17).
-    Returns :func:`evaluation_result`'s dict.
+    Returns :func:`evaluation_result`'s dict; with ``per_class`` also ``per_class`` (the first of
+    AP^Old / AP^Fixed in ``variants``: :func:`~vistabench.metrics.detection.per_class_results` rows,
+    worst first); with ``errors`` also ``errors`` (TIDE's decomposition, AP points: the "tide" variant
+    plus "fixed" / "pool" when in ``variants``; :func:`~vistabench.metrics.detection.decompose_errors`).
     """
     if iou_type not in ("bbox", "segm", "keypoints"):
         raise InputError(f"iou_type: expected bbox, segm or keypoints, got {iou_type!r}")
@@ -328,6 +339,14 @@ def score(
         raise InputError(f"part: expected test or calibration, got {part!r}")
     names = parse_variants(variants)
     _check_limits(max_dets_per_image, dets_per_class)
+    per_class_variant = next((v for v in names if v in ("old", "fixed")), None)
+    if per_class and per_class_variant is None:
+        raise InputError("per_class: per-category results need AP^Old or AP^Fixed in variants (AP^Pool has one "
+                         f"ranking for all categories), got {','.join(names)!r}")
+    if per_class and iou_type != "bbox":
+        raise InputError("per_class: per-category results are computed for boxes (iou_type bbox)")
+    if errors and iou_type == "keypoints":
+        raise InputError("errors: the error decomposition is computed for boxes or masks (iou_type bbox or segm)")
     if split is not None and not isinstance(split, dict):
         split = read_image_split(split)
     if isinstance(predictions, Detections):
@@ -345,6 +364,14 @@ def score(
     ev = evaluate_detections(gt, dets, iou_type=iou_type, variants=names, max_dets_per_image=max_dets_per_image,
                              dets_per_class=dets_per_class, kpt_oks_sigmas=kpt_oks_sigmas)
     out = evaluation_result(ev)
+    if per_class:
+        pc = per_class_results(gt, dets, variant=per_class_variant, max_dets_per_image=max_dets_per_image,
+                               dets_per_class=dets_per_class)
+        out["per_class"] = {"variant": per_class_variant, "rows": pc.rows()}
+    if errors:
+        which = ("tide",) + tuple(v for v in names if v in ("fixed", "pool"))
+        out["errors"] = decompose_errors(gt, dets, variants=which, max_dets_per_image=max_dets_per_image,
+                                         dets_per_class=dets_per_class, iou_type=iou_type).to_dict()
     if split is not None:
         out["settings"].update(split_sha256=split["sha256"], split_part=part)
     return out

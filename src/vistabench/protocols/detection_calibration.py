@@ -278,8 +278,10 @@ class Calibration:
                    obj.get("settings", {}))
 
     def save(self, path: str | Path) -> Path:
+        from ..atomic import write_text
+
         p = Path(path)
-        p.write_text(json.dumps(self.to_json()), encoding="utf-8")
+        write_text(p, json.dumps(self.to_json()), what="calibration file")
         return p
 
 

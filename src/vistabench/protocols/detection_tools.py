@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from ..atomic import write_text
 from ..errors import InputError
 from ..metrics.detection import rank_within
 from .detection import build_image_split, calibrate_detections, read_detection_set
@@ -95,7 +96,7 @@ def write_synth_set(out: str | os.PathLike[str], **options: Any) -> dict[str, An
     if folder.exists() and not folder.is_dir():
         raise InputError(f"out {str(out)!r}: exists and is not a folder")
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "gt.json").write_text(json.dumps(s.ground_truth), encoding="utf-8")
-    (folder / "results.json").write_text(json.dumps(s.results), encoding="utf-8")
+    write_text(folder / "gt.json", json.dumps(s.ground_truth), what="ground truth")
+    write_text(folder / "results.json", json.dumps(s.results), what="results file")
     return {"gt": str(folder / "gt.json"), "results": str(folder / "results.json"),
             "annotations": len(s.ground_truth["annotations"]), "detections": len(s.results), **s.settings}

@@ -321,7 +321,7 @@ def run(config: IncrementalConfig, *, store: ResultsStore | None = None,
     if not isinstance(config, IncrementalConfig):
         raise InputError(f"config: expected an IncrementalConfig, got {type(config).__name__}")
     config.refuse_tracking()
-    data = load_dataset(config.data)
+    data = load_dataset(config.data, what="data")
     if data.test is None:
         raise InputError(f"data: {config.data!r} has no test part; the test pool comes from it")
     if config.sessions is not None:

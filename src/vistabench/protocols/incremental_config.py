@@ -14,13 +14,21 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..config import Options, RunConfig, option
+from ..data.readers import check_dataset_spec
 from ..errors import InputError
 from ..learners.incremental import default_backbone, method_options_class
 from ..learners.incremental.options import FR_PAPER_VIT, FR_SCRIPTS
-from ..learners.model_options import check_model_options
-from .incremental_sessions import PRESETS
+from ..learners.model_options import check_model_name, check_model_options
 
-__all__ = ["IncrementalConfig", "FR_FIELDS", "FR_LOSS_WEIGHTS", "paper_data"]
+__all__ = ["IncrementalConfig", "FR_FIELDS", "FR_LOSS_WEIGHTS", "PRESETS", "paper_data"]
+
+#: name -> (num_classes, base_classes, way, shot, num_sessions); the FSCIL benchmarks' settings
+#: (here, not beside the session builder: building the command line must not import numpy)
+PRESETS: dict[str, tuple[int, int, int, int, int]] = {
+    "cifar100": (100, 60, 5, 5, 9),
+    "mini_imagenet": (100, 60, 5, 5, 9),
+    "cub200": (200, 100, 10, 5, 11),
+}
 
 #: older ``fr_*`` fields -> the ``fr`` method option they set
 FR_FIELDS = {"fr_recipe": "recipe", "fr_epochs": "epochs", "fr_layers": "layers", "fr_ensemble": "ensemble"}
@@ -163,6 +171,8 @@ class IncrementalConfig(RunConfig):
         ``paper`` recipe the authors' ViT shape, dim 256, depth 12, 8 heads)."""
         model = given.get("model")
         opts = dict(given.get("model_opt") or {})
+        if model is not None:
+            check_model_name(model)
         if model is None:
             model, defaults = default_backbone(method)
             if method == "fr" and recipe == "paper":
@@ -192,6 +202,7 @@ class IncrementalConfig(RunConfig):
 
     # -------------------------------------------------------------------------------- check
     def check(self) -> None:
+        check_dataset_spec(self.data, "data")
         if self.sessions is not None:
             given = [k for k in _LAYOUT if getattr(self, k) is not None]
             if given:

@@ -30,16 +30,10 @@ from .._validation import check_array, check_labels
 from ..data.splits import read_split, write_split
 from ..errors import InputError
 from ..registry import did_you_mean
+from .incremental_config import PRESETS
 
 KIND = "incremental-sessions"
 VERSION = 1
-
-#: name -> (num_classes, base_classes, way, shot, num_sessions); the FSCIL benchmarks' settings.
-PRESETS: dict[str, tuple[int, int, int, int, int]] = {
-    "cifar100": (100, 60, 5, 5, 9),
-    "mini_imagenet": (100, 60, 5, 5, 9),
-    "cub200": (200, 100, 10, 5, 11),
-}
 
 __all__ = [
     "KIND", "PRESETS", "build_sessions", "check_sessions", "image_folder_paths", "load_sessions",

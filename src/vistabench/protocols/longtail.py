@@ -104,7 +104,7 @@ def run(config: LongtailConfig, *, store: ResultsStore | None = None,
     from ..learners.longtail import fit_predict  # torch only here
 
     c = config
-    splits = load_dataset(c.data)
+    splits = load_dataset(c.data, what="data")
     if splits.test is None:
         raise InputError(f"data {c.data!r}: needs an official test part (a folder with train/ and test/)")
     held_out = SELECTION_VAL_FRACTION if c.select_checkpoint == "best_val" else 0.0

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..config import RunConfig, option
+from ..data.readers import check_dataset_spec
 from ..errors import InputError
 from ..learners.longtail.options import MethodOptions, RunFacts, options_class, resolve_method_options
 from .longtail_recipes import CPU, RECIPES, dataset_kind, recipe_fields
@@ -120,6 +121,7 @@ class LongtailConfig(RunConfig):
         return out
 
     def check(self) -> None:
+        check_dataset_spec(self.data, "data")
         if not isinstance(self.method_options, MethodOptions):
             raise InputError(f"method_options: expected the options of {self.method!r}, got {self.method_options!r}")
         if len(self.lr_milestones) != len(self.lr_factors):

@@ -72,7 +72,7 @@ def write_dataset_splits(dataset: str, out: str | Path, *, root: str | Path | No
 
 def catalog(recipe: str = "gem") -> dict[str, Any]:
     """The dataset presets (as ``recipe`` sets them) and the registered methods with their options."""
-    from ..data.smalldata import get_preset, presets
+    from ..data.smalldata_presets import get_preset, presets
     from ..learners.smalldata.registry import methods
 
     if recipe not in ("gem", "vistabench"):

@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..config import RunConfig, option
-from ..data.smalldata import get_preset, presets
+from ..data.smalldata_presets import get_preset, presets
 from ..errors import InputError
+from ..learners.model_options import check_model_name, model_options
 from ..registry import did_you_mean
-from ..learners.model_options import model_options
 from ..learners.smalldata.options import CommonSpace, MethodOptions
 from ..learners.smalldata.registry import get_method
 
@@ -149,6 +149,11 @@ class SmalldataConfig(RunConfig):
 
     def check(self) -> None:
         if self.dataset not in presets.names():
+            if Path(self.dataset).exists():  # a path without the preset it holds
+                with_files = [n for n in sorted(presets.names()) if n != "folder" and get_preset(n).needs_root]
+                raise InputError(f"dataset {self.dataset!r}: a path needs its preset as a prefix: "
+                                 f"folder:{self.dataset} (one sub-folder per class) or PRESET:{self.dataset} "
+                                 f"(presets with files: {', '.join(with_files)})")
             try:
                 presets.get(self.dataset)
             except InputError as exc:
@@ -164,6 +169,8 @@ class SmalldataConfig(RunConfig):
                              f"{self.val_fraction} and {self.train_per_class})")
         if self.val_fraction is not None and self.val_fraction >= 1:
             raise InputError(f"val_fraction: expected a fraction in (0, 1), got {self.val_fraction}")
+        if self.model is not None:
+            check_model_name(self.model)
         cls = _method_options_cls(self.method)
         backbones = get_method(self.method).backbones
         if backbones is not None and self.model in model_options and self.model not in backbones:

@@ -15,13 +15,14 @@ positives in the test part counts AP 0 as in dm_nevis / sklearn, or is left out 
   FLOPs (training, evaluation, total), parameters, seconds, learning curve.
 
 Running the same command again resumes after the last completed task (the checkpoint holds the
-state that task produced; seeds are per task, so a resumed run equals an uninterrupted one).
+state that task produced; seeds are per task, so a resumed run equals an uninterrupted one). A
+checkpoint that cannot be read back whole (cut short, overwritten) is never trusted: it is removed
+with a warning and the run is redone from its first task, storing only the events the store lacks.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from contextlib import nullcontext
 import time
 from dataclasses import dataclass, field
@@ -134,20 +135,29 @@ def run_events(store: ResultsStore, run_id: str) -> list[Record]:
 def _save_checkpoint(path: Path, payload: dict) -> None:
     import torch
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    torch.save(payload, tmp)
-    os.replace(tmp, path)
+    from ..atomic import write_with
+
+    write_with(path, lambda f: torch.save(payload, f), what="checkpoint file")
 
 
-def _load_checkpoint(path: Path) -> dict:
+def _load_checkpoint(path: Path) -> dict | None:
+    """The run's checkpoint, or None (with a warning, the file removed) when it is damaged — cut
+    short, overwritten, not one of ours: it is never trusted, the run is redone from its first task."""
+    import warnings
+
     import torch
 
     try:
-        return torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:
-        raise InputError(f"checkpoint {str(path)!r}: unreadable or not a weights-only checkpoint "
-                         f"({type(exc).__name__}); delete it to start the run afresh") from exc
+        ck = torch.load(path, map_location="cpu", weights_only=True)
+        if isinstance(ck, dict) and {"stream_hash", "state", "events"} <= set(ck) and isinstance(ck["events"], list):
+            return ck
+        why = "not a checkpoint of a stream run"
+    except Exception as exc:  # a zip cut short, garbage, a pickle of other objects
+        why = f"unreadable: {type(exc).__name__}"
+    path.unlink(missing_ok=True)
+    warnings.warn(f"checkpoint file {str(path)!r}: damaged ({why}); removed, the run starts again from its first "
+                  "task (events already stored are not stored twice)", UserWarning, stacklevel=3)
+    return None
 
 
 def run_stream(
@@ -205,8 +215,11 @@ def run_stream(
     resolve = resolver or (lambda t: resolve_task(t, stream, data_root=data_root))
     ckpt_path = Path(work_dir) / run_id / "checkpoint.pt" if work_dir is not None else None
     existing = run_events(store, run_id) if store is not None else []
+    ck, damaged = None, False
     if ckpt_path is not None and ckpt_path.is_file():
         ck = _load_checkpoint(ckpt_path)
+        damaged = ck is None
+    if ck is not None:
         if ck.get("stream_hash") != stream.hash:
             raise InputError(f"run {run_id!r}: its checkpoint was made on a different stream definition; "
                              f"use another run_id or delete {str(ckpt_path)!r}")
@@ -220,7 +233,10 @@ def run_stream(
             if ev["task_index"] not in done and store is not None:
                 store.add(_learner_record(stream, learner, seed, run_id, ev, settings))
     else:
-        if existing:
+        if existing and damaged:  # redone from the first task; the stored events are not stored again
+            _check_same_settings(run_id, ckpt_path, [existing[0].settings],
+                                 _learner_record(stream, learner, seed, run_id, {}, settings).settings)
+        elif existing:
             where = f"at {str(ckpt_path)!r}" if ckpt_path is not None else "(no work_dir given)"
             raise InputError(f"run {run_id!r} has {len(existing)} events in the store but no checkpoint {where}; "
                              "cannot resume (use another run_id)")
@@ -237,7 +253,8 @@ def run_stream(
                                  max_parallel=trial_engine.max_parallel, cpus_per_job=trial_engine.threads)
     with session:
         _run_tasks(stream, learner, stream.tasks[start:stop], state=state, events=events, store=store, run_id=run_id,
-                   seed=seed, resolve=resolve, settings=settings, absent_labels=absent_labels, ckpt_path=ckpt_path)
+                   seed=seed, resolve=resolve, settings=settings, absent_labels=absent_labels, ckpt_path=ckpt_path,
+                   stored={r.metrics["task_index"] for r in run_events(store, run_id)} if store is not None else set())
     if store is not None:
         records = run_events(store, run_id)
     else:
@@ -247,8 +264,9 @@ def run_stream(
 
 def _run_tasks(stream: Stream, learner: Any, tasks: list[Task], *, state: Any, events: list[dict],
                store: ResultsStore | None, run_id: str, seed: int, resolve: Callable[[Task], TaskSplits],
-               settings: dict, absent_labels: str, ckpt_path: Path | None) -> None:
-    """Hand ``tasks`` to the learner one at a time; append an event per task, checkpoint, store it."""
+               settings: dict, absent_labels: str, ckpt_path: Path | None, stored: set[int]) -> None:
+    """Hand ``tasks`` to the learner one at a time; append an event per task, checkpoint, store it
+    (unless ``stored`` holds its task index: a run redone after a damaged checkpoint)."""
     from ..learners.stream.base import ComputeLedger, TaskView
 
     for task in progress.track(tasks, total=len(tasks), description=f"stream {run_id}"):
@@ -282,7 +300,7 @@ def _run_tasks(stream: Stream, learner: Any, tasks: list[Task], *, state: Any, e
             _save_checkpoint(ckpt_path, {"stream_hash": stream.hash, "run_id": run_id, "state": learner.state_to_dict(state),
                                          "events": events,
                                          "settings": _settings_json(stream, learner, seed, run_id, settings)})
-        if store is not None:
+        if store is not None and task.index not in stored:
             store.add(_learner_record(stream, learner, seed, run_id, ev, settings))
 
 

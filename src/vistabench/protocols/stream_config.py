@@ -30,8 +30,10 @@ from typing import Any, Literal
 
 from ..config import RunConfig, option
 from ..errors import InputError
+from ..learners.model_options import check_model_name
 from ..learners.stream.options import BATCH_RULES, LEARNER_RECIPES, RECIPES, SCHEDULES
 from ..learners.stream.registry import learner_options_class
+from ..streams import check_stream_spec
 
 __all__ = ["StreamConfig", "NEVIS_STREAMS", "CLASSIC_RUN_ID_FIELDS"]
 
@@ -167,6 +169,8 @@ class StreamConfig(RunConfig):
         return {**preset, **given, "recipe": recipe, "learner_options": opts.to_dict()}
 
     def check(self) -> None:
+        check_stream_spec(self.stream)
+        check_model_name(self.arch, "arch")
         learner_options_class(self.learner)  # an unknown learner: one line naming `learner`
         if self.run_id is not None and (not self.run_id.strip() or self.run_id in (".", "..")
                                         or any(c in self.run_id for c in "/\\\0")):

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..store import Record, ResultsStore
+from .detection_analysis import add_diagnostics
 from .html import Section
 from .plotstyle import legend_outside, series_style
 from .tables import Column, Table
@@ -202,4 +203,5 @@ def detection_section(store: ResultsStore) -> Section | None:
                        f"{dataset}: interpolated precision (101 recall points) at IoU 0.5. Calibration moves the "
                        "pooled curve; the per-class curves of AP^Fixed do not change under monotone "
                        "calibration." + note)
+    add_diagnostics(sec, recs)
     return sec

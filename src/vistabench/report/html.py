@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import __version__
+from ..atomic import write_text
 from ..store import ResultsStore
 from .tables import Table, format_value
 
@@ -244,5 +245,5 @@ def build_report(store: ResultsStore, out_dir: str | Path, *, title: str = "vist
         body.extend(sec.parts)
     page = page_html(title, "".join(body))
     path = out / "index.html"
-    path.write_text(page, encoding="utf-8")
+    write_text(path, page, what="report")
     return path

@@ -323,8 +323,9 @@ def save_gacc_plot(scores: IncrementalScores, path: Any) -> str:
                           way=scores.settings.get("way"))
     fig = gacc_figure({auc_label("scored", scores.gacc): scores.curve},
                       {auc_label(k, v.gacc): v.curve for k, v in refs.items()})
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120, bbox_inches="tight")
+    from ..atomic import write_figure
+
+    write_figure(fig, Path(path), what="plot", dpi=120, bbox_inches="tight")
     import matplotlib.pyplot as plt  # gacc_figure chose the backend
 
     plt.close(fig)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ..atomic import write_figure
 from ..errors import InputError
 from ..store import ResultsStore
 from .html import Section
@@ -53,7 +54,7 @@ def stream_report(store: str | Any, runs: Any = None, *, plot: str | None = None
         raise InputError(f"{where}: holds no stream runs")
     if plot:
         fig = pareto_figure(a, cost="cflop" if cost == "total" else "cflop_train")
-        fig.savefig(plot, dpi=110, bbox_inches="tight")  # the legend sits outside the axes
+        write_figure(fig, plot, what="plot", dpi=110, bbox_inches="tight")  # the legend sits outside the axes
         a["plot"] = str(plot)
     return a
 

@@ -31,7 +31,7 @@ from ..data.splits import content_hash
 from ..errors import InputError
 from ..registry import Registry
 
-__all__ = ["Task", "Stream", "load_stream", "streams", "stream_names", "KINDS"]
+__all__ = ["Task", "Stream", "check_stream_spec", "load_stream", "streams", "stream_names", "KINDS"]
 
 KINDS: tuple[str, ...] = ("multiclass", "multilabel")
 
@@ -224,6 +224,20 @@ def parse_stream(doc: dict[str, Any], *, origin: str = "<dict>") -> Stream:
     return Stream(name=name, tasks=tasks, meta_test_from_year=cut, image_size=size, channels=channels,
                   description=str(doc.get("description", "")), reference=str(doc.get("reference", "")),
                   origin=origin, raw=doc, meta_test_presets=presets)
+
+
+def check_stream_spec(spec: str, name: str = "stream") -> None:
+    """A one-line InputError naming ``name`` unless ``spec`` is a built-in stream's name (close matches
+    suggested) or looks like a stream file (``.json``/``.yaml``, or an existing file); reads nothing."""
+    if not isinstance(spec, str) or not spec.strip():
+        raise InputError(f"{name}: expected a stream name or a file path, got {spec!r}")
+    p = Path(spec)
+    if p.suffix.lower() in (".json", ".yaml", ".yml") or p.exists():
+        return
+    try:
+        streams.get(spec)
+    except InputError as exc:
+        raise InputError(f"{name}: {exc} (or a .json/.yaml stream file)") from None
 
 
 def load_stream(spec: str, *, meta_test_from_year: int | str | None = None) -> Stream:

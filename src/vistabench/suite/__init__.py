@@ -77,6 +77,10 @@ class Protocol:
     section: str | None = None
     demo: str | None = None
     cli: str | None = None
+    #: the install extras its ``run`` needs (:mod:`vistabench.extras`; its other parts need none)
+    run_needs: tuple[str, ...] = ("train",)
+    #: the extras its ``demo`` needs (None: the same as ``run_needs``)
+    demo_needs: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         """Check the declaration where it is made: a name, and every given part a reference."""
@@ -93,6 +97,12 @@ class Protocol:
             if part != "cli" and ":" not in ref:
                 raise ValueError(f"Protocol {self.name!r}: part {part!r} must name an attribute "
                                  f"('module:attribute'), got {ref!r}")
+
+    def needs(self, part: str) -> tuple[str, ...]:
+        """The install extras the part ``"run"`` or ``"demo"`` needs (:func:`vistabench.extras.require`)."""
+        if part == "demo" and self.demo_needs is not None:
+            return self.demo_needs
+        return self.run_needs if part in ("run", "demo") else ()
 
     def has(self, name: str) -> bool:
         """Whether the declaration gives the part ``name``."""

@@ -16,4 +16,5 @@ declare(Protocol(
     section="vistabench.report.detection:detection_section",
     demo="vistabench.demos.detection:demo",
     cli="vistabench.cli.detection",
+    run_needs=(),
 ))

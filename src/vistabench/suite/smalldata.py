@@ -16,4 +16,5 @@ declare(Protocol(
     section="vistabench.report.smalldata:smalldata_section",
     demo="vistabench.demos.smalldata:demo",
     cli="vistabench.cli.smalldata",
+    run_needs=("train", "tune"),
 ))

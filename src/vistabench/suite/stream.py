@@ -16,4 +16,5 @@ declare(Protocol(
     section="vistabench.report.stream:stream_section",
     demo="vistabench.demos.stream:demo",
     cli="vistabench.cli.stream",
+    demo_needs=("train", "tune"),  # the demo runs every baseline, BHPO (botorch) included
 ))

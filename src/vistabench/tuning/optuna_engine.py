@@ -39,13 +39,65 @@ def _suggest(trial: Any, space: SearchSpace) -> dict[str, Any]:
 def _sqlite_url(path: str | os.PathLike[str]) -> str:
     p = Path(path).resolve()
     p.parent.mkdir(parents=True, exist_ok=True)
+    _drop_if_cut_short(p)
     return f"sqlite:///{p}"
+
+
+def _drop_if_cut_short(path: Path) -> None:
+    """A study file that SQLite finds damaged (cut short by a full disk or a copy, overwritten) is
+    never trusted: it is removed, with a warning, and the search starts again from its first trial."""
+    import sqlite3
+    import warnings
+
+    if not path.is_file():
+        return
+    try:
+        conn = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
+        try:
+            ok = conn.execute("PRAGMA quick_check").fetchone()[0] == "ok"
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError:
+        ok = False
+    if ok:
+        return
+    for suffix in ("", "-journal", "-wal", "-shm"):
+        Path(str(path) + suffix).unlink(missing_ok=True)
+    warnings.warn(f"study file {str(path)!r}: damaged (cut short?); removed, the search starts again",
+                  UserWarning, stacklevel=3)
+
+
+def _storage_error(exc: BaseException, storage: str | os.PathLike[str] | None) -> BaseException:
+    """A full disk under the study file as one line naming it; other errors unchanged."""
+    from ..atomic import is_disk_full
+
+    kind = type(exc).__module__.split(".")[0]
+    if storage is not None and kind in ("optuna", "sqlalchemy", "sqlite3") and is_disk_full(
+            exc, Path(storage).resolve().parent):
+        from ..errors import InputError
+
+        return InputError(f"study file {str(storage)!r}: no space left on device (the trials done so far are "
+                          "kept; free some space and run the same command again to resume)")
+    return exc
 
 
 def tune_local(objective: Objective, space: SearchSpace, settings: TuneSettings, *,
                storage: str | os.PathLike[str] | None, study_name: str,
                callbacks: list[Callable[[int], None]], catch: tuple[type[BaseException], ...]) -> TuneResult:
     """Run (or resume) the search in this process; see :func:`vistabench.tuning.tune`."""
+    try:
+        return _tune_local(objective, space, settings, storage=storage, study_name=study_name,
+                           callbacks=callbacks, catch=catch)
+    except Exception as exc:
+        err = _storage_error(exc, storage)
+        if err is exc:
+            raise
+        raise err from exc
+
+
+def _tune_local(objective: Objective, space: SearchSpace, settings: TuneSettings, *,
+                storage: str | os.PathLike[str] | None, study_name: str,
+                callbacks: list[Callable[[int], None]], catch: tuple[type[BaseException], ...]) -> TuneResult:
     import optuna
     from optuna.trial import TrialState
 

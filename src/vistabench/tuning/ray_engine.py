@@ -15,7 +15,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..errors import InputError
 from .settings import Objective, TrialRecord, TuneResult, TuneSettings, make_result, window_score
 from .space import Choice, LogUniform, SearchSpace, Uniform, searched, space_to_json
 
@@ -54,13 +53,13 @@ def _ray_trainable(config: dict, objective: Objective = None, keys: tuple = (), 
 def tune_ray(objective: Objective, space: SearchSpace, settings: TuneSettings, *,
              storage: str | os.PathLike[str] | None, study_name: str) -> TuneResult:
     """Run (or restore and finish) the search on Ray; see :func:`vistabench.tuning.tune`."""
-    try:
-        from ray import tune as rt
-        from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
-        from ray.tune.search.optuna import OptunaSearch
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise InputError("engine='ray' needs Ray Tune: pip install 'vistabench[ray]'") from exc
+    from ..extras import require
+
+    require("ray", "tune", what="engine ray")
     import optuna
+    from ray import tune as rt
+    from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
+    from ray.tune.search.optuna import OptunaSearch
 
     from ..jobs import check_cluster_gpus, connect_ray
 

@@ -116,9 +116,11 @@ class StreamLearner:
 
 def save_checkpoint(model: nn.Module, path: str | Path) -> Path:
     """Save a model's state dict for the ``pt`` learner (tensors only, loadable with weights_only=True)."""
+    from ...atomic import write_with
+
     p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    torch.save({k: v.detach().cpu() for k, v in model.state_dict().items()}, p)
+    state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
+    write_with(p, lambda f: torch.save(state, f), what="checkpoint file")
     return p
 
 

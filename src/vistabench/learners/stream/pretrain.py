@@ -18,6 +18,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ...atomic import write_text
 from ...errors import InputError
 from ...streams import Stream, Task, load_stream
 from ...streams.sources import TaskSplits, resolve_task
@@ -93,7 +94,7 @@ def pretrain_meta_train(stream: Stream | str, out: str | Path, *, steps: int = 2
               "arch": cfg.arch, "arch_options": dict(cfg.arch_options), "tasks": used, "images": int(n),
               "steps": int(res.steps), "batch_size": int(bs), "flops": int(ledger.train_flops),
               "seconds": float(seconds), "torch": torch.__version__}
-    Path(str(path) + ".json").write_text(json.dumps(report, indent=1), encoding="utf-8")
+    write_text(str(path) + ".json", json.dumps(report, indent=1), what="checkpoint report file")
     return report
 
 

@@ -28,6 +28,12 @@ module              public names
 :mod:`.evaluate`    ``evaluate_detections``, ``DetectionEvaluation``, ``Variant``, ``VARIANTS``,
                     ``POOL_KEYS``, ``OfficialToolsDifferenceWarning``, ``warn_annotation_id_zero``
 :mod:`.labels`      ``detection_labels``, ``DetectionLabels`` (calibration labels)
+:mod:`.errors`      ``classify_errors``, ``ErrorLabels``, ``ERROR_TYPES``, ``SPECIAL_ERROR_TYPES``,
+                    ``MatchRules`` (TIDE's error of each detection)
+:mod:`.error_fixes` ``decompose_errors``, ``ErrorDecomposition``, ``ERROR_VARIANTS``,
+                    ``TIDE_MAX_DETS``, ``TIDE_RECALL_THRESHOLDS`` (ΔAP per fix)
+:mod:`.per_class`   ``per_class_results``, ``PerClassResults``, ``variant_match``, ``PER_CLASS_VARIANTS``
+:mod:`.operating`   ``ranked_outcomes``, ``RankedOutcomes``, ``operating_points``, ``confusion_matrix``
 ==================  =====================================================================
 """
 
@@ -41,6 +47,8 @@ from .accumulate import (
                          recall_counts,
 )
 from .data import FREQUENCIES, Detections, GroundTruth, GtFormat
+from .error_fixes import ERROR_VARIANTS, TIDE_MAX_DETS, TIDE_RECALL_THRESHOLDS, ErrorDecomposition, decompose_errors
+from .errors import ERROR_TYPES, SPECIAL_ERROR_TYPES, ErrorLabels, MatchRules, classify_errors
 from .evaluate import (
                          POOL_KEYS,
                          VARIANTS,
@@ -67,6 +75,8 @@ from .match import (
                          match_set,
 )
 from .oks import COCO_KPT_OKS_SIGMAS, check_sigmas, keypoint_array, keypoint_extent, oks_matrix, oks_pairs
+from .operating import RankedOutcomes, confusion_matrix, operating_points, ranked_outcomes
+from .per_class import PER_CLASS_VARIANTS, PerClassResults, per_class_results, variant_match
 from .params import (
                          AREA_LABELS,
                          AREA_RANGES,
@@ -104,10 +114,20 @@ from .sort import (
 from .summarize import KEYPOINT_STATS, summarize, summarize_keypoints, summarize_pooled
 
 __all__ = [
+                         "variant_match",
+                         "ranked_outcomes",
+                         "per_class_results",
+                         "operating_points",
+                         "confusion_matrix",
+                         "RankedOutcomes",
+                         "PerClassResults",
+                         "PER_CLASS_VARIANTS",
                          "AREA_LABELS",
                          "AREA_RANGES",
                          "COCO_KPT_OKS_SIGMAS",
                          "COCO_MAX_DETS",
+                         "ERROR_TYPES",
+                         "ERROR_VARIANTS",
                          "FREQUENCIES",
                          "IOU_THRESHOLDS",
                          "KEYPOINT_AREA_LABELS",
@@ -119,15 +139,21 @@ __all__ = [
                          "MIN_POLYGON_NUMBERS", "MAX_POLYGON_COORDINATE",
                          "POOL_KEYS",
                          "RECALL_THRESHOLDS",
+                         "SPECIAL_ERROR_TYPES",
+                         "TIDE_MAX_DETS",
+                         "TIDE_RECALL_THRESHOLDS",
                          "VARIANTS",
                          "Accumulation",
                          "DetectionEvaluation",
                          "DetectionLabels",
+                         "ErrorDecomposition",
+                         "ErrorLabels",
                          "Detections",
                          "GroundTruth",
                          "GtFormat",
                          "IouType",
                          "MatchCode",
+                         "MatchRules",
                          "MatchedSet",
                          "Matching",
                          "OfficialToolsDifferenceWarning",
@@ -141,7 +167,9 @@ __all__ = [
                          "canonical_order",
                          "check_sigmas",
                          "check_segmentations",
+                         "classify_errors",
                          "decode_rle_counts",
+                         "decompose_errors",
                          "dense_rank_sorted",
                          "detection_labels",
                          "evaluate_detections",
