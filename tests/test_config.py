@@ -157,7 +157,7 @@ def test_check_value_is_the_option_rules_for_a_function_argument():
         check_fraction(1.5, "f")
     with pytest.raises(InputError, match=r"^m: expected one of a, bb, got 'b'; did you mean 'bb'\?$"):
         check_choice("b", "m", ["a", "bb"])
-    with pytest.raises(InputError, match=r"^--k: expected a number >= 1, got 0$"):
+    with pytest.raises(InputError, match=r"^--k: expected an integer >= 1, got 0$"):
         check_int(0, "--k", min=1)
     assert check_int(None, "--k", allow_none=True) is None
 
