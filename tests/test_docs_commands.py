@@ -173,12 +173,31 @@ def _lvis(gt: Path, dets: Path | None = None, *, seed: int = 1, masks: bool = Fa
 
 
 #: KIND -> (what it makes, maker(folder, paths)): a stand-in's paths are relative to the folder
+def _imagelist(root: Path) -> None:
+    """A train.txt/test.txt list-file folder of 16 x 16 PNG files: 4 classes, 12 training and 6 test
+    images each, brightness following the class."""
+    from PIL import Image
+
+    rng = np.random.default_rng(4)
+    for part, per_class in (("train", 12), ("test", 6)):
+        (root / part).mkdir(parents=True, exist_ok=True)
+        lines = []
+        for i in range(4 * per_class):
+            c = i % 4
+            a = (rng.integers(0, 60, (16, 16, 3)) + 60 * c).astype(np.uint8)
+            Image.fromarray(a).save(root / part / f"{i}.png")
+            lines.append(f"{part}/{i}.png {c}")
+        (root / f"{part}.txt").write_text("\n".join(lines) + "\n")
+
+
 STAND_INS = {
     "cifar10": ("a CIFAR-10 python folder (10 train + 3 test images per class)", lambda d, p: _cifar(d / p[0], 10)),
     "cifar100": ("a CIFAR-100 python folder (5 train + 3 test images per class)", lambda d, p: _cifar(d / p[0], 100)),
     "longtail-predictions": ("an .npz of labels + logits, 10 classes x 60", lambda d, p: _longtail_predictions(d / p[0])),
     "longtail-sweep": ("PATH PREDICTIONS: a sweep (10-class CIFAR-LT counts, rho 100) over PREDICTIONS' labels",
                        lambda d, p: _longtail_sweep(d / p[0], d / p[1])),
+    "imagelist": ("a train.txt/test.txt folder of 16 px PNGs, 4 classes x (12 train + 6 test)",
+                  lambda d, p: _imagelist(d / p[0])),
     "lvis": ("GT [DETS]: LVIS-like ground truth (30 images, 20 categories) [and results on it]",
              lambda d, p: _lvis(d / p[0], d / p[1] if len(p) > 1 else None)),
     "lvis-masks": ("GT [DETS]: the same with masks (segm)",

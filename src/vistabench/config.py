@@ -454,6 +454,31 @@ class RunConfig(Options):
     """
 
     protocol: ClassVar[str] = ""
+    #: fields that :meth:`Options.resolve` fills in from the data's name and the recipe when the user
+    #: leaves them unset -> the value they had unset before they were resolved (``None``, ``"auto"``).
+    #: A grid cell's key keeps that value while the user does not set the field, so stored cells keep
+    #: their keys; a value the user gives is keyed as given.
+    resolved_fields: ClassVar[dict[str, Any]] = {}
+
+    def spells_out_resolved(self) -> bool:
+        """Whether the config was given with every :attr:`resolved_fields` field set (a printed config
+        read back): it is keyed as the config it was printed from."""
+        given = self.given()
+        return bool(self.resolved_fields) and all(name in given for name in self.resolved_fields)
+
+    def unset_fields(self) -> set[str]:
+        """The :attr:`resolved_fields` the user left unset (or set to their unset value); for a printed
+        config read back, those holding the value the recipe resolves them to when unset."""
+        given = self.given()
+        out = {name for name, unset in self.resolved_fields.items()
+               if name not in given or _jsonable(given[name]) == _jsonable(unset)}
+        if self.spells_out_resolved():  # each field: what the recipe gives it when it alone is left out
+            values = self.to_dict()
+            for name in self.resolved_fields:
+                fresh = type(self).resolve({k: v for k, v in values.items() if k != name})
+                if _jsonable(fresh.get(name)) == _jsonable(getattr(self, name)):
+                    out.add(name)
+        return out
 
     #: the experiment trackers that receive the run (:mod:`vistabench.tracking`, docs/tracking.md)
     track: tuple[str, ...] = option(
@@ -495,12 +520,14 @@ class RunConfig(Options):
         return [i for i in infos if i.name not in common] + [i for i in infos if i.name in common]
 
     def key_dict(self) -> dict[str, Any]:
-        """The canonical config minus runtime-only fields (and fields at their ``key_default``)."""
+        """The canonical config minus runtime-only fields (and fields at their ``key_default``); a
+        :attr:`resolved_fields` field the user left unset is keyed by its unset value."""
         out = {}
+        unset = self.unset_fields()
         for info in self.fields_info():
             if info.runtime:
                 continue
-            value = _jsonable(getattr(self, info.name))
+            value = _jsonable(self.resolved_fields[info.name] if info.name in unset else getattr(self, info.name))
             if info.key_default is not NO_KEY_DEFAULT and value == _jsonable(info.key_default):
                 continue
             out[info.name] = value

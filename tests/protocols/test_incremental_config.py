@@ -145,7 +145,7 @@ def test_fr_without_preset_follows_the_mini_imagenet_script_and_user_values_win(
     mo = cfg.method_options
     assert mo["script"] == "mini_imagenet" and mo["cr"] == 0.7 and mo["layers"] == [0, 1] and mo["epochs"] == 3
     assert mo["lr_milestones"] == [2, 3] and mo["lr_factors"] == [0.1, 0.01]  # 60..90 % of 3 epochs, deduplicated
-    assert cfg.fr_epochs is None  # moved into method_options: the printed config names it once
+    assert cfg.fr_epochs == 3 and cfg.fr_layers == (0, 1)  # the older spellings show method_options' values
     again = IncrementalConfig.from_dict(cfg.to_dict())
     assert again == cfg and again.key_dict() == cfg.key_dict()
     with pytest.raises(InputError, match="method_options.depth: the backbone has 6 blocks"):

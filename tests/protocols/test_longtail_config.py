@@ -102,7 +102,7 @@ def test_print_config_json_shows_the_reference_recipe(method, capsys):
 def test_recipe_is_cpu_on_bundled_data_and_per_dataset_constants():
     cpu = LongtailConfig.from_dict({"data": "digits", "method": "tde", "imbalance": 10})
     assert (cpu.recipe, cpu.epochs, cpu.lr, cpu.schedule, cpu.model, cpu.method_options.alpha) == \
-        ("cpu", 10, 0.05, "cosine", "auto", 1.5)
+        ("cpu", 10, 0.05, "cosine", "cnn28", 1.5)
     c10 = LongtailConfig.from_dict({"data": "cifar10:/x", "method": "tde", "imbalance": 10})
     assert (c10.method_options.alpha, c10.model) == (1.0, "resnet32_bbn")  # TDE's CIFAR-10 config
     assert LongtailConfig.from_dict({"data": "cifar10:/x", "method": "focal", "imbalance": 10}

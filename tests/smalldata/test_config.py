@@ -42,7 +42,7 @@ def test_recipe_resolves_method_options_and_the_stem():
     assert (gem.root, gem.stem) == ("/d", "imagenet")
     assert gem.method_options == DsknOptions(loss="composite", centre_weight=0.5, centre_lr=0.5)
     ours = SmalldataConfig.from_dict({"dataset": "eurosat:/d", "method": "tvmf", "recipe": "vistabench"})
-    assert ours.stem == "auto" and ours.method_options.kappa == {"uniform": [0.0, 32.0]}
+    assert ours.stem == "from_image_size" and ours.method_options.kappa == {"uniform": [0.0, 32.0]}
     assert SmalldataConfig.from_dict({"dataset": "digits", "method": "tvmf"}).method_options == TvmfOptions(kappa=16.0)
     # what the user gave wins over the recipe
     assert SmalldataConfig.from_dict({"dataset": "eurosat:/d", "method": "dskn", "stem": "small"}).stem == "small"

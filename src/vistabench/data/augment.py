@@ -70,27 +70,30 @@ class Augmentation:
         return " + ".join(parts) or "none"
 
     def __call__(self, x: Any, generator: Any) -> Any:
-        """Augment a float (n, C, H, W) CPU tensor; returns a new tensor of the same shape."""
+        """Augment a float (n, C, H, W) tensor (on any device; the random draws come from
+        ``generator``, a CPU generator); returns a new tensor of the same shape."""
         import torch
 
         n, _, h, w = x.shape
+        dev = x.device  # draws come from the (CPU) generator: every device sees the same crops and flips
         if self.crop == "shift" and self.shift > 0:
             p = self.shift
             mode = "reflect" if self.pad_mode == "reflect" else "constant"
             xp = torch.nn.functional.pad(x, (p, p, p, p), mode=mode)
-            oy = torch.randint(0, 2 * p + 1, (n,), generator=generator)
-            ox = torch.randint(0, 2 * p + 1, (n,), generator=generator)
-            rows = (oy[:, None] + torch.arange(h))[:, None, :, None]
-            cols = (ox[:, None] + torch.arange(w))[:, None, None, :]
-            x = xp[torch.arange(n)[:, None, None, None], torch.arange(x.shape[1])[None, :, None, None], rows, cols]
+            oy = torch.randint(0, 2 * p + 1, (n,), generator=generator).to(dev)
+            ox = torch.randint(0, 2 * p + 1, (n,), generator=generator).to(dev)
+            rows = (oy[:, None] + torch.arange(h, device=dev))[:, None, :, None]
+            cols = (ox[:, None] + torch.arange(w, device=dev))[:, None, None, :]
+            x = xp[torch.arange(n, device=dev)[:, None, None, None],
+                   torch.arange(x.shape[1], device=dev)[None, :, None, None], rows, cols]
         elif self.crop == "resized":
-            top, left, bh, bw = resized_crop_boxes(n, h, w, self.min_scale, generator)
+            top, left, bh, bw = (t.to(dev) for t in resized_crop_boxes(n, h, w, self.min_scale, generator))
             x = crop_and_resize(x, top, left, bh, bw)
         if self.hflip:
-            m = torch.rand(n, generator=generator) < 0.5
+            m = (torch.rand(n, generator=generator) < 0.5).to(dev)
             x = torch.where(m[:, None, None, None], x.flip(3), x)
         if self.vflip:
-            m = torch.rand(n, generator=generator) < 0.5
+            m = (torch.rand(n, generator=generator) < 0.5).to(dev)
             x = torch.where(m[:, None, None, None], x.flip(2), x)
         return x
 
@@ -125,8 +128,9 @@ def crop_and_resize(x: Any, top: Any, left: Any, bh: Any, bw: Any) -> Any:
 
     n, _, h, w = x.shape
     # output pixel j samples the box at source coordinate left + (j + 0.5) · bw / W − 0.5
-    ys = top[:, None].double() + (torch.arange(h, dtype=torch.float64)[None] + 0.5) * bh[:, None].double() / h - 0.5
-    xs = left[:, None].double() + (torch.arange(w, dtype=torch.float64)[None] + 0.5) * bw[:, None].double() / w - 0.5
+    dev = x.device
+    ys = top[:, None].double() + (torch.arange(h, dtype=torch.float64, device=dev)[None] + 0.5) * bh[:, None].double() / h - 0.5
+    xs = left[:, None].double() + (torch.arange(w, dtype=torch.float64, device=dev)[None] + 0.5) * bw[:, None].double() / w - 0.5
     # clamped to the box, as resizing the cut-out crop does at its edges
     ys = torch.minimum(torch.maximum(ys, top[:, None].double()), (top + bh - 1)[:, None].double())
     xs = torch.minimum(torch.maximum(xs, left[:, None].double()), (left + bw - 1)[:, None].double())

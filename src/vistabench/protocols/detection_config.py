@@ -19,6 +19,7 @@ rather than silently ignored. This module imports neither numpy nor any data.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from ..config import Options, RunConfig, option
@@ -29,12 +30,15 @@ __all__ = [
     "RECIPES",
     "CalibrationSettings",
     "DetectionConfig",
+    "FROM_GROUND_TRUTH",
     "check_calibration_method",
     "fill_recipe",
     "resolve_calibration",
 ]
 
 RECIPES = ("vistabench", "devil")
+#: ``max_dets_per_image`` by default: the ground truth's convention (LVIS 300, COCO none)
+FROM_GROUND_TRUTH = "from_ground_truth"
 #: The methods the authors' recipe has (netcal's LogisticCalibration and HistogramBinning).
 DEVIL_CALIBRATION_METHODS = ("histbin", "platt")
 
@@ -158,11 +162,14 @@ class DetectionConfig(RunConfig):
     calibrate: str | None = option(None, help="fit and apply this calibrator (needs split): histbin, isotonic, "
                                               "platt, beta, bbq (devil recipe: platt, histbin)", metavar="METHOD")
     iou_type: Literal["bbox", "segm"] = option("bbox", help="overlap used by the three APs")
-    max_dets_per_image: int | None = option(None, low=1, metavar="N",
-                                            help="AP^Old's per-image limit (default: 300 for LVIS, none for COCO)")
+    max_dets_per_image: int | Literal["from_ground_truth"] | None = option(
+        None, low=1, metavar="N", help="AP^Old's per-image limit (default: from_ground_truth: 300 for LVIS, none "
+                                       "for COCO, read from the ground-truth file)")
     dets_per_class: int = option(10_000, low=1, metavar="K", help="top K per category for AP^Fixed / AP^Pool")
-    method: str | None = option(None, help="method name of the record (default: the results file's name)")
-    dataset: str | None = option(None, help="dataset name of the record (default: the ground-truth file's name)")
+    method: str | None = option(None, help="method name of the record (default: the results file's name "
+                                           "without its extension)")
+    dataset: str | None = option(None, help="dataset name of the record (default: the ground-truth file's name "
+                                            "without its extension)")
     seed: int | None = option(None, help="seed of the run that made the results (stored as is)")
     tag: str | None = option(None, help="free-form tag of the record")
     recipe: Literal["vistabench", "devil"] = option(
@@ -187,15 +194,36 @@ class DetectionConfig(RunConfig):
               "iou_type": "calibration_iou_type", "dets_per_class": "calibration_dets_per_class",
               "min_samples": "min_samples", "bins": "bins"}
 
+    resolved_fields: ClassVar[dict[str, Any]] = {"max_dets_per_image": None, "method": None, "dataset": None}
+
     @classmethod
     def resolve(cls, given: dict[str, Any]) -> dict[str, Any]:
         method = given.get("calibrate")
-        return resolve_calibration(given, cls._NAMES, active=method is not None, method=method)
+        out = resolve_calibration(given, cls._NAMES, active=method is not None, method=method)
+        return {**out, **cls._named(out)}
+
+    @staticmethod
+    def _named(values: dict[str, Any]) -> dict[str, Any]:
+        """The unset record names from the files' names; the LVIS/COCO limit from the ground truth's content."""
+        out: dict[str, Any] = {}
+        for name, path in (("method", "results"), ("dataset", "gt")):
+            if values.get(name) is None and isinstance(values.get(path), str):
+                out[name] = Path(values[path]).stem
+        if values.get("max_dets_per_image") is None:
+            out["max_dets_per_image"] = FROM_GROUND_TRUTH
+        return out
+
+    def max_dets(self) -> int | None:
+        """``max_dets_per_image`` as the evaluation reads it (None: the ground truth's convention)."""
+        return None if self.max_dets_per_image == FROM_GROUND_TRUTH else self.max_dets_per_image
 
     def __post_init__(self) -> None:
         if self.recipe == "devil" and self.min_samples is not None:
             raise InputError("min_samples: not read by the devil recipe; remove it")
         fill_recipe(self, self._NAMES)
+        for name, value in self._named({n: getattr(self, n) for n in ("method", "dataset", "gt", "results",
+                                                                        "max_dets_per_image")}).items():
+            object.__setattr__(self, name, value)  # built directly: named the same way
         super().__post_init__()
 
     def check(self) -> None:

@@ -327,10 +327,7 @@ def run(config: IncrementalConfig, *, store: ResultsStore | None = None,
     if config.sessions is not None:
         sessions = load_sessions(config.sessions)
     else:
-        sessions = sessions_for_data(data, data_name=config.data, preset=config.preset,
-                                     base_classes=config.base_classes, way=config.way, shot=config.shot,
-                                     num_sessions=config.num_sessions, base_shot=config.base_shot, seed=config.seed,
-                                     test_per_class=config.test_per_class)
+        sessions = sessions_for_data(data, data_name=config.data, seed=config.seed, **config.layout())
         if work_dir is not None:
             sessions = write_sessions(Path(work_dir) / "sessions.json", sessions)
     record = run_sessions(config, data, sessions, work_dir=work_dir)
@@ -386,5 +383,6 @@ def run_sessions(config: Any, data: Any, sessions: dict[str, Any], *,
     # the record's own columns, and the layout, which the record takes from the sessions themselves
     for name in ("data", "tag", "seed", "method", "preset", "base_classes", "way", "shot", "num_sessions"):
         settings.pop(name, None)
+    settings["config"] = config.to_dict()  # what --print-config printed, whole
     return record_for(result, dataset=config.data, method=config.method, seed=config.seed, sessions=sessions,
                       settings=settings, tag=config.tag, seconds=seconds)

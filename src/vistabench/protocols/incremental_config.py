@@ -37,6 +37,9 @@ FR_LOSS_WEIGHTS = ("cos", "cr", "ir_intra", "ir_inter", "ce_novel")
 _FR_DEFAULTS: dict[str, Any] = {"fr_recipe": "cpu", "fr_epochs": None, "fr_layers": None, "fr_weights": None,
                                 "fr_ensemble": "logits"}
 _LAYOUT = ("preset", "base_classes", "way", "shot")
+#: named defaults of the layout: every sample (``base_shot``, ``test_per_class``), every session the
+#: data's classes fill (``num_sessions`` without a preset)
+ALL, ALL_THAT_FIT = "all", "all_that_fit"
 
 
 def paper_data(data: Any) -> bool:
@@ -73,6 +76,8 @@ class IncrementalConfig(RunConfig):
     """One run of a reference learner through the few-shot class-incremental sessions."""
 
     protocol = "incremental"
+    resolved_fields = {"model": None, "base_classes": None, "way": None, "shot": None, "num_sessions": None,
+                       "base_shot": None, "test_per_class": None}
 
     data: str = option(help="mnist5k | digits | cifar100:DIR | folder:DIR | npz:FILE (needs a test part)")
     sessions: str | None = option(None, metavar="FILE",
@@ -84,10 +89,12 @@ class IncrementalConfig(RunConfig):
     base_classes: int | None = option(None, low=1, help="|Y_1| (base classes 0..B-1)")
     way: int | None = option(None, low=1, help="classes per novel session")
     shot: int | None = option(None, low=1, help="training samples per novel class")
-    num_sessions: int | None = option(None, low=1, help="sessions including the base session (default: all that fit)")
-    base_shot: int | None = option(None, low=1, help="training samples per base class (default: all)")
-    test_per_class: int | None = option(None, low=1, key_default=None,
-                                        help="test samples per class in the pool (default: all)")
+    num_sessions: int | Literal["all_that_fit"] | None = option(
+        None, low=1, help="sessions including the base session (default: the preset's, else all_that_fit: as many "
+                          "as the data's classes fill)")
+    base_shot: int | Literal["all"] | None = option(None, low=1, help="training samples per base class (default: all)")
+    test_per_class: int | Literal["all"] | None = option(None, low=1, key_default=None,
+                                                         help="test samples per class in the pool (default: all)")
     method: str = option(help="prototype | finetune | fr (or a method added with register_method)")
     model: str | None = option(None, help="backbone (cnn28, resnet32, resnet18, vit_small, ...; default: the "
                                           "method's: cnn28, for fr vit_small with dim=64, depth=6, heads=4)")
@@ -148,7 +155,8 @@ class IncrementalConfig(RunConfig):
             if not explicit:  # one rule for every protocol: the paper's recipe on the paper's data
                 mo["recipe"] = "paper" if paper_data(out.get("data")) else "cpu"
         model, model_opt = cls._backbone(out, method, mo.get("recipe"))
-        out["model_opt"] = check_model_options(model, out.get("model_opt") or {})
+        out["model"], out["model_opt"] = model, model_opt  # the backbone the run builds, printed
+        cls._resolve_layout(out)
         if method == "fr":
             if model != "vit_small":
                 raise InputError(f"model: method 'fr' needs a ViT backbone with intermediate blocks (vit_small), "
@@ -163,7 +171,27 @@ class IncrementalConfig(RunConfig):
                                  "(set the backbone's depth with model_opt depth=N)")
             mo["depth"] = depth
         out["method_options"] = opts_cls.from_dict(mo, prefix="method_options.").to_dict()
+        if method == "fr":  # the older spellings show the values they stand for (read back, they agree)
+            resolved = out["method_options"]
+            for name, key in FR_FIELDS.items():
+                out[name] = tuple(resolved[key]) if isinstance(resolved[key], list) else resolved[key]
+            out["fr_weights"] = ",".join(f"{k}={resolved[k]}" for k in FR_LOSS_WEIGHTS)
         return out
+
+    @staticmethod
+    def _resolve_layout(out: dict[str, Any]) -> None:
+        """The session layout from the preset; without a sessions file the named defaults."""
+        if out.get("sessions") is not None:
+            return  # the file holds the layout
+        preset = out.get("preset")
+        if preset in PRESETS:
+            _, b, w, k, n = PRESETS[preset]
+            for name, want in (("base_classes", b), ("way", w), ("shot", k), ("num_sessions", n)):
+                if out.get(name) is None:
+                    out[name] = want
+        for name, named in (("num_sessions", ALL_THAT_FIT), ("base_shot", ALL), ("test_per_class", ALL)):
+            if out.get(name) is None:
+                out[name] = named
 
     @staticmethod
     def _backbone(given: dict[str, Any], method: str, recipe: Any = None) -> tuple[str, dict[str, Any]]:
@@ -238,10 +266,27 @@ class IncrementalConfig(RunConfig):
     # ------------------------------------------------------------------------------ helpers
     def key_dict(self) -> dict[str, Any]:
         """As :meth:`RunConfig.key_dict`, with ``model_opt`` in its older form (a list of ``KEY=VALUE``
-        strings, ``[]`` when empty), so grid cells keep the keys they had when it was a repeated flag."""
+        strings, ``[]`` when empty; with the model left unset, the options given, as before the method's
+        backbone was printed), so grid cells keep the keys they had when it was a repeated flag; the
+        older ``fr_*`` spellings are keyed at their defaults (``method_options`` holds their values)."""
         out = super().key_dict()
-        out["model_opt"] = [f"{k}={v}" for k, v in self.model_opt.items()]
+        opts = self.model_opt
+        if "model" in self.unset_fields():  # the options given; read back from a printed config, the
+            # options that differ from the method's backbone
+            given = {} if self.spells_out_resolved() else dict(self.given().get("model_opt") or {})
+            _, defaults = self._backbone({}, self.method, self.method_options.get("recipe"))
+            opts = {k: self.model_opt[k] for k in given if k in self.model_opt}
+            opts.update({k: v for k, v in self.model_opt.items() if k not in opts and defaults.get(k) != v})
+        out["model_opt"] = [f"{k}={v}" for k, v in opts.items()]
+        for name, value in _FR_DEFAULTS.items():
+            out[name] = value
         return out
+
+    def layout(self) -> dict[str, Any]:
+        """The layout fields as the session builder reads them (None: all / all that fit)."""
+        out = {name: getattr(self, name) for name in ("preset", "base_classes", "way", "shot", "num_sessions",
+                                                      "base_shot", "test_per_class")}
+        return {k: None if v in (ALL, ALL_THAT_FIT) else v for k, v in out.items()}
 
     def backbone(self) -> tuple[str, dict[str, Any]]:
         """(model, options) the run builds."""

@@ -22,7 +22,7 @@ from ..errors import InputError
 from ..metrics import longtail as M
 from ..store import Record, ResultsStore
 from .longtail_config import LongtailConfig
-from .longtail_recipes import CIFAR_MEAN, CIFAR_STD
+from .longtail_recipes import CIFAR_MEAN, CIFAR_STD, FROM_IMAGE_SIZE, SMALLEST_CLASS, model_for_side
 from .longtail_sweep import Sweep, build_sweep, read_sweep, score_sweep, validate_sweep, write_sweep  # noqa: F401 (re-export)
 
 SPLIT_KIND = "longtail-train"
@@ -108,7 +108,8 @@ def run(config: LongtailConfig, *, store: ResultsStore | None = None,
     if splits.test is None:
         raise InputError(f"data {c.data!r}: needs an official test part (a folder with train/ and test/)")
     held_out = SELECTION_VAL_FRACTION if c.select_checkpoint == "best_val" else 0.0
-    split = build_training_split(splits.train.labels, imbalance=c.imbalance, n_max=c.n_max, seed=c.seed,
+    n_max = None if c.n_max == SMALLEST_CLASS else c.n_max  # None: build_training_split reads the data
+    split = build_training_split(splits.train.labels, imbalance=c.imbalance, n_max=n_max, seed=c.seed,
                                  dataset=c.data, val_fraction=held_out)
     train = splits.train.subset(np.asarray(split["indices"]))
     test: Dataset = splits.test
@@ -121,11 +122,10 @@ def run(config: LongtailConfig, *, store: ResultsStore | None = None,
     if c.normalisation == "cifar" and train.images.shape[3] != len(CIFAR_MEAN):
         raise InputError(f"normalisation: 'cifar' has {len(CIFAR_MEAN)} channel constants, the data "
                          f"{c.data!r} has {train.images.shape[3]} channels; use normalisation dataset")
-    natural32 = min(train.images.shape[1:3]) >= 32
-    model = c.model
-    if model == "auto":  # the LT papers' ResNet-32 for 32 px images, a small CNN below
-        model = "resnet32" if natural32 else "cnn28"
-    augment = natural32 if c.augment is None else c.augment  # the CIFAR recipe: random crop + flip
+    side = min(train.images.shape[1:3])
+    # the config chose both from the data's name; folder:/npz: data say from_image_size: the same rule here
+    model = model_for_side(side) if c.model == FROM_IMAGE_SIZE else c.model
+    augment = side >= 32 if c.augment == FROM_IMAGE_SIZE else bool(c.augment)
     result = fit_predict(c.method, train, test.images, model=model, epochs=c.epochs, seed=c.seed,
                          device=c.device, batch_size=c.batch_size, lr=c.lr, augment=augment,
                          momentum=c.momentum, nesterov=c.nesterov, weight_decay=c.weight_decay,
@@ -133,10 +133,10 @@ def run(config: LongtailConfig, *, store: ResultsStore | None = None,
                          lr_milestones=c.lr_milestones, lr_factors=c.lr_factors, num_threads=c.threads,
                          options=c.method_options, drop_last=c.drop_last, init=c.init,
                          normalisation=(CIFAR_MEAN, CIFAR_STD) if c.normalisation == "cifar" else None,
-                         select_checkpoint=c.select_checkpoint, selection=selection)
+                         select_checkpoint=c.select_checkpoint, selection=selection, loader=c.loader,
+                         workers=c.workers)
     pred = Predictions(labels=test.labels, kind="logits", values=result.logits)
-    t_imb = split["imbalance"] if c.test_imbalance is None else c.test_imbalance
-    sweep = build_sweep(test.labels, np.asarray(split["counts"]), test_imbalance=t_imb, points=c.points,
+    sweep = build_sweep(test.labels, np.asarray(split["counts"]), test_imbalance=c.test_imbalance, points=c.points,
                         repeats=c.repeats, seed=c.seed)
     if work_dir is not None:
         out = Path(work_dir)

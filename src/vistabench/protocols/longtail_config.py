@@ -21,7 +21,7 @@ from ..config import RunConfig, option
 from ..data.readers import check_dataset_spec
 from ..errors import InputError
 from ..learners.longtail.options import MethodOptions, RunFacts, options_class, resolve_method_options
-from .longtail_recipes import CPU, RECIPES, dataset_kind, recipe_fields
+from .longtail_recipes import CPU, RECIPES, dataset_kind, derived_fields, recipe_fields
 
 __all__ = ["LongtailConfig"]
 
@@ -33,8 +33,9 @@ class LongtailConfig(RunConfig):
     """One long-tailed run: split -> train ``method`` -> predict -> sweep -> score -> record."""
 
     protocol = "longtail"
+    resolved_fields = {"model": "auto", "n_max": None, "test_imbalance": None, "augment": None}
 
-    data: str = option(help="mnist5k | digits | cifar10:DIR | cifar100:DIR | folder:DIR | npz:FILE")
+    data: str = option(help="mnist5k | digits | cifar10:DIR | cifar100:DIR | folder:DIR | npz:FILE | imagelist:DIR")
     method: str = option(help="ce, focal, ldam_drw, balanced_softmax, logit_adjust, crt, bbn, tde, ride, ib, "
                               "tade, lade, gcl (docs/longtail.md)")
     imbalance: float = option(low=0, low_open=True, help="training imbalance ρ = max/min (the paper's 0.01 "
@@ -46,11 +47,14 @@ class LongtailConfig(RunConfig):
     epochs: int = option(10, low=1, help="training epochs")
     seed: int = option(0, low=0, help="seed of the split, the initialisation and the training draws")
     device: str = option("cpu", help="cpu | cuda | cuda:N | auto")
-    model: str = option("auto", help="auto: resnet32 for >= 32 px images, cnn28 below (reference recipe of tde/"
-                                     "lade: resnet32_bbn); or any model name")
-    n_max: int | None = option(None, low=1, help="head-class count (default: the smallest class size)")
-    test_imbalance: float | None = option(None, low=0, low_open=True, help="test imbalance of the sweep (default: the "
-                                                                "training imbalance)")
+    model: str = option("auto", help="backbone; auto: the recipe's (reference tde/lade: resnet32_bbn), else resnet32 "
+                                     "for >= 32 px images and cnn28 below, chosen from the data's name "
+                                     "(from_image_size for folder:/npz: data: the run applies the rule to the "
+                                     "loaded images); or any model name")
+    n_max: int | Literal["smallest_class"] | None = option(
+        None, low=1, help="head-class count (default: smallest_class, the smallest training class's size)")
+    test_imbalance: float | None = option(None, low=0, low_open=True, help="test imbalance of the sweep (default: "
+                                                                          "the training imbalance, as ρ >= 1)")
     points: int = option(10, low=2, help="sweep points T")
     repeats: int = option(5, low=1, help="test sets R per sweep point")
     batch_size: int = option(128, low=2, help="training batch size")
@@ -89,11 +93,20 @@ class LongtailConfig(RunConfig):
              "of each class held out of training; best_test = the best on the test pool (what LDAM-DRW, "
              "IB-Loss, GCL print and BBN/TDE/LADE test: selected on the test set, so flattering; the record "
              "keeps the last epoch's accuracy beside it)")
-    augment: bool | None = option(None, key_default=None,
-                                  help="random crop + flip (default: on for >= 32 px images)")
+    augment: bool | Literal["from_image_size"] | None = option(
+        None, key_default=None, help="random crop + flip (default: on for >= 32 px images, from the data's name; "
+                                     "from_image_size for folder:/npz: data)")
     method_options: dict | MethodOptions = option(default_factory=dict, flags=("--method-opt", "--method-options"),
                                  help="the method's options as KEY=VALUE (see --print-config)")
     threads: int | None = option(None, low=1, runtime=True, help="CPU threads torch may use")
+    loader: Literal["memory", "stream", "device"] = option(
+        "memory", runtime=True,
+        help="where batches come from: memory = cut from the loaded images in the training process; stream = "
+             "read and decoded by --workers DataLoader processes (images on disk, e.g. imagelist:DIR; memory "
+             "independent of the data set's size); device = the whole uint8 set moved to the device once, "
+             "augmented there. The same seed gives the same batches in each")
+    workers: int = option(0, low=0, runtime=True, help="worker processes of the stream loader (0: the training "
+                                                        "process reads)")
     tag: str | None = option(None, runtime=True, help="free-form tag of the stored record")
 
     @classmethod
@@ -114,6 +127,10 @@ class LongtailConfig(RunConfig):
             for k, v in preset.items():
                 if k not in given or (k == "model" and given.get("model", "auto") == "auto"):
                     out[k] = v
+        for k, v in derived_fields(given.get("data", ""), given.get("imbalance")).items():
+            if out.get(k, "auto" if k == "model" else None) in (None, "auto"):
+                out[k] = v
+        if isinstance(method, str):
             facts = RunFacts(epochs=out.get("epochs", 10), lr=out.get("lr", 0.05),
                              batch_size=out.get("batch_size", 128), weight_decay=out.get("weight_decay", 5e-4),
                              dataset=dataset_kind(given.get("data", "")), recipe=recipe)
@@ -168,6 +185,14 @@ class LongtailConfig(RunConfig):
         if diff:
             out["method_options"] = diff
         return dict(sorted(out.items()))
+
+    def unset_fields(self) -> set[str]:
+        """As :meth:`RunConfig.unset_fields`; a model the recipe names (reference tde/lade) was keyed by
+        its name before the data's name chose the others."""
+        out = super().unset_fields()
+        if "model" in recipe_fields(self.recipe, self.method, self.data):
+            out.discard("model")
+        return out
 
     def train_settings(self) -> dict[str, Any]:
         """The recipe as stored in a record's settings."""

@@ -24,7 +24,8 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["RECIPES", "recipe_fields", "REFERENCE_SOURCES", "dataset_kind", "CIFAR_MEAN", "CIFAR_STD"]
+__all__ = ["RECIPES", "recipe_fields", "REFERENCE_SOURCES", "dataset_kind", "CIFAR_MEAN", "CIFAR_STD",
+           "FROM_IMAGE_SIZE", "SMALLEST_CLASS", "image_side", "model_for_side", "derived_fields"]
 
 #: The fixed per-channel mean/std every CIFAR-LT reference normalises with (CIFAR-10's statistics,
 #: also on CIFAR-100: LDAM-DRW, IB-Loss, GCL, BBN ``lib/dataset/imbalance_cifar.py``, TDE and LADE
@@ -98,3 +99,37 @@ def recipe_fields(recipe: str, method: str, data: str | None = None) -> dict[str
             out["normalisation"] = "dataset"
         return out
     return dict(CPU)
+
+
+#: The named value of ``model`` / ``augment`` when the image size is known only from the data's content
+#: (``folder:``, ``npz:``): the run applies the >= 32 px rule to the images it loads.
+FROM_IMAGE_SIZE = "from_image_size"
+#: The named value of ``n_max`` by default: the smallest training class's size, read from the data.
+SMALLEST_CLASS = "smallest_class"
+
+#: Image side (pixels) of the data sets whose name fixes it.
+_SIDES = {"digits": 8, "mnist5k": 28, "cifar10": 32, "cifar100": 32}
+
+
+def image_side(data: str) -> int | None:
+    """The image side of ``data`` known from its name (None: only its files know it)."""
+    return _SIDES.get(str(data).split(":", 1)[0].strip().lower())
+
+
+def model_for_side(side: int) -> str:
+    """The LT papers' ResNet-32 for >= 32 px images, a small CNN below."""
+    return "resnet32" if side >= 32 else "cnn28"
+
+
+def derived_fields(data: str, imbalance: Any) -> dict[str, Any]:
+    """The values the data's name and the imbalance give the fields left unset (``model`` before a
+    recipe's, ``augment``: random crop + flip for >= 32 px images, ``n_max``, ``test_imbalance``: the
+    training imbalance as ρ >= 1). The one place these defaults are chosen; the run reads the config."""
+    side = image_side(data)
+    out: dict[str, Any] = {"model": FROM_IMAGE_SIZE if side is None else model_for_side(side),
+                           "augment": FROM_IMAGE_SIZE if side is None else side >= 32,
+                           "n_max": SMALLEST_CLASS}
+    if isinstance(imbalance, (int, float)) and not isinstance(imbalance, bool) and imbalance > 0:
+        rho = float(imbalance)
+        out["test_imbalance"] = 1.0 / rho if rho < 1 else rho
+    return out

@@ -38,7 +38,7 @@ from ..errors import InputError
 from ..metrics.classification import balanced_accuracy
 from ..store import Record, ResultsStore
 from ..tuning import Fixed, TuneResult, space_to_json, tune
-from .smalldata_config import SmalldataConfig
+from .smalldata_config import NATIVE, SmalldataConfig
 from .smalldata_core import (PROTOCOL, Context, RunPlan, check_batch, method_space, model_name, prepare, to_record,
                              train_method)
 from .smalldata_final import final_split
@@ -260,8 +260,8 @@ _AUGMENT = {"preset": None, "pad-crop-flip": PAD_CROP_FLIP, "none": NO_AUGMENTAT
 def plan_from_config(config: SmalldataConfig, work_dir: str | Path | None = None) -> RunPlan:
     """The run plan of ``config``; files go to ``work_dir`` (default ``smalldata-runs``)."""
     space = dict(config.space or {})
-    if config.batch_sizes:
-        space["batch_size"] = {"choice": list(config.batch_sizes)}
+    if config.batch_sizes and tuple(config.batch_sizes) != tuple(config.preset().batch_sizes):
+        space["batch_size"] = {"choice": list(config.batch_sizes)}  # the preset's are the space's own
     return RunPlan(model=config.model, epochs=config.epochs, final_epochs=config.final_epochs, trials=config.trials,
                    grace_period=config.grace_period, reduction_factor=config.reduction_factor, repeats=config.repeats,
                    device=config.device, engine=config.engine, ray_address=config.ray_address,
@@ -284,7 +284,7 @@ def prepare_from_config(config: SmalldataConfig, work_dir: str | Path | None = N
                      f"{config.dataset}-pc{pc if pc is not None else 'all'}-{f'train{tpc}' if tpc else f'vf{vf:g}'}"
                      f"-seed{config.seed}")
     return prepare(config.dataset, root=config.root, split_dir=config.splits, per_class=config.per_class,
-                   seed=config.seed, image_size=config.image_size,
+                   seed=config.seed, image_size=None if config.image_size == NATIVE else config.image_size,
                    splits=None if config.split is None else list(config.split), out_splits=split_out,
                    recipe=config.recipe, train_per_class=config.train_per_class, val_fraction=config.val_fraction)
 

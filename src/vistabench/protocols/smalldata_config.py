@@ -1,9 +1,11 @@
 """The small-data protocol's run configuration (:class:`SmalldataConfig`; no torch, no data loading).
 
 Fields keep the names and defaults of the ``vistabench smalldata run`` flags they replace, so a
-grid cell's key is unchanged; ``None`` for a budget or rule (``epochs``, ``trials``, ``sampler``,
-...) means "the dataset preset's value under the recipe" (``vistabench smalldata list``), resolved
-when the run starts and stored in its records. The recipe fields added since (``stem``,
+grid cell's key is unchanged. A budget, rule or size left unset (``epochs``, ``trials``, ``sampler``,
+``model``, ``per_class``, ``image_size``, ``batch_sizes``, ...) is the dataset preset's value under the
+recipe (``vistabench smalldata list``), filled in when the config is built (``--print-config`` shows
+it; ``image_size: native`` for images used at their own size, ``space: {}`` for the declared
+ranges); the key keeps the unset value for a field left unset (``resolved_fields``). The recipe fields added since (``stem``,
 ``momentum``, ``nesterov``, ``schedule``, ``warmup_epochs``, ``stages``) and the method's own
 options (``method_options``, a :class:`~vistabench.learners.smalldata.options.MethodOptions` of the
 chosen method, resolved for the recipe) drop out of the key while they hold the value the code used
@@ -29,7 +31,12 @@ from ..registry import did_you_mean
 from ..learners.smalldata.options import CommonSpace, MethodOptions
 from ..learners.smalldata.registry import get_method
 
-__all__ = ["SmalldataConfig", "COMMON_SPACE"]
+__all__ = ["SmalldataConfig", "COMMON_SPACE", "NATIVE", "FROM_IMAGE_SIZE"]
+
+#: ``image_size`` of a dataset whose images are used at their own size
+NATIVE = "native"
+#: ``stem``: chosen by the side length the model is built for (small at <= 64 px)
+FROM_IMAGE_SIZE = "from_image_size"
 
 #: the hyper-parameters every method searches (besides its own options)
 COMMON_SPACE = ("lr", "weight_decay", "batch_size")
@@ -44,6 +51,11 @@ class SmalldataConfig(RunConfig):
     """One ``vistabench smalldata run`` (tune + final runs of one method on one dataset's splits)."""
 
     protocol = "smalldata"
+    #: every field the dataset's preset under the recipe fills in (``vistabench smalldata list``)
+    resolved_fields = {name: None for name in (
+        "per_class", "train_per_class", "val_fraction", "image_size", "split", "model", "epochs", "trials",
+        "grace_period", "reduction_factor", "sampler", "score_window", "select", "val_metric", "space",
+        "batch_sizes", "final_epochs")}
 
     dataset: str = option(help="dataset preset: cifair10 | cub200 | isic2018 | eurosat | clamm | mnist5k | digits | "
                                "folder; NAME:DIR also gives root", metavar="NAME")
@@ -61,8 +73,9 @@ class SmalldataConfig(RunConfig):
     val_fraction: float | None = option(None, low=0, high=1, low_open=True, metavar="F", help="instead of "
                                         "train_per_class: share of each class's trainval images in val (vistabench: 0.4)")
     seed: int = option(0, help="split seed and search seed")
-    image_size: int | None = option(None, low=1, metavar="PX", help="side length variable-size images are resized "
-                                    "to (default: the preset's)")
+    image_size: int | Literal["native"] | None = option(
+        None, low=1, metavar="PX", help="side length variable-size images are resized to (default: the preset's; "
+                                        "native: the dataset's images keep their size)")
     method: str = option(help="ce | ce_untuned | cosine | cosine_ce | harmonic | grad_l2 | dhn | ole | fconv | dskn | "
                               "dvp | auxilearn | tvmf", metavar="NAME")
     splits: str | None = option(None, metavar="DIR", help="folder of split files (default: written to "
@@ -107,9 +120,10 @@ class SmalldataConfig(RunConfig):
     method_options: dict[str, Any] | MethodOptions = option(
         default_factory=dict, flags=("--method-opt", "--method-options"),
         help="the method's own options, KEY=VALUE (a value or a search range); default: the recipe's")
-    stem: Literal["auto", "imagenet", "small"] = option(
-        "auto", help="ResNet stem: imagenet (7x7/2 conv + 3x3/2 max-pool), small (3x3/1 conv, no pool), auto "
-                     "(small when the images are <= 64 px); default: the recipe's (gem: imagenet for EuroSAT)")
+    stem: Literal["auto", "from_image_size", "imagenet", "small"] = option(
+        "auto", help="ResNet stem: imagenet (7x7/2 conv + 3x3/2 max-pool), small (3x3/1 conv, no pool), "
+                     "from_image_size (small when the images the model is built for are <= 64 px; older spelling "
+                     "auto); default: the recipe's (gem: imagenet for EuroSAT)")
     momentum: float = option(0.9, low=0, high=1, key_default=0.9, help="SGD momentum")
     nesterov: bool = option(False, key_default=False, help="Nesterov momentum")
     schedule: Literal["cosine"] = option("cosine", key_default="cosine",
@@ -137,8 +151,9 @@ class SmalldataConfig(RunConfig):
             out["dataset"], out["root"] = name, root
         if isinstance(out.get("space"), str):
             out["space"] = _read_space(out["space"])
-        if isinstance(out.get("dataset"), str) and out["dataset"] in presets.names():
-            out.setdefault("stem", get_preset(out["dataset"], recipe=out.get("recipe", "gem")).stem)
+        if isinstance(out.get("dataset"), str) and out["dataset"] in presets.names() \
+                and out.get("recipe", "gem") in ("gem", "vistabench"):
+            cls._resolve_preset(out, get_preset(out["dataset"], recipe=out.get("recipe", "gem")))
         method = out.get("method")
         if isinstance(method, str) and not isinstance(out.get("method_options"), MethodOptions):
             given_opts = out.get("method_options") or {}
@@ -146,6 +161,37 @@ class SmalldataConfig(RunConfig):
                 raise InputError(f"method_options: expected a mapping of options, got {given_opts!r}")
             out["method_options"] = _method_options_cls(method).for_recipe(out.get("recipe", "gem"), given_opts)
         return out
+
+    @staticmethod
+    def _resolve_preset(out: dict[str, Any], preset: Any) -> None:
+        """Fill the fields left unset with the preset's values (the one place they are chosen)."""
+        def unset(name: str) -> bool:
+            return out.get(name) is None
+
+        sizes = preset.split_sizes(per_class=out.get("per_class"), train_per_class=out.get("train_per_class"),
+                                   val_fraction=out.get("val_fraction"))
+        for name in ("per_class", "train_per_class", "val_fraction"):
+            if unset(name):
+                out[name] = sizes[name]  # of train_per_class / val_fraction one is used, the other stays null
+        if unset("image_size"):
+            out["image_size"] = preset.image_size if preset.image_size is not None else NATIVE
+        if unset("split") and unset("splits"):
+            out["split"] = tuple(range(preset.num_splits))
+        for name in ("model", "epochs", "trials", "reduction_factor", "sampler", "score_window", "select",
+                     "val_metric"):
+            if unset(name):
+                out[name] = getattr(preset, name)
+        epochs = out["epochs"]
+        if unset("grace_period"):
+            out["grace_period"] = min(preset.grace_period, epochs) if isinstance(epochs, int) else preset.grace_period
+        if unset("final_epochs"):
+            out["final_epochs"] = epochs
+        if unset("batch_sizes"):
+            out["batch_sizes"] = tuple(preset.batch_sizes)
+        if unset("space"):
+            out["space"] = {}  # no range changed: lr, weight decay and the method's options as declared
+        stem = out.get("stem", preset.stem)
+        out["stem"] = FROM_IMAGE_SIZE if stem == "auto" else stem
 
     def check(self) -> None:
         if self.dataset not in presets.names():
@@ -173,7 +219,8 @@ class SmalldataConfig(RunConfig):
             check_model_name(self.model)
         cls = _method_options_cls(self.method)
         backbones = get_method(self.method).backbones
-        if backbones is not None and self.model in model_options and self.model not in backbones:
+        if backbones is not None and self.model in model_options and self.model not in backbones \
+                and self.model != get_preset(self.dataset, recipe=self.recipe).model:  # the preset's: as before
             raise InputError(f"model: method {self.method!r} changes a convolutional backbone "
                              f"({', '.join(backbones)}); {self.model!r} is not one")
         opts = self.method_options
@@ -206,7 +253,8 @@ class SmalldataConfig(RunConfig):
         """The canonical config minus runtime-only fields; the recipe-resolved fields added since grids
         existed (``stem``, ``method_options``) drop out while they hold the recipe's value."""
         out = super().key_dict()
-        if self.stem == get_preset(self.dataset, recipe=self.recipe).stem:
+        preset_stem = get_preset(self.dataset, recipe=self.recipe).stem
+        if self.stem == preset_stem or {self.stem, preset_stem} <= {"auto", FROM_IMAGE_SIZE}:
             out.pop("stem", None)
         opts = self.method_options
         if isinstance(opts, MethodOptions) and opts.to_dict() == type(opts).for_recipe(self.recipe).to_dict():

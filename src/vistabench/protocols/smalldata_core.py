@@ -212,7 +212,7 @@ def model_name(ctx: Context, opts: RunPlan) -> str:
 
 
 def stem_model_options(name: str, stem: str) -> dict[str, Any]:
-    if stem == "auto" or not name.startswith("resnet"):
+    if stem in ("auto", "from_image_size") or not name.startswith("resnet"):
         return {}
     return {"small_input": stem == "small"}
 

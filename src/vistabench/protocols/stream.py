@@ -78,13 +78,14 @@ def run(config: StreamConfig, *, store: ResultsStore | None = None, work_dir: st
     config.refuse_tracking()
     if config.data_root is not None and not Path(config.data_root).is_dir():
         raise InputError(f"data_root {config.data_root!r}: no such folder")
-    stream = load_stream(config.stream, meta_test_from_year=config.meta_test_from)
+    stream = load_stream(config.stream, meta_test_from_year=config.meta_test_cut())
     learner = make_learner(config.learner, **config.learner_config())
     engine = TrialEngine(engine=config.engine, max_parallel=config.max_parallel, ray_address=config.ray_address,
                          threads=config.threads if config.threads is not None else 1)
     settings = {"trials": config.trials, "steps": config.steps}
     if config.recipe != "cpu":
         settings["recipe"] = config.recipe
+    settings["config"] = config.to_dict()  # what --print-config printed
     import torch
 
     threads = torch.get_num_threads()
@@ -320,6 +321,13 @@ def _check_same_settings(run_id: str, ckpt_path: Path, started: list[dict], curr
     if not started:
         return
     before, now = started[0], json.loads(dumps(current))
+    if "config" in before and "config" in now:  # the run's own config; runtime-only fields may change
+        # runtime-only fields, the device (as below) and how far this call goes may change on a resume
+        runtime = {i.name for i in StreamConfig.fields_info() if i.runtime} | {"device", "max_tasks"}
+        before = {**before, "config": {k: v for k, v in before["config"].items() if k not in runtime}}
+        now = {**now, "config": {k: v for k, v in now["config"].items() if k not in runtime}}
+    elif "config" not in before:  # a run started before events kept their config
+        now = {k: v for k, v in now.items() if k != "config"}
     for key in sorted(set(before) | set(now)):
         if key != "device" and before.get(key) != now.get(key):
             field_name = {"meta_test_from_year": "meta_test_from", "arch_options": "width"}.get(key, key)

@@ -35,7 +35,7 @@ from ..learners.stream.options import BATCH_RULES, LEARNER_RECIPES, RECIPES, SCH
 from ..learners.stream.registry import learner_options_class
 from ..streams import check_stream_spec
 
-__all__ = ["StreamConfig", "NEVIS_STREAMS", "CLASSIC_RUN_ID_FIELDS"]
+__all__ = ["StreamConfig", "NEVIS_STREAMS", "CLASSIC_RUN_ID_FIELDS", "STREAM_FILE"]
 
 #: streams whose ``recipe: auto`` is ``dm-nevis``
 NEVIS_STREAMS = ("nevis-full", "nevis-full-paper", "nevis-short")
@@ -52,6 +52,7 @@ class StreamConfig(RunConfig):
     """One run of a learner over a task stream (Nevis'22 protocol)."""
 
     protocol = "stream"
+    resolved_fields = {"width": None, "meta_test_from": None}
 
     stream: str = option("nevis-full", metavar="NAME|FILE",
                          help="nevis-full (dm_nevis's list), nevis-full-paper (the paper's table), nevis-short, "
@@ -67,12 +68,14 @@ class StreamConfig(RunConfig):
                                                                "(only pt reads it)")
     arch: str = option("cnn28", help="backbone (vistabench.learners.models registry; default: the recipe's, dm-nevis "
                                      "cifar_resnet34, cpu cnn28)")
-    width: int | None = option(None, low=1, help="cnn28 width (default 8)")
+    width: int | None = option(None, low=1, help="width of an arch that has one (cnn28: default 8); null for an "
+                                                 "arch without a width option")
     device: str = option("cpu", help="cpu, cuda, cuda:N or auto")
     meta_test_from: str | None = option(
         None, metavar="YEAR|PRESET",
         help="meta-train / meta-test cut: a year, or 'paper' (2019: 27 FULL meta-test tasks) or 'dm-nevis' "
-             "(2020, dm_nevis's DEFAULT_NEVIS_STOP_YEAR: 14 tasks); default: the stream file's (paper)")
+             "(2020, dm_nevis's DEFAULT_NEVIS_STOP_YEAR: 14 tasks); default: stream_file, the cut the stream "
+             "file names (the Nevis streams: paper)")
     search_space: Literal["large", "default"] = option(
         "large", help="bhpo only: 'large' = lr, label smoothing, schedule, batch size, width, augmentation (the "
                       "paper's larger space); 'default' = lr and label smoothing")
@@ -166,7 +169,16 @@ class StreamConfig(RunConfig):
         raw = given.get("learner_options") or {}
         opts = options_cls.from_dict({**opt_preset, **options_cls.normalise_names(raw, prefix="learner_options.")},
                                      prefix="learner_options.")
-        return {**preset, **given, "recipe": recipe, "learner_options": opts.to_dict()}
+        out = {**preset, **given, "recipe": recipe, "learner_options": opts.to_dict()}
+        if out.get("meta_test_from") is None:
+            out["meta_test_from"] = STREAM_FILE
+        if out.get("width") is None:  # the arch's own default width; an arch without one has none
+            from ..learners.model_options import model_options_class
+
+            arch_cls = model_options_class(out.get("arch", "cnn28"))
+            has_width = arch_cls is not None and "width" in arch_cls.__dataclass_fields__
+            out["width"] = _DEFAULT_WIDTH.get(out.get("arch", "cnn28")) if has_width else None
+        return out
 
     def check(self) -> None:
         check_stream_spec(self.stream)
@@ -206,9 +218,11 @@ class StreamConfig(RunConfig):
             out.pop("learner_options", None)
         return out
 
+    def meta_test_cut(self) -> str | None:
+        """``meta_test_from`` as :func:`~vistabench.streams.load_stream` reads it (None: the file's cut)."""
+        return None if self.meta_test_from == STREAM_FILE else self.meta_test_from
+
     def arch_options(self) -> dict[str, Any]:
-        if self.arch == "cnn28":
-            return {"width": 8 if self.width is None else self.width}
         return {"width": self.width} if self.width is not None else {}
 
     def learner_config(self) -> dict[str, Any]:
@@ -228,11 +242,19 @@ class StreamConfig(RunConfig):
         ('' when none does): two grid cells differing only in, e.g., a learner option get two run ids."""
         defaults = {i.name: i.default for i in self.fields_info() if not i.required}
         key = self.key_dict()
+
         extra = {k: v for k, v in key.items() if k not in CLASSIC_RUN_ID_FIELDS
                  and (k == "learner_options" or v != _plain(defaults.get(k)))}
         if not extra:
             return ""
         return hashlib.sha256(json.dumps(extra, sort_keys=True).encode()).hexdigest()[:8]
+
+
+#: ``meta_test_from``'s value by default: the cut the stream file itself names
+STREAM_FILE = "stream_file"
+
+#: the width an arch gets when none is given (the arch must declare a width option)
+_DEFAULT_WIDTH = {"cnn28": 8}
 
 
 def _plain(value: Any) -> Any:

@@ -115,6 +115,8 @@ def fit_predict(
     init: str = "fan_out",
     select_checkpoint: str = "last",
     selection: tuple[np.ndarray, np.ndarray] | None = None,
+    loader: str = "memory",
+    workers: int = 0,
 ) -> LTRunResult:
     """Train a long-tailed reference method on ``train`` and score ``test_images``.
 
@@ -149,6 +151,8 @@ def fit_predict(
         ``last``: each stage ends with its last epoch's weights. Otherwise each stage is scored on
         ``selection`` (images, labels) after every epoch and keeps its best epoch; what was chosen
         is in ``settings["checkpoint"]``.
+    loader, workers : str, int
+        Where batches come from (:class:`~..trainer.TrainConfig`; runtime only, not in ``settings``).
 
     Returns
     -------
@@ -167,7 +171,7 @@ def fit_predict(
                       seed=seed, device=device, augment=augment, warmup_epochs=warmup_epochs,
                       num_threads=num_threads, nesterov=nesterov, schedule=schedule,
                       lr_milestones=tuple(lr_milestones), lr_factors=tuple(lr_factors), warmup_start=warmup_start,
-                      drop_last=drop_last)
+                      drop_last=drop_last, loader=loader, workers=workers)
     resolve_device(device)  # fail before building anything when CUDA is asked for but missing
     normaliser = _fixed_normaliser(normalisation, train.images)
     selector = _selector(select_checkpoint, selection, train)
