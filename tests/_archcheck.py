@@ -16,7 +16,7 @@ from pathlib import Path
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("vistabench", "vistabench.errors", "vistabench.jsonutil", "vistabench.atomic", "vistabench._validation",
      "vistabench._lazy", "vistabench.extras", "vistabench.epochs",
-     "vistabench.config", "vistabench.registry", "vistabench.progress"),
+     "vistabench.config", "vistabench.registry", "vistabench.methods", "vistabench.progress"),
     ("vistabench.metrics",),
     ("vistabench.data", "vistabench.store", "vistabench.streams"),
     ("vistabench.tuning",),
@@ -223,4 +223,38 @@ def private_crossings(tree: dict[str, Module]) -> list[str]:
                     and node.value.id in module_aliases and node.attr.startswith("_")
                     and not node.attr.startswith("__")):
                 out.append(f"{name} uses private {node.value.id}.{node.attr} (line {node.lineno})")
+    return out
+
+
+#: the one module allowed to compute close matches and to define a registry type
+REGISTRY_MODULE = "vistabench.registry"
+
+
+def registry_violations(sources: dict[str, str]) -> list[str]:
+    """Name -> object registries outside the one :class:`vistabench.registry.Registry` type.
+
+    ``sources``: module name -> source text. Flags: ``difflib`` used outside ``vistabench.registry``
+    (close-match suggestions are written once, there); a class named ``*Registry`` defined elsewhere;
+    a module-level dict literal of two or more ``"name": Class`` entries (a hand-kept name -> class
+    table beside the registry).
+    """
+    out = []
+    for name, source in sorted(sources.items()):
+        if name == REGISTRY_MODULE:
+            continue
+        tree = ast.parse(source)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import) and any(a.name == "difflib" for a in node.names):
+                out.append(f"{name}: imports difflib (line {node.lineno}); use vistabench.registry.did_you_mean")
+            elif isinstance(node, ast.ImportFrom) and node.module == "difflib":
+                out.append(f"{name}: imports from difflib (line {node.lineno}); use vistabench.registry.did_you_mean")
+            elif isinstance(node, ast.ClassDef) and node.name.endswith("Registry"):
+                out.append(f"{name}: defines {node.name} (line {node.lineno}); use vistabench.registry.Registry")
+        for node in tree.body:
+            value = node.value if isinstance(node, (ast.Assign, ast.AnnAssign)) else None
+            if (isinstance(value, ast.Dict) and len(value.keys) >= 2
+                    and all(isinstance(k, ast.Constant) and isinstance(k.value, str) for k in value.keys)
+                    and all(isinstance(v, ast.Name) and v.id[:1].isupper() for v in value.values)):
+                out.append(f"{name}: a name -> class table (line {node.lineno}); register in a "
+                           "vistabench.registry.Registry")
     return out

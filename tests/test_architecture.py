@@ -140,3 +140,25 @@ def test_checker_finds_a_layer_entry_without_modules():
     tree = A.tree_from_sources({"vistabench.__init__": "", "vistabench.metrics.__init__": ""})
     missing = A.missing_layer_entries(tree)
     assert "vistabench.tuning" in missing and "vistabench.metrics" not in missing
+
+
+def _sources() -> dict[str, str]:
+    out = {}
+    for path in FILES:
+        name, _ = A.module_name(path, SRC.parent)
+        out[name] = path.read_text(encoding="utf-8")
+    return out
+
+
+def test_one_registry_type_and_one_close_match_helper():
+    assert A.registry_violations(_sources()) == []
+
+
+def test_checker_finds_a_second_registry_and_its_own_suggestions():
+    found = A.registry_violations({
+        "vistabench.registry": "import difflib\nclass Registry: pass\n",
+        "vistabench.learners.x": ("import difflib\nfrom difflib import get_close_matches\n"
+                                  "class MethodRegistry: pass\nOPTIONS = {'a': AOptions, 'b': BOptions}\n"
+                                  "SIZES = {'a': 1, 'b': 2}\n"),
+    })
+    assert len(found) == 4 and all(f.startswith("vistabench.learners.x") for f in found)

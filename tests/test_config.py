@@ -139,6 +139,45 @@ def test_yaml_duplicate_keys_are_refused(tmp_path):
         read_config_file(tmp_path / "missing.yaml")
 
 
+def test_check_value_is_the_option_rules_for_a_function_argument():
+    from vistabench._validation import check_choice, check_fraction, check_int, check_positive
+    from vistabench.config import check_value
+    from vistabench.errors import InputTypeError
+
+    assert check_value("3", "epochs", type=int, low=1) == 3
+    with pytest.raises(InputError, match=r"^lr: expected a number > 0, got 0.0$"):
+        check_value(0, "lr", low=0, low_open=True)
+    with pytest.raises(InputTypeError, match=r"^lr: expected a number, got 'x'$"):
+        check_value("x", "lr")
+    # the _validation helpers are the same code
+    with pytest.raises(InputError, match=r"^n: expected a number > 0, got 0.0$"):
+        check_positive(0, "n")
+    assert check_positive(0, "n", strict=False) == 0.0 and check_positive(3.0, "n", integer=True) == 3
+    with pytest.raises(InputError, match=r"^f: expected a number <= 1, got 1.5$"):
+        check_fraction(1.5, "f")
+    with pytest.raises(InputError, match=r"^m: expected one of a, bb, got 'b'; did you mean 'bb'\?$"):
+        check_choice("b", "m", ["a", "bb"])
+    with pytest.raises(InputError, match=r"^--k: expected an integer >= 1, got 0$"):
+        check_int(0, "--k", min=1)
+    assert check_int(None, "--k", allow_none=True) is None
+
+
+def test_trainconfig_fields_are_checked_by_their_option_declarations():
+    pytest.importorskip("torch")
+    from vistabench.learners.train_config import TrainConfig
+
+    meta = {name: f.metadata.get("vistabench") for name, f in TrainConfig.__dataclass_fields__.items()}
+    assert meta["lr"]["low"] == 0 and meta["lr"]["low_open"] and meta["momentum"]["high"] == 1
+    assert all(m is not None for name, m in meta.items() if name != "augment")  # every field declared
+    for kw, message in ((dict(epochs=0), "^epochs: expected a number >= 1, got 0$"),
+                        (dict(schedule="cosin"), "^schedule: expected one of cosine, step, cosine_epoch"),
+                        (dict(lr_milestones=(1,)), "^lr_factors: expected one factor per milestone"),
+                        (dict(warmup_epochs=10, epochs=10), "^warmup_epochs: expected fewer than epochs=10")):
+        with pytest.raises(InputError, match=message):
+            TrainConfig(**kw)
+    assert TrainConfig(epochs=2.0, lr_milestones=[1], lr_factors=[0.1]).lr_milestones == (1,)
+
+
 # ---------------------------------------------------------------------- integers a user cannot mean (issue 32)
 @dataclass(frozen=True, kw_only=True)
 class _Ints(Options):

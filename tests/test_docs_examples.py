@@ -31,19 +31,15 @@ def registries():
     """Snapshot and restore every registry the examples add to."""
     import vistabench.suite as suite
     from vistabench.learners.longtail import options as lt_options
-    from vistabench.learners.longtail import registry as lt_registry
     from vistabench.learners.smalldata import registry as sd_registry
 
     suite.protocols()  # discover the shipped protocols before the snapshot
-    regs = [suite._registry, lt_registry.lt_methods, sd_registry.methods]
+    regs = [suite._registry, lt_options.lt_methods, sd_registry.methods]
     saved = [dict(r._items) for r in regs]
-    saved_options = dict(lt_options.method_options)
     yield
     for r, items in zip(regs, saved):
         r._items.clear()
         r._items.update(items)
-    lt_options.method_options.clear()
-    lt_options.method_options.update(saved_options)
 
 
 def test_the_architecture_page_has_executed_examples():

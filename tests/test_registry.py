@@ -43,3 +43,28 @@ def test_unknown_name_suggests_close_matches():
         reg.get("alpah")
     with pytest.raises(RuntimeError, match="registered twice"):
         reg.register("alpha")(2)
+
+
+def test_did_you_mean_and_the_field_leading_the_message():
+    from vistabench.registry import did_you_mean
+
+    assert did_you_mean("tinny", ["tiny", "huge"]) == "; did you mean 'tiny'?"
+    assert did_you_mean("zzz", ["tiny"]) == ""
+    assert did_you_mean("dims", ["dim", "depth"], quote=False) == "; did you mean dim?"
+    reg = Registry("widget")
+    reg.add("alpha", 1)
+    with pytest.raises(InputError, match=r"^method: unknown widget 'alpah'; did you mean 'alpha'\? \(known: alpha\)$"):
+        reg.get("alpah", field="method")
+
+
+def test_resolve_ref_imports_module_attributes_and_modules():
+    import os.path
+
+    from vistabench.registry import resolve_ref
+
+    assert resolve_ref("os.path:join") is os.path.join
+    assert resolve_ref("os.path") is os.path
+    with pytest.raises(ValueError, match="module:attribute"):
+        resolve_ref(":join")
+    with pytest.raises(AttributeError):
+        resolve_ref("os.path:no_such_name")

@@ -6,7 +6,6 @@ which the command line builds without importing numpy.
 
 from __future__ import annotations
 
-import math
 import numbers
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
@@ -14,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 if TYPE_CHECKING:
     import numpy as np
 
+from .config import check_bounds, check_value
 from .errors import InputError, InputTypeError
 
 __all__ = [
@@ -28,7 +28,6 @@ __all__ = [
     "check_input_file",
     "check_input_dir",
     "check_int",
-    "close_matches",
 ]
 
 
@@ -104,30 +103,19 @@ def check_scores(s: Any, name: str, *, n: int | None = None, num_classes: int | 
 
 
 def check_positive(v: Any, name: str, *, strict: bool = True, integer: bool = False) -> float:
-    try:
-        f = float(v)
-    except (TypeError, ValueError) as exc:
-        raise InputTypeError(f"{name}: expected a number, got {v!r}") from exc
-    if not math.isfinite(f) or (f <= 0 if strict else f < 0):
-        raise InputError(f"{name}: expected a {'positive' if strict else 'non-negative'} number, got {v!r}")
-    if integer:
-        if f != int(f):
-            raise InputError(f"{name}: expected an integer, got {v!r}")
-        return int(f)
-    return f
+    """A number > 0 (``strict=False``: >= 0), an ``int`` when ``integer``: the rule of
+    ``option(low=0, low_open=strict)`` (:func:`vistabench.config.check_value`)."""
+    return check_value(v, name, type=int if integer else float, low=0, low_open=strict)
 
 
 def check_fraction(v: Any, name: str) -> float:
-    f = check_positive(v, name, strict=False)
-    if f > 1:
-        raise InputError(f"{name}: expected a fraction in [0, 1], got {v!r}")
-    return f
+    """A number in [0, 1]: the rule of ``option(low=0, high=1)``."""
+    return check_value(v, name, low=0, high=1)
 
 
 def check_choice(v: Any, name: str, choices: Sequence[str]) -> str:
-    if v not in choices:
-        raise InputError(f"{name}: expected one of {list(choices)}, got {v!r}")
-    return v
+    """One of ``choices`` (close matches suggested): the rule of ``option(choices=...)``."""
+    return check_value(v, name, type=Any, choices=choices)
 
 
 def check_same_length(name_a: str, a: np.ndarray, name_b: str, b: np.ndarray) -> None:
@@ -209,21 +197,11 @@ def check_input_dir(path: Any, name: str) -> "Path":
 
 def check_int(v: Any, name: str, *, min: int | None = None, max: int | None = None,
               allow_none: bool = False) -> int | None:
-    """An integer in ``[min, max]`` (``name`` is what the user typed, e.g. ``--repeats``)."""
+    """An integer in ``[min, max]`` (``name`` is what the user typed, e.g. ``--repeats``): the rule of
+    ``option(low=min, high=max)`` on an ``int`` field."""
     if v is None and allow_none:
         return None
     if isinstance(v, bool) or not isinstance(v, numbers.Integral):  # numpy's integers included
         raise InputTypeError(f"{name}: expected an integer, got {v!r}")
-    if min is not None and v < min:
-        raise InputError(f"{name}: expected an integer >= {min}, got {v}")
-    if max is not None and v > max:
-        raise InputError(f"{name}: expected an integer <= {max}, got {v}")
+    check_bounds(int(v), name, low=min, high=max, noun="an integer")
     return int(v)
-
-
-def close_matches(word: str, options: Sequence[str]) -> str:
-    """`` (did you mean 'x'?)`` for a close match of ``word`` among ``options``, else ``""``."""
-    import difflib
-
-    m = difflib.get_close_matches(str(word), [str(o) for o in options], n=2, cutoff=0.6)
-    return f" (did you mean {' or '.join(repr(x) for x in m)}?)" if m else ""

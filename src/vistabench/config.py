@@ -29,8 +29,8 @@ This module imports neither torch nor any protocol.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import math
+import numbers
 import re
 import types
 import typing
@@ -39,9 +39,10 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal, Mapping, TypeVar, Union, get_args, get_origin
 
 from .errors import InputError
+from .registry import did_you_mean
 
 __all__ = ["option", "FieldInfo", "Options", "RunConfig", "read_config_file", "NO_KEY_DEFAULT", "TRACKERS",
-           "parse_int"]
+           "parse_int", "check_value", "check_bounds", "check_fields"]
 
 _META = "vistabench"
 
@@ -188,9 +189,8 @@ def _coerce(value: Any, tp: Any, name: str, info: FieldInfo | None) -> Any:
         allowed = get_args(tp)
         if value in allowed:
             return value
-        close = difflib.get_close_matches(str(value), [str(a) for a in allowed], n=2, cutoff=0.5)
-        hint = f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
-        raise InputError(f"{name}: expected one of {', '.join(map(str, allowed))}, got {value!r}{hint}")
+        raise InputError(f"{name}: expected one of {', '.join(map(str, allowed))}, got {value!r}"
+                         f"{did_you_mean(value, allowed, n=2)}")
     if origin is tuple:
         (item,) = get_args(tp)[:1]
         if isinstance(value, str):
@@ -218,9 +218,9 @@ def _coerce(value: Any, tp: Any, name: str, info: FieldInfo | None) -> Any:
         if isinstance(value, bool):
             raise InputError(f"{name}: expected an integer, got {value!r}")
         out: Any = None
-        if isinstance(value, int):
+        if isinstance(value, numbers.Integral):  # numpy's integers included
             out = int(value)
-        elif isinstance(value, float) and value.is_integer():
+        elif isinstance(value, numbers.Real) and float(value).is_integer():
             out = int(value)
         elif isinstance(value, str):
             _refuse_leading_zero(value, name)
@@ -255,12 +255,24 @@ def _coerce(value: Any, tp: Any, name: str, info: FieldInfo | None) -> Any:
     raise TypeError(f"config field {name}: unsupported type {tp!r}")  # a bug of the config's declaration
 
 
+def check_bounds(v: float, name: str, *, low: float | None = None, high: float | None = None,
+                 low_open: bool = False, noun: str = "a number") -> None:
+    """The range rule of :func:`option` (``low``/``high``/``low_open``) on one number: InputError
+    naming ``name`` (``lr: expected a number > 0, got -1``; ``noun`` words what is expected)."""
+    if low is not None and (v <= low if low_open else v < low):
+        bound = f"> {low:g}" if low_open else f">= {low:g}"
+        if high is not None:
+            bound += f" and <= {high:g}"
+        raise InputError(f"{name}: expected {noun} {bound}, got {v!r}")
+    if high is not None and v > high:
+        raise InputError(f"{name}: expected {noun} <= {high:g}, got {v!r}")
+
+
 def parse_int(value: Any, name: str, *, low: int | None = 0) -> int:
     """``value`` (a command-line string, a number) as an integer by the rules of every config integer:
     no fraction, no bool, no leading zero, within ``±INT_LIMIT``, ``>= low`` (None: no lower bound)."""
     out = _coerce(value, int, name, None)
-    if low is not None and out < low:
-        raise InputError(f"{name}: expected an integer >= {low}, got {value!r}")
+    check_bounds(out, name, low=low, noun="an integer")
     return out
 
 
@@ -286,20 +298,65 @@ def _check_range(value: Any, name: str, info: FieldInfo) -> None:
     for v in items:
         if not isinstance(v, (int, float)) or isinstance(v, bool):
             continue
-        if info.low is not None and (v <= info.low if info.low_open else v < info.low):
-            bound = f"> {info.low:g}" if info.low_open else f">= {info.low:g}"
-            if info.high is not None:
-                bound += f" and <= {info.high:g}"
-            raise InputError(f"{name}: expected a number {bound}, got {v!r}")
-        if info.high is not None and v > info.high:
-            raise InputError(f"{name}: expected a number <= {info.high:g}, got {v!r}")
+        check_bounds(v, name, low=info.low, high=info.high, low_open=info.low_open)
     if info.choices is not None:
         for v in items:
             if v not in info.choices:
-                close = difflib.get_close_matches(str(v), [str(c) for c in info.choices], n=2, cutoff=0.5)
-                hint = f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
                 raise InputError(f"{name}: expected one of {', '.join(map(str, info.choices))}, "
-                                 f"got {v!r}{hint}")
+                                 f"got {v!r}{did_you_mean(v, info.choices, n=2)}")
+
+
+def check_value(value: Any, name: str, *, type: Any = float, low: float | None = None, high: float | None = None,
+                low_open: bool = False, choices: typing.Sequence[Any] | None = None, finite: bool = True) -> Any:
+    """``value`` checked by the rules :func:`option` declares (the same code a config field runs):
+    coerced to ``type`` (a wrong kind of value: :class:`~vistabench.errors.InputTypeError`), then its
+    range and choices (InputError). For the checks of a function's arguments at the boundary.
+
+    >>> check_value("3", "epochs", type=int, low=1)
+    3
+    >>> check_value(0, "lr", low=0, low_open=True)
+    Traceback (most recent call last):
+    ...
+    vistabench.errors.InputError: lr: expected a number > 0, got 0.0
+    """
+    from .errors import InputTypeError
+
+    info = FieldInfo(name=name, type=type, default=MISSING, help="", low=low, high=high, low_open=low_open,
+                     choices=None if choices is None else tuple(choices), finite=finite)
+    try:
+        out = _coerce(value, type, name, info)
+    except InputError as exc:
+        raise InputTypeError(str(exc)) from None
+    _check_range(out, name, info)
+    return out
+
+
+def field_infos(cls: type) -> list[FieldInfo]:
+    """Every field's declaration of the dataclass ``cls``, in declaration order."""
+    hints = typing.get_type_hints(cls)
+    out = []
+    for f in dataclasses.fields(cls):
+        meta = dict(f.metadata.get(_META) or {"help": ""})
+        if meta.get("low") is None and base_type(hints[f.name]) is int:
+            meta["low"] = 0  # a config integer (count, index, seed) is never negative unless declared so
+        default = f.default if f.default is not MISSING else (
+            f.default_factory() if f.default_factory is not MISSING else MISSING)
+        out.append(FieldInfo(name=f.name, type=hints[f.name], default=default, **meta))
+    return out
+
+
+def check_fields(obj: Any, *, declared_only: bool = False) -> None:
+    """Coerce and check every field of the dataclass ``obj`` by its declaration (type, :func:`option`'s
+    range and choices), in place; ``declared_only``: only the fields declared with :func:`option`."""
+    declared = {f.name for f in dataclasses.fields(obj) if _META in f.metadata}
+    for info in field_infos(type(obj)):
+        if declared_only and info.name not in declared:
+            continue
+        value = getattr(obj, info.name)
+        coerced = _coerce(value, info.type, info.name, info)
+        _check_range(coerced, info.name, info)
+        if coerced is not value:
+            object.__setattr__(obj, info.name, coerced)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -314,16 +371,7 @@ class Options:
     @classmethod
     def fields_info(cls) -> list[FieldInfo]:
         """Every field's declaration, in declaration order."""
-        hints = typing.get_type_hints(cls)
-        out = []
-        for f in dataclasses.fields(cls):
-            meta = dict(f.metadata.get(_META) or {"help": ""})
-            if meta.get("low") is None and base_type(hints[f.name]) is int:
-                meta["low"] = 0  # a config integer (count, index, seed) is never negative unless declared so
-            default = f.default if f.default is not MISSING else (
-                f.default_factory() if f.default_factory is not MISSING else MISSING)
-            out.append(FieldInfo(name=f.name, type=hints[f.name], default=default, **meta))
-        return out
+        return field_infos(cls)
 
     @classmethod
     def field_info(cls, name: str) -> FieldInfo:
@@ -333,12 +381,7 @@ class Options:
         raise KeyError(name)
 
     def __post_init__(self) -> None:
-        for info in self.fields_info():
-            value = getattr(self, info.name)
-            coerced = _coerce(value, info.type, info.name, info)
-            _check_range(coerced, info.name, info)
-            if coerced is not value:
-                object.__setattr__(self, info.name, coerced)
+        check_fields(self)
         self.check()
 
     def check(self) -> None:
@@ -362,8 +405,7 @@ class Options:
             if name in spelt:
                 raise InputError(f"{prefix}{name}: given twice ({spelt[name]!r} and {raw!r}); keep one")
             if name not in known:
-                close = difflib.get_close_matches(name, sorted(known), n=3, cutoff=0.6)
-                hint = f"; did you mean {', '.join(close)}?" if close else ""
+                hint = did_you_mean(name, sorted(known), cutoff=0.6, quote=False)
                 raise InputError(f"{prefix}{raw}: unknown option{hint} (known: {', '.join(sorted(known))})")
             spelt[name] = raw
             out[name] = value

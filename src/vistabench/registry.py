@@ -1,18 +1,61 @@
-"""Name -> object registries with close-match suggestions (methods, models, datasets, streams)."""
+"""Name -> object registries with close-match suggestions (methods, models, datasets, streams).
+
+The one registry type of the package (``tests/test_architecture.py`` keeps it so): :class:`Registry`
+holds named entries, imports the modules that fill it on the first lookup, and answers an unknown
+name with close matches. :func:`did_you_mean` is the one "did you mean" hint (every message that
+suggests a name uses it) and :func:`resolve_ref` the one ``"module:attribute"`` import.
+
+This module imports nothing of the package but :mod:`.errors` (and no third-party module).
+"""
 
 from __future__ import annotations
 
 import difflib
 import importlib
-from typing import Callable, Generic, Iterator, Sequence, TypeVar
+from typing import Any, Callable, Generic, Iterable, Iterator, Sequence, TypeVar
 
 from .errors import InputError
+
+__all__ = ["Registry", "close_names", "did_you_mean", "resolve_ref"]
 
 T = TypeVar("T")
 
 
+def close_names(word: object, known: Iterable[object], *, n: int = 3, cutoff: float = 0.5) -> list[str]:
+    """The names in ``known`` closest to ``word`` (best first; at most ``n``)."""
+    return difflib.get_close_matches(str(word), [str(k) for k in known], n=n, cutoff=cutoff)
+
+
+def did_you_mean(word: object, known: Iterable[object], *, n: int = 3, cutoff: float = 0.5,
+                 quote: bool = True) -> str:
+    """``"; did you mean 'a' or 'b'?"`` for the close matches of ``word`` in ``known``, else ``""``.
+
+    >>> did_you_mean("tinny", ["tiny", "huge"])
+    "; did you mean 'tiny'?"
+    """
+    close = close_names(word, known, n=n, cutoff=cutoff)
+    if not close:
+        return ""
+    return f"; did you mean {' or '.join(repr(c) if quote else c for c in close)}?"
+
+
+def resolve_ref(ref: str, *, what: str = "reference") -> Any:
+    """The object a ``"module:attribute"`` reference names (``"module"``: the module), imported now.
+
+    >>> resolve_ref("os.path:join").__name__
+    'join'
+    """
+    module, _, attr = str(ref).partition(":")
+    if not module:
+        raise ValueError(f"{what} {ref!r}: expected 'module:attribute'")
+    obj: Any = importlib.import_module(module)
+    for part in filter(None, attr.split(".")):
+        obj = getattr(obj, part)
+    return obj
+
+
 class Registry(Generic[T]):
-    """A named registry filled by decorator.
+    """A named registry filled by decorator (or :meth:`add`).
 
     >>> r = Registry("model")
     >>> @r.register("tiny")
@@ -40,26 +83,37 @@ class Registry(Generic[T]):
             for name in self._modules:
                 importlib.import_module(name)
 
+    def add(self, name: str, obj: T) -> T:
+        """Register ``obj`` under ``name`` (a name registered twice is a bug: RuntimeError)."""
+        if name in self._items:
+            raise RuntimeError(f"{self.kind} {name!r} registered twice")
+        self._items[name] = obj
+        return obj
+
     def register(self, name: str) -> Callable[[T], T]:
+        """Decorator form of :meth:`add`."""
         def deco(obj: T) -> T:
-            if name in self._items:
-                raise RuntimeError(f"{self.kind} {name!r} registered twice")
-            self._items[name] = obj
-            return obj
+            return self.add(name, obj)
 
         return deco
 
-    def get(self, name: str) -> T:
+    def get(self, name: str, *, field: str | None = None) -> T:
+        """The entry ``name``; InputError with close matches otherwise (``field``: the argument
+        the name came from, leading the message)."""
         self._load()
         if name in self._items:
             return self._items[name]
-        close = difflib.get_close_matches(name, list(self._items), n=3, cutoff=0.5)
-        hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
-        raise InputError(f"unknown {self.kind} {name!r}{hint} (known: {', '.join(sorted(self._items))})")
+        lead = f"{field}: " if field else ""
+        raise InputError(f"{lead}unknown {self.kind} {name!r}{did_you_mean(name, self._items)} "
+                         f"(known: {', '.join(sorted(self._items))})")
 
     def names(self) -> list[str]:
         self._load()
         return sorted(self._items)
+
+    def items(self) -> list[tuple[str, T]]:
+        self._load()
+        return sorted(self._items.items())
 
     def __contains__(self, name: object) -> bool:
         self._load()

@@ -33,6 +33,8 @@ NONE_BY_DESIGN = {
 }
 for _fields in NONE_BY_DESIGN.values():
     _fields.add("track_dir")  # runtime only: no tracker folder given
+for _protocol in ("longtail", "smalldata", "incremental", "stream"):
+    NONE_BY_DESIGN[_protocol].add("pretrained")  # no pre-trained state dict: the backbone starts at random
 
 
 def _cli(capsys, *argv) -> dict:

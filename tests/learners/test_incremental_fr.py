@@ -165,7 +165,7 @@ def _learner(**fr) -> FRLearner:
                                 **fr})
     ctx = IncrementalContext(model="vit_small", model_options={"dim": 16, "depth": 3, "heads": 2}, epochs=2,
                              lr=0.05, batch_size=64, seed=0, method_options=opts, in_channels=1, image_size=8)
-    return incremental_methods.get("fr")(ctx)
+    return incremental_methods.get("fr").load()(ctx)
 
 
 def test_learner_runs_sessions_and_is_seeded() -> None:
@@ -201,12 +201,12 @@ def test_learner_needs_a_vit() -> None:
     ctx = IncrementalContext(model="cnn28", epochs=1, batch_size=64, method_options=FROptions.from_dict({"epochs": 1}),
                              in_channels=1, image_size=8)
     with pytest.raises(InputError, match="needs a ViT"):
-        incremental_methods.get("fr")(ctx)
+        incremental_methods.get("fr").load()(ctx)
     base = np.flatnonzero(tr.labels < 5)
     with pytest.raises(InputError, match="layers"):
         # options placed for a deeper ViT: block 2 of a 3-block ViT is the final feature, not an intermediate one
         opts = FROptions.from_dict({"depth": 12, "layers": [2], "epochs": 1, "p": 4, "k": 4})
-        bad = incremental_methods.get("fr")(IncrementalContext(
+        bad = incremental_methods.get("fr").load()(IncrementalContext(
             model="vit_small", model_options={"dim": 16, "depth": 3, "heads": 2}, epochs=1, batch_size=64,
             method_options=opts, in_channels=1, image_size=8))
         bad.learn(tr.images[base], tr.labels[base], list(range(5)), session=1)

@@ -48,7 +48,7 @@ def test_fp32_is_the_default_and_bitwise_reproducible():
 
 
 @pytest.mark.parametrize("kw, message", [
-    ({"precision": "fp8"}, "precision: expected 'fp32', 'bf16' or 'fp16'"),
+    ({"precision": "fp8"}, "precision: expected one of fp32, bf16, fp16"),
     ({"compile": "yes"}, "compile: expected true or false"),
 ])
 def test_bad_values_name_the_field(kw, message):

@@ -117,7 +117,7 @@ def test_the_default_memory_path_is_unchanged_by_the_sources():
 
 
 def test_loader_and_workers_are_checked():
-    with pytest.raises(InputError, match="loader: expected 'memory', 'stream' or 'device', got 'disk'"):
+    with pytest.raises(InputError, match="loader: expected one of memory, stream, device, got 'disk'"):
         TrainConfig(loader="disk")
     with pytest.raises(InputError, match="workers"):
         TrainConfig(workers=-1)

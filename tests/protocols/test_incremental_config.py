@@ -234,7 +234,7 @@ def test_fr_on_cifar100_data_follows_the_paper_recipe_without_fr_recipe(layout) 
     model, model_opt = cfg.backbone()
     ctx = IncrementalContext(model=model, model_options=model_opt, in_channels=3, image_size=32,
                              method_options=cfg.learner_options())
-    learner = incremental_methods.get("fr")(ctx)
+    learner = incremental_methods.get("fr").load()(ctx)
     assert learner.fr.recipe == "paper" and learner.fr.layers == (7, 8, 9)
     assert (learner.fr.cr, learner.fr.ce_novel, learner.fr.epochs, learner.fr.batch_size) == (0.5, 2.0, 100, 1024)
     vit = build_model(model, num_classes=60, in_channels=3, image_size=32, **model_opt)

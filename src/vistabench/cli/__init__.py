@@ -44,8 +44,9 @@ class _Parser(argparse.ArgumentParser):
 
     def _unknown_options(self) -> list[str]:
         """"unrecognized option --imbalanse (did you mean --imbalance?)" for each unknown option given."""
-        import difflib
         import re
+
+        from ..registry import close_names
 
         if self._subcommands():
             return []
@@ -59,7 +60,7 @@ class _Parser(argparse.ArgumentParser):
                 continue
             if any(o.startswith(name) for o in known) and self.allow_abbrev and name.startswith("--"):
                 continue  # an abbreviation argparse accepts
-            close = difflib.get_close_matches(name, known, n=2, cutoff=0.6)
+            close = close_names(name, known, n=2, cutoff=0.6)
             out.append(f"unrecognized option {name}" + (f" (did you mean {' or '.join(close)}?)" if close else
                                                          f" (options: {', '.join(sorted(known))})"))
         return out

@@ -11,7 +11,6 @@ records back: the worker never touches the user's store.
 
 from __future__ import annotations
 
-import difflib
 import shutil
 import tempfile
 from pathlib import Path
@@ -19,6 +18,7 @@ from typing import Any, Callable
 
 from ..config import RunConfig
 from ..errors import InputError
+from ..registry import did_you_mean, resolve_ref
 
 # options the grid sets itself (per-cell scratch folders, the store of `grid run`, output mode)
 MANAGED: frozenset[str] = frozenset({"store", "no_store", "json", "out", "work_dir", "help", "config",
@@ -42,9 +42,8 @@ def protocols() -> list[str]:
 def check_protocol(protocol: Any) -> str:
     known = protocols()
     if not isinstance(protocol, str) or protocol not in known:
-        close = difflib.get_close_matches(str(protocol), known, n=2, cutoff=0.5)
-        hint = f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
-        raise InputError(f"protocol: unknown protocol {protocol!r}{hint} (known: {', '.join(known)})")
+        raise InputError(f"protocol: unknown protocol {protocol!r}{did_you_mean(protocol, known, n=2)} "
+                         f"(known: {', '.join(known)})")
     return protocol
 
 
@@ -72,10 +71,7 @@ def run_ref(protocol: str) -> str:
 
 def import_ref(ref: str) -> Callable[..., Any]:
     """The object a ``"module:attribute"`` reference names."""
-    import importlib
-
-    module, _, attr = ref.partition(":")
-    return getattr(importlib.import_module(module), attr)
+    return resolve_ref(ref)
 
 
 def build_config(protocol: str, options: dict[str, Any]) -> RunConfig:

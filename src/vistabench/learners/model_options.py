@@ -1,71 +1,93 @@
-"""The keyword options of the built-in backbones, checked without building a model (no torch).
+"""The keyword options of the built-in backbones as typed :class:`~vistabench.config.Options` classes,
+checked without building a model (no torch).
 
-A run's ``model_opt`` mapping (``--model-opt KEY=VALUE``) is checked here when the config is built,
-so ``dim=abc`` or an unknown key is one message naming the option instead of an error deep inside
-torch. Values given as text (a command line) are read as the option's type.
+Each factory of :mod:`.models` has its options class here (``cnn28``: :class:`CNN28Options`, ...),
+registered in :data:`model_options` under the model's name; a model registered by a user may declare
+one with :func:`register_model_options`. A run's ``model_opt`` mapping (``--model-opt KEY=VALUE``) is
+checked by that class when the config is built (:func:`check_model_options`), so ``dim=abc`` or an
+unknown key is one message naming the option instead of an error deep inside torch. Values given as
+text (a command line) are read as the option's type.
 
 >>> check_model_options("vit_small", {"dim": "48", "depth": 6})
 {'dim': 48, 'depth': 6}
 >>> check_model_options("vit_small", {"dim": "abc"})
 Traceback (most recent call last):
 ...
-vistabench.errors.InputError: model_opt: dim: expected an integer >= 1, got 'abc'
+vistabench.errors.InputError: model_opt: dim: expected an integer, got 'abc'
 """
 
 from __future__ import annotations
 
-import difflib
+from dataclasses import dataclass
 from typing import Any, Mapping
 
+from ..config import Options, option
 from ..errors import InputError
+from ..registry import Registry, did_you_mean
 
-__all__ = ["MODEL_OPTIONS", "check_model_name", "check_model_options", "check_patch_size"]
-
-#: model name -> {option: (type, lowest value)}; the keyword options of its factory in :mod:`.models`.
-MODEL_OPTIONS: dict[str, dict[str, tuple[type, float | None]]] = {
-    "cnn28": {"width": (int, 1)},
-    "resnet32": {},
-    "resnet18": {"small_input": (bool, None)},
-    "resnet50": {"small_input": (bool, None)},
-    "cifar_resnet34": {},
-    "wrn16_8": {"dropout": (float, 0.0)},
-    "vit_small": {"dim": (int, 1), "depth": (int, 1), "heads": (int, 1), "patch_size": (int, 1),
-                  "mlp_ratio": (float, 0.0)},
-}
-
-_TRUE = {"true", "yes", "on", "1"}
-_FALSE = {"false", "no", "off", "0"}
+__all__ = ["ModelOptions", "CNN28Options", "ResNetOptions", "WRNOptions", "ViTOptions", "NoModelOptions",
+           "model_options", "register_model_options", "check_model_name", "model_options_class", "check_model_options",
+           "check_patch_size"]
 
 
-def _value(model: str, key: str, value: Any, tp: type, low: float | None, name: str) -> Any:
-    where = f"{name}: {key}"
-    if tp is bool:
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
-            return value.strip().lower() in _TRUE
-        raise InputError(f"{where}: expected true or false, got {value!r}")
-    if tp is int:
-        out: Any = None
-        if isinstance(value, int) and not isinstance(value, bool):
-            out = value
-        elif isinstance(value, float) and value.is_integer():
-            out = int(value)
-        elif isinstance(value, str):
-            try:
-                out = int(value.strip())
-            except ValueError:
-                out = None
-        if out is None or (low is not None and out < low):
-            raise InputError(f"{where}: expected an integer >= {low:g}, got {value!r}")
-        return out
-    try:
-        out = float(value) if not isinstance(value, bool) else None
-    except (TypeError, ValueError):
-        out = None
-    if out is None or out != out or (low is not None and out < low):
-        raise InputError(f"{where}: expected a number >= {low:g}, got {value!r}")
-    return out
+@dataclass(frozen=True, kw_only=True)
+class ModelOptions(Options):
+    """Base class of a backbone factory's keyword options."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class NoModelOptions(ModelOptions):
+    """A backbone without keyword options (``resnet32``, ``cifar_resnet34``)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class CNN28Options(ModelOptions):
+    width: int = option(16, low=1, help="channels of the first convolution (doubled per stage)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ResNetOptions(ModelOptions):
+    small_input: bool | None = option(None, help="the small-input stem (3x3 convolution, no max-pool); "
+                                                 "None: when the images are at most 64 pixels")
+
+
+@dataclass(frozen=True, kw_only=True)
+class WRNOptions(ModelOptions):
+    dropout: float = option(0.0, low=0, help="dropout between the convolutions of a block")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ViTOptions(ModelOptions):
+    dim: int = option(384, low=1, help="embedding width (ViT-S: 384)")
+    depth: int = option(12, low=1, help="transformer blocks")
+    heads: int = option(6, low=1, help="attention heads (must divide dim)")
+    patch_size: int | None = option(None, low=1, help="patch side in pixels (None: from the image size)")
+    mlp_ratio: float = option(4.0, low=0, help="MLP hidden width as a multiple of dim")
+
+    def check(self) -> None:
+        if self.dim % self.heads:
+            raise InputError(f"dim: expected a multiple of heads={self.heads}, got {self.dim}")
+
+
+#: model name -> the Options class of its factory's keyword options (the built-in backbones of
+#: :mod:`.models`; :func:`register_model_options` adds one for a model of yours)
+model_options: Registry[type[ModelOptions]] = Registry("model")
+for _name, _cls in (("cnn28", CNN28Options), ("resnet32", NoModelOptions), ("resnet18", ResNetOptions),
+                    ("resnet50", ResNetOptions), ("cifar_resnet34", NoModelOptions), ("wrn16_8", WRNOptions),
+                    ("vit_small", ViTOptions), ("resnet32_bbn", NoModelOptions)):
+    model_options.add(_name, _cls)
+
+
+def register_model_options(name: str, options: type[ModelOptions]) -> type[ModelOptions]:
+    """Declare the options class of model ``name`` (a model registered in :data:`.models.models`)."""
+    if not (isinstance(options, type) and issubclass(options, Options)):
+        raise TypeError(f"model {name!r}: options must be an Options subclass, got {options!r}")
+    return model_options.add(name, options)
+
+
+def model_options_class(model: str) -> type[ModelOptions] | None:
+    """The options class of ``model``; None for a model that declares none (a user's)."""
+    return model_options.get(model) if model in model_options else None
 
 
 def check_model_name(model: str, name: str = "model") -> None:
@@ -74,41 +96,35 @@ def check_model_name(model: str, name: str = "model") -> None:
     its module, which imports that registry; so the check never imports torch itself)."""
     import sys
 
-    known = set(MODEL_OPTIONS)
+    known = set(model_options.names())
     registry = sys.modules.get("vistabench.learners.models")
     if registry is not None:
         known |= set(registry.models.names())
     if model in known or (isinstance(model, str) and ":" in model):  # MODULE:FUNCTION / timm:NAME: see
         return  # vistabench.learners.external (the protocols' check_backbone_fields resolves it)
-    close = difflib.get_close_matches(str(model), sorted(known), n=2, cutoff=0.5)
-    hint = f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
-    raise InputError(f"{name}: unknown model {model!r}{hint} (known: {', '.join(sorted(known))})")
+    raise InputError(f"{name}: unknown model {model!r}{did_you_mean(model, sorted(known), n=2)} "
+                     f"(known: {', '.join(sorted(known))})")
 
 
 def check_model_options(model: str, options: Mapping[str, Any] | None, *, name: str = "model_opt") -> dict[str, Any]:
-    """``options`` with values of the backbone's types; InputError naming ``name`` and the key.
+    """The ``options`` given, with values of the backbone's types; InputError naming ``name`` and the key.
 
-    Options of a model this table does not know (one registered by a user) pass unchanged; the
-    model's factory checks them.
+    Checked by the model's options class (its fields' types, ranges and rules across fields); only
+    the given keys are returned (a config stores what was given). Options of a model without an
+    options class pass unchanged; the model's factory checks them.
     """
     options = dict(options or {})
-    known = MODEL_OPTIONS.get(model)
-    if known is None:
+    cls = model_options_class(model)
+    if cls is None:
         return options
-    out: dict[str, Any] = {}
-    for key, value in options.items():
+    known = [i.name for i in cls.fields_info()]
+    for key in options:
         if key not in known:
-            close = difflib.get_close_matches(str(key), list(known), n=2, cutoff=0.6)
-            hint = f"; did you mean {' or '.join(close)}?" if close else ""
             listed = ", ".join(known) if known else "none"
-            raise InputError(f"{name}: {key}: not an option of model {model!r}{hint} (its options: {listed})")
-        tp, low = known[key]
-        out[key] = _value(model, key, value, tp, low, name)
-    if model == "vit_small":
-        dim, heads = out.get("dim", 384), out.get("heads", 6)
-        if dim % heads:
-            raise InputError(f"{name}: dim: expected a multiple of heads={heads}, got {dim}")
-    return out
+            raise InputError(f"{name}: {key}: not an option of model {model!r}"
+                             f"{did_you_mean(key, known, n=2, cutoff=0.6, quote=False)} (its options: {listed})")
+    checked = cls.from_dict(options, prefix=f"{name}: ")
+    return {key: getattr(checked, key) for key in options}
 
 
 def check_patch_size(model: str, options: Mapping[str, Any], image_size: int, *, data: str,

@@ -11,10 +11,9 @@ import sys
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Literal, Protocol
 
-import numpy as np
 import torch
 
-from .._validation import check_fraction, check_positive
+from ..config import check_fields, option
 from ..errors import InputError
 from .schedules import SCHEDULES
 
@@ -166,74 +165,45 @@ class TrainConfig:
         Worker processes of the ``"stream"`` loader (0: it reads in the training process).
     """
 
-    epochs: int = 10
-    lr: float = 0.05
-    weight_decay: float = 5e-4
-    batch_size: int = 128
-    momentum: float = 0.9
-    seed: int = 0
-    device: str = "cpu"
-    label_smoothing: float = 0.0
-    augment: bool | Callable = False
-    crop_padding: int = 4
-    warmup_epochs: int = 0
-    nesterov: bool = False
-    eval_batch_size: int = 512
-    count_flops: bool = True
-    num_threads: int | None = None
-    schedule: str = "cosine"
-    lr_milestones: tuple = ()
-    lr_factors: tuple = ()
-    warmup_start: float = 0.0
-    schedule_offset: int = 0
-    drop_last: bool = False
-    precision: str = "fp32"
-    compile: bool = False
-    loader: str = "memory"
-    workers: int = 0
+    epochs: int = option(10, low=1, help="passes over the training set")
+    lr: float = option(0.05, low=0, low_open=True, help="peak learning rate of SGD")
+    weight_decay: float = option(5e-4, low=0, help="L2 coefficient")
+    batch_size: int = option(128, low=1, help="images per step")
+    momentum: float = option(0.9, low=0, high=1, help="SGD momentum")
+    seed: int = option(0, help="seeds shuffling, sampling, augmentation and dropout")
+    device: str = option("cpu", help="cpu, cuda, cuda:N or auto")
+    label_smoothing: float = option(0.0, low=0, high=1, help="of the default cross-entropy loss")
+    augment: bool | Callable = False  # a callable is no config value: checked below
+    crop_padding: int = option(4, low=0, help="padding of the random crop")
+    warmup_epochs: int = option(0, low=0, help="linear warm-up epochs (fewer than epochs)")
+    nesterov: bool = option(False, help="Nesterov momentum")
+    eval_batch_size: int = option(512, low=1, help="batch size of prediction and validation")
+    count_flops: bool = option(True, help="count FLOPs")
+    num_threads: int | None = option(None, low=1, help="CPU threads torch may use (None: torch's setting)")
+    schedule: str = option("cosine", choices=SCHEDULES, help="learning-rate schedule")
+    lr_milestones: tuple[int, ...] = option((), low=0, help="0-based epochs of the step schedule")
+    lr_factors: tuple[float, ...] = option((), low=0, low_open=True, help="multipliers of lr from each milestone on")
+    warmup_start: float = option(0.0, low=0, high=1, help="lr factor the step schedule's warm-up starts from")
+    schedule_offset: int = option(0, low=0, help="epoch offset of cosine_epoch")
+    drop_last: bool = option(False, help="leave an epoch's last incomplete batch out")
+    precision: str = option("fp32", choices=tuple(PRECISIONS), help="fp32, or autocast to bf16 / fp16 (fp16: CUDA)")
+    compile: bool = option(False, help="torch.compile the model (CUDA)")
+    loader: str = option("memory", choices=("memory", "stream", "device"),
+                         help="where batches come from: memory, stream (read per batch) or device")
+    workers: int = option(0, low=0, help="loader worker processes")
 
     def __post_init__(self) -> None:
-        self.epochs = check_positive(self.epochs, "epochs", integer=True)
-        self.lr = check_positive(self.lr, "lr")
-        self.weight_decay = check_positive(self.weight_decay, "weight_decay", strict=False)
-        self.batch_size = check_positive(self.batch_size, "batch_size", integer=True)
-        self.momentum = check_fraction(self.momentum, "momentum")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)):
-            raise InputError(f"seed: expected an integer, got {self.seed!r}")
-        self.seed = int(self.seed)
-        self.label_smoothing = check_fraction(self.label_smoothing, "label_smoothing")
-        self.crop_padding = check_positive(self.crop_padding, "crop_padding", strict=False, integer=True)
-        self.warmup_epochs = check_positive(self.warmup_epochs, "warmup_epochs", strict=False, integer=True)
+        check_fields(self, declared_only=True)  # each field's type and range, as a run config's
+        if not (isinstance(self.augment, bool) or callable(self.augment)):
+            raise InputError(f"augment: expected true, false or a callable (x, generator) -> x, got {self.augment!r}")
         if self.warmup_epochs >= self.epochs and self.warmup_epochs > 0:
             raise InputError(f"warmup_epochs: expected fewer than epochs={self.epochs}, got {self.warmup_epochs}")
-        self.eval_batch_size = check_positive(self.eval_batch_size, "eval_batch_size", integer=True)
-        if self.num_threads is not None:
-            self.num_threads = check_positive(self.num_threads, "num_threads", integer=True)
-        if self.schedule not in SCHEDULES:
-            raise InputError(f"schedule: expected 'cosine', 'step' or 'cosine_epoch', got {self.schedule!r}")
-        self.lr_milestones = tuple(check_positive(m, "lr_milestones", strict=False, integer=True)
-                                   for m in self.lr_milestones)
-        self.lr_factors = tuple(check_positive(f, "lr_factors") for f in self.lr_factors)
         if len(self.lr_milestones) != len(self.lr_factors):
             raise InputError(f"lr_factors: expected one factor per milestone ({len(self.lr_milestones)}), "
                              f"got {len(self.lr_factors)}")
-        self.warmup_start = check_fraction(self.warmup_start, "warmup_start")
-        self.schedule_offset = check_positive(self.schedule_offset, "schedule_offset", strict=False, integer=True)
-        if not isinstance(self.drop_last, (bool, np.bool_)):
-            raise InputError(f"drop_last: expected true or false, got {self.drop_last!r}")
-        self.drop_last = bool(self.drop_last)
-        if self.precision not in PRECISIONS:
-            raise InputError(f"precision: expected 'fp32', 'bf16' or 'fp16', got {self.precision!r}")
-        if not isinstance(self.compile, (bool, np.bool_)):
-            raise InputError(f"compile: expected true or false, got {self.compile!r}")
-        self.compile = bool(self.compile)
-        if self.loader not in ("memory", "stream", "device"):
-            raise InputError(f"loader: expected 'memory', 'stream' or 'device', got {self.loader!r}")
-        self.workers = check_positive(self.workers, "workers", strict=False, integer=True)
         # The spelling is checked here; availability when a Trainer is made, so a config built on
         # a CPU-only driver can still be shipped to GPU workers (Ray).
-        if not (isinstance(self.device, str) and (self.device in ("cpu", "cuda", "auto")
-                                                  or re.fullmatch(r"cuda:\d+", self.device))):
+        if not (self.device in ("cpu", "cuda", "auto") or re.fullmatch(r"cuda:\d+", self.device)):
             raise InputError(f"device: expected 'cpu', 'cuda', 'cuda:N' or 'auto', got {self.device!r}")
 
 

@@ -364,7 +364,7 @@ def run_sessions(config: Any, data: Any, sessions: dict[str, Any], *,
         batch_size=config.batch_size, novel_epochs=config.novel_epochs, novel_lr=config.novel_lr,
         seed=config.seed, device=config.device, method_options=config.learner_options(), base_cache=base_cache,
         pretrained=config.pretrained, precision=config.precision, compile=config.compile)
-    learner = incremental_methods.get(config.method)(ctx)
+    learner = incremental_methods.get(config.method).load()(ctx)
     out = Path(work_dir) if work_dir is not None else None
     preds: list[Predictions] = []
     t0 = time.perf_counter()

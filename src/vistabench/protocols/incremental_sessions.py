@@ -29,6 +29,7 @@ import numpy as np
 from .._validation import check_array, check_labels
 from ..data.splits import read_split, write_split
 from ..errors import InputError
+from ..registry import did_you_mean
 from .incremental_config import PRESETS
 
 KIND = "incremental-sessions"
@@ -50,10 +51,7 @@ def _int(v: Any, name: str, *, minimum: int = 1) -> int:
 def preset_settings(name: str) -> dict[str, int]:
     """Settings of a named preset (``cifar100``, ``mini_imagenet``, ``cub200``)."""
     if name not in PRESETS:
-        import difflib
-
-        close = difflib.get_close_matches(name, list(PRESETS), n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
+        hint = did_you_mean(name, PRESETS, n=1, cutoff=0.6)
         raise InputError(f"unknown preset {name!r}{hint} (known: {', '.join(sorted(PRESETS))})")
     c, b, w, k, n = PRESETS[name]
     return {"num_classes": c, "base_classes": b, "way": w, "shot": k, "num_sessions": n}

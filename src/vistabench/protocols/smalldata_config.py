@@ -26,7 +26,8 @@ from typing import Any, Literal
 from ..config import RunConfig, option
 from ..data.smalldata_presets import get_preset, presets
 from ..errors import InputError
-from ..learners.model_options import MODEL_OPTIONS, check_model_name
+from ..learners.model_options import check_model_name, model_options
+from ..registry import did_you_mean
 from .backbone_options import Precision, check_backbone_fields, compile_field, precision_field, pretrained_field
 from ..learners.smalldata.options import CommonSpace, MethodOptions
 from ..learners.smalldata.registry import get_method
@@ -43,10 +44,7 @@ COMMON_SPACE = ("lr", "weight_decay", "batch_size")
 
 
 def _method_options_cls(method: str) -> type[MethodOptions]:
-    try:
-        return get_method(method).options
-    except InputError as exc:
-        raise InputError(f"method: {exc}") from None
+    return get_method(method, field="method").options
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -227,7 +225,7 @@ class SmalldataConfig(RunConfig):
         cls = _method_options_cls(self.method)
         backbones = get_method(self.method).backbones
         factory = isinstance(self.model, str) and ":" in self.model
-        if backbones is not None and (self.model in MODEL_OPTIONS or factory) and self.model not in backbones \
+        if backbones is not None and (self.model in model_options or factory) and self.model not in backbones \
                 and self.model != get_preset(self.dataset, recipe=self.recipe).model:  # the preset's: as before
             raise InputError(f"model: method {self.method!r} changes a convolutional backbone "
                              f"({', '.join(backbones)}); {self.model!r} is not one")
@@ -247,10 +245,7 @@ class SmalldataConfig(RunConfig):
         known = sorted(set(COMMON_SPACE) | own)
         for key, value in self.space.items():  # type: ignore[union-attr]
             if key not in known:
-                import difflib
-
-                close = difflib.get_close_matches(key, known, n=2, cutoff=0.6)
-                hint = f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
+                hint = did_you_mean(key, known, n=2, cutoff=0.6)
                 raise InputError(f"space: method {self.method!r} has no parameter {key!r}{hint} (its parameters: "
                                  f"{', '.join(known)})")
             if key in own:  # checked where the option is declared (its bounds)

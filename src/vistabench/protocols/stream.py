@@ -387,7 +387,7 @@ def catalog() -> dict[str, Any]:
     from ..learners.stream.catalog import learner_names, stream_learners
     from ..streams import stream_names
 
-    docs = {n: ((stream_learners.get(n).__doc__ or "").strip().splitlines() or [""])[0] for n in learner_names()}
+    docs = {n: ((stream_learners.get(n).load().__doc__ or "").strip().splitlines() or [""])[0] for n in learner_names()}
     return {"streams": [load_stream(n).summary() for n in stream_names()], "learners": learner_names(),
             "learner_docs": docs}
 

@@ -30,11 +30,11 @@ from typing import Any, Literal
 
 from ..config import RunConfig, option
 from ..errors import InputError
-from ..streams import check_stream_spec
 from ..learners.model_options import check_model_name
+from ..learners.stream.options import BATCH_RULES, LEARNER_RECIPES, RECIPES, SCHEDULES
+from ..learners.stream.registry import learner_options_class
+from ..streams import check_stream_spec
 from .backbone_options import Precision, check_backbone_fields, compile_field, precision_field, pretrained_field
-from ..learners.stream.options import (BATCH_RULES, LEARNER_OPTIONS, LEARNER_RECIPES, RECIPES, SCHEDULES,
-                                       learner_options_class)
 
 __all__ = ["StreamConfig", "NEVIS_STREAMS", "CLASSIC_RUN_ID_FIELDS", "STREAM_FILE"]
 
@@ -178,18 +178,18 @@ class StreamConfig(RunConfig):
         if out.get("meta_test_from") is None:
             out["meta_test_from"] = STREAM_FILE
         if out.get("width") is None:  # the arch's own default width; an arch without one has none
-            from ..learners.model_options import MODEL_OPTIONS
+            from ..learners.model_options import model_options_class
 
-            out["width"] = _DEFAULT_WIDTH.get(out.get("arch", "cnn28")) if "width" in MODEL_OPTIONS.get(
-                out.get("arch", "cnn28"), {}) else None
+            arch_cls = model_options_class(out.get("arch", "cnn28"))
+            has_width = arch_cls is not None and "width" in arch_cls.__dataclass_fields__
+            out["width"] = _DEFAULT_WIDTH.get(out.get("arch", "cnn28")) if has_width else None
         return out
 
     def check(self) -> None:
         check_stream_spec(self.stream)
         check_model_name(self.arch, "arch")
         check_backbone_fields(self.arch, self.pretrained, self.device, self.precision, self.compile)
-        if self.learner not in LEARNER_OPTIONS:
-            learner_options_class(self.learner)
+        learner_options_class(self.learner)  # an unknown learner: one line naming `learner`
         if self.run_id is not None and (not self.run_id.strip() or self.run_id in (".", "..")
                                         or any(c in self.run_id for c in "/\\\0")):
             raise InputError(f"run_id: expected a name (it names the run's checkpoint folder: no '/', '\\', "
@@ -198,9 +198,10 @@ class StreamConfig(RunConfig):
             value = getattr(self, name)
             if len(value) != 2 or not value[0] <= value[1]:
                 raise InputError(f"{name}: expected two numbers LOW HIGH with LOW <= HIGH, got {list(value)}")
-        from ..learners.model_options import MODEL_OPTIONS
+        from ..learners.model_options import model_options_class
 
-        if self.width is not None and "width" not in MODEL_OPTIONS.get(self.arch, {"width": None}):
+        arch_options = model_options_class(self.arch)
+        if self.width is not None and arch_options is not None and "width" not in arch_options.__dataclass_fields__:
             raise InputError(f"width: arch {self.arch!r} has no width option (cnn28 has; the recipe "
                              f"{self.recipe!r} may have chosen the arch); remove width or set arch cnn28")
         if self.min_batch > self.max_batch:

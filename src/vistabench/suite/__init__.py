@@ -35,7 +35,7 @@ from dataclasses import dataclass, fields
 from typing import Any, Callable
 
 from ..errors import InputError
-from ..registry import Registry
+from ..registry import Registry, resolve_ref
 
 __all__ = ["Protocol", "declare", "protocols", "get_protocol", "PARTS"]
 
@@ -115,9 +115,7 @@ class Protocol:
         out raises :class:`~vistabench.errors.InputError` naming the protocol and the part."""
         if not self.has(name):
             raise InputError(f"protocol {self.name!r} has no {name!r} part (its declaration leaves it out)")
-        module, _, attr = getattr(self, name).partition(":")
-        obj: Any = importlib.import_module(module)
-        return getattr(obj, attr) if attr else obj
+        return resolve_ref(getattr(self, name), what=f"protocol {self.name!r} part {name!r}")
 
     def references(self) -> dict[str, str]:
         """The parts the declaration gives, as references."""

@@ -8,7 +8,6 @@ package ends in one line naming ``pip install 'vistabench[track]'``.
 
 from __future__ import annotations
 
-import difflib
 import importlib
 import importlib.util
 import re
@@ -16,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
+from ..registry import did_you_mean
 
 Param = str | int | float | bool
 
@@ -80,8 +80,7 @@ def require_tracker(tool: str) -> None:
     """One line (an :class:`~vistabench.errors.InputError`) unless ``tool`` is known and its package
     is installed; nothing is imported."""
     if tool not in BACKENDS:
-        close = difflib.get_close_matches(str(tool), list(BACKENDS), n=1, cutoff=0.5)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
+        hint = did_you_mean(tool, BACKENDS, n=1)
         raise InputError(f"track: unknown tracker {tool!r}{hint} (known: {', '.join(BACKENDS)})")
     package = BACKENDS[tool][1]
     try:

@@ -1,8 +1,9 @@
 """Few-shot class-incremental learners: the registry, the context a learner is built from, its options.
 
-Importing this package does not import torch: the built-in learners (:mod:`.baselines`:
-``prototype``, ``finetune``; :mod:`.fr`: ``fr``) are loaded on the first registry lookup, and a
-method's options (:mod:`.options`) are known without them, so a run's config is built and printed
+Importing this package does not import torch: each method is a :class:`~vistabench.methods.MethodSpec`
+in ``incremental_methods`` whose builder, the learner class (:mod:`.baselines`: ``prototype``,
+``finetune``; :mod:`.fr`: ``fr``), is imported on first use (``incremental_methods.get(name).load()``);
+a method's options (:mod:`.options`) are known without it, so a run's config is built and printed
 without torch.
 
 A new method::
@@ -21,71 +22,58 @@ A learner is ``cls(ctx: IncrementalContext)``; ``learn(images, labels, classes, 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, TypeVar
+from typing import Any
 
 from ...config import Options
-from ...errors import InputError
+from ...methods import MethodSpec, method_registrar
 from ...registry import Registry
 from .options import FROptions, NoOptions
 
 __all__ = ["IncrementalContext", "incremental_methods", "register_method", "method_options_class",
            "method_names", "default_backbone"]
 
-L = TypeVar("L")
+_I = "vistabench.learners.incremental."
 
-#: method name -> learner class (the built-ins load on the first lookup).
-incremental_methods: Registry[type] = Registry(
-    "incremental method", modules=("vistabench.learners.incremental.baselines", "vistabench.learners.incremental.fr"))
-
-#: method name -> its Options class; known without importing the learners (no torch).
-_OPTIONS: dict[str, type[Options]] = {"prototype": NoOptions, "finetune": NoOptions, "fr": FROptions}
-
-#: method name -> (backbone, backbone options) used when the run names no model.
-_BACKBONES: dict[str, tuple[str, dict[str, Any]]] = {
-    "prototype": ("cnn28", {}), "finetune": ("cnn28", {}),
-    # small enough for a CPU; the authors' ViT is dim 256, depth 12, 8 heads
-    "fr": ("vit_small", {"dim": 64, "depth": 6, "heads": 4}),
-}
+#: method name -> its :class:`~vistabench.methods.MethodSpec`; the builder is the learner class
+#: (the built-ins' modules are imported on first use: a config is built without torch).
+incremental_methods: Registry[MethodSpec] = Registry("incremental method")
 
 
-def register_method(name: str, *, options: type[Options] = NoOptions, backbone: str = "cnn28",
-                    backbone_options: dict[str, Any] | None = None) -> Callable[[L], L]:
-    """Class decorator: register an incremental learner under ``name``, with its Options class and
-    the backbone a run uses when it names no model."""
-    if not (isinstance(options, type) and issubclass(options, Options)):
-        raise TypeError(f"register_method({name!r}): options must be an Options subclass, got {options!r}")
+_register = method_registrar(incremental_methods, "incremental", default_options=NoOptions)
 
-    def deco(cls: L) -> L:
-        known = _OPTIONS.get(name)
-        if known is not None and known is not options:
-            raise RuntimeError(f"incremental method {name!r}: registered with two option classes")
-        _OPTIONS[name] = options
-        _BACKBONES.setdefault(name, (backbone, dict(backbone_options or {})))
-        return incremental_methods.register(name)(cls)
 
-    return deco
+def register_method(name: str, options: type[Options] = NoOptions, *, backbone: str = "cnn28",
+                    backbone_options: dict[str, Any] | None = None, **spec: Any) -> Any:
+    """Register an incremental learner class under ``name`` (``@register_method(name, options=...)``
+    on the class, or ``builder="module:Class"``), with its Options class and the backbone a run uses
+    when it names no model (:func:`~vistabench.methods.method_registrar`)."""
+    spec.setdefault("default_model", backbone)
+    spec.setdefault("default_model_options", dict(backbone_options or {}))
+    return _register(name, options, **spec)
+
+
+register_method("prototype", builder=_I + "baselines:PrototypeLearner",
+                title="nearest class mean on frozen base-session features")
+register_method("finetune", builder=_I + "baselines:FinetuneLearner", title="fine-tune the network on each novel session")
+# small enough for a CPU; the authors' ViT is dim 256, depth 12, 8 heads
+register_method("fr", FROptions, builder=_I + "fr:FRLearner", backbone="vit_small",
+                backbone_options={"dim": 64, "depth": 6, "heads": 4}, title="feature rectification (Revisiting FSCIL)")
 
 
 def method_names() -> list[str]:
     """Every method a config may name (the built-ins and those of :func:`register_method`, no torch)."""
-    return sorted(_OPTIONS)
+    return incremental_methods.names()
 
 
 def method_options_class(name: str) -> type[Options]:
     """The Options class of method ``name``; InputError naming ``method`` with close matches."""
-    if name not in _OPTIONS:
-        import difflib
-
-        close = difflib.get_close_matches(str(name), method_names(), n=2, cutoff=0.5)
-        hint = f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
-        raise InputError(f"method: unknown incremental method {name!r}{hint} (known: {', '.join(method_names())})")
-    return _OPTIONS[name]
+    return incremental_methods.get(name, field="method").options
 
 
 def default_backbone(name: str) -> tuple[str, dict[str, Any]]:
     """(model, model options) a run of method ``name`` uses when it names no model."""
-    model, opts = _BACKBONES.get(name, ("cnn28", {}))
-    return model, dict(opts)
+    spec = incremental_methods.get(name, field="method")
+    return spec.default_model or "cnn28", dict(spec.default_model_options)
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ from torch import nn
 from ...errors import InputError
 from ..models import build_model
 from ..trainer import TrainConfig, Trainer
-from . import IncrementalContext, register_method
+from . import IncrementalContext
 from .options import step_factor
 
 __all__ = ["SessionTrainer", "IncrementalLearner", "PrototypeLearner", "FinetuneLearner"]
@@ -155,7 +155,6 @@ class IncrementalLearner:
         return {}
 
 
-@register_method("prototype")
 class PrototypeLearner(IncrementalLearner):
     """Frozen backbone + cosine classifier over class-mean prototypes."""
 
@@ -187,7 +186,6 @@ class PrototypeLearner(IncrementalLearner):
         return (f @ self.prototypes.T).astype(np.float32), np.asarray(self.classes, dtype=np.int64)
 
 
-@register_method("finetune")
 class FinetuneLearner(IncrementalLearner):
     """Grow the linear head and fine-tune everything on each novel session's shots (forgets)."""
 

@@ -37,7 +37,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ...errors import InputError
-from . import IncrementalContext, register_method
+from . import IncrementalContext
 from .baselines import PrototypeLearner
 from .options import FROptions, step_factor
 
@@ -164,8 +164,6 @@ class _Gaussian:
         return self.mean + rng.standard_normal((n, len(self.mean))) @ self.chol.T
 
 
-@register_method("fr", options=FROptions, backbone="vit_small",
-                 backbone_options={"dim": 64, "depth": 6, "heads": 4})
 class FRLearner(PrototypeLearner):
     """Frozen ViT + prototype classifier + feature rectification from intermediate blocks."""
 

@@ -30,11 +30,11 @@ from ..external import load_pretrained
 from ..models import build_model
 from ..tensors import check_images
 from ..trainer import TrainConfig, TrainResult, resolve_device
-from . import methods, survey  # noqa: F401  (register the built-in methods)
 from ..tensors import Normaliser
 from .checkpoints import CheckpointSelector, fan_in_init
 from .options import MethodOptions, RunFacts, resolve_method_options
-from .registry import MethodContext, lt_methods
+from .options import lt_methods
+from .registry import MethodContext
 
 __all__ = ["LTRunResult", "fit_predict"]
 
@@ -165,10 +165,10 @@ def fit_predict(
     -------
     LTRunResult
     """
-    entry = lt_methods.get(method)
+    spec = lt_methods.get(method)
     if not isinstance(train, Dataset):
         raise InputError(f"train: expected a vistabench Dataset, got {type(train).__name__}")
-    if not isinstance(options, entry.options):
+    if not isinstance(options, spec.options):
         facts = RunFacts(epochs=epochs, lr=lr, batch_size=batch_size, weight_decay=weight_decay, dataset="other",
                          recipe="cpu")
         options = resolve_method_options(method, options, facts)
@@ -193,7 +193,7 @@ def fit_predict(
     if pretrained is not None:  # after the initialisation: the file's weights win, the head stays fresh
         load_pretrained(net, pretrained)
     ctx = MethodContext(train=train, counts=counts, model=net, cfg=cfg, normaliser=normaliser, selector=selector)
-    logits, results = entry.run(ctx, test_images, options)
+    logits, results = spec.load()(ctx, test_images, options)
     settings = {"method": method, "model": model, "epochs": epochs, "seed": seed, "device": device,
                 "batch_size": batch_size, "lr": lr, "weight_decay": weight_decay, "augment": augment,
                 "momentum": momentum, "nesterov": nesterov, "warmup_epochs": warmup_epochs,

@@ -29,27 +29,24 @@ from ..models import NormedLinear
 from ..trainer import TrainConfig, TrainResult
 from .options import (BalancedSoftmaxOptions, CEOptions, CRTOptions, FocalOptions, LDAMOptions,
                       LogitAdjustOptions)
-from .registry import MethodContext, predict, register_method, train
+from .registry import MethodContext, predict, train
 
 __all__ = ["ClassAwareSampler", "retrain_classifier"]
 
 Out = tuple[np.ndarray, list[TrainResult]]
 
 
-@register_method("ce", CEOptions)
-def _ce(ctx: MethodContext, test: np.ndarray, opt: CEOptions) -> Out:
+def run_ce(ctx: MethodContext, test: np.ndarray, opt: CEOptions) -> Out:
     res = train(ctx)
     return predict(ctx, test), [res]
 
 
-@register_method("focal", FocalOptions)
-def _focal(ctx: MethodContext, test: np.ndarray, opt: FocalOptions) -> Out:
+def run_focal(ctx: MethodContext, test: np.ndarray, opt: FocalOptions) -> Out:
     res = train(ctx, FocalLoss(gamma=opt.gamma))
     return predict(ctx, test), [res]
 
 
-@register_method("ldam_drw", LDAMOptions)
-def _ldam(ctx: MethodContext, test: np.ndarray, opt: LDAMOptions) -> Out:
+def run_ldam(ctx: MethodContext, test: np.ndarray, opt: LDAMOptions) -> Out:
     with torch.random.fork_rng(devices=[]):  # seeded init of the cosine head; global RNG untouched
         torch.manual_seed(ctx.cfg.seed)
         ctx.model.classifier = NormedLinear(ctx.model.feature_dim, ctx.model.num_classes)
@@ -58,14 +55,12 @@ def _ldam(ctx: MethodContext, test: np.ndarray, opt: LDAMOptions) -> Out:
     return predict(ctx, test) * np.float32(opt.scale), [res]
 
 
-@register_method("balanced_softmax", BalancedSoftmaxOptions)
-def _bsm(ctx: MethodContext, test: np.ndarray, opt: BalancedSoftmaxOptions) -> Out:
+def run_bsm(ctx: MethodContext, test: np.ndarray, opt: BalancedSoftmaxOptions) -> Out:
     res = train(ctx, BalancedSoftmaxLoss(ctx.counts))
     return predict(ctx, test), [res]
 
 
-@register_method("logit_adjust", LogitAdjustOptions)
-def _la(ctx: MethodContext, test: np.ndarray, opt: LogitAdjustOptions) -> Out:
+def run_la(ctx: MethodContext, test: np.ndarray, opt: LogitAdjustOptions) -> Out:
     res = train(ctx)
     prior = ctx.counts / ctx.counts.sum()
     return logit_adjust(predict(ctx, test), prior, tau=opt.tau).astype(np.float32), [res]
@@ -134,8 +129,7 @@ def retrain_classifier(ctx: MethodContext, opt: CRTOptions) -> TrainResult:
     return train(ctx, cfg=cfg2, sampler=sampler, trainable="classifier", frozen_mode=opt.crt_bn_mode)
 
 
-@register_method("crt", CRTOptions)
-def _crt(ctx: MethodContext, test: np.ndarray, opt: CRTOptions) -> Out:
+def run_crt(ctx: MethodContext, test: np.ndarray, opt: CRTOptions) -> Out:
     first = train(ctx)
     second = retrain_classifier(ctx, opt)
     return predict(ctx, test), [first, second]

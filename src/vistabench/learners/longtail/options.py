@@ -8,20 +8,22 @@ the declared defaults (today's CPU behaviour). Options whose default depends on 
 = "from the epochs", e.g. LDAM's DRW epoch = 80% of them) are resolved to numbers there too, so
 ``--print-config`` shows what the run will use.
 
-:data:`method_options` maps each method name to its class; :func:`declare_options` adds one (a
-new method registered with :func:`~vistabench.learners.longtail.register_method` does it).
+:data:`lt_methods` is the long-tail method registry: each built-in method's
+:class:`~vistabench.methods.MethodSpec` (its options class and its function in :mod:`.methods` or
+:mod:`.survey`, imported on first use), and those of :func:`~vistabench.learners.longtail.register_method`.
 """
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 from ...config import Options, option
 from ...errors import InputError
+from ...methods import MethodSpec, method_registrar
+from ...registry import Registry
 
-__all__ = ["MethodOptions", "method_options", "declare_options", "options_class", "RunFacts"]
+__all__ = ["MethodOptions", "lt_methods", "register_method", "options_class", "RunFacts"]
 
 
 @dataclass(frozen=True)
@@ -50,30 +52,33 @@ class MethodOptions(Options):
         return {}
 
 
-method_options: dict[str, type[MethodOptions]] = {}
+#: method name -> its :class:`~vistabench.methods.MethodSpec` (the built-ins below, with their builders in
+#: :mod:`.methods` and :mod:`.survey` imported on first use; :func:`~.registry.register_method` adds more)
+lt_methods: Registry[MethodSpec] = Registry("long-tail method")
+
+_M = "vistabench.learners.longtail."
 
 
-def declare_options(name: str, cls: type[MethodOptions]) -> None:
-    """Declare ``cls`` as method ``name``'s options (once per name)."""
-    if not (isinstance(cls, type) and issubclass(cls, MethodOptions)):
-        raise TypeError(f"options of {name!r}: expected a MethodOptions subclass, got {cls!r}")
-    if method_options.get(name, cls) is not cls:
-        raise RuntimeError(f"long-tail method {name!r}: options declared twice")
-    method_options[name] = cls
+_register = method_registrar(lt_methods, "longtail")
+
+
+def register_method(name: str, options: type[MethodOptions], **spec: Any) -> Any:
+    """Register long-tail method ``name`` with its options class: ``@register_method(name, Options)`` on
+    ``fn(ctx, test_images, options) -> (logits, train_results)``, or ``builder=fn`` /
+    ``builder="module:function"`` (:func:`vistabench.methods.method_registrar`)."""
+    if not (isinstance(options, type) and issubclass(options, MethodOptions)):
+        raise TypeError(f"options of {name!r}: expected a MethodOptions subclass, got {options!r}")
+    return _register(name, options, **spec)
 
 
 def options_class(method: str, field: str = "method") -> type[MethodOptions]:
     """The options class of ``method``; InputError naming ``field`` with close matches otherwise."""
-    if method in method_options:
-        return method_options[method]
-    close = difflib.get_close_matches(str(method), list(method_options), n=3, cutoff=0.5)
-    hint = f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
-    raise InputError(f"{field}: unknown long-tail method {method!r}{hint} (known: {', '.join(sorted(method_options))})")
+    return lt_methods.get(method, field=field).options
 
 
-def _declare(name: str):
+def _declare(name: str, builder: str):
     def deco(cls: type[MethodOptions]) -> type[MethodOptions]:
-        declare_options(name, cls)
+        register_method(name, cls, builder=_M + builder, title=(cls.__doc__ or "").strip().split("\n")[0])
         return cls
     return deco
 
@@ -82,25 +87,25 @@ def _reference(facts: RunFacts) -> bool:
     return facts.recipe == "reference"
 
 
-@_declare("ce")
+@_declare("ce", "methods:run_ce")
 @dataclass(frozen=True, kw_only=True)
 class CEOptions(MethodOptions):
     """Plain cross-entropy: no options."""
 
 
-@_declare("balanced_softmax")
+@_declare("balanced_softmax", "methods:run_bsm")
 @dataclass(frozen=True, kw_only=True)
 class BalancedSoftmaxOptions(MethodOptions):
     """Balanced softmax (Ren et al.): no options."""
 
 
-@_declare("bbn")
+@_declare("bbn", "survey:run_bbn")
 @dataclass(frozen=True, kw_only=True)
 class BBNOptions(MethodOptions):
     """BBN: cumulative α = 1 − (epoch/epochs)², uniform + reversed samplers (no options)."""
 
 
-@_declare("focal")
+@_declare("focal", "methods:run_focal")
 @dataclass(frozen=True, kw_only=True)
 class FocalOptions(MethodOptions):
     gamma: float = option(2.0, low=0, help="focusing parameter γ (reference recipe: 1, as the LDAM-DRW and "
@@ -111,7 +116,7 @@ class FocalOptions(MethodOptions):
         return {"gamma": 1.0} if _reference(facts) else {}
 
 
-@_declare("ldam_drw")
+@_declare("ldam_drw", "methods:run_ldam")
 @dataclass(frozen=True, kw_only=True)
 class LDAMOptions(MethodOptions):
     epoch_options = ("drw_epoch",)
@@ -126,13 +131,13 @@ class LDAMOptions(MethodOptions):
         return {"drw_epoch": int(0.8 * facts.epochs)}
 
 
-@_declare("logit_adjust")
+@_declare("logit_adjust", "methods:run_la")
 @dataclass(frozen=True, kw_only=True)
 class LogitAdjustOptions(MethodOptions):
     tau: float = option(1.0, low=0, help="post-hoc adjustment z − τ·log π")
 
 
-@_declare("crt")
+@_declare("crt", "methods:run_crt")
 @dataclass(frozen=True, kw_only=True)
 class CRTOptions(MethodOptions):
     crt_epochs: int | None = option(None, low=1, help="epochs of the classifier re-training "
@@ -167,7 +172,7 @@ class CRTOptions(MethodOptions):
                 "crt_weight_decay": facts.weight_decay, "crt_batch_size": facts.batch_size}
 
 
-@_declare("tde")
+@_declare("tde", "survey:run_tde")
 @dataclass(frozen=True, kw_only=True)
 class TDEOptions(MethodOptions):
     num_heads: int = option(2, low=1, help="heads of the causal norm classifier (must divide the feature size)")
@@ -182,7 +187,7 @@ class TDEOptions(MethodOptions):
         return {"alpha": 1.0} if _reference(facts) and facts.dataset == "cifar10" else {}
 
 
-@_declare("ride")
+@_declare("ride", "survey:run_ride")
 @dataclass(frozen=True, kw_only=True)
 class RIDEOptions(MethodOptions):
     epoch_options = ("reweight_epoch",)
@@ -198,7 +203,7 @@ class RIDEOptions(MethodOptions):
         return {"reweight_epoch": int(0.8 * facts.epochs)}
 
 
-@_declare("ib")
+@_declare("ib", "survey:run_ib")
 @dataclass(frozen=True, kw_only=True)
 class IBOptions(MethodOptions):
     epoch_options = ("ib_epoch",)
@@ -211,7 +216,7 @@ class IBOptions(MethodOptions):
         return {"ib_epoch": facts.epochs // 2}
 
 
-@_declare("tade")
+@_declare("tade", "survey:run_tade")
 @dataclass(frozen=True, kw_only=True)
 class TADEOptions(MethodOptions):
     tau: float = option(2.0, low=0, help="τ of the backward expert's inverse prior")
@@ -221,7 +226,7 @@ class TADEOptions(MethodOptions):
     tt_min_weight: float = option(0.05, low=0, high=1, help="stop when an expert's weight falls below this")
 
 
-@_declare("lade")
+@_declare("lade", "survey:run_lade")
 @dataclass(frozen=True, kw_only=True)
 class LADEOptions(MethodOptions):
     lam: float = option(0.1, low=0, help="weight of the LADER regulariser")
@@ -230,7 +235,7 @@ class LADEOptions(MethodOptions):
                                                   help="test class prior to predict for (default uniform)")
 
 
-@_declare("gcl")
+@_declare("gcl", "survey:run_gcl")
 @dataclass(frozen=True, kw_only=True)
 class GCLOptions(MethodOptions):
     scale: float = option(30.0, low=0, low_open=True, help="logit scale of the first stage")

@@ -1,12 +1,14 @@
-"""The long-tail method registry ``lt_methods``, the extension API and the helpers every method uses.
+"""The long-tail extension API: :func:`register_method`, the context a method works with, and the
+helpers every method uses (the registry itself, ``lt_methods``, is torch-free in :mod:`.options`).
 
 A method is a function ``method(ctx, test_images, options) -> (logits, train_results)`` registered
-with :func:`register_method`; ``options`` is its :class:`~.options.MethodOptions` object (fully
-resolved: user values over the recipe's). A method that adapts to each unlabelled test set also
+with :func:`register_method` (a :class:`~vistabench.methods.MethodSpec` in ``lt_methods``);
+``options`` is its :class:`~.options.MethodOptions` object (fully resolved: user values over the
+recipe's). A method that adapts to each unlabelled test set also
 sets ``ctx.test_time`` (see :class:`~.fit.LTRunResult`). Inside a method, :func:`train` trains
 ``ctx.model`` with a loss (or a custom step) under the run's :class:`~..trainer.TrainConfig` and
 :func:`predict` gives the test logits. The built-in methods live in :mod:`.methods` and
-:mod:`.survey`; :func:`~.fit.fit_predict` runs them.
+:mod:`.survey` (registered in :mod:`.options`); :func:`~.fit.fit_predict` runs them.
 """
 
 from __future__ import annotations
@@ -18,14 +20,13 @@ import numpy as np
 from torch import nn
 
 from ...data.dataset import Dataset
-from ...registry import Registry
 from ..models import Backbone
 from ..tensors import Normaliser
 from ..trainer import TrainConfig, Trainer, TrainResult, TrainStep
 from .checkpoints import CheckpointSelector
-from .options import MethodOptions, declare_options
+from .options import MethodOptions, lt_methods, register_method
 
-__all__ = ["lt_methods", "MethodContext", "MethodEntry", "register_method", "train", "predict"]
+__all__ = ["lt_methods", "MethodContext", "register_method", "train", "predict"]
 
 
 @dataclass
@@ -65,25 +66,6 @@ class MethodContext:
 
 #: A method: (ctx, test_images, options) -> (logits, train results).
 Method = Callable[[MethodContext, np.ndarray, MethodOptions], "tuple[np.ndarray, list[TrainResult]]"]
-
-
-@dataclass
-class MethodEntry:
-    run: Method
-    options: type[MethodOptions]
-
-
-lt_methods: Registry[MethodEntry] = Registry("long-tail method")
-
-
-def register_method(name: str, options: type[MethodOptions]) -> Callable[[Method], Method]:
-    """Decorator: register ``fn(ctx, test_images, options)`` as long-tail method ``name`` with its
-    options class (declared for the run configuration too: ``--method NAME --method-opt K=V``)."""
-    def deco(fn: Method) -> Method:
-        declare_options(name, options)
-        lt_methods.register(name)(MethodEntry(fn, options))
-        return fn
-    return deco
 
 
 def train(ctx: MethodContext, loss: nn.Module | None = None, *, cfg: TrainConfig | None = None,

@@ -43,7 +43,7 @@ from ..tensors import augment_batch, to_float_nchw
 from ..trainer import TrainConfig, Trainer, TrainResult, TrainStep, resolve_device
 from .nets import BBNNet, CausalNormNet, ExpertNet, reversed_probabilities
 from .options import BBNOptions, GCLOptions, IBOptions, LADEOptions, RIDEOptions, TADEOptions, TDEOptions
-from .registry import MethodContext, predict, register_method, train
+from .registry import MethodContext, predict, train
 
 __all__ = ["SelfSupervisedAggregation", "bbn_step", "ib_step", "mixup_step", "gcl_classifier_stage"]
 
@@ -68,16 +68,14 @@ def bbn_step(net: BBNNet, epochs: int) -> TrainStep:
     return step
 
 
-@register_method("bbn", BBNOptions)
-def _bbn(ctx: MethodContext, test: np.ndarray, opt: BBNOptions) -> Out:
+def run_bbn(ctx: MethodContext, test: np.ndarray, opt: BBNOptions) -> Out:
     net = _seeded(ctx.cfg.seed, lambda: BBNNet(ctx.model))
     res = train(ctx, model=net, step=bbn_step(net, ctx.cfg.epochs),
                 second_sampler=reversed_probabilities(ctx.train.labels))
     return predict(ctx, test), [res]
 
 
-@register_method("tde", TDEOptions)
-def _tde(ctx: MethodContext, test: np.ndarray, opt: TDEOptions) -> Out:
+def run_tde(ctx: MethodContext, test: np.ndarray, opt: TDEOptions) -> Out:
     if ctx.model.feature_dim % opt.num_heads:
         raise InputError(f"method_options.num_heads: {opt.num_heads} must divide the model's feature size "
                          f"{ctx.model.feature_dim}")
@@ -94,8 +92,7 @@ def _tde(ctx: MethodContext, test: np.ndarray, opt: TDEOptions) -> Out:
     return predict(ctx, test), [res]
 
 
-@register_method("ride", RIDEOptions)
-def _ride(ctx: MethodContext, test: np.ndarray, opt: RIDEOptions) -> Out:
+def run_ride(ctx: MethodContext, test: np.ndarray, opt: RIDEOptions) -> Out:
     net = _seeded(ctx.cfg.seed, lambda: ExpertNet(ctx.model, opt.num_experts, scale=opt.scale))
     loss = RIDELoss(ctx.counts, max_margin=opt.max_margin, scale=opt.scale, diversity=opt.diversity,
                     reweight_epoch=int(opt.reweight_epoch)).to(resolve_device(ctx.cfg.device))
@@ -121,8 +118,7 @@ def ib_step(net: torch.nn.Module, loss: IBLoss, start: int) -> TrainStep:
     return step
 
 
-@register_method("ib", IBOptions)
-def _ib(ctx: MethodContext, test: np.ndarray, opt: IBOptions) -> Out:
+def run_ib(ctx: MethodContext, test: np.ndarray, opt: IBOptions) -> Out:
     loss = IBLoss(ctx.counts, alpha=opt.alpha).to(resolve_device(ctx.cfg.device))
     res = train(ctx, step=ib_step(ctx.model, loss, int(opt.ib_epoch)))
     return predict(ctx, test), [res]
@@ -202,8 +198,7 @@ def _expert_logits(tr: Trainer, net: ExpertNet, images: np.ndarray, gen: torch.G
     return np.concatenate(out, axis=1) if out else np.zeros((E, 0, net.num_classes), np.float32)
 
 
-@register_method("tade", TADEOptions)
-def _tade(ctx: MethodContext, test: np.ndarray, opt: TADEOptions) -> Out:
+def run_tade(ctx: MethodContext, test: np.ndarray, opt: TADEOptions) -> Out:
     net = _seeded(ctx.cfg.seed, lambda: ExpertNet(ctx.model, 3))
     loss = TADELoss(ctx.counts, tau=opt.tau).to(resolve_device(ctx.cfg.device))
 
@@ -223,8 +218,7 @@ def _tade(ctx: MethodContext, test: np.ndarray, opt: TADEOptions) -> Out:
     return clean.mean(0), [res]
 
 
-@register_method("lade", LADEOptions)
-def _lade(ctx: MethodContext, test: np.ndarray, opt: LADEOptions) -> Out:
+def run_lade(ctx: MethodContext, test: np.ndarray, opt: LADEOptions) -> Out:
     C = len(ctx.counts)
     if opt.test_prior is None:
         log_q = np.full(C, np.log(1.0 / C))
@@ -277,8 +271,7 @@ def gcl_classifier_stage(ctx: MethodContext, opt: GCLOptions) -> TrainResult:
     return train(ctx, cfg=cfg2, step=step, sampler="class_balanced", trainable="classifier")
 
 
-@register_method("gcl", GCLOptions)
-def _gcl(ctx: MethodContext, test: np.ndarray, opt: GCLOptions) -> Out:
+def run_gcl(ctx: MethodContext, test: np.ndarray, opt: GCLOptions) -> Out:
     ctx.model.classifier = _seeded(ctx.cfg.seed, lambda: NormedLinear(ctx.model.feature_dim, ctx.model.num_classes))
     loss = GCLLoss(ctx.counts, margin=0.0, scale=opt.scale, noise_mul=opt.noise_mul).to(resolve_device(ctx.cfg.device))
     if opt.mixup:

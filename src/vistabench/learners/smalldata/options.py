@@ -19,7 +19,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, Mapping, Union, get_args
 
-from ...config import Options, option
+from ...config import Options, check_bounds, option
 from ...errors import InputError
 from ...tuning import Choice, Fixed, Param, parse_space, space_to_json
 
@@ -41,13 +41,6 @@ def space_option(default: Any, *, help: str, low: float | None = None, high: flo
         return option(help=text, low=low, high=high, low_open=low_open,
                       default_factory=lambda: {k: list(v) if isinstance(v, list) else v for k, v in default.items()})
     return option(default, help=text, low=low, high=high, low_open=low_open)
-
-
-def _bounds_check(name: str, value: float, low: float | None, high: float | None, low_open: bool) -> None:
-    if low is not None and (value <= low if low_open else value < low):
-        raise InputError(f"{name}: expected values {'>' if low_open else '>='} {low:g}, got {value!r}")
-    if high is not None and value > high:
-        raise InputError(f"{name}: expected values <= {high:g}, got {value!r}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -77,7 +70,7 @@ class MethodOptions(Options):
                     raise InputError(f"{info.name}: expected finite numbers, got {v!r}")
                 if self._kind(info.name) == "int" and float(v) != int(v):
                     raise InputError(f"{info.name}: expected integers, got {v!r}")
-                _bounds_check(info.name, v, info.low, info.high, info.low_open)
+                check_bounds(v, info.name, low=info.low, high=info.high, low_open=info.low_open, noun="values")
             object.__setattr__(self, info.name, space_to_json({info.name: param})[info.name])
 
     @classmethod

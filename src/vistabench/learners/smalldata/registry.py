@@ -9,13 +9,13 @@ and every method option), ``ctx`` a :class:`MethodContext`.
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from ...methods import MethodSpec, method_registrar
 from ...registry import Registry
 from .options import (AuxilearnOptions, CosineCEOptions, DhnOptions, DsknOptions, DvpOptions, FconvOptions,
-                      GradL2Options, HarmonicOptions, MethodOptions, NoOptions, OleOptions, TvmfOptions)
+                      GradL2Options, HarmonicOptions, NoOptions, OleOptions, TvmfOptions)
 
 __all__ = ["MethodContext", "SmallDataMethod", "methods", "register_method", "get_method", "CONV_BACKBONES"]
 
@@ -32,8 +32,8 @@ class MethodContext:
 
 
 @dataclass(frozen=True)
-class SmallDataMethod:
-    """A method: its options class, fixed overrides of the common hyper-parameters, and a builder.
+class SmallDataMethod(MethodSpec):
+    """A small-data method: a :class:`~vistabench.methods.MethodSpec` plus what the search does with it.
 
     ``fixed``: values of lr / weight_decay / batch_size the method imposes (``ce_untuned``);
     ``tuned=False``: nothing is searched (a batch-size choice becomes its median).
@@ -41,47 +41,32 @@ class SmallDataMethod:
     built-in one (``dskn`` on ``vit_small``) is refused when its config is built.
     """
 
-    name: str
-    title: str
-    family: str  # "baseline", "cost function", "architecture", "warm-starting"
-    options: type[MethodOptions] = NoOptions
     fixed: dict[str, Any] = field(default_factory=dict)
     tuned: bool = True
-    builder: Callable[..., Any] | str | None = None
-    backbones: tuple[str, ...] | None = None
 
     def build_fn(self) -> Callable[..., Any] | None:
-        """The builder, imported if it was given as ``"module:function"``."""
-        if isinstance(self.builder, str):
-            module, _, name = self.builder.partition(":")
-            return getattr(importlib.import_module(module), name)
-        return self.builder
+        """The builder (imported on first use when given as ``"module:function"``)."""
+        return self.load()
 
 
 methods: Registry[SmallDataMethod] = Registry("small-data method")
 
 
-def register_method(name: str, *, title: str, family: str, options: type[MethodOptions] = NoOptions,
-                    fixed: dict[str, Any] | None = None, tuned: bool = True,
-                    builder: Callable[..., Any] | str | None = None,
-                    backbones: tuple[str, ...] | None = None) -> SmallDataMethod:
-    """Register a small-data method (see the module docstring); returns its declaration."""
-    m = SmallDataMethod(name, title, family, options, dict(fixed or {}), tuned, builder,
-                        None if backbones is None else tuple(backbones))
-    methods.register(name)(m)
-    return m
+#: ``register_method(name, options=NoOptions, *, builder, title, family, fixed, tuned, backbones)``: one
+#: :class:`SmallDataMethod` (the signature every learner family shares: :func:`~vistabench.methods.method_registrar`)
+register_method = method_registrar(methods, "smalldata", spec_type=SmallDataMethod, default_options=NoOptions)
 
 
-def get_method(name: str) -> SmallDataMethod:
+def get_method(name: str, *, field: str | None = None) -> SmallDataMethod:
     """The method called ``name`` (unknown names raise InputError with close matches)."""
-    return methods.get(name)
+    return methods.get(name, field=field)
 
 
 _P = "vistabench.learners.smalldata."
 #: the built-in convolutional backbones (what the architecture methods rebuild or change)
 CONV_BACKBONES = ("cnn28", "resnet18", "resnet32", "resnet50", "wrn16_8")
-register_method("ce", title="Cross-entropy (tuned baseline)", family="baseline")
-register_method("ce_untuned", title="Cross-entropy (untuned: lr 0.1, wd 1e-4)", family="baseline",
+register_method("ce", builder=None, title="Cross-entropy (tuned baseline)", family="baseline")
+register_method("ce_untuned", builder=None, title="Cross-entropy (untuned: lr 0.1, wd 1e-4)", family="baseline",
                 fixed={"lr": 0.1, "weight_decay": 1e-4}, tuned=False)
 register_method("cosine", title="Cosine loss", family="cost function", builder=_P + "basic:build_cosine")
 register_method("cosine_ce", title="Cosine + cross-entropy loss", family="cost function", options=CosineCEOptions,

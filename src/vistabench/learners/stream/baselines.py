@@ -26,22 +26,19 @@ from ...errors import InputError
 from ...metrics.stream import mean_average_precision
 from ..tensors import Normaliser
 from ..trainer import TrainConfig, Trainer
-from .options import EnsembleOptions, LearnerConfig, RelatednessOptions
+from .options import LearnerConfig
 from .pretrain import pretrain_cost
-from .registry import register_learner
 from .search import SearchLearner
 
 __all__ = ["Indep", "Ensemble", "FTPrev", "FTD", "PT", "knn_score"]
 
 
-@register_learner("indep")
 class Indep(SearchLearner):
     """Random init, random search over learning rate and label smoothing, keep the best trial."""
 
     name = "indep"
 
 
-@register_learner("ensemble", options=EnsembleOptions)
 class Ensemble(SearchLearner):
     """Indep whose predictor is the softmax(score / T)-weighted ensemble of all trials."""
 
@@ -49,7 +46,6 @@ class Ensemble(SearchLearner):
     ensemble = True
 
 
-@register_learner("ft-prev")
 class FTPrev(SearchLearner):
     """Every trial fine-tunes the previous task's network (new head)."""
 
@@ -62,7 +58,6 @@ class FTPrev(SearchLearner):
         return last["state_dict"], last["uid"]
 
 
-@register_learner("ft-d", options=RelatednessOptions)
 class FTD(SearchLearner):
     """Fine-tune from the past network whose features give the best k-NN score on the new task."""
 
@@ -155,7 +150,6 @@ def knn_score(f_train: np.ndarray, y_train: np.ndarray, f_test: np.ndarray, y_te
     return float(np.mean(knn.predict(f_test) == np.asarray(y_test)))
 
 
-@register_learner("pt")
 class PT(SearchLearner):
     """Fine-tune every task from one pretrained checkpoint (the config's ``checkpoint``)."""
 

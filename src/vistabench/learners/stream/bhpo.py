@@ -32,8 +32,6 @@ from typing import Any
 
 import numpy as np
 
-from .options import BHPOOptions
-from .registry import register_learner
 from .search import SearchLearner
 
 __all__ = ["BHPO", "search_space"]
@@ -96,7 +94,6 @@ def ucb_proposal(u: np.ndarray, scores: np.ndarray, *, beta: float, seed: int) -
     return cand.detach().numpy().reshape(-1)
 
 
-@register_learner("bhpo", options=BHPOOptions)
 class BHPO(SearchLearner):
     """Independent learner whose trials are chosen sequentially by GP-UCB Bayesian optimisation."""
 

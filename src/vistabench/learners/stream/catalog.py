@@ -1,11 +1,10 @@
-"""Every stream learner, built by name: imports the built-in learners (which register themselves)."""
+"""Every stream learner, built by name (the registry imports each learner's module on first use)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from ...errors import InputError
-from . import baselines, bhpo, mt  # noqa: F401  (registration)
 from .base import StreamLearner
 from .options import LearnerConfig
 from .registry import stream_learners
@@ -19,12 +18,12 @@ def learner_names() -> list[str]:
 
 
 def learner_class(name: str) -> type[StreamLearner]:
-    return stream_learners.get(name)
+    return stream_learners.get(name).load()
 
 
 def make_learner(name: str, **config: Any) -> StreamLearner:
     """Instantiate a registered stream learner with :class:`~.options.LearnerConfig` fields."""
-    cls = stream_learners.get(name)
+    cls = learner_class(name)
     known = set(LearnerConfig.__dataclass_fields__)
     unknown = sorted(set(config) - known)
     if unknown:

@@ -19,13 +19,10 @@ import math
 import numpy as np
 
 from .baselines import FTD
-from .options import MTOptions
-from .registry import register_learner
 
 __all__ = ["MT"]
 
 
-@register_learner("mt", options=MTOptions)
 class MT(FTD):
     """Multi-task: FT-d initialisation + co-training with the most related past task."""
 

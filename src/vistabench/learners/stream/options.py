@@ -10,14 +10,14 @@ small-budget settings this toolkit started with) and ``dm-nevis`` (google-deepmi
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from ...config import Options, option
+from ...config import Options, check_fields, option
 from ...errors import InputError
 
 __all__ = ["LearnerConfig", "NoLearnerOptions", "EnsembleOptions", "RelatednessOptions", "MTOptions",
-           "BHPOOptions", "LEARNER_OPTIONS", "register_learner_options", "learner_options_class",
+           "BHPOOptions",
            "BATCH_RULES", "batch_size_for", "eval_points", "SCHEDULES", "warmup_cosine_lr", "RECIPES",
            "LEARNER_RECIPES"]
 
@@ -121,12 +121,6 @@ def _check_range_pair(value: tuple[float, ...], name: str) -> None:
         raise InputError(f"{name}: expected two numbers LOW HIGH with LOW <= HIGH, got {list(value)}")
 
 
-#: learner name -> its options class (the built-in learners; :func:`register_learner_options` adds more)
-LEARNER_OPTIONS: dict[str, type[Options]] = {
-    "indep": NoLearnerOptions, "ft-prev": NoLearnerOptions, "ft-d": RelatednessOptions,
-    "ensemble": EnsembleOptions, "pt": NoLearnerOptions, "mt": MTOptions, "bhpo": BHPOOptions,
-}
-
 #: the recipes' learner options (what ``cpu`` leaves at the class defaults, ``dm-nevis`` sets)
 LEARNER_RECIPES: dict[str, dict[str, Any]] = {
     "cpu": {},
@@ -149,86 +143,53 @@ RECIPES: dict[str, dict[str, Any]] = {
 }
 
 
-def register_learner_options(name: str, options: type[Options]) -> None:
-    """Declare the options class of a (new) learner, so a config for it can be built and checked."""
-    if not (isinstance(options, type) and issubclass(options, Options)):
-        raise TypeError(f"learner {name!r}: options must be an Options subclass, got {options!r}")
-    if LEARNER_OPTIONS.get(name, options) is not options:
-        raise RuntimeError(f"stream learner {name!r}: options declared twice ({LEARNER_OPTIONS[name].__name__}, "
-                           f"{options.__name__})")
-    LEARNER_OPTIONS[name] = options
-
-
-def learner_options_class(name: str) -> type[Options]:
-    import difflib
-
-    if name not in LEARNER_OPTIONS:
-        close = difflib.get_close_matches(str(name), list(LEARNER_OPTIONS), n=2, cutoff=0.5)
-        hint = f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
-        raise InputError(f"learner: unknown stream learner {name!r}{hint} (known: {', '.join(sorted(LEARNER_OPTIONS))})")
-    return LEARNER_OPTIONS[name]
-
-
 @dataclass
 class LearnerConfig:
     """Everything a stream learner reads, flat (built from a StreamConfig by the protocol's run;
     stored with each task event as the run's settings). Defaults: recipe ``cpu``."""
 
-    trials: int = 2
-    steps: int = 40
-    seed: int = 0
-    arch: str = "cnn28"
-    arch_options: dict = field(default_factory=lambda: {"width": 8})
-    lr_range: tuple[float, float] = (3e-3, 0.3)
-    label_smoothing_range: tuple[float, float] = (0.0, 0.3)
-    weight_decay: float = 5e-4
-    momentum: float = 0.9
-    max_batch: int = 256
-    min_batch: int = 16
-    val_fraction: float = 0.2
-    device: str = "cpu"
-    knn_train: int = 200
-    knn_val: int = 100
-    knn_k: int = 5
-    temperature: float = 0.05
-    checkpoint: str | None = None
-    pretrained: str | None = None
-    precision: str = "fp32"
-    compile: bool = False
-    mt_weight_range: tuple[float, float] = (0.1, 1.0)
-    mt_memory: int = 1000
-    search_space: str = "large"
-    bhpo_startup: int = 1
-    ucb_beta: float = 2.0
-    nesterov: bool = False
-    decay_mask: str = "all"
-    batch_size_rule: str = "n/16"
-    schedule: str = "cosine"
-    warmup_epochs: int = 0
-    final_lr: float = 0.0
-    keep_best_state: bool = False
-    knn_fresh: bool = False
-    knn_fresh_wins: str = "next-past"
-    knn_bn: str = "eval"
-    knn_multilabel: str = "exact-match"
+    trials: int = option(2, low=1, help="hyper-parameter trials per task")
+    steps: int = option(40, low=1, help="training steps per trial")
+    seed: int = option(0, help="seed")
+    arch: str = option("cnn28", help="backbone")
+    arch_options: dict = option(default_factory=lambda: {"width": 8}, help="the backbone's keyword options")
+    lr_range: tuple[float, ...] = option((3e-3, 0.3), low=0, low_open=True, help="learning rates searched")
+    label_smoothing_range: tuple[float, ...] = option((0.0, 0.3), low=0, high=1, help="label smoothing searched")
+    weight_decay: float = option(5e-4, low=0, help="weight decay")
+    momentum: float = option(0.9, low=0, high=1, help="SGD momentum")
+    max_batch: int = option(256, low=1, help="largest batch")
+    min_batch: int = option(16, low=1, help="smallest batch")
+    val_fraction: float = option(0.2, low=0, low_open=True, high=1, help="held-out share of a task (< 1)")
+    device: str = option("cpu", help="torch device")
+    knn_train: int = option(200, low=1, help="k-NN training images")
+    knn_val: int = option(100, low=1, help="k-NN scoring images")
+    knn_k: int = option(5, low=1, help="k-NN neighbours")
+    temperature: float = option(0.05, low=0, low_open=True, help="ensemble temperature")
+    checkpoint: str | None = option(None, help="pre-trained weights (pt)")
+    pretrained: str | None = option(None, help="a state dict the backbone starts from (.safetensors or .pt)")
+    precision: str = option("fp32", choices=("fp32", "bf16", "fp16"), help="training precision")
+    compile: bool = option(False, help="torch.compile the model (CUDA)")
+    mt_weight_range: tuple[float, ...] = option((0.1, 1.0), low=0, low_open=True, help="MT loss weights searched")
+    mt_memory: int = option(1000, low=1, help="examples kept per past task (mt)")
+    search_space: str = option("large", choices=("default", "large"), help="trial search space")
+    bhpo_startup: int = option(1, low=1, help="random trials before the GP proposes")
+    ucb_beta: float = option(2.0, low=0, help="GP-UCB exploration")
+    nesterov: bool = option(False, help="Nesterov momentum")
+    decay_mask: str = option("all", choices=("all", "weights"), help="parameters weight decay applies to")
+    batch_size_rule: str = option("n/16", choices=BATCH_RULES, help="batch size from the training-set size")
+    schedule: str = option("cosine", choices=SCHEDULES, help="learning-rate schedule")
+    warmup_epochs: int = option(0, low=0, help="warm-up epochs")
+    final_lr: float = option(0.0, low=0, help="final learning rate of warmup-cosine")
+    keep_best_state: bool = option(False, help="keep the best validation state of a trial")
+    knn_fresh: bool = option(False, help="also score a freshly initialised network")
+    knn_fresh_wins: str = option("next-past", choices=("next-past", "scratch"), help="when the fresh network wins")
+    knn_bn: str = option("eval", help="batch norm while embedding")
+    knn_multilabel: str = option("exact-match", help="multilabel relatedness")
 
     def __post_init__(self) -> None:
-        for name in ("trials", "steps", "mt_memory", "knn_train", "knn_val", "knn_k", "min_batch", "max_batch"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise InputError(f"{name}: expected a positive integer, got {v!r}")
-        if self.search_space not in ("default", "large"):
-            raise InputError(f"search_space: expected 'default' or 'large', got {self.search_space!r}")
-        if not 0 < self.val_fraction < 1:
+        check_fields(self)  # every field by its option() declaration, as a run config's
+        if self.val_fraction >= 1:
             raise InputError(f"val_fraction: expected a value in (0, 1), got {self.val_fraction!r}")
-        if self.batch_size_rule not in BATCH_RULES:
-            raise InputError(f"batch_size_rule: expected one of {', '.join(BATCH_RULES)}, got {self.batch_size_rule!r}")
-        if self.schedule not in SCHEDULES:
-            raise InputError(f"schedule: expected one of {', '.join(SCHEDULES)}, got {self.schedule!r}")
-        if self.knn_fresh_wins not in ("next-past", "scratch"):
-            raise InputError(f"knn_fresh_wins: expected 'next-past' or 'scratch', got {self.knn_fresh_wins!r}")
-        if self.decay_mask not in ("all", "weights"):
-            raise InputError(f"decay_mask: expected 'all' or 'weights', got {self.decay_mask!r}")
 
     def settings(self) -> dict[str, Any]:
         """The stored settings: every field, except the recipe fields at their ``cpu`` values (so the

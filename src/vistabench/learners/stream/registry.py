@@ -1,40 +1,41 @@
-"""The stream learners' registry: :func:`register_learner` adds a learner class (and the typed options
-it reads, so a :class:`~vistabench.protocols.stream_config.StreamConfig` for it can be built and
-checked). The built-in learners register themselves in :mod:`.baselines`, :mod:`.mt` and :mod:`.bhpo`;
-:mod:`.catalog` imports them all (this module imports none of them: no cycle).
+"""The stream learners' registry (torch-free): each learner is a :class:`~vistabench.methods.MethodSpec`
+in ``stream_learners`` whose builder is the learner class, imported on first use (the built-ins live in
+:mod:`.baselines`, :mod:`.mt` and :mod:`.bhpo`), with the typed options it reads, so a
+:class:`~vistabench.protocols.stream_config.StreamConfig` for it is built and checked without torch.
+:func:`register_learner` adds one.
 """
 
 from __future__ import annotations
 
-from typing import Callable, TypeVar
-
 from ...config import Options
+from ...methods import MethodSpec, method_registrar
 from ...registry import Registry
-from .base import StreamLearner
-from .options import NoLearnerOptions, register_learner_options
+from .options import BHPOOptions, EnsembleOptions, MTOptions, NoLearnerOptions, RelatednessOptions
 
-__all__ = ["stream_learners", "register_learner", "register_method"]
+__all__ = ["stream_learners", "register_learner", "register_method", "learner_options_class"]
 
-L = TypeVar("L", bound=type[StreamLearner])
-
-stream_learners: Registry[type[StreamLearner]] = Registry("stream learner")
+stream_learners: Registry[MethodSpec] = Registry("stream learner")
 
 
-def register_learner(name: str, *, options: type[Options] = NoLearnerOptions) -> Callable[[L], L]:
-    """Class decorator: register a :class:`~.base.StreamLearner` subclass under ``name``.
+#: ``register_learner(name, options=NoLearnerOptions, *, builder=..., title=...)``: as a decorator on a
+#: :class:`~.base.StreamLearner` subclass (its options' fields reach the learner as ``self.config.<field>``;
+#: ``--learner-opt KEY=VALUE``), or with ``builder="module:Class"`` (:func:`~vistabench.methods.method_registrar`)
+register_learner = method_registrar(stream_learners, "stream", default_options=NoLearnerOptions)
 
-    ``options``: the :class:`~vistabench.config.Options` subclass of the learner's own settings (set
-    from the command line as ``--learner-opt KEY=VALUE``); its fields reach the learner as
-    ``self.config.<field>``.
-    """
-
-    def deco(cls: L) -> L:
-        register_learner_options(name, options)
-        stream_learners.register(name)(cls)
-        return cls
-
-    return deco
-
-
-#: the name every protocol's learner package uses for its registration decorator
+#: the name every protocol's learner package uses for its registration function
 register_method = register_learner
+
+_S = "vistabench.learners.stream."
+register_learner("indep", builder=_S + "baselines:Indep", title="every task from scratch")
+register_learner("ensemble", EnsembleOptions, builder=_S + "baselines:Ensemble",
+                 title="ensemble of the past tasks' networks")
+register_learner("ft-prev", builder=_S + "baselines:FTPrev", title="fine-tune the previous task's network")
+register_learner("ft-d", RelatednessOptions, builder=_S + "baselines:FTD", title="fine-tune the most related past network")
+register_learner("pt", builder=_S + "baselines:PT", title="fine-tune a pre-trained network")
+register_learner("mt", MTOptions, builder=_S + "mt:MT", title="multi-task co-training with past tasks")
+register_learner("bhpo", BHPOOptions, builder=_S + "bhpo:BHPO", title="Bayesian hyper-parameter optimisation")
+
+
+def learner_options_class(name: str) -> type[Options]:
+    """The options class of learner ``name``; InputError naming ``learner`` with close matches."""
+    return stream_learners.get(name, field="learner").options
