@@ -16,7 +16,7 @@ from pathlib import Path
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("vistabench", "vistabench.errors", "vistabench.jsonutil", "vistabench.atomic", "vistabench._validation",
      "vistabench._lazy", "vistabench.extras", "vistabench.epochs",
-     "vistabench.config", "vistabench.registry", "vistabench.methods", "vistabench.progress"),
+     "vistabench.options", "vistabench.config_files", "vistabench.config", "vistabench.registry", "vistabench.methods", "vistabench.progress"),
     ("vistabench.metrics",),
     ("vistabench.data", "vistabench.store", "vistabench.streams"),
     ("vistabench.tuning",),
