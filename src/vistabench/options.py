@@ -291,11 +291,15 @@ def _check_range(value: Any, name: str, info: FieldInfo) -> None:
                                  f"got {v!r}{did_you_mean(v, info.choices, n=2)}")
 
 
-def check_value(value: Any, name: str, *, type: Any = float, low: float | None = None, high: float | None = None,
+def check_value(value: Any, name: str, *, type: Any = None, low: float | None = None, high: float | None = None,
                 low_open: bool = False, choices: typing.Sequence[Any] | None = None, finite: bool = True) -> Any:
     """``value`` checked by the rules :func:`option` declares (the same code a config field runs):
     coerced to ``type`` (a wrong kind of value: :class:`~vistabench.errors.InputTypeError`), then its
-    range and choices (InputError). For the checks of a function's arguments at the boundary.
+    range and choices (InputError). The one check of a function's scalar arguments at the boundary.
+
+    ``type``: ``float`` (the default), ``int``, ``str``, ``int | None``, ...; with ``choices`` and no
+    ``type``, the value is compared as given. An integer given no ``low`` may be negative here (a
+    config's integer field is ``>= 0`` unless it declares ``low``: a function says what it needs).
 
     >>> check_value("3", "epochs", type=int, low=1)
     3
@@ -306,6 +310,8 @@ def check_value(value: Any, name: str, *, type: Any = float, low: float | None =
     """
     from .errors import InputTypeError
 
+    if type is None:
+        type = Any if choices is not None else float
     info = FieldInfo(name=name, type=type, default=MISSING, help="", low=low, high=high, low_open=low_open,
                      choices=None if choices is None else tuple(choices), finite=finite)
     try:

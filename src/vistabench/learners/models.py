@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .._validation import check_positive
+from .._validation import check_value
 from ..errors import InputError
 from ..registry import Registry
 
@@ -499,10 +499,10 @@ def build_model(name: str, *, num_classes: int, in_channels: int, image_size: in
     """
     from .external import build_external, is_external, load_pretrained
 
-    num_classes = check_positive(num_classes, "num_classes", integer=True)
-    in_channels = check_positive(in_channels, "in_channels", integer=True)
+    num_classes = check_value(num_classes, "num_classes", type=int, low=0, low_open=True)
+    in_channels = check_value(in_channels, "in_channels", type=int, low=0, low_open=True)
     if image_size is not None:
-        image_size = check_positive(image_size, "image_size", integer=True)
+        image_size = check_value(image_size, "image_size", type=int, low=0, low_open=True)
     if is_external(name):
         if options:
             raise InputError(f"model_opt: {', '.join(options)}: factory model {name!r} takes no vistabench options")
