@@ -270,11 +270,17 @@ class AttemptLog:
 
 
 def run_attempt(log: Any, key: int, fn: Callable[..., Any], *args: Any) -> Any:
-    """One attempt of a job in a Ray task: recorded on ``log`` (an :class:`AttemptLog` actor), then run."""
+    """One attempt of a job in a Ray task: recorded on ``log`` (an :class:`AttemptLog` actor) as it
+    starts, then run. The record is sent without waiting (a task blocked in ``ray.get`` lends its CPU
+    to another task, which would then share this node) and waited for once the job is done, so it has
+    landed before the driver reads the count."""
     import ray
 
-    ray.get(log.record.remote(key))
-    return fn(*args)
+    recorded = log.record.remote(key)
+    try:
+        return fn(*args)
+    finally:
+        ray.get(recorded)
 
 
 def _jobs_ray(jobs: list[Job], *, max_parallel: int | None, cpus_per_job: int, ray_address: str | None,
