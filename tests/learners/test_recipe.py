@@ -69,6 +69,7 @@ BAD = [
      r"^lr_milestones: expected increasing epochs, got \[2, 2\]"),
     ({"schedule": "step", "epochs": 5, "lr_milestones": [2], "lr_factors": []},
      r"^lr_factors: expected one factor per milestone \(1\), got 0"),
+    ({"schedule": "step", "epochs": 5, "lr_milestones": []}, r"^lr_milestones: the step schedule needs at least one milestone epoch"),
     ({"schedule": "cosine", "epochs": 5, "lr_milestones": [2], "lr_factors": [0.1]},
      r"^lr_milestones: only the step schedule uses milestones"),
     ({"schedule": "step", "epochs": 5, "lr_milestones": [-1], "lr_factors": [0.1]},

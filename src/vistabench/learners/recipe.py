@@ -19,8 +19,8 @@ Conventions:
 
 - ``lr_milestones`` are **0-based** epochs in every protocol: ``lr x lr_factors[i]`` from epoch
   ``lr_milestones[i]`` on (PyTorch's ``MultiStepLR`` stepped after each epoch; a milestone 0 scales
-  the lr from the first epoch), strictly increasing and before ``epochs``. A step schedule without
-  milestones keeps the lr constant after the warm-up.
+  the lr from the first epoch), strictly increasing and before ``epochs``; a step schedule has at
+  least one.
 - ``devices`` (data-parallel processes) is part of the recipe but not of a grid cell's key while it is
   1 (``key_default``): the global batch and the recipe stay the same, but the order of the float
   sums (gradients averaged across devices, batch norm per device) changes the rounding, so two
@@ -227,6 +227,9 @@ def check_recipe(recipe: Any, *, hint: Any = None) -> None:
     if isinstance(epochs, int) and values.get("warmup_epochs") and values["warmup_epochs"] >= epochs:
         raise InputError(f"warmup_epochs: expected fewer than epochs={epochs}, got {values['warmup_epochs']}"
                          f"{more('warmup_epochs')}")
+    if values.get("schedule") == "step" and "lr_milestones" in values and not milestones:
+        raise InputError("lr_milestones: the step schedule needs at least one milestone epoch (for a constant lr "
+                         "give lr_milestones 0 with lr_factors 1)")
     if milestones and values.get("schedule") != "step":
         raise InputError(f"lr_milestones: only the step schedule uses milestones (set schedule: step; schedule is "
                          f"{values.get('schedule')!r})")

@@ -59,23 +59,21 @@ def resolve_device(device: str) -> torch.device:
 
     Raises InputError when cuda is asked for but not available.
     """
-    if not isinstance(device, str):
-        raise InputError(f"device: expected 'cpu', 'cuda', 'cuda:N' or 'auto', got {device!r}")
+    check_device(device)  # the spelling: the recipe's one check
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if device == "cpu":
         return torch.device("cpu")
-    if device == "cuda" or device.startswith("cuda:"):
-        if not torch.cuda.is_available():
-            raise InputError(
-                f"device: {device!r} requested but CUDA is not available in this torch build "
-                f"({torch.__version__}); use device='cpu' or 'auto'"
-            )
-        dev = torch.device(device)
-        if dev.index is not None and dev.index >= torch.cuda.device_count():
-            raise InputError(f"device: {device!r} requested but only {torch.cuda.device_count()} CUDA devices exist")
-        return dev
-    raise InputError(f"device: expected 'cpu', 'cuda', 'cuda:N' or 'auto', got {device!r}")
+    # "cuda" or "cuda:N"
+    if not torch.cuda.is_available():
+        raise InputError(
+            f"device: {device!r} requested but CUDA is not available in this torch build "
+            f"({torch.__version__}); use device='cpu' or 'auto'"
+        )
+    dev = torch.device(device)
+    if dev.index is not None and dev.index >= torch.cuda.device_count():
+        raise InputError(f"device: {device!r} requested but only {torch.cuda.device_count()} CUDA devices exist")
+    return dev
 
 
 def check_precision(cfg: "TrainConfig", device: torch.device) -> None:
