@@ -97,8 +97,8 @@ RECIPE: dict[str, _Decl] = {
     "compile": _d(bool, False, key_default=False, help="train through torch.compile (CUDA only)"),
     "device": _d(str, "cpu", help="cpu | cuda | cuda:N | auto"),
     "devices": _d(int, 1, low=1, key_default=1,
-                  help="data-parallel training processes, one per device (the global batch stays batch_size); "
-                       "not in a grid cell's key while 1"),
+                  help="data-parallel training processes, one per device, each training on its share of every "
+                       "batch (the batch size stays the global one); not in a grid cell's key while 1"),
     "threads": _d(Optional[int], None, low=1, runtime=True, help="CPU threads torch may use"),
     "loader": _d(str, "memory", choices=LOADERS, runtime=True,
                  help="where batches come from: memory = cut from the loaded images in the training process; "
