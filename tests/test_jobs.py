@@ -61,9 +61,11 @@ def test_a_task_needing_a_gpu_the_cluster_lacks_is_one_line(monkeypatch):
 
 def _die_once(marker: str) -> str:
     import os
+    import time
 
     if not os.path.exists(marker):
         open(marker, "w").close()
+        time.sleep(1.0)  # mid-run (an attempt counts once its record, sent as it starts, has landed)
         os._exit(1)  # the worker process dies: a system failure, which Ray runs again
     return "second attempt"
 

@@ -16,7 +16,9 @@ flight cancelled; none runs on after the driver.
 System failures of a Ray task (its worker process killed, its node lost) are retried by Ray itself
 (``max_retries=SYSTEM_RETRIES``); an error raised by the job itself is never retried
 (``retry_exceptions=False``). Each attempt records itself on a small actor on the head node as it
-starts, so an :class:`Outcome` says how many times Ray ran its job again (attempts - 1).
+starts, so an :class:`Outcome` says how many times Ray ran its job again (attempts - 1); the record
+is sent without blocking the task, so an attempt killed in its first instant, before the record
+left its process, is not counted.
 
 Engines never write to the store: the driver does (one writer).
 """
