@@ -1,7 +1,12 @@
-"""SQLite results store: one record per scored run.
+"""SQLite results store: the records of scored runs (schema 2: docs/store.md).
 
 One file, WAL journal, one transaction per insert. Tables, significance tests, plots and the HTML
-report are views of the store.
+report are views of the store (or of any list of its records). Each record has a ``kind`` (what it
+is: :data:`~.schema.KINDS`), a ``run_id`` (the run it belongs to), the ``grid_cell``/``grid_part``
+of the grid cell that stored it, and ``tag``, the user's free-form tag. What a run needs to resume
+(a stream's checkpoint, a search's study, a grid cell's files) lives in the run's work folder,
+never in the store. A store of schema 1 is read as it is and migrated on the first write access
+(a copy kept beside it: :func:`~.schema.backup_path`).
 
 >>> import tempfile, os
 >>> s = ResultsStore(os.path.join(tempfile.mkdtemp(), "r.sqlite"))
@@ -21,34 +26,30 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from . import __version__
-from .atomic import is_disk_full
-from .errors import InputError
-from .jsonutil import dumps, json_safe
+from .. import __version__
+from ..atomic import is_disk_full
+from ..errors import InputError
+from ..jsonutil import dumps, json_safe
+from .schema import (INDEXES, KINDS, RECORD_COLUMNS, SCHEMA1_COLUMNS, SCHEMA_VERSION, TABLE, backup_path, check_kind,
+                     migrate, new_run_id, read_schema1_rows, schema1_fields)
+
+__all__ = ["DEFAULT_STORE", "APPLICATION_ID", "SCHEMA_VERSION", "KINDS", "Record", "ResultsStore", "new_run_id",
+           "backup_path", "connect_sqlite", "can_write", "no_space"]
 
 DEFAULT_STORE = "vistabench.sqlite"
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS records (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    protocol TEXT NOT NULL,
-    dataset TEXT NOT NULL,
-    method TEXT NOT NULL,
-    seed INTEGER,
-    split_hash TEXT,
-    settings TEXT NOT NULL,
-    metrics TEXT NOT NULL,
-    version TEXT NOT NULL,
-    created REAL NOT NULL,
-    tag TEXT
-);
-CREATE INDEX IF NOT EXISTS records_protocol ON records(protocol, dataset, method);
-"""
+_SCHEMA = TABLE + INDEXES
 
 
 @dataclass
 class Record:
-    """One scored run. ``metrics`` and ``settings`` are JSON-serialisable dicts."""
+    """One record of the store. ``metrics`` and ``settings`` are JSON-serialisable dicts.
+
+    ``kind``: what it is (:data:`~.schema.KINDS`: ``run``, ``tune``, ``final``, ``highres``,
+    ``event``); ``run_id``: the run it belongs to (None: the store gives it a run of its own);
+    ``grid_cell``/``grid_part``: the grid cell that stored it and ``"i/n"``; ``tag``: the user's
+    free-form tag.
+    """
 
     protocol: str
     dataset: str
@@ -61,18 +62,35 @@ class Record:
     version: str = __version__
     created: float = field(default_factory=time.time)
     id: int | None = None
+    kind: str = "run"
+    run_id: str | None = None
+    grid_cell: str | None = None
+    grid_part: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return json_safe(asdict(self))
 
+    def schema1_dict(self) -> dict[str, Any]:
+        """The record as schema 1 held it (one ``tag`` for the user's tag, the smalldata kind and the
+        stream run id; the grid cell in the settings): a record migrated to schema 2 gives the dict it
+        gave before, so keys computed from it (``vistabench export``'s) stay the same."""
+        d = self.to_dict()
+        for name in ("kind", "run_id", "grid_cell", "grid_part"):
+            d.pop(name)
+        if self.kind == "event":
+            d["tag"] = self.run_id
+        elif self.kind in ("tune", "final", "highres") and self.tag is None:
+            d["tag"] = self.kind
+        if self.grid_cell is not None:
+            d["settings"] = {**d["settings"], "grid_cell": self.grid_cell, "grid_part": self.grid_part}
+        return d
+
 
 #: ``PRAGMA application_id`` of a vistabench store (ASCII "VBst"): foreign SQLite files are refused.
 APPLICATION_ID = 0x56427374
-#: ``PRAGMA user_version``: the schema this version writes; a newer one is refused with advice.
-SCHEMA_VERSION = 1
 _SQLITE_MAGIC = b"SQLite format 3\x00"
-_RECORD_COLUMNS = {"id", "protocol", "dataset", "method", "seed", "split_hash", "settings", "metrics",
-                   "version", "created", "tag"}
+_SELECT = ("SELECT id, protocol, dataset, method, seed, split_hash, settings, metrics, version, created, tag, kind, "
+           "run_id, grid_cell, grid_part FROM records")
 
 
 def can_write(path: str | os.PathLike[str]) -> bool:
@@ -183,6 +201,7 @@ class ResultsStore:
         app_id = conn.execute("PRAGMA application_id").fetchone()[0]
         version = conn.execute("PRAGMA user_version").fetchone()[0]
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        cols = {r[1] for r in conn.execute("PRAGMA table_info(records)")}
         if app_id == APPLICATION_ID:
             if version > SCHEMA_VERSION:
                 raise InputError(f"{where}: written by a newer vistabench (schema {version}, this version reads "
@@ -193,19 +212,30 @@ class ResultsStore:
         elif tables - {"records", "sqlite_sequence"}:
             raise InputError(f"{where}: a SQLite file of another program (tables {sorted(tables)[:5]}), not a "
                              "vistabench results store; give the store a new file name")
-        elif "records" in tables:  # a store written before stores were marked: check its columns
-            cols = {r[1] for r in conn.execute("PRAGMA table_info(records)")}
-            if cols != _RECORD_COLUMNS:
-                raise InputError(f"{where}: its 'records' table is not vistabench's (columns {sorted(cols)}); "
-                                 "give the store a new file name")
+        elif "records" in tables and cols != SCHEMA1_COLUMNS:  # written before stores were marked: schema 1
+            raise InputError(f"{where}: its 'records' table is not vistabench's (columns {sorted(cols)}); "
+                             "give the store a new file name")
+        #: the schema of the records table as it is now (1: read through schema1_fields)
+        self.schema = 1 if cols == SCHEMA1_COLUMNS else SCHEMA_VERSION
         if self.read_only:
             return
         conn.execute("PRAGMA journal_mode=WAL")
+        if self.schema == 1:
+            self.backup = self._migrate(where)
+            self.schema = SCHEMA_VERSION
         if app_id != APPLICATION_ID or version != SCHEMA_VERSION or "records" not in tables:
             with conn:
                 conn.executescript(_SCHEMA)
                 conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
                 conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    def _migrate(self, where: str) -> Path | None:
+        """Schema 1 -> 2 (a copy of the store kept first: :func:`~.schema.migrate`)."""
+        try:
+            return migrate(self._conn, self.path)
+        except OSError as exc:
+            raise InputError(f"{where}: cannot keep a copy before migrating it to schema {SCHEMA_VERSION} "
+                             f"({exc.strerror or exc}); free some space or make its folder writable") from exc
 
     def close(self) -> None:
         self._conn.close()
@@ -225,29 +255,38 @@ class ResultsStore:
                 raise no_space(f"results store {str(self.path)!r}") from exc
             raise
 
-    def _add(self, record: Record) -> int:
-        with self._conn:  # one transaction
-            cur = self._conn.execute(
-                "INSERT INTO records (protocol, dataset, method, seed, split_hash, settings, metrics,"
-                " version, created, tag) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    record.protocol,
-                    record.dataset,
-                    record.method,
-                    record.seed,
-                    record.split_hash,
-                    dumps(record.settings, sort_keys=True),
-                    dumps(record.metrics, sort_keys=True),
-                    record.version,
-                    record.created,
-                    record.tag,
-                ),
-            )
+    def _add(self, record: Record, *, commit: bool = True) -> int:
+        if record.run_id is None:
+            record.run_id = new_run_id(record.protocol)  # a record of no larger run is a run of its own
+        check_kind(record.kind)
+        values = (record.protocol, record.dataset, record.method, record.seed, record.split_hash,
+                  dumps(record.settings, sort_keys=True), dumps(record.metrics, sort_keys=True), record.version,
+                  record.created, record.tag, record.kind, record.run_id, record.grid_cell, record.grid_part)
+        sql = ("INSERT INTO records (protocol, dataset, method, seed, split_hash, settings, metrics, version, created,"
+               " tag, kind, run_id, grid_cell, grid_part) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+        if commit:
+            with self._conn:  # one transaction
+                cur = self._conn.execute(sql, values)
+        else:
+            cur = self._conn.execute(sql, values)
         record.id = int(cur.lastrowid)
         return record.id
 
     def add_many(self, records: Iterable[Record]) -> list[int]:
         return [self.add(r) for r in records]
+
+    def replace_run(self, records: list[Record], *, protocol: str, run_id: str) -> list[int]:
+        """Store ``records`` as all the records of run ``run_id`` of ``protocol``, in one transaction:
+        the run's earlier records are deleted (a run that went further since it last stored them, e.g.
+        a resumed stream run). Returns the new ids."""
+        try:
+            with self._conn:
+                self._conn.execute("DELETE FROM records WHERE protocol = ? AND run_id = ?", (protocol, run_id))
+                return [self._add(r, commit=False) for r in records]
+        except sqlite3.OperationalError as exc:
+            if is_disk_full(exc, self.path.resolve().parent):
+                raise no_space(f"results store {str(self.path)!r}") from exc
+            raise
 
     def records(
         self,
@@ -256,49 +295,75 @@ class ResultsStore:
         dataset: str | None = None,
         method: str | None = None,
         tag: str | None = None,
+        kind: str | None = None,
+        run_id: str | None = None,
+        grid_cell: str | None = None,
         ids: Iterable[int] | None = None,
     ) -> list[Record]:
         """Records matching every given filter, oldest first."""
-        where, args = [], []
-        for col, val in (("protocol", protocol), ("dataset", dataset), ("method", method), ("tag", tag)):
-            if val is not None:
-                where.append(f"{col} = ?")
-                args.append(val)
-        if ids is not None:
-            ids = list(ids)
-            where.append(f"id IN ({','.join('?' * len(ids))})")
-            args.extend(ids)
-        sql = "SELECT id, protocol, dataset, method, seed, split_hash, settings, metrics, version, created, tag FROM records"
-        if where:
-            sql += " WHERE " + " AND ".join(where)
-        sql += " ORDER BY id"
-        out = []
+        filters = {"protocol": protocol, "dataset": dataset, "method": method, "tag": tag, "kind": kind,
+                   "run_id": run_id, "grid_cell": grid_cell}
+        filters = {k: v for k, v in filters.items() if v is not None}
+        ids = None if ids is None else list(ids)
         try:
+            if self.schema == 1:  # an unmigrated store opened read-only
+                return self._schema1_records(filters, ids)
+            where, args = [f"{col} = ?" for col in filters], list(filters.values())
+            if ids is not None:
+                where.append(f"id IN ({','.join('?' * len(ids))})")
+                args.extend(ids)
+            sql = _SELECT + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY id"
             rows = self._conn.execute(sql, args).fetchall()
         except sqlite3.DatabaseError as exc:
             raise InputError(f"results store {str(self.path)!r}: cannot read records ({exc}); restore it "
                              "from a backup or give the store a new file name") from exc
-        for row in rows:
-            loaded = {}
-            for col, text in (("settings", row[6]), ("metrics", row[7])):
-                try:
-                    loaded[col] = json.loads(text)
-                except (TypeError, json.JSONDecodeError) as exc:
-                    raise InputError(f"results store {str(self.path)!r}: record {row[0]} ({row[1]}/{row[3]}) has "
-                                     f"malformed {col} JSON; delete that record") from exc
-            out.append(
-                Record(
-                    id=row[0], protocol=row[1], dataset=row[2], method=row[3], seed=row[4],
-                    split_hash=row[5], settings=loaded["settings"], metrics=loaded["metrics"],
-                    version=row[8], created=row[9], tag=row[10],
-                )
-            )
+        return [self._record(row) for row in rows]
+
+    def _record(self, row: tuple) -> Record:
+        loaded = {}
+        for col, text in (("settings", row[6]), ("metrics", row[7])):
+            if isinstance(text, dict):  # a schema-1 row, read already
+                loaded[col] = text
+                continue
+            try:
+                loaded[col] = json.loads(text)
+            except (TypeError, json.JSONDecodeError) as exc:
+                raise InputError(f"results store {str(self.path)!r}: record {row[0]} ({row[1]}/{row[3]}) has "
+                                 f"malformed {col} JSON; delete that record") from exc
+        return Record(id=row[0], protocol=row[1], dataset=row[2], method=row[3], seed=row[4], split_hash=row[5],
+                      settings=loaded["settings"], metrics=loaded["metrics"], version=row[8], created=row[9],
+                      tag=row[10], kind=row[11], run_id=row[12], grid_cell=row[13], grid_part=row[14])
+
+    def _schema1_records(self, filters: dict[str, Any], ids: list[int] | None) -> list[Record]:
+        """A schema-1 store's records as schema 2 reads them (each protocol's rows read whole, so a
+        run's id does not depend on the filters)."""
+        rows = read_schema1_rows(self._conn, filters.get("protocol"))
+        parsed = {}
+        for r in rows:
+            try:
+                parsed[r[0]] = json.loads(r[6])
+            except (TypeError, json.JSONDecodeError):
+                parsed[r[0]] = r[6]  # named by _record when the record is read
+        fields = {}
+        for proto in dict.fromkeys(r[1] for r in rows):
+            fields.update(schema1_fields((r[0], r[1], r[10], parsed[r[0]]) for r in rows if r[1] == proto))
+        out = []
+        for r in rows:
+            f = fields[r[0]]
+            settings = f["settings"] if isinstance(f["settings"], dict) else r[6]
+            rec = self._record((*r[:6], settings, r[7], r[8], r[9], f["tag"], f["kind"], f["run_id"],
+                                f["grid_cell"], f["grid_part"]))
+            if all(getattr(rec, k) == v for k, v in filters.items()) and (ids is None or rec.id in ids):
+                out.append(rec)
         return out
 
-    def delete(self, *, protocol: str, tag: str | None = None) -> int:
+    def delete(self, *, protocol: str, run_id: str | None = None, tag: str | None = None) -> int:
+        """Delete the records of ``protocol`` (only run ``run_id``'s, only those tagged ``tag``); how many."""
+        where, args = ["protocol = ?"], [protocol]
+        for col, val in (("run_id", run_id), ("tag", tag)):
+            if val is not None:
+                where.append(f"{col} = ?")
+                args.append(val)
         with self._conn:
-            if tag is None:
-                cur = self._conn.execute("DELETE FROM records WHERE protocol = ?", (protocol,))
-            else:
-                cur = self._conn.execute("DELETE FROM records WHERE protocol = ? AND tag = ?", (protocol, tag))
+            cur = self._conn.execute("DELETE FROM records WHERE " + " AND ".join(where), args)
         return cur.rowcount
