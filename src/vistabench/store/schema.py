@@ -176,27 +176,25 @@ def migrate(conn: sqlite3.Connection, path: Path) -> Path | None:
     overwritten). Returns the copy's path (None when it existed). Every record keeps its id,
     creation time, settings and metrics; :func:`schema1_fields` fills the new columns.
     """
-    conn.execute("BEGIN IMMEDIATE")  # one migrating writer; another one waits, then finds schema 2
-    try:
-        cols = {r[1] for r in conn.execute("PRAGMA table_info(records)")}
-        if cols != SCHEMA1_COLUMNS:
-            conn.execute("COMMIT")
-            return None
-        bak, made = backup_path(path), None
-        if not bak.exists():
-            tmp = bak.with_name(bak.name + ".part")
-            tmp.unlink(missing_ok=True)
-            dest = sqlite3.connect(str(tmp))
-            try:
-                conn.backup(dest)
-            finally:
-                dest.close()
+    bak, made = backup_path(path), None
+    if not bak.exists():
+        tmp = bak.with_name(bak.name + ".part")
+        tmp.unlink(missing_ok=True)
+        dest = sqlite3.connect(str(tmp))
+        try:
+            conn.backup(dest)  # a consistent copy (WAL included), taken before the migration's transaction
+            copied = {r[1] for r in dest.execute("PRAGMA table_info(records)")}
+        finally:
+            dest.close()
+        if copied == SCHEMA1_COLUMNS:
             tmp.replace(bak)
             made = bak
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
+        else:  # another writer migrated the store meanwhile: this copy is not of schema 1
+            tmp.unlink(missing_ok=True)
+    conn.execute("BEGIN IMMEDIATE")  # one migrating writer; another one waits, then finds schema 2
+    if {r[1] for r in conn.execute("PRAGMA table_info(records)")} != SCHEMA1_COLUMNS:
+        conn.execute("COMMIT")
+        return None
     try:
         rows = read_schema1_rows(conn)
         fields = schema1_fields((r[0], r[1], r[10], _parsed(r[6])) for r in rows)
