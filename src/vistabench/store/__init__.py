@@ -30,7 +30,7 @@ from .. import __version__
 from ..atomic import is_disk_full
 from ..errors import InputError
 from ..jsonutil import dumps, json_safe
-from .schema import (INDEXES, KINDS, RECORD_COLUMNS, SCHEMA1_COLUMNS, SCHEMA_VERSION, TABLE, backup_path, check_kind,
+from .schema import (INDEXES, KINDS, SCHEMA1_COLUMNS, SCHEMA_VERSION, TABLE, backup_path, check_kind,
                      migrate, new_run_id, read_schema1_rows, schema1_fields)
 
 __all__ = ["DEFAULT_STORE", "APPLICATION_ID", "SCHEMA_VERSION", "KINDS", "Record", "ResultsStore", "new_run_id",
