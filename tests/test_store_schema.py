@@ -127,17 +127,21 @@ def test_new_records_get_a_run_and_a_kind(tmp_path):
     assert KINDS == ("run", "tune", "final", "highres", "event")
 
 
-def test_replace_run_swaps_a_runs_records_in_one_transaction(tmp_path):
-    def ev(i):
+def test_replace_run_keeps_the_records_a_run_stored_and_adds_the_new_ones(tmp_path):
+    def ev(i, error=0.5):
         return Record(protocol="stream", dataset="d", method="m", seed=0, split_hash=None, settings={},
-                      metrics={"task_index": i}, kind="event", run_id="r")
+                      metrics={"task_index": i, "error": error}, kind="event", run_id="r")
 
     with ResultsStore(tmp_path / "s.sqlite") as s:
-        s.replace_run([ev(0)], protocol="stream", run_id="r")
+        (first,) = s.replace_run([ev(0)], protocol="stream", run_id="r")
         other = s.add(Record(protocol="stream", dataset="d", method="m", seed=0, split_hash=None, settings={},
                              metrics={"task_index": 0}, kind="event", run_id="q"))
-        s.replace_run([ev(0), ev(1)], protocol="stream", run_id="r")
-        assert [r.metrics["task_index"] for r in s.records(run_id="r")] == [0, 1]
+        ids = s.replace_run([ev(0), ev(1)], protocol="stream", run_id="r")  # resumed: one more task
+        assert ids[0] == first and ids[1] > other
+        assert [(r.id, r.metrics["task_index"]) for r in s.records(run_id="r")] == list(zip(ids, [0, 1]))
+        again = s.replace_run([ev(0, error=0.25), ev(1)], protocol="stream", run_id="r")  # task 0 redone differently
+        assert again[1] == ids[1] and again[0] not in ids
+        assert sorted(r.metrics["error"] for r in s.records(run_id="r")) == [0.25, 0.5]
         assert [r.id for r in s.records(run_id="q")] == [other]
 
 

@@ -276,13 +276,38 @@ class ResultsStore:
         return [self.add(r) for r in records]
 
     def replace_run(self, records: list[Record], *, protocol: str, run_id: str) -> list[int]:
-        """Store ``records`` as all the records of run ``run_id`` of ``protocol``, in one transaction:
-        the run's earlier records are deleted (a run that went further since it last stored them, e.g.
-        a resumed stream run). Returns the new ids."""
+        """Make ``records`` all the records of run ``run_id`` of ``protocol``, in one transaction (a run
+        that went further since it last stored them, e.g. a resumed stream run): a stored record with
+        the same measurements as one of ``records`` (kind, dataset, method, seed, split, metrics, tag,
+        grid cell) stays as it is, with its id and settings (a resumed run may differ in runtime-only
+        settings, e.g. ``max_tasks``); the others are inserted; the run's stored records that are not
+        among them are deleted. Returns the ids in the order of ``records`` (each record's ``id``,
+        ``created`` and ``settings`` set to the stored ones)."""
+        def content(kind, dataset, method, seed, split_hash, metrics, tag, grid_cell, grid_part):
+            return (kind, dataset, method, seed, split_hash, metrics, tag, grid_cell, grid_part)
+
         try:
             with self._conn:
-                self._conn.execute("DELETE FROM records WHERE protocol = ? AND run_id = ?", (protocol, run_id))
-                return [self._add(r, commit=False) for r in records]
+                stored: dict[tuple, list[tuple[int, float]]] = {}
+                for row in self._conn.execute(
+                        "SELECT id, created, settings, kind, dataset, method, seed, split_hash, metrics, tag, grid_cell,"
+                        " grid_part FROM records WHERE protocol = ? AND run_id = ? ORDER BY id", (protocol, run_id)):
+                    stored.setdefault(content(*row[3:]), []).append((row[0], row[1], row[2]))
+                ids = []
+                for r in records:
+                    r.run_id = run_id
+                    same = stored.get(content(r.kind, r.dataset, r.method, r.seed, r.split_hash,
+                                              dumps(r.metrics, sort_keys=True), r.tag, r.grid_cell, r.grid_part))
+                    if same:
+                        r.id, r.created, settings = same.pop(0)
+                        r.settings = json.loads(settings)
+                        ids.append(r.id)
+                    else:
+                        ids.append(self._add(r, commit=False))
+                gone = [i for left in stored.values() for i, _, _ in left]
+                if gone:
+                    self._conn.execute(f"DELETE FROM records WHERE id IN ({','.join('?' * len(gone))})", gone)
+                return ids
         except sqlite3.OperationalError as exc:
             if is_disk_full(exc, self.path.resolve().parent):
                 raise no_space(f"results store {str(self.path)!r}") from exc

@@ -178,18 +178,17 @@ def migrate(conn: sqlite3.Connection, path: Path) -> Path | None:
     """
     bak, made = backup_path(path), None
     if not bak.exists():
-        tmp = bak.with_name(bak.name + ".part")
-        tmp.unlink(missing_ok=True)
+        tmp = bak.with_name(f".{bak.name}.{uuid.uuid4().hex[:8]}.part")  # one per writer: two may copy at once
         dest = sqlite3.connect(str(tmp))
         try:
             conn.backup(dest)  # a consistent copy (WAL included), taken before the migration's transaction
             copied = {r[1] for r in dest.execute("PRAGMA table_info(records)")}
         finally:
             dest.close()
-        if copied == SCHEMA1_COLUMNS:
+        if copied == SCHEMA1_COLUMNS and not bak.exists():
             tmp.replace(bak)
             made = bak
-        else:  # another writer migrated the store meanwhile: this copy is not of schema 1
+        else:  # another writer made the copy, or migrated the store, meanwhile
             tmp.unlink(missing_ok=True)
     conn.execute("BEGIN IMMEDIATE")  # one migrating writer; another one waits, then finds schema 2
     if {r[1] for r in conn.execute("PRAGMA table_info(records)")} != SCHEMA1_COLUMNS:
