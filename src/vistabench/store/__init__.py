@@ -30,7 +30,7 @@ from .. import __version__
 from ..atomic import is_disk_full
 from ..errors import InputError
 from ..jsonutil import dumps, json_safe
-from .schema import (INDEXES, KINDS, SCHEMA1_COLUMNS, SCHEMA_VERSION, TABLE, backup_path, check_kind,
+from .schema import (INDEXES, KINDS, RECORD_COLUMNS, SCHEMA1_COLUMNS, SCHEMA_VERSION, TABLE, backup_path, check_kind,
                      migrate, new_run_id, read_schema1_rows, schema1_fields)
 
 __all__ = ["DEFAULT_STORE", "APPLICATION_ID", "SCHEMA_VERSION", "KINDS", "Record", "ResultsStore", "new_run_id",
@@ -212,7 +212,8 @@ class ResultsStore:
         elif tables - {"records", "sqlite_sequence"}:
             raise InputError(f"{where}: a SQLite file of another program (tables {sorted(tables)[:5]}), not a "
                              "vistabench results store; give the store a new file name")
-        elif "records" in tables and cols != SCHEMA1_COLUMNS:  # written before stores were marked: schema 1
+        elif "records" in tables and cols not in (SCHEMA1_COLUMNS, RECORD_COLUMNS):  # unmarked: schema 1, or
+            # a store another writer is creating this instant
             raise InputError(f"{where}: its 'records' table is not vistabench's (columns {sorted(cols)}); "
                              "give the store a new file name")
         #: the schema of the records table as it is now (1: read through schema1_fields)
@@ -224,10 +225,17 @@ class ResultsStore:
             self.backup = self._migrate(where)
             self.schema = SCHEMA_VERSION
         if app_id != APPLICATION_ID or version != SCHEMA_VERSION or "records" not in tables:
-            with conn:
-                conn.executescript(_SCHEMA)
+            conn.execute("BEGIN IMMEDIATE")  # tables and marks at once: another writer sees both or neither
+            try:
+                for statement in filter(str.strip, _SCHEMA.split(";")):
+                    conn.execute(statement)
                 conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
                 conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
 
     def _migrate(self, where: str) -> Path | None:
         """Schema 1 -> 2 (a copy of the store kept first: :func:`~.schema.migrate`)."""
