@@ -20,13 +20,14 @@ Each row runs one data source both ways on the same uint8 array:
 - ``trainer``: ``Trainer(model, TrainConfig(loader=..., workers=..., precision=..., augment=True,
   count_flops=False)).fit(images, labels)`` (FLOP counting off: the bare loop counts none).
 - ``devices 2``: data-parallel over two processes (gloo on a CPU, NCCL on GPUs), the global batch
-  of 128 split in two; the bare side is a plain ``DistributedDataParallel`` loop started with
-  ``torch.multiprocessing.spawn``, the trainer side ``TrainConfig(devices=2)``. Run only when this
-  build's TrainConfig has a ``devices`` field.
+  of 128 split in two; the bare side is a plain ``DistributedDataParallel`` loop in two processes
+  (forked with one thread each on a CPU, spawned on CUDA), the trainer side
+  ``TrainConfig(devices=2)``. Run only when this build's TrainConfig has a ``devices`` field.
 
 Rounds are interleaved (the order of the runs rotates each round) so that load from other work
-hits both sides alike; the table gives medians of ``--repeat`` rounds, images/s of the trainer
-and the bare loop, trainer time / bare time per row, and what one CIFAR-100-LT reference run
+hits both sides alike; the table gives images/s of the trainer and the bare loop from the median
+times of ``--repeat`` rounds, the median over the rounds of trainer time / bare time (each round's
+pair runs back to back), the per-round ratios, and what one CIFAR-100-LT reference run
 (200 epochs x 10,847 images, ResNet-32) would take at the trainer's measured images/s.
 
     python benchmarks/bench_training_throughput.py                       # CPU, small defaults
@@ -43,6 +44,7 @@ import math
 import os
 import statistics
 import subprocess
+import sys
 import time
 
 import numpy as np
@@ -202,8 +204,12 @@ def bare_ddp(images: np.ndarray, labels: np.ndarray, precision: str, device: tor
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    torch.multiprocessing.spawn(_bare_ddp_worker, args=(2, port, images, labels, precision, device.type,
-                                                        max(1, threads // 2)), nprocs=2, join=True)
+    # a CPU forks its two ranks, one thread each (a fork cannot use the parent's OpenMP pool); CUDA
+    # spawns them (a fork cannot use CUDA): as the trainer's devices option does
+    cpu = device.type == "cpu"
+    torch.multiprocessing.start_processes(
+        _bare_ddp_worker, args=(2, port, images, labels, precision, device.type, 1 if cpu else threads),
+        nprocs=2, join=True, start_method="fork" if cpu else "spawn")
 
 
 # -------------------------------------------------------------------------------- the trainer
@@ -333,6 +339,7 @@ def main() -> None:
         shift = (r * 2) % max(1, len(runs))
         for i, side in runs[shift:] + runs[:shift]:
             times[(i, side)].append(run_once(rows[i], side, images, labels, device, args.threads))
+        print(f"round {r + 1}/{args.repeat} done ({time.strftime('%H:%M:%S')})", file=sys.stderr, flush=True)
     load_after = uptime()
 
     n = len(labels)
@@ -343,8 +350,11 @@ def main() -> None:
             entry["skipped"] = skipped[i]
         else:
             bare, tr = statistics.median(times[(i, "bare")]), statistics.median(times[(i, "trainer")])
+            # each round's trainer and bare runs are neighbours in time: the median of the paired
+            # ratios is steadier under outside load than the ratio of the two medians
+            paired = statistics.median(t / b for t, b in zip(times[(i, "trainer")], times[(i, "bare")]))
             entry.update(bare_seconds=bare, trainer_seconds=tr, bare_images_per_s=n / bare,
-                         trainer_images_per_s=n / tr, trainer_over_bare=tr / bare,
+                         trainer_images_per_s=n / tr, trainer_over_bare=paired,
                          reference_run_seconds=REFERENCE_EPOCHS * CIFAR100_LT_IMAGES / (n / tr),
                          bare_rounds=times[(i, "bare")], trainer_rounds=times[(i, "trainer")])
         out.append(entry)
@@ -365,7 +375,8 @@ def main() -> None:
         print(f"{row.label:<20}  {e['bare_images_per_s']:10.1f} {e['trainer_images_per_s']:13.1f}  "
               f"{e['trainer_over_bare']:12.3f}  {duration(e['reference_run_seconds']):>16}  "
               f"{[round(v, 2) for v in ratios]}")
-    print(f"\ntrainer/bare: the trainer's time over the bare loop's (1.10 = 10% slower). CIFAR-100-LT run: "
+    print(f"\ntrainer/bare: median over the rounds of the trainer's time over the bare loop's in the same round "
+          f"(1.10 = 10% slower); images/s from the median times. CIFAR-100-LT run: "
           f"{REFERENCE_EPOCHS} epochs x {CIFAR100_LT_IMAGES:,} images at the trainer's images/s.")
     print(f"after:  {load_after}")
 
