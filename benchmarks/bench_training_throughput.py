@@ -22,7 +22,7 @@ Each row runs one data source both ways on the same uint8 array:
 - ``devices 2``: data-parallel over two processes (gloo on a CPU, NCCL on GPUs), the global batch
   of 128 split in two; the bare side is a plain ``DistributedDataParallel`` loop in two processes
   (forked with one thread each on a CPU, spawned on CUDA), the trainer side
-  ``TrainConfig(devices=2)``. Run only when this build's TrainConfig has a ``devices`` field.
+  ``TrainConfig(devices=2)``. Run only when this build's TrainConfig takes ``devices=2``.
 
 Rounds are interleaved (the order of the runs rotates each round) so that load from other work
 hits both sides alike; the table gives images/s of the trainer and the bare loop from the median
@@ -51,6 +51,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from vistabench.errors import InputError
 from vistabench.learners.models import build_model
 from vistabench.learners.trainer import TrainConfig, Trainer
 
@@ -70,7 +71,15 @@ def data(steps: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def has_devices_option() -> bool:
-    return any(f.name == "devices" for f in dataclasses.fields(TrainConfig))
+    """Whether this build's TrainConfig takes ``devices=2`` (no such field, or a build that declares it
+    but refuses data-parallel training: no)."""
+    if not any(f.name == "devices" for f in dataclasses.fields(TrainConfig)):
+        return False
+    try:
+        TrainConfig(batch_size=BATCH, devices=2)
+    except InputError:
+        return False
+    return True
 
 
 # ------------------------------------------------------------------------------ the bare loop
