@@ -40,7 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = s.add_parser("run", help="run the missing cells and store their records", formatter_class=_FMT,
                      description="Runs every cell whose records are not yet in --store (same protocol, same "
-                                 "options: each record carries its cell key in settings.grid_cell), so a killed "
+                                 "options: each record carries its cell key in its grid_cell column), so a killed "
                                  "grid resumes by running the same command again. A failing cell is marked "
                                  "failed with its one-line error and the others go on (exit status 1 if any "
                                  "failed). Only drivers write the store (never the workers); several `grid run` of one grid on "

@@ -119,7 +119,7 @@ def register(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
     p.add_argument("--split", type=int_arg, required=True, metavar="I", help="which split's test set")
     p.add_argument("--method", help="method name of the record (default: the predictions file's name without suffix)")
     p.add_argument("--seed", type=int_arg, help="seed of the run that made the predictions (stored as is)")
-    p.add_argument("--tag", default="final", help="record tag (default: final, as the final runs)")
+    p.add_argument("--tag", help="free-form tag of the record (it is stored as a final run either way)")
     add_store_arg(p)
     add_json_arg(p)
     p.set_defaults(handler=_score, human=lambda r: f"balanced accuracy {100 * r['balanced_accuracy']:.2f} "
@@ -174,11 +174,11 @@ def _run_text(r: dict) -> str:
     for rec in r.get("records", [r]):
         st, m = rec.get("settings", {}), rec.get("metrics", {})
         what = f"{rec['dataset']} / {rec['method']} split {st.get('split')}"
-        if str(rec.get("tag", "")).startswith("tune"):
+        if rec.get("kind") == "tune":
             lines.append(f"{what}: {m.get('trials')} trials, {m.get('total_epochs')} epochs, best val score "
                          f"{100 * m['best_val_score']:.2f}%")
         else:
-            lines.append(f"{what} {rec.get('tag')} run {st.get('repeat')}: test balanced accuracy "
+            lines.append(f"{what} {rec.get('kind')} run {st.get('repeat')}: test balanced accuracy "
                          f"{100 * m['balanced_accuracy']:.2f}% (config {json.dumps(st.get('config'), sort_keys=True)})")
     return "\n".join(lines)
 

@@ -50,7 +50,7 @@ def register(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
     _add_cut_args(q)
     q.add_argument("--method", help="learner name of the records (default: the events file's name without suffix)")
     q.add_argument("--seed", type=int, help="seed of the run (stored as is)")
-    q.add_argument("--run-id", help="tag of the records (default: STREAM-METHOD-scored)")
+    q.add_argument("--run-id", help="run id of the records (default: STREAM-METHOD-scored)")
     add_store_arg(q)
     add_json_arg(q)
     q.set_defaults(handler=_score, human=lambda r: f"{r['summary']['tasks']} tasks: average meta-test error "
@@ -180,7 +180,7 @@ def _run_human(res) -> str:
     for e in events:
         lines.append(f"{e['task'][:28]:28} {e['split']:10} {100 * e['error']:6.2f}% {e['flops'] / 1e9:9.3f} "
                      f"{e['parameters']:9d} {e['seconds']:6.1f}")
-    run_id = records[0]["tag"] if records else ""
+    run_id = records[0]["run_id"] if records else ""
     sm = summarise_events(events, run_id=run_id)
     err = sm["avg_error"]
     lines.append(f"run {run_id}: {sm['tasks']} tasks; average meta-test error "

@@ -104,7 +104,7 @@ class StreamConfig(_RECIPE):
         "zero", help="multilabel error: a label without positives in a test set counts AP 0 ('zero', dm_nevis / "
                      "sklearn macro AP) or is left out of the mean ('omit')")
     max_tasks: int | None = option(None, low=1, metavar="N", help="stop after N tasks (continue later)")
-    run_id: str | None = option(None, help="tag of the run's records and name of its checkpoint folder (default: "
+    run_id: str | None = option(None, help="run id of the run's records and name of its checkpoint folder (default: "
                                            "STREAM-LEARNER-tTRIALS-sSTEPS-seedSEED, plus a hash of any other "
                                            "setting that differs from the defaults)")
     # ---- the training recipe (key_default: the values runs used before recipes existed)
