@@ -20,64 +20,17 @@ from typing import Any, Callable, Sequence
 
 from .. import __version__
 from ..errors import INTERNAL_ERROR, OUTPUT_CLOSED, USER_ERROR, InputError, user_error_message
-from .configured import field_of_dest
+from .verbs import Parser, Verbs, flag_message, new_command_line
 
 _COMMON = ["stats", "common", "grid", "export"]
 
 
-class _Parser(argparse.ArgumentParser):
-    _argv: list[str] = []  # what this (sub-)command was given, for the unknown-option hint
-
-    def _print_message(self, message: str, file=None) -> None:  # argparse's swallows a closed pipe: main handles it
-        if message:
-            (file or sys.stderr).write(message)
-
-    def parse_known_args(self, args=None, namespace=None):
-        self._argv = [str(a) for a in (sys.argv[1:] if args is None else args)]
-        namespace, extras = super().parse_known_args(args, namespace)
-        if extras and not self._subcommands():  # a verb's own unknown options: named here, with suggestions
-            self.error("unrecognized arguments: " + " ".join(extras))
-        return namespace, extras
-
-    def _subcommands(self) -> bool:
-        return any(isinstance(a, argparse._SubParsersAction) for a in self._actions)
-
-    def _unknown_options(self) -> list[str]:
-        """"unrecognized option --imbalanse (did you mean --imbalance?)" for each unknown option given."""
-        import re
-
-        from ..registry import close_names
-
-        if self._subcommands():
-            return []
-        known = [o for o in self._option_string_actions if o.startswith("--")]
-        out = []
-        for token in self._argv:
-            if token == "--":
-                break
-            name = token.split("=", 1)[0]
-            if not name.startswith("-") or re.fullmatch(r"-\d[\d.e+-]*", name) or name in self._option_string_actions:
-                continue
-            if any(o.startswith(name) for o in known) and self.allow_abbrev and name.startswith("--"):
-                continue  # an abbreviation argparse accepts
-            close = close_names(name, known, n=2, cutoff=0.6)
-            out.append(f"unrecognized option {name}" + (f" (did you mean {' or '.join(close)}?)" if close else
-                                                         f" (options: {', '.join(sorted(known))})"))
-        return out
-
-    def error(self, message: str) -> None:  # one line, exit 2 (argparse's own convention)
-        unknown = self._unknown_options()
-        if unknown:  # the cause of "unrecognized arguments", and often of "required: --x" (a typo of --x)
-            message = "; ".join(unknown + ([] if message.startswith("unrecognized arguments") else [message]))
-        self.exit(2, f"{self.prog}: error: {message}\n")
-
-
-def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> Parser:
     """The whole command line, or, when ``command`` names a protocol, a parser with only that
     protocol's sub-commands (what ``main`` parses with: building every protocol's parser, with its
     imports, on every command costs more than a fast evaluation). Anything else (``--help``, a
     common command, a typo) gets the whole command line, so help and "invalid choice" list it all."""
-    parser = _Parser(
+    parser, sub = new_command_line(
         prog="vistabench",
         description=(
             "Honest evaluation protocols for vision models. Each protocol splits into: build a split "
@@ -85,18 +38,19 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
             "Scored runs go to a SQLite results store; tables, plots and the HTML report are views of it."
         ),
         epilog="Start with `vistabench demo`. Every sub-command has --help.",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        version=f"vistabench {__version__}",
     )
-    parser.add_argument("--version", action="version", version=f"vistabench {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    sub.required = True
     from ..suite import protocols
     from .common import add_table_verb, register_generated
 
     chosen = [p for p in protocols() if p.name == command]
     for proto in chosen or protocols():
         verbs = proto.part("cli").register(sub) if proto.has("cli") else register_generated(sub, proto)
-        if "table" not in verbs.choices and proto.has("table"):
+        if not isinstance(verbs, Verbs):  # transitional: a module whose verbs are not generated yet
+            if "table" not in verbs.choices and proto.has("table"):
+                add_table_verb(Verbs.adopt(verbs, (proto.name,)), proto.name)
+            continue
+        if "table" not in verbs.names() and proto.has("table"):
             add_table_verb(verbs, proto.name)
     if not chosen:
         for name in _COMMON:
@@ -124,49 +78,6 @@ def emit(result: Any, *, as_json: bool, human: Callable[[Any], str] | None = Non
 
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
     print(f"vistabench: warning: {message}", file=sys.stderr)
-
-
-#: API parameter names whose CLI option is not simply ``--<name-with-dashes>``.
-_ALIASES = {"max_epochs": "--epochs", "pool_labels": "--labels", "iou_threshold": "--iou",
-            "num_images": "--images", "num_categories": "--categories", "meta_test_from_year": "--meta-test-from",
-            "per_class_topk": "--per-class-topk", "num_classes": "--classes"}
-
-
-def _options_of(parser: argparse.ArgumentParser, args: argparse.Namespace) -> dict[str, str]:
-    """dest -> option string of the sub-command that ran (e.g. ``n_max`` -> ``--n-max``)."""
-    out: dict[str, str] = {}
-    p: argparse.ArgumentParser | None = parser
-    while p is not None:
-        nxt = None
-        for a in p._actions:
-            if isinstance(a, argparse._SubParsersAction):  # follow the sub-command that was chosen
-                nxt = a.choices.get(str(getattr(args, a.dest, None)))
-            elif a.option_strings:
-                field = field_of_dest(a.dest)  # a config field's flag (cli/configured.py): its main spelling
-                out[field] = a.option_strings[0] if field != a.dest else max(a.option_strings, key=len)
-        p = nxt
-    return out
-
-
-def _option_names(message: str, parser: argparse.ArgumentParser, args: argparse.Namespace) -> str:
-    """Say ``--n-max`` where the API's message says ``n_max`` (the user typed the option)."""
-    import re
-
-    opts = _options_of(parser, args)
-    names = {k: v for k, v in _ALIASES.items() if v in opts.values()}
-    names.update({k: v for k, v in opts.items() if k not in ("help", "json", "version")})
-    if not names:
-        return message
-    alternatives = "|".join(map(re.escape, sorted(names, key=len, reverse=True)))
-    # the API's convention: a message starts with the parameter's name ("n_max: expected ...");
-    # elsewhere only "snake_name=value" is a parameter name
-    snake = "|".join(re.escape(k) for k in sorted(names, key=len, reverse=True) if "_" in k)
-    pattern = re.compile(r"^(" + alternatives + r")(?=[:=]| \(| must| expected| ')"
-                         + (r"|(?<![\w'\"/.-])(" + snake + r")(?==)" if snake else ""))
-    message = pattern.sub(lambda m: names[m.group(1) or m.group(2)], message)
-    # elsewhere in the message the API quotes a parameter as `name`
-    message = re.sub(r"`(\w+)`", lambda m: names.get(m.group(1), m.group(0)), message)
-    return re.sub(r"(--[\w-]+)( '[^']*')?: \1:", r"\1\2:", message)  # "--matrix 'm.json': --matrix: ..."
 
 
 def _debug() -> bool:
@@ -208,10 +119,14 @@ def _run(argv: Sequence[str] | None) -> int:
         from ..progress import set_quiet
 
         set_quiet(True)
+    verb = getattr(args, "verb_spec", None)
     try:
-        result = args.handler(args)
-        emit(result, as_json=getattr(args, "json", False), human=getattr(args, "human", None))
-        status = getattr(args, "status", None)
+        if verb is not None:
+            result, human = verb.invoke(args)
+            status = verb.status
+        else:  # transitional: a verb not generated yet
+            result, human, status = args.handler(args), getattr(args, "human", None), getattr(args, "status", None)
+        emit(result, as_json=getattr(args, "json", False), human=human)
         if status is not None and result is not None:
             return int(status(result))
     except KeyboardInterrupt:
@@ -222,7 +137,8 @@ def _run(argv: Sequence[str] | None) -> int:
     except Exception as exc:
         from ..extras import missing_extra_message
 
-        command = " ".join(str(w) for w in (args.command, getattr(args, "verb", None)) if w)
+        command = verb.command if verb is not None else " ".join(
+            str(w) for w in (args.command, getattr(args, "verb", None)) if w)
         message = user_error_message(exc) or missing_extra_message(exc, what=f"`vistabench {command}`")
         if message is None:  # a bug: keep the traceback, ask for a report
             import traceback
@@ -236,7 +152,7 @@ def _run(argv: Sequence[str] | None) -> int:
             import traceback
 
             traceback.print_exc()
-        print(f"vistabench: error: {_option_names(message, parser, args)}", file=sys.stderr)
+        print(f"vistabench: error: {flag_message(message, exc, verb)}", file=sys.stderr)
         return USER_ERROR
     return 0
 
