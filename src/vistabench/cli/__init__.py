@@ -86,7 +86,7 @@ def _debug() -> bool:
     return os.environ.get("VISTABENCH_DEBUG", "") not in ("", "0")
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, *, parser: Parser | None = None) -> int:
     """Run one command; return the exit status.
 
     0 success; 2 (:data:`~vistabench.errors.USER_ERROR`) for every user-caused error, printed as one
@@ -94,11 +94,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     bug), printed with its traceback and a request to report it; 130 when interrupted; 141
     (:data:`~vistabench.errors.OUTPUT_CLOSED`, the shell's status of a program stopped by a closed
     pipe) when the reader of the output left early (``vistabench ... | head``), quietly.
-    ``VISTABENCH_DEBUG=1`` prints the traceback of user errors too.
+    ``VISTABENCH_DEBUG=1`` prints the traceback of user errors too. ``parser``: the command line to
+    run (default: vistabench's, :func:`build_parser`).
     """
     try:
         try:
-            return _run(argv)
+            return _run(argv, parser)
         finally:  # --help and usage errors exit through SystemExit: their output is flushed here too
             sys.stdout.flush()
     except BrokenPipeError:  # the reader left (`| head`): stop quietly, as `cat` or `grep` do
@@ -109,16 +110,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return OUTPUT_CLOSED
 
 
-def _run(argv: Sequence[str] | None) -> int:
+def _run(argv: Sequence[str] | None, parser: Parser | None) -> int:
     import warnings
 
-    parser = build_parser(_command(argv))
+    parser = parser or build_parser(_command(argv))
     args = parser.parse_args(argv)
     warnings.showwarning = _show_warning  # library warnings as one plain line on stderr
-    if getattr(args, "json", False):
-        from ..progress import set_quiet
+    from ..progress import set_quiet
 
-        set_quiet(True)
+    set_quiet(bool(getattr(args, "json", False)))  # --json: no progress output (this command's only)
     verb = getattr(args, "verb_spec", None)
     try:
         if verb is not None:
