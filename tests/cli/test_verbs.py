@@ -12,7 +12,7 @@ import pytest
 from vistabench.cli import main
 from vistabench.cli.verbs import (RecordOptions, Verbs, add_verb, new_command_line, store_field, verb_group,
                                   walk)
-from vistabench.config import Options, option
+from vistabench.config import option
 from vistabench.errors import USER_ERROR, InputError
 
 
