@@ -44,8 +44,9 @@ class GridRunOptions(GridOptions):
     max_parallel: int | None = option(None, metavar="N", help="cells at once (local default 1 = in this process; "
                                                              "ray default: as resources allow)")
     cpus_per_cell: int = option(1, metavar="N", help="CPUs a cell declares to Ray, and its torch threads")
-    gpus_per_cell: float | None = option(None, metavar="G", help="GPUs a cell declares to Ray (default: 1 when the "
-                                                                "cell's --device is cuda, else 0)")
+    gpus_per_cell: float | None = option(None, metavar="G", finite=False,  # run_grid checks it (finite, >= 0)
+                                         help="GPUs a cell declares to Ray (default: 1 when the cell's --device "
+                                              "is cuda, else 0)")
     work_dir: str | None = option(None, metavar="DIR", help="cells' scratch files, on whichever machine runs them "
                                                            "(default: grid-runs/ beside the store)")
     track: tuple[str, ...] = option((), choices=TRACKERS, repeatable=True, metavar="TRACKER",
