@@ -381,7 +381,8 @@ def _help(info: FieldInfo) -> str:
         text += f" (one of: {', '.join(map(str, choices))})"
     if info.required and not info.positional:
         text += " [required]"
-    elif not info.required and info.default is not None and not _is_mapping(info.type):
+    elif not info.required and info.default not in (None, ()) and not _is_mapping(info.type) \
+            and "(default" not in info.help:  # a help that words its default keeps its words
         default = info.default
         if isinstance(default, tuple):
             default = " ".join(map(str, default))
