@@ -306,6 +306,14 @@ def _check_limits(max_dets_per_image: int | None, dets_per_class: int) -> None:
     check_int(max_dets_per_image, "max_dets_per_image", min=1, allow_none=True)
 
 
+def _parse_numbers(text: str, name: str) -> list[float]:
+    """``"0.03,0.05"`` as numbers; InputError naming ``name`` (the values' own checks come later)."""
+    try:
+        return [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise InputError(f"{name}: expected comma-separated numbers, got {text!r}") from None
+
+
 def score(
     predictions: str | os.PathLike[str] | list | Detections,
     reference: str | os.PathLike[str] | dict | GroundTruth,
@@ -318,7 +326,7 @@ def score(
     split: dict[str, Any] | str | os.PathLike[str] | None = None,
     part: Literal["test", "calibration"] = "test",
     allow_empty: bool = False,
-    kpt_oks_sigmas: Sequence[float] | None = None,
+    kpt_oks_sigmas: Sequence[float] | str | None = None,
     per_class: bool = False,
     errors: bool = False,
 ) -> dict[str, Any]:
@@ -327,7 +335,8 @@ def score(
 
     With ``split`` (content from :func:`build_image_split`, or its file) only the images of ``part``
     are evaluated. An empty results list is refused unless ``allow_empty``. ``iou_type="keypoints"``
-    matches by OKS (COCO ground truth with keypoints) with ``kpt_oks_sigmas`` (None: COCO's 17).
+    matches by OKS (COCO ground truth with keypoints) with ``kpt_oks_sigmas`` (one per keypoint, or
+    their comma-separated text ``"0.03,0.05"``; None: COCO's 17).
     Returns :func:`evaluation_result`'s dict; with ``per_class`` also ``per_class`` (the first of
     AP^Old / AP^Fixed in ``variants``: :func:`~vistabench.metrics.detection.per_class_results` rows,
     worst first); with ``errors`` also ``errors`` (TIDE's decomposition, AP points: the "tide" variant
@@ -339,6 +348,8 @@ def score(
         raise InputError(f"part: expected test or calibration, got {part!r}")
     names = parse_variants(variants)
     _check_limits(max_dets_per_image, dets_per_class)
+    if isinstance(kpt_oks_sigmas, str):
+        kpt_oks_sigmas = _parse_numbers(kpt_oks_sigmas, "kpt_oks_sigmas")
     per_class_variant = next((v for v in names if v in ("old", "fixed")), None)
     if per_class and per_class_variant is None:
         raise InputError("per_class: per-category results need AP^Old or AP^Fixed in variants (AP^Pool has one "
