@@ -164,24 +164,13 @@ def test_checker_finds_a_second_registry_and_its_own_suggestions():
     assert len(found) == 4 and all(f.startswith("vistabench.learners.x") for f in found)
 
 
-#: modules whose verbs are still hand-written with argparse while they are being converted to the
-#: generator (cli/verbs.py); a module listed here that no longer uses argparse fails the test below, so
-#: the list can only shrink (empty once every verb is generated)
-STILL_TO_CONVERT = {"vistabench.cli", "vistabench.cli.configured", "vistabench.cli.detection",
-                    "vistabench.cli.detection_analysis", "vistabench.cli.smalldata", "vistabench.cli.stream"}
-
-
 def test_no_argparse_outside_the_generator():
-    users = {f.partition(":")[0] for f in A.argparse_users(_sources())}
-    assert not STILL_TO_CONVERT - users, f"no longer use argparse: drop {sorted(STILL_TO_CONVERT - users)} " \
-                                         "from STILL_TO_CONVERT"
-    found = [f for f in A.argparse_users(_sources()) if f.partition(":")[0] not in STILL_TO_CONVERT]
+    found = A.argparse_users(_sources())
     assert not found, f"declare an options class and add_verb (cli/verbs.py) instead: {found}"
 
 
 def test_no_private_attributes_of_third_party_modules():
-    found = [f for f in A.third_party_private_attributes(_sources())
-             if not (f.partition(":")[0] in STILL_TO_CONVERT and "argparse._" in f)]
+    found = A.third_party_private_attributes(_sources())
     assert not found, found
 
 

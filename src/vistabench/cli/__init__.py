@@ -13,14 +13,13 @@ store) ends with one line on stderr and exit 2; an internal bug shows its traceb
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import sys
 from typing import Any, Callable, Sequence
 
 from .. import __version__
-from ..errors import INTERNAL_ERROR, OUTPUT_CLOSED, USER_ERROR, InputError, user_error_message
-from .verbs import Parser, Verbs, flag_message, new_command_line
+from ..errors import INTERNAL_ERROR, OUTPUT_CLOSED, USER_ERROR, user_error_message
+from .verbs import Parser, Verb, flag_message, new_command_line
 
 _COMMON = ["stats", "common", "grid", "export"]
 
@@ -46,10 +45,6 @@ def build_parser(command: str | None = None) -> Parser:
     chosen = [p for p in protocols() if p.name == command]
     for proto in chosen or protocols():
         verbs = proto.part("cli").register(sub) if proto.has("cli") else register_generated(sub, proto)
-        if not isinstance(verbs, Verbs):  # transitional: a module whose verbs are not generated yet
-            if "table" not in verbs.choices and proto.has("table"):
-                add_table_verb(Verbs.adopt(verbs, (proto.name,)), proto.name)
-            continue
         if "table" not in verbs.names() and proto.has("table"):
             add_table_verb(verbs, proto.name)
     if not chosen:
@@ -119,14 +114,11 @@ def _run(argv: Sequence[str] | None, parser: Parser | None) -> int:
     from ..progress import set_quiet
 
     set_quiet(bool(getattr(args, "json", False)))  # --json: no progress output (this command's only)
-    verb = getattr(args, "verb_spec", None)
+    verb: Verb = args.verb_spec
     try:
-        if verb is not None:
-            result, human = verb.invoke(args)
-            status = verb.status
-        else:  # transitional: a verb not generated yet
-            result, human, status = args.handler(args), getattr(args, "human", None), getattr(args, "status", None)
+        result, human = verb.invoke(args)
         emit(result, as_json=getattr(args, "json", False), human=human)
+        status = verb.status
         if status is not None and result is not None:
             return int(status(result))
     except KeyboardInterrupt:
@@ -137,8 +129,7 @@ def _run(argv: Sequence[str] | None, parser: Parser | None) -> int:
     except Exception as exc:
         from ..extras import missing_extra_message
 
-        command = verb.command if verb is not None else " ".join(
-            str(w) for w in (args.command, getattr(args, "verb", None)) if w)
+        command = verb.command
         message = user_error_message(exc) or missing_extra_message(exc, what=f"`vistabench {command}`")
         if message is None:  # a bug: keep the traceback, ask for a report
             import traceback
@@ -157,36 +148,6 @@ def _run(argv: Sequence[str] | None, parser: Parser | None) -> int:
     return 0
 
 
-def int_arg(text: str) -> int:
-    """argparse ``type`` of an integer option: the rules of config integers (:func:`vistabench.config.parse_int`:
-    >= 0, within int32, no leading zero), so ``--seed 010`` or ``--seed -1`` is one line naming the flag."""
-    from ..config import parse_int
-
-    try:
-        return parse_int(text, "value")
-    except InputError as exc:
-        raise argparse.ArgumentTypeError(str(exc).removeprefix("value: ")) from None
-
-
-def add_store_arg(p: argparse.ArgumentParser, *, optional: bool = True) -> None:
-    """``--store FILE`` (the same default everywhere) and, where storing is optional, ``--no-store``."""
-    from ..store import DEFAULT_STORE
-
-    p.add_argument("--store", default=DEFAULT_STORE, metavar="FILE",
-                   help=f"SQLite results store (default: ./{DEFAULT_STORE})")
-    if optional:
-        p.add_argument("--no-store", dest="store", action="store_const", const=None,
-                       help="do not write a record to the results store")
-
-
-def add_record_args(p: argparse.ArgumentParser, *, what: str, dataset_default: str = "custom") -> None:
-    """How a scored file is named in the store: ``--method``, ``--dataset``, ``--seed``, ``--tag``."""
-    p.add_argument("--method", help=f"method name of the record (default: the {what} file's name without suffix)")
-    p.add_argument("--dataset", help=f"dataset name of the record (default: {dataset_default})")
-    p.add_argument("--seed", type=int_arg, help="seed of the run that made the predictions (stored as is)")
-    p.add_argument("--tag", help="free-form tag of the record")
-
-
 def store_records(path: str | None, records: Any) -> list[int]:
     """Add one record or a list of records to the store at ``path`` (None: store nothing)."""
     from ..store import Record, ResultsStore
@@ -196,10 +157,6 @@ def store_records(path: str | None, records: Any) -> list[int]:
     recs = [records] if isinstance(records, Record) else list(records)
     with ResultsStore(path) as store:
         return store.add_many(recs)
-
-
-def add_json_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--json", action="store_true", help="print one JSON object (for scripts); no progress output")
 
 
 def read_json_file(path: str, what: str) -> Any:

@@ -1,40 +1,30 @@
 """Every ``vistabench`` verb, generated from one typed options class (the only module that uses argparse).
 
-A verb is declared by a frozen :class:`~vistabench.config.Options` dataclass, its fields declared with
-:func:`~vistabench.config.option` (type, default, help, ``Literal`` choices or ``choices=``, bounds,
-``flags=(...)`` where the flag is not ``--field-name``, ``metavar``, ``positional=True``), and one
-call::
+A verb is a frozen :class:`~vistabench.config.Options` dataclass (fields declared with
+:func:`~vistabench.config.option`: type, default, help, ``Literal`` or ``choices=``, bounds, ``flags=``
+where the flag is not ``--field-name``, ``metavar``, ``positional=True``) and one call::
 
     @dataclass(frozen=True, kw_only=True)
     class ProfileOptions(Options):
         num_classes: int = option(flags=("--classes",), low=1, help="number of classes C")
-        n_max: int = option(low=1, help="samples of the head class")
         kind: Literal["exp", "step"] = option("exp", help="count profile")
 
     group = verb_group(sub, "longtail", help="...", description="...")    # vistabench longtail ...
     add_verb(group, "profile", ProfileOptions, run=_profile,             # run(opts) -> result
              help="...", description="...", human=lambda r: ...)        # human formatter of the result
 
-Each field is a flag (``--name-with-dashes`` or its ``flags``; a bool is ``--x/--no-x``, a list takes
-several words, a mapping ``KEY=VALUE`` words) or, with ``positional=True``, a positional argument.
-Flags keep the text the user typed; :meth:`Options.from_dict` coerces and checks every value, the one
-place input is validated (the vocabulary of run configs), and ``run`` receives the options instance.
-``add_verb`` also gives ``--json`` (``json=False`` leaves it out); ``status(result) -> int`` is the
-verb's exit status when it is not 0 (``grid run``: 1 when a cell failed).
+A field is a flag (a bool ``--x/--no-x``, a tuple several words, a mapping ``KEY=VALUE`` words) or a
+positional argument. Flags keep the text typed; :meth:`Options.from_dict` coerces and checks every
+value (the one validation vocabulary) and ``run`` receives the options instance. ``add_verb`` adds
+``--json``; ``status(result) -> int`` is a verb's exit status (``grid run``: 1 when a cell failed).
+:func:`store_field` gives ``--store FILE`` (and ``--no-store``), :class:`RecordOptions` the record's
+``--method --dataset --seed --tag``; :func:`add_run_verb` a protocol's ``run`` verb from its
+:class:`~vistabench.config.RunConfig` (every field a flag, ``--config FILE``, ``--print-config``).
 
-Shared fields: :func:`store_field` (``--store FILE``, with ``--no-store`` where storing is optional)
-and :class:`RecordOptions` (``--method --dataset --seed --tag``: how a scored file is named in the
-store), a mixin the verb's options inherit. :func:`add_run_verb` declares a protocol's ``run`` verb
-from its :class:`~vistabench.config.RunConfig`: one flag per config field, ``--config FILE`` (flags
-override it) and ``--print-config`` (the resolved config, YAML or with ``--json`` JSON), besides the
-verb's own :class:`RunOptions` (``--out``, ``--store``/``--no-store``).
-
-Errors: a bad value is one line naming the flag, exit 2. :class:`~vistabench.errors.InputError`
-carries the field it is about (``InputError.field``: given, or the message's leading ``name:``);
-:func:`flag_message` shows it as the verb's flag (``n_max: expected ...`` -> ``--n-max: expected
-...``), and a field quoted as ``name`` in backticks elsewhere in the message too. An unknown option gets
-the close matches among the verb's declared flags (``unrecognized option --imbalanse (did you mean
---imbalance?)``).
+Errors are one line, exit 2. :class:`~vistabench.errors.InputError` carries its field (given, or the
+message's leading ``name:``); :func:`flag_message` shows it, and a field quoted in backticks, as the
+verb's flag (``n_max: ...`` -> ``--n-max: ...``). An unknown option gets the close matches among the
+verb's declared flags (``unrecognized option --imbalanse (did you mean --imbalance?)``).
 """
 
 from __future__ import annotations
@@ -67,8 +57,7 @@ class Parser(argparse.ArgumentParser):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self.flags: list[str] = []  # every option string declared on this parser (for the hints)
-        self.verbs: Verbs | None = None  # its sub-commands, when they are generated
-        self.has_verbs = False  # it has sub-commands
+        self.verbs: Verbs | None = None  # its sub-commands, when it has some
         self.argv: list[str] = []  # what this (sub-)command was given
         super().__init__(*args, **kwargs)
 
@@ -77,14 +66,10 @@ class Parser(argparse.ArgumentParser):
         self.flags.extend(action.option_strings)
         return action
 
-    def add_subparsers(self, **kwargs: Any) -> Any:
-        self.has_verbs = True
-        return super().add_subparsers(**kwargs)
-
     def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
         self.argv = [str(a) for a in (sys.argv[1:] if args is None else args)]
         namespace, extras = super().parse_known_args(args, namespace)
-        if extras and not self.has_verbs:  # a verb's own unknown options: named here, with suggestions
+        if extras and self.verbs is None:  # a verb's own unknown options: named here, with suggestions
             self.error("unrecognized arguments: " + " ".join(extras))
         return namespace, extras
 
@@ -92,7 +77,7 @@ class Parser(argparse.ArgumentParser):
         """"unrecognized option --imbalanse (did you mean --imbalance?)" for each unknown option given."""
         from ..registry import close_names
 
-        if self.has_verbs:
+        if self.verbs is not None:
             return []
         known = [o for o in self.flags if o.startswith("--")]
         out = []
@@ -148,23 +133,11 @@ def _formatter(description: str | None) -> Any:
 class Verbs:
     """The sub-commands of one parser (``vistabench longtail`` -> profile, split, ...)."""
 
-    def __init__(self, parser: Parser, path: tuple[str, ...], *, dest: str, metavar: str = "VERB",
-                 action: Any = None) -> None:
+    def __init__(self, parser: Parser, path: tuple[str, ...], *, dest: str, metavar: str = "VERB") -> None:
         self.parser, self.path = parser, path
         self.children: dict[str, Verb | Verbs] = {}
-        self.action = action if action is not None else parser.add_subparsers(
-            dest=dest, metavar=metavar, parser_class=Parser, required=True)
-        if parser is not None:
-            parser.verbs = self
-
-    @classmethod
-    def adopt(cls, action: Any, path: tuple[str, ...]) -> Verbs:
-        """Transitional: the verbs of a module whose parser is argparse's own (not generated yet)."""
-        return cls(None, path, dest="verb", action=action)  # type: ignore[arg-type]
-
-    def add_parser(self, *args: Any, **kwargs: Any) -> Any:
-        """Transitional: a parser for a module whose verbs are not generated yet (argparse's own)."""
-        return self.action.add_parser(*args, **kwargs)
+        self.action = parser.add_subparsers(dest=dest, metavar=metavar, parser_class=Parser, required=True)
+        parser.verbs = self
 
     def names(self) -> list[str]:
         """The sub-commands' names (aliases included)."""
@@ -187,7 +160,7 @@ def verb_group(group: Verbs, name: str, *, help: str, description: str | None = 
                aliases: typing.Sequence[str] = ()) -> Verbs:
     """``vistabench ... NAME VERB``: a command whose verbs are added to the returned group."""
     parser = group.new_parser(name, help=help, description=description, aliases=aliases)
-    verbs = Verbs(parser, group.path + (name,), dest="verb" if len(group.path) == 1 else f"verb{len(group.path)}")
+    verbs = Verbs(parser, group.path + (name,), dest="verb" if not group.path else f"verb{len(group.path) + 1}")
     for n in (name, *aliases):
         group.children[n] = verbs
     return verbs
@@ -234,8 +207,7 @@ class Verb:
         given = config_given(ns)
         for name, value in self.pinned.items():
             if given.get(name, value) != value:
-                raise InputError(f"{name}: `{self.command}` runs {name} {value!r}, got {given[name]!r}; "
-                                 f"use `{' '.join(self.path[:-1] + ('run',))}`")
+                raise InputError(f"{name}: `{self.command}` runs {name} {value!r}, got {given[name]!r}; use `run`")
             given[name] = value
         printing = bool(getattr(ns, _PRINT_CONFIG, False))
         if self.check is not None and not printing:  # printing a config reads no data
