@@ -1,12 +1,14 @@
 """`vistabench <protocol> <verb>`: a thin layer that parses, calls the Python API and prints.
 
-Each declared protocol (:mod:`vistabench.suite`) names its CLI module, whose ``register(subparsers)``
-adds ``vistabench <protocol> split|score|run`` and its own verbs and returns the verbs' subparsers;
-every protocol then gets the common ``table`` verb. Commands across protocols (demo, table, report,
-stats) live in ``_COMMON``. One output convention: a handler returns a JSON-serialisable result (a dict,
-a list, or an object with ``to_dict()``) and never prints it; ``main`` prints it as JSON with ``--json``,
-else with the command's declared ``human`` formatter. A command may declare ``status(result) -> int``
-(its exit status, e.g. 1 when some grid cell failed). Progress and log lines go to stderr.
+Every verb is generated from a typed options class (:mod:`vistabench.cli.verbs`). Each declared protocol
+(:mod:`vistabench.suite`) names its CLI module, whose ``register(sub)`` adds the verb group
+``vistabench <protocol>`` with ``split|score|run`` and its own verbs and returns the group; every
+protocol then gets the common ``table`` verb. Commands across protocols (demo, table, report, stats,
+grid, export) live in ``_COMMON``. One output convention: a verb's ``run(opts)`` returns a
+JSON-serialisable result (a dict, a list, or an object with ``to_dict()``) and never prints it;
+``main`` prints it as JSON with ``--json``, else with the verb's declared ``human`` formatter. A verb
+may declare ``status(result) -> int`` (its exit status, e.g. 1 when some grid cell failed). Progress
+and log lines go to stderr.
 Bad input (``InputError``, a missing or unwritable file, malformed JSON, a file that is not a results
 store) ends with one line on stderr and exit 2; an internal bug shows its traceback and exit 70.
 """

@@ -60,8 +60,9 @@ class Protocol:
       (with their ids) when ``store`` is given; files of the run go to ``work_dir`` when given.
     - ``table(store, *, dataset=None) -> Table``; ``section(store) -> Section | None``.
     - ``demo(store, out_dir, *, quick) -> str`` (a short human summary, e.g. the table).
-    - ``cli``: a module with ``register(subparsers)`` adding ``split``, ``score``, ``run`` (and any
-      protocol-specific verbs); the common ``table`` verb is added for every protocol.
+    - ``cli``: a module with ``register(sub)`` adding the verb group ``<name>`` with ``split``,
+      ``score``, ``run`` (and any protocol-specific verbs) through :mod:`vistabench.cli.verbs`, and
+      returning it; the common ``table`` verb is added for every protocol.
     """
 
     name: str
