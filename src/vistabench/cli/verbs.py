@@ -463,10 +463,12 @@ class RecordOptions(Options):
 
     @classmethod
     def fields_info(cls) -> list[FieldInfo]:
-        own = {"method", "dataset"}
-        return [dataclasses.replace(i, help=i.help.format(what=cls.record_what,
-                                                          dataset_default=cls.record_dataset_default))
-                if i.name in own else i for i in super().fields_info()]
+        """The verb's own fields first, then the record's (their help naming ``record_what``)."""
+        record = {f.name for f in dataclasses.fields(RecordOptions)}
+        infos = [dataclasses.replace(i, help=i.help.format(what=cls.record_what,
+                                                           dataset_default=cls.record_dataset_default))
+                 if i.name in ("method", "dataset") else i for i in super().fields_info()]
+        return [i for i in infos if i.name not in record] + [i for i in infos if i.name in record]
 
     def record_dataset(self) -> str:
         return self.dataset or self.record_dataset_default
