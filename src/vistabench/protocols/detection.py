@@ -190,7 +190,7 @@ def build_image_split(ground_truth: str | os.PathLike[str] | dict | GroundTruth,
     gt = read_gt(ground_truth)
     ids = np.sort(gt.image_ids.astype(np.int64))
     if len(ids) < 2:
-        raise InputError(f"ground_truth: needs at least 2 images to split, found {len(ids)}")
+        raise InputError(f"gt: needs at least 2 images to split, found {len(ids)}")
     perm = np.random.default_rng(seed).permutation(len(ids))
     n_cal = min(max(1, int(round(frac * len(ids)))), len(ids) - 1)
     return seal({"kind": SPLIT_KIND, "version": 1, "seed": int(seed), "calibration_fraction": frac,
