@@ -47,7 +47,7 @@ class ScoreOptions(RecordOptions):
         None, metavar="LIST", help="with --iou-type keypoints: comma-separated OKS sigma per keypoint, in keypoint "
                                    "order (default: COCO's 17 person-keypoint sigmas)")
     variants: str = option("old,fixed,pool", flags=("--ap",), metavar="LIST",
-                           help="comma-separated subset of old,fixed,pool (default: all three)")
+                           help="comma-separated subset of old,fixed,pool")
     max_dets_per_image: int | None = option(None, low=1, metavar="N",
                                             help="per-image limit of AP^Old (default: 300 for LVIS, none for COCO)")
     dets_per_class: int = option(10_000, low=1, metavar="K", help="top K per category for AP^Fixed / AP^Pool")

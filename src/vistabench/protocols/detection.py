@@ -190,7 +190,7 @@ def build_image_split(ground_truth: str | os.PathLike[str] | dict | GroundTruth,
     gt = read_gt(ground_truth)
     ids = np.sort(gt.image_ids.astype(np.int64))
     if len(ids) < 2:
-        raise InputError(f"ground_truth: needs at least 2 images to split, found {len(ids)}")
+        raise InputError(f"gt: needs at least 2 images to split, found {len(ids)}")
     perm = np.random.default_rng(seed).permutation(len(ids))
     n_cal = min(max(1, int(round(frac * len(ids)))), len(ids) - 1)
     return seal({"kind": SPLIT_KIND, "version": 1, "seed": int(seed), "calibration_fraction": frac,
@@ -275,7 +275,7 @@ def read_detection_set(ground_truth: str | os.PathLike[str] | dict, results: str
     name = "results" if isinstance(results, list) else f"results {str(results)!r}"
     if len(cols["score"]) == 0:
         if not allow_empty:
-            raise InputError(f"{name}: the results list is empty (it would score AP 0); set allow_empty "
+            raise InputError(f"{name}: the results list is empty (it would score AP 0); set `allow_empty` "
                              "if that is intended")
         return gt, Detections.empty()
     if not np.any(np.isin(cols["image_id"], gt.image_ids)):
@@ -355,9 +355,9 @@ def score(
         raise InputError("per_class: per-category results need AP^Old or AP^Fixed in variants (AP^Pool has one "
                          f"ranking for all categories), got {','.join(names)!r}")
     if per_class and iou_type != "bbox":
-        raise InputError("per_class: per-category results are computed for boxes (iou_type bbox)")
+        raise InputError("per_class: per-category results are computed for boxes (`iou_type` bbox)")
     if errors and iou_type == "keypoints":
-        raise InputError("errors: the error decomposition is computed for boxes or masks (iou_type bbox or segm)")
+        raise InputError("errors: the error decomposition is computed for boxes or masks (`iou_type` bbox or segm)")
     if split is not None and not isinstance(split, dict):
         split = read_image_split(split)
     if isinstance(predictions, Detections):
@@ -371,7 +371,7 @@ def score(
         gt, dets = restrict_images(gt, dets, split[part])
         if len(dets) == 0 and not allow_empty:
             raise InputError(f"results: no detection on the split's {part} images (it would score AP 0); "
-                             "set allow_empty if that is intended")
+                             "set `allow_empty` if that is intended")
     ev = evaluate_detections(gt, dets, iou_type=iou_type, variants=names, max_dets_per_image=max_dets_per_image,
                              dets_per_class=dets_per_class, kpt_oks_sigmas=kpt_oks_sigmas)
     out = evaluation_result(ev)
