@@ -188,5 +188,6 @@ def test_cli_errors_are_one_line(tmp_path, capsys):
         assert main(argv) == 2, argv
         err = capsys.readouterr().err.strip()
         assert err.startswith("vistabench: error:") and "\n" not in err and message in err, (argv, err)
-    with pytest.raises(SystemExit):
-        main(["grid", "run", str(good), "--engine", "lokal"])
+    assert main(["grid", "run", str(good), "--engine", "lokal"]) == 2  # the options' own check, one line
+    assert capsys.readouterr().err == ("vistabench: error: --engine: expected one of local, ray, got 'lokal'; "
+                                       "did you mean 'local'?\n")

@@ -47,7 +47,7 @@ from .smalldata_final import final_split
 
 __all__ = ["SmalldataConfig", "run", "plan_from_config", "prepare_from_config", "run_method", "tune_split",
            "final_split", "score", "to_record", "Context", "RunPlan", "prepare", "method_space", "PROTOCOL",
-           "write_dataset_splits", "catalog"]
+           "write_dataset_splits", "catalog", "check_dataset_folder"]
 
 
 def write_dataset_splits(dataset: str, out: str | Path, *, root: str | Path | None = None, recipe: str = "gem",
@@ -62,6 +62,7 @@ def write_dataset_splits(dataset: str, out: str | Path, *, root: str | Path | No
     from ..data.smalldata import get_preset, load_smalldata
     from ..data.smalldata_splits import write_preset_splits
 
+    check_dataset_folder(dataset)
     given = {"dataset": dataset, "root": root, "recipe": recipe, "per_class": per_class, "seed": seed,
              "train_per_class": train_per_class, "val_fraction": val_fraction, "image_size": image_size}
     SmalldataConfig.from_dict({k: v for k, v in given.items() if v is not None} | {"method": "ce"})
@@ -70,6 +71,18 @@ def write_dataset_splits(dataset: str, out: str | Path, *, root: str | Path | No
     res = write_preset_splits(data, out, dataset_name=dataset, preset=preset, seed=seed, per_class=per_class,
                               train_per_class=train_per_class, val_fraction=val_fraction)
     return {**res, "dataset": dataset, "recipe": recipe}
+
+
+def check_dataset_folder(spec: Any) -> None:
+    """``dataset`` given as ``NAME:DIR`` whose DIR is not a folder: one line naming ``dataset`` (the
+    user never gave ``root``, which the preset's reader would name). Other values pass (the config
+    checks them)."""
+    if not isinstance(spec, str) or ":" not in spec:
+        return
+    root = spec.partition(":")[2]
+    if root and not Path(root).is_dir():
+        raise InputError(f"dataset {spec!r}: " + (f"{root!r} is a file, expected a folder" if Path(root).exists()
+                                                  else f"no such folder {root!r}"))
 
 
 def catalog(recipe: str = "gem") -> dict[str, Any]:

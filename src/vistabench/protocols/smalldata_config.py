@@ -214,6 +214,8 @@ class SmalldataConfig(_RECIPE):
         if preset.needs_root and not self.root:
             raise InputError(f"root: dataset {self.dataset!r} needs its folder (give root, or dataset as "
                              f"{self.dataset}:DIR)")
+        if isinstance(self.epochs, int) and isinstance(self.grace_period, int) and self.grace_period > self.epochs:
+            raise InputError(f"grace_period: expected at most `epochs` ({self.epochs}), got {self.grace_period}")
         if self.ray_address is not None and self.engine != "ray":
             raise InputError(f"ray_address: only with engine ray (got engine {self.engine!r})")
         if self.train_per_class is not None and self.val_fraction is not None:

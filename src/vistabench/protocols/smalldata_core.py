@@ -277,7 +277,7 @@ def check_batch(ctx: Context, space: dict[str, Param], n_train: int, where: str)
     big = [int(b) for b in sizes if int(b) > n_train]
     if big:
         raise InputError(f"batch_size: {big[0]} is larger than the {n_train} images of {where}; "
-                         f"lower batch_sizes or raise per_class")
+                         f"lower `batch_sizes` or raise `per_class`")
 
 
 def to_record(result: dict[str, Any], *, dataset: str, method: str, seed: int | None, split_hash: str | None,

@@ -216,7 +216,7 @@ class StreamConfig(_RECIPE):
             raise InputError(f"width: model {self.model!r} has no width option (cnn28 has; the recipe "
                              f"{self.recipe!r} may have chosen the model); remove width or set model cnn28")
         if self.min_batch > self.max_batch:
-            raise InputError(f"min_batch: expected at most max_batch ({self.max_batch}), got {self.min_batch}")
+            raise InputError(f"min_batch: expected at most `max_batch` ({self.max_batch}), got {self.min_batch}")
         if self.learner == "pt" and not self.checkpoint:
             raise InputError("checkpoint: learner 'pt' needs a checkpoint file (a state dict saved with torch.save)")
         if self.batch_size_rule not in BATCH_RULES or self.schedule not in SCHEDULES:  # guarded by Literal types

@@ -61,8 +61,9 @@ class Protocol:
     - ``table(records, *, dataset=None) -> Table``; ``section(records) -> Section | None``: ``records``
       is a list of records or a results store (:func:`vistabench.report.tables.select` reads either).
     - ``demo(store, out_dir, *, quick) -> str`` (a short human summary, e.g. the table).
-    - ``cli``: a module with ``register(subparsers)`` adding ``split``, ``score``, ``run`` (and any
-      protocol-specific verbs); the common ``table`` verb is added for every protocol.
+    - ``cli``: a module with ``register(sub)`` adding the verb group ``<name>`` with ``split``,
+      ``score``, ``run`` (and any protocol-specific verbs) through :mod:`vistabench.cli.verbs`, and
+      returning it; the common ``table`` verb is added for every protocol.
     """
 
     name: str
