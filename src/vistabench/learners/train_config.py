@@ -163,6 +163,13 @@ class TrainConfig:
         Runtime only: it changes how fast training goes, not what it computes.
     workers : int
         Worker processes of the ``"stream"`` loader (0: it reads in the training process).
+    devices : int
+        Train data-parallel on this many devices (:mod:`.distributed`): one process per device
+        (forked, gloo, on a CPU; spawned, NCCL, on ``cuda:k`` ... ``cuda:k+N-1``), each on its
+        shard of the same global batch of ``batch_size`` images (a multiple of ``devices``),
+        gradients averaged after every step, batch norm synchronised on CUDA; the calling process
+        is rank 0 and returns the trained model. 1 (the default): one device in this process.
+        Under ``torchrun`` it must equal the processes per node.
     """
 
     epochs: int = option(10, low=1, help="passes over the training set")
@@ -191,6 +198,7 @@ class TrainConfig:
     loader: str = option("memory", choices=("memory", "stream", "device"),
                          help="where batches come from: memory, stream (read per batch) or device")
     workers: int = option(0, low=0, help="loader worker processes")
+    devices: int = option(1, low=1, help="devices to train on data-parallel, one process each (batch_size is global)")
 
     def __post_init__(self) -> None:
         check_fields(self, declared_only=True)  # each field's type and range, as a run config's
