@@ -60,6 +60,7 @@ maximum allocation on its GPU).
 
 from __future__ import annotations
 
+import gc
 import io
 import multiprocessing
 import os
@@ -79,6 +80,8 @@ from ..errors import InputError
 
 __all__ = ["DataParallel", "check_devices", "data_parallel_world", "rank_device", "torchrun_env", "run_data_parallel"]
 
+#: how helper processes start, per device type (see the module docstring; tests set "spawn" on a CPU)
+START_METHODS = {"cpu": "fork", "cuda": "spawn"}
 _SEED_STRIDE = 10007  # rank r's dropout / augmentation seeds: seed + r * stride (rank 0: a one-device run's)
 _TIMEOUT = timedelta(minutes=30)
 
@@ -255,6 +258,7 @@ def _describe(exc: BaseException) -> str:
 def _helper(run: Callable[[DataParallel], Any], model: nn.Module, rank: int, world: int, port: int, backend: str,
             device: torch.device, report: Any) -> None:
     """Rank ``rank``'s process: join the group, train, report an error as one line."""
+    gc.freeze()  # never collect what a fork inherited: an old process group's destructor would wait forever
     try:
         progress.set_quiet(True)  # rank 0 shows the progress
         if device.type == "cpu":
@@ -262,13 +266,11 @@ def _helper(run: Callable[[DataParallel], Any], model: nn.Module, rank: int, wor
         else:
             torch.cuda.set_device(device)
         _init_group(backend, rank, world, port)
-        try:
-            _under_sync_norm(model, run, DataParallel(rank, world, device))
-        finally:
-            dist.destroy_process_group()
+        _under_sync_norm(model, run, DataParallel(rank, world, device))
     except BaseException as exc:  # noqa: BLE001 - reported to rank 0, which raises it
         report.put((isinstance(exc, InputError), _describe(exc), traceback.format_exc()))
-        raise SystemExit(1) from None
+        os._exit(1)  # at once, group and all: the other ranks' collectives fail instead of waiting
+    dist.destroy_process_group()
 
 
 _TARGET: list[torch.device] = []  # the device CUDA tensors land on when a spawned helper unpickles
@@ -292,22 +294,23 @@ def _dumps(obj: Any) -> bytes:
     try:
         Pickler(buf).dump(obj)
     except Exception as exc:  # noqa: BLE001 - anything a method holds that cannot travel
-        raise InputError(f"devices: the trainer cannot be shipped to spawned CUDA processes ({_describe(exc)}); "
-                         "run under torchrun, or with devices 1") from None
+        raise InputError(f"devices: the trainer cannot be shipped to spawned processes ({_describe(exc)}); "
+                         "launch with torchrun, or train with devices 1") from None
     return buf.getvalue()
 
 
 def _spawned(payload: bytes, rank: int, world: int, port: int, backend: str, device: torch.device,
              report: Any) -> None:
     try:
-        torch.cuda.set_device(device)
-        _TARGET[:] = [device]
+        if device.type == "cuda":
+            torch.cuda.set_device(device)
+            _TARGET[:] = [device]
         trainer, run = pickle.loads(payload)
         trainer.device = device
         trainer.model.to(device)
     except BaseException as exc:  # noqa: BLE001
         report.put((False, _describe(exc), traceback.format_exc()))
-        raise SystemExit(1) from None
+        os._exit(1)
     _helper(run, trainer.model, rank, world, port, backend, device, report)
 
 
@@ -329,19 +332,17 @@ def run_data_parallel(trainer: Any, run: Callable[[DataParallel], Any]) -> Any:
     if dist.is_initialized():
         raise InputError("devices: a torch.distributed process group already exists in this process; "
                          "launch with torchrun (or train with devices 1)")
-    if device.type == "cpu":
-        ctx = multiprocessing.get_context("fork")
-        report = ctx.SimpleQueue()
-        procs = [ctx.Process(target=_helper, args=(run, trainer.model, r, world, port, backend, device, report), daemon=True)
+    ctx = multiprocessing.get_context(START_METHODS[device.type])
+    report = ctx.SimpleQueue()
+    devs = [device if device.type == "cpu" else torch.device("cuda", (device.index or 0) + r) for r in range(world)]
+    if ctx.get_start_method() == "fork":
+        gc.collect()  # leave no garbage (an earlier fit's process group) for the forks to inherit
+        procs = [ctx.Process(target=_helper, args=(run, trainer.model, r, world, port, backend, devs[r], report))
                  for r in range(1, world)]
     else:
-        ctx = multiprocessing.get_context("spawn")
-        report = ctx.SimpleQueue()
         payload = _dumps((trainer, run))
-        base = device.index or 0
-        procs = [ctx.Process(target=_spawned, args=(payload, r, world, port, backend,
-                                                   torch.device("cuda", base + r), report), daemon=True)
-                 for r in range(1, world)]
+        procs = [ctx.Process(target=_spawned, args=(payload, r, world, port, backend, devs[r], report))
+                 for r in range(1, world)]  # not daemons: a rank may start data-loader workers
     for p in procs:
         p.start()
     threads = torch.get_num_threads()
@@ -349,22 +350,26 @@ def run_data_parallel(trainer: Any, run: Callable[[DataParallel], Any]) -> Any:
         if device.type == "cpu":
             torch.set_num_threads(1)  # as the forked ranks (see the module docstring)
         _init_group(backend, 0, world, port)
-        try:
-            result = _under_sync_norm(trainer.model, run, DataParallel(0, world, device))
-        finally:
-            dist.destroy_process_group()
+        result = _under_sync_norm(trainer.model, run, DataParallel(0, world, device))
     except BaseException as exc:
-        failure = _failure(procs, report, wait=5)
+        # a helper that failed has reported and exited (so this rank's collective failed); the
+        # others wait for this rank: end them before the group
+        for p in procs:
+            p.join(timeout=2)
+            if p.is_alive():
+                p.terminate()
+                p.join()
+        if dist.is_initialized():
+            dist.destroy_process_group()
+        failure = _failure(procs, report)
         if failure is not None:
             raise failure from exc
         raise
     finally:
         torch.set_num_threads(threads)
-        for p in procs:
-            p.join(timeout=60)
-            if p.is_alive():  # a helper still waiting for rank 0 after rank 0 failed
-                p.terminate()
-                p.join()
+    dist.destroy_process_group()
+    for p in procs:
+        p.join()
     failure = _failure(procs, report)
     if failure is not None:
         raise failure
@@ -378,12 +383,11 @@ def _under_sync_norm(model: nn.Module, run: Callable[[DataParallel], Any], dp: D
     return run(dp)
 
 
-def _failure(procs: list, report: Any, wait: float = 60) -> Exception | None:
-    """The first helper's error as an exception (InputError for a user error), None if none failed."""
-    for p in procs:
-        p.join(timeout=wait)
+def _failure(procs: list, report: Any) -> Exception | None:
+    """The first helper's error as an exception (InputError for a user error), None if none failed
+    (the helpers have ended)."""
     if report.empty():
-        bad = [p.exitcode for p in procs if p.exitcode not in (0, None)]
+        bad = [p.exitcode for p in procs if p.exitcode not in (0, None, -15)]
         return RuntimeError(f"devices: a training process exited with code {bad[0]}") if bad else None
     user, line, trace = report.get()
     if user:  # the helper's own one-line message
