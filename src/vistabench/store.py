@@ -216,8 +216,14 @@ class ResultsStore:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def add(self, record: Record) -> int:
-        """Insert a record atomically and return its id (a full disk: one line naming the store)."""
+    def add(self, record: Record) -> int | None:
+        """Insert a record atomically and return its id (a full disk: one line naming the store).
+
+        Under ``torchrun`` (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK`` set) every process runs the
+        same command and trains the same model together (``TrainConfig.devices``); only rank 0
+        writes, the others return None and leave ``record.id`` None."""
+        if all(k in os.environ for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK")) and os.environ["RANK"] != "0":
+            return None
         try:
             return self._add(record)
         except sqlite3.OperationalError as exc:
