@@ -201,7 +201,7 @@ def test_run_fr_command_stores_settings(capsys, tmp_path) -> None:
     (["--method", "fr", "--method-opt", "kl=1"], "method_options.kl: unknown option"),
     (["--method", "fr", "--fr-epochs", "3", "--method-opt", "epochs=4"], "--fr-epochs: says epochs=3"),
     (["--method", "prototype", "--schedule", "step"], "--lr-milestones: the step schedule needs"),
-    (["--method", "prototype", "--lr-milestones", "2"], "--lr-milestones: only with schedule 'step'"),
+    (["--method", "prototype", "--lr-milestones", "2"], "--lr-milestones: only the step schedule uses milestones"),
     (["--method", "prototype", "--warmup-epochs", "1"], "--warmup-epochs: expected fewer than epochs=1"),
 ])
 def test_run_fr_bad_options_one_line(capsys, tmp_path, extra, match) -> None:

@@ -872,7 +872,7 @@ NAME_CASES = [
     ("inc-model-typo", ["incremental", "run", "--data", "digits", "--method", "finetune", "--preset", "cifar100",
                         "--model", "vit_smal"], "did you mean 'vit_small'"),
     ("stream-name-typo", ["stream", "run", "--stream", "embeded"], "--stream: unknown stream 'embeded'"),
-    ("stream-arch-typo", ["stream", "run", "--stream", "embedded", "--arch", "cnn29"], "--arch: unknown model"),
+    ("stream-arch-typo", ["stream", "run", "--stream", "embedded", "--arch", "cnn29"], "--model: unknown model"),
     ("stream-learner-typo", ["stream", "run", "--stream", "embedded", "--learner", "ft"], "did you mean 'ft-d'"),
     ("lt-method-typo", ["longtail", "run", "--data", "digits", "--method", "focl", "--imbalance", "10"],
      "did you mean 'focal'"),

@@ -64,6 +64,12 @@ def test_two_devices_give_one_devices_weights_and_history():
     np.testing.assert_allclose(two.predict_logits(X), one.predict_logits(X), rtol=1e-4, atol=1e-5)
 
 
+def test_a_batch_that_splits_unevenly_still_gives_the_global_gradient():
+    one, _ = fit(1, epochs=1, batch_size=15)  # parts of 8 and 7 images, weighted by their sizes
+    two, _ = fit(2, epochs=1, batch_size=15)
+    torch.testing.assert_close(weights(two.model), weights(one.model), rtol=1e-5, atol=1e-6)
+
+
 def test_batch_norm_model_trains_end_to_end_and_keeps_its_layers():
     tr, res = fit(2, bn=True, augment=True)
     bn = tr.model.features[1]
@@ -89,8 +95,13 @@ def test_callback_and_listeners_run_once_on_rank_zero_and_stop_every_rank():
 def test_bad_devices_and_batch_size_are_one_line(monkeypatch):
     with pytest.raises(InputError, match="devices: expected an integer >= 1|devices: .*got 0"):
         TrainConfig(devices=0)
-    with pytest.raises(InputError, match=r"^batch_size: expected a multiple of devices=3 .*got 16$"):
-        fit(3)
+    with pytest.raises(InputError, match=r"^batch_size: expected at least devices=4 images \(one per device\), got 2$"):
+        Trainer(Net(), TrainConfig(devices=4, batch_size=2))
+    from vistabench.protocols.longtail_config import LongtailConfig
+
+    with pytest.raises(InputError, match=r"^batch_size: expected a multiple of devices=2 .*got 15"):
+        LongtailConfig.from_dict({"data": "digits", "method": "ce", "imbalance": 10, "devices": 2,
+                                  "batch_size": 15})
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     with pytest.raises(InputError, match=r"^devices: 2 CUDA devices from cuda:0 requested but only 1 exist$"):

@@ -1,5 +1,5 @@
-"""Every protocol's learners train data-parallel: each TrainConfig they build gets devices=2 (where its
-batch splits in two), and the fits must go through the data-parallel path and finish."""
+"""Every protocol's learners train data-parallel: each TrainConfig they build gets devices=2, and the
+fits must go through the data-parallel path and finish."""
 
 import math
 
@@ -12,13 +12,12 @@ from vistabench.learners.trainer import TrainConfig
 
 @pytest.fixture
 def two_devices(monkeypatch):
-    """Every TrainConfig made (directly, or copied with asdict) trains on 2 CPU processes; returns the
-    list of data-parallel fits run."""
+    """Every TrainConfig made (directly, or copied with asdict: a derived batch may be odd) trains on
+    2 CPU processes; returns the list of data-parallel fits run."""
     post, run, fits = TrainConfig.__post_init__, distributed.run_data_parallel, []
 
     def post_init(self):
-        if self.devices == 1 and self.batch_size % 2 == 0:
-            self.devices = 2
+        self.devices = 2
         post(self)
 
     def counted(trainer, fn):

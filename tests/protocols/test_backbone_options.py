@@ -49,7 +49,7 @@ def test_factory_pretrained_bf16_end_to_end(protocol, tmp_path, weights, capsys)
     extra = ["--model", FACTORY, "--pretrained", str(weights), "--precision", "bf16"]
     assert main([*argv, *extra, "--print-config", "--json"]) == 0
     printed = json.loads(capsys.readouterr().out)
-    assert printed["arch" if protocol == "stream" else "model"] == FACTORY
+    assert printed["model"] == FACTORY
     assert printed["pretrained"] == str(weights) and printed["precision"] == "bf16"
     assert main([*argv, *extra]) == 0, capsys.readouterr().err
 

@@ -196,7 +196,7 @@ def test_base_session_step_schedule_applied_equals_the_config() -> None:
 
 def test_schedule_fields_are_checked() -> None:
     base = {"data": "digits", "base_classes": 4, "way": 1, "shot": 3, "method": "prototype", "epochs": 5}
-    with pytest.raises(InputError, match=r"lr_milestones: expected epochs < epochs=5, got \[5\]"):
+    with pytest.raises(InputError, match=r"lr_milestones: expected 0-based epochs before epochs=5 .*, got \[2, 5\]"):
         IncrementalConfig.from_dict({**base, "schedule": "step", "lr_milestones": [2, 5], "lr_factors": [0.1, 0.01]})
     with pytest.raises(InputError, match="lr_factors: expected one factor per milestone"):
         IncrementalConfig.from_dict({**base, "schedule": "step", "lr_milestones": [2], "lr_factors": [0.1, 0.01]})

@@ -47,7 +47,7 @@ def test_nevis_streams_default_to_the_dm_nevis_recipe_embedded_to_cpu():
     assert ftd == {"knn_train": 10_000, "knn_val": 5_000, "knn_k": 5, "knn_fresh": True,
                    "knn_fresh_wins": "next-past", "knn_bn": "train", "knn_multilabel": "map"}
     # finetuning_dknn.py: 'trials_per_task': 16 on resnet.CifarResNet34
-    assert (cfg.trials, cfg.arch) == (16, "cifar_resnet34")
+    assert (cfg.trials, cfg.model) == (16, "cifar_resnet34")
     assert StreamConfig.from_dict({"stream": "embedded"}).trials == 2
     cpu = StreamConfig.from_dict({"stream": "embedded", "learner": "ft-d"})
     assert cpu.recipe == "cpu" and tuple(cpu.lr_range) == (3e-3, 0.3) and cpu.learner_options["knn_train"] == 200

@@ -5,8 +5,10 @@ What runs where
 One process per device, each with a full copy of the model. Every process draws the same epoch
 order and the same batches as a one-device run (the samplers are seeded with ``TrainConfig.seed``)
 and trains on its shard of each batch: rank r gets the r-th of N consecutive, near-equal parts
-(``batch_size`` is the **global** batch and must be a multiple of N; with N devices a last batch
-of fewer than N images joins the one before, as a last batch of one image does on one device).
+(``batch_size`` is the **global** batch: a protocol's recipe refuses one that is not a multiple of
+N; a batch a method derives — a few-shot session smaller than the batch, a stream task's n/16 —
+may split unevenly, into parts one image apart; with N devices a last batch of fewer than N images
+joins the one before, as a last batch of one image does on one device).
 After every backward pass the gradients are averaged over the processes, weighted by the shard
 sizes, so each step applies the gradient of the mean loss over the whole global batch — the
 update a one-device run makes, up to float rounding. Every rank then takes the same optimizer
@@ -117,9 +119,9 @@ def check_devices(cfg: Any, device: torch.device) -> None:
         n_world = n
     if n == 1 and n_world == 1:
         return
-    if cfg.batch_size % n_world:
-        raise InputError(f"batch_size: expected a multiple of devices={n_world} (the global batch is split "
-                         f"evenly over the devices), got {cfg.batch_size}")
+    if cfg.batch_size < n_world:
+        raise InputError(f"batch_size: expected at least devices={n_world} images (one per device), "
+                         f"got {cfg.batch_size}")
     if device.type == "cuda" and env is None:
         base, count = device.index or 0, torch.cuda.device_count()
         if base + n > count:

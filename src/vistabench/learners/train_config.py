@@ -5,16 +5,17 @@ and an epoch callback. :mod:`.trainer` re-exports every name here.
 
 from __future__ import annotations
 
-import re
+import dataclasses
 import resource
 import sys
 from dataclasses import asdict, dataclass, field
-from typing import Callable, Literal, Protocol
+from typing import Any, Callable, Literal, Protocol
 
 import torch
 
 from ..config import check_fields, option
 from ..errors import InputError
+from .recipe import LOADERS, PRECISIONS as PRECISION_NAMES, TRAINER_FIELDS, check_device, recipe_values
 from .schedules import SCHEDULES
 
 __all__ = ["TrainConfig", "TrainResult", "TrainingDiverged", "EpochCallback", "TrainStep", "resolve_device",
@@ -24,7 +25,7 @@ Device = Literal["cpu", "cuda", "auto"]
 Sampler = Literal["uniform", "class_balanced"]
 Trainable = Literal["all", "classifier"]
 #: ``TrainConfig.precision`` -> the autocast type (None: no autocast)
-PRECISIONS: dict[str, torch.dtype | None] = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
+PRECISIONS: dict[str, torch.dtype | None] = dict(zip(PRECISION_NAMES, (None, torch.bfloat16, torch.float16)))
 
 
 class TrainingDiverged(InputError, FloatingPointError):
@@ -58,23 +59,21 @@ def resolve_device(device: str) -> torch.device:
 
     Raises InputError when cuda is asked for but not available.
     """
-    if not isinstance(device, str):
-        raise InputError(f"device: expected 'cpu', 'cuda', 'cuda:N' or 'auto', got {device!r}")
+    check_device(device)  # the spelling: the recipe's one check
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if device == "cpu":
         return torch.device("cpu")
-    if device == "cuda" or device.startswith("cuda:"):
-        if not torch.cuda.is_available():
-            raise InputError(
-                f"device: {device!r} requested but CUDA is not available in this torch build "
-                f"({torch.__version__}); use device='cpu' or 'auto'"
-            )
-        dev = torch.device(device)
-        if dev.index is not None and dev.index >= torch.cuda.device_count():
-            raise InputError(f"device: {device!r} requested but only {torch.cuda.device_count()} CUDA devices exist")
-        return dev
-    raise InputError(f"device: expected 'cpu', 'cuda', 'cuda:N' or 'auto', got {device!r}")
+    # "cuda" or "cuda:N"
+    if not torch.cuda.is_available():
+        raise InputError(
+            f"device: {device!r} requested but CUDA is not available in this torch build "
+            f"({torch.__version__}); use device='cpu' or 'auto'"
+        )
+    dev = torch.device(device)
+    if dev.index is not None and dev.index >= torch.cuda.device_count():
+        raise InputError(f"device: {device!r} requested but only {torch.cuda.device_count()} CUDA devices exist")
+    return dev
 
 
 def check_precision(cfg: "TrainConfig", device: torch.device) -> None:
@@ -166,10 +165,13 @@ class TrainConfig:
     devices : int
         Train data-parallel on this many devices (:mod:`.distributed`): one process per device
         (forked, gloo, on a CPU; spawned, NCCL, on ``cuda:k`` ... ``cuda:k+N-1``), each on its
-        shard of the same global batch of ``batch_size`` images (a multiple of ``devices``),
+        shard of the same global batch of ``batch_size`` images (at least ``devices``; a
+        protocol's recipe asks for a multiple),
         gradients averaged after every step, batch norm synchronised on CUDA; the calling process
         is rank 0 and returns the trained model. 1 (the default): one device in this process.
         Under ``torchrun`` it must equal the processes per node.
+
+    A protocol's training recipe (:mod:`.recipe`) becomes a TrainConfig through :meth:`from_recipe`.
     """
 
     epochs: int = option(10, low=1, help="passes over the training set")
@@ -195,10 +197,33 @@ class TrainConfig:
     drop_last: bool = option(False, help="leave an epoch's last incomplete batch out")
     precision: str = option("fp32", choices=tuple(PRECISIONS), help="fp32, or autocast to bf16 / fp16 (fp16: CUDA)")
     compile: bool = option(False, help="torch.compile the model (CUDA)")
-    loader: str = option("memory", choices=("memory", "stream", "device"),
+    loader: str = option("memory", choices=LOADERS,
                          help="where batches come from: memory, stream (read per batch) or device")
     workers: int = option(0, low=0, help="loader worker processes")
     devices: int = option(1, low=1, help="devices to train on data-parallel, one process each (batch_size is global)")
+
+    @classmethod
+    def from_recipe(cls, recipe: Any, **stage: Any) -> "TrainConfig":
+        """The trainer's config of a training recipe: a protocol's config, or a learner's settings that
+        carry the recipe's fields (:mod:`.recipe`). The optimizer and where and how it trains
+        (:data:`~.recipe.TRAINER_FIELDS`: momentum, nesterov, weight decay, device, devices,
+        precision, compile, loader, workers) are taken whole, by name; ``stage`` holds what the
+        calling stage sets itself (its epochs, learning rate, batch size, schedule, seed, ...) and
+        wins over the recipe.
+
+        >>> from types import SimpleNamespace
+        >>> r = SimpleNamespace(momentum=0.5, nesterov=True, weight_decay=0.0, device="cpu", loader="memory")
+        >>> c = TrainConfig.from_recipe(r, epochs=3, lr=0.1)
+        >>> (c.epochs, c.lr, c.momentum, c.nesterov, c.weight_decay, c.devices)
+        (3, 0.1, 0.5, True, 0.0, 1)
+        """
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(stage) - names)
+        if unknown:
+            raise TypeError(f"TrainConfig.from_recipe: unknown field {unknown[0]!r}")  # a caller's bug
+        values = recipe_values(recipe)
+        taken = {k: values[k] for k in TRAINER_FIELDS if k in values}
+        return cls(**{**taken, **stage})
 
     def __post_init__(self) -> None:
         check_fields(self, declared_only=True)  # each field's type and range, as a run config's
@@ -211,8 +236,7 @@ class TrainConfig:
                              f"got {len(self.lr_factors)}")
         # The spelling is checked here; availability when a Trainer is made, so a config built on
         # a CPU-only driver can still be shipped to GPU workers (Ray).
-        if not (self.device in ("cpu", "cuda", "auto") or re.fullmatch(r"cuda:\d+", self.device)):
-            raise InputError(f"device: expected 'cpu', 'cuda', 'cuda:N' or 'auto', got {self.device!r}")
+        check_device(self.device)
 
 
 @dataclass

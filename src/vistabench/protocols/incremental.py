@@ -347,6 +347,7 @@ def run_sessions(config: Any, data: Any, sessions: dict[str, Any], *,
     """
     from ..learners.incremental import IncrementalContext, incremental_methods
     from ..learners.model_options import check_patch_size
+    from ..learners.recipe import recipe_values
     from ..progress import track
 
     check_sessions(sessions)
@@ -356,14 +357,10 @@ def run_sessions(config: Any, data: Any, sessions: dict[str, Any], *,
     model, model_options = config.backbone()
     image_size = int(data.train.images.shape[1])
     check_patch_size(model, model_options, image_size, data=config.data)
-    ctx = IncrementalContext(
-        model=model, model_options=model_options, in_channels=int(data.train.images.shape[-1]),
-        image_size=image_size, epochs=config.epochs, lr=config.lr, momentum=config.momentum,
-        nesterov=config.nesterov, weight_decay=config.weight_decay, warmup_epochs=config.warmup_epochs,
-        schedule=config.schedule, lr_milestones=config.lr_milestones, lr_factors=config.lr_factors,
-        batch_size=config.batch_size, novel_epochs=config.novel_epochs, novel_lr=config.novel_lr,
-        seed=config.seed, device=config.device, method_options=config.learner_options(), base_cache=base_cache,
-        pretrained=config.pretrained, precision=config.precision, compile=config.compile)
+    ctx = IncrementalContext(  # the recipe whole (its backbone resolved), and the novel sessions' budget
+        **{**recipe_values(config), "model": model}, model_options=model_options,
+        in_channels=int(data.train.images.shape[-1]), image_size=image_size, novel_epochs=config.novel_epochs,
+        novel_lr=config.novel_lr, seed=config.seed, method_options=config.learner_options(), base_cache=base_cache)
     learner = incremental_methods.get(config.method).load()(ctx)
     out = Path(work_dir) if work_dir is not None else None
     preds: list[Predictions] = []

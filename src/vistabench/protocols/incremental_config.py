@@ -13,13 +13,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..config import Options, RunConfig, option
+from ..config import Options, option
 from ..data.readers import check_dataset_spec
 from ..errors import InputError
 from ..learners.incremental import default_backbone, method_options_class
 from ..learners.incremental.options import FR_PAPER_VIT, FR_SCRIPTS
 from ..learners.model_options import check_model_name, check_model_options
-from .backbone_options import Precision, check_backbone_fields, compile_field, precision_field, pretrained_field
+from ..learners.recipe import training_recipe, use
 
 __all__ = ["IncrementalConfig", "FR_FIELDS", "FR_LOSS_WEIGHTS", "PRESETS", "paper_data"]
 
@@ -72,8 +72,28 @@ def _fr_weights(text: str) -> dict[str, Any]:
     return out
 
 
+#: the recipe fields of the base session (the novel sessions: ``novel_epochs``, ``novel_lr``), and their
+#: defaults here
+_RECIPE = training_recipe(
+    model=use(None, help="backbone (cnn28, resnet32, resnet18, vit_small, ...; default: the method's: cnn28, for fr "
+                         "vit_small with dim=64, depth=6, heads=4); or MODULE:FUNCTION or timm:NAME"),
+    pretrained=None,
+    epochs=use(5, help="base-session epochs"),
+    lr=use(0.05, help="base-session learning rate (SGD)"),
+    momentum=use(0.9, help="SGD momentum (base and novel sessions)"),
+    nesterov=False,
+    weight_decay=use(5e-4, help="SGD weight decay (base and novel sessions)"),
+    warmup_epochs=use(0, help="linear warm-up epochs of the base session (per step)"),
+    schedule=use("cosine", choices=("cosine", "step"),
+                 help="base-session lr: cosine to 0 per step, or step: lr x lr_factors[i] from 0-based epoch "
+                      "lr_milestones[i] on"),
+    lr_milestones=(), lr_factors=(),
+    batch_size=use(128, help="batch size (capped at a session's images)"),
+    precision="fp32", compile=False, device="cpu", devices=1, loader="memory", workers=0)
+
+
 @dataclass(frozen=True, kw_only=True)
-class IncrementalConfig(RunConfig):
+class IncrementalConfig(_RECIPE):
     """One run of a reference learner through the few-shot class-incremental sessions."""
 
     protocol = "incremental"
@@ -97,30 +117,11 @@ class IncrementalConfig(RunConfig):
     test_per_class: int | Literal["all"] | None = option(None, low=1, key_default=None,
                                                          help="test samples per class in the pool (default: all)")
     method: str = option(help="prototype | finetune | fr (or a method added with register_method)")
-    model: str | None = option(None, help="backbone (cnn28, resnet32, resnet18, vit_small, ...; default: the "
-                                          "method's: cnn28, for fr vit_small with dim=64, depth=6, heads=4); or "
-                                          "MODULE:FUNCTION or timm:NAME")
-    pretrained: str | None = pretrained_field()
-    precision: Precision = precision_field()
-    compile: bool = compile_field()
     model_opt: dict = option(default_factory=dict, flags=("--model-opt",),
                              help="backbone options KEY=VALUE (vit_small: dim, depth, heads, patch_size, "
                                   "mlp_ratio; cnn28: width); with no model, added to the method's backbone options")
     method_options: dict = option(default_factory=dict, flags=("--method-opt", "--method-options"), key_default={},
                                   help="the method's own options KEY=VALUE (fr: see --print-config); printed resolved")
-    epochs: int = option(5, low=1, help="base-session epochs")
-    lr: float = option(0.05, low=0, low_open=True, help="base-session learning rate (SGD)")
-    momentum: float = option(0.9, low=0, high=1, key_default=0.9, help="SGD momentum (base and novel sessions)")
-    nesterov: bool = option(False, key_default=False, help="Nesterov momentum")
-    weight_decay: float = option(5e-4, low=0, key_default=5e-4, help="SGD weight decay (base and novel sessions)")
-    warmup_epochs: int = option(0, low=0, key_default=0, help="linear warm-up epochs of the base session")
-    schedule: Literal["cosine", "step"] = option(
-        "cosine", key_default="cosine",
-        help="base-session lr: cosine to 0 per step, or step: lr x lr_factors[i] from epoch lr_milestones[i] on")
-    lr_milestones: tuple[int, ...] = option((), low=1, key_default=(), help="epochs of the step schedule")
-    lr_factors: tuple[float, ...] = option((), low=0, low_open=True, key_default=(),
-                                           help="multiplier of lr from each milestone on (step schedule)")
-    batch_size: int = option(128, low=1, help="batch size (capped at a session's images)")
     novel_epochs: int = option(10, low=1, help="finetune: epochs per novel session (cosine from novel_lr)")
     novel_lr: float = option(0.01, low=0, low_open=True, help="finetune: novel-session learning rate")
     fr_recipe: Literal["cpu", "paper"] = option("cpu", help="fr: older spelling of method_options recipe "
@@ -135,7 +136,6 @@ class IncrementalConfig(RunConfig):
     fr_ensemble: Literal["logits", "softmax"] = option("logits",
                                                        help="fr: older spelling of method_options ensemble")
     seed: int = option(0, help="seed of the shots, the initialisation and the training order")
-    device: str = option("cpu", help="cpu | cuda | cuda:N")
     compat: bool = option(False, help="score gAcc with the authors' public formula")
     tag: str | None = option(None, help="tag of the stored record")
 
@@ -236,7 +236,7 @@ class IncrementalConfig(RunConfig):
     # -------------------------------------------------------------------------------- check
     def check(self) -> None:
         check_dataset_spec(self.data, "data")
-        check_backbone_fields(self.model, self.pretrained, self.device, self.precision, self.compile)
+        super().check()  # the recipe's one check: device, precision, model, pretrained, warm-up, milestones
         if self.sessions is not None:
             given = [k for k in _LAYOUT if getattr(self, k) is not None]
             if given:
@@ -252,22 +252,6 @@ class IncrementalConfig(RunConfig):
                 v = getattr(self, name)
                 if v is not None and v != want:
                     raise InputError(f"{name}: {v} contradicts preset {self.preset} ({want})")
-        if self.warmup_epochs and self.warmup_epochs >= self.epochs:
-            raise InputError(f"warmup_epochs: expected fewer than epochs={self.epochs}, got {self.warmup_epochs}")
-        if self.schedule == "step":
-            if not self.lr_milestones:
-                raise InputError("lr_milestones: the step schedule needs at least one milestone epoch")
-            if list(self.lr_milestones) != sorted(set(self.lr_milestones)):
-                raise InputError(f"lr_milestones: expected increasing epochs, got {list(self.lr_milestones)}")
-            late = [m for m in self.lr_milestones if m >= self.epochs]
-            if late:
-                raise InputError(f"lr_milestones: expected epochs < epochs={self.epochs}, got {late}")
-            if len(self.lr_factors) != len(self.lr_milestones):
-                raise InputError(f"lr_factors: expected one factor per milestone ({len(self.lr_milestones)}), "
-                                 f"got {len(self.lr_factors)}")
-        elif self.lr_milestones or self.lr_factors:
-            name = "lr_milestones" if self.lr_milestones else "lr_factors"
-            raise InputError(f"{name}: only with schedule 'step' (schedule is {self.schedule!r})")
 
     # ------------------------------------------------------------------------------ helpers
     def key_dict(self) -> dict[str, Any]:

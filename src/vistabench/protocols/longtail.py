@@ -126,16 +126,10 @@ def run(config: LongtailConfig, *, store: ResultsStore | None = None,
     # the config chose both from the data's name; folder:/npz: data say from_image_size: the same rule here
     model = model_for_side(side) if c.model == FROM_IMAGE_SIZE else c.model
     augment = side >= 32 if c.augment == FROM_IMAGE_SIZE else bool(c.augment)
-    result = fit_predict(c.method, train, test.images, model=model, epochs=c.epochs, seed=c.seed,
-                         device=c.device, batch_size=c.batch_size, lr=c.lr, augment=augment,
-                         momentum=c.momentum, nesterov=c.nesterov, weight_decay=c.weight_decay,
-                         warmup_epochs=c.warmup_epochs, warmup_start=c.warmup_start, schedule=c.schedule,
-                         lr_milestones=c.lr_milestones, lr_factors=c.lr_factors, num_threads=c.threads,
+    result = fit_predict(c.method, train, test.images, recipe=c, model=model, seed=c.seed, augment=augment,
                          options=c.method_options, drop_last=c.drop_last, init=c.init,
                          normalisation=(CIFAR_MEAN, CIFAR_STD) if c.normalisation == "cifar" else None,
-                         select_checkpoint=c.select_checkpoint, selection=selection, loader=c.loader,
-                         workers=c.workers, pretrained=c.pretrained, precision=c.precision,
-                         compile=c.compile)
+                         select_checkpoint=c.select_checkpoint, selection=selection)
     pred = Predictions(labels=test.labels, kind="logits", values=result.logits)
     sweep = build_sweep(test.labels, np.asarray(split["counts"]), test_imbalance=c.test_imbalance, points=c.points,
                         repeats=c.repeats, seed=c.seed)

@@ -13,15 +13,14 @@ unchanged); fields added since carry ``key_default`` = the value the older code 
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..config import RunConfig, option
+from ..config import option
 from ..data.readers import check_dataset_spec
 from ..errors import InputError
 from ..learners.longtail.options import MethodOptions, RunFacts, options_class, resolve_method_options
-from .backbone_options import Precision, check_backbone_fields, compile_field, precision_field, pretrained_field
+from ..learners.recipe import training_recipe, use
 from .longtail_recipes import CPU, RECIPES, dataset_kind, derived_fields, recipe_fields
 
 __all__ = ["LongtailConfig"]
@@ -29,8 +28,21 @@ __all__ = ["LongtailConfig"]
 _RECIPE_FIELDS = tuple(CPU) + ("model",)
 
 
+#: the recipe fields a long-tailed run trains with, and their defaults here (the ``reference`` and ``cpu``
+#: presets of :mod:`.longtail_recipes` fill them in through :meth:`LongtailConfig.resolve`)
+_RECIPE = training_recipe(
+    model=use("auto", help="backbone; auto: the recipe's (reference tde/lade: resnet32_bbn), else resnet32 for >= 32 "
+                           "px images and cnn28 below, chosen from the data's name (from_image_size for folder:/npz: "
+                           "data: the run applies the rule to the loaded images); or any model name, "
+                           "MODULE:FUNCTION or timm:NAME"),
+    pretrained=None, epochs=10, batch_size=128, lr=0.05, optimizer="sgd", momentum=0.9, nesterov=False,
+    weight_decay=5e-4, warmup_epochs=0, warmup_start=0.0, schedule=use("cosine", choices=("cosine", "step")),
+    lr_milestones=(), lr_factors=(), precision="fp32", compile=False, device="cpu", devices=1, threads=None,
+    loader="memory", workers=0)
+
+
 @dataclass(frozen=True, kw_only=True)
-class LongtailConfig(RunConfig):
+class LongtailConfig(_RECIPE):
     """One long-tailed run: split -> train ``method`` -> predict -> sweep -> score -> record."""
 
     protocol = "longtail"
@@ -45,40 +57,13 @@ class LongtailConfig(RunConfig):
         "auto", key_default="cpu",
         help="training recipe: reference = the method's authors' CIFAR-LT training, cpu = a CPU-sized one; "
              "auto: reference for cifar10:/cifar100: data, else cpu. Fields you give win over it")
-    epochs: int = option(10, low=1, help="training epochs")
     seed: int = option(0, low=0, help="seed of the split, the initialisation and the training draws")
-    device: str = option("cpu", help="cpu | cuda | cuda:N | auto")
-    model: str = option("auto", help="backbone; auto: the recipe's (reference tde/lade: resnet32_bbn), else resnet32 "
-                                     "for >= 32 px images and cnn28 below, chosen from the data's name "
-                                     "(from_image_size for folder:/npz: data: the run applies the rule to the "
-                                     "loaded images); or any model name, MODULE:FUNCTION or timm:NAME")
-    pretrained: str | None = pretrained_field()
-    precision: Precision = precision_field()
-    compile: bool = compile_field()
     n_max: int | Literal["smallest_class"] | None = option(
         None, low=1, help="head-class count (default: smallest_class, the smallest training class's size)")
     test_imbalance: float | None = option(None, low=0, low_open=True, help="test imbalance of the sweep (default: "
                                                                           "the training imbalance, as ρ >= 1)")
     points: int = option(10, low=2, help="sweep points T")
     repeats: int = option(5, low=1, help="test sets R per sweep point")
-    batch_size: int = option(128, low=2, help="training batch size")
-    lr: float = option(0.05, low=0, low_open=True, help="peak learning rate")
-    optimizer: Literal["sgd"] = option("sgd", key_default="sgd", help="optimizer")
-    momentum: float = option(0.9, low=0, high=1, key_default=0.9, help="SGD momentum")
-    nesterov: bool = option(False, key_default=False, help="Nesterov momentum")
-    weight_decay: float = option(5e-4, low=0, key_default=5e-4, help="L2 weight decay")
-    warmup_epochs: int = option(0, low=0, key_default=0, help="linear warm-up epochs")
-    warmup_start: float = option(0.0, low=0, high=1, key_default=0.0,
-                                 help="lr factor the warm-up starts from (step schedule: per epoch "
-                                      "lr·(s + (1−s)(e+1)/W))")
-    schedule: Literal["cosine", "step"] = option(
-        "cosine", key_default="cosine",
-        help="cosine: one cosine per step from lr to 0 (after the warm-up); step: lr × lr_factors[i] from "
-             "epoch lr_milestones[i] on, per epoch")
-    lr_milestones: tuple[int, ...] = option((), low=0, key_default=(),
-                                            help="0-based epochs where the step schedule changes the lr")
-    lr_factors: tuple[float, ...] = option((), low=0, low_open=True, key_default=(),
-                                           help="multiplier of the base lr from each milestone on")
     normalisation: Literal["dataset", "cifar"] = option(
         "dataset", key_default="dataset",
         help="input standardisation: dataset = mean/std measured on the run's training images; cifar = the "
@@ -102,15 +87,6 @@ class LongtailConfig(RunConfig):
                                      "from_image_size for folder:/npz: data)")
     method_options: dict | MethodOptions = option(default_factory=dict, flags=("--method-opt", "--method-options"),
                                  help="the method's options as KEY=VALUE (see --print-config)")
-    threads: int | None = option(None, low=1, runtime=True, help="CPU threads torch may use")
-    loader: Literal["memory", "stream", "device"] = option(
-        "memory", runtime=True,
-        help="where batches come from: memory = cut from the loaded images in the training process; stream = "
-             "read and decoded by --workers DataLoader processes (images on disk, e.g. imagelist:DIR; memory "
-             "independent of the data set's size); device = the whole uint8 set moved to the device once, "
-             "augmented there. The same seed gives the same batches in each")
-    workers: int = option(0, low=0, runtime=True, help="worker processes of the stream loader (0: the training "
-                                                        "process reads)")
     tag: str | None = option(None, runtime=True, help="free-form tag of the stored record")
 
     @classmethod
@@ -143,33 +119,16 @@ class LongtailConfig(RunConfig):
 
     def check(self) -> None:
         check_dataset_spec(self.data, "data")
-        check_backbone_fields(self.model, self.pretrained, self.device, self.precision, self.compile)
+        super().check()  # the recipe's one check: device, precision, model, pretrained, warm-up, milestones
         if not isinstance(self.method_options, MethodOptions):
             raise InputError(f"method_options: expected the options of {self.method!r}, got {self.method_options!r}")
-        if len(self.lr_milestones) != len(self.lr_factors):
-            raise InputError(f"lr_factors: expected one factor per milestone ({len(self.lr_milestones)}), "
-                             f"got {len(self.lr_factors)}")
-        if list(self.lr_milestones) != sorted(self.lr_milestones):
-            raise InputError(f"lr_milestones: expected increasing epochs, got {list(self.lr_milestones)}")
-        if self.schedule == "cosine" and self.lr_milestones:
-            raise InputError("lr_milestones: only the step schedule uses milestones (set schedule: step)")
-        if self.warmup_epochs and self.warmup_epochs >= self.epochs:
-            raise InputError(f"warmup_epochs: expected fewer than epochs={self.epochs}, got {self.warmup_epochs}"
-                             f"{self._recipe_hint('warmup_epochs')}")
-        late = [m for m in self.lr_milestones if m >= self.epochs]
-        if late:
-            raise InputError(f"lr_milestones: expected 0-based epochs before epochs={self.epochs} (the lr never "
-                             f"reaches a milestone at {late[0]}), got {list(self.lr_milestones)}"
-                             f"{self._recipe_hint('lr_milestones')}")
         for name in type(self.method_options).epoch_options:
             at = getattr(self.method_options, name)
             if at is not None and at >= self.epochs:
                 raise InputError(f"method_options.{name}: expected a 0-based epoch before epochs={self.epochs} "
                                  f"(from epoch {at} on it never applies), got {at}")
-        if not (self.device in ("cpu", "cuda", "auto") or re.fullmatch(r"cuda:\d+", self.device)):
-            raise InputError(f"device: expected 'cpu', 'cuda', 'cuda:N' or 'auto', got {self.device!r}")
 
-    def _recipe_hint(self, name: str) -> str:
+    def recipe_hint(self, name: str) -> str:
         """Where ``name``'s value came from when it is the recipe's (set for the recipe's own epochs)."""
         preset = recipe_fields(self.recipe, self.method, self.data) if self.recipe in RECIPES else {}
         if name in preset and preset[name] == getattr(self, name) and preset.get("epochs") != self.epochs:

@@ -35,6 +35,7 @@ import numpy as np
 from ..data.augment import NO_AUGMENTATION, PAD_CROP_FLIP
 from ..data.smalldata_splits import SmallDataSplit
 from ..errors import InputError
+from ..learners.recipe import recipe_values
 from ..metrics.classification import balanced_accuracy
 from ..store import Record, ResultsStore
 from ..tuning import Fixed, TuneResult, space_to_json, tune
@@ -262,16 +263,15 @@ def plan_from_config(config: SmalldataConfig, work_dir: str | Path | None = None
     space = dict(config.space or {})
     if config.batch_sizes and tuple(config.batch_sizes) != tuple(config.preset().batch_sizes):
         space["batch_size"] = {"choice": list(config.batch_sizes)}  # the preset's are the space's own
-    return RunPlan(model=config.model, epochs=config.epochs, final_epochs=config.final_epochs, trials=config.trials,
-                   grace_period=config.grace_period, reduction_factor=config.reduction_factor, repeats=config.repeats,
-                   device=config.device, engine=config.engine, ray_address=config.ray_address,
-                   sampler=config.sampler, scheduler=config.scheduler, score_window=config.score_window,
-                   select=config.select, val_metric=config.val_metric, augmentation=_AUGMENT[config.augment],
-                   seed=config.seed, space=space or None, work_dir=str(work_dir or "smalldata-runs"),
-                   threads=config.threads, highres_scale=config.highres_scale, max_parallel=config.max_parallel,
-                   method_options=config.method_options, stem=config.stem,  # type: ignore[arg-type]
-                   momentum=config.momentum, nesterov=config.nesterov, warmup_epochs=config.warmup_epochs,
-                   pretrained=config.pretrained, precision=config.precision, compile=config.compile)
+    return RunPlan(**recipe_values(config),  # the recipe whole: model, epochs, optimizer, device, loader, ...
+                   final_epochs=config.final_epochs, trials=config.trials, grace_period=config.grace_period,
+                   reduction_factor=config.reduction_factor, repeats=config.repeats, engine=config.engine,
+                   ray_address=config.ray_address, sampler=config.sampler, scheduler=config.scheduler,
+                   score_window=config.score_window, select=config.select, val_metric=config.val_metric,
+                   augmentation=_AUGMENT[config.augment], seed=config.seed, space=space or None,
+                   work_dir=str(work_dir or "smalldata-runs"), highres_scale=config.highres_scale,
+                   max_parallel=config.max_parallel, method_options=config.method_options,  # type: ignore[arg-type]
+                   stem=config.stem)
 
 
 def prepare_from_config(config: SmalldataConfig, work_dir: str | Path | None = None) -> Context:

@@ -23,12 +23,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from ..config import RunConfig, option
+from ..config import option
 from ..data.smalldata_presets import get_preset, presets
 from ..errors import InputError
 from ..learners.model_options import check_model_name, model_options
 from ..registry import did_you_mean
-from .backbone_options import Precision, check_backbone_fields, compile_field, precision_field, pretrained_field
+from ..learners.recipe import training_recipe, use
 from ..learners.smalldata.options import CommonSpace, MethodOptions
 from ..learners.smalldata.registry import get_method
 
@@ -47,8 +47,23 @@ def _method_options_cls(method: str) -> type[MethodOptions]:
     return get_method(method, field="method").options
 
 
+#: the recipe fields of a trial and a final run, and their defaults here (lr, weight decay and batch size
+#: are searched: ``space``, ``batch_sizes``; a field left unset is the dataset preset's)
+_RECIPE = training_recipe(
+    model=use(None, help="backbone (default: the preset's: wrn16_8 for cifair10, resnet50, cnn28 for mnist5k/digits); "
+                         "resnet18 for quick runs; or MODULE:FUNCTION or timm:NAME"),
+    pretrained=None,
+    epochs=use(None, help="epochs per trial (default: the preset's)"),
+    momentum=0.9, nesterov=False,
+    schedule=use("cosine", choices=("cosine",), help="learning-rate schedule: cosine to 0 over the steps (gem's "
+                                                      "CosineAnnealingLR stepped per iteration)"),
+    warmup_epochs=use(0, help="linear warm-up epochs before the cosine"),
+    precision="fp32", compile=False, device="cpu", devices=1,
+    threads=use(None, help="torch CPU threads while training"), loader="memory", workers=0)
+
+
 @dataclass(frozen=True, kw_only=True)
-class SmalldataConfig(RunConfig):
+class SmalldataConfig(_RECIPE):
     """One ``vistabench smalldata run`` (tune + final runs of one method on one dataset's splits)."""
 
     protocol = "smalldata"
@@ -82,13 +97,6 @@ class SmalldataConfig(RunConfig):
     splits: str | None = option(None, metavar="DIR", help="folder of split files (default: written to "
                                 "WORK/splits/...)")
     split: tuple[int, ...] | None = option(None, low=0, metavar="I", help="only these splits (default: all)")
-    model: str | None = option(None, help="backbone (default: the preset's: wrn16_8 for cifair10, resnet50, cnn28 "
-                                          "for mnist5k/digits); resnet18 for quick runs; or MODULE:FUNCTION or timm:NAME")
-    pretrained: str | None = pretrained_field()
-    precision: Precision = precision_field()
-    compile: bool = compile_field()
-    epochs: int | None = option(None, low=1, help="epochs per trial (default: the preset's)")
-    device: str = option("cpu", help="cpu | cuda | cuda:N | auto")
     trials: int | None = option(None, low=1, help="configurations per split (default: the preset's)")
     grace_period: int | None = option(None, low=1, help="ASHA's minimum epochs (default: the preset's)")
     reduction_factor: int | None = option(None, low=2, help="ASHA's eta (default: the recipe's, gem 2, vistabench 3)")
@@ -128,14 +136,7 @@ class SmalldataConfig(RunConfig):
         "auto", help="ResNet stem: imagenet (7x7/2 conv + 3x3/2 max-pool), small (3x3/1 conv, no pool), "
                      "from_image_size (small when the images the model is built for are <= 64 px; older spelling "
                      "auto); default: the recipe's (gem: imagenet for EuroSAT)")
-    momentum: float = option(0.9, low=0, high=1, key_default=0.9, help="SGD momentum")
-    nesterov: bool = option(False, key_default=False, help="Nesterov momentum")
-    schedule: Literal["cosine"] = option("cosine", key_default="cosine",
-                                         help="learning-rate schedule: cosine to 0 over the steps (gem's "
-                                              "CosineAnnealingLR stepped per iteration)")
-    warmup_epochs: int = option(0, low=0, key_default=0, help="linear warm-up epochs before the cosine")
     # ---- runtime only
-    threads: int | None = option(None, low=1, runtime=True, help="torch CPU threads while training")
     ray_address: str | None = option(None, runtime=True, metavar="ADDR",
                                      help="Ray cluster address (default: start a local Ray)")
     max_parallel: int | None = option(None, low=1, runtime=True, metavar="N",
@@ -198,7 +199,7 @@ class SmalldataConfig(RunConfig):
         out["stem"] = FROM_IMAGE_SIZE if stem == "auto" else stem
 
     def check(self) -> None:
-        check_backbone_fields(self.model, self.pretrained, self.device, self.precision, self.compile)
+        super().check()  # the recipe's one check: device, precision, model, pretrained, warm-up
         if self.dataset not in presets.names():
             if Path(self.dataset).exists():  # a path without the preset it holds
                 with_files = [n for n in sorted(presets.names()) if n != "folder" and get_preset(n).needs_root]

@@ -65,6 +65,10 @@ class RunPlan:
     pretrained: str | None = None
     precision: str = "fp32"
     compile: bool = False
+    devices: int = 1
+    loader: str = "memory"
+    workers: int = 0
+    schedule: str = "cosine"  # the only one (gem's per-step cosine, the trainer's default)
 
     def dispatch_finals(self) -> bool:
         """Whether the final runs go through the grid engine (Ray, or several local processes)."""
@@ -231,11 +235,11 @@ def train_method(ctx: Context, method: str, config: dict, opts: RunPlan, *, epoc
     model, loss = build_method(method, name, config, num_classes=ctx.pool.num_classes, in_channels=ctx.in_channels,
                                image_size=ctx.image_size, seed=seed, model_options=stem_model_options(name, opts.stem),
                                pretrained=opts.pretrained)
-    cfg = TrainConfig(epochs=epochs, lr=float(config["lr"]), weight_decay=float(config["weight_decay"]),
-                      batch_size=int(config["batch_size"]), momentum=opts.momentum, nesterov=opts.nesterov,
-                      warmup_epochs=opts.warmup_epochs, seed=seed, device=opts.device,
-                      augment=opts.augmentation_for(ctx.preset), count_flops=False, precision=opts.precision,
-                      compile=opts.compile)
+    # the plan's recipe whole; the trial's configuration sets lr, weight decay and batch size
+    cfg = TrainConfig.from_recipe(opts, epochs=epochs, lr=float(config["lr"]),
+                                  weight_decay=float(config["weight_decay"]), batch_size=int(config["batch_size"]),
+                                  warmup_epochs=opts.warmup_epochs, seed=seed,
+                                  augment=opts.augmentation_for(ctx.preset), count_flops=False)
     classes = list(range(ctx.pool.num_classes))
     holder: dict[str, Any] = {}
     plain = opts.val_metric_for(ctx.preset) == "accuracy"

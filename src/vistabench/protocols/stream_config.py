@@ -28,13 +28,13 @@ import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..config import RunConfig, option
+from ..config import option
 from ..errors import InputError
 from ..learners.model_options import check_model_name
+from ..learners.recipe import recipe_values, training_recipe, use
 from ..learners.stream.options import BATCH_RULES, LEARNER_RECIPES, RECIPES, SCHEDULES
 from ..learners.stream.registry import learner_options_class
 from ..streams import check_stream_spec
-from .backbone_options import Precision, check_backbone_fields, compile_field, precision_field, pretrained_field
 
 __all__ = ["StreamConfig", "NEVIS_STREAMS", "CLASSIC_RUN_ID_FIELDS", "STREAM_FILE"]
 
@@ -48,8 +48,31 @@ CLASSIC_RUN_ID_FIELDS = frozenset({"stream", "learner", "trials", "steps", "seed
 _CPU = RECIPES["cpu"]
 
 
+#: the recipe fields of a task's trials (the trials search lr and label smoothing: ``lr_range``,
+#: ``label_smoothing_range``), and their defaults here: the ``cpu`` recipe's (``dm-nevis`` is the other
+#: preset, filled in by :meth:`StreamConfig.resolve`)
+_RECIPE = training_recipe(
+    model=use(_CPU["model"], flags=("--model", "--arch"),
+              help="backbone (vistabench.learners.models registry, MODULE:FUNCTION or timm:NAME; default: the "
+                   "recipe's, dm-nevis cifar_resnet34, cpu cnn28); older spelling arch"),
+    pretrained=None,
+    optimizer=use("sgd", help="SGD with momentum; weight decay added to the gradient before the momentum "
+                              "(dm_nevis's sgdw)"),
+    momentum=_CPU["momentum"],
+    nesterov=use(_CPU["nesterov"], help="Nesterov momentum (dm_nevis: on)"),
+    weight_decay=use(_CPU["weight_decay"], help="L2 weight decay (dm_nevis: 1e-4)"),
+    schedule=use(_CPU["schedule"], choices=("cosine", "warmup-cosine"),
+                 help="learning rate: cosine to 0, or warmup-cosine (optax's: linear from 0 over warmup_epochs, then "
+                      "cosine to final_lr; dm_nevis)"),
+    warmup_epochs=use(_CPU["warmup_epochs"], help="warmup-cosine: warm-up epochs of the fit set (dm_nevis: 7; capped "
+                                                  "at the trial's steps - 1)"),
+    precision="fp32", compile=False, device="cpu", devices=1,
+    threads=use(None, help="torch CPU threads (per trial when trials are dispatched; default 1 there)"),
+    loader="memory", workers=0)
+
+
 @dataclass(frozen=True, kw_only=True)
-class StreamConfig(RunConfig):
+class StreamConfig(_RECIPE):
     """One run of a learner over a task stream (Nevis'22 protocol)."""
 
     protocol = "stream"
@@ -67,15 +90,8 @@ class StreamConfig(RunConfig):
                                                              "<source>/train|test)")
     checkpoint: str | None = option(None, metavar="FILE", help="pretrained state dict of the pt learner "
                                                                "(only pt reads it)")
-    arch: str = option("cnn28", flags=("--arch", "--model"),
-                       help="backbone (vistabench.learners.models registry, MODULE:FUNCTION or timm:NAME; default: "
-                            "the recipe's, dm-nevis cifar_resnet34, cpu cnn28)")
-    pretrained: str | None = pretrained_field()
-    precision: Precision = precision_field()
-    compile: bool = compile_field()
-    width: int | None = option(None, low=1, help="width of an arch that has one (cnn28: default 8); null for an "
-                                                 "arch without a width option")
-    device: str = option("cpu", help="cpu, cuda, cuda:N or auto")
+    width: int | None = option(None, low=1, help="width of a model that has one (cnn28: default 8); null for a "
+                                                 "model without a width option")
     meta_test_from: str | None = option(
         None, metavar="YEAR|PRESET",
         help="meta-train / meta-test cut: a year, or 'paper' (2019: 27 FULL meta-test tasks) or 'dm-nevis' "
@@ -102,13 +118,6 @@ class StreamConfig(RunConfig):
     label_smoothing_range: tuple[float, ...] = option(_CPU["label_smoothing_range"], low=0, high=1,
                                                       key_default=_CPU["label_smoothing_range"],
                                                       help="label smoothing searched uniformly in [LOW, HIGH]")
-    optimizer: Literal["sgd"] = option("sgd", key_default="sgd",
-                                       help="SGD with momentum; weight decay added to the gradient before the "
-                                            "momentum (dm_nevis's sgdw)")
-    momentum: float = option(_CPU["momentum"], low=0, high=1, key_default=_CPU["momentum"], help="SGD momentum")
-    nesterov: bool = option(_CPU["nesterov"], key_default=_CPU["nesterov"], help="Nesterov momentum (dm_nevis: on)")
-    weight_decay: float = option(_CPU["weight_decay"], low=0, key_default=_CPU["weight_decay"],
-                                 help="L2 weight decay (dm_nevis: 1e-4)")
     decay_mask: Literal["all", "weights"] = option(
         _CPU["decay_mask"], key_default=_CPU["decay_mask"],
         help="parameters decayed: all, or conv / linear weights only (dm_nevis: the parameters named w)")
@@ -119,13 +128,6 @@ class StreamConfig(RunConfig):
     min_batch: int = option(_CPU["min_batch"], low=1, key_default=_CPU["min_batch"], help="smallest batch size")
     max_batch: int = option(_CPU["max_batch"], low=1, key_default=_CPU["max_batch"],
                             help="largest batch size (dm_nevis: 512)")
-    schedule: Literal["cosine", "warmup-cosine"] = option(
-        _CPU["schedule"], key_default=_CPU["schedule"],
-        help="learning rate: cosine to 0, or warmup-cosine (optax's: linear from 0 over warmup_epochs, then "
-             "cosine to final_lr; dm_nevis)")
-    warmup_epochs: int = option(_CPU["warmup_epochs"], low=0, key_default=_CPU["warmup_epochs"],
-                                help="warmup-cosine: warm-up epochs of the fit set (dm_nevis: 7; capped at the "
-                                     "trial's steps - 1)")
     final_lr: float = option(_CPU["final_lr"], low=0, key_default=_CPU["final_lr"],
                              help="warmup-cosine: the last learning rate (dm_nevis: 1e-8)")
     keep_best_state: bool = option(_CPU["keep_best_state"], key_default=_CPU["keep_best_state"],
@@ -142,8 +144,6 @@ class StreamConfig(RunConfig):
         "local", runtime=True,
         help="where a task's search trials run: local (in this process, or max_parallel worker processes) or ray "
              "(each trial a Ray task); bhpo's trials stay sequential")
-    threads: int | None = option(None, low=1, runtime=True, help="torch CPU threads (per trial when trials are "
-                                                                 "dispatched; default 1 there)")
     ray_address: str | None = option(None, runtime=True, metavar="ADDR",
                                      help="Ray cluster of engine ray (default: start a local Ray)")
     max_parallel: int | None = option(None, low=1, runtime=True, metavar="N",
@@ -177,18 +177,29 @@ class StreamConfig(RunConfig):
         out = {**preset, **given, "recipe": recipe, "learner_options": opts.to_dict()}
         if out.get("meta_test_from") is None:
             out["meta_test_from"] = STREAM_FILE
-        if out.get("width") is None:  # the arch's own default width; an arch without one has none
+        if out.get("width") is None:  # the model's own default width; a model without one has none
             from ..learners.model_options import model_options_class
 
-            arch_cls = model_options_class(out.get("arch", "cnn28"))
-            has_width = arch_cls is not None and "width" in arch_cls.__dataclass_fields__
-            out["width"] = _DEFAULT_WIDTH.get(out.get("arch", "cnn28")) if has_width else None
+            model_cls = model_options_class(out.get("model", "cnn28"))
+            has_width = model_cls is not None and "width" in model_cls.__dataclass_fields__
+            out["width"] = _DEFAULT_WIDTH.get(out.get("model", "cnn28")) if has_width else None
         return out
+
+    @classmethod
+    def normalise_names(cls, values: Any, *, prefix: str = "") -> dict[str, Any]:
+        """As :meth:`Options.normalise_names`; ``arch`` (the field's older name, in older config files
+        and grids) is read as ``model``."""
+        if isinstance(values, dict) and any(str(k).strip().replace("-", "_") == "arch" for k in values):
+            named = {str(k).strip().replace("-", "_"): k for k in values}
+            if "model" in named:
+                raise InputError(f"{prefix}model: given twice ({named['arch']!r} and {named['model']!r}); keep one")
+            values = {("model" if str(k).strip().replace("-", "_") == "arch" else k): v for k, v in values.items()}
+        return super().normalise_names(values, prefix=prefix)
 
     def check(self) -> None:
         check_stream_spec(self.stream)
-        check_model_name(self.arch, "arch")
-        check_backbone_fields(self.arch, self.pretrained, self.device, self.precision, self.compile)
+        check_model_name(self.model, "model")
+        super().check()  # the recipe's one check: device, precision, model, pretrained
         learner_options_class(self.learner)  # an unknown learner: one line naming `learner`
         if self.run_id is not None and (not self.run_id.strip() or self.run_id in (".", "..")
                                         or any(c in self.run_id for c in "/\\\0")):
@@ -200,10 +211,10 @@ class StreamConfig(RunConfig):
                 raise InputError(f"{name}: expected two numbers LOW HIGH with LOW <= HIGH, got {list(value)}")
         from ..learners.model_options import model_options_class
 
-        arch_options = model_options_class(self.arch)
-        if self.width is not None and arch_options is not None and "width" not in arch_options.__dataclass_fields__:
-            raise InputError(f"width: arch {self.arch!r} has no width option (cnn28 has; the recipe "
-                             f"{self.recipe!r} may have chosen the arch); remove width or set arch cnn28")
+        model_options = model_options_class(self.model)
+        if self.width is not None and model_options is not None and "width" not in model_options.__dataclass_fields__:
+            raise InputError(f"width: model {self.model!r} has no width option (cnn28 has; the recipe "
+                             f"{self.recipe!r} may have chosen the model); remove width or set model cnn28")
         if self.min_batch > self.max_batch:
             raise InputError(f"min_batch: expected at most max_batch ({self.max_batch}), got {self.min_batch}")
         if self.learner == "pt" and not self.checkpoint:
@@ -214,15 +225,17 @@ class StreamConfig(RunConfig):
         object.__setattr__(self, "learner_options", opts.to_dict())
 
     def key_dict(self) -> dict[str, Any]:
-        """The grid key; the learner's options drop out where they hold the values older runs used."""
+        """The grid key; the learner's options drop out where they hold the values older runs used; the
+        backbone is keyed as ``arch``, its name when grids were first keyed."""
         out = super().key_dict()
+        out["arch"] = out.pop("model")
         old = learner_options_class(self.learner)().to_dict()
         changed = {k: v for k, v in self.learner_options.items() if old.get(k) != v}
         if changed:
             out["learner_options"] = changed
         else:
             out.pop("learner_options", None)
-        return out
+        return dict(sorted(out.items()))
 
     def meta_test_cut(self) -> str | None:
         """``meta_test_from`` as :func:`~vistabench.streams.load_stream` reads it (None: the file's cut)."""
@@ -232,22 +245,25 @@ class StreamConfig(RunConfig):
         return {"width": self.width} if self.width is not None else {}
 
     def learner_config(self) -> dict[str, Any]:
-        """The learner's flat settings (:class:`~vistabench.learners.stream.options.LearnerConfig` fields)."""
-        return {"trials": self.trials, "steps": self.steps, "seed": self.seed, "arch": self.arch,
-                "arch_options": self.arch_options(), "device": self.device, "search_space": self.search_space,
-                "checkpoint": self.checkpoint, "pretrained": self.pretrained, "precision": self.precision,
-                "compile": self.compile, "lr_range": tuple(self.lr_range),
-                "label_smoothing_range": tuple(self.label_smoothing_range), "weight_decay": self.weight_decay,
-                "momentum": self.momentum, "nesterov": self.nesterov, "decay_mask": self.decay_mask,
+        """The learner's flat settings (:class:`~vistabench.learners.stream.options.LearnerConfig` fields):
+        the recipe whole (its backbone named ``arch`` there; one optimizer, so no ``optimizer``; the threads
+        are set by the run), the search's ranges and rules, and the learner's own options."""
+        recipe = {k: tuple(v) if isinstance(v, list) else v for k, v in recipe_values(self).items()
+                  if k not in ("optimizer", "threads")}
+        recipe["arch"] = recipe.pop("model")
+        return {**recipe, "trials": self.trials, "steps": self.steps, "seed": self.seed,
+                "arch_options": self.arch_options(), "search_space": self.search_space,
+                "checkpoint": self.checkpoint, "lr_range": tuple(self.lr_range),
+                "label_smoothing_range": tuple(self.label_smoothing_range), "decay_mask": self.decay_mask,
                 "batch_size_rule": self.batch_size_rule, "min_batch": self.min_batch, "max_batch": self.max_batch,
-                "schedule": self.schedule, "warmup_epochs": self.warmup_epochs, "final_lr": self.final_lr,
-                "keep_best_state": self.keep_best_state, "val_fraction": self.val_fraction,
+                "final_lr": self.final_lr, "keep_best_state": self.keep_best_state, "val_fraction": self.val_fraction,
                 **{k: tuple(v) if isinstance(v, list) else v for k, v in self.learner_options.items()}}
 
     def run_id_suffix(self) -> str:
         """A hash of the result-changing fields beyond the classic ones that differ from their defaults
         ('' when none does): two grid cells differing only in, e.g., a learner option get two run ids."""
         defaults = {i.name: i.default for i in self.fields_info() if not i.required}
+        defaults["arch"] = defaults.pop("model")  # as key_dict names it
         key = self.key_dict()
 
         extra = {k: v for k, v in key.items() if k not in CLASSIC_RUN_ID_FIELDS

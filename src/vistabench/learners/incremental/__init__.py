@@ -84,7 +84,9 @@ class IncrementalContext:
     ``warmup_epochs``, ``schedule`` (``"cosine"`` per step, or ``"step"``: ``lr x lr_factors[i]``
     from epoch ``lr_milestones[i]`` on), ``batch_size`` (capped at the session's images). Novel
     sessions (``finetune``): ``novel_epochs`` at ``novel_lr``, cosine. ``pretrained``, ``precision``,
-    ``compile``: as in :func:`~vistabench.learners.models.build_model` and :class:`~..trainer.TrainConfig`.
+    ``compile``, ``devices``, ``loader``, ``workers``: as in :func:`~vistabench.learners.models.build_model`
+    and :class:`~..trainer.TrainConfig` (which every session's trainer is made from, by
+    ``TrainConfig.from_recipe(ctx, ...)``).
     ``method_options``: the
     method's Options. ``base_cache``: a dict shared by runs that train the same base session
     (seeded, so the copy equals a retrained model).
@@ -112,4 +114,7 @@ class IncrementalContext:
     pretrained: str | None = None
     precision: str = "fp32"
     compile: bool = False
+    devices: int = 1
+    loader: str = "memory"
+    workers: int = 0
     base_cache: dict | None = field(default=None, compare=False, repr=False)

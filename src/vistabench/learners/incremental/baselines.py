@@ -106,10 +106,9 @@ class IncrementalLearner:
         return new
 
     def _config(self, *, epochs: int, lr: float, n: int, seed: int, warmup_epochs: int = 0) -> TrainConfig:
-        c = self.cfg
-        return TrainConfig(epochs=epochs, lr=lr, weight_decay=c.weight_decay, batch_size=min(c.batch_size, n),
-                           momentum=c.momentum, nesterov=c.nesterov, warmup_epochs=warmup_epochs, seed=seed,
-                           device=c.device, count_flops=False, precision=c.precision, compile=c.compile)
+        # the session sets its budget; the base session's schedule is the SessionTrainer's (lr_at)
+        return TrainConfig.from_recipe(self.cfg, epochs=epochs, lr=lr, batch_size=min(self.cfg.batch_size, n),
+                                       warmup_epochs=warmup_epochs, seed=seed, count_flops=False)
 
     def _base_key(self, images: np.ndarray, labels: np.ndarray) -> tuple:
         h = hashlib.sha256(np.ascontiguousarray(images).tobytes())
@@ -117,7 +116,7 @@ class IncrementalLearner:
         c = self.cfg
         return (c.model, tuple(sorted(c.model_options.items())), c.epochs, c.lr, c.momentum, c.nesterov,
                 c.weight_decay, c.warmup_epochs, c.schedule, c.lr_milestones, c.lr_factors, c.batch_size, c.seed,
-                c.device, c.pretrained, c.precision, c.compile, self.in_channels, self.image_size,
+                c.device, c.devices, c.pretrained, c.precision, c.compile, self.in_channels, self.image_size,
                 tuple(self.classes), h.hexdigest())
 
     def _train_base(self, images: np.ndarray, labels: np.ndarray) -> None:

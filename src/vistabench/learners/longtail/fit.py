@@ -28,6 +28,7 @@ from ...errors import InputError
 from ..losses import check_class_counts
 from ..external import load_pretrained
 from ..models import build_model
+from ..recipe import recipe_values
 from ..tensors import check_images
 from ..trainer import TrainConfig, TrainResult, resolve_device
 from ..tensors import Normaliser
@@ -121,6 +122,8 @@ def fit_predict(
     compile: bool = False,
     loader: str = "memory",
     workers: int = 0,
+    devices: int = 1,
+    recipe: Any = None,
 ) -> LTRunResult:
     """Train a long-tailed reference method on ``train`` and score ``test_images``.
 
@@ -160,11 +163,26 @@ def fit_predict(
         is in ``settings["checkpoint"]``.
     loader, workers : str, int
         Where batches come from (:class:`~..trainer.TrainConfig`; runtime only, not in ``settings``).
+    devices : int
+        Data-parallel training processes (:class:`~..trainer.TrainConfig`).
+    recipe : optional
+        A training recipe taken whole (a :class:`~vistabench.protocols.longtail_config.LongtailConfig`,
+        or any object or mapping with the fields of :mod:`..recipe`): its values stand for the keyword
+        arguments of the same names (``threads`` for ``num_threads``), which are then not given.
 
     Returns
     -------
     LTRunResult
     """
+    if recipe is not None:
+        r = recipe_values(recipe)
+        epochs, lr, weight_decay, batch_size, momentum, nesterov = (
+            r["epochs"], r["lr"], r["weight_decay"], r["batch_size"], r["momentum"], r["nesterov"])
+        warmup_epochs, warmup_start, schedule, lr_milestones, lr_factors = (
+            r["warmup_epochs"], r["warmup_start"], r["schedule"], r["lr_milestones"], r["lr_factors"])
+        device, devices, num_threads, precision, compile, loader, workers, pretrained = (
+            r["device"], r["devices"], r["threads"], r["precision"], r["compile"], r["loader"], r["workers"],
+            r["pretrained"])
     spec = lt_methods.get(method)
     if not isinstance(train, Dataset):
         raise InputError(f"train: expected a vistabench Dataset, got {type(train).__name__}")
@@ -174,12 +192,13 @@ def fit_predict(
         options = resolve_method_options(method, options, facts)
     counts = check_class_counts(train.class_counts(), f"{train.name} class counts")
     test_images = check_images(test_images, "test_images", in_channels=train.images.shape[3], allow_empty=True)
-    cfg = TrainConfig(epochs=epochs, lr=lr, weight_decay=weight_decay, batch_size=batch_size, momentum=momentum,
-                      seed=seed, device=device, augment=augment, warmup_epochs=warmup_epochs,
-                      num_threads=num_threads, nesterov=nesterov, schedule=schedule,
-                      lr_milestones=tuple(lr_milestones), lr_factors=tuple(lr_factors), warmup_start=warmup_start,
-                      drop_last=drop_last, loader=loader, workers=workers, precision=precision,
-                      compile=compile)
+    trainer_recipe = {"momentum": momentum, "nesterov": nesterov, "weight_decay": weight_decay, "device": device,
+                      "devices": devices, "precision": precision, "compile": compile, "loader": loader,
+                      "workers": workers}
+    cfg = TrainConfig.from_recipe(trainer_recipe, epochs=epochs, lr=lr, batch_size=batch_size, seed=seed,
+                                  augment=augment, warmup_epochs=warmup_epochs, num_threads=num_threads,
+                                  schedule=schedule, lr_milestones=tuple(lr_milestones),
+                                  lr_factors=tuple(lr_factors), warmup_start=warmup_start, drop_last=drop_last)
     resolve_device(device)  # fail before building anything when CUDA is asked for but missing
     normaliser = _fixed_normaliser(normalisation, train.images)
     selector = _selector(select_checkpoint, selection, train)
@@ -204,6 +223,8 @@ def fit_predict(
                 "select_checkpoint": select_checkpoint}
     if pretrained is not None or precision != "fp32" or compile:  # absent on the default path (records as before)
         settings.update(pretrained=pretrained, precision=precision, compile=bool(compile))
+    if devices != 1:  # absent on one device (records as before)
+        settings["devices"] = devices
     if selector is not None:
         settings["checkpoint"] = selector.summary()
     trained = ctx.trainer.model if ctx.trainer is not None else net

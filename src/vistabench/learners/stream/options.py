@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from ...config import Options, check_fields, option
 from ...errors import InputError
+from ..recipe import LOADERS
 
 __all__ = ["LearnerConfig", "NoLearnerOptions", "EnsembleOptions", "RelatednessOptions", "MTOptions",
            "BHPOOptions",
@@ -133,9 +134,9 @@ RECIPES: dict[str, dict[str, Any]] = {
     "cpu": {"lr_range": (3e-3, 0.3), "label_smoothing_range": (0.0, 0.3), "optimizer": "sgd", "momentum": 0.9,
             "nesterov": False, "weight_decay": 5e-4, "decay_mask": "all", "batch_size_rule": "n/16",
             "min_batch": 16, "max_batch": 256, "schedule": "cosine", "warmup_epochs": 0, "final_lr": 0.0,
-            "keep_best_state": False, "val_fraction": 0.2, "trials": 2, "arch": "cnn28"},
+            "keep_best_state": False, "val_fraction": 0.2, "trials": 2, "model": "cnn28"},
     # finetuning_dknn.py: 'trials_per_task': 16, 'model': {'ctor': resnet.CifarResNet34}
-    "dm-nevis": {"trials": 16, "arch": "cifar_resnet34",
+    "dm-nevis": {"trials": 16, "model": "cifar_resnet34",
                  "lr_range": (1e-4, 0.1), "label_smoothing_range": (0.0, 0.3), "optimizer": "sgd", "momentum": 0.9,
                  "nesterov": True, "weight_decay": 1e-4, "decay_mask": "weights", "batch_size_rule": "0.0025n",
                  "min_batch": 16, "max_batch": 512, "schedule": "warmup-cosine", "warmup_epochs": 7,
@@ -169,6 +170,9 @@ class LearnerConfig:
     pretrained: str | None = option(None, help="a state dict the backbone starts from (.safetensors or .pt)")
     precision: str = option("fp32", choices=("fp32", "bf16", "fp16"), help="training precision")
     compile: bool = option(False, help="torch.compile the model (CUDA)")
+    devices: int = option(1, low=1, help="data-parallel training processes")
+    loader: str = option("memory", choices=LOADERS, help="where batches come from (runtime only)")
+    workers: int = option(0, low=0, help="stream loader worker processes (runtime only)")
     mt_weight_range: tuple[float, ...] = option((0.1, 1.0), low=0, low_open=True, help="MT loss weights searched")
     mt_memory: int = option(1000, low=1, help="examples kept per past task (mt)")
     search_space: str = option("large", choices=("default", "large"), help="trial search space")
@@ -199,10 +203,13 @@ class LearnerConfig:
         for name in _NEW_FIELDS:
             if out[name] == getattr(base, name):
                 del out[name]
+        for name in _RUNTIME_FIELDS:  # where batches are made, never what a trial computes
+            del out[name]
         return out
 
 
 # fields added with the recipes: stored only when they differ from the values older runs used
 _NEW_FIELDS = ("nesterov", "decay_mask", "batch_size_rule", "schedule", "warmup_epochs", "final_lr",
                "keep_best_state", "knn_fresh", "knn_fresh_wins", "knn_bn",
-               "knn_multilabel")
+               "knn_multilabel", "devices")
+_RUNTIME_FIELDS = ("loader", "workers")

@@ -82,9 +82,8 @@ def pretrain_meta_train(stream: Stream | str, out: str | Path, *, steps: int = 2
     model = build_model(cfg.arch, num_classes=out_off, in_channels=b, image_size=h, seed=int(rng.integers(2**31)),
                         pretrained=cfg.pretrained, **cfg.arch_options)
     loss = JointLoss(parts)
-    tcfg = TrainConfig(epochs=1, lr=lr, weight_decay=cfg.weight_decay, batch_size=bs, momentum=cfg.momentum,
-                       seed=int(rng.integers(2**31)), device=cfg.device, count_flops=False,
-                       precision=cfg.precision, compile=cfg.compile)
+    tcfg = TrainConfig.from_recipe(cfg, epochs=1, lr=lr, batch_size=bs, seed=int(rng.integers(2**31)),
+                                   nesterov=False, count_flops=False)  # plain momentum, as PT-MT always trained
     t0 = time.perf_counter()
     res = Trainer(model, tcfg, loss_fn=loss).fit(x[order], y[order])
     seconds = time.perf_counter() - t0

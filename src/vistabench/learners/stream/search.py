@@ -398,13 +398,14 @@ class SearchLearner(StreamLearner):
             loss = PatternBCE(d.patterns, hp["label_smoothing"]) if d.patterns is not None else None
             step_bs = bs
         masked = cfg.decay_mask == "weights"
-        tcfg = TrainConfig(epochs=d.e_points, lr=hp["lr"], weight_decay=0.0 if masked else cfg.weight_decay,
-                           batch_size=step_bs, momentum=cfg.momentum, nesterov=cfg.nesterov,
-                           seed=plan["train_seed"], device=cfg.device,
-                           label_smoothing=hp["label_smoothing"], eval_batch_size=512,
-                           count_flops=self.count_in_trainer,
-                           augment=bool(hp.get("crop", False) or hp.get("flip", False)),
-                           crop_padding=max(1, h // 8), precision=cfg.precision, compile=cfg.compile)
+        # the recipe whole; the trial sets its budget and hyper-parameters (its schedule: the SearchTrainer's;
+        # masked weight decay: applied by the SearchTrainer to the weights only)
+        tcfg = TrainConfig.from_recipe(cfg, epochs=d.e_points, lr=hp["lr"],
+                                       weight_decay=0.0 if masked else cfg.weight_decay, batch_size=step_bs,
+                                       seed=plan["train_seed"], label_smoothing=hp["label_smoothing"],
+                                       eval_batch_size=512, count_flops=self.count_in_trainer,
+                                       augment=bool(hp.get("crop", False) or hp.get("flip", False)),
+                                       crop_padding=max(1, h // 8))
         curve: list[float] = []
         val_x, val_t = d.images[d.val_idx], d.targets[d.val_idx]
         holder: dict[str, Any] = {}
