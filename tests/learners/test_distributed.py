@@ -172,3 +172,10 @@ def test_torchrun_with_another_devices_count_is_one_line(monkeypatch):
         monkeypatch.setenv(k, v)
     with pytest.raises(InputError, match=r"^devices: torchrun started 2 processes per node; set devices to 2, got 1$"):
         Trainer(Net(), TrainConfig(batch_size=16))
+
+
+def test_divergence_is_training_diverged_on_every_rank():
+    from vistabench.learners.trainer import TrainingDiverged
+
+    with pytest.raises(TrainingDiverged, match="^lr: training loss became"):
+        fit(2, epochs=1, lr=1e30)

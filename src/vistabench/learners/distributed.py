@@ -363,6 +363,8 @@ def run_data_parallel(trainer: Any, run: Callable[[DataParallel], Any]) -> Any:
                 p.join()
         if dist.is_initialized():
             dist.destroy_process_group()
+        if isinstance(exc, InputError) or not isinstance(exc, Exception):
+            raise  # rank 0's own user error (TrainingDiverged: every rank saw the same loss), or an interrupt
         failure = _failure(procs, report)
         if failure is not None:
             raise failure from exc
