@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 import torch
@@ -118,13 +120,78 @@ def test_pretrained_errors_are_one_line(tmp_path):
     assert "\n" not in str(e.value)
 
 
-def test_timm_short_form():
+def test_timm_interface_network_keeps_its_head_in_place(tmp_path):
+    """A network with timm's interface (the tests' own, as timm does not import here): its head is the
+    classifier in place, features are forward_head(pre_logits=True), a pretrained file of the bare
+    network loads everything but the head."""
+    import learners.user_nets as nets
+    from safetensors.torch import save_file
+    m = build_model(f"{NETS}:timm_style", num_classes=3, in_channels=1, seed=0)
+    assert m.classifier is m.net.head and m.feature_dim == 5 and m.head_path == ""
+    x = torch.randn(4, 1, 8, 8)
+    assert torch.equal(m.features(x), m.net.forward_head(m.net.forward_features(x), pre_logits=True))
+    assert torch.equal(m(x), m.net(x))
+    torch.manual_seed(2)
+    src = nets.TimmStyleNet(1, 10).state_dict()  # trained on 10 classes
+    save_file({k: v.contiguous() for k, v in src.items()}, str(tmp_path / "t.safetensors"))
+    head = m.classifier.weight.clone()
+    report = load_pretrained(m, tmp_path / "t.safetensors")
+    assert torch.equal(m.net.stem[0].weight, src["stem.0.weight"]) and torch.equal(m.net.pre.weight, src["pre.weight"])
+    assert torch.equal(m.classifier.weight, head) and m.classifier.out_features == 3
+    assert report["head_left_out"] == ["net.head.bias", "net.head.weight"]
+
+
+def test_timm_short_form_calls_create_model(monkeypatch):
+    """The ``timm:NAME`` plumbing (name check, create_model's arguments) with a stand-in module for
+    timm's two entry points; the real timm is exercised by test_timm_short_form where it imports."""
+    import types
+
+    import learners.user_nets as nets
+    calls = []
+
+    def create_model(name, num_classes, in_chans):
+        calls.append((name, num_classes, in_chans))
+        return nets.TimmStyleNet(in_chans, num_classes)
+
+    stand_in = types.ModuleType("timm")
+    stand_in.list_models = lambda: ["tiny_timm"]
+    stand_in.create_model = create_model
+    monkeypatch.setitem(sys.modules, "timm", stand_in)
+    m = build_model("timm:tiny_timm", num_classes=4, in_channels=2, seed=0)
+    assert calls == [("tiny_timm", 4, 2)] and m.classifier is m.net.head and m(torch.randn(2, 2, 8, 8)).shape == (2, 4)
+    with pytest.raises(InputError, match=r"timm has no model 'nope' \(timm.list_models\(\) lists them\)"):
+        build_model("timm:nope", num_classes=4, in_channels=2)
+
+
+def _timm_or_skip():
+    """Import timm, or check the one-line refusal and skip with the reason. timm imports torchvision
+    (``timm.layers`` needs ``torchvision.ops.misc.FrozenBatchNorm2d``); the registry's torchvision
+    wheels are CUDA builds whose ops do not load against a CPU torch, so on a CPU-only machine
+    ``import timm`` fails (RuntimeError: operator torchvision::nms does not exist), and CI installs
+    no timm (ModuleNotFoundError)."""
     try:
-        import timm  # noqa: F401
-    except Exception as exc:  # the registry's torchvision is CUDA-built and fails against a CPU torch
-        with pytest.raises(InputError, match="needs timm"):
+        import timm
+    except Exception as exc:
+        with pytest.raises(InputError, match="needs timm") as e:
             build_model("timm:resnet18", num_classes=3, in_channels=1)
-        pytest.skip(f"timm does not import here ({type(exc).__name__}); its one-line refusal is checked")
+        assert "\n" not in str(e.value)
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        pytest.skip(f"timm does not import here ({type(exc).__name__}: {first}); its one-line refusal is checked")
+    return timm
+
+
+def test_timm_short_form(tmp_path):
+    _timm_or_skip()
     m = build_model("timm:resnet18", num_classes=3, in_channels=1, seed=0)
     assert m.classifier.out_features == 3 and m(torch.randn(2, 1, 32, 32)).shape == (2, 3)
     assert m.features(torch.randn(2, 1, 32, 32)).shape == (2, m.feature_dim)
+    # MODULE:FUNCTION names the same factory; a pretrained file of timm's own state dict loads
+    from safetensors.torch import save_file
+    other = build_model("timm.models:resnet18", num_classes=10, in_channels=1, seed=1)
+    save_file({k: v.contiguous() for k, v in other.net.state_dict().items()}, str(tmp_path / "r18.safetensors"))
+    report = load_pretrained(m, tmp_path / "r18.safetensors")
+    assert torch.equal(m.net.conv1.weight, other.net.conv1.weight) and m.classifier.out_features == 3
+    assert report["head_left_out"] == ["net.fc.bias", "net.fc.weight"]
+    x = np.random.default_rng(0).integers(0, 256, (16, 32, 32, 1), dtype=np.uint8)
+    res = Trainer(m, TrainConfig(epochs=1, batch_size=8, precision="bf16")).fit(x, np.arange(16) % 3)
+    assert res.steps == 2 and np.isfinite(res.history[0]["loss"])

@@ -42,3 +42,31 @@ def not_a_module(num_classes: int, in_chans: int = 3) -> str:
 
 def headless(num_classes: int, in_chans: int = 3) -> nn.Module:
     return nn.Sequential(nn.Conv2d(in_chans, num_classes, 3), nn.AdaptiveAvgPool2d(1), nn.Flatten())
+
+
+class TimmStyleNet(nn.Module):
+    """A network with timm's model interface (``forward_features``, ``forward_head(pre_logits=)``,
+    ``get_classifier``), written here: what ``ExternalBackbone`` uses when a timm model is given."""
+
+    def __init__(self, in_chans: int, num_classes: int) -> None:
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(in_chans, 6, 3, padding=1), nn.BatchNorm2d(6), nn.ReLU())
+        self.pre = nn.Linear(6, 5)  # a layer between the pooled features and the head
+        self.head = nn.Linear(5, num_classes)
+
+    def forward_features(self, x: torch.Tensor) -> torch.Tensor:
+        return self.stem(x)
+
+    def forward_head(self, x: torch.Tensor, pre_logits: bool = False) -> torch.Tensor:
+        x = torch.relu(self.pre(x.mean(dim=(2, 3))))
+        return x if pre_logits else self.head(x)
+
+    def get_classifier(self) -> nn.Module:
+        return self.head
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.forward_head(self.forward_features(x))
+
+
+def timm_style(num_classes: int = 1000, in_chans: int = 3, **kwargs) -> nn.Module:
+    return TimmStyleNet(in_chans, num_classes)

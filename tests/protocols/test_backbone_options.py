@@ -100,3 +100,17 @@ def test_mismatched_pretrained_names_the_first_differing_tensor(tmp_path, weight
     err = capsys.readouterr().err.strip()
     assert "--pretrained: tensor 'body.0.weight' has shape (4, 3, 3, 3)" in err and "is (4, 1, 3, 3)" in err
     assert len(err.splitlines()) == 1
+
+
+@pytest.mark.parametrize("protocol", ["longtail", "incremental", "smalldata", "stream"])
+def test_every_protocol_loads_the_pretrained_file(protocol, tmp_path, weights, capsys):
+    """The file reaches each protocol's model: a tensor of a shape no data set has is refused there."""
+    from safetensors.torch import load_file, save_file
+    state = load_file(str(weights))
+    state["body.0.weight"] = torch.zeros(4, 7, 3, 3)
+    save_file(state, str(tmp_path / "seven.safetensors"))
+    argv = [*_runs(tmp_path)[protocol], "--model", FACTORY, "--pretrained", str(tmp_path / "seven.safetensors")]
+    assert main(argv) == USER_ERROR
+    err = capsys.readouterr().err.strip()
+    assert "tensor 'body.0.weight' has shape (4, 7, 3, 3)" in err and "seven.safetensors" in err, err
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
