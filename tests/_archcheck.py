@@ -8,6 +8,7 @@ closes a cycle like any other).
 from __future__ import annotations
 
 import ast
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -257,4 +258,65 @@ def registry_violations(sources: dict[str, str]) -> list[str]:
                     and all(isinstance(v, ast.Name) and v.id[:1].isupper() for v in value.values)):
                 out.append(f"{name}: a name -> class table (line {node.lineno}); register in a "
                            "vistabench.registry.Registry")
+    return out
+
+
+#: the modules allowed to use argparse: the verb generator (every other module declares options classes)
+ARGPARSE_MODULES = {"vistabench.cli.verbs"}
+
+
+def argparse_users(sources: dict[str, str]) -> list[str]:
+    """Modules other than :data:`ARGPARSE_MODULES` that import argparse (``import argparse``, ``from
+    argparse import ...``, wherever written) or name it (``argparse.X``)."""
+    out = []
+    for name, source in sorted(sources.items()):
+        if name in ARGPARSE_MODULES:
+            continue
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.Import) and any(a.name.split(".")[0] == "argparse" for a in node.names):
+                out.append(f"{name}: imports argparse (line {node.lineno})")
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "argparse" \
+                    and not node.level:
+                out.append(f"{name}: imports from argparse (line {node.lineno})")
+            elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "argparse":
+                out.append(f"{name}: uses argparse.{node.attr} (line {node.lineno})")
+    return out
+
+
+def _foreign(module: str) -> bool:
+    """A third-party module, or argparse (whose private classes the CLI once reached into)."""
+    root = module.split(".")[0]
+    return root != "vistabench" and (root == "argparse" or root not in sys.stdlib_module_names)
+
+
+def third_party_private_attributes(sources: dict[str, str]) -> list[str]:
+    """Attribute accesses ``x._name`` (anywhere along ``x.a._b``) where ``x`` is a name bound by an
+    import of a third-party module or of argparse (``import numpy as np``, ``from optuna import
+    study``): their private parts change without notice. Text (``"numpy._core.multiarray"`` in an
+    allow-list) is not an access."""
+    out = []
+    for name, source in sorted(sources.items()):
+        tree = ast.parse(source)
+        foreign: set[str] = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                foreign.update((a.asname or a.name.split(".")[0]) for a in node.names if _foreign(a.name))
+            elif isinstance(node, ast.ImportFrom) and not node.level and node.module and _foreign(node.module):
+                foreign.update((a.asname or a.name) for a in node.names)
+        if not foreign:
+            continue
+        attributes = [n for n in ast.walk(tree) if isinstance(n, ast.Attribute)]
+        inner = {id(n.value) for n in attributes if isinstance(n.value, ast.Attribute)}
+        for node in attributes:
+            if id(node) in inner:  # part of a longer access: reported once, from the outermost
+                continue
+            chain, base = [node.attr], node.value
+            while isinstance(base, ast.Attribute):
+                chain.append(base.attr)
+                base = base.value
+            if isinstance(base, ast.Name) and base.id in foreign:
+                private = [a for a in chain if a.startswith("_") and not a.startswith("__")]
+                if private:
+                    path = ".".join([base.id, *reversed(chain)])
+                    out.append(f"{name}: uses the private {path} (line {node.lineno})")
     return out

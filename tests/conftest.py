@@ -48,3 +48,58 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.section("docs runner: documented lines not run")
         for line in lines:
             terminalreporter.line(line)
+
+
+#: A results store as vistabench wrote it before schema 2 (``user_version`` 1): written out here, so
+#: the migration tests do not depend on the code they test.
+SCHEMA1_SQL = """
+CREATE TABLE IF NOT EXISTS records (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    protocol TEXT NOT NULL,
+    dataset TEXT NOT NULL,
+    method TEXT NOT NULL,
+    seed INTEGER,
+    split_hash TEXT,
+    settings TEXT NOT NULL,
+    metrics TEXT NOT NULL,
+    version TEXT NOT NULL,
+    created REAL NOT NULL,
+    tag TEXT
+);
+CREATE INDEX IF NOT EXISTS records_protocol ON records(protocol, dataset, method);
+CREATE TABLE IF NOT EXISTS grid_cells (
+    key TEXT PRIMARY KEY, protocol TEXT NOT NULL, options TEXT NOT NULL, status TEXT NOT NULL, error TEXT,
+    host TEXT, pid INTEGER, updated REAL NOT NULL
+);
+PRAGMA application_id = 1447195508;
+PRAGMA user_version = 1;
+PRAGMA journal_mode = WAL;
+"""
+
+
+def write_schema1_store(path, rows, grid_cells=()):
+    """A schema-1 store at ``path``: ``rows`` are dicts with schema 1's fields (``id``, ``protocol``,
+    ``dataset``, ``method``, ``seed``, ``split_hash``, ``settings`` and ``metrics`` as dicts,
+    ``version``, ``created``, ``tag``) as vistabench 0.x inserted them; ``grid_cells``: rows of its
+    grid bookkeeping table."""
+    import json
+    import sqlite3
+
+    c = sqlite3.connect(path)
+    c.executescript(SCHEMA1_SQL)
+    with c:
+        for r in rows:
+            c.execute("INSERT INTO records (id, protocol, dataset, method, seed, split_hash, settings, metrics, version,"
+                      " created, tag) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                      (r["id"], r["protocol"], r["dataset"], r["method"], r["seed"], r["split_hash"],
+                       json.dumps(r["settings"], sort_keys=True), json.dumps(r["metrics"], sort_keys=True),
+                       r["version"], r["created"], r["tag"]))
+        for g in grid_cells:
+            c.execute("INSERT INTO grid_cells VALUES (?, ?, ?, ?, ?, ?, ?, ?)", g)
+    c.close()
+
+
+@pytest.fixture
+def schema1_store():
+    """``write(path, rows, grid_cells=())``: write a store of schema 1 (see :func:`write_schema1_store`)."""
+    return write_schema1_store

@@ -162,3 +162,37 @@ def test_checker_finds_a_second_registry_and_its_own_suggestions():
                                   "SIZES = {'a': 1, 'b': 2}\n"),
     })
     assert len(found) == 4 and all(f.startswith("vistabench.learners.x") for f in found)
+
+
+def test_no_argparse_outside_the_generator():
+    found = A.argparse_users(_sources())
+    assert not found, f"declare an options class and add_verb (cli/verbs.py) instead: {found}"
+
+
+def test_no_private_attributes_of_third_party_modules():
+    found = A.third_party_private_attributes(_sources())
+    assert not found, found
+
+
+def test_checker_finds_argparse_outside_the_generator():
+    found = A.argparse_users({
+        "vistabench.cli.verbs": "import argparse\nargparse.ArgumentParser()\n",
+        "vistabench.cli.x": "def f():\n    import argparse\n    return argparse.Namespace()\n",
+        "vistabench.cli.y": "from argparse import Namespace\n",
+        "vistabench.cli.z": "from .argparse import thing\nparser = object()\n",  # our own module of that name
+    })
+    assert found == ["vistabench.cli.x: imports argparse (line 2)", "vistabench.cli.x: uses argparse.Namespace (line 3)",
+                     "vistabench.cli.y: imports from argparse (line 1)"]
+
+
+def test_checker_finds_private_attributes_of_imported_third_party_names():
+    found = A.third_party_private_attributes({
+        "vistabench.a": "import argparse\ndef f(s: argparse._SubParsersAction): pass\n",
+        "vistabench.b": "import numpy as np\nx = np._core.multiarray\nok = 'numpy._core.multiarray'\n",
+        "vistabench.c": "from optuna import study as S\ny = S.Study._storage\n",
+        "vistabench.d": "import sys\nz = sys._getframe()\nimport numpy as np\nw = np.core.__name__\n",
+        "vistabench.e": "from . import helpers\nv = helpers._x\n",  # ours: test_no_private_name_crosses_a_module
+    })
+    assert found == ["vistabench.a: uses the private argparse._SubParsersAction (line 2)",
+                     "vistabench.b: uses the private np._core.multiarray (line 2)",
+                     "vistabench.c: uses the private S.Study._storage (line 2)"]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -104,23 +103,27 @@ def test_with_changes_resolves_the_recipe_again():
     assert cfg.given() == {"data": "digits"}
 
 
-def test_generated_flags_print_and_read_config(tmp_path):
-    from vistabench.cli.configured import add_config_options, config_from_args, given_from_args
+def test_generated_flags_print_and_read_config(tmp_path, capsys):
+    from vistabench.cli import main
+    from vistabench.cli.verbs import add_run_verb, config_given, new_command_line, verb_group
 
-    p = argparse.ArgumentParser()
-    add_config_options(p, _Cfg)
-    args = p.parse_args(["--data", "digits", "--lr", "0.2", "--milestones", "3", "4", "--augment",
-                         "--method-options", "alpha=2", "heads=3"])
-    cfg = config_from_args(_Cfg, args)
+    parser, sub = new_command_line(prog="t", description="toy", epilog="", version="t 1")
+    add_run_verb(verb_group(sub, "toy", help="toy"), "run", _Cfg, run=lambda config, **kw: [], help="run")
+
+    def printed(*argv: str) -> _Cfg:
+        assert main(["toy", "run", *argv, "--print-config", "--json"], parser=parser) == 0
+        return _Cfg.from_dict(json.loads(capsys.readouterr().out))
+
+    cfg = printed("--data", "digits", "--lr", "0.2", "--milestones", "3", "4", "--augment",
+                  "--method-options", "alpha=2", "heads=3")
     assert (cfg.lr, cfg.milestones, cfg.augment, cfg.method_options.alpha, cfg.method_options.heads) == (
         0.2, (3, 4), True, 2.0, 3)
     f = tmp_path / "c.json"
     f.write_text(json.dumps(cfg.to_dict()))
-    from_file = config_from_args(_Cfg, p.parse_args(["--config", str(f)]))
-    assert from_file == cfg
-    over = config_from_args(_Cfg, p.parse_args(["--config", str(f), "--lr", "0.3", "--method-options", "heads=5"]))
+    assert printed("--config", str(f)) == cfg
+    over = printed("--config", str(f), "--lr", "0.3", "--method-options", "heads=5")
     assert over.lr == 0.3 and over.method_options.heads == 5 and over.method_options.alpha == 2.0
-    assert "lr" not in given_from_args(p.parse_args([]))
+    assert config_given(parser.parse_args(["toy", "run"])) == {}  # no default is passed off as given
 
 
 def test_yaml_duplicate_keys_are_refused(tmp_path):

@@ -79,6 +79,9 @@ class FieldInfo:
     metavar: str | None = None
     finite: bool = True
     repeatable: bool = False
+    positional: bool = False
+    none_flag: str | None = None
+    none_help: str | None = None
 
     @property
     def required(self) -> bool:
@@ -100,6 +103,7 @@ def option(default: Any = MISSING, *, help: str, choices: typing.Sequence[Any] |
            low: float | None = None, high: float | None = None, low_open: bool = False,
            runtime: bool = False, flags: typing.Sequence[str] = (), key_default: Any = NO_KEY_DEFAULT,
            metavar: str | None = None, finite: bool = True, repeatable: bool = False,
+           positional: bool = False, none_flag: str | None = None, none_help: str | None = None,
            default_factory: Any = MISSING) -> Any:
     """Declare a config field.
 
@@ -119,10 +123,15 @@ def option(default: Any = MISSING, *, help: str, choices: typing.Sequence[Any] |
     finite : refuse NaN and infinities (default).
     repeatable : a list field whose flag may be given several times, the values adding up
         (``--track mlflow --track tensorboard``); other list flags keep their last use.
+    positional : on the command line, a positional argument (``vistabench grid run CONFIG.yaml``) rather
+        than a flag; a list field takes every remaining word.
+    none_flag, none_help : a flag that sets the field to None and its help (``--no-store``: store
+        nothing); ``none_help`` None hides the flag from ``--help``.
     """
     meta = {"help": help, "choices": None if choices is None else tuple(choices), "low": low, "high": high,
             "low_open": low_open, "runtime": runtime, "flags": tuple(flags), "key_default": key_default,
-            "metavar": metavar, "finite": finite, "repeatable": repeatable}
+            "metavar": metavar, "finite": finite, "repeatable": repeatable, "positional": positional,
+            "none_flag": none_flag, "none_help": none_help}
     if default_factory is not MISSING:
         return field(default_factory=default_factory, metadata={_META: meta})
     return field(default=default, metadata={_META: meta})

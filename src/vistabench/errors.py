@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import json
+import re
 
 #: Exit status of every user-caused error (argparse uses the same for bad options).
 USER_ERROR = 2
@@ -19,8 +20,30 @@ INTERNAL_ERROR = 70
 OUTPUT_CLOSED = 141
 
 
+#: the field a message names at its start: ``n_max: ...``, ``method_options.lr: ...``, ``data 'x': ...``,
+#: ``n_max=5: ...``
+_LEADING_FIELD = re.compile(r"([A-Za-z_]\w*(?:\.\w+)*)(?=: | '|=|:$)")
+
+
+def leading_field(message: str) -> str | None:
+    """The field name a message starts with (``n_max: expected ...`` -> ``n_max``), else None."""
+    m = _LEADING_FIELD.match(message)
+    return m.group(1) if m else None
+
+
 class InputError(ValueError):
-    """Bad user input: the message names the argument, what was expected and what came in."""
+    """Bad user input: the message names the argument, what was expected and what came in.
+
+    ``field`` is the argument (a parameter or config field) the message is about: given, or else
+    read from the message's start (``n_max: expected an integer, got 'x'`` -> ``n_max``; the
+    convention of every message here). The command line shows it as the flag the user typed.
+    """
+
+    def __init__(self, *args: object, field: str | None = None) -> None:
+        super().__init__(*args)
+        if field is None and args and isinstance(args[0], str):
+            field = leading_field(args[0])
+        self.field = field
 
 
 class InputTypeError(InputError, TypeError):

@@ -17,6 +17,11 @@ def set_quiet(quiet: bool) -> None:
     _QUIET = quiet
 
 
+def is_quiet() -> bool:
+    """Whether progress output is silenced (``--json``): a command's log lines on stderr follow it."""
+    return _QUIET
+
+
 def enabled() -> bool:
     return not _QUIET and sys.stderr.isatty()
 

@@ -196,7 +196,11 @@ def test_val_fraction_out_of_range_is_refused_by_the_api(f):
     (["longtail", "profile", "--classes", "3", "--n-max", "5", "--imbalance", "2"],
      "n_max: expected a positive number, got 0", "--n-max: expected a positive number, got 0"),
     (["longtail", "profile", "--classes", "3", "--n-max", "5", "--imbalance", "2"],
-     "grace: n_max=5 is too small", "grace: --n-max=5 is too small"),
+     "n_max=5: too small", "--n-max=5: too small"),
+    (["longtail", "profile", "--classes", "3", "--n-max", "5", "--imbalance", "2"],
+     "num_classes: goes with `n_max`", "--classes: goes with --n-max"),  # a field quoted in backticks
+    (["longtail", "profile", "--classes", "3", "--n-max", "5", "--imbalance", "2"],
+     "grace: n_max=5 is too small", "grace: n_max=5 is too small"),  # a field only at the start is shown as its flag
     (["longtail", "profile", "--classes", "3", "--n-max", "5", "--imbalance", "2"],
      "file 'n_max.json': bad", "file 'n_max.json': bad"),  # inside a quoted file name: untouched
     (["stats", "welch", "--a", "a.json", "--b", "b.json"], "x=1 is odd", "x=1 is odd"),  # no snake options
@@ -206,7 +210,7 @@ def test_api_parameter_names_become_option_names(capsys, monkeypatch, argv, api_
     import vistabench.cli.longtail as lt
     import vistabench.cli.stats as st
 
-    def raising(args):
+    def raising(opts):
         raise InputError(api_message)
 
     monkeypatch.setattr(lt, "_profile", raising)

@@ -4,34 +4,21 @@ renders it. Progress goes to stderr."""
 
 from __future__ import annotations
 
-import argparse
 import json
 
 import pytest
 
 from vistabench.cli import build_parser, main
-
-
-def _leaves(p: argparse.ArgumentParser, prefix: tuple[str, ...] = ()):
-    subs = [a for a in p._actions if isinstance(a, argparse._SubParsersAction)]
-    if not subs:
-        yield prefix, p
-        return
-    seen: set[int] = set()
-    for name, sp in subs[0].choices.items():
-        if id(sp) not in seen:  # aliases share their parser
-            seen.add(id(sp))
-            yield from _leaves(sp, prefix + (name,))
+from vistabench.cli.verbs import walk
 
 
 def test_every_command_has_json_a_handler_and_a_human_formatter():
-    leaves = list(_leaves(build_parser()))
+    leaves = list(walk(build_parser()))
     assert len(leaves) >= 40
-    for leaf, p in leaves:
-        options = {o for a in p._actions for o in a.option_strings}
-        assert "--json" in options, " ".join(leaf)
-        assert callable(p.get_default("handler")), " ".join(leaf)
-        assert callable(p.get_default("human")), " ".join(leaf)
+    for leaf, verb in leaves:
+        assert "--json" in verb.flags, " ".join(leaf)
+        assert callable(verb.run), " ".join(leaf)
+        assert callable(verb.human), " ".join(leaf)
 
 
 @pytest.fixture()

@@ -28,7 +28,7 @@ def test_run_resume_and_report_json(tmp_path, capsys):
               "--store", str(tmp_path / "r.sqlite"), "--work-dir", str(tmp_path / "w"), "--json"]
     code, out, _ = _run(capsys, "stream", "run", "--learner", "indep", "--max-tasks", "1", *common)
     first = json.loads(out)  # one task: one record
-    assert code == 0 and first["metrics"]["task_index"] == 0 and first["tag"].startswith("tiny-indep-t1-s4-seed0-")
+    assert code == 0 and first["metrics"]["task_index"] == 0 and first["run_id"].startswith("tiny-indep-t1-s4-seed0-")
     code, out, _ = _run(capsys, "stream", "run", "--learner", "indep", *common)
     res = json.loads(out)["records"]
     # resumed: task 0 is the stored record of the first call, tasks 1-2 are new
@@ -43,8 +43,8 @@ def test_run_resume_and_report_json(tmp_path, capsys):
     for r in rep["runs"]:
         assert set(r) >= {"run", "learner", "avg_error", "cflop", "pareto"}
     # the run ids carry a hash of the settings beyond the classic ones (here --width 4)
-    ft_run = first["tag"].replace("-indep-", "-ft-prev-")
-    assert rep["regret"][ft_run]["reference"] == first["tag"]
+    ft_run = first["run_id"].replace("-indep-", "-ft-prev-")
+    assert rep["regret"][ft_run]["reference"] == first["run_id"]
     assert "a" in rep["forward_transfer"][ft_run]["tasks"]
     assert (tmp_path / "p.png").stat().st_size > 0
     code, out, _ = _run(capsys, "stream", "report", ft_run, "--store", str(tmp_path / "r.sqlite"))

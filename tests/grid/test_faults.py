@@ -44,7 +44,7 @@ def _driver(store: Path, parallel: int, sleep: float, seeds: int) -> subprocess.
 
 def _cells_stored(store: Path) -> list[str]:
     with sqlite3.connect(store) as c:
-        return [json.loads(s)["grid_cell"] for (s,) in c.execute("SELECT settings FROM records")]
+        return [k for (k,) in c.execute("SELECT grid_cell FROM records")]
 
 
 def test_two_drivers_of_one_grid_share_its_cells_and_store_none_twice(tmp_path):
@@ -109,7 +109,7 @@ def test_a_half_stored_cell_of_a_live_driver_is_not_removed(toy, tmp_path):
     store = tmp_path / "r.sqlite"
     with ResultsStore(store) as s:  # the other driver has stored 1 of the cell's 2 records so far
         s.add(Record(protocol="toy", dataset="toy", method="a", seed=0, split_hash=None,
-                     settings={"grid_cell": cell.key, "grid_part": "1/2"}, metrics={}))
+                     settings={}, metrics={}, grid_cell=cell.key, grid_part="1/2"))
     _lease(store, cell.key, host=socket.gethostname(), pid=os.getppid(), expires=time.time() + 3600)
     res = run_grid(cfg, store=store)
     assert (res.ran, res.skipped) == (0, 1)

@@ -54,7 +54,7 @@ def test_a_lost_node_mid_grid_is_retried_and_every_cell_ends_done(toy, tmp_path)
         assert res.retried == 1, res  # the cell that ran on the lost node
         assert grid_status(cfg, store=store)["done"] == 4
         recs = grid_records(cfg, store=store)
-        assert sorted(r.seed for r in recs) == [0, 1, 2, 3] and len({r.settings["grid_cell"] for r in recs}) == 4
+        assert sorted(r.seed for r in recs) == [0, 1, 2, 3] and len({r.grid_cell for r in recs}) == 4
         print(f"two-node grid with a lost node: {elapsed:.1f} s, retried {res.retried}")
     finally:
         import ray

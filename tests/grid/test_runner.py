@@ -1,6 +1,5 @@
 """Running grids with the local engine: store, skip, failures, resume, status, table."""
 
-import json
 import os
 import signal
 import sqlite3
@@ -42,7 +41,7 @@ def test_run_skip_fail_status_and_table(toy, tmp_path):
     (rec,) = grid_records(cfg, store=store)
     (direct,) = toy.run(cell.config)
     assert rec.metrics["score"] == direct.metrics["score"] == 3 and rec.settings["n_max"] == 3
-    assert rec.settings["grid_cell"] == cell.key and rec.settings["grid_part"] == "1/1"
+    assert rec.grid_cell == cell.key and rec.grid_part == "1/1" and "grid_cell" not in rec.settings
     assert (tmp_path / "work" / f"toy-{cell.key}" / "ran.txt").is_file()  # the run got its work_dir
 
     res = run_grid(cfg, store=store, work_dir=tmp_path / "work")  # the done cell is skipped, the failed one retried
@@ -67,13 +66,13 @@ def test_cells_with_several_records_and_half_stored_cells(toy, tmp_path):
     key = cfg.cells()[0].key
     with ResultsStore(store) as s:  # what a driver killed between two records of a cell leaves
         s.add(Record(protocol="toy", dataset="toy", method="a", seed=0, split_hash=None,
-                     settings={"grid_cell": key, "grid_part": "1/3"}, metrics={"score": -1.0}))
+                     settings={}, metrics={"score": -1.0}, grid_cell=key, grid_part="1/3"))
     assert grid_status(cfg, store=store)["missing"] == 1
     res = run_grid(cfg, store=store, work_dir=tmp_path / "work")
     assert (res.ran, res.skipped) == (1, 0)
     with ResultsStore(store) as s:
         recs = s.records(protocol="toy")
-    assert [r.settings["grid_part"] for r in recs] == ["1/3", "2/3", "3/3"] and -1.0 not in [r.metrics["score"] for r in recs]
+    assert [r.grid_part for r in recs] == ["1/3", "2/3", "3/3"] and -1.0 not in [r.metrics["score"] for r in recs]
 
 
 def test_local_process_pool_gives_the_in_process_records(toy, tmp_path):
@@ -148,7 +147,7 @@ def test_killed_grid_resumes_without_duplicates(tmp_path):
     res = run_grid(load_config(cfg), store=store)  # the same grid again, resumed (in-process: faster)
     assert res.cells == 4 and res.failed == 0 and res.skipped >= first and res.ran == 4 - res.skipped
     with sqlite3.connect(store) as c:
-        keys = [json.loads(s)["grid_cell"] for (s,) in c.execute("SELECT settings FROM records")]
+        keys = [k for (k,) in c.execute("SELECT grid_cell FROM records")]
     assert len(keys) == 4 and len(set(keys)) == 4
 
 
@@ -189,5 +188,6 @@ def test_cli_errors_are_one_line(tmp_path, capsys):
         assert main(argv) == 2, argv
         err = capsys.readouterr().err.strip()
         assert err.startswith("vistabench: error:") and "\n" not in err and message in err, (argv, err)
-    with pytest.raises(SystemExit):
-        main(["grid", "run", str(good), "--engine", "lokal"])
+    assert main(["grid", "run", str(good), "--engine", "lokal"]) == 2  # the options' own check, one line
+    assert capsys.readouterr().err == ("vistabench: error: --engine: expected one of local, ray, got 'lokal'; "
+                                       "did you mean 'local'?\n")

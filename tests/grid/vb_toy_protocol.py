@@ -53,5 +53,7 @@ def run(config: ToyConfig, *, store=None, work_dir=None) -> list[Record]:
     return out
 
 
-def table(store, *, dataset=None):
-    return sorted((r.method, r.seed, r.metrics["score"]) for r in store.records(protocol="toy"))
+def table(records, *, dataset=None):
+    from vistabench.report.tables import select
+
+    return sorted((r.method, r.seed, r.metrics["score"]) for r in select(records, protocol="toy"))

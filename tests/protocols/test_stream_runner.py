@@ -229,7 +229,7 @@ def test_resume_after_a_crash_equals_an_uninterrupted_run(stream, tmp_path):
 def test_events_missing_from_the_store_are_restored_from_the_checkpoint(stream, tmp_path):
     with ResultsStore(tmp_path / "a.sqlite") as s:
         run_stream(stream, SpyLearner([]), store=s, run_id="x", work_dir=tmp_path, max_tasks=2)
-        s.delete(protocol="stream", tag="x")  # as if the process died between checkpoint and insert
+        s.delete(protocol="stream", run_id="x")  # as if the process was killed before its events reached the store
         res = run_stream(stream, SpyLearner([]), store=s, run_id="x", work_dir=tmp_path)
         assert res.resumed_from == 2
         assert [r.metrics["task_index"] for r in run_events(s, "x")] == [0, 1, 2, 3]

@@ -179,7 +179,7 @@ def _events(errors, splits, curves, flops):
 def _add(store, run, learner, events, trials=1, steps=4):
     for e in events:
         store.add(Record("stream", "s", learner, 0, "h", {"trials": trials, "steps": steps, "num_tasks": len(events)},
-                         e, tag=run))
+                         e, kind="event", run_id=run))
 
 
 def test_analysis_pareto_regret_transfer_and_a_computed_verdict(tmp_path):

@@ -30,7 +30,7 @@ def _finals(ctx, store_path, opts):
     out = final_split(ctx, ctx.splits[0], "ce", CONFIG, opts, records)
     with ResultsStore(store_path) as store:
         store.add_many(records)
-        recs = store.records(protocol="smalldata", tag="final")
+        recs = store.records(protocol="smalldata", kind="final")
     assert [o["metrics"]["balanced_accuracy"] for o in out] == [r.metrics["balanced_accuracy"] for r in recs]
     return [(r.seed, r.split_hash, r.settings, {k: v for k, v in r.metrics.items()
                                                 if k not in COST})

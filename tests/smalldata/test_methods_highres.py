@@ -34,10 +34,10 @@ def test_final_runs_with_highres_finetuning_store_both(tmp_path, capsys):
     out, err = capsys.readouterr()
     assert rc == 0, err
     printed = json.loads(out)["records"]
-    assert [r["tag"] for r in printed] == ["final", "highres"]
+    assert [r["kind"] for r in printed] == ["final", "highres"]
     with ResultsStore(store) as s:
-        final, = s.records(protocol="smalldata", tag="final")
-        hi, = s.records(protocol="smalldata", tag="highres")
+        final, = s.records(protocol="smalldata", kind="final")
+        hi, = s.records(protocol="smalldata", kind="highres")
     assert final.settings.get("highres_scale") is None and hi.settings["highres_scale"] == 2
     assert hi.settings["image_size"] == 16 and 0 <= hi.metrics["balanced_accuracy"] <= 1
     assert hi.metrics["balanced_accuracy"] == printed[1]["metrics"]["balanced_accuracy"]

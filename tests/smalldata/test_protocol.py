@@ -32,13 +32,13 @@ def test_run_tune_final_records_and_table(tmp_path, capsys):
     rc, out, err = run(capsys, "smalldata", "run", "--method", "ce", "--repeats", "2", "--json", *common)
     assert rc == 0, err
     printed = json.loads(out)["records"]
-    assert [r["tag"] for r in printed] == ["tune", "final", "final"]
+    assert [r["kind"] for r in printed] == ["tune", "final", "final"] and len({r["run_id"] for r in printed}) == 1
     search_printed = printed[0]["settings"]["search"]
     sp = {"best_config": search_printed["best_config"], "best_val": search_printed["best_value"]}
     assert printed[0]["metrics"]["trials"] == 3 and sp["best_config"]["batch_size"] == 10
     with ResultsStore(store) as s:
-        tune_recs = s.records(protocol="smalldata", tag="tune")
-        finals = s.records(protocol="smalldata", tag="final")
+        tune_recs = s.records(protocol="smalldata", kind="tune")
+        finals = s.records(protocol="smalldata", kind="final")
     assert len(tune_recs) == 1 and len(finals) == 2
     search = tune_recs[0].settings["search"]
     assert len(search["trials"]) == 3 and all(len(t["curve"]) == t["epochs"] >= 1 for t in search["trials"])
@@ -91,7 +91,7 @@ def test_cli_errors_are_one_line(tmp_path, capsys):
 
 def _add(store, dataset, method, scores, ips=100.0, mem=1e9):
     for i, v in enumerate(scores):
-        store.add(Record(protocol="smalldata", dataset=dataset, method=method, seed=i, split_hash="h", tag="final",
+        store.add(Record(protocol="smalldata", dataset=dataset, method=method, seed=i, split_hash="h", kind="final",
                          settings={"split": i // 10}, metrics={"balanced_accuracy": v, "images_per_second": ips,
                                                                "peak_memory_bytes": mem,
                                                                "peak_memory_kind": "process_max_rss"}))
@@ -153,7 +153,7 @@ def test_diverged_trials_are_recorded_and_reported(tmp_path, capsys):
                      "--store", store, "--work-dir", tmp_path / "w")
     assert rc == 2 and err.count("\n") == 1 and "no trial completed (all pruned or diverged)" in err
     with ResultsStore(store) as s:
-        (rec,) = s.records(protocol="smalldata", tag="tune")
+        (rec,) = s.records(protocol="smalldata", kind="tune")
     trials = rec.settings["search"]["trials"]
     assert len(trials) == 3 and all(t["state"] == "failed" and "loss" in t["error"] for t in trials)
 
@@ -165,7 +165,7 @@ def test_vistabench_recipe_keeps_the_earlier_rules(tmp_path, capsys):
                        "--store", store, "--work-dir", tmp_path / "w")
     assert rc == 0, err
     with ResultsStore(store) as s:
-        (rec,) = s.records(protocol="smalldata", tag="tune")
+        (rec,) = s.records(protocol="smalldata", kind="tune")
     st = rec.settings["search"]["settings"]
     assert (st["reduction_factor"], st["sampler"], st["score_window"], st["select"]) == (3, "tpe", 1, "complete")
     assert rec.settings["val_metric"] == "balanced_accuracy" and rec.settings["recipe"] == "vistabench"

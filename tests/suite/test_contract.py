@@ -175,7 +175,7 @@ def test_smalldata_score_and_run_records_have_the_same_shape(tmp_path):
     assert result["accuracy"] == pytest.approx(np.mean(pred == ty))
     scored = to_record(result, dataset="digits", method="p", seed=None, split_hash=result["settings"]["split_hash"],
                        settings={})
-    assert _shape(scored) == _shape(ran) and scored.tag == ran.tag == "final"
+    assert _shape(scored) == _shape(ran) and scored.kind == ran.kind == "final" and scored.tag is None
     with pytest.raises(InputError, match="labels differ"):
         save_predictions(tmp_path / "q.npz", labels=ty[::-1], pred=pred)
         score(tmp_path / "q.npz", ctx, split=0)
@@ -190,7 +190,7 @@ def test_stream_score_and_run_records_have_the_same_shape(tmp_path):
     learner = make_learner("indep", trials=1, steps=2, seed=0, arch="cnn28", arch_options={"width": 4})
     with ResultsStore(tmp_path / "s.sqlite") as store:
         res = run_stream(stream, learner, store=store, run_id="r", work_dir=tmp_path / "w", max_tasks=2)
-        ran = store.records(protocol="stream", tag="r")
+        ran = store.records(protocol="stream", kind="event", run_id="r")
     events = [{"task": e["task"], "error": e["error"], "flops": e["flops"]} for e in res.events]
     result = score(events, stream)
     assert result["summary"]["cflop"] == sum(e["flops"] for e in res.events)

@@ -187,8 +187,8 @@ def test_track_flag_repeats_and_prints(capsys):
 
 
 def test_export_bad_input(tmp_path, capsys):
-    with pytest.raises(SystemExit) as exc:  # argparse's own one-line error
-        main(["export", "mlflw", "--store", str(tmp_path / "x.sqlite")])
-    assert exc.value.code == 2 and "invalid choice: 'mlflw'" in capsys.readouterr().err
+    rc = main(["export", "mlflw", "--store", str(tmp_path / "x.sqlite")])  # the positional's choices, one line
+    assert rc == 2 and capsys.readouterr().err == (
+        "vistabench: error: TRACKER: expected one of mlflow, tensorboard, wandb, got 'mlflw'; did you mean 'mlflow'?\n")
     rc = main(["export", "tensorboard", "--store", str(tmp_path / "x.sqlite")])
     assert rc == 2 and "no such results store" in capsys.readouterr().err

@@ -1,83 +1,37 @@
 """`vistabench <protocol> <verb>`: a thin layer that parses, calls the Python API and prints.
 
-Each declared protocol (:mod:`vistabench.suite`) names its CLI module, whose ``register(subparsers)``
-adds ``vistabench <protocol> split|score|run`` and its own verbs and returns the verbs' subparsers;
-every protocol then gets the common ``table`` verb. Commands across protocols (demo, table, report,
-stats) live in ``_COMMON``. One output convention: a handler returns a JSON-serialisable result (a dict,
-a list, or an object with ``to_dict()``) and never prints it; ``main`` prints it as JSON with ``--json``,
-else with the command's declared ``human`` formatter. A command may declare ``status(result) -> int``
-(its exit status, e.g. 1 when some grid cell failed). Progress and log lines go to stderr.
+Every verb is generated from a typed options class (:mod:`vistabench.cli.verbs`). Each declared protocol
+(:mod:`vistabench.suite`) names its CLI module, whose ``register(sub)`` adds the verb group
+``vistabench <protocol>`` with ``split|score|run`` and its own verbs and returns the group; every
+protocol then gets the common ``table`` verb. Commands across protocols (demo, table, report, stats,
+grid, export) live in ``_COMMON``. One output convention: a verb's ``run(opts)`` returns a
+JSON-serialisable result (a dict, a list, or an object with ``to_dict()``) and never prints it;
+``main`` prints it as JSON with ``--json``, else with the verb's declared ``human`` formatter. A verb
+may declare ``status(result) -> int`` (its exit status, e.g. 1 when some grid cell failed). Progress
+and log lines go to stderr.
 Bad input (``InputError``, a missing or unwritable file, malformed JSON, a file that is not a results
 store) ends with one line on stderr and exit 2; an internal bug shows its traceback and exit 70.
 """
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import sys
 from typing import Any, Callable, Sequence
 
 from .. import __version__
-from ..errors import INTERNAL_ERROR, OUTPUT_CLOSED, USER_ERROR, InputError, user_error_message
-from .configured import field_of_dest
+from ..errors import INTERNAL_ERROR, OUTPUT_CLOSED, USER_ERROR, user_error_message
+from .verbs import Parser, Verb, flag_message, new_command_line
 
 _COMMON = ["stats", "common", "grid", "export"]
 
 
-class _Parser(argparse.ArgumentParser):
-    _argv: list[str] = []  # what this (sub-)command was given, for the unknown-option hint
-
-    def _print_message(self, message: str, file=None) -> None:  # argparse's swallows a closed pipe: main handles it
-        if message:
-            (file or sys.stderr).write(message)
-
-    def parse_known_args(self, args=None, namespace=None):
-        self._argv = [str(a) for a in (sys.argv[1:] if args is None else args)]
-        namespace, extras = super().parse_known_args(args, namespace)
-        if extras and not self._subcommands():  # a verb's own unknown options: named here, with suggestions
-            self.error("unrecognized arguments: " + " ".join(extras))
-        return namespace, extras
-
-    def _subcommands(self) -> bool:
-        return any(isinstance(a, argparse._SubParsersAction) for a in self._actions)
-
-    def _unknown_options(self) -> list[str]:
-        """"unrecognized option --imbalanse (did you mean --imbalance?)" for each unknown option given."""
-        import re
-
-        from ..registry import close_names
-
-        if self._subcommands():
-            return []
-        known = [o for o in self._option_string_actions if o.startswith("--")]
-        out = []
-        for token in self._argv:
-            if token == "--":
-                break
-            name = token.split("=", 1)[0]
-            if not name.startswith("-") or re.fullmatch(r"-\d[\d.e+-]*", name) or name in self._option_string_actions:
-                continue
-            if any(o.startswith(name) for o in known) and self.allow_abbrev and name.startswith("--"):
-                continue  # an abbreviation argparse accepts
-            close = close_names(name, known, n=2, cutoff=0.6)
-            out.append(f"unrecognized option {name}" + (f" (did you mean {' or '.join(close)}?)" if close else
-                                                         f" (options: {', '.join(sorted(known))})"))
-        return out
-
-    def error(self, message: str) -> None:  # one line, exit 2 (argparse's own convention)
-        unknown = self._unknown_options()
-        if unknown:  # the cause of "unrecognized arguments", and often of "required: --x" (a typo of --x)
-            message = "; ".join(unknown + ([] if message.startswith("unrecognized arguments") else [message]))
-        self.exit(2, f"{self.prog}: error: {message}\n")
-
-
-def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> Parser:
     """The whole command line, or, when ``command`` names a protocol, a parser with only that
     protocol's sub-commands (what ``main`` parses with: building every protocol's parser, with its
     imports, on every command costs more than a fast evaluation). Anything else (``--help``, a
     common command, a typo) gets the whole command line, so help and "invalid choice" list it all."""
-    parser = _Parser(
+    parser, sub = new_command_line(
         prog="vistabench",
         description=(
             "Honest evaluation protocols for vision models. Each protocol splits into: build a split "
@@ -85,18 +39,15 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
             "Scored runs go to a SQLite results store; tables, plots and the HTML report are views of it."
         ),
         epilog="Start with `vistabench demo`. Every sub-command has --help.",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        version=f"vistabench {__version__}",
     )
-    parser.add_argument("--version", action="version", version=f"vistabench {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    sub.required = True
     from ..suite import protocols
     from .common import add_table_verb, register_generated
 
     chosen = [p for p in protocols() if p.name == command]
     for proto in chosen or protocols():
         verbs = proto.part("cli").register(sub) if proto.has("cli") else register_generated(sub, proto)
-        if "table" not in verbs.choices and proto.has("table"):
+        if "table" not in verbs.names() and proto.has("table"):
             add_table_verb(verbs, proto.name)
     if not chosen:
         for name in _COMMON:
@@ -126,56 +77,13 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
     print(f"vistabench: warning: {message}", file=sys.stderr)
 
 
-#: API parameter names whose CLI option is not simply ``--<name-with-dashes>``.
-_ALIASES = {"max_epochs": "--epochs", "pool_labels": "--labels", "iou_threshold": "--iou",
-            "num_images": "--images", "num_categories": "--categories", "meta_test_from_year": "--meta-test-from",
-            "per_class_topk": "--per-class-topk", "num_classes": "--classes"}
-
-
-def _options_of(parser: argparse.ArgumentParser, args: argparse.Namespace) -> dict[str, str]:
-    """dest -> option string of the sub-command that ran (e.g. ``n_max`` -> ``--n-max``)."""
-    out: dict[str, str] = {}
-    p: argparse.ArgumentParser | None = parser
-    while p is not None:
-        nxt = None
-        for a in p._actions:
-            if isinstance(a, argparse._SubParsersAction):  # follow the sub-command that was chosen
-                nxt = a.choices.get(str(getattr(args, a.dest, None)))
-            elif a.option_strings:
-                field = field_of_dest(a.dest)  # a config field's flag (cli/configured.py): its main spelling
-                out[field] = a.option_strings[0] if field != a.dest else max(a.option_strings, key=len)
-        p = nxt
-    return out
-
-
-def _option_names(message: str, parser: argparse.ArgumentParser, args: argparse.Namespace) -> str:
-    """Say ``--n-max`` where the API's message says ``n_max`` (the user typed the option)."""
-    import re
-
-    opts = _options_of(parser, args)
-    names = {k: v for k, v in _ALIASES.items() if v in opts.values()}
-    names.update({k: v for k, v in opts.items() if k not in ("help", "json", "version")})
-    if not names:
-        return message
-    alternatives = "|".join(map(re.escape, sorted(names, key=len, reverse=True)))
-    # the API's convention: a message starts with the parameter's name ("n_max: expected ...");
-    # elsewhere only "snake_name=value" is a parameter name
-    snake = "|".join(re.escape(k) for k in sorted(names, key=len, reverse=True) if "_" in k)
-    pattern = re.compile(r"^(" + alternatives + r")(?=[:=]| \(| must| expected| ')"
-                         + (r"|(?<![\w'\"/.-])(" + snake + r")(?==)" if snake else ""))
-    message = pattern.sub(lambda m: names[m.group(1) or m.group(2)], message)
-    # elsewhere in the message the API quotes a parameter as `name`
-    message = re.sub(r"`(\w+)`", lambda m: names.get(m.group(1), m.group(0)), message)
-    return re.sub(r"(--[\w-]+)( '[^']*')?: \1:", r"\1\2:", message)  # "--matrix 'm.json': --matrix: ..."
-
-
 def _debug() -> bool:
     import os
 
     return os.environ.get("VISTABENCH_DEBUG", "") not in ("", "0")
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, *, parser: Parser | None = None) -> int:
     """Run one command; return the exit status.
 
     0 success; 2 (:data:`~vistabench.errors.USER_ERROR`) for every user-caused error, printed as one
@@ -183,11 +91,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     bug), printed with its traceback and a request to report it; 130 when interrupted; 141
     (:data:`~vistabench.errors.OUTPUT_CLOSED`, the shell's status of a program stopped by a closed
     pipe) when the reader of the output left early (``vistabench ... | head``), quietly.
-    ``VISTABENCH_DEBUG=1`` prints the traceback of user errors too.
+    ``VISTABENCH_DEBUG=1`` prints the traceback of user errors too. ``parser``: the command line to
+    run (default: vistabench's, :func:`build_parser`).
     """
     try:
         try:
-            return _run(argv)
+            return _run(argv, parser)
         finally:  # --help and usage errors exit through SystemExit: their output is flushed here too
             sys.stdout.flush()
     except BrokenPipeError:  # the reader left (`| head`): stop quietly, as `cat` or `grep` do
@@ -198,20 +107,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         return OUTPUT_CLOSED
 
 
-def _run(argv: Sequence[str] | None) -> int:
+def _run(argv: Sequence[str] | None, parser: Parser | None) -> int:
     import warnings
 
-    parser = build_parser(_command(argv))
+    parser = parser or build_parser(_command(argv))
     args = parser.parse_args(argv)
     warnings.showwarning = _show_warning  # library warnings as one plain line on stderr
-    if getattr(args, "json", False):
-        from ..progress import set_quiet
+    from ..progress import set_quiet
 
-        set_quiet(True)
+    set_quiet(bool(getattr(args, "json", False)))  # --json: no progress output (this command's only)
+    verb: Verb = args.verb_spec
     try:
-        result = args.handler(args)
-        emit(result, as_json=getattr(args, "json", False), human=getattr(args, "human", None))
-        status = getattr(args, "status", None)
+        result, human = verb.invoke(args)
+        emit(result, as_json=getattr(args, "json", False), human=human)
+        status = verb.status
         if status is not None and result is not None:
             return int(status(result))
     except KeyboardInterrupt:
@@ -222,7 +131,7 @@ def _run(argv: Sequence[str] | None) -> int:
     except Exception as exc:
         from ..extras import missing_extra_message
 
-        command = " ".join(str(w) for w in (args.command, getattr(args, "verb", None)) if w)
+        command = verb.command
         message = user_error_message(exc) or missing_extra_message(exc, what=f"`vistabench {command}`")
         if message is None:  # a bug: keep the traceback, ask for a report
             import traceback
@@ -236,39 +145,9 @@ def _run(argv: Sequence[str] | None) -> int:
             import traceback
 
             traceback.print_exc()
-        print(f"vistabench: error: {_option_names(message, parser, args)}", file=sys.stderr)
+        print(f"vistabench: error: {flag_message(message, exc, verb)}", file=sys.stderr)
         return USER_ERROR
     return 0
-
-
-def int_arg(text: str) -> int:
-    """argparse ``type`` of an integer option: the rules of config integers (:func:`vistabench.config.parse_int`:
-    >= 0, within int32, no leading zero), so ``--seed 010`` or ``--seed -1`` is one line naming the flag."""
-    from ..config import parse_int
-
-    try:
-        return parse_int(text, "value")
-    except InputError as exc:
-        raise argparse.ArgumentTypeError(str(exc).removeprefix("value: ")) from None
-
-
-def add_store_arg(p: argparse.ArgumentParser, *, optional: bool = True) -> None:
-    """``--store FILE`` (the same default everywhere) and, where storing is optional, ``--no-store``."""
-    from ..store import DEFAULT_STORE
-
-    p.add_argument("--store", default=DEFAULT_STORE, metavar="FILE",
-                   help=f"SQLite results store (default: ./{DEFAULT_STORE})")
-    if optional:
-        p.add_argument("--no-store", dest="store", action="store_const", const=None,
-                       help="do not write a record to the results store")
-
-
-def add_record_args(p: argparse.ArgumentParser, *, what: str, dataset_default: str = "custom") -> None:
-    """How a scored file is named in the store: ``--method``, ``--dataset``, ``--seed``, ``--tag``."""
-    p.add_argument("--method", help=f"method name of the record (default: the {what} file's name without suffix)")
-    p.add_argument("--dataset", help=f"dataset name of the record (default: {dataset_default})")
-    p.add_argument("--seed", type=int_arg, help="seed of the run that made the predictions (stored as is)")
-    p.add_argument("--tag", help="free-form tag of the record")
 
 
 def store_records(path: str | None, records: Any) -> list[int]:
@@ -280,10 +159,6 @@ def store_records(path: str | None, records: Any) -> list[int]:
     recs = [records] if isinstance(records, Record) else list(records)
     with ResultsStore(path) as store:
         return store.add_many(recs)
-
-
-def add_json_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--json", action="store_true", help="print one JSON object (for scripts); no progress output")
 
 
 def read_json_file(path: str, what: str) -> Any:

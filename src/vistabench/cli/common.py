@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
-from . import add_json_arg, add_store_arg
+from ..config import Options, option
+from .verbs import Verbs, add_run_verb, add_verb, store_field, verb_group
 
 
 class TableResult:
@@ -27,52 +28,70 @@ def render_table(result: TableResult) -> str:
     return result.table.render(result.format)
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("demo", help="run every protocol on bundled data and write the HTML report",
-                       formatter_class=argparse.RawDescriptionHelpFormatter,
-                       description="Runs each protocol end to end on bundled data (MNIST-5k, sklearn "
-                                   "digits, synthetic detections), stores the records in OUT/results.sqlite\n"
-                                   "(a new store each time), prints the tables and writes OUT/report/index.html.\n\n"
-                                   "A partial or smoke run never replaces the full demo's results: without --out,\n"
-                                   "--only and --quick write to their own folder (--only longtail --quick:\n"
-                                   "./vistabench-demo-longtail-quick), and a --quick run's tables and report say\n"
-                                   "it is a smoke run.")
-    p.add_argument("--out", help="output folder (default: ./vistabench-demo; with --only/--quick "
-                                 "./vistabench-demo-PROTOCOL...-quick)")
-    p.add_argument("--only", nargs="+", metavar="PROTOCOL", help="run only these protocols")
-    p.add_argument("--quick", action="store_true",
-                   help="a smoke run: smaller settings, minutes less, results not the protocols' (marked as such)")
-    add_json_arg(p)
-    p.set_defaults(handler=_demo, human=_demo_text)
-
-    p = sub.add_parser("table", help="print a protocol's results table from the store",
-                       description="Renders the results store as the protocol's paper-style table: "
-                                   "best bold, second underlined, third italic.")
-    p.add_argument("--protocol", required=True, help="a protocol name (`vistabench --help` lists them)")
-    p.add_argument("--format", default="markdown", choices=["markdown", "latex", "csv"])
-    p.add_argument("--dataset", help="only records of this dataset")
-    add_store_arg(p, optional=False)
-    add_json_arg(p)
-    p.set_defaults(handler=_table, human=render_table)
-
-    p = sub.add_parser("report", help="write the static HTML report of the store",
-                       description="Writes DIR/index.html: one self-contained page with tables and "
-                                   "embedded plots for every protocol that has records in the store.")
-    p.add_argument("--out", required=True, metavar="DIR")
-    add_store_arg(p, optional=False)
-    add_json_arg(p)
-    p.set_defaults(handler=_report, human=lambda r: f"wrote {r['report']}")
+TableFormat = Literal["markdown", "latex", "csv"]
 
 
-def _demo(args):
+@dataclass(frozen=True, kw_only=True)
+class DemoOptions(Options):
+    out: str | None = option(None, help="output folder (default: ./vistabench-demo; with --only/--quick "
+                                        "./vistabench-demo-PROTOCOL...-quick)")
+    only: tuple[str, ...] | None = option(None, metavar="PROTOCOL", help="run only these protocols")
+    quick: bool = option(False, help="a smoke run: smaller settings, minutes less, results not the protocols' "
+                                     "(marked as such)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProtocolTableOptions(Options):
+    """``vistabench <protocol> table``."""
+
+    format: TableFormat = option("markdown", help="table format")
+    dataset: str | None = option(None, help="only records of this dataset")
+    store: str = store_field(optional=False)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TableOptions(ProtocolTableOptions):
+    """``vistabench table --protocol NAME``."""
+
+    protocol: str = option(help="a protocol name (`vistabench --help` lists them)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReportOptions(Options):
+    out: str = option(metavar="DIR", help="folder of the report (DIR/index.html)")
+    store: str = store_field(optional=False)
+
+
+def register(sub: Verbs) -> None:
+    add_verb(sub, "demo", DemoOptions, run=_demo, human=_demo_text,
+             help="run every protocol on bundled data and write the HTML report",
+             description="Runs each protocol end to end on bundled data (MNIST-5k, sklearn "
+                         "digits, synthetic detections), stores the records in OUT/results.sqlite\n"
+                         "(a new store each time), prints the tables and writes OUT/report/index.html.\n\n"
+                         "A partial or smoke run never replaces the full demo's results: without --out,\n"
+                         "--only and --quick write to their own folder (--only longtail --quick:\n"
+                         "./vistabench-demo-longtail-quick), and a --quick run's tables and report say\n"
+                         "it is a smoke run.")
+    add_verb(sub, "table", TableOptions, run=lambda opts: _table(opts.protocol, opts), human=render_table,
+             help="print a protocol's results table from the store",
+             description="Renders the results store as the protocol's paper-style table: "
+                         "best bold, second underlined, third italic.")
+    add_verb(sub, "report", ReportOptions, run=_report, human=lambda r: f"wrote {r['report']}",
+             help="write the static HTML report of the store",
+             description="Writes DIR/index.html: one self-contained page with tables and "
+                         "embedded plots for every protocol that has records in the store.")
+
+
+def _demo(opts: DemoOptions) -> dict[str, Any]:
     from ..demos import run_demo
     from ..extras import require
     from ..suite import get_protocol, protocols
 
-    chosen = [get_protocol(n) for n in args.only] if args.only else protocols()
+    only = list(opts.only) if opts.only else None
+    chosen = [get_protocol(n) for n in only] if only else protocols()
     require(*dict.fromkeys(e for p in chosen for e in p.needs("demo")), what="`vistabench demo`")
-    return run_demo(args.out or demo_folder(args.only and [p.name for p in chosen], quick=args.quick),
-                    only=args.only, quick=args.quick,
+    return run_demo(opts.out or demo_folder(only and [p.name for p in chosen], quick=opts.quick),
+                    only=only, quick=opts.quick,
                     log=lambda *a, **k: print(*a, file=sys.stderr, **k))
 
 
@@ -94,49 +113,36 @@ def open_store(path: str):
     return ResultsStore(path, read_only=True)
 
 
-def _table(args):
+def _table(protocol: str, opts: ProtocolTableOptions) -> TableResult:
     from ..suite import get_protocol
 
-    proto = get_protocol(args.protocol)
-    with open_store(args.store) as store:
-        return TableResult(proto.part("table")(store, dataset=args.dataset), args.format)
+    proto = get_protocol(protocol)
+    with open_store(opts.store) as store:
+        return TableResult(proto.part("table")(store, dataset=opts.dataset), opts.format)
 
 
-def register_generated(sub: argparse._SubParsersAction, proto: Any) -> argparse._SubParsersAction:
+def register_generated(sub: Verbs, proto: Any) -> Verbs:
     """``vistabench <protocol> run`` for a protocol that declares no ``cli`` part: the verb generated
     from its config (every field a flag, ``--config``, ``--print-config``); the run part is imported
     only when the command runs."""
-    from .configured import add_config_options, run_verb
-
-    p = sub.add_parser(proto.name, help=proto.title, description=f"{proto.title}: {proto.question}")
-    verbs = p.add_subparsers(dest="verb", metavar="VERB")
-    verbs.required = True
-    q = verbs.add_parser("run", help="run the protocol from its config and store the records",
-                         description=f"Runs {proto.name} from its typed config; --print-config [--json] shows "
-                                     "every value the run will use.")
-    add_config_options(q, proto.part("config"))
-    q.add_argument("--out", help="folder for the run's files")
-    add_store_arg(q)
-    add_json_arg(q)
-    handler, human = run_verb(proto.part("config"), lambda config, **kw: proto.part("run")(config, **kw))
-    q.set_defaults(handler=handler, human=human)
+    verbs = verb_group(sub, proto.name, help=proto.title, description=f"{proto.title}: {proto.question}")
+    add_run_verb(verbs, "run", proto.part("config"), run=lambda config, **kw: proto.part("run")(config, **kw),
+                 help="run the protocol from its config and store the records",
+                 description=f"Runs {proto.name} from its typed config; --print-config [--json] shows "
+                             "every value the run will use.")
     return verbs
 
 
-def add_table_verb(verbs: argparse._SubParsersAction, protocol: str) -> None:
+def add_table_verb(verbs: Verbs, protocol: str) -> None:
     """``vistabench <protocol> table``: the protocol's paper-style table of the store."""
-    p = verbs.add_parser("table", help="print the protocol's results table from the store",
-                         description=f"Renders the store's {protocol} records as the protocol's paper-style "
-                                     "table: best bold, second underlined, third italic.")
-    p.add_argument("--format", default="markdown", choices=["markdown", "latex", "csv"])
-    p.add_argument("--dataset", help="only records of this dataset")
-    add_store_arg(p, optional=False)
-    add_json_arg(p)
-    p.set_defaults(handler=_table, human=render_table, protocol=protocol)
+    add_verb(verbs, "table", ProtocolTableOptions, run=lambda opts: _table(protocol, opts), human=render_table,
+             help="print the protocol's results table from the store",
+             description=f"Renders the store's {protocol} records as the protocol's paper-style "
+                         "table: best bold, second underlined, third italic.")
 
 
-def _report(args):
+def _report(opts: ReportOptions) -> dict[str, str]:
     from ..report import build_report
 
-    with open_store(args.store) as store:
-        return {"report": str(build_report(store, args.out))}
+    with open_store(opts.store) as store:
+        return {"report": str(build_report(store, opts.out))}

@@ -1,153 +1,195 @@
 """`vistabench detection ...`: split, score (alias eval), run, rerank, calibrate fit/apply, synth; errors,
-operating, confusion (cli/detection_analysis.py)."""
+operating, confusion (cli/detection_analysis.py). Each verb is generated from its options class below."""
 
 from __future__ import annotations
 
-import argparse
 import contextlib
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Literal
 
-from . import add_json_arg, add_record_args, add_store_arg, int_arg, store_records
+from . import store_records
+from ..config import Options, option
+from ..errors import InputError
 from ..protocols.detection_config import DetectionConfig
-from .configured import add_config_options, run_verb
-from .detection_analysis import TABLE_FORMATS, Formatted, human_errors, per_class_table, register_analysis
+from .detection_analysis import Formatted, TableFormat, human_errors, per_class_table, register_analysis
+from .verbs import RecordOptions, RunOptions, Verbs, add_run_verb, add_verb, store_field, verb_group
+
+GT_HELP = "COCO or LVIS v1 ground-truth JSON"
+GT_FORMAT_HELP = "auto: LVIS when images carry neg/not-exhaustive lists, else COCO"
 
 
-def register(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
-    p = sub.add_parser("detection", help="large-vocabulary detection: AP^Old, AP^Fixed, AP^Pool",
-                       description="Exact lvis-api / pycocotools AP, plus AP^Fixed and AP^Pool "
-                                   "(Dave et al. 2021), in one pass over a results file.")
-    dsub = p.add_subparsers(dest="verb", metavar="VERB")
-    dsub.required = True
+@dataclass(frozen=True, kw_only=True)
+class SplitOptions(Options):
+    """`detection split`: :func:`~vistabench.protocols.detection_tools.write_image_split`'s arguments."""
 
-    sp = dsub.add_parser("split", help="split the ground truth's images into calibration / test parts",
-                         description="Writes a split file (seeded, hashed): the image ids of a held-out "
-                                     "calibration part and of the test part. `detection run --split` fits a "
-                                     "calibrator on the first and scores the second; `detection score "
-                                     "--split` scores only the test part.")
-    sp.add_argument("--gt", required=True, metavar="GT.json", help="COCO or LVIS v1 ground-truth JSON")
-    sp.add_argument("--calibration-fraction", type=float, default=0.5, help="share of images held out (default 0.5)")
-    sp.add_argument("--seed", type=int_arg, default=0)
-    sp.add_argument("--out", required=True, metavar="SPLIT.json")
-    add_json_arg(sp)
-    sp.set_defaults(handler=_split, human=lambda r: f"wrote {r['out']}: {r['calibration']} calibration and "
-                                                     f"{r['test']} test images (sha256 {r['sha256'][:12]})")
+    gt: str = option(metavar="GT.json", help=GT_HELP)
+    calibration_fraction: float = option(0.5, low=0, high=1, help="share of images held out")
+    seed: int = option(0, help="seed of the split")
+    out: str = option(metavar="SPLIT.json", help="split file to write")
 
-    e = dsub.add_parser("score", aliases=["eval"], help="AP^Old, AP^Fixed and AP^Pool of a results file (alias: eval)",
-                        description="Scores a COCO/LVIS results JSON against COCO or LVIS v1 ground truth. "
-                                    "LVIS ground truth: lvis-api semantics (federated, 300 per image); COCO: "
-                                    "pycocotools semantics (iscrowd, maxDets 1/10/100).")
-    e.add_argument("--gt", required=True, metavar="GT.json", help="COCO or LVIS v1 ground-truth JSON")
-    e.add_argument("--results", required=True, metavar="DT.json", help="results JSON list")
-    e.add_argument("--iou-type", default="bbox", choices=["bbox", "segm", "keypoints"],
-                   help="overlap: box IoU, mask IoU (results need 'segmentation') or keypoint OKS as pycocotools' "
-                        "iouType='keypoints' (COCO ground truth with 'keypoints' and 'num_keypoints'; areas all/"
-                        "medium/large, 20 detections per image and category); default bbox")
-    e.add_argument("--kpt-oks-sigmas", metavar="LIST", default=None,
-                   help="with --iou-type keypoints: comma-separated OKS sigma per keypoint, in keypoint order "
-                        "(default: COCO's 17 person-keypoint sigmas)")
-    e.add_argument("--ap", dest="variants", default="old,fixed,pool", metavar="LIST",
-                   help="comma-separated subset of old,fixed,pool (default: all three)")
-    e.add_argument("--max-dets-per-image", type=int_arg, default=None, metavar="N",
-                   help="per-image limit of AP^Old (default: 300 for LVIS, none for COCO)")
-    e.add_argument("--dets-per-class", type=int_arg, default=10_000, metavar="K",
-                   help="top K per category for AP^Fixed / AP^Pool (default: 10000)")
-    e.add_argument("--gt-format", default="auto", choices=["auto", "lvis", "coco"],
-                   help="auto: LVIS when images carry neg/not-exhaustive lists, else COCO")
-    e.add_argument("--allow-empty", action="store_true",
-                   help="score an empty results list (AP 0) instead of refusing it")
-    e.add_argument("--split", metavar="SPLIT.json", help="score only the test images of this split file")
-    e.add_argument("--per-class", action="store_true",
-                   help="also AP, AP50, AP75, recall, ground truths and detections per category, worst first (of "
-                        "AP^Old, or AP^Fixed when --ap has no old; boxes); stored with the record")
-    e.add_argument("--errors", action="store_true",
-                   help="also TIDE's error decomposition (as `detection errors --ap tide[,fixed,pool]`); stored "
-                        "with the record, shown in the report")
-    e.add_argument("--format", default="markdown", choices=TABLE_FORMATS,
-                   help="the per-class table's format (csv: only that table)")
-    add_record_args(e, what="results", dataset_default="the ground-truth file's name")
-    add_store_arg(e)
-    add_json_arg(e)
-    e.set_defaults(handler=_eval, human=_human_eval)
 
-    rn = dsub.add_parser("run", help="split -> calibrate on held-out images (optional) -> score -> store",
-                         description="The detection pipeline for a detector's results file: with --split and "
-                                     "--calibrate METHOD a per-category calibrator is fitted on the split's "
-                                     "calibration images (by --recipe: vistabench or the authors' devil) and "
-                                     "applied to its test images, which are scored; without --calibrate the test "
-                                     "images (or, without --split, all) are scored. The record has the same shape "
-                                     "as `detection score`'s. Every option is a field of the run's config "
-                                     "(--print-config shows them resolved; --config FILE reads them).")
-    add_config_options(rn, DetectionConfig)
-    rn.add_argument("--out", metavar="DIR", help="folder for the run's files (the fitted calibration.json)")
-    add_store_arg(rn)
-    add_json_arg(rn)
-    handler, _ = run_verb(DetectionConfig, _run_with_warnings)
-    rn.set_defaults(handler=handler, human=_human_run)
+@dataclass(frozen=True, kw_only=True)
+class ScoreOptions(RecordOptions):
+    """`detection score`: :func:`~vistabench.protocols.detection.score`'s arguments, the record's names
+    and the store."""
 
-    r = dsub.add_parser("rerank", help="keep each category's top K detections (the paper's gaming policy)",
-                        description="Writes the results with only the top K detections per category over "
-                                    "the whole file (stable: ties keep file order).")
-    r.add_argument("--results", required=True, metavar="DT.json")
-    r.add_argument("--per-class-topk", required=True, type=int_arg, metavar="K")
-    r.add_argument("--out", required=True, metavar="OUT.json")
-    add_json_arg(r)
-    r.set_defaults(handler=_rerank, human=lambda r: f"kept {r['kept']} detections, dropped {r['dropped']}; "
-                                                    f"wrote {r['out']}")
+    record_what = "results"
+    record_dataset_default = "the ground-truth file's name"
 
-    c = dsub.add_parser("calibrate", help="per-category score calibration: fit / apply")
-    csub = c.add_subparsers(dest="calib_verb", metavar="fit|apply")
-    csub.required = True
-    f = csub.add_parser("fit", help="fit per-category calibrators on a held-out detection set",
-                        description="Labels = matched at --iou under the federated rules; one calibrator "
-                                    "per category. --recipe vistabench (default): labels as AP counts them, "
-                                    "a pooled fallback for categories with too few labels. --recipe devil: "
-                                    "the authors' large-vocab-devil construction (any match is a positive, "
-                                    "unmatched not-exhaustive detections are negatives, categories without a "
-                                    "positive score 0; platt = Platt on logit(score), histbin = 20 bins).")
-    f.add_argument("--gt", required=True, metavar="GT.json")
-    f.add_argument("--results", required=True, metavar="DT.json")
-    f.add_argument("--method", default="platt", metavar="NAME",
-                   help="histbin, isotonic, platt, beta or bbq (devil recipe: platt or histbin); default platt")
-    f.add_argument("--recipe", default="vistabench", choices=["vistabench", "devil"],
-                   help="label construction, fallbacks and ties (default: vistabench; see docs/detection.md)")
-    f.add_argument("--iou", dest="iou_threshold", help="IoU threshold of the labels (default 0.75)")
-    f.add_argument("--min-samples", help="vistabench recipe: pooled fallback below this many labels (default 20)")
-    f.add_argument("--bins", help="histbin's bins (default: vistabench 10 equal-mass, devil 20 equal-width)")
-    f.add_argument("--dets-per-class", help="top K per category labelled (default 10000)")
-    f.add_argument("--iou-type", choices=["auto", "bbox", "segm"],
-                   help="overlap of the labels (default: vistabench bbox; devil auto = segm when the results "
-                        "carry masks)")
-    f.add_argument("--out", required=True, metavar="CAL.json")
-    add_json_arg(f)
-    f.set_defaults(handler=_cal_fit, human=lambda r: f"fitted {r['method']} for {r['num_categories_fitted']} "
-                                                     f"categories ({r['num_fit']} labelled detections); wrote {r['out']}")
+    gt: str = option(metavar="GT.json", help=GT_HELP)
+    results: str = option(metavar="DT.json", help="results JSON list")
+    iou_type: Literal["bbox", "segm", "keypoints"] = option(
+        "bbox", help="overlap: box IoU, mask IoU (results need 'segmentation') or keypoint OKS as pycocotools' "
+                     "iouType='keypoints' (COCO ground truth with 'keypoints' and 'num_keypoints'; areas all/"
+                     "medium/large, 20 detections per image and category)")
+    kpt_oks_sigmas: str | None = option(
+        None, metavar="LIST", help="with --iou-type keypoints: comma-separated OKS sigma per keypoint, in keypoint "
+                                   "order (default: COCO's 17 person-keypoint sigmas)")
+    variants: str = option("old,fixed,pool", flags=("--ap",), metavar="LIST",
+                           help="comma-separated subset of old,fixed,pool")
+    max_dets_per_image: int | None = option(None, low=1, metavar="N",
+                                            help="per-image limit of AP^Old (default: 300 for LVIS, none for COCO)")
+    dets_per_class: int = option(10_000, low=1, metavar="K", help="top K per category for AP^Fixed / AP^Pool")
+    gt_format: Literal["auto", "lvis", "coco"] = option("auto", help=GT_FORMAT_HELP)
+    allow_empty: bool = option(False, help="score an empty results list (AP 0) instead of refusing it")
+    split: str | None = option(None, metavar="SPLIT.json", help="score only the test images of this split file")
+    per_class: bool = option(False, help="also AP, AP50, AP75, recall, ground truths and detections per category, "
+                                         "worst first (of AP^Old, or AP^Fixed when --ap has no old; boxes); "
+                                         "stored with the record")
+    errors: bool = option(False, help="also TIDE's error decomposition (as `detection errors --ap "
+                                      "tide[,fixed,pool]`); stored with the record, shown in the report")
+    format: TableFormat = option("markdown", help="the per-class table's format (csv: only that table)")
+    store: str | None = store_field(optional=True)
 
-    a = csub.add_parser("apply", help="rewrite a results file with calibrated scores")
-    a.add_argument("--calibration", required=True, metavar="CAL.json")
-    a.add_argument("--results", required=True, metavar="DT.json")
-    a.add_argument("--out", required=True, metavar="OUT.json")
-    add_json_arg(a)
-    a.set_defaults(handler=_cal_apply, human=lambda r: f"calibrated {r['detections']} detections with "
-                                                       f"{r['method']}; wrote {r['out']}")
+    def check(self) -> None:
+        if self.kpt_oks_sigmas is not None and self.iou_type != "keypoints":
+            iou_type = type(self).field_info("iou_type").flag()
+            raise InputError(f"kpt_oks_sigmas: only used with {iou_type} keypoints, got {iou_type} {self.iou_type}")
 
-    s = dsub.add_parser("synth", help="write an LVIS-like synthetic ground truth and results",
-                        description="Long-tailed classes, federated lists, jittered true positives, false "
-                                    "positives, class-dependent score scales. Writes OUT/gt.json and "
-                                    "OUT/results.json.")
-    s.add_argument("--out", required=True, metavar="DIR")
-    s.add_argument("--images", type=int_arg, default=200)
-    s.add_argument("--categories", type=int_arg, default=100)
-    s.add_argument("--dets-per-image", type=int_arg, default=100)
-    s.add_argument("--seed", type=int_arg, default=0)
-    s.add_argument("--detector-seed", type=int_arg, default=None)
-    s.add_argument("--format", default="lvis", choices=["lvis", "coco"])
-    s.add_argument("--masks", action="store_true", help="add polygon / RLE masks (for segm)")
-    add_json_arg(s)
-    s.set_defaults(handler=_synth, human=lambda r: f"wrote {r['gt']} ({r['annotations']} annotations) and "
-                                                   f"{r['results']} ({r['detections']} detections)")
-    register_analysis(dsub)
-    return dsub
+
+@dataclass(frozen=True, kw_only=True)
+class DetectionRunOptions(RunOptions):
+    out: str | None = option(None, metavar="DIR", help="folder for the run's files (the fitted calibration.json)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class RerankOptions(Options):
+    """`detection rerank`: :func:`~vistabench.protocols.detection_tools.rerank_results_file`'s arguments."""
+
+    results: str = option(metavar="DT.json", help="results JSON list")
+    per_class_topk: int = option(low=1, metavar="K", help="detections kept per category over the whole file")
+    out: str = option(metavar="OUT.json", help="results file to write")
+
+
+@dataclass(frozen=True, kw_only=True)
+class CalibrateFitOptions(Options):
+    """`detection calibrate fit`: the files and the calibration fields given (the unset ones are the
+    recipe's; :class:`~vistabench.protocols.detection_config.CalibrationSettings` checks them)."""
+
+    gt: str = option(metavar="GT.json", help=GT_HELP)
+    results: str = option(metavar="DT.json", help="the held-out detections (results JSON list)")
+    method: str = option("platt", metavar="NAME",
+                         help="histbin, isotonic, platt, beta or bbq (devil recipe: platt or histbin)")
+    recipe: Literal["vistabench", "devil"] = option(
+        "vistabench", help="label construction, fallbacks and ties (see docs/detection.md)")
+    iou_threshold: float | None = option(None, flags=("--iou",), metavar="IOU",
+                                         help="IoU threshold of the labels (default 0.75)")
+    min_samples: int | None = option(None, help="vistabench recipe: pooled fallback below this many labels "
+                                                "(default 20)")
+    bins: int | None = option(None, help="histbin's bins (default: vistabench 10 equal-mass, devil 20 equal-width)")
+    dets_per_class: int | None = option(None, metavar="K", help="top K per category labelled (default 10000)")
+    iou_type: Literal["auto", "bbox", "segm"] | None = option(
+        None, help="overlap of the labels (default: vistabench bbox; devil auto = segm when the results carry masks)")
+    out: str = option(metavar="CAL.json", help="calibration file to write")
+
+    def settings(self) -> dict[str, Any]:
+        """The calibration fields given (what ``CalibrationSettings`` reads; unset: the recipe's)."""
+        names = ("method", "recipe", "iou_threshold", "min_samples", "bins", "dets_per_class", "iou_type")
+        return {k: getattr(self, k) for k in names if getattr(self, k) is not None}
+
+
+@dataclass(frozen=True, kw_only=True)
+class CalibrateApplyOptions(Options):
+    """`detection calibrate apply`: :func:`~vistabench.protocols.detection_tools.apply_calibration_file`'s."""
+
+    calibration: str = option(metavar="CAL.json", help="calibration file (`detection calibrate fit`)")
+    results: str = option(metavar="DT.json", help="results JSON list")
+    out: str = option(metavar="OUT.json", help="results file to write")
+
+
+@dataclass(frozen=True, kw_only=True)
+class SynthOptions(Options):
+    """`detection synth`: :func:`~vistabench.data.detection_synth.synth_detection_set`'s arguments."""
+
+    out: str = option(metavar="DIR", help="folder to write gt.json and results.json to")
+    num_images: int = option(200, low=1, flags=("--images",), metavar="N", help="images")
+    num_categories: int = option(100, low=1, flags=("--categories",), metavar="N", help="categories")
+    dets_per_image: int = option(100, low=1, metavar="N", help="detections per image")
+    seed: int = option(0, help="seed of the images")
+    detector_seed: int | None = option(None, help="seed of the detector's category traits (default: --seed)")
+    format: Literal["lvis", "coco"] = option("lvis", help="ground-truth format")
+    masks: bool = option(False, help="add polygon / RLE masks (for segm)")
+
+
+def register(sub: Verbs) -> Verbs:
+    d = verb_group(sub, "detection", help="large-vocabulary detection: AP^Old, AP^Fixed, AP^Pool",
+                   description="Exact lvis-api / pycocotools AP, plus AP^Fixed and AP^Pool "
+                               "(Dave et al. 2021), in one pass over a results file.")
+
+    add_verb(d, "split", SplitOptions, run=_split,
+             human=lambda r: f"wrote {r['out']}: {r['calibration']} calibration and {r['test']} test images "
+                             f"(sha256 {r['sha256'][:12]})",
+             help="split the ground truth's images into calibration / test parts",
+             description="Writes a split file (seeded, hashed): the image ids of a held-out calibration part and "
+                         "of the test part. `detection run --split` fits a calibrator on the first and scores the "
+                         "second; `detection score --split` scores only the test part.")
+
+    add_verb(d, "score", ScoreOptions, run=_eval, human=_human_eval, aliases=["eval"],
+             help="AP^Old, AP^Fixed and AP^Pool of a results file (alias: eval)",
+             description="Scores a COCO/LVIS results JSON against COCO or LVIS v1 ground truth. LVIS ground truth: "
+                         "lvis-api semantics (federated, 300 per image); COCO: pycocotools semantics (iscrowd, "
+                         "maxDets 1/10/100).")
+
+    add_run_verb(d, "run", DetectionConfig, run=_run_with_warnings, options=DetectionRunOptions, human=_human_run,
+                 help="split -> calibrate on held-out images (optional) -> score -> store",
+                 description="The detection pipeline for a detector's results file: with --split and --calibrate "
+                             "METHOD a per-category calibrator is fitted on the split's calibration images (by "
+                             "--recipe: vistabench or the authors' devil) and applied to its test images, which "
+                             "are scored; without --calibrate the test images (or, without --split, all) are "
+                             "scored. The record has the same shape as `detection score`'s. Every option is a "
+                             "field of the run's config (--print-config shows them resolved; --config FILE reads "
+                             "them).")
+
+    add_verb(d, "rerank", RerankOptions, run=_rerank,
+             human=lambda r: f"kept {r['kept']} detections, dropped {r['dropped']}; wrote {r['out']}",
+             help="keep each category's top K detections (the paper's gaming policy)",
+             description="Writes the results with only the top K detections per category over the whole file "
+                         "(stable: ties keep file order).")
+
+    c = verb_group(d, "calibrate", help="per-category score calibration: fit / apply")
+    add_verb(c, "fit", CalibrateFitOptions, run=_cal_fit,
+             human=lambda r: f"fitted {r['method']} for {r['num_categories_fitted']} categories ({r['num_fit']} "
+                             f"labelled detections); wrote {r['out']}",
+             help="fit per-category calibrators on a held-out detection set",
+             description="Labels = matched at --iou under the federated rules; one calibrator per category. "
+                         "--recipe vistabench (default): labels as AP counts them, a pooled fallback for "
+                         "categories with too few labels. --recipe devil: the authors' large-vocab-devil "
+                         "construction (any match is a positive, unmatched not-exhaustive detections are "
+                         "negatives, categories without a positive score 0; platt = Platt on logit(score), "
+                         "histbin = 20 bins).")
+    add_verb(c, "apply", CalibrateApplyOptions, run=_cal_apply,
+             human=lambda r: f"calibrated {r['detections']} detections with {r['method']}; wrote {r['out']}",
+             help="rewrite a results file with calibrated scores")
+
+    add_verb(d, "synth", SynthOptions, run=_synth,
+             human=lambda r: f"wrote {r['gt']} ({r['annotations']} annotations) and {r['results']} "
+                             f"({r['detections']} detections)",
+             help="write an LVIS-like synthetic ground truth and results",
+             description="Long-tailed classes, federated lists, jittered true positives, false positives, "
+                         "class-dependent score scales. Writes OUT/gt.json and OUT/results.json.")
+    register_analysis(d)
+    return d
 
 
 @contextlib.contextmanager
@@ -183,46 +225,28 @@ def _human_run(r) -> str:
     return _human_eval(_unflatten(r["metrics"])) + (f"\nstored record {r['id']}" if r.get("id") is not None else "")
 
 
-def _split(args):
+def _split(opts: SplitOptions) -> dict[str, Any]:
     from ..protocols.detection_tools import write_image_split
 
-    return write_image_split(args.gt, args.out, calibration_fraction=args.calibration_fraction, seed=args.seed)
+    return write_image_split(opts.gt, opts.out, calibration_fraction=opts.calibration_fraction, seed=opts.seed)
 
 
-def _eval(args):
+def _eval(opts: ScoreOptions) -> dict[str, Any] | Formatted:
     from ..progress import step
     from ..protocols.detection import score, to_record
 
     with step("reading and evaluating"), one_line_warnings():
-        out = score(args.results, args.gt, iou_type=args.iou_type, variants=args.variants, gt_format=args.gt_format,
-                    max_dets_per_image=args.max_dets_per_image, dets_per_class=args.dets_per_class,
-                    split=args.split, allow_empty=args.allow_empty, kpt_oks_sigmas=_sigmas(args),
-                    per_class=args.per_class, errors=args.errors)
-    out["settings"].update(gt=str(args.gt), results=str(args.results))
-    rec = to_record(out, dataset=args.dataset or Path(args.gt).stem,
-                    method=args.method or Path(args.results).stem, seed=args.seed, tag=args.tag,
+        out = score(opts.results, opts.gt, iou_type=opts.iou_type, variants=opts.variants, gt_format=opts.gt_format,
+                    max_dets_per_image=opts.max_dets_per_image, dets_per_class=opts.dets_per_class,
+                    split=opts.split, allow_empty=opts.allow_empty, kpt_oks_sigmas=opts.kpt_oks_sigmas,
+                    per_class=opts.per_class, errors=opts.errors)
+    out["settings"].update(gt=str(opts.gt), results=str(opts.results))
+    rec = to_record(out, dataset=opts.dataset or Path(opts.gt).stem,
+                    method=opts.method or Path(opts.results).stem, seed=opts.seed, tag=opts.tag,
                     split_hash=out["settings"].get("split_sha256"))
-    ids = store_records(args.store, rec)
+    ids = store_records(opts.store, rec)
     out["record_id"] = ids[0] if ids else None
-    return Formatted(out, args.format) if args.per_class or args.errors else out
-
-
-def _sigmas(args) -> list[float] | None:
-    """``--kpt-oks-sigmas`` as floats (only with ``--iou-type keypoints``); one line on bad input."""
-    from ..errors import InputError
-
-    text = args.kpt_oks_sigmas
-    if text is None:
-        return None
-    if args.iou_type != "keypoints":
-        raise InputError(f"--kpt-oks-sigmas: only used with --iou-type keypoints, got --iou-type {args.iou_type}")
-    try:
-        values = [float(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise InputError(f"--kpt-oks-sigmas: expected comma-separated numbers, got {text!r}") from None
-    if not values:
-        raise InputError("--kpt-oks-sigmas: expected at least one sigma")
-    return values
+    return Formatted(out, opts.format) if opts.per_class or opts.errors else out
 
 
 def _unflatten(metrics: dict) -> dict:
@@ -257,31 +281,27 @@ def _human_eval(out) -> str:
     return "\n".join(lines)
 
 
-def _rerank(args):
+def _rerank(opts: RerankOptions) -> dict[str, Any]:
     from ..protocols.detection_tools import rerank_results_file
 
-    return rerank_results_file(args.results, args.out, per_class_topk=args.per_class_topk)
+    return rerank_results_file(opts.results, opts.out, per_class_topk=opts.per_class_topk)
 
 
-_FIT_FIELDS = ("method", "recipe", "iou_threshold", "min_samples", "bins", "dets_per_class", "iou_type")
-
-
-def _cal_fit(args):
+def _cal_fit(opts: CalibrateFitOptions) -> dict[str, Any]:
     from ..protocols.detection_tools import fit_calibration_file
 
-    given = {k: getattr(args, k) for k in _FIT_FIELDS if getattr(args, k) is not None}
-    return fit_calibration_file(args.gt, args.results, args.out, given)
+    return fit_calibration_file(opts.gt, opts.results, opts.out, opts.settings())
 
 
-def _cal_apply(args):
+def _cal_apply(opts: CalibrateApplyOptions) -> dict[str, Any]:
     from ..protocols.detection_tools import apply_calibration_file
 
-    return apply_calibration_file(args.calibration, args.results, args.out)
+    return apply_calibration_file(opts.calibration, opts.results, opts.out)
 
 
-def _synth(args):
+def _synth(opts: SynthOptions) -> dict[str, Any]:
     from ..protocols.detection_tools import write_synth_set
 
-    return write_synth_set(args.out, num_images=args.images, num_categories=args.categories,
-                           dets_per_image=args.dets_per_image, seed=args.seed, format=args.format,
-                           masks=args.masks, detector_seed=args.detector_seed)
+    return write_synth_set(opts.out, num_images=opts.num_images, num_categories=opts.num_categories,
+                           dets_per_image=opts.dets_per_image, seed=opts.seed, format=opts.format,
+                           masks=opts.masks, detector_seed=opts.detector_seed)

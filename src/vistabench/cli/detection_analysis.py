@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-import argparse
 import math
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
-from . import add_json_arg
+from ..config import Options, option
+from .verbs import Verbs, add_verb
 
 ERROR_COLUMNS = ("Cls", "Loc", "Both", "Dupe", "Bkg", "Miss", "FalsePos", "FalseNeg")
-TABLE_FORMATS = ("markdown", "csv")
+TableFormat = Literal["markdown", "csv"]
 
 
 class Formatted:
@@ -28,84 +29,96 @@ def _paragraphs(*texts: str) -> str:
     return "\n\n".join(textwrap.fill(t, 88) for t in texts)
 
 
-def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--gt", required=True, metavar="GT.json", help="COCO or LVIS v1 ground-truth JSON")
-    p.add_argument("--results", required=True, metavar="DT.json", help="results JSON list")
-    p.add_argument("--gt-format", default="auto", choices=["auto", "lvis", "coco"],
-                   help="auto: LVIS when images carry neg/not-exhaustive lists, else COCO")
+@dataclass(frozen=True, kw_only=True)
+class FilesOptions(Options):
+    """The ground truth and the results every diagnostic reads."""
+
+    gt: str = option(metavar="GT.json", help="COCO or LVIS v1 ground-truth JSON")
+    results: str = option(metavar="DT.json", help="results JSON list")
+    gt_format: Literal["auto", "lvis", "coco"] = option(
+        "auto", help="auto: LVIS when images carry neg/not-exhaustive lists, else COCO")
 
 
-def _limits(p: argparse.ArgumentParser, *, tide: bool = False) -> None:
-    p.add_argument("--max-dets-per-image", type=int, default=None, metavar="N",
-                   help=("per-image limit of the tide variant (default: tidecv's, 100 for COCO, 300 for LVIS)" if tide
-                         else "per-image limit of AP^Old (default: 300 for LVIS, none for COCO)"))
-    p.add_argument("--dets-per-class", type=int, default=10_000, metavar="K",
-                   help="top K per category for AP^Fixed / AP^Pool (default: 10000)")
+_DETS_PER_CLASS_HELP = "top K per category for AP^Fixed / AP^Pool"
 
 
-def register_analysis(dsub: argparse._SubParsersAction) -> None:
+@dataclass(frozen=True, kw_only=True)
+class ErrorsOptions(FilesOptions):
+    """`detection errors`: :func:`~vistabench.protocols.detection_analysis.error_decomposition`'s arguments."""
+
+    variants: str = option("tide", flags=("--ap",), metavar="LIST", help="comma-separated subset of tide,fixed,pool")
+    iou_type: Literal["bbox", "segm"] = option(
+        "bbox", help="box or mask IoU (segm: TIDE's mask mode; both files need 'segmentation')")
+    pos_iou: float = option(0.5, help="foreground IoU threshold (TIDE's default 0.5)")
+    bg_iou: float = option(0.1, help="background IoU threshold (TIDE's default 0.1)")
+    max_dets_per_image: int | None = option(
+        None, low=1, metavar="N",
+        help="per-image limit of the tide variant (default: tidecv's, 100 for COCO, 300 for LVIS)")
+    dets_per_class: int = option(10_000, low=1, metavar="K", help=_DETS_PER_CLASS_HELP)
+
+
+@dataclass(frozen=True, kw_only=True)
+class OperatingOptions(FilesOptions):
+    """`detection operating`: :func:`~vistabench.protocols.detection_analysis.operating_table`'s arguments."""
+
+    iou: float = option(0.5, help="IoU threshold, one of 0.5, 0.55, ..., 0.95")
+    score_threshold: float | None = option(
+        None, metavar="S", help="report precision/recall/F1 at this score (default: only the best-F1 point)")
+    variant: Literal["old", "fixed"] = option(
+        "old", flags=("--ap",), help="whose detections: AP^Old (per-image limit) or AP^Fixed (top K per class)")
+    max_dets_per_image: int | None = option(
+        None, low=1, metavar="N", help="per-image limit of AP^Old (default: 300 for LVIS, none for COCO)")
+    dets_per_class: int = option(10_000, low=1, metavar="K", help=_DETS_PER_CLASS_HELP)
+    format: TableFormat = option("markdown", help="table format")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ConfusionOptions(FilesOptions):
+    """`detection confusion`: :func:`~vistabench.protocols.detection_analysis.confusion_table`'s arguments."""
+
+    iou: float = option(0.5, help="IoU threshold of a match")
+    score_threshold: float = option(0.5, metavar="S", help="keep detections scoring >= S")
+    format: TableFormat = option("markdown", help="table format")
+
+
+def register_analysis(d: Verbs) -> None:
     """Add the diagnostic verbs to `vistabench detection`."""
-    e = dsub.add_parser(
-        "errors", help="why AP is low: TIDE's error decomposition (dAP of fixing each error type)",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        description=_paragraphs(
-            "TIDE (Bolya et al., ECCV 2020): every false positive at IoU --pos-iou is a classification (Cls), "
-            "localisation (Loc), both (Both), duplicate (Dupe) or background (Bkg) error; unrecovered ground truth "
-            "is missed (Miss). Each figure is the AP gained by fixing all errors of that type (an oracle), in AP "
-            "points (0-100, as TIDE); FalsePos / FalseNeg are the gains of perfect precision / recall.",
-            "--ap tide: TIDE's own AP50 (equal to tidecv 1.0.1); fixed / pool: the same decomposition of AP^Fixed "
-            "and AP^Pool at --pos-iou under the federated LVIS rules, with r/c/f groups on LVIS. Boxes, or masks "
-            "with --iou-type segm. "
-            "docs/detection.md ('Why AP is low') defines each fix."),
-        epilog="example:\n  vistabench detection errors --gt lvis_v1_val.json --results dets.json --ap tide,fixed,pool")
-    _common(e)
-    e.add_argument("--ap", dest="variants", default="tide", metavar="LIST",
-                   help="comma-separated subset of tide,fixed,pool (default: tide)")
-    e.add_argument("--iou-type", default="bbox", choices=["bbox", "segm"],
-                   help="box or mask IoU (segm: TIDE's mask mode; both files need 'segmentation')")
-    e.add_argument("--pos-iou", type=float, default=0.5, help="foreground IoU threshold (TIDE's default 0.5)")
-    e.add_argument("--bg-iou", type=float, default=0.1, help="background IoU threshold (TIDE's default 0.1)")
-    _limits(e, tide=True)
-    add_json_arg(e)
-    e.set_defaults(handler=_errors, human=human_errors)
+    add_verb(d, "errors", ErrorsOptions, run=_errors, human=human_errors,
+             help="why AP is low: TIDE's error decomposition (dAP of fixing each error type)",
+             description=_paragraphs(
+                 "TIDE (Bolya et al., ECCV 2020): every false positive at IoU --pos-iou is a classification (Cls), "
+                 "localisation (Loc), both (Both), duplicate (Dupe) or background (Bkg) error; unrecovered ground "
+                 "truth is missed (Miss). Each figure is the AP gained by fixing all errors of that type (an "
+                 "oracle), in AP points (0-100, as TIDE); FalsePos / FalseNeg are the gains of perfect precision / "
+                 "recall.",
+                 "--ap tide: TIDE's own AP50 (equal to tidecv 1.0.1); fixed / pool: the same decomposition of "
+                 "AP^Fixed and AP^Pool at --pos-iou under the federated LVIS rules, with r/c/f groups on LVIS. "
+                 "Boxes, or masks with --iou-type segm. docs/detection.md ('Why AP is low') defines each fix.")
+             + "\n\nexample:\n  vistabench detection errors --gt lvis_v1_val.json --results dets.json "
+               "--ap tide,fixed,pool")
 
-    o = dsub.add_parser(
-        "operating", help="precision, recall and F1 at a score threshold; the best-F1 threshold per class",
-        description="From the raw (not interpolated) precision-recall curve of each category at IoU --iou (the "
-                    "evaluator's matches: AP^Old's or AP^Fixed's detections, federated LVIS rules): precision, recall "
-                    "and F1 of the detections scoring >= --score-threshold, and the threshold of the best F1; "
-                    "'overall' pools all categories. Worst best-F1 first.")
-    _common(o)
-    o.add_argument("--iou", type=float, default=0.5, help="IoU threshold, one of 0.5, 0.55, ..., 0.95 (default 0.5)")
-    o.add_argument("--score-threshold", type=float, default=None, metavar="S",
-                   help="report precision/recall/F1 at this score (default: only the best-F1 point)")
-    o.add_argument("--ap", dest="variant", default="old", choices=["old", "fixed"],
-                   help="whose detections: AP^Old (per-image limit) or AP^Fixed (top K per class)")
-    _limits(o)
-    o.add_argument("--format", default="markdown", choices=TABLE_FORMATS)
-    add_json_arg(o)
-    o.set_defaults(handler=_operating, human=_human_operating)
+    add_verb(d, "operating", OperatingOptions, run=_operating, human=_human_operating,
+             help="precision, recall and F1 at a score threshold; the best-F1 threshold per class",
+             description="From the raw (not interpolated) precision-recall curve of each category at IoU --iou "
+                         "(the evaluator's matches: AP^Old's or AP^Fixed's detections, federated LVIS rules): "
+                         "precision, recall and F1 of the detections scoring >= --score-threshold, and the "
+                         "threshold of the best F1; 'overall' pools all categories. Worst best-F1 first.")
 
-    c = dsub.add_parser(
-        "confusion", help="confusion matrix of classes (class-agnostic matching at an IoU)",
-        description="Detections scoring >= --score-threshold are matched to ground truth of any class (descending "
-                    "score, highest IoU >= --iou); rows are ground-truth classes plus 'background' (unmatched "
-                    "detections), columns detected classes plus 'missed' (unmatched ground truth). Detections in "
-                    "crowd regions, and on LVIS unmatched ones of categories not verified absent, are not counted.")
-    _common(c)
-    c.add_argument("--iou", type=float, default=0.5, help="IoU threshold of a match (default 0.5)")
-    c.add_argument("--score-threshold", type=float, default=0.5, metavar="S", help="keep detections scoring >= S (default 0.5)")
-    c.add_argument("--format", default="markdown", choices=TABLE_FORMATS)
-    add_json_arg(c)
-    c.set_defaults(handler=_confusion, human=_human_confusion)
+    add_verb(d, "confusion", ConfusionOptions, run=_confusion, human=_human_confusion,
+             help="confusion matrix of classes (class-agnostic matching at an IoU)",
+             description="Detections scoring >= --score-threshold are matched to ground truth of any class "
+                         "(descending score, highest IoU >= --iou); rows are ground-truth classes plus 'background' "
+                         "(unmatched detections), columns detected classes plus 'missed' (unmatched ground truth). "
+                         "Detections in crowd regions, and on LVIS unmatched ones of categories not verified "
+                         "absent, are not counted.")
 
 
-def _errors(args):
+def _errors(opts: ErrorsOptions) -> dict[str, Any]:
     from ..protocols.detection_analysis import error_decomposition
 
-    return error_decomposition(args.results, args.gt, variants=args.variants, pos_iou=args.pos_iou, bg_iou=args.bg_iou,
-                               max_dets_per_image=args.max_dets_per_image, dets_per_class=args.dets_per_class,
-                               gt_format=args.gt_format, iou_type=args.iou_type)
+    return error_decomposition(opts.results, opts.gt, variants=opts.variants, pos_iou=opts.pos_iou, bg_iou=opts.bg_iou,
+                               max_dets_per_image=opts.max_dets_per_image, dets_per_class=opts.dets_per_class,
+                               gt_format=opts.gt_format, iou_type=opts.iou_type)
 
 
 def _num(x: Any, digits: int = 2) -> str:
@@ -153,12 +166,12 @@ def human_errors(res: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
-def _operating(args):
+def _operating(opts: OperatingOptions) -> Formatted:
     from ..protocols.detection_analysis import operating_table
 
-    return Formatted(operating_table(args.results, args.gt, iou=args.iou, score_threshold=args.score_threshold,
-                                     variant=args.variant, max_dets_per_image=args.max_dets_per_image,
-                                     dets_per_class=args.dets_per_class, gt_format=args.gt_format), args.format)
+    return Formatted(operating_table(opts.results, opts.gt, iou=opts.iou, score_threshold=opts.score_threshold,
+                                     variant=opts.variant, max_dets_per_image=opts.max_dets_per_image,
+                                     dets_per_class=opts.dets_per_class, gt_format=opts.gt_format), opts.format)
 
 
 def _human_operating(r: Formatted) -> str:
@@ -180,11 +193,11 @@ def _human_operating(r: Formatted) -> str:
     return note + "\n" + _markdown(header, text)
 
 
-def _confusion(args):
+def _confusion(opts: ConfusionOptions) -> Formatted:
     from ..protocols.detection_analysis import confusion_table
 
-    return Formatted(confusion_table(args.results, args.gt, iou=args.iou, score_threshold=args.score_threshold,
-                                     gt_format=args.gt_format), args.format)
+    return Formatted(confusion_table(opts.results, opts.gt, iou=opts.iou, score_threshold=opts.score_threshold,
+                                     gt_format=opts.gt_format), opts.format)
 
 
 def _human_confusion(r: Formatted) -> str:

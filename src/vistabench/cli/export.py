@@ -2,44 +2,45 @@
 
 from __future__ import annotations
 
-import argparse
+from dataclasses import dataclass
+from typing import Any
 
-from ..config import TRACKERS
-from . import add_json_arg, add_store_arg
-
-
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "export", help="send a results store's records to MLflow, TensorBoard or Weights & Biases",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        description="Sends every record of --store (or only --protocol's) to the tracker, one run per record: its\n"
-                    "settings (the resolved config) as parameters, its metrics as scores, the record as\n"
-                    "records.json. Records already exported to the same MLflow experiment or TensorBoard\n"
-                    "folder are skipped, so running it again sends only new records.\n\n"
-                    "Destinations follow each tool's conventions:\n"
-                    "  mlflow       MLFLOW_TRACKING_URI (unset: MLflow's local default), experiment\n"
-                    "               MLFLOW_EXPERIMENT_NAME (unset: vistabench)\n"
-                    "  tensorboard  --track-dir (default ./runs), one folder per record\n"
-                    "  wandb        WANDB_MODE (offline: no account needed), WANDB_DIR, WANDB_PROJECT\n\n"
-                    "A run tracked while it runs (`--track` on any `run` and on `grid run`) also has its\n"
-                    "training curves and figures; docs/tracking.md.")
-    p.add_argument("tracker", choices=list(TRACKERS), metavar="TRACKER",
-                   help="one of: " + ", ".join(TRACKERS))
-    p.add_argument("--protocol", help="only this protocol's records")
-    p.add_argument("--track-dir", metavar="DIR", help="TensorBoard's log folder (default: ./runs)")
-    add_store_arg(p, optional=False)
-    add_json_arg(p)
-    p.set_defaults(handler=_export, human=_text)
+from ..config import TRACKERS, Options, option
+from .verbs import Verbs, add_verb, store_field
 
 
-def _export(args):
+@dataclass(frozen=True, kw_only=True)
+class ExportOptions(Options):
+    tracker: str = option(positional=True, choices=TRACKERS, metavar="TRACKER", help="the tracker to send the records to")
+    protocol: str | None = option(None, help="only this protocol's records")
+    track_dir: str | None = option(None, metavar="DIR", help="TensorBoard's log folder (default: ./runs)")
+    store: str = store_field(optional=False)
+
+
+def register(sub: Verbs) -> None:
+    add_verb(sub, "export", ExportOptions, run=_export, human=_text,
+             help="send a results store's records to MLflow, TensorBoard or Weights & Biases",
+             description="Sends every record of --store (or only --protocol's) to the tracker, one run per record: its\n"
+                         "settings (the resolved config) as parameters, its metrics as scores, the record as\n"
+                         "records.json. Records already exported to the same MLflow experiment or TensorBoard\n"
+                         "folder are skipped, so running it again sends only new records.\n\n"
+                         "Destinations follow each tool's conventions:\n"
+                         "  mlflow       MLFLOW_TRACKING_URI (unset: MLflow's local default), experiment\n"
+                         "               MLFLOW_EXPERIMENT_NAME (unset: vistabench)\n"
+                         "  tensorboard  --track-dir (default ./runs), one folder per record\n"
+                         "  wandb        WANDB_MODE (offline: no account needed), WANDB_DIR, WANDB_PROJECT\n\n"
+                         "A run tracked while it runs (`--track` on any `run` and on `grid run`) also has its\n"
+                         "training curves and figures; docs/tracking.md.")
+
+
+def _export(opts: ExportOptions) -> dict[str, Any]:
     from ..tracking import export_store
 
-    if args.protocol is not None:
+    if opts.protocol is not None:
         from ..suite import get_protocol
 
-        get_protocol(args.protocol)  # an unknown name: one line with close matches
-    return export_store(args.tracker, store=args.store, protocol=args.protocol, track_dir=args.track_dir)
+        get_protocol(opts.protocol)  # an unknown name: one line with close matches
+    return export_store(opts.tracker, store=opts.store, protocol=opts.protocol, track_dir=opts.track_dir)
 
 
 def _text(r: dict) -> str:

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from contextlib import contextmanager
-from typing import Iterator
+from dataclasses import dataclass
+from typing import Any, Iterator, Literal
 
-from ..config import TRACKERS
-from . import add_json_arg, add_store_arg, int_arg
-from .common import TableResult, render_table
+from ..config import TRACKERS, Options, option
+from .common import TableFormat, TableResult, render_table
+from .verbs import Verbs, add_verb, store_field, verb_group
 
-_FMT = argparse.RawDescriptionHelpFormatter
 _CONFIG_HELP = """\
 CONFIG (YAML or JSON) names one protocol, fixed options and the grid of varied options:
 
@@ -28,64 +27,70 @@ each grid option. Every cell is checked before anything runs. Examples: examples
 """
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    g = sub.add_parser("grid", help="run a protocol over a grid of options (resumable; local or Ray)",
-                       formatter_class=_FMT,
-                       description="Reproduce a paper's table: protocol x datasets x methods x seeds.\n\n"
-                                   "  run     run the cells not yet in the store (local processes or Ray tasks)\n"
-                                   "  status  which cells are done, running, failed, missing\n"
-                                   "  table   the protocol's paper-shaped table of exactly this grid\n\n"
-                                   + _CONFIG_HELP + "\nCluster runbook: docs/grid.md.")
-    s = g.add_subparsers(dest="verb", metavar="VERB", required=True)
+@dataclass(frozen=True, kw_only=True)
+class GridOptions(Options):
+    """What every grid verb takes: the grid's config file and the store (``--no-store`` is refused, with
+    the reason, once the config has been checked)."""
 
-    p = s.add_parser("run", help="run the missing cells and store their records", formatter_class=_FMT,
-                     description="Runs every cell whose records are not yet in --store (same protocol, same "
-                                 "options: each record carries its cell key in settings.grid_cell), so a killed "
-                                 "grid resumes by running the same command again. A failing cell is marked "
-                                 "failed with its one-line error and the others go on (exit status 1 if any "
-                                 "failed). Only drivers write the store (never the workers); several `grid run` of one grid on "
-                                 "one store share its cells (each cell is claimed with a lease, so none runs "
-                                 "twice). SIGTERM or Ctrl-C stops the workers before the driver exits.\n\n"
-                                 + _CONFIG_HELP)
-    p.add_argument("config", metavar="CONFIG.yaml")
-    p.add_argument("--engine", default="local", choices=["local", "ray"],
-                   help="local: this machine (default); ray: one Ray task per cell")
-    p.add_argument("--ray-address", metavar="ADDR",
-                   help="Ray cluster to use (e.g. HEAD_IP:6379 from `ray start --head`); default: start a local Ray")
-    p.add_argument("--max-parallel", type=int_arg, metavar="N",
-                   help="cells at once (local default 1 = in this process; ray default: as resources allow)")
-    p.add_argument("--cpus-per-cell", type=int_arg, default=1, metavar="N",
-                   help="CPUs a cell declares to Ray, and its torch threads (default 1)")
-    p.add_argument("--gpus-per-cell", type=float, metavar="G",
-                   help="GPUs a cell declares to Ray (default: 1 when the cell's --device is cuda, else 0)")
-    p.add_argument("--work-dir", metavar="DIR",
-                   help="cells' scratch files, on whichever machine runs them (default: grid-runs/ beside the store)")
-    p.add_argument("--track", action="extend", nargs="+", metavar="TRACKER", choices=list(TRACKERS),
-                   help="log every cell to this experiment tracker (repeatable; one of: " + ", ".join(TRACKERS)
-                        + "): overrides the config's `track`; runtime only, the cell keys stay (docs/tracking.md)")
-    p.add_argument("--track-dir", metavar="DIR",
-                   help="TensorBoard's log folder of every cell (default: the config's track_dir, else ./runs)")
-    _add_store_args(p)
-    add_json_arg(p)
-    p.set_defaults(handler=_run, human=_run_text, status=lambda r: 1 if r["failed"] else 0)  # 1: a cell failed
+    config: str = option(positional=True, metavar="CONFIG.yaml", help="the grid's config file (YAML or JSON)")
+    store: str | None = store_field(optional=True, none_help=None)
 
-    p = s.add_parser("status", help="done / running / failed / missing cells",
-                     description="Lists the grid's cells with their status: done (records in the store), running "
-                                 "(a live driver is running it), failed (with the error), missing.")
-    p.add_argument("config", metavar="CONFIG.yaml")
-    _add_store_args(p)
-    add_json_arg(p)
-    p.set_defaults(handler=_status, human=_status_text)
 
-    p = s.add_parser("table", help="the paper-shaped table of exactly this grid",
-                     description="Renders the protocol's results table (best bold, second underlined, third "
-                                 "italic; significance marks where the protocol has them) from the records of "
-                                 "this grid's done cells only.")
-    p.add_argument("config", metavar="CONFIG.yaml")
-    p.add_argument("--format", default="markdown", choices=["markdown", "latex", "csv"])
-    _add_store_args(p)
-    add_json_arg(p)
-    p.set_defaults(handler=_table, human=render_table)
+@dataclass(frozen=True, kw_only=True)
+class GridRunOptions(GridOptions):
+    engine: Literal["local", "ray"] = option("local", help="local: this machine; ray: one Ray task per cell")
+    ray_address: str | None = option(None, metavar="ADDR", help="Ray cluster to use (e.g. HEAD_IP:6379 from "
+                                                               "`ray start --head`); default: start a local Ray")
+    max_parallel: int | None = option(None, metavar="N", help="cells at once (local default 1 = in this process; "
+                                                             "ray default: as resources allow)")
+    cpus_per_cell: int = option(1, metavar="N", help="CPUs a cell declares to Ray, and its torch threads")
+    gpus_per_cell: float | None = option(None, metavar="G", finite=False,  # run_grid checks it (finite, >= 0)
+                                         help="GPUs a cell declares to Ray (default: 1 when the cell's --device "
+                                              "is cuda, else 0)")
+    work_dir: str | None = option(None, metavar="DIR", help="cells' scratch files, on whichever machine runs them "
+                                                           "(default: grid-runs/ beside the store)")
+    track: tuple[str, ...] = option((), choices=TRACKERS, repeatable=True, metavar="TRACKER",
+                                    help="log every cell to this experiment tracker (repeatable): overrides the "
+                                         "config's `track`; runtime only, the cell keys stay (docs/tracking.md)")
+    track_dir: str | None = option(None, metavar="DIR", help="TensorBoard's log folder of every cell (default: the "
+                                                            "config's track_dir, else ./runs)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class GridTableOptions(GridOptions):
+    format: TableFormat = option("markdown", help="table format")
+
+
+def register(sub: Verbs) -> None:
+    s = verb_group(sub, "grid", help="run a protocol over a grid of options (resumable; local or Ray)",
+                   description="Reproduce a paper's table: protocol x datasets x methods x seeds.\n\n"
+                               "  run     run the cells not yet in the store (local processes or Ray tasks)\n"
+                               "  status  which cells are done, running, failed, missing\n"
+                               "  table   the protocol's paper-shaped table of exactly this grid\n\n"
+                               + _CONFIG_HELP + "\nCluster runbook: docs/grid.md.")
+
+    add_verb(s, "run", GridRunOptions, run=_run, human=_run_text,
+             status=lambda r: 1 if r["failed"] else 0,  # 1: a cell failed
+             help="run the missing cells and store their records",
+             description="Runs every cell whose records are not yet in --store (same protocol, same "
+                         "options: each record carries its cell key in its grid_cell column), so a killed "
+                         "grid resumes by running the same command again. A failing cell is marked "
+                         "failed with its one-line error and the others go on (exit status 1 if any "
+                         "failed). Only drivers write the store (never the workers); several `grid run` of "
+                         "one grid on one store share its cells (each cell is claimed with a lease, so none "
+                         "runs twice). SIGTERM or Ctrl-C stops the workers before the driver exits.\n\n"
+                         + _CONFIG_HELP)
+
+    add_verb(s, "status", GridOptions, run=_status, human=_status_text,
+             help="done / running / failed / missing cells",
+             description="Lists the grid's cells with their status: done (records in the store), running "
+                         "(a live driver is running it), failed (with the error), missing.")
+
+    add_verb(s, "table", GridTableOptions, run=_table, human=render_table,
+             help="the paper-shaped table of exactly this grid",
+             description="Renders the protocol's results table (best bold, second underlined, third "
+                         "italic; significance marks where the protocol has them) from the records of "
+                         "this grid's done cells only.")
 
 
 @contextmanager
@@ -103,31 +108,21 @@ def stdout_to_stderr() -> Iterator[None]:
         os.close(saved)
 
 
-def _add_store_args(p: argparse.ArgumentParser) -> None:
-    add_store_arg(p, optional=False)
-    p.add_argument("--no-store", action="store_true", help=argparse.SUPPRESS)  # refused, with the reason
-
-
-def _store(args) -> str | None:
-    """``--store``, or None for ``--no-store`` (the grid refuses it once the config has been checked)."""
-    return None if args.no_store else args.store
-
-
-def _run(args):
-    from ..grid import load_config, run_grid
-
+def _run(opts: GridRunOptions) -> dict[str, Any]:
     from ..extras import require
+    from ..grid import load_config, run_grid
+    from ..progress import is_quiet
     from ..suite import get_protocol
 
-    cfg = load_config(args.config)
-    needs = get_protocol(cfg.protocol).needs("run") + (("ray",) if args.engine == "ray" else ())
+    cfg = load_config(opts.config)
+    needs = get_protocol(cfg.protocol).needs("run") + (("ray",) if opts.engine == "ray" else ())
     require(*needs, what=f"`vistabench grid run` of {cfg.protocol} cells")
-    log = None if args.json else (lambda m: print(m, file=sys.stderr, flush=True))
+    log = None if is_quiet() else (lambda m: print(m, file=sys.stderr, flush=True))
     with stdout_to_stderr():
-        res = run_grid(cfg, store=_store(args), engine=args.engine, max_parallel=args.max_parallel,
-                       ray_address=args.ray_address, cpus_per_cell=args.cpus_per_cell,
-                       gpus_per_cell=args.gpus_per_cell, work_dir=args.work_dir, log=log, track=args.track,
-                       track_dir=args.track_dir)
+        res = run_grid(cfg, store=opts.store, engine=opts.engine, max_parallel=opts.max_parallel,
+                       ray_address=opts.ray_address, cpus_per_cell=opts.cpus_per_cell,
+                       gpus_per_cell=opts.gpus_per_cell, work_dir=opts.work_dir, log=log,
+                       track=list(opts.track) or None, track_dir=opts.track_dir)
     return res.to_dict()
 
 
@@ -136,10 +131,10 @@ def _run_text(r: dict) -> str:
     return f"cells {r['cells']}: ran {r['ran']}, skipped {r['skipped']}, failed {r['failed']}{retried}"
 
 
-def _status(args):
+def _status(opts: GridOptions) -> dict[str, Any]:
     from ..grid import grid_status, load_config
 
-    return grid_status(load_config(args.config), store=_store(args))
+    return grid_status(load_config(opts.config), store=opts.store)
 
 
 def _status_text(st) -> str:
@@ -152,7 +147,7 @@ def _status_text(st) -> str:
     return "\n".join(lines)
 
 
-def _table(args):
+def _table(opts: GridTableOptions) -> TableResult:
     from ..grid import grid_table, load_config
 
-    return TableResult(grid_table(load_config(args.config), store=_store(args)), args.format)
+    return TableResult(grid_table(load_config(opts.config), store=opts.store), opts.format)

@@ -2,21 +2,66 @@
 
 from __future__ import annotations
 
-import argparse
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import add_json_arg, add_record_args, add_store_arg, int_arg, store_records
+from . import store_records
+from ..config import Options, option
 from ..protocols.incremental_config import IncrementalConfig
-from .configured import add_config_options, run_verb
+from .verbs import RecordOptions, RunOptions, Verbs, add_run_verb, add_verb, store_field, verb_group
 
-_FMT = argparse.RawDescriptionHelpFormatter
+_PRESET_HELP = "cifar100 | mini_imagenet | cub200"
 
 
-def register(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
-    inc = sub.add_parser(
-        "incremental", help="few-shot class-incremental learning: aAcc, gAcc, PD, KR (FSCIL)",
-        formatter_class=_FMT,
+@dataclass(frozen=True, kw_only=True)
+class SplitOptions(Options):
+    data: str = option(help="mnist5k | digits | cifar100:DIR | folder:DIR | npz:FILE")
+    preset: str | None = option(None, help=_PRESET_HELP)
+    base_classes: int | None = option(None, help="|Y_1| (base classes 0..B-1)")
+    way: int | None = option(None, help="classes per novel session")
+    shot: int | None = option(None, help="training samples per novel class")
+    num_sessions: int | None = option(None, help="sessions including the base session (default: all that fit)")
+    base_shot: int | None = option(None, help="training samples per base class (default: all)")
+    index_lists: str | None = option(None, metavar="DIR", help="folder with session_1.txt .. session_n.txt")
+    seed: int = option(0, help="seed of the shot selection")
+    out: str = option(help="sessions file to write")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScoreOptions(RecordOptions):
+    record_what = "first predictions (or matrix)"
+
+    matrix: str | None = option(None, metavar="ACC.json", help="JSON object with a lower-triangular 'matrix'")
+    predictions: tuple[str, ...] | None = option(None, metavar="NPZ",
+                                                 help="one predictions file per session, in order")
+    sessions: str | None = option(None, metavar="FILE", help="sessions file (with --predictions)")
+    base_classes: int | None = option(None, help="|Y_1| (with --matrix)")
+    way: int | None = option(None, help="classes per novel session (with --matrix)")
+    compat: bool = option(False, help="the authors' public gAcc formula (integer beta grid, trapezoid)")
+    alphas: int = option(101, help="points of the reported curve")
+    plot: str | None = option(None, metavar="PNG", help="also draw gAcc(alpha) with the corner cases to this file")
+    store: str | None = store_field(optional=True)
+
+
+@dataclass(frozen=True, kw_only=True)
+class IncrementalRunOptions(RunOptions):
+    out: str | None = option("incremental-run", help="work folder: sessions file and per-session predictions")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReferenceOptions(Options):
+    preset: str | None = option(None, help=_PRESET_HELP)
+    base_classes: int | None = option(None, help="|Y_1| (base classes 0..B-1)")
+    way: int | None = option(None, help="classes per novel session")
+    num_sessions: int | None = option(None, help="sessions including the base session")
+    base_accuracy: float = option(0.85, help="A_1^1 (0.85 as in the paper)")
+    compat: bool = option(False, help="the authors' public gAcc formula (integer beta grid, trapezoid)")
+
+
+def register(sub: Verbs) -> Verbs:
+    s = verb_group(
+        sub, "incremental", help="few-shot class-incremental learning: aAcc, gAcc, PD, KR (FSCIL)",
         description="Few-shot class-incremental protocol (docs/incremental.md).\n\n"
                     "  split      build the session split (preset, B/W/K, or the literature's session_<i>.txt);\n"
                     "             alias: sessions\n"
@@ -26,103 +71,61 @@ def register(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
                     "  reference  the paper's corner cases (Lazy, Greedy, Greedy-NF) for a session layout\n\n"
                     "Accuracies are fractions in [0, 1]. gAcc is the area under gAcc(alpha), alpha in [0, 1],\n"
                     "computed in closed form; --compat reproduces the authors' public formula instead.")
-    s = inc.add_subparsers(dest="verb", metavar="VERB", required=True)
 
-    p = s.add_parser("split", aliases=["sessions"], help="build a sessions file (alias: sessions)",
-                     formatter_class=_FMT, description=
-                     "Writes a sessions file (JSON with sha256): the classes of each session (base = 0..B-1,\n"
-                     "then W per session, in label order), the training indices of each session (all base\n"
-                     "samples, K seeded shots per novel class) and the test pool. Presets: cifar100 and\n"
-                     "mini_imagenet (60 base, 8 x 5-way 5-shot), cub200 (100 base, 10 x 10-way 5-shot).\n"
-                     "--index-lists DIR reads the literature's session_<i>.txt files instead (integer lines:\n"
-                     "training positions; path lines: matched to a folder dataset's training images).")
-    p.add_argument("--data", required=True, help="mnist5k | digits | cifar100:DIR | folder:DIR | npz:FILE")
-    _layout_args(p)
-    p.add_argument("--base-shot", type=int_arg, help="training samples per base class (default: all)")
-    p.add_argument("--index-lists", metavar="DIR", help="folder with session_1.txt .. session_n.txt")
-    p.add_argument("--seed", type=int_arg, default=0, help="seed of the shot selection (default 0)")
-    p.add_argument("--out", required=True, help="sessions file to write")
-    add_json_arg(p)
-    p.set_defaults(handler=_sessions, human=lambda r: (
+    add_verb(s, "split", SplitOptions, run=_sessions, aliases=["sessions"], human=lambda r: (
         f"wrote {r['out']}: {r['num_sessions']} sessions, classes per session {r['session_sizes']}, "
-        f"train samples per session {r['train_sizes']} (sha256 {r['sha256'][:12]})"))
+        f"train samples per session {r['train_sizes']} (sha256 {r['sha256'][:12]})"),
+        help="build a sessions file (alias: sessions)", description=
+        "Writes a sessions file (JSON with sha256): the classes of each session (base = 0..B-1,\n"
+        "then W per session, in label order), the training indices of each session (all base\n"
+        "samples, K seeded shots per novel class) and the test pool. Presets: cifar100 and\n"
+        "mini_imagenet (60 base, 8 x 5-way 5-shot), cub200 (100 base, 10 x 10-way 5-shot).\n"
+        "--index-lists DIR reads the literature's session_<i>.txt files instead (integer lines:\n"
+        "training positions; path lines: matched to a folder dataset's training images).")
 
-    p = s.add_parser("score", help="score an accuracy matrix or per-session predictions", formatter_class=_FMT,
-                     description=
-                     "From a matrix:      --matrix ACC.json --base-classes B --way W\n"
-                     "  ACC.json = {\"matrix\": [[A_1^1], [A_2^1, A_2^2], ...]} (fractions; row i = accuracy\n"
-                     "  after session i on the test samples of sessions 1..i).\n"
-                     "From predictions:   --predictions S1.npz S2.npz ... --sessions SESSIONS.json\n"
-                     "  file i covers the test pool after session i (classes of sessions 1..i, in the sessions\n"
-                     "  file's order); logits/probs are arg-maxed over the classes seen so far.\n"
-                     "Prints aacc, lacc, tacc, gacc, pd, kr, per-session {aacc, tacc, gacc, base_acc,\n"
-                     "novel_acc} and the gAcc(alpha) curve.")
-    src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--matrix", metavar="ACC.json", help="JSON object with a lower-triangular 'matrix'")
-    src.add_argument("--predictions", nargs="+", metavar="NPZ", help="one predictions file per session, in order")
-    p.add_argument("--sessions", metavar="FILE", help="sessions file (with --predictions)")
-    p.add_argument("--base-classes", type=int_arg, help="|Y_1| (with --matrix)")
-    p.add_argument("--way", type=int_arg, help="classes per novel session (with --matrix)")
-    p.add_argument("--compat", action="store_true", help="the authors' public gAcc formula (integer beta grid, trapezoid)")
-    p.add_argument("--alphas", type=int_arg, default=101, help="points of the reported curve (default 101)")
-    p.add_argument("--plot", metavar="PNG", help="also draw gAcc(alpha) with the corner cases to this file")
-    add_record_args(p, what="first predictions (or matrix)")
-    add_store_arg(p)
-    add_json_arg(p)
-    p.set_defaults(handler=_score, human=_human_scores)
+    add_verb(s, "score", ScoreOptions, run=_score, human=_human_scores,
+             help="score an accuracy matrix or per-session predictions", description=
+             "From a matrix:      --matrix ACC.json --base-classes B --way W\n"
+             "  ACC.json = {\"matrix\": [[A_1^1], [A_2^1, A_2^2], ...]} (fractions; row i = accuracy\n"
+             "  after session i on the test samples of sessions 1..i).\n"
+             "From predictions:   --predictions S1.npz S2.npz ... --sessions SESSIONS.json\n"
+             "  file i covers the test pool after session i (classes of sessions 1..i, in the sessions\n"
+             "  file's order); logits/probs are arg-maxed over the classes seen so far.\n"
+             "Give one of --matrix and --predictions.\n"
+             "Prints aacc, lacc, tacc, gacc, pd, kr, per-session {aacc, tacc, gacc, base_acc,\n"
+             "novel_acc} and the gAcc(alpha) curve.")
 
-    p = s.add_parser("run", help="run a reference learner through the sessions", formatter_class=_FMT,
-                     description=
-                     "prototype: train the backbone on the base session, freeze it, classify by cosine\n"
-                     "  similarity to class-mean prototypes; each novel session adds its prototypes.\n"
-                     "finetune:  train on the base session, then grow the linear head and fine-tune the whole\n"
-                     "  network on each novel session's few shots (it forgets: the contrast to show).\n"
-                     "fr:        the paper's feature rectification: a frozen ViT + prototypes, and per\n"
-                     "  intermediate block an FR module X_FR = M_m(cat(M_F(X_final), M_I(X_inter))) trained\n"
-                     "  with the IR (pairwise distances) and CR (prototype similarities) relation losses,\n"
-                     "  a cosine constraint and novel-class CE; branches averaged at test time. Its options\n"
-                     "  (--method-opt KEY=VALUE) default to the authors' run script of --preset's dataset\n"
-                     "  (else miniImageNet's); --fr-recipe paper: their budget and ViT shape (dim 256, depth 12,\n"
-                     "  8 heads), cpu (default): a CPU-sized budget and ViT (dim 64, depth 6, 4 heads).\n"
-                     "  See the resolved values with --print-config.\n"
-                     "Writes OUT/sessions.json (when built) and OUT/session_<i>.npz, scores the run and adds\n"
-                     "a record to the store.\n\n"
-                     "example: vistabench incremental run --data mnist5k --method fr --base-classes 5 --way 1 \\\n"
-                     "           --shot 5 --epochs 1 --store /tmp/fs.sqlite\n"
-                     "         vistabench incremental run --data cifar100:DIR --preset cifar100 --method fr \\\n"
-                     "           --fr-recipe paper --print-config")
-    add_config_options(p, IncrementalConfig)
-    p.add_argument("--out", default="incremental-run", help="work folder: sessions file and per-session predictions")
-    add_store_arg(p)
-    add_json_arg(p)
-    handler, human = run_verb(IncrementalConfig, _run, human=_human_record)
-    p.set_defaults(handler=handler, human=human)
+    add_run_verb(s, "run", IncrementalConfig, run=_run, options=IncrementalRunOptions, human=_human_record,
+                 help="run a reference learner through the sessions", description=
+                 "prototype: train the backbone on the base session, freeze it, classify by cosine\n"
+                 "  similarity to class-mean prototypes; each novel session adds its prototypes.\n"
+                 "finetune:  train on the base session, then grow the linear head and fine-tune the whole\n"
+                 "  network on each novel session's few shots (it forgets: the contrast to show).\n"
+                 "fr:        the paper's feature rectification: a frozen ViT + prototypes, and per\n"
+                 "  intermediate block an FR module X_FR = M_m(cat(M_F(X_final), M_I(X_inter))) trained\n"
+                 "  with the IR (pairwise distances) and CR (prototype similarities) relation losses,\n"
+                 "  a cosine constraint and novel-class CE; branches averaged at test time. Its options\n"
+                 "  (--method-opt KEY=VALUE) default to the authors' run script of --preset's dataset\n"
+                 "  (else miniImageNet's); --fr-recipe paper: their budget and ViT shape (dim 256, depth 12,\n"
+                 "  8 heads), cpu (default): a CPU-sized budget and ViT (dim 64, depth 6, 4 heads).\n"
+                 "  See the resolved values with --print-config.\n"
+                 "Writes OUT/sessions.json (when built) and OUT/session_<i>.npz, scores the run and adds\n"
+                 "a record to the store.\n\n"
+                 "example: vistabench incremental run --data mnist5k --method fr --base-classes 5 --way 1 \\\n"
+                 "           --shot 5 --epochs 1 --store /tmp/fs.sqlite\n"
+                 "         vistabench incremental run --data cifar100:DIR --preset cifar100 --method fr \\\n"
+                 "           --fr-recipe paper --print-config")
 
-    p = s.add_parser("reference", help="scores of the corner cases Lazy, Greedy, Greedy-NF", description=
-                     "Lazy keeps A_i^1 = base accuracy and learns nothing new; Greedy learns only the current "
-                     "session (A_i^i = 1); Greedy-NF also keeps every novel session (A_i^j = 1, j > 1).")
-    p.add_argument("--preset", help="cifar100 | mini_imagenet | cub200")
-    p.add_argument("--base-classes", type=int_arg)
-    p.add_argument("--way", type=int_arg)
-    p.add_argument("--num-sessions", type=int_arg, help="sessions including the base session")
-    p.add_argument("--base-accuracy", type=float, default=0.85, help="A_1^1 (default 0.85, as in the paper)")
-    p.add_argument("--compat", action="store_true")
-    add_json_arg(p)
-    p.set_defaults(handler=_reference, human=lambda r: "\n".join(
+    add_verb(s, "reference", ReferenceOptions, run=_reference, human=lambda r: "\n".join(
         f"{k:10s} aAcc {100 * v['aacc']:6.2f}  gAcc {100 * v['gacc']:6.2f}  PD {100 * v['pd']:6.2f}  KR {v['kr']:.3f}"
-        for k, v in r.items()))
+        for k, v in r.items()),
+        help="scores of the corner cases Lazy, Greedy, Greedy-NF", description=
+        "Lazy keeps A_i^1 = base accuracy and learns nothing new; Greedy learns only the current "
+        "session (A_i^i = 1); Greedy-NF also keeps every novel session (A_i^j = 1, j > 1).")
     return s
 
 
-def _layout_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--preset", help="cifar100 | mini_imagenet | cub200")
-    p.add_argument("--base-classes", type=int_arg, help="|Y_1| (base classes 0..B-1)")
-    p.add_argument("--way", type=int_arg, help="classes per novel session")
-    p.add_argument("--shot", type=int_arg, help="training samples per novel class")
-    p.add_argument("--num-sessions", type=int_arg, help="sessions including the base session (default: all that fit)")
-
-
-def _sessions(args: Any) -> dict[str, Any]:
+def _sessions(args: SplitOptions) -> dict[str, Any]:
     from ..data import load_dataset
     from ..protocols.incremental import sessions_for_data, write_sessions
 
@@ -137,10 +140,11 @@ def _sessions(args: Any) -> dict[str, Any]:
             "test_pool": len(content["test_indices"])}
 
 
-def _score(args: Any) -> dict[str, Any]:
+def _score(args: ScoreOptions) -> dict[str, Any]:
     from ..protocols.incremental import score_from, to_record
 
-    scores, sessions = score_from(matrix=args.matrix, predictions=args.predictions, sessions=args.sessions,
+    predictions = list(args.predictions) if args.predictions is not None else None
+    scores, sessions = score_from(matrix=args.matrix, predictions=predictions, sessions=args.sessions,
                                   base_classes=args.base_classes, way=args.way,
                                   mode="compat" if args.compat else "exact", num_alphas=args.alphas)
     out = scores.to_dict()
@@ -149,7 +153,7 @@ def _score(args: Any) -> dict[str, Any]:
 
         out["plot"] = save_gacc_plot(scores, args.plot)
     first = args.matrix or args.predictions[0]
-    rec = to_record(out, dataset=args.dataset or "custom", method=args.method or Path(first).stem,
+    rec = to_record(out, dataset=args.record_dataset(), method=args.method or Path(first).stem,
                     seed=args.seed, sessions=sessions, settings={"source": "score"}, tag=args.tag)
     ids = store_records(args.store, rec)
     out["record_id"] = ids[0] if ids else None
@@ -162,7 +166,7 @@ def _run(config: Any, *, store: Any = None, work_dir: Any = None) -> Any:
     return run(config, store=store, work_dir=work_dir)
 
 
-def _reference(args: Any) -> dict[str, Any]:
+def _reference(args: ReferenceOptions) -> dict[str, Any]:
     from ..protocols.incremental import reference_for
 
     res = reference_for(preset=args.preset, base_classes=args.base_classes, way=args.way,

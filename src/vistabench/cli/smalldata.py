@@ -1,71 +1,89 @@
-"""`vistabench smalldata ...`: split (alias splits), tune, final, run, score, table, list."""
+"""`vistabench smalldata ...`: split (alias splits), tune, final, run, score, table, list; each verb
+generated from its options class below (tune, final and run from the run's config)."""
 
 from __future__ import annotations
 
-import argparse
 import json
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Literal
 
-from . import add_json_arg, add_store_arg, int_arg, store_records
-from .common import TableResult, render_table
+from . import store_records
+from ..config import Options, option
+from .common import TableFormat, TableResult, render_table
+from .verbs import RunOptions, Verbs, add_run_verb, add_verb, store_field, verb_group
 
-_FMT = argparse.RawDescriptionHelpFormatter
-
-
-def _dataset_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--dataset", required=True, metavar="NAME",
-                   help="cifair10 | cub200 | isic2018 | eurosat | clamm | mnist5k | digits | folder")
-    p.add_argument("--root", metavar="DIR", help="the dataset's folder (not for mnist5k/digits)")
-    p.add_argument("--recipe", choices=["gem", "vistabench"], default="gem",
-                   help="protocol rules: gem = the benchmark's code (default: fixed train/val sizes per class, the "
-                        "dataset's own augmentation, ASHA eta 2, random search, mean val accuracy of the last 5 "
-                        "epochs, best among all trials); vistabench = our earlier rules (60/40 train/val, "
-                        "pad-crop + flip, eta 3, TPE, last-epoch balanced accuracy, completed trials only)")
-    p.add_argument("--per-class", type=int_arg, metavar="N", help="trainval images per class (default: the preset's; "
-                   "alone it keeps the preset's train share, e.g. 20 -> 12 train + 8 val)")
-    p.add_argument("--train-per-class", type=int_arg, metavar="N",
-                   help="train images per class, the rest of trainval is val (gem: 30; CUB 20, ISIC 50)")
-    p.add_argument("--val-fraction", type=float, metavar="F",
-                   help="instead of --train-per-class: share of each class's trainval images in val (vistabench: 0.4)")
-    p.add_argument("--seed", type=int_arg, default=0, help="split seed and search seed (default 0)")
-    p.add_argument("--image-size", type=int_arg, metavar="PX",
-                   help="side length variable-size images are resized to (default: the preset's)")
+Recipe = Literal["gem", "vistabench"]
+_DATASET_HELP = "cifair10 | cub200 | isic2018 | eurosat | clamm | mnist5k | digits | folder"
+_ROOT_HELP = "the dataset's folder (not for mnist5k/digits)"
 
 
-def _run_verb(p: argparse.ArgumentParser, stages: str) -> None:
-    """A verb generated from :class:`SmalldataConfig`; ``tune``/``final`` fix ``stages``."""
-    from ..protocols.smalldata_config import SmalldataConfig
-    from .configured import add_config_options, run_verb
+@dataclass(frozen=True, kw_only=True)
+class SplitOptions(Options):
+    """`smalldata split`: :func:`~vistabench.protocols.smalldata.write_dataset_splits`'s arguments (checked
+    there as a run's config fields are)."""
 
-    add_config_options(p, SmalldataConfig)
-    p.add_argument("--work-dir", "--out", dest="out", default="smalldata-runs", metavar="DIR",
-                   help="where split files and the Optuna study files live (default ./smalldata-runs)")
-    add_store_arg(p)
-    add_json_arg(p)
-    pinned = None if stages == "tune+final" else {"stages": stages}
-    run_handler, _ = run_verb(SmalldataConfig, _run_config, pinned=pinned, verb=f"smalldata {stages}")
+    dataset: str = option(metavar="NAME", help=_DATASET_HELP)
+    root: str | None = option(None, metavar="DIR", help=_ROOT_HELP)
+    recipe: Recipe = option(
+        "gem", help="protocol rules: gem = the benchmark's code (fixed train/val sizes per class, the dataset's "
+                    "own augmentation, ASHA eta 2, random search, mean val accuracy of the last 5 epochs, best "
+                    "among all trials); vistabench = our earlier rules (60/40 train/val, pad-crop + flip, eta 3, "
+                    "TPE, last-epoch balanced accuracy, completed trials only)")
+    per_class: int | None = option(None, metavar="N", help="trainval images per class (default: the preset's; "
+                                   "alone it keeps the preset's train share, e.g. 20 -> 12 train + 8 val)")
+    train_per_class: int | None = option(
+        None, metavar="N", help="train images per class, the rest of trainval is val (gem: 30; CUB 20, ISIC 50)")
+    val_fraction: float | None = option(
+        None, metavar="F",
+        help="instead of --train-per-class: share of each class's trainval images in val (vistabench: 0.4)")
+    seed: int = option(0, help="split seed and search seed")
+    image_size: int | None = option(
+        None, metavar="PX", help="side length variable-size images are resized to (default: the preset's)")
+    out: str = option(metavar="DIR", help="folder to write the split files to")
 
-    def handler(args):
-        from .configured import given_from_args, wants_print
 
-        if not wants_print(args):  # printing a config reads no data
-            _check_dataset_folder(given_from_args(args).get("dataset"))
-        return run_handler(args)
+@dataclass(frozen=True, kw_only=True)
+class SmalldataRunOptions(RunOptions):
+    """What `smalldata tune | final | run` take besides the config: the work folder and the store."""
 
-    p.set_defaults(handler=handler, human=_run_text)
+    out: str | None = option("smalldata-runs", flags=("--work-dir", "--out"), metavar="DIR",
+                             help="where split files and the Optuna study files live")
 
 
-def _check_dataset_folder(spec) -> None:
-    """``--dataset NAME:DIR`` with a DIR that is not a folder: say so naming --dataset (the user never
-    typed --root, which the preset's reader would name)."""
-    from ..errors import InputError
+@dataclass(frozen=True, kw_only=True)
+class ScoreOptions(Options):
+    """`smalldata score`: the predictions, the split files they were made on and the record's names."""
 
-    if not isinstance(spec, str) or ":" not in spec:
-        return
-    root = spec.partition(":")[2]
-    if root and not Path(root).is_dir():
-        raise InputError(f"dataset {spec!r}: " + (f"{root!r} is a file, expected a folder" if Path(root).exists()
-                                                  else f"no such folder {root!r}"))
+    predictions: str = option(metavar="NPZ", help="labels + logits|probs|pred over the split's test set")
+    dataset: str = option(metavar="NAME", help="the preset the splits were written for")
+    root: str | None = option(None, metavar="DIR", help=_ROOT_HELP)
+    image_size: int | None = option(None, metavar="PX", help="side length variable-size images are resized to "
+                                                            "(default: the preset's)")
+    splits: str = option(metavar="DIR", help="folder of split files (`smalldata split`)")
+    split: int = option(metavar="I", help="which split's test set")
+    method: str | None = option(
+        None, help="method name of the record (default: the predictions file's name without suffix)")
+    seed: int | None = option(None, help="seed of the run that made the predictions (stored as is)")
+    tag: str | None = option(None, help="free-form tag of the record (it is stored as a final run either way)")
+    store: str | None = store_field(optional=True)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TableOptions(Options):
+    """`smalldata table`: Table 3 or Table 4 of the store."""
+
+    format: TableFormat = option("markdown", help="table format")
+    dataset: str | None = option(None, help="only this dataset")
+    cost: bool = option(False, help="Table 4: training images/s and peak memory")
+    store: str = store_field(optional=False)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ListOptions(Options):
+    """`smalldata list`: the presets of a recipe and the methods."""
+
+    recipe: Recipe = option("gem", help="show this recipe's presets")
 
 
 def _run_config(config, *, store, work_dir):
@@ -74,9 +92,18 @@ def _run_config(config, *, store, work_dir):
     return run(config, store=store, work_dir=work_dir)
 
 
-def register(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
-    sd = sub.add_parser(
-        "smalldata", help="small-data benchmark with fair tuning (Brigato et al.)", formatter_class=_FMT,
+def _check_given(given: dict[str, Any]) -> None:
+    """``--dataset NAME:DIR`` whose DIR is not a folder, named as the user gave it (before a store opens)."""
+    from ..protocols.smalldata import check_dataset_folder
+
+    check_dataset_folder(given.get("dataset"))
+
+
+def register(sub: Verbs) -> Verbs:
+    from ..protocols.smalldata_config import SmalldataConfig
+
+    s = verb_group(
+        sub, "smalldata", help="small-data benchmark with fair tuning (Brigato et al.)",
         description="Small-data protocol (docs/smalldata.md).\n\n"
                     "  split   write trainval{i}/train{i}/val{i} (+test{i}) split files, i = 0..2 (alias: splits)\n"
                     "  tune    ASHA search per split on train/val (same budget for every method)\n"
@@ -86,69 +113,45 @@ def register(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
                     "  table   Table 3 (balanced accuracy, Welch italics) or Table 4 (--cost) from the store\n"
                     "  list    dataset presets and methods\n\n"
                     "Metric: balanced accuracy over the dataset's declared classes.")
-    s = sd.add_subparsers(dest="verb", metavar="VERB", required=True)
 
-    p = s.add_parser("split", aliases=["splits"], help="write the split files (alias: splits)", description=
-                     "Writes trainval0..2.json, train0..2.json, val0..2.json (and test0..2.json for datasets "
-                     "without an official test set) to --out. Each holds the sorted `indices` (positions in the "
-                     "dataset's training pool), per-class counts and a sha256. Per class, train/val sizes follow the "
-                     "recipe: gem's fixed counts (30/20; CUB 20/rest; ISIC 50/30) or vistabench's 60%%/40%%. "
-                     "The same seed writes byte-identical files.")
-    _dataset_args(p)
-    p.add_argument("--out", required=True, metavar="DIR", help="folder to write the split files to")
-    add_json_arg(p)
-    p.set_defaults(handler=_splits, human=_splits_text)
+    add_verb(s, "split", SplitOptions, run=_splits, human=_splits_text, aliases=["splits"],
+             help="write the split files (alias: splits)", description=
+             "Writes trainval0..2.json, train0..2.json, val0..2.json (and test0..2.json for datasets without an "
+             "official test set) to --out. Each holds the sorted `indices` (positions in the dataset's training "
+             "pool), per-class counts and a sha256. Per class, train/val sizes follow the recipe: gem's fixed "
+             "counts (30/20; CUB 20/rest; ISIC 50/30) or vistabench's 60%/40%. The same seed writes "
+             "byte-identical files.")
 
     for verb, stages, helptext in (
             ("tune", "tune", "search hyper-parameters on every split"),
             ("final", "final", "final runs with each split's best configuration (tune first)"),
             ("run", "tune+final", "tune + final runs")):
-        p = s.add_parser(verb, help=helptext, description=helptext + ". Records go to the results store. "
-                         "Every flag is a field of the run's config (--print-config shows them all, resolved).")
-        _run_verb(p, stages)
+        add_run_verb(s, verb, SmalldataConfig, run=_run_config, options=SmalldataRunOptions, human=_run_text,
+                     pinned=None if stages == "tune+final" else {"stages": stages}, check=_check_given,
+                     help=helptext, description=helptext + ". Records go to the results store. Every flag is a "
+                     "field of the run's config (--print-config shows them all, resolved).")
 
-    p = s.add_parser("score", help="score a predictions file on a split's test set", description=
-                     "Scores a predictions .npz (labels + logits|probs|pred over split I's test set: the "
-                     "official test set, or test{I}.json where the dataset has none) with balanced accuracy "
-                     "over the dataset's declared classes, and stores a record shaped like a final run's.")
-    p.add_argument("--predictions", required=True, metavar="NPZ")
-    p.add_argument("--dataset", required=True, metavar="NAME", help="the preset the splits were written for")
-    p.add_argument("--root", metavar="DIR", help="the dataset's folder (not for mnist5k/digits)")
-    p.add_argument("--image-size", type=int_arg, metavar="PX")
-    p.add_argument("--splits", required=True, metavar="DIR", help="folder of split files (`smalldata split`)")
-    p.add_argument("--split", type=int_arg, required=True, metavar="I", help="which split's test set")
-    p.add_argument("--method", help="method name of the record (default: the predictions file's name without suffix)")
-    p.add_argument("--seed", type=int_arg, help="seed of the run that made the predictions (stored as is)")
-    p.add_argument("--tag", default="final", help="record tag (default: final, as the final runs)")
-    add_store_arg(p)
-    add_json_arg(p)
-    p.set_defaults(handler=_score, human=lambda r: f"balanced accuracy {100 * r['balanced_accuracy']:.2f} "
-                   f"(accuracy {100 * r['accuracy']:.2f}) on {r['settings']['test']}"
-                   + (f"; stored record {r['record_id']}" if r.get("record_id") is not None else ""))
+    add_verb(s, "score", ScoreOptions, run=_score,
+             human=lambda r: f"balanced accuracy {100 * r['balanced_accuracy']:.2f} (accuracy "
+                             f"{100 * r['accuracy']:.2f}) on {r['settings']['test']}"
+                             + (f"; stored record {r['record_id']}" if r.get("record_id") is not None else ""),
+             help="score a predictions file on a split's test set", description=
+             "Scores a predictions .npz (labels + logits|probs|pred over split I's test set: the official test "
+             "set, or test{I}.json where the dataset has none) with balanced accuracy over the dataset's declared "
+             "classes, and stores a record shaped like a final run's.")
 
-    p = s.add_parser("table", help="print Table 3 or Table 4 from the store")
-    p.add_argument("--format", default="markdown", choices=["markdown", "latex", "csv"])
-    p.add_argument("--dataset", help="only this dataset")
-    p.add_argument("--cost", action="store_true", help="Table 4: training images/s and peak memory")
-    add_store_arg(p, optional=False)
-    add_json_arg(p)
-    p.set_defaults(handler=_table, human=render_table)
-
-    p = s.add_parser("list", help="dataset presets and methods")
-    p.add_argument("--recipe", choices=["gem", "vistabench"], default="gem", help="show this recipe's presets")
-    add_json_arg(p)
-    p.set_defaults(handler=_list, human=_list_text)
+    add_verb(s, "table", TableOptions, run=_table, human=render_table, help="print Table 3 or Table 4 from the store")
+    add_verb(s, "list", ListOptions, run=_list, human=_list_text, help="dataset presets and methods")
     return s
 
 
 # ---------------------------------------------------------------------------------- handlers
-def _splits(args):
-    _check_dataset_folder(args.dataset)
+def _splits(opts: SplitOptions) -> dict[str, Any]:
     from ..protocols.smalldata import write_dataset_splits
 
-    return write_dataset_splits(args.dataset, args.out, root=args.root, recipe=args.recipe, per_class=args.per_class,
-                        train_per_class=args.train_per_class, val_fraction=args.val_fraction, seed=args.seed,
-                        image_size=args.image_size)
+    return write_dataset_splits(opts.dataset, opts.out, root=opts.root, recipe=opts.recipe, per_class=opts.per_class,
+                                train_per_class=opts.train_per_class, val_fraction=opts.val_fraction, seed=opts.seed,
+                                image_size=opts.image_size)
 
 
 def _splits_text(r: dict) -> str:
@@ -156,15 +159,15 @@ def _splits_text(r: dict) -> str:
         f"{k} ({v})" for k, v in r["counts"].items())
 
 
-def _score(args):
+def _score(opts: ScoreOptions) -> dict[str, Any]:
     from ..protocols.smalldata import prepare, score, to_record
 
-    ctx = prepare(args.dataset, root=args.root, split_dir=args.splits, image_size=args.image_size, splits=[args.split])
-    result = score(args.predictions, ctx, split=args.split)
-    rec = to_record(result, dataset=args.dataset, method=args.method or Path(args.predictions).stem, seed=args.seed,
-                    split_hash=result["settings"]["split_hash"], settings={"predictions": str(args.predictions)},
-                    tag=args.tag)
-    ids = store_records(args.store, rec)
+    ctx = prepare(opts.dataset, root=opts.root, split_dir=opts.splits, image_size=opts.image_size, splits=[opts.split])
+    result = score(opts.predictions, ctx, split=opts.split)
+    rec = to_record(result, dataset=opts.dataset, method=opts.method or Path(opts.predictions).stem, seed=opts.seed,
+                    split_hash=result["settings"]["split_hash"], settings={"predictions": str(opts.predictions)},
+                    tag=opts.tag)
+    ids = store_records(opts.store, rec)
     return {**result, "record_id": ids[0] if ids else None}
 
 
@@ -174,28 +177,28 @@ def _run_text(r: dict) -> str:
     for rec in r.get("records", [r]):
         st, m = rec.get("settings", {}), rec.get("metrics", {})
         what = f"{rec['dataset']} / {rec['method']} split {st.get('split')}"
-        if str(rec.get("tag", "")).startswith("tune"):
+        if rec.get("kind") == "tune":
             lines.append(f"{what}: {m.get('trials')} trials, {m.get('total_epochs')} epochs, best val score "
                          f"{100 * m['best_val_score']:.2f}%")
         else:
-            lines.append(f"{what} {rec.get('tag')} run {st.get('repeat')}: test balanced accuracy "
+            lines.append(f"{what} {rec.get('kind')} run {st.get('repeat')}: test balanced accuracy "
                          f"{100 * m['balanced_accuracy']:.2f}% (config {json.dumps(st.get('config'), sort_keys=True)})")
     return "\n".join(lines)
 
 
-def _table(args):
+def _table(opts: TableOptions) -> TableResult:
     from .common import open_store
     from ..report.smalldata import accuracy_table, cost_table
 
-    with open_store(args.store) as store:
-        return TableResult((cost_table if args.cost else accuracy_table)(store, dataset=args.dataset), args.format,
+    with open_store(opts.store) as store:
+        return TableResult((cost_table if opts.cost else accuracy_table)(store, dataset=opts.dataset), opts.format,
                            with_styles=True)
 
 
-def _list(args):
+def _list(opts: ListOptions) -> dict[str, Any]:
     from ..protocols.smalldata import catalog
 
-    return catalog(args.recipe)
+    return catalog(opts.recipe)
 
 
 def _list_text(r: dict) -> str:

@@ -1,118 +1,148 @@
-"""`vistabench stream {list,show,split,score,run,pretrain,report,table}`: never-ending task streams (Nevis'22 protocol)."""
+"""`vistabench stream {list,show,split,score,run,pretrain,report,table}`: never-ending task streams (Nevis'22
+protocol); each verb generated from its options class below (run from the run's config)."""
 
 from __future__ import annotations
 
-import argparse
 import math
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Literal
 
-from . import add_json_arg, add_store_arg, store_records
+from . import store_records
+from ..config import Options, option
 from ..protocols.stream_config import StreamConfig
-from .configured import add_config_options, run_verb
+from .verbs import RunOptions, Verbs, add_run_verb, add_verb, store_field, verb_group
+
+_STREAM_HELP = "a built-in stream (`stream list`) or a stream file"
 
 
-def register(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
-    p = sub.add_parser("stream", help="never-ending task streams with compute accounting (Nevis'22)",
-                       description="Run a learner over a chronological stream of tasks, charging every "
-                                   "training and search step in FLOPs, and analyse runs: average meta-test "
-                                   "error, cFLOP, Pareto front, regret against Indep, forward transfer.")
-    verbs = p.add_subparsers(dest="verb", metavar="VERB")
-    verbs.required = True
+@dataclass(frozen=True, kw_only=True)
+class CutOptions(Options):
+    """The meta-train / meta-test cut (``meta_test_from``, as the run's config names it)."""
 
-    q = verbs.add_parser("list", help="built-in streams and learners")
-    add_json_arg(q)
-    q.set_defaults(handler=_list, human=_list_human)
+    meta_test_from: str | None = option(
+        None, metavar="YEAR|PRESET",
+        help="meta-train / meta-test cut: a year, or a preset of the Nevis streams: 'paper' (2019, the paper's "
+             "last three years: 27 FULL tasks) or 'dm-nevis' (2020, dm_nevis's DEFAULT_NEVIS_STOP_YEAR: 14 FULL "
+             "tasks). Default: the stream file's (paper). The cut used is printed.")
 
-    q = verbs.add_parser("show", help="the tasks of a stream")
-    q.add_argument("stream", metavar="NAME|FILE")
-    _add_cut_args(q)
-    add_json_arg(q)
-    q.set_defaults(handler=_show, human=_show_human)
 
-    q = verbs.add_parser("split", help="write a stream's split: its tasks in order, meta-train / meta-test",
-                         description="Writes a sealed manifest (sha256) of the stream's tasks in stream order "
-                                     "with their year and meta-train/meta-test side; --meta-test-from moves the cut.")
-    q.add_argument("--stream", required=True, metavar="NAME|FILE")
-    _add_cut_args(q)
-    q.add_argument("--out", required=True, metavar="FILE")
-    add_json_arg(q)
-    q.set_defaults(handler=_split, human=lambda r: f"wrote {r['out']}: {r['tasks']} tasks, meta-test from "
-                                                    f"{r['meta_test_from_year']} ({r['meta_test']} tasks)")
+@dataclass(frozen=True, kw_only=True)
+class ListOptions(Options):
+    """`stream list` takes no options."""
 
-    q = verbs.add_parser("score", help="score a run's per-task events from your own learner",
-                         description="Reads EVENTS.json: a list, one object per task in stream order, with "
-                                     "'task' (the task uid, see `stream show`), 'error' (1 - accuracy; 1 - mAP "
-                                     "for multilabel) and 'flops' (compute charged for the task), optionally "
-                                     "the other event keys. Prints the average meta-test error and cFLOP and "
-                                     "stores one record per task, like `stream run`, under --run-id.")
-    q.add_argument("--events", required=True, metavar="EVENTS.json")
-    q.add_argument("--stream", required=True, metavar="NAME|FILE")
-    _add_cut_args(q)
-    q.add_argument("--method", help="learner name of the records (default: the events file's name without suffix)")
-    q.add_argument("--seed", type=int, help="seed of the run (stored as is)")
-    q.add_argument("--run-id", help="tag of the records (default: STREAM-METHOD-scored)")
-    add_store_arg(q)
-    add_json_arg(q)
-    q.set_defaults(handler=_score, human=lambda r: f"{r['summary']['tasks']} tasks: average meta-test error "
-                   f"{r['summary']['avg_error']:.4f}, cFLOP {r['summary']['cflop']:.3g}"
-                   + (f"; stored {len(r['record_ids'])} records as run {r['run']!r}" if r["record_ids"] else ""))
 
-    q = verbs.add_parser("run", help="run a learner over a stream (resumes an interrupted run)",
-                         description="Hands the learner one task at a time (never a future one), scores "
-                                     "each task on its test part, writes one event per task to the store and "
-                                     "a checkpoint after each task. Re-running the same command resumes. "
-                                     "Every field of the run's config is a flag; --print-config shows the "
-                                     "resolved recipe (dm-nevis for the Nevis streams, cpu for embedded).")
-    add_config_options(q, StreamConfig)
-    q.add_argument("--out", "--work-dir", dest="out", default="vistabench-stream", metavar="DIR",
-                   help="checkpoints for resuming (default ./vistabench-stream)")
-    add_store_arg(q)
-    add_json_arg(q)
-    handler, human = run_verb(StreamConfig, _run, human=_run_human)
-    q.set_defaults(handler=handler, human=human)
+@dataclass(frozen=True, kw_only=True)
+class ShowOptions(CutOptions):
+    """`stream show NAME|FILE`."""
 
-    q = verbs.add_parser("pretrain", help="PT-MT: pre-train on the meta-train tasks, write a checkpoint for --learner pt",
-                         description="Trains one network on the union of the stream's meta-train tasks (one output "
-                                     "block per task, joint loss) and writes a weights-only state dict that "
-                                     "`stream run --learner pt --checkpoint FILE` fine-tunes from. Its compute is "
-                                     "reported here and in FILE.json, apart from the stream's cFLOP.")
-    q.add_argument("--stream", required=True, metavar="NAME|FILE")
-    q.add_argument("--out", required=True, metavar="FILE", help="checkpoint to write (e.g. pt-mt.pt)")
-    q.add_argument("--steps", type=int, default=200, help="SGD steps (default 200)")
-    q.add_argument("--lr", type=float, default=0.05, help="learning rate (default 0.05)")
-    q.add_argument("--max-per-task", type=int, default=2000, metavar="N",
-                   help="training examples kept per meta-train task (default 2000)")
-    q.add_argument("--seed", type=int, default=0)
-    q.add_argument("--data-root", metavar="DIR", help="folder with the tasks' data")
-    q.add_argument("--arch", default="cnn28", help="backbone (must match the later pt run; default cnn28)")
-    q.add_argument("--width", type=int, help="cnn28 width (default 8)")
-    q.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto")
-    _add_cut_args(q)
-    add_json_arg(q)
-    q.set_defaults(handler=_pretrain, human=_pretrain_human)
+    stream: str = option(positional=True, metavar="NAME|FILE", help=_STREAM_HELP)
 
-    q = verbs.add_parser("report", help="analyse runs: error, cFLOP, Pareto, regret, forward transfer",
-                         description="Summarises the stream runs in the store (all, or the RUN_IDs given).")
-    q.add_argument("runs", nargs="*", metavar="RUN_ID")
-    q.add_argument("--plot", metavar="PNG", help="write the Pareto plot (cFLOP vs error, every run) here")
-    q.add_argument("--cost", choices=("total", "train"), default="total",
-                   help="x axis of --plot: vistabench's cFLOP (training + selection forwards; default) or the "
-                        "training steps only (dm_nevis's convention)")
-    add_store_arg(q, optional=False)
-    add_json_arg(q)
-    q.set_defaults(handler=_report, human=_report_human)
+
+@dataclass(frozen=True, kw_only=True)
+class SplitOptions(CutOptions):
+    """`stream split`: :func:`~vistabench.protocols.stream.write_stream_split`'s arguments."""
+
+    stream: str = option(metavar="NAME|FILE", help=_STREAM_HELP)
+    out: str = option(metavar="FILE", help="split file to write")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScoreOptions(CutOptions):
+    """`stream score`: the events of your own learner, the stream and the records' names."""
+
+    events: str = option(metavar="EVENTS.json", help="the per-task events, one object per task in stream order")
+    stream: str = option(metavar="NAME|FILE", help=_STREAM_HELP)
+    method: str | None = option(
+        None, help="learner name of the records (default: the events file's name without suffix)")
+    seed: int | None = option(None, help="seed of the run (stored as is)")
+    run_id: str | None = option(None, help="run id of the records (default: STREAM-METHOD-scored)")
+    store: str | None = store_field(optional=True)
+
+
+@dataclass(frozen=True, kw_only=True)
+class StreamRunOptions(RunOptions):
+    """What `stream run` takes besides the config: the checkpoint folder and the store."""
+
+    out: str | None = option("vistabench-stream", flags=("--out", "--work-dir"), metavar="DIR",
+                             help="checkpoints for resuming")
+
+
+@dataclass(frozen=True, kw_only=True)
+class PretrainOptions(CutOptions):
+    """`stream pretrain`: :func:`~vistabench.protocols.stream.pretrain`'s arguments (checked there as the
+    run's config fields are: they must match the later pt run)."""
+
+    stream: str = option(metavar="NAME|FILE", help=_STREAM_HELP)
+    out: str = option(metavar="FILE", help="checkpoint to write (e.g. pt-mt.pt)")
+    steps: int = option(200, help="SGD steps")
+    lr: float = option(0.05, help="learning rate")
+    max_per_task: int = option(2000, metavar="N", help="training examples kept per meta-train task")
+    seed: int = option(0, help="seed of the initialisation and of the batches")
+    data_root: str | None = option(None, metavar="DIR", help="folder with the tasks' data")
+    arch: str = option("cnn28", help="backbone (must match the later pt run)")
+    width: int | None = option(None, help="cnn28 width (default 8)")
+    device: str = option("cpu", help="cpu, cuda, cuda:N or auto")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReportOptions(Options):
+    """`stream report [RUN_ID ...]`: :func:`~vistabench.report.stream.stream_report`'s arguments."""
+
+    runs: tuple[str, ...] = option((), positional=True, metavar="RUN_ID",
+                                   help="the runs to analyse (default: every stream run in the store)")
+    plot: str | None = option(None, metavar="PNG", help="write the Pareto plot (cFLOP vs error, every run) here")
+    cost: Literal["total", "train"] = option(
+        "total", help="x axis of --plot: vistabench's cFLOP (training + selection forwards) or the training steps "
+                      "only (dm_nevis's convention)")
+    store: str = store_field(optional=False)
+
+
+def register(sub: Verbs) -> Verbs:
+    verbs = verb_group(sub, "stream", help="never-ending task streams with compute accounting (Nevis'22)",
+                       description="Run a learner over a chronological stream of tasks, charging every training and "
+                                   "search step in FLOPs, and analyse runs: average meta-test error, cFLOP, Pareto "
+                                   "front, regret against Indep, forward transfer.")
+
+    add_verb(verbs, "list", ListOptions, run=_list, human=_list_human, help="built-in streams and learners")
+    add_verb(verbs, "show", ShowOptions, run=_show, human=_show_human, help="the tasks of a stream")
+    add_verb(verbs, "split", SplitOptions, run=_split,
+             human=lambda r: f"wrote {r['out']}: {r['tasks']} tasks, meta-test from {r['meta_test_from_year']} "
+                             f"({r['meta_test']} tasks)",
+             help="write a stream's split: its tasks in order, meta-train / meta-test",
+             description="Writes a sealed manifest (sha256) of the stream's tasks in stream order with their year "
+                         "and meta-train/meta-test side; --meta-test-from moves the cut.")
+    add_verb(verbs, "score", ScoreOptions, run=_score,
+             human=lambda r: f"{r['summary']['tasks']} tasks: average meta-test error {r['summary']['avg_error']:.4f}, "
+                             f"cFLOP {r['summary']['cflop']:.3g}"
+                             + (f"; stored {len(r['record_ids'])} records as run {r['run']!r}" if r["record_ids"]
+                                else ""),
+             help="score a run's per-task events from your own learner",
+             description="Reads EVENTS.json: a list, one object per task in stream order, with 'task' (the task "
+                         "uid, see `stream show`), 'error' (1 - accuracy; 1 - mAP for multilabel) and 'flops' "
+                         "(compute charged for the task), optionally the other event keys. Prints the average "
+                         "meta-test error and cFLOP and stores one record per task, like `stream run`, under "
+                         "--run-id.")
+    add_run_verb(verbs, "run", StreamConfig, run=_run, options=StreamRunOptions, human=_run_human,
+                 help="run a learner over a stream (resumes an interrupted run)",
+                 description="Hands the learner one task at a time (never a future one), scores each task on its "
+                             "test part, writes one event per task to the store and a checkpoint after each task. "
+                             "Re-running the same command resumes. Every field of the run's config is a flag; "
+                             "--print-config shows the resolved recipe (dm-nevis for the Nevis streams, cpu for "
+                             "embedded).")
+    add_verb(verbs, "pretrain", PretrainOptions, run=_pretrain, human=_pretrain_human,
+             help="PT-MT: pre-train on the meta-train tasks, write a checkpoint for --learner pt",
+             description="Trains one network on the union of the stream's meta-train tasks (one output block per "
+                         "task, joint loss) and writes a weights-only state dict that `stream run --learner pt "
+                         "--checkpoint FILE` fine-tunes from. Its compute is reported here and in FILE.json, apart "
+                         "from the stream's cFLOP.")
+    add_verb(verbs, "report", ReportOptions, run=_report, human=_report_human,
+             help="analyse runs: error, cFLOP, Pareto, regret, forward transfer",
+             description="Summarises the stream runs in the store (all, or the RUN_IDs given).")
     return verbs
 
 
-def _add_cut_args(q: argparse.ArgumentParser) -> None:
-    q.add_argument("--meta-test-from", metavar="YEAR|PRESET",
-                   help="meta-train / meta-test cut: a year, or a preset of the Nevis streams: 'paper' (2019, "
-                        "the paper's last three years: 27 FULL tasks) or 'dm-nevis' (2020, dm_nevis's "
-                        "DEFAULT_NEVIS_STOP_YEAR: 14 FULL tasks). Default: the stream file's (paper). The cut used "
-                        "is printed.")
-
-
-def _list(args):
+def _list(opts: ListOptions) -> dict[str, Any]:
     from ..protocols.stream import catalog
 
     return catalog()
@@ -129,10 +159,10 @@ def _list_human(res) -> str:
     return "\n".join(lines)
 
 
-def _show(args):
+def _show(opts: ShowOptions) -> dict[str, Any]:
     from ..streams import load_stream
 
-    s = load_stream(args.stream, meta_test_from_year=args.meta_test_from)
+    s = load_stream(opts.stream, meta_test_from_year=opts.meta_test_from)
     return {**s.summary(), "description": s.description, "meta_test_cut": s.meta_test_cut(),
             "tasks": [{**t.info(), "resolution": list(t.resolution) if t.resolution else None} for t in s.tasks]}
 
@@ -147,21 +177,21 @@ def _show_human(res) -> str:
     return "\n".join(lines)
 
 
-def _split(args):
+def _split(opts: SplitOptions) -> dict[str, Any]:
     from ..protocols.stream import write_stream_split
 
-    return write_stream_split(args.stream, args.out, meta_test_from_year=args.meta_test_from)
+    return write_stream_split(opts.stream, opts.out, meta_test_from_year=opts.meta_test_from)
 
 
-def _score(args):
+def _score(opts: ScoreOptions) -> dict[str, Any]:
     from ..protocols.stream import score, to_records
     from ..streams import load_stream
 
-    stream = load_stream(args.stream, meta_test_from_year=args.meta_test_from)
-    result = score(args.events, stream)
-    method = args.method or Path(args.events).stem
-    run_id = args.run_id or f"{stream.name}-{method}-scored"
-    ids = store_records(args.store, to_records(result, stream=stream, method=method, seed=args.seed, run_id=run_id))
+    stream = load_stream(opts.stream, meta_test_from_year=opts.meta_test_from)
+    result = score(opts.events, stream)
+    method = opts.method or Path(opts.events).stem
+    run_id = opts.run_id or f"{stream.name}-{method}-scored"
+    ids = store_records(opts.store, to_records(result, stream=stream, method=method, seed=opts.seed, run_id=run_id))
     return {**result, "run": run_id, "record_ids": ids}
 
 
@@ -180,7 +210,7 @@ def _run_human(res) -> str:
     for e in events:
         lines.append(f"{e['task'][:28]:28} {e['split']:10} {100 * e['error']:6.2f}% {e['flops'] / 1e9:9.3f} "
                      f"{e['parameters']:9d} {e['seconds']:6.1f}")
-    run_id = records[0]["tag"] if records else ""
+    run_id = records[0]["run_id"] if records else ""
     sm = summarise_events(events, run_id=run_id)
     err = sm["avg_error"]
     lines.append(f"run {run_id}: {sm['tasks']} tasks; average meta-test error "
@@ -194,15 +224,15 @@ def _run_human(res) -> str:
     return "\n".join(lines)
 
 
-def _pretrain(args):
+def _pretrain(opts: PretrainOptions) -> dict[str, Any]:
     from ..extras import require
 
     require("train", what="`vistabench stream pretrain`")
     from ..protocols.stream import pretrain
 
-    return pretrain(args.stream, args.out, steps=args.steps, lr=args.lr, max_per_task=args.max_per_task,
-                    seed=args.seed, data_root=args.data_root, arch=args.arch, width=args.width, device=args.device,
-                    meta_test_from=args.meta_test_from)
+    return pretrain(opts.stream, opts.out, steps=opts.steps, lr=opts.lr, max_per_task=opts.max_per_task,
+                    seed=opts.seed, data_root=opts.data_root, arch=opts.arch, width=opts.width, device=opts.device,
+                    meta_test_from=opts.meta_test_from)
 
 
 def _pretrain_human(res) -> str:
@@ -213,10 +243,10 @@ def _pretrain_human(res) -> str:
             f"--checkpoint {res['checkpoint']}")
 
 
-def _report(args):
+def _report(opts: ReportOptions) -> dict[str, Any]:
     from ..report.stream import stream_report
 
-    return stream_report(args.store, args.runs, plot=args.plot, cost=args.cost)
+    return stream_report(opts.store, list(opts.runs), plot=opts.plot, cost=opts.cost)
 
 
 def _report_human(a) -> str:

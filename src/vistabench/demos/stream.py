@@ -64,7 +64,7 @@ def demo(store: ResultsStore, out_dir: Path, *, quick: bool) -> str:
                 rid = default_run_id(stream, learner_name, trials, steps, 0)
                 config = StreamConfig.from_dict({"stream": stream.name, "learner": learner_name, "trials": trials,
                                                  "steps": steps, "seed": 0, "run_id": rid, **OPTIONS, **extra})
-                store.delete(protocol="stream", tag=rid)  # a demo starts its runs afresh
+                store.delete(protocol="stream", run_id=rid)  # a demo starts its runs afresh
                 shutil.rmtree(out_dir / "runs" / rid, ignore_errors=True)
                 run(config, store=store, work_dir=out_dir / "runs")
                 runs.append(rid)

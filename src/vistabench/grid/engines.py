@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterator
 from ..config import RunConfig
 from ..jobs import Job, Outcome, one_line, run_jobs
 from .config import Cell
-from .protocols import KEEP_WORK_DIR, import_ref, run_config
+from .protocols import import_ref, run_config
 
 __all__ = ["execute_cell", "gpus_for", "run_local", "run_ray"]
 
@@ -44,8 +44,7 @@ def execute_cell(protocol: str, run: str, config: RunConfig, work_dir: str, thre
 
     set_quiet(True)
     try:
-        records = run_config(import_ref(run), config, work_dir=work_dir,
-                             keep_work_dir=protocol in KEEP_WORK_DIR, tags=tags)
+        records = run_config(import_ref(run), config, work_dir=work_dir, tags=tags)
         return {"ok": True, "records": records}
     except Exception as exc:  # a failed cell is reported, the grid goes on
         return {"ok": False, "error": one_line(exc)}

@@ -5,14 +5,12 @@ protocol declarations (:mod:`vistabench.suite`): a cell's options build the prot
 config (its ``config`` part, :class:`~vistabench.config.RunConfig`), which validates them (unknown
 names with close matches, types, ranges, allowed values, rules across fields); the cell's key is
 the config's :meth:`~vistabench.config.RunConfig.key_dict`; the cell runs the protocol's ``run``
-part, ``run(config, store=scratch, work_dir=folder)``, in a private scratch store, and hands the
-records back: the worker never touches the user's store.
+part, ``run(config, store=None, work_dir=folder)``, and hands the records it returns back to the
+driver: the worker never touches the user's store, and keeps nothing but the cell's work folder.
 """
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
@@ -23,12 +21,7 @@ from ..registry import did_you_mean, resolve_ref
 # options the grid sets itself (per-cell scratch folders, the store of `grid run`, output mode)
 MANAGED: frozenset[str] = frozenset({"store", "no_store", "json", "out", "work_dir", "help", "config",
                                      "print_config"})
-# protocols whose run resumes from its work folder alone (smalldata: the Optuna study of the search);
-# the others start from an emptied folder (a stream checkpoint would skip tasks whose records were
-# in the killed cell's scratch store)
-KEEP_WORK_DIR: frozenset[str] = frozenset({"smalldata"})
-
-__all__ = ["MANAGED", "KEEP_WORK_DIR", "protocols", "check_protocol", "config_class", "build_config",
+__all__ = ["MANAGED", "protocols", "check_protocol", "config_class", "build_config",
            "canonical_options", "run_ref", "import_ref", "run_config", "table_for"]
 
 
@@ -92,22 +85,19 @@ def canonical_options(protocol: str, options: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_config(run: Callable[..., Any], config: RunConfig, *, work_dir: str | Path,
-               keep_work_dir: bool = False, tags: dict[str, str] | None = None) -> list[dict[str, Any]]:
-    """Run one cell: ``run(config, store=<scratch store>, work_dir=work_dir)``; its records as dicts.
+               tags: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    """Run one cell: ``run(config, store=None, work_dir=work_dir)``; the records it returns, as dicts.
 
-    ``work_dir`` is emptied first unless ``keep_work_dir`` (a smalldata cell resumes its search
-    from the study file there). The records go to a private scratch store, never the user's. A cell
-    whose config has ``track`` is logged to those trackers from the process that runs it
-    (:func:`vistabench.tracking.run_tracked`, ``tags`` naming the cell).
+    The cell's work folder is kept: a cell run again after its driver was killed resumes from
+    what its run left there, as the same command would (a smalldata search from its study file, a
+    stream run from its checkpoint; the other protocols write their files afresh). Nothing is
+    stored here: the driver stores the records. A cell whose config has ``track`` is logged to those
+    trackers from the process that runs it (:func:`vistabench.tracking.run_tracked`, ``tags``
+    naming the cell).
     """
-    from ..store import ResultsStore
     from ..tracking import run_tracked
 
     work = Path(work_dir)
-    if not keep_work_dir:
-        shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="vistabench-cell-") as tmp, \
-            ResultsStore(Path(tmp) / "cell.sqlite") as scratch:
-        records = run_tracked(run, config, store=scratch, work_dir=work, tags=tags)
-        return [r.to_dict() for r in records]
+    records = run_tracked(run, config, store=None, work_dir=work, tags=tags)
+    return [r.to_dict() for r in records]

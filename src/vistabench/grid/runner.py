@@ -40,12 +40,11 @@ def default_work_dir(store: str | os.PathLike[str]) -> Path:
 
 
 def _store_records(store: ResultsStore, cell: Cell, records: list[dict[str, Any]]) -> list[int]:
+    """The cell's records, each with the cell's key (``grid_cell``) and ``grid_part`` = ``"i/n"``."""
     n = len(records)
     ids = []
     for i, d in enumerate(records, 1):
-        d = dict(d)
-        d.pop("id", None)
-        d["settings"] = {**d.get("settings", {}), "grid_cell": cell.key, "grid_part": f"{i}/{n}"}
+        d = {**d, "id": None, "grid_cell": cell.key, "grid_part": f"{i}/{n}"}
         ids.append(store.add(Record(**d)))
     return ids
 
@@ -222,7 +221,7 @@ def grid_records(config: GridConfig, *, store: str | os.PathLike[str]) -> list[R
         raise InputError(f"store: no such results store {str(store)!r} (run `vistabench grid run` first)")
     with ResultsStore(store, read_only=True) as rs, GridState(store, read_only=True) as state:
         done = state.done_keys(config.protocol) & keys
-        return [r for r in rs.records(protocol=config.protocol) if r.settings.get("grid_cell") in done]
+        return [r for r in rs.records(protocol=config.protocol) if r.grid_cell in done]
 
 
 def grid_table(config: GridConfig, *, store: str | os.PathLike[str]):
@@ -234,10 +233,4 @@ def grid_table(config: GridConfig, *, store: str | os.PathLike[str]):
     if not records:
         raise InputError(f"store: no cell of grid {config.name!r} is done yet in {str(store)!r} "
                          f"(`vistabench grid status` lists them)")
-    build = table_for(config.protocol)
-    with ResultsStore(":memory:") as view:
-        for r in records:
-            d = r.to_dict()
-            d.pop("id")
-            view.add(Record(**d))
-        return build(view)
+    return table_for(config.protocol)(records)

@@ -1,10 +1,10 @@
 """What the store knows about a grid's cells: done (records present), running, failed, missing.
 
-A cell is *done* when the store holds all of its records: each record a grid stores carries
-``settings['grid_cell']`` (the cell key) and ``settings['grid_part']`` (``"i/n"``), so a driver
-killed between two records of one cell leaves an incomplete cell, which is cleaned up and run
-again. Running and failed cells are kept in a ``grid_cells`` table of the same SQLite file, written
-only by the grid driver.
+A cell is *done* when the store holds all of its records: each record a grid stores carries the
+cell key in its ``grid_cell`` column (indexed) and ``"i/n"`` in ``grid_part``, so a driver killed
+between two records of one cell leaves an incomplete cell, which is cleaned up and run again.
+Running and failed cells are kept in a ``grid_cells`` table of the same SQLite file, written only
+by the grid driver. (A store of schema 1, read-only, kept the key in ``settings``: read from there.)
 
 Several drivers may run grids on one store at once (two shells, two machines sharing a store on a
 local disk): a driver **claims** a cell before it runs it, with a lease in the ``grid_leases``
@@ -117,15 +117,28 @@ class GridState:
         rows = self._conn.execute("SELECT key, status, error, host, pid, updated FROM grid_cells")
         return {r[0]: {"status": r[1], "error": r[2], "host": r[3], "pid": r[4], "updated": r[5]} for r in rows}
 
+    def _cell_rows(self, protocol: str | None = None, key: str | None = None) -> list[tuple[int, str, Any]]:
+        """``(id, cell key, part)`` of the grid records of ``protocol`` (or of cell ``key``)."""
+        cols = {r[1] for r in self._conn.execute("PRAGMA table_info(records)")}
+        if "grid_cell" not in cols:  # a schema-1 store opened read-only: the cell is in the settings
+            rows = []
+            for rid, settings in self._conn.execute("SELECT id, settings FROM records WHERE protocol = ? AND settings"
+                                                    " LIKE '%grid_cell%'", (protocol,)):
+                s = json.loads(settings)
+                rows.append((rid, s.get("grid_cell"), s.get("grid_part")))
+            return rows
+        if key is not None:
+            return self._conn.execute("SELECT id, grid_cell, grid_part FROM records WHERE grid_cell = ?",
+                                      (key,)).fetchall()
+        return self._conn.execute("SELECT id, grid_cell, grid_part FROM records WHERE protocol = ? AND grid_cell"
+                                  " IS NOT NULL", (protocol,)).fetchall()
+
     def record_parts(self, protocol: str) -> dict[str, dict[str, Any]]:
         """cell key -> {"ids": record ids, "parts": set of "i/n", "of": n} for the protocol's grid records."""
         out: dict[str, dict[str, Any]] = defaultdict(lambda: {"ids": [], "parts": set(), "of": None})
         if self.read_only and not self._has("records"):
             return {}
-        for rid, settings in self._conn.execute("SELECT id, settings FROM records WHERE protocol = ? AND settings"
-                                                " LIKE '%grid_cell%'", (protocol,)):
-            s = json.loads(settings)
-            key, part = s.get("grid_cell"), s.get("grid_part")
+        for rid, key, part in self._cell_rows(protocol):
             if not key or not isinstance(part, str) or "/" not in part:
                 continue
             e = out[key]
@@ -137,11 +150,8 @@ class GridState:
     # ------------------------------------------------------------------ leases
     def _is_done(self, key: str) -> bool:
         parts, of = set(), None
-        for (settings,) in self._conn.execute("SELECT settings FROM records WHERE settings LIKE ?",
-                                              (f'%"grid_cell": "{key}"%',)):
-            s = json.loads(settings)
-            part = s.get("grid_part")
-            if s.get("grid_cell") == key and isinstance(part, str) and "/" in part:
+        for _rid, _key, part in self._cell_rows(key=key):
+            if isinstance(part, str) and "/" in part:
                 parts.add(part)
                 of = int(part.split("/")[1])
         return of is not None and len(parts) == of

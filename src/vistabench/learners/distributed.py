@@ -84,6 +84,7 @@ __all__ = ["DataParallel", "check_devices", "data_parallel_world", "rank_device"
 
 #: how helper processes start, per device type (see the module docstring; tests set "spawn" on a CPU)
 START_METHODS = {"cpu": "fork", "cuda": "spawn"}
+_BATCH_NORMS = (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d)
 _SEED_STRIDE = 10007  # rank r's dropout / augmentation seeds: seed + r * stride (rank 0: a one-device run's)
 _TIMEOUT = timedelta(minutes=30)
 
@@ -199,7 +200,7 @@ class DataParallel:
 
     def average_norm_statistics(self, model: nn.Module) -> None:
         """Average the running statistics of (per-rank) batch norm over the ranks (a CPU's gloo)."""
-        stats = [b for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)
+        stats = [b for m in model.modules() if isinstance(m, _BATCH_NORMS + (nn.SyncBatchNorm,))
                  for b in (m.running_mean, m.running_var) if b is not None]
         if not stats:
             return
@@ -223,7 +224,7 @@ class SyncNorm:
     def __enter__(self) -> "SyncNorm":
         for parent in list(self.model.modules()):
             for name, child in list(parent.named_children()):
-                if isinstance(child, nn.modules.batchnorm._BatchNorm) and not isinstance(child, nn.SyncBatchNorm):
+                if isinstance(child, _BATCH_NORMS):
                     sync = nn.SyncBatchNorm(child.num_features, child.eps, child.momentum, child.affine,
                                             child.track_running_stats)
                     sync.weight, sync.bias = child.weight, child.bias

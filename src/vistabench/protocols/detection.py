@@ -190,7 +190,7 @@ def build_image_split(ground_truth: str | os.PathLike[str] | dict | GroundTruth,
     gt = read_gt(ground_truth)
     ids = np.sort(gt.image_ids.astype(np.int64))
     if len(ids) < 2:
-        raise InputError(f"ground_truth: needs at least 2 images to split, found {len(ids)}")
+        raise InputError(f"gt: needs at least 2 images to split, found {len(ids)}")
     perm = np.random.default_rng(seed).permutation(len(ids))
     n_cal = min(max(1, int(round(frac * len(ids)))), len(ids) - 1)
     return seal({"kind": SPLIT_KIND, "version": 1, "seed": int(seed), "calibration_fraction": frac,
@@ -275,7 +275,7 @@ def read_detection_set(ground_truth: str | os.PathLike[str] | dict, results: str
     name = "results" if isinstance(results, list) else f"results {str(results)!r}"
     if len(cols["score"]) == 0:
         if not allow_empty:
-            raise InputError(f"{name}: the results list is empty (it would score AP 0); set allow_empty "
+            raise InputError(f"{name}: the results list is empty (it would score AP 0); set `allow_empty` "
                              "if that is intended")
         return gt, Detections.empty()
     if not np.any(np.isin(cols["image_id"], gt.image_ids)):
@@ -306,6 +306,14 @@ def _check_limits(max_dets_per_image: int | None, dets_per_class: int) -> None:
     check_int(max_dets_per_image, "max_dets_per_image", min=1, allow_none=True)
 
 
+def _parse_numbers(text: str, name: str) -> list[float]:
+    """``"0.03,0.05"`` as numbers; InputError naming ``name`` (the values' own checks come later)."""
+    try:
+        return [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise InputError(f"{name}: expected comma-separated numbers, got {text!r}") from None
+
+
 def score(
     predictions: str | os.PathLike[str] | list | Detections,
     reference: str | os.PathLike[str] | dict | GroundTruth,
@@ -318,7 +326,7 @@ def score(
     split: dict[str, Any] | str | os.PathLike[str] | None = None,
     part: Literal["test", "calibration"] = "test",
     allow_empty: bool = False,
-    kpt_oks_sigmas: Sequence[float] | None = None,
+    kpt_oks_sigmas: Sequence[float] | str | None = None,
     per_class: bool = False,
     errors: bool = False,
 ) -> dict[str, Any]:
@@ -327,7 +335,8 @@ def score(
 
     With ``split`` (content from :func:`build_image_split`, or its file) only the images of ``part``
     are evaluated. An empty results list is refused unless ``allow_empty``. ``iou_type="keypoints"``
-    matches by OKS (COCO ground truth with keypoints) with ``kpt_oks_sigmas`` (None: COCO's 17).
+    matches by OKS (COCO ground truth with keypoints) with ``kpt_oks_sigmas`` (one per keypoint, or
+    their comma-separated text ``"0.03,0.05"``; None: COCO's 17).
     Returns :func:`evaluation_result`'s dict; with ``per_class`` also ``per_class`` (the first of
     AP^Old / AP^Fixed in ``variants``: :func:`~vistabench.metrics.detection.per_class_results` rows,
     worst first); with ``errors`` also ``errors`` (TIDE's decomposition, AP points: the "tide" variant
@@ -339,14 +348,16 @@ def score(
         raise InputError(f"part: expected test or calibration, got {part!r}")
     names = parse_variants(variants)
     _check_limits(max_dets_per_image, dets_per_class)
+    if isinstance(kpt_oks_sigmas, str):
+        kpt_oks_sigmas = _parse_numbers(kpt_oks_sigmas, "kpt_oks_sigmas")
     per_class_variant = next((v for v in names if v in ("old", "fixed")), None)
     if per_class and per_class_variant is None:
         raise InputError("per_class: per-category results need AP^Old or AP^Fixed in variants (AP^Pool has one "
                          f"ranking for all categories), got {','.join(names)!r}")
     if per_class and iou_type != "bbox":
-        raise InputError("per_class: per-category results are computed for boxes (iou_type bbox)")
+        raise InputError("per_class: per-category results are computed for boxes (`iou_type` bbox)")
     if errors and iou_type == "keypoints":
-        raise InputError("errors: the error decomposition is computed for boxes or masks (iou_type bbox or segm)")
+        raise InputError("errors: the error decomposition is computed for boxes or masks (`iou_type` bbox or segm)")
     if split is not None and not isinstance(split, dict):
         split = read_image_split(split)
     if isinstance(predictions, Detections):
@@ -360,7 +371,7 @@ def score(
         gt, dets = restrict_images(gt, dets, split[part])
         if len(dets) == 0 and not allow_empty:
             raise InputError(f"results: no detection on the split's {part} images (it would score AP 0); "
-                             "set allow_empty if that is intended")
+                             "set `allow_empty` if that is intended")
     ev = evaluate_detections(gt, dets, iou_type=iou_type, variants=names, max_dets_per_image=max_dets_per_image,
                              dets_per_class=dets_per_class, kpt_oks_sigmas=kpt_oks_sigmas)
     out = evaluation_result(ev)

@@ -153,7 +153,7 @@ def score_from(*, matrix: Any = None, predictions: Sequence[Predictions | str | 
     """
     if (matrix is None) == (predictions is None):
         raise InputError("matrix: give either `matrix` (with `base_classes` and `way`) or `predictions` "
-                         "(with `sessions`)")
+                         "(with `sessions`)" + ("; both were given, which is not allowed" if matrix is not None else ""))
     if matrix is not None:
         if sessions is not None:
             raise InputError("sessions: goes with `predictions`; with `matrix` give `base_classes` and `way`")

@@ -16,9 +16,10 @@ Pipeline per (dataset, method):
 3. the split's best configuration trained ``repeats`` times (seeds 0..repeats−1) on trainval{i}
    and scored with balanced accuracy on the test set (official, or test{i}).
 
-Records (``protocol="smalldata"``): ``tag="tune"`` — one per search, settings = the preset, the
-recipe, the validation metric, the augmentation and the whole :class:`~vistabench.tuning.TuneResult`
-(every trial and its curve), metric ``best_val_score`` (the best trial's windowed score); ``tag="final"`` — one per final
+Records (``protocol="smalldata"``, one ``run_id`` for all records of one call): ``kind="tune"`` — one
+per search, settings = the preset, the recipe, the validation metric, the augmentation and the whole
+:class:`~vistabench.tuning.TuneResult` (every trial and its curve), metric ``best_val_score`` (the
+best trial's windowed score); ``kind="final"`` — one per final
 run, metrics ``balanced_accuracy``, ``accuracy``, ``images_per_second``, ``peak_memory_bytes``.
 Every record's settings hold the run's config (``run_config``, resolved) and the backbone (``model``).
 """
@@ -37,7 +38,7 @@ from ..data.smalldata_splits import SmallDataSplit
 from ..errors import InputError
 from ..learners.recipe import recipe_values
 from ..metrics.classification import balanced_accuracy
-from ..store import Record, ResultsStore
+from ..store import Record, ResultsStore, new_run_id
 from ..tuning import Fixed, TuneResult, space_to_json, tune
 from .smalldata_config import NATIVE, SmalldataConfig
 from .smalldata_core import (PROTOCOL, Context, RunPlan, check_batch, method_space, model_name, prepare, to_record,
@@ -46,7 +47,7 @@ from .smalldata_final import final_split
 
 __all__ = ["SmalldataConfig", "run", "plan_from_config", "prepare_from_config", "run_method", "tune_split",
            "final_split", "score", "to_record", "Context", "RunPlan", "prepare", "method_space", "PROTOCOL",
-           "write_dataset_splits", "catalog"]
+           "write_dataset_splits", "catalog", "check_dataset_folder"]
 
 
 def write_dataset_splits(dataset: str, out: str | Path, *, root: str | Path | None = None, recipe: str = "gem",
@@ -61,6 +62,7 @@ def write_dataset_splits(dataset: str, out: str | Path, *, root: str | Path | No
     from ..data.smalldata import get_preset, load_smalldata
     from ..data.smalldata_splits import write_preset_splits
 
+    check_dataset_folder(dataset)
     given = {"dataset": dataset, "root": root, "recipe": recipe, "per_class": per_class, "seed": seed,
              "train_per_class": train_per_class, "val_fraction": val_fraction, "image_size": image_size}
     SmalldataConfig.from_dict({k: v for k, v in given.items() if v is not None} | {"method": "ce"})
@@ -69,6 +71,18 @@ def write_dataset_splits(dataset: str, out: str | Path, *, root: str | Path | No
     res = write_preset_splits(data, out, dataset_name=dataset, preset=preset, seed=seed, per_class=per_class,
                               train_per_class=train_per_class, val_fraction=val_fraction)
     return {**res, "dataset": dataset, "recipe": recipe}
+
+
+def check_dataset_folder(spec: Any) -> None:
+    """``dataset`` given as ``NAME:DIR`` whose DIR is not a folder: one line naming ``dataset`` (the
+    user never gave ``root``, which the preset's reader would name). Other values pass (the config
+    checks them)."""
+    if not isinstance(spec, str) or ":" not in spec:
+        return
+    root = spec.partition(":")[2]
+    if root and not Path(root).is_dir():
+        raise InputError(f"dataset {spec!r}: " + (f"{root!r} is a file, expected a folder" if Path(root).exists()
+                                                  else f"no such folder {root!r}"))
 
 
 def catalog(recipe: str = "gem") -> dict[str, Any]:
@@ -157,7 +171,7 @@ def tune_split(ctx: Context, split: SmallDataSplit, method: str, opts: RunPlan,
         search = result.to_dict()
         trial_seconds = [t.pop("seconds", None) for t in search.get("trials", [])]
         records.append(Record(protocol=PROTOCOL, dataset=ctx.name, method=method, seed=opts.seed,
-                         split_hash=split.split_hash, tag="tune" + opts.tag_suffix,
+                         split_hash=split.split_hash, kind="tune",
                               settings={"split": split.index, "model": model, "device": opts.device,
                                    "preset": ctx.preset.to_dict(), "recipe": ctx.preset.recipe,
                                    "val_metric": opts.val_metric_for(ctx.preset),
@@ -302,12 +316,13 @@ def run(config: SmalldataConfig, *, store: ResultsStore | None = None,
     plan = plan_from_config(config, work_dir)
     records: list[Record] = []
     shown = {"run_config": config.to_dict(), "model": model_name(ctx, plan)}
+    run_id = new_run_id(PROTOCOL)  # the searches and final runs of this call are one run
     out: list[Record] = []
     try:
         run_method(ctx, config.method, plan, records, do_tune=config.stages != "final",
                    do_final=config.stages != "tune", require_search=config.stages == "final")
     finally:  # what was done is recorded, also when a later step fails (a search whose trials all diverged)
         for r in records:
-            r = dataclasses.replace(r, settings={**r.settings, **shown})
+            r = dataclasses.replace(r, settings={**r.settings, **shown}, run_id=run_id)
             out.append(dataclasses.replace(r, id=store.add(r)) if store is not None else r)
     return out

@@ -124,7 +124,7 @@ class SmalldataConfig(_RECIPE):
     final_epochs: int | None = option(None, low=1, help="epochs of the final runs (default: epochs)")
     highres_scale: int = option(1, low=1, metavar="S", help="after each final run, fine-tune it for the same "
                                 "epochs with the same hyper-parameters on S x larger images and score it there "
-                                "(the paper's 448 px step on CUB/CLaMM: S=2); stored with tag 'highres' (1: off)")
+                                "(the paper's 448 px step on CUB/CLaMM: S=2); stored as kind 'highres' (1: off)")
     # ---- recipe fields added after grids existed (out of the cell key at these values)
     stages: Literal["tune+final", "tune", "final"] = option(
         "tune+final", key_default="tune+final",
@@ -214,6 +214,8 @@ class SmalldataConfig(_RECIPE):
         if preset.needs_root and not self.root:
             raise InputError(f"root: dataset {self.dataset!r} needs its folder (give root, or dataset as "
                              f"{self.dataset}:DIR)")
+        if isinstance(self.epochs, int) and isinstance(self.grace_period, int) and self.grace_period > self.epochs:
+            raise InputError(f"grace_period: expected at most `epochs` ({self.epochs}), got {self.grace_period}")
         if self.ray_address is not None and self.engine != "ray":
             raise InputError(f"ray_address: only with engine ray (got engine {self.engine!r})")
         if self.train_per_class is not None and self.val_fraction is not None:

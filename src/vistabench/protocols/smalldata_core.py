@@ -53,7 +53,6 @@ class RunPlan:
     seed: int = 0
     space: dict[str, Any] | None = None
     work_dir: str = "smalldata-runs"
-    tag_suffix: str = ""
     threads: int | None = None
     highres_scale: int = 1
     max_parallel: int | None = None
@@ -278,12 +277,13 @@ def check_batch(ctx: Context, space: dict[str, Param], n_train: int, where: str)
     big = [int(b) for b in sizes if int(b) > n_train]
     if big:
         raise InputError(f"batch_size: {big[0]} is larger than the {n_train} images of {where}; "
-                         f"lower batch_sizes or raise per_class")
+                         f"lower `batch_sizes` or raise `per_class`")
 
 
 def to_record(result: dict[str, Any], *, dataset: str, method: str, seed: int | None, split_hash: str | None,
-              settings: dict[str, Any], tag: str = "final") -> Record:
-    """The results-store record of one scored final run (the same shape from ``score`` and ``run``)."""
+              settings: dict[str, Any], kind: str = "final", tag: str | None = None) -> Record:
+    """The results-store record of one scored final run (the same shape from ``score`` and ``run``):
+    ``kind`` ``final`` (Table 3) or ``highres`` (its high-resolution fine-tune); ``tag`` the user's."""
     metrics = {k: v for k, v in result.items() if k != "settings"}
     return Record(protocol=PROTOCOL, dataset=dataset, method=method, seed=seed, split_hash=split_hash,
-                  tag=tag, settings={**result.get("settings", {}), **settings}, metrics=metrics)
+                  kind=kind, tag=tag, settings={**result.get("settings", {}), **settings}, metrics=metrics)

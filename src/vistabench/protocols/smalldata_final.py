@@ -107,7 +107,7 @@ def final_split(ctx: Context, split: SmallDataSplit, method: str, config: dict, 
                       "trainval_size": int(len(split.trainval))}
         if records is not None:
             records.append(to_record(metrics, dataset=ctx.name, method=method, seed=r, split_hash=split.split_hash,
-                                     settings=settings_d, tag="final" + opts.tag_suffix))
+                                     settings=settings_d, kind="final"))
         entry = {"settings": settings_d, "metrics": metrics}
         if run["highres"] is not None:
             settings_h = dict(settings_d, highres_scale=opts.highres_scale,
@@ -115,7 +115,7 @@ def final_split(ctx: Context, split: SmallDataSplit, method: str, config: dict, 
             if records is not None:
                 records.append(to_record(run["highres"], dataset=ctx.name, method=method, seed=r,
                                          split_hash=split.split_hash, settings=settings_h,
-                                         tag="highres" + opts.tag_suffix))
+                                         kind="highres"))
             entry["highres"] = {"settings": settings_h, "metrics": run["highres"]}
         out.append(entry)
     return out
@@ -124,7 +124,7 @@ def final_split(ctx: Context, split: SmallDataSplit, method: str, config: dict, 
 def _highres_metrics(ctx: Context, split: SmallDataSplit, tr, opts: RunPlan) -> dict[str, Any]:
     """The paper's high-resolution step (§VII-D): fine-tune the trained model on trainval{i} at
     ``opts.highres_scale`` x the resolution with the same hyper-parameters and epochs, evaluate
-    at that resolution. Stored with tag ``highres`` (kept out of Table 3's ``final`` records)."""
+    at that resolution. Stored as kind ``highres`` (kept out of Table 3's ``final`` records)."""
     from ..learners.trainer import Trainer
 
     hi = ctx.highres(opts.highres_scale)

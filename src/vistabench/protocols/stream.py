@@ -9,15 +9,19 @@ positives in the test part counts AP 0 as in dm_nevis / sklearn, or is left out 
 ``absent_labels="omit"``), and writes
 
 * the learner's state and the events so far to ``<work_dir>/<run_id>/checkpoint.pt`` (atomic
-  replace; loaded with ``torch.load(weights_only=True)``), then
-* one event record to the results store: protocol ``"stream"``, tag = run id, dataset = stream
-  name, method = learner name, metrics = task index/uid/name/year/domain/kind/split, error,
-  FLOPs (training, evaluation, total), parameters, seconds, learning curve.
+  replace; loaded with ``torch.load(weights_only=True)``): the run's journal, in its work folder.
+
+When the call ends (all tasks done, ``max_tasks`` reached, a task failed or the run was
+interrupted) the run's events go to the results store as its records, replacing those the run
+stored before (one transaction): protocol ``"stream"``, kind ``event``, ``run_id`` = the run id,
+dataset = stream name, method = learner name, metrics = task index/uid/name/year/domain/kind/split,
+error, FLOPs (training, evaluation, total), parameters, seconds, learning curve.
 
 Running the same command again resumes after the last completed task (the checkpoint holds the
-state that task produced; seeds are per task, so a resumed run equals an uninterrupted one). A
-checkpoint that cannot be read back whole (cut short, overwritten) is never trusted: it is removed
-with a warning and the run is redone from its first task, storing only the events the store lacks.
+state that task produced; seeds are per task, so a resumed run equals an uninterrupted one); the
+store is never read back to resume. A checkpoint that cannot be read back whole (cut short,
+overwritten) is never trusted: it is removed with a warning and the run is redone from its first
+task.
 """
 
 from __future__ import annotations
@@ -129,7 +133,7 @@ class StreamRunResult:
 
 def run_events(store: ResultsStore, run_id: str) -> list[Record]:
     """The task-event records of a run, in stream order."""
-    recs = store.records(protocol=PROTOCOL, tag=run_id)
+    recs = store.records(protocol=PROTOCOL, kind="event", run_id=run_id)
     return sorted(recs, key=lambda r: r.metrics["task_index"])
 
 
@@ -185,9 +189,9 @@ def run_stream(
         Implements ``init``, ``train(task, data, state, ledger)``, ``predict``, ``state_to_dict``,
         ``state_from_dict``, ``num_parameters`` (see :mod:`vistabench.learners.stream`).
     store : ResultsStore or None
-        Where the task events go (None: only the run's checkpoint keeps them).
+        Where the task events go when the call ends (None: only the run's checkpoint keeps them).
     run_id : str
-        Tag of the run's records and name of its checkpoint folder.
+        Run id of the run's records and name of its checkpoint folder.
     work_dir : path or None
         Where ``<run_id>/checkpoint.pt`` lives (None: no checkpoint, no resume).
     seed : int
@@ -215,28 +219,24 @@ def run_stream(
     settings = {**(settings or {}), "absent_labels": absent_labels}
     resolve = resolver or (lambda t: resolve_task(t, stream, data_root=data_root))
     ckpt_path = Path(work_dir) / run_id / "checkpoint.pt" if work_dir is not None else None
-    existing = run_events(store, run_id) if store is not None else []
     ck, damaged = None, False
     if ckpt_path is not None and ckpt_path.is_file():
         ck = _load_checkpoint(ckpt_path)
         damaged = ck is None
+    current = _learner_record(stream, learner, seed, run_id, {}, settings).settings
+    # the store is read only to refuse mixing two runs under one id (never to resume)
+    existing = run_events(store, run_id) if store is not None and (ck is None or "settings" not in ck) else []
     if ck is not None:
         if ck.get("stream_hash") != stream.hash:
             raise InputError(f"run {run_id!r}: its checkpoint was made on a different stream definition; "
                              f"use another run_id or delete {str(ckpt_path)!r}")
-        _check_same_settings(run_id, ckpt_path, [r.settings for r in existing[:1]] or
-                             ([json.loads(ck["settings"])] if isinstance(ck.get("settings"), str) else []),
-                             _learner_record(stream, learner, seed, run_id, {}, settings).settings)
+        _check_same_settings(run_id, ckpt_path, [json.loads(ck["settings"])] if isinstance(ck.get("settings"), str)
+                             else [r.settings for r in existing[:1]], current)
         state = learner.state_from_dict(ck["state"])
         events: list[dict] = list(ck["events"])
-        done = {r.metrics["task_index"] for r in existing}
-        for ev in events:  # a crash between checkpoint and store write: add the missing event
-            if ev["task_index"] not in done and store is not None:
-                store.add(_learner_record(stream, learner, seed, run_id, ev, settings))
     else:
-        if existing and damaged:  # redone from the first task; the stored events are not stored again
-            _check_same_settings(run_id, ckpt_path, [existing[0].settings],
-                                 _learner_record(stream, learner, seed, run_id, {}, settings).settings)
+        if existing and damaged:  # redone from the first task, its events replace the stored ones
+            _check_same_settings(run_id, ckpt_path, [existing[0].settings], current)
         elif existing:
             where = f"at {str(ckpt_path)!r}" if ckpt_path is not None else "(no work_dir given)"
             raise InputError(f"run {run_id!r} has {len(existing)} events in the store but no checkpoint {where}; "
@@ -252,22 +252,22 @@ def run_stream(
         learner.trial_engine = trial_engine
         session = engine_session(trial_engine.engine, ray_address=trial_engine.ray_address,
                                  max_parallel=trial_engine.max_parallel, cpus_per_job=trial_engine.threads)
-    with session:
-        _run_tasks(stream, learner, stream.tasks[start:stop], state=state, events=events, store=store, run_id=run_id,
-                   seed=seed, resolve=resolve, settings=settings, absent_labels=absent_labels, ckpt_path=ckpt_path,
-                   stored={r.metrics["task_index"] for r in run_events(store, run_id)} if store is not None else set())
-    if store is not None:
-        records = run_events(store, run_id)
-    else:
+    records: list[Record] = []
+    try:
+        with session:
+            _run_tasks(stream, learner, stream.tasks[start:stop], state=state, events=events, run_id=run_id,
+                       seed=seed, resolve=resolve, settings=settings, absent_labels=absent_labels, ckpt_path=ckpt_path)
+    finally:  # what the run did goes to the store, also when a task failed or the run was interrupted
         records = [_learner_record(stream, learner, seed, run_id, ev, settings) for ev in events]
+        if store is not None and records and len(records) >= len(existing):
+            store.replace_run(records, protocol=PROTOCOL, run_id=run_id)
     return StreamRunResult(run_id, events, start, stream.meta_test_cut(), records)
 
 
-def _run_tasks(stream: Stream, learner: Any, tasks: list[Task], *, state: Any, events: list[dict],
-               store: ResultsStore | None, run_id: str, seed: int, resolve: Callable[[Task], TaskSplits],
-               settings: dict, absent_labels: str, ckpt_path: Path | None, stored: set[int]) -> None:
-    """Hand ``tasks`` to the learner one at a time; append an event per task, checkpoint, store it
-    (unless ``stored`` holds its task index: a run redone after a damaged checkpoint)."""
+def _run_tasks(stream: Stream, learner: Any, tasks: list[Task], *, state: Any, events: list[dict], run_id: str,
+               seed: int, resolve: Callable[[Task], TaskSplits], settings: dict, absent_labels: str,
+               ckpt_path: Path | None) -> None:
+    """Hand ``tasks`` to the learner one at a time; append an event per task and checkpoint it."""
     from ..learners.stream.base import ComputeLedger, TaskView
 
     for task in progress.track(tasks, total=len(tasks), description=f"stream {run_id}"):
@@ -301,8 +301,6 @@ def _run_tasks(stream: Stream, learner: Any, tasks: list[Task], *, state: Any, e
             _save_checkpoint(ckpt_path, {"stream_hash": stream.hash, "run_id": run_id, "state": learner.state_to_dict(state),
                                          "events": events,
                                          "settings": _settings_json(stream, learner, seed, run_id, settings)})
-        if store is not None and task.index not in stored:
-            store.add(_learner_record(stream, learner, seed, run_id, ev, settings))
 
 
 def _settings_json(stream: Stream, learner: Any, seed: int, run_id: str, settings: dict | None) -> str:
@@ -344,11 +342,11 @@ def _learner_record(stream: Stream, learner: Any, seed: int, run_id: str, ev: di
 
 def event_record(stream: Stream, ev: dict, *, method: str, seed: int | None, run_id: str,
                  settings: dict | None = None) -> Record:
-    """The results-store record of one task event of a run (tag = the run id)."""
+    """The results-store record of one task event of a run (kind ``event``, ``run_id`` the run id)."""
     s = {"stream": stream.name, "stream_origin": stream.origin, "meta_test_from_year": stream.meta_test_from_year,
          "meta_test_choice": stream.meta_test_choice, "num_tasks": len(stream.tasks), **(settings or {})}
     return Record(protocol=PROTOCOL, dataset=stream.name, method=method, seed=seed, split_hash=stream.hash,
-                  settings=s, metrics=dict(ev), tag=run_id)
+                  settings=s, metrics=dict(ev), kind="event", run_id=run_id)
 
 
 # ------------------------------------------------------------------------------ split / score
@@ -472,7 +470,7 @@ def score(predictions: list[dict[str, Any]] | str | Path, reference: Stream | st
 
 def to_records(result: dict[str, Any], *, stream: Stream | str, method: str, seed: int | None, run_id: str,
                settings: dict[str, Any] | None = None) -> list[Record]:
-    """One record per task event (the same shape as ``run_stream`` writes), tagged with ``run_id``."""
+    """One record per task event (the same shape as ``run_stream`` writes), of run ``run_id``."""
     meta_test_from = result["settings"]["meta_test_from_year"]
     s = stream if isinstance(stream, Stream) else load_stream(stream, meta_test_from_year=meta_test_from)
     return [event_record(s, ev, method=method, seed=seed, run_id=run_id, settings=settings) for ev in result["events"]]

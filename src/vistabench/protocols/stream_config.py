@@ -104,7 +104,7 @@ class StreamConfig(_RECIPE):
         "zero", help="multilabel error: a label without positives in a test set counts AP 0 ('zero', dm_nevis / "
                      "sklearn macro AP) or is left out of the mean ('omit')")
     max_tasks: int | None = option(None, low=1, metavar="N", help="stop after N tasks (continue later)")
-    run_id: str | None = option(None, help="tag of the run's records and name of its checkpoint folder (default: "
+    run_id: str | None = option(None, help="run id of the run's records and name of its checkpoint folder (default: "
                                            "STREAM-LEARNER-tTRIALS-sSTEPS-seedSEED, plus a hash of any other "
                                            "setting that differs from the defaults)")
     # ---- the training recipe (key_default: the values runs used before recipes existed)
@@ -216,7 +216,7 @@ class StreamConfig(_RECIPE):
             raise InputError(f"width: model {self.model!r} has no width option (cnn28 has; the recipe "
                              f"{self.recipe!r} may have chosen the model); remove width or set model cnn28")
         if self.min_batch > self.max_batch:
-            raise InputError(f"min_batch: expected at most max_batch ({self.max_batch}), got {self.min_batch}")
+            raise InputError(f"min_batch: expected at most `max_batch` ({self.max_batch}), got {self.min_batch}")
         if self.learner == "pt" and not self.checkpoint:
             raise InputError("checkpoint: learner 'pt' needs a checkpoint file (a state dict saved with torch.save)")
         if self.batch_size_rule not in BATCH_RULES or self.schedule not in SCHEDULES:  # guarded by Literal types

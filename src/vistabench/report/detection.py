@@ -13,11 +13,11 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..store import Record, ResultsStore
+from ..store import Record
 from .detection_analysis import add_diagnostics
 from .html import Section
 from .plotstyle import legend_outside, series_style
-from .tables import Column, Table
+from .tables import Column, Records, Table, select
 
 _COLUMNS = [
     Column("old_AP", "AP^Old"), Column("old_APr", "AP^Old_r"),
@@ -99,11 +99,11 @@ def _labels(sets: list[ScoredSet], *, with_dataset: bool) -> list[str]:
     return [f"{label} [record {s.records[-1].id}]" if label in shared else label for s, label in zip(sets, labels)]
 
 
-def detection_table(store: ResultsStore, *, dataset: str | None = None) -> Table:
+def detection_table(records: Records, *, dataset: str | None = None) -> Table:
     """One row per scored set of detections: the three APs side by side, and whether the scores were
     calibrated or re-ranked. A row merges the records that scored the same detections (each AP family
     from the latest record that measured it)."""
-    sets = scored_sets(store.records(protocol="detection", dataset=dataset))
+    sets = scored_sets(select(records, protocol="detection", dataset=dataset))
     rows = []
     for s, label in zip(sets, _labels(sets, with_dataset=dataset is None)):
         row: dict[str, Any] = {"method": label, "scores": scores_note(s), "dataset": s.dataset,
@@ -174,8 +174,8 @@ def _gaming_text(sets: list[ScoredSet]) -> str | None:
             "the re-ranking.")
 
 
-def detection_section(store: ResultsStore) -> Section | None:
-    recs = store.records(protocol="detection")
+def detection_section(source: Records) -> Section | None:
+    recs = select(source, protocol="detection")
     if not recs:
         return None
     sec = Section("Large-vocabulary detection (AP^Old / AP^Fixed / AP^Pool)")
@@ -189,7 +189,7 @@ def detection_section(store: ResultsStore) -> Section | None:
         by_dataset[r.dataset].append(r)
     for dataset, rs in by_dataset.items():
         sec.subtitle(dataset)
-        sec.table(detection_table(store, dataset=dataset))
+        sec.table(detection_table(recs, dataset=dataset))
         sets = scored_sets(rs)
         gaming = _gaming_text(sets)
         if gaming:

@@ -14,10 +14,10 @@ import numpy as np
 
 from ..errors import InputError
 from ..metrics.incremental import IncrementalScores, incremental_scores
-from ..store import Record, ResultsStore
+from ..store import Record
 from .html import Section
 from .plotstyle import legend_outside, series_style
-from .tables import Column, Table, aggregate
+from .tables import Column, Records, Table, aggregate, select
 
 #: The paper's Table 1 (miniImageNet, 60 base classes + 8 sessions of 5-way 5-shot), as published:
 #: (method, aAcc per session in %, published aAcc in %, published gAcc in % or None), the methods
@@ -156,14 +156,14 @@ def _rank_styles(rows: list[dict[str, Any]], columns: list[Column], measured: li
     return styles
 
 
-def incremental_table(store: ResultsStore, *, dataset: str | None = None) -> Table:
+def incremental_table(source: Records, *, dataset: str | None = None) -> Table:
     """The paper's Table 1 layout from the store: aAcc after each session, aAcc, gAcc (and PD).
 
     One row per (dataset, session layout, method), means over seeds; then the Lazy / Greedy /
     Greedy-NF reference rows for that layout at the best base accuracy A_1^1 measured in the group
     (marked "ref."; they are not ranked). Best measured value bold, second underlined.
     """
-    records = store.records(protocol="incremental", dataset=dataset)
+    records = select(source, protocol="incremental", dataset=dataset)
     by_layout: dict[tuple[str, tuple[int, ...]], list[tuple[str, list[Record]]]] = defaultdict(list)
     for (ds, sizes, method), recs in sorted(_groups(records).items()):
         by_layout[(ds, sizes)].append((method, recs))
@@ -336,8 +336,8 @@ def auc_label(name: str, gacc: float) -> str:
     return f"{name} (gAcc {100 * gacc:.1f})"
 
 
-def incremental_section(store: ResultsStore) -> Section | None:
-    records = store.records(protocol="incremental")
+def incremental_section(source: Records) -> Section | None:
+    records = select(source, protocol="incremental")
     if not records:
         return None
     sec = Section("Few-shot class-incremental (gAcc)")
@@ -347,7 +347,7 @@ def incremental_section(store: ResultsStore) -> Section | None:
              "gAcc(0) is novel-class accuracy, gAcc(1) is aAcc. The corner cases mark the extremes: "
              "Lazy keeps the base accuracy and learns nothing new, Greedy learns only the current "
              "session, Greedy-NF learns every novel class perfectly but loses the base classes.")
-    sec.table(incremental_table(store))
+    sec.table(incremental_table(records))
     layouts: dict[tuple[str, tuple[int, ...]], list[Record]] = defaultdict(list)
     for r in records:
         layouts[(r.dataset, _layout(r))].append(r)

@@ -8,10 +8,10 @@ from typing import Any
 import numpy as np
 
 from ..protocols.longtail_sweep import train_imbalance
-from ..store import Record, ResultsStore
+from ..store import Record
 from .html import Section
 from .plotstyle import legend_outside, series_style
-from .tables import Column, Table, aggregate
+from .tables import Column, Records, Table, aggregate, select
 
 COLUMNS = [
     Column("auc", "AUC↑"), Column("avg", "AVG↑"), Column("std", "STD↓", higher_is_better=False),
@@ -62,10 +62,10 @@ def _sorted_groups(records: list[Record]) -> list[tuple[tuple[str, str, float | 
                   key=lambda kv: (kv[0][0], kv[0][2] is None, kv[0][2] or 0.0, kv[0][1]))
 
 
-def longtail_table(store: ResultsStore, *, dataset: str | None = None, exact: bool = False) -> Table:
+def longtail_table(records: Records, *, dataset: str | None = None, exact: bool = False) -> Table:
     """One row per (dataset, method, rho): metrics averaged over seeds; best three marked."""
     rows: list[dict[str, Any]] = []
-    for (ds, method, rho), recs in _sorted_groups(store.records(protocol="longtail", dataset=dataset)):
+    for (ds, method, rho), recs in _sorted_groups(select(records, protocol="longtail", dataset=dataset)):
         src = [r.metrics.get("exact", r.metrics) if exact else r.metrics for r in recs]
         row = {"method": _label(method, ds, rho, with_dataset=not dataset), "seeds": len(recs)}
         for c in COLUMNS:
@@ -76,13 +76,13 @@ def longtail_table(store: ResultsStore, *, dataset: str | None = None, exact: bo
                                         "underlined, third italic; means over seeds.")
 
 
-def survey_table(store: ResultsStore, *, dataset: str | None = None, exact: bool = False) -> Table:
+def survey_table(records: Records, *, dataset: str | None = None, exact: bool = False) -> Table:
     """The survey's layout (Fang et al., Tables 2–6): per (dataset, method, ρ_trn), AUC, AVG, STD, MAX,
     MIN, DR and BTD for sweeps whose test imbalance equals the training imbalance (``eq_*``) and for
     those where it differs (``ne_*``, averaged over the differing ρ_tst); arrows give each column's
     direction. Cells without records are empty."""
     rows: list[dict[str, Any]] = []
-    for (ds, method, rho), recs in _sorted_groups(store.records(protocol="longtail", dataset=dataset)):
+    for (ds, method, rho), recs in _sorted_groups(select(records, protocol="longtail", dataset=dataset)):
         row: dict[str, Any] = {"method": _label(method, ds, rho, with_dataset=not dataset), "seeds": len(recs)}
         for g in ("eq", "ne"):
             sel = [r for r in recs if (r.settings.get("test_imbalance", rho) == rho) == (g == "eq")]
@@ -140,8 +140,8 @@ def accuracy_divergence_figure(records: list[Record]):
     return fig
 
 
-def longtail_section(store: ResultsStore) -> Section | None:
-    records = store.records(protocol="longtail")
+def longtail_section(source: Records) -> Section | None:
+    records = select(source, protocol="longtail")
     if not records:
         return None
     sec = Section("Long-tailed classification under unknown test distributions")
@@ -150,9 +150,9 @@ def longtail_section(store: ResultsStore) -> Section | None:
              "reverse (peak at the tail). AUC is the normalised area under accuracy vs divergence; DR the "
              "relative drop from the best to the worst point; BTD the balanced (mean per-class) accuracy; "
              "Many/Med./Few group classes by training count (>100 / 20–100 / <20).")
-    sec.table(longtail_table(store))
+    sec.table(longtail_table(records))
     sec.text("The survey's layout: the same scores for ρ_tst = ρ_trn and ρ_tst ≠ ρ_trn side by side.")
-    sec.table(survey_table(store))
+    sec.table(survey_table(records))
     sec.figure(accuracy_divergence_figure(records), "Accuracy at each sweep point (Fang et al., Fig. 3).")
     agn = [r for r in records if r.metrics.get("test_agnostic")]
     if agn:

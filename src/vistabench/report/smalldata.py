@@ -17,29 +17,28 @@ from typing import Any
 import numpy as np
 
 from ..metrics.stats import not_worse_than_best
-from ..store import Record, ResultsStore
+from ..store import Record
 from .html import Section
 from .plotstyle import distinct_colors, legend_outside
-from .tables import Column, Table
+from .tables import Column, Records, Table, select
 
 PROTOCOL = "smalldata"
 _STATE_STYLE = {"complete": "-", "pruned": ":", "failed": "--"}
 _STATE_LABEL = {"complete": "completed", "pruned": "stopped by ASHA", "failed": "failed"}
 
 
-def _finals(store: ResultsStore, dataset: str | None) -> list[Record]:
-    return [r for r in store.records(protocol=PROTOCOL, dataset=dataset)
-            if (r.tag or "").startswith("final")]
+def _finals(records: Records, dataset: str | None) -> list[Record]:
+    return select(records, protocol=PROTOCOL, dataset=dataset, kind="final")
 
 
 def _finite(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
-def scores_by_method(store: ResultsStore, *, dataset: str | None = None) -> dict[str, dict[str, list[float]]]:
+def scores_by_method(records: Records, *, dataset: str | None = None) -> dict[str, dict[str, list[float]]]:
     """dataset -> method -> list of final-run test balanced accuracies (finite ones)."""
     out: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-    for r in _finals(store, dataset):
+    for r in _finals(records, dataset):
         v = r.metrics.get("balanced_accuracy")
         out[r.dataset][r.method]
         if _finite(v):
@@ -47,9 +46,9 @@ def scores_by_method(store: ResultsStore, *, dataset: str | None = None) -> dict
     return {d: dict(m) for d, m in out.items()}
 
 
-def accuracy_table(store: ResultsStore, *, dataset: str | None = None, alpha: float = 0.05) -> Table:
+def accuracy_table(records: Records, *, dataset: str | None = None, alpha: float = 0.05) -> Table:
     """Table 3: rows = methods, columns = datasets + average."""
-    scores = scores_by_method(store, dataset=dataset)
+    scores = scores_by_method(records, dataset=dataset)
     datasets = sorted(scores)
     methods = sorted({m for d in scores.values() for m in d})
     columns = [Column(d, d) for d in datasets] + [Column("average", "Average")]
@@ -89,10 +88,10 @@ def accuracy_table(store: ResultsStore, *, dataset: str | None = None, alpha: fl
                           f"{alpha:.0%})."))
 
 
-def cost_table(store: ResultsStore, *, dataset: str | None = None) -> Table:
+def cost_table(records: Records, *, dataset: str | None = None) -> Table:
     """Table 4: training throughput (images/s, higher is better) and peak memory (GB, lower)."""
     by: dict[str, list[Record]] = defaultdict(list)
-    for r in _finals(store, dataset):
+    for r in _finals(records, dataset):
         by[r.method].append(r)
     rows = []
     for m in sorted(by):
@@ -120,12 +119,12 @@ def cost_table(store: ResultsStore, *, dataset: str | None = None) -> Table:
                          "On the CPU the memory is the process's peak RSS, an upper bound.")
 
 
-def smalldata_table(store: ResultsStore, *, dataset: str | None = None) -> Table:
-    return accuracy_table(store, dataset=dataset)
+def smalldata_table(records: Records, *, dataset: str | None = None) -> Table:
+    return accuracy_table(records, dataset=dataset)
 
 
-def _search_figure(store: ResultsStore):
-    recs = [r for r in store.records(protocol=PROTOCOL) if (r.tag or "").startswith("tune")]
+def _search_figure(records: Records):
+    recs = select(records, protocol=PROTOCOL, kind="tune")
     if not recs:
         return None
     import matplotlib
@@ -157,16 +156,16 @@ def _search_figure(store: ResultsStore):
     return fig
 
 
-def smalldata_section(store: ResultsStore) -> Section | None:
-    if not _finals(store, None):
+def smalldata_section(records: Records) -> Section | None:
+    if not _finals(records, None):
         return None
     sec = Section("Small datasets (Brigato et al.)")
     sec.text("Every method gets the same search budget per split (ASHA over lr, weight decay, batch size "
              "and its own hyper-parameters); each split's best configuration is then trained repeatedly on "
              "trainval and scored with balanced accuracy on the test set.")
-    sec.table(accuracy_table(store))
-    sec.table(cost_table(store))
-    fig = _search_figure(store)
+    sec.table(accuracy_table(records))
+    sec.table(cost_table(records))
+    fig = _search_figure(records)
     if fig is not None:
         sec.figure(fig, "Search curves: validation balanced accuracy per epoch of every trial "
                         "(one colour per trial; solid: completed, dotted: stopped by ASHA, dashed: failed).")

@@ -10,22 +10,24 @@ from ..errors import InputError
 from ..store import ResultsStore
 from .html import Section
 from .plotstyle import legend_outside, series_style
-from .tables import Column, Table
+from .tables import Column, Records, Table, select
 
 __all__ = ["runs_table", "pareto_figure", "regret_figure", "stream_table", "with_cflop_parts"]
 
 
 
-def with_cflop_parts(analysis: dict[str, Any], store: ResultsStore) -> dict[str, Any]:
-    """Add ``cflop_train`` and ``cflop_selection`` (training steps vs selection / validation forwards) to every run.
+def with_cflop_parts(analysis: dict[str, Any], records: Records) -> dict[str, Any]:
+    """Add ``cflop_train`` and ``cflop_selection`` (training steps vs selection / validation forwards) to every
+    run, from its events among ``records`` (a list of records or a results store).
 
     dm_nevis charges the update steps only; ``cflop_train`` is the comparable figure.
     """
     from ..metrics.stream import cflop_parts
-    from ..protocols.stream import run_events
+    from .stream_analysis import collect_runs
 
+    events = {r["run"]: r["events"] for r in collect_runs(records, [r["run"] for r in analysis["runs"]])}
     for r in analysis["runs"]:
-        ev = [rec.metrics for rec in run_events(store, r["run"])]
+        ev = events[r["run"]]
         if all(e.get("flops_train") is not None and e.get("flops_eval") is not None for e in ev):
             parts = cflop_parts(ev)
             r["cflop_train"], r["cflop_selection"] = parts["train"], parts["selection"]
@@ -150,18 +152,18 @@ def regret_figure(analysis: dict[str, Any], *, stream: str | None = None):
     return fig
 
 
-def stream_table(store: ResultsStore, *, dataset: str | None = None) -> Table:
+def stream_table(records: Records, *, dataset: str | None = None) -> Table:
     from .stream_analysis import analyse
 
-    return runs_table(with_cflop_parts(analyse(store), store), stream=dataset)
+    return runs_table(with_cflop_parts(analyse(records), records), stream=dataset)
 
 
-def stream_section(store: ResultsStore) -> Section | None:
+def stream_section(records: Records) -> Section | None:
     from .stream_analysis import analyse
 
-    if not store.records(protocol="stream"):
+    if not select(records, protocol="stream", kind="event"):
         return None
-    a = with_cflop_parts(analyse(store), store)
+    a = with_cflop_parts(analyse(records), records)
     sec = Section("Never-ending task streams (Nevis'22 protocol)")
     sec.text("Each run hands a learner the stream's tasks one at a time; error is 1 - accuracy (1 - mAP for "
              "multilabel tasks) on each task's test part, averaged over the meta-test tasks; cFLOP sums the "

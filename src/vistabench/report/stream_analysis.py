@@ -14,7 +14,7 @@ import numpy as np
 from ..errors import InputError
 from ..metrics.curves import normalised_auc
 from ..metrics.stream import forward_transfer, pareto_front, regret_curve, slice_means
-from ..store import ResultsStore
+from .tables import Records, select
 
 __all__ = ["collect_runs", "analyse", "size_bin", "resolution_bin", "TRANSFER_LEARNERS"]
 
@@ -34,12 +34,12 @@ def resolution_bin(res: Sequence[int]) -> str:
     return "<=32" if m <= 32 else "33-64" if m <= 64 else "65-256" if m <= 256 else ">256"
 
 
-def collect_runs(store: ResultsStore, run_ids: Sequence[str] | None = None) -> list[dict[str, Any]]:
-    """One summary per run (tag) of the ``stream`` protocol, oldest first."""
-    recs = store.records(protocol="stream")
+def collect_runs(records: Records, run_ids: Sequence[str] | None = None) -> list[dict[str, Any]]:
+    """One summary per run (``run_id``) of the ``stream`` protocol's events, oldest first."""
+    recs = select(records, protocol="stream", kind="event")
     by_run: dict[str, list] = defaultdict(list)
     for r in recs:
-        by_run[r.tag].append(r)
+        by_run[r.run_id].append(r)
     if run_ids:
         missing = [r for r in run_ids if r not in by_run]
         if missing:
@@ -81,9 +81,10 @@ def _curve_auc(curve: list[float]) -> float:
     return normalised_auc(curve, np.arange(1, k + 1) / k, single_point="value") if k else float("nan")
 
 
-def analyse(store: ResultsStore, run_ids: Sequence[str] | None = None) -> dict[str, Any]:
-    """The stream report as a JSON-able dict: runs, regret, forward_transfer, slices, verdicts."""
-    runs = collect_runs(store, run_ids)
+def analyse(records: Records, run_ids: Sequence[str] | None = None) -> dict[str, Any]:
+    """The stream report as a JSON-able dict: runs, regret, forward_transfer, slices, verdicts (from a
+    list of records or a results store)."""
+    runs = collect_runs(records, run_ids)
     # Pareto front per stream, over complete runs with a defined error
     pareto: dict[str, bool] = {r["run"]: False for r in runs}
     for stream in {r["stream"] for r in runs}:

@@ -12,10 +12,23 @@ import csv
 import io
 import math
 from dataclasses import dataclass, field
-from typing import Any, Literal, Sequence
+from typing import Any, Literal, Sequence, Union
+
+from ..store import Record, ResultsStore
 
 Format = Literal["markdown", "latex", "csv"]
 FORMATS: tuple[str, ...] = ("markdown", "latex", "csv")
+#: what a table is built from: a list of records (e.g. one grid's), or a results store (all its records)
+Records = Union[ResultsStore, Sequence[Record]]
+
+
+def select(records: Records, *, protocol: str, dataset: str | None = None, kind: str | None = None) -> list[Record]:
+    """The records of ``protocol`` (only ``dataset``'s, only of ``kind``, when given), oldest first, from a
+    list of records or a results store (queried, never copied)."""
+    if isinstance(records, ResultsStore):
+        return records.records(protocol=protocol, dataset=dataset, kind=kind)
+    return [r for r in records if r.protocol == protocol and (dataset is None or r.dataset == dataset)
+            and (kind is None or r.kind == kind)]
 
 
 @dataclass

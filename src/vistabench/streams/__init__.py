@@ -140,7 +140,7 @@ def _read_file(path: Path) -> dict[str, Any]:
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
-        raise InputError(f"stream file {str(path)!r}: not a UTF-8 text file") from exc
+        raise InputError(f"stream {str(path)!r}: not a UTF-8 text file") from exc
     if path.suffix.lower() in (".yaml", ".yml"):
         import yaml
 
@@ -149,15 +149,15 @@ def _read_file(path: Path) -> dict[str, Any]:
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-            raise InputError(f"stream file {str(path)!r}: malformed YAML "
+            raise InputError(f"stream {str(path)!r}: malformed YAML "
                              f"({getattr(exc, 'problem', None) or type(exc).__name__}{at})") from exc
     else:
         try:
             doc = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise InputError(f"stream file {str(path)!r}: malformed JSON ({exc.msg} at line {exc.lineno})") from exc
+            raise InputError(f"stream {str(path)!r}: malformed JSON ({exc.msg} at line {exc.lineno})") from exc
     if not isinstance(doc, dict):
-        raise InputError(f"stream file {str(path)!r}: expected a mapping at the top level, got {type(doc).__name__}")
+        raise InputError(f"stream {str(path)!r}: expected a mapping at the top level, got {type(doc).__name__}")
     return doc
 
 
@@ -252,13 +252,16 @@ def load_stream(spec: str, *, meta_test_from_year: int | str | None = None) -> S
         raise InputError(f"stream: expected a stream name or a file path, got {spec!r}")
     p = Path(spec)
     if p.is_dir():
-        raise InputError(f"stream file {spec!r}: is a folder, expected a JSON/YAML stream file or a stream name")
+        raise InputError(f"stream {spec!r}: is a folder, expected a JSON/YAML stream file or a stream name")
     if p.suffix.lower() in (".json", ".yaml", ".yml") or p.is_file():
         if not p.is_file():
-            raise InputError(f"stream file {spec!r}: no such file")
+            raise InputError(f"stream {spec!r}: no such file")
         doc, origin = _read_file(p), str(p)
     else:
-        fname = streams.get(spec)
+        try:
+            fname = streams.get(spec)
+        except InputError as exc:
+            raise InputError(f"stream: {exc} (or a .json/.yaml stream file)") from None
         doc = json.loads(resources.files(__name__).joinpath(fname).read_text(encoding="utf-8"))
         origin = f"built-in:{spec}"
     choice = "stream file default"

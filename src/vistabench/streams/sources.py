@@ -191,8 +191,8 @@ def _from_disk(task: Task, data_root: str | Path | None, image_size: int) -> Tas
         return TaskSplits(*(TaskData(d.images, d.labels, list(d.class_names), task.kind)
                             for d in (splits.train, splits.test)))
     if data_root is None:
-        raise InputError(f"task {task.uid} ({task.name!r}): its data are not bundled; set data_root=DIR, a folder "
-                         f"holding {src}.npz or {src}/train and {src}/test image folders")
+        raise InputError(f"data_root: task {task.uid} ({task.name!r}): its data are not bundled; set data_root=DIR, "
+                         f"a folder holding {src}.npz or {src}/train and {src}/test image folders")
     root = Path(data_root)
     if (root / f"{src}.npz").is_file():
         return _read_task_npz(root / f"{src}.npz", task)

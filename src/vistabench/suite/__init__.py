@@ -11,7 +11,7 @@ split      build the seeded, hashed split file content                         `
 score      score a predictions file against a split -> a named JSON result     ``protocols/``
 record     turn a result into a results-store :class:`~vistabench.store.Record` ``protocols/``
 run        split -> reference learner -> predictions -> score -> record        ``protocols/``
-table      the paper-style table of the store's records                        ``report/``
+table      the paper-style table of a list of records (or a store's)           ``report/``
 section    the protocol's section of the HTML report                           ``report/``
 demo       the protocol end to end on bundled data                             ``demos/``
 cli        its ``vistabench <name> ...`` verbs                                  ``cli/``
@@ -58,10 +58,12 @@ class Protocol:
       default, help, allowed values and whether it is runtime-only; the method's recipe included).
     - ``run(config, *, store=None, work_dir=None) -> list[Record]``: the records of the run, stored
       (with their ids) when ``store`` is given; files of the run go to ``work_dir`` when given.
-    - ``table(store, *, dataset=None) -> Table``; ``section(store) -> Section | None``.
+    - ``table(records, *, dataset=None) -> Table``; ``section(records) -> Section | None``: ``records``
+      is a list of records or a results store (:func:`vistabench.report.tables.select` reads either).
     - ``demo(store, out_dir, *, quick) -> str`` (a short human summary, e.g. the table).
-    - ``cli``: a module with ``register(subparsers)`` adding ``split``, ``score``, ``run`` (and any
-      protocol-specific verbs); the common ``table`` verb is added for every protocol.
+    - ``cli``: a module with ``register(sub)`` adding the verb group ``<name>`` with ``split``,
+      ``score``, ``run`` (and any protocol-specific verbs) through :mod:`vistabench.cli.verbs`, and
+      returning it; the common ``table`` verb is added for every protocol.
     """
 
     name: str

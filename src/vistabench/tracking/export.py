@@ -46,7 +46,8 @@ def export_store(tool: str, *, store: str | Path, protocol: str | None = None,
     for r in records:
         key = record_key(r)
         tags = {"vistabench.protocol": r.protocol, "vistabench.dataset": r.dataset, "vistabench.method": r.method,
-                "vistabench.record_key": key, "vistabench.record_id": str(r.id),
+                "vistabench.record_key": key, "vistabench.record_id": str(r.id), "vistabench.kind": r.kind,
+                "vistabench.run_id": str(r.run_id),
                 "vistabench.store": str(Path(store).resolve())}
         if r.tag:
             tags["vistabench.tag"] = r.tag
@@ -59,7 +60,8 @@ def export_store(tool: str, *, store: str | Path, protocol: str | None = None,
         ok = False
         try:
             fields = {"protocol": r.protocol, "dataset": r.dataset, "method": r.method, "seed": r.seed,
-                      "split_hash": r.split_hash, "tag": r.tag, "version": r.version}
+                      "split_hash": r.split_hash, "tag": r.tag, "kind": r.kind, "run_id": r.run_id,
+                      "grid_cell": r.grid_cell, "version": r.version}
             backend.log_params(flat_params({**fields, "settings": r.settings}))
             backend.log_metrics(flat_metrics(r.metrics), step=0, axis="record")
             with tempfile.TemporaryDirectory(prefix="vistabench-export-") as tmp:

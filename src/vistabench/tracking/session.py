@@ -65,8 +65,10 @@ def flat_metrics(metrics: dict[str, Any], prefix: str = "") -> dict[str, float]:
 
 
 def record_key(record: Record) -> str:
-    """16 hex digits identifying a stored record (its id, creation time and content)."""
-    return hashlib.sha256(dumps(record.to_dict(), sort_keys=True).encode()).hexdigest()[:16]
+    """16 hex digits identifying a stored record (its id, creation time and content), computed from the
+    record as schema 1 held it (:meth:`~vistabench.store.Record.schema1_dict`): a store migrated to
+    schema 2 keeps its records' keys, so exporting it again skips what was exported before."""
+    return hashlib.sha256(dumps(record.schema1_dict(), sort_keys=True).encode()).hexdigest()[:16]
 
 
 def run_name(config: RunConfig) -> str:

@@ -83,7 +83,7 @@ class TuneSettings:
         if self.reduction_factor < 2:
             raise InputError(f"reduction_factor: expected an integer >= 2, got {self.reduction_factor}")
         if self.grace_period > self.max_epochs:
-            raise InputError(f"grace_period: expected at most max_epochs={self.max_epochs}, got {self.grace_period}")
+            raise InputError(f"grace_period: expected at most `max_epochs` ({self.max_epochs}), got {self.grace_period}")
         for name, val, ok in (("scheduler", self.scheduler, ("asha", "none")),
                               ("sampler", self.sampler, ("random", "tpe")),
                               ("select", self.select, ("all", "complete")),
