@@ -285,7 +285,11 @@ def _rebuild_tensor(t: torch.Tensor, parameter: bool, requires_grad: bool) -> to
 
 
 def _dumps(obj: Any) -> bytes:
-    import cloudpickle
+    try:
+        import cloudpickle
+    except ImportError:  # only the CUDA spawn path ships closures; pip installs it with mlflow, joblib, ray ...
+        raise InputError("devices: data-parallel training on CUDA ships the trainer to spawned processes "
+                         "with cloudpickle, which is not installed: pip install cloudpickle") from None
 
     class Pickler(cloudpickle.Pickler):
         def reducer_override(self, o: Any) -> Any:
