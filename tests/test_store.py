@@ -21,3 +21,14 @@ def test_store_roundtrip_and_filters(tmp_path):
 
 def test_dumps_nan_is_null():
     assert dumps({"a": math.nan, "b": [1.0, math.inf]}) == '{"a": null, "b": [1.0, null]}'
+
+
+def test_under_torchrun_only_rank_zero_writes(tmp_path, monkeypatch):
+    rec = dict(protocol="longtail", dataset="d", method="ce", seed=0, split_hash=None, settings={}, metrics={"acc": 0.5})
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    monkeypatch.setenv("RANK", "1")
+    with ResultsStore(tmp_path / "r.sqlite") as s:
+        assert s.add(Record(**rec)) is None and s.records() == []
+        monkeypatch.setenv("RANK", "0")
+        assert s.add(Record(**rec)) == 1 and len(s.records()) == 1

@@ -224,6 +224,10 @@ def check_recipe(recipe: Any, *, hint: Any = None) -> None:
         raise InputError("precision: fp16 needs a CUDA device (device is cpu); use bf16 on a CPU")
     if device == "cpu" and values.get("compile"):
         raise InputError("compile: true needs a CUDA device (device is cpu); leave it off")
+    devices, batch = values.get("devices", 1), values.get("batch_size")
+    if isinstance(devices, int) and devices > 1 and isinstance(batch, int) and batch % devices:
+        raise InputError(f"batch_size: expected a multiple of devices={devices} (the global batch is split evenly "
+                         f"over the devices), got {batch}{more('batch_size')}")
     if isinstance(epochs, int) and values.get("warmup_epochs") and values["warmup_epochs"] >= epochs:
         raise InputError(f"warmup_epochs: expected fewer than epochs={epochs}, got {values['warmup_epochs']}"
                          f"{more('warmup_epochs')}")

@@ -27,9 +27,11 @@ def epoch_order(labels: np.ndarray, rng: np.random.Generator, sampler: str) -> n
     return rng.permutation(n)
 
 
-def batch_indices(order: np.ndarray, batch_size: int, *, drop_last: bool = False) -> list[np.ndarray]:
-    """``order`` cut into consecutive batches of ``batch_size``; a last batch of a single image is
-    merged into the one before (batch norm cannot train on one sample). ``drop_last``: a last
+def batch_indices(order: np.ndarray, batch_size: int, *, drop_last: bool = False,
+                  min_batch: int = 2) -> list[np.ndarray]:
+    """``order`` cut into consecutive batches of ``batch_size``; a last batch of fewer than
+    ``min_batch`` images (one image by default: batch norm cannot train on one sample; fewer than
+    the devices of a data-parallel fit) is merged into the one before. ``drop_last``: a last
     incomplete batch is left out instead (PyTorch's ``DataLoader(drop_last=True)``), unless it is
     the only batch.
 
@@ -39,7 +41,7 @@ def batch_indices(order: np.ndarray, batch_size: int, *, drop_last: bool = False
     batches = [order[s:s + batch_size] for s in range(0, len(order), batch_size)]
     if drop_last and len(batches) > 1 and len(batches[-1]) < batch_size:
         batches.pop()
-    if len(batches) > 1 and len(batches[-1]) == 1:
+    if len(batches) > 1 and len(batches[-1]) < min_batch:
         last = batches.pop()
         batches[-1] = np.concatenate([batches[-1], last])
     return batches

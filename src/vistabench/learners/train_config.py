@@ -163,7 +163,13 @@ class TrainConfig:
     workers : int
         Worker processes of the ``"stream"`` loader (0: it reads in the training process).
     devices : int
-        Data-parallel training processes (1: this process alone).
+        Train data-parallel on this many devices (:mod:`.distributed`): one process per device
+        (forked, gloo, on a CPU; spawned, NCCL, on ``cuda:k`` ... ``cuda:k+N-1``), each on its
+        shard of the same global batch of ``batch_size`` images (at least ``devices``; a
+        protocol's recipe asks for a multiple),
+        gradients averaged after every step, batch norm synchronised on CUDA; the calling process
+        is rank 0 and returns the trained model. 1 (the default): one device in this process.
+        Under ``torchrun`` it must equal the processes per node.
 
     A protocol's training recipe (:mod:`.recipe`) becomes a TrainConfig through :meth:`from_recipe`.
     """
@@ -194,7 +200,7 @@ class TrainConfig:
     loader: str = option("memory", choices=LOADERS,
                          help="where batches come from: memory, stream (read per batch) or device")
     workers: int = option(0, low=0, help="loader worker processes")
-    devices: int = option(1, low=1, help="data-parallel training processes")
+    devices: int = option(1, low=1, help="devices to train on data-parallel, one process each (batch_size is global)")
 
     @classmethod
     def from_recipe(cls, recipe: Any, **stage: Any) -> "TrainConfig":
@@ -231,9 +237,6 @@ class TrainConfig:
         # The spelling is checked here; availability when a Trainer is made, so a config built on
         # a CPU-only driver can still be shipped to GPU workers (Ray).
         check_device(self.device)
-        if self.devices > 1:
-            raise InputError(f"devices: data-parallel training on {self.devices} devices is not available in this "
-                             "build; use devices 1")
 
 
 @dataclass

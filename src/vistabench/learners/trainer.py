@@ -51,6 +51,7 @@ from .._validation import check_labels, check_same_length
 from ..errors import InputError
 from .flops import count_train_step_flops, count_forward_flops
 from ..data.image_files import ImageFiles
+from .distributed import DataParallel, check_devices, data_parallel_world, rank_device, run_data_parallel
 from .sampling import batch_indices, epoch_order
 from .sources import DataSource, StreamSource, make_source
 from .schedules import learning_rate
@@ -105,7 +106,9 @@ class Trainer:
             raise InputError("step: a custom step computes its own loss; pass step or loss_fn, not both")
         if step is not None and not callable(step):
             raise InputError(f"step: expected a callable (x, y, x2, y2, epoch) -> (loss, logits), got {step!r}")
-        self.device = resolve_device(cfg.device)
+        device = resolve_device(cfg.device)
+        check_devices(cfg, device)
+        self.device = rank_device(device)  # cuda:LOCAL_RANK under torchrun (see .distributed)
         check_precision(cfg, self.device)
         self._amp = PRECISIONS[cfg.precision]  # autocast type, None for fp32
         self.loss_fn = loss_fn
@@ -331,27 +334,34 @@ class Trainer:
         if cfg.loader == "device" and type(self).batch is not Trainer.batch:
             raise InputError(f"loader: 'device' converts batches itself; {type(self).__name__} overrides "
                              "Trainer.batch, use loader memory or stream")
-        source = make_source(self, images, cfg.loader, cfg.workers)
-        try:
-            return self._loop(source, images, labels, val_images if val is not None else None,
-                              val_labels if val is not None else None, sampler, trainable, second_sampler,
-                              frozen_mode, loss_fn, opt, t_start, n)
-        finally:
-            source.close()
+
+        def run(dp: DataParallel | None = None) -> TrainResult:  # on every rank of a data-parallel fit
+            source = make_source(self, images, cfg.loader, cfg.workers)
+            try:
+                return self._loop(source, images, labels, val_images if val is not None else None,
+                                  val_labels if val is not None else None, sampler, trainable, second_sampler,
+                                  frozen_mode, loss_fn, opt, t_start, n, dp)
+            finally:
+                source.close()
+        return run() if data_parallel_world(cfg) == 1 else run_data_parallel(self, run)
 
     def _loop(self, source: DataSource, images: np.ndarray, labels: np.ndarray, val_images: np.ndarray | None,
               val_labels: np.ndarray | None, sampler: str | Callable, trainable: str,
               second_sampler: np.ndarray | None, frozen_mode: str, loss_fn: Callable, opt: torch.optim.Optimizer,
-              t_start: float, n: int) -> TrainResult:
+              t_start: float, n: int, dp: DataParallel | None = None) -> TrainResult:
         cfg = self.cfg
+        main = dp is None or dp.is_main  # rank 0 validates, reports and decides to stop
+        seed = cfg.seed + (0 if dp is None else dp.seed_offset)  # dropout / augmentation draws per rank
+        min_batch = 2 if dp is None else max(2, dp.world)  # a smaller last batch joins the one before
+        params = None if dp is None else [p for g in opt.param_groups for p in g["params"]]
         val = None if val_images is None else (val_images, val_labels)
         scaler = torch.amp.GradScaler("cuda") if cfg.precision == "fp16" else None  # fp16: loss scaling
         rng = np.random.default_rng(cfg.seed)
         rng2 = np.random.default_rng(cfg.seed + 7)  # the second sampler's own draws
-        aug_gen = torch.Generator().manual_seed(cfg.seed + 1) if cfg.augment else None
+        aug_gen = torch.Generator().manual_seed(seed + 1) if cfg.augment else None
         first_order = sampler(labels, rng) if callable(sampler) else None
         steps_per_epoch = len(batch_indices(np.arange(n if first_order is None else len(first_order)),
-                                            cfg.batch_size, drop_last=cfg.drop_last))
+                                            cfg.batch_size, drop_last=cfg.drop_last, min_batch=min_batch))
         total_steps = cfg.epochs * steps_per_epoch
         sample_shape = (images.shape[3], images.shape[1], images.shape[2])
 
@@ -362,7 +372,7 @@ class Trainer:
         seen = 0
         devices = [self.device] if self.device.type == "cuda" else []
         with torch.random.fork_rng(devices=devices):
-            torch.manual_seed(cfg.seed)
+            torch.manual_seed(seed)
             for epoch in progress.track(range(cfg.epochs), total=cfg.epochs, description="training"):
                 if hasattr(loss_fn, "set_epoch"):
                     loss_fn.set_epoch(epoch)
@@ -370,9 +380,10 @@ class Trainer:
                     order, first_order = (first_order if first_order is not None else sampler(labels, rng)), None
                 else:
                     order = epoch_order(labels, rng, sampler)
-                batches = batch_indices(order, cfg.batch_size, drop_last=cfg.drop_last)
+                batches = batch_indices(order, cfg.batch_size, drop_last=cfg.drop_last, min_batch=min_batch)
+                local = batches if dp is None else [dp.shard(b) for b in batches]  # this rank's shards
                 if cfg.count_flops and self.step is None:  # a custom step is measured as it runs
-                    for b in batches:
+                    for b in local:
                         flops += self._step_flops(sample_shape, len(b), trainable)
                 if trainable == "all" or frozen_mode == "train":
                     self.model.train()
@@ -383,14 +394,15 @@ class Trainer:
                 correct = torch.zeros((), dtype=torch.long, device=self.device)
                 t0 = time.perf_counter()
                 lr = cfg.lr
-                for b, x in zip(batches, source.epoch(batches, aug_gen)):
+                for gb, b, x in zip(batches, local, source.epoch(local, aug_gen)):
                     lr = self.lr_at(step, total_steps, steps_per_epoch)
                     for g in opt.param_groups:
                         g["lr"] = lr
                     y = torch.from_numpy(labels[b]).to(self.device)
                     x2 = y2 = None
                     if second_sampler is not None:
-                        b2 = rng2.choice(n, size=len(b), replace=True, p=second_sampler)
+                        b2 = rng2.choice(n, size=len(gb), replace=True, p=second_sampler)
+                        b2 = b2 if dp is None else dp.shard(b2)
                         x2, y2 = source.batch(b2, aug_gen), torch.from_numpy(labels[b2]).to(self.device)
                     key = ("step", len(b))
                     measure = self.step is not None and cfg.count_flops and key not in self._flop_cache
@@ -401,6 +413,8 @@ class Trainer:
                         (loss if scaler is None else scaler.scale(loss)).backward()
                     if measure:
                         self._flop_cache[key] = int(counter.get_total_flops())
+                    if dp is not None:  # the global batch's gradient on every rank
+                        dp.average_gradients(params, len(b), len(gb))
                     if self.step is not None and cfg.count_flops:
                         flops += self._flop_cache[key]
                     if scaler is None:
@@ -415,6 +429,10 @@ class Trainer:
                 if self.device.type == "cuda":
                     torch.cuda.synchronize(self.device)
                 train_seconds += time.perf_counter() - t0
+                if dp is not None:
+                    tot_loss, correct = dp.sum_(tot_loss, correct)
+                    if dp.device.type == "cpu":  # per-rank batch norm (gloo): running statistics averaged
+                        dp.average_norm_statistics(self.model)
                 m_loss = float(tot_loss) / max(1, sum(len(b) for b in batches))
                 if not math.isfinite(m_loss):
                     raise TrainingDiverged(
@@ -423,20 +441,25 @@ class Trainer:
                     )
                 entry = {"epoch": epoch + 1, "loss": m_loss, "train_acc": int(correct) / max(1, sum(len(b) for b in batches)),
                          "val_acc": float("nan"), "lr": opt.param_groups[0]["lr"]}
-                if val is not None:
+                if val is not None and main:
                     vl = self.predict_logits(val_images)  # type: ignore[arg-type]
                     entry["val_acc"] = float(np.mean(vl.argmax(1) == val_labels))
                     if cfg.count_flops:
                         eval_flops += self._eval_flops(len(val_labels), sample_shape)
                 history.append(entry)
-                epochs.report(entry)  # the run's listeners (an experiment tracker: vistabench.tracking)
-                if self.callback is not None and self.callback(epoch + 1, dict(entry)):
+                if main:
+                    epochs.report(entry)  # the run's listeners (an experiment tracker: vistabench.tracking)
+                stop = main and self.callback is not None and self.callback(epoch + 1, dict(entry))
+                if stop if dp is None else dp.agree(bool(stop)):
                     stopped = True
                     break
         if self.device.type == "cuda":
             peak, kind = int(torch.cuda.max_memory_allocated(self.device)), "cuda_max_allocated"
         else:
             peak, kind = peak_rss_bytes(), "process_max_rss"
+        if dp is not None:  # the whole fit's work and images; the largest peak of any rank
+            flops, seen = (int(v) for v in dp.sum_(flops, seen, dtype=torch.int64))
+            peak = dp.max_int(peak)
         conf = asdict(cfg)
         sampler_name = getattr(sampler, "name", type(sampler).__name__) if callable(sampler) else sampler
         conf.update(sampler=sampler_name if second_sampler is None else f"{sampler_name}+second",

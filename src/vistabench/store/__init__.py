@@ -254,8 +254,12 @@ class ResultsStore:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def add(self, record: Record) -> int:
-        """Insert a record atomically and return its id (a full disk: one line naming the store)."""
+    def add(self, record: Record) -> int | None:
+        """Insert a record atomically and return its id (a full disk: one line naming the store).
+
+        Under ``torchrun`` (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK`` set) every process runs the
+        same command and trains the same model together (``TrainConfig.devices``); only rank 0
+        writes, the others return None and leave ``record.id`` None (also in :meth:`add_many`)."""
         try:
             return self._add(record)
         except sqlite3.OperationalError as exc:
@@ -263,7 +267,9 @@ class ResultsStore:
                 raise no_space(f"results store {str(self.path)!r}") from exc
             raise
 
-    def _add(self, record: Record, *, commit: bool = True) -> int:
+    def _add(self, record: Record, *, commit: bool = True) -> int | None:
+        if all(k in os.environ for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK")) and os.environ["RANK"] != "0":
+            return None  # a torchrun rank other than 0: rank 0 writes the record (see add)
         if record.run_id is None:
             record.run_id = new_run_id(record.protocol)  # a record of no larger run is a run of its own
         check_kind(record.kind)
