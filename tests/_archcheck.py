@@ -17,7 +17,7 @@ from pathlib import Path
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("vistabench", "vistabench.errors", "vistabench.jsonutil", "vistabench.atomic", "vistabench._validation",
      "vistabench._lazy", "vistabench.extras", "vistabench.epochs",
-     "vistabench.config", "vistabench.registry", "vistabench.methods", "vistabench.progress"),
+     "vistabench.options", "vistabench.config_files", "vistabench.config", "vistabench.registry", "vistabench.methods", "vistabench.progress"),
     ("vistabench.metrics",),
     ("vistabench.data", "vistabench.store", "vistabench.streams"),
     ("vistabench.tuning",),
@@ -258,6 +258,52 @@ def registry_violations(sources: dict[str, str]) -> list[str]:
                     and all(isinstance(v, ast.Name) and v.id[:1].isupper() for v in value.values)):
                 out.append(f"{name}: a name -> class table (line {node.lineno}); register in a "
                            "vistabench.registry.Registry")
+    return out
+
+
+#: where methods live: every registry of methods there is filled through vistabench.methods
+METHOD_PACKAGES = ("vistabench.learners", "vistabench.protocols")
+
+
+def _is_callable_ref(node: ast.expr) -> bool:
+    """A function or class named (``f``, ``mod.f``) or written in place (``lambda``)."""
+    return isinstance(node, (ast.Name, ast.Attribute, ast.Lambda))
+
+
+def method_registry_violations(sources: dict[str, str]) -> list[str]:
+    """One registry type for methods: in :data:`METHOD_PACKAGES`,
+
+    - no module-level dict literal maps two or more names (string keys) to functions or classes
+      (a hand-kept ``{"name": fn}`` dispatch table beside the registries): name -> callable tables
+      are a :class:`vistabench.registry.Registry`;
+    - in ``vistabench.learners``, a module-level ``Registry`` of methods or learners (its kind says
+      ``method`` or ``learner``) is filled by :func:`vistabench.methods.method_registrar` in the
+      same module, so every entry is a :class:`vistabench.methods.MethodSpec`.
+    """
+    out = []
+    for name, source in sorted(sources.items()):
+        if not any(name == p or name.startswith(p + ".") for p in METHOD_PACKAGES):
+            continue
+        tree = ast.parse(source)
+        registrar_args = {a.id for node in ast.walk(tree)
+                          if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                          and node.func.id == "method_registrar"
+                          for a in node.args[:1] if isinstance(a, ast.Name)}
+        for node in tree.body:
+            value = node.value if isinstance(node, (ast.Assign, ast.AnnAssign)) else None
+            if (isinstance(value, ast.Dict) and len(value.keys) >= 2
+                    and all(isinstance(k, ast.Constant) and isinstance(k.value, str) for k in value.keys)
+                    and all(_is_callable_ref(v) for v in value.values)):
+                out.append(f"{name}: a name -> callable table (line {node.lineno}); use a vistabench.registry.Registry")
+            target = (node.targets[0] if isinstance(node, ast.Assign) else node.target
+                      if isinstance(node, ast.AnnAssign) else None)
+            if (name.startswith("vistabench.learners") and isinstance(target, ast.Name)
+                    and isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "Registry"
+                    and value.args and isinstance(value.args[0], ast.Constant)
+                    and any(w in str(value.args[0].value) for w in ("method", "learner"))
+                    and target.id not in registrar_args):
+                out.append(f"{name}: registry {target.id} (line {node.lineno}) of {value.args[0].value}s is not "
+                           "filled by vistabench.methods.method_registrar (one MethodSpec per method)")
     return out
 
 

@@ -164,6 +164,41 @@ def test_checker_finds_a_second_registry_and_its_own_suggestions():
     assert len(found) == 4 and all(f.startswith("vistabench.learners.x") for f in found)
 
 
+def test_methods_are_method_specs_in_one_registry_type():
+    """Every learner family registers its methods as MethodSpecs (vistabench.methods.method_registrar);
+    no learner or protocol keeps a name -> callable table beside the registries."""
+    assert A.method_registry_violations(_sources()) == []
+
+
+def test_every_learner_family_registry_holds_method_specs():
+    from vistabench.learners.incremental import incremental_methods
+    from vistabench.learners.longtail.options import lt_methods
+    from vistabench.learners.smalldata.registry import methods as smalldata_methods
+    from vistabench.learners.stream.registry import stream_learners
+    from vistabench.methods import MethodSpec
+
+    for registry, protocol in ((lt_methods, "longtail"), (smalldata_methods, "smalldata"),
+                               (incremental_methods, "incremental"), (stream_learners, "stream")):
+        specs = [spec for _, spec in registry.items()]
+        assert specs and all(isinstance(s, MethodSpec) and s.protocol == protocol for s in specs), registry.kind
+
+
+def test_checker_finds_a_method_table_and_a_registry_filled_by_hand():
+    found = A.method_registry_violations({
+        "vistabench.protocols.p": ("METHODS = {'platt': fit_platt, 'hist': lambda s: s}\n"
+                                   "OK = {'a': 1, 'b': fit}\n"),
+        "vistabench.learners.x": ("from ..registry import Registry\n"
+                                  "xs: Registry[object] = Registry('x method')\nxs.add('a', object())\n"),
+        "vistabench.learners.y": ("from ..methods import method_registrar\nfrom ..registry import Registry\n"
+                                  "ys = Registry('y learner')\nregister = method_registrar(ys, 'y')\n"
+                                  "models = Registry('model')\n"),
+        "vistabench.data.d": "LOADERS = {'a': f, 'b': g}\n",  # not a method package
+    })
+    assert len(found) == 2, found
+    assert found[0].startswith("vistabench.learners.x: registry xs")
+    assert found[1].startswith("vistabench.protocols.p: a name -> callable table (line 1)")
+
+
 def test_no_argparse_outside_the_generator():
     found = A.argparse_users(_sources())
     assert not found, f"declare an options class and add_verb (cli/verbs.py) instead: {found}"

@@ -57,3 +57,32 @@ def test_a_task_needing_a_gpu_the_cluster_lacks_is_one_line(monkeypatch):
     jobs.check_cluster_gpus(0.0)  # a CPU task: nothing to check
     with pytest.raises(InputError, match="^device: each task needs 1 GPU but the Ray cluster has 0"):
         jobs.check_cluster_gpus(1.0)
+
+
+def _die_once(marker: str) -> str:
+    import os
+    import time
+
+    if not os.path.exists(marker):
+        open(marker, "w").close()
+        time.sleep(1.0)  # mid-run (an attempt counts once its record, sent as it starts, has landed)
+        os._exit(1)  # the worker process dies: a system failure, which Ray runs again
+    return "second attempt"
+
+
+def _raise(_x):
+    raise ValueError("the job's own error")
+
+
+def test_ray_retries_a_dead_worker_and_counts_it_but_never_a_raised_error(tmp_path):
+    """Ray's own retries (``max_retries``) run a task again whose worker died; every attempt records
+    itself, so the outcome says it was retried once; an error the job raises is never retried."""
+    pytest.importorskip("ray")
+    jobs = [Job(_die_once, (str(tmp_path / "died"),), tag="dies"), Job(_raise, (0,), tag="raises"),
+            Job(_square, (3,), tag="fine")]
+    outs = {o.job.tag: o for o in run_jobs(jobs, engine="ray", max_parallel=1)}
+    assert (outs["dies"].value, outs["dies"].retries) == ("second attempt", 1)
+    assert not outs["raises"].ok and outs["raises"].retries == 0
+    with pytest.raises(ValueError, match="the job's own error"):  # the job's own exception, raised in the driver
+        outs["raises"].result()
+    assert (outs["fine"].value, outs["fine"].retries) == (9, 0)

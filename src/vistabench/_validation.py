@@ -1,33 +1,33 @@
 """Shared input validation (numpy only). Every public function validates here, once.
 
-numpy is imported by the array checks when they run: the scalar checks serve the typed configs,
-which the command line builds without importing numpy.
+A scalar argument is checked by :func:`check_value` (:mod:`vistabench.options`): the rules a config
+field declares with ``option()`` (type, ``low``/``high``/``low_open``, ``choices``, ``finite``), the same
+code and messages, so a function's boundary and a config speak one vocabulary. The checks here add
+what ``option()`` has no words for: arrays (rank, kind, finiteness, labels, scores), lengths that must
+match, and files and folders that must exist. numpy is imported by the array checks when they run.
 """
 
 from __future__ import annotations
 
-import numbers
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import numpy as np
 
-from .config import check_bounds, check_value
 from .errors import InputError, InputTypeError
+from .options import check_value
 
 __all__ = [
     "check_array",
     "check_labels",
     "check_scores",
-    "check_positive",
-    "check_fraction",
-    "check_choice",
+    "check_value",
     "check_same_length",
     "check_classes",
     "check_input_file",
     "check_input_dir",
-    "check_int",
+    "check_json_file",
 ]
 
 
@@ -100,22 +100,6 @@ def check_scores(s: Any, name: str, *, n: int | None = None, num_classes: int | 
     if num_classes is not None and a.shape[1] != num_classes:
         raise InputError(f"{name}: expected {num_classes} columns, got shape {a.shape}")
     return a
-
-
-def check_positive(v: Any, name: str, *, strict: bool = True, integer: bool = False) -> float:
-    """A number > 0 (``strict=False``: >= 0), an ``int`` when ``integer``: the rule of
-    ``option(low=0, low_open=strict)`` (:func:`vistabench.config.check_value`)."""
-    return check_value(v, name, type=int if integer else float, low=0, low_open=strict)
-
-
-def check_fraction(v: Any, name: str) -> float:
-    """A number in [0, 1]: the rule of ``option(low=0, high=1)``."""
-    return check_value(v, name, low=0, high=1)
-
-
-def check_choice(v: Any, name: str, choices: Sequence[str]) -> str:
-    """One of ``choices`` (close matches suggested): the rule of ``option(choices=...)``."""
-    return check_value(v, name, type=Any, choices=choices)
 
 
 def check_same_length(name_a: str, a: np.ndarray, name_b: str, b: np.ndarray) -> None:
@@ -193,15 +177,3 @@ def check_input_dir(path: Any, name: str) -> "Path":
     if not p.is_dir():
         raise InputError(f"{name} {str(path)!r}: no such folder")
     return p
-
-
-def check_int(v: Any, name: str, *, min: int | None = None, max: int | None = None,
-              allow_none: bool = False) -> int | None:
-    """An integer in ``[min, max]`` (``name`` is what the user typed, e.g. ``--repeats``): the rule of
-    ``option(low=min, high=max)`` on an ``int`` field."""
-    if v is None and allow_none:
-        return None
-    if isinstance(v, bool) or not isinstance(v, numbers.Integral):  # numpy's integers included
-        raise InputTypeError(f"{name}: expected an integer, got {v!r}")
-    check_bounds(int(v), name, low=min, high=max, noun="an integer")
-    return int(v)

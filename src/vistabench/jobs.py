@@ -13,9 +13,12 @@ A driver interrupted (Ctrl-C, SIGINT, or SIGTERM within :func:`terminate_as_inte
 jobs before it returns: the worker processes of a local pool are terminated, the Ray tasks in
 flight cancelled; none runs on after the driver.
 
-System failures of a Ray task (its worker process killed, its node lost, its inputs lost with a
-node) are retried: the job is submitted again, up to :data:`SYSTEM_RETRIES` times; an error raised
-by the job itself is never retried. An :class:`Outcome` says how many times its job was retried.
+System failures of a Ray task (its worker process killed, its node lost) are retried by Ray itself
+(``max_retries=SYSTEM_RETRIES``); an error raised by the job itself is never retried
+(``retry_exceptions=False``). Each attempt records itself on a small actor on the head node as it
+starts, so an :class:`Outcome` says how many times Ray ran its job again (attempts - 1); the record
+is sent without blocking the task, so an attempt killed in its first instant, before the record
+left its process, is not counted.
 
 Engines never write to the store: the driver does (one writer).
 """
@@ -36,11 +39,11 @@ from typing import Any, Callable, Iterator
 from .errors import InputError
 
 __all__ = ["ENGINES", "SYSTEM_RETRIES", "Job", "Outcome", "check_cluster_gpus", "check_engine", "check_ray_address",
-           "connect_ray", "engine_session", "is_system_failure", "one_line", "resolve_ray_address", "run_jobs",
+           "connect_ray", "engine_session", "one_line", "resolve_ray_address", "run_jobs",
            "terminate_as_interrupt"]
 
 ENGINES = ("local", "ray")
-#: How many times a Ray task that died of a system failure (worker killed, node lost) is submitted again.
+#: How many times Ray runs a task again after a system failure (worker killed, node lost): its ``max_retries``.
 SYSTEM_RETRIES = 3
 #: Seconds to wait for a Ray head's port to answer before giving up.
 CONNECT_TIMEOUT_S = 5.0
@@ -64,7 +67,7 @@ class Job:
 class Outcome:
     """A finished job: its ``value``, or the ``error`` it raised (its worker dying included).
 
-    ``retries``: how many times the job was submitted again after a system failure (Ray only).
+    ``retries``: how many times Ray ran the job again after a system failure (Ray only; attempts - 1).
     """
 
     job: Job
@@ -135,7 +138,7 @@ def run_jobs(jobs: list[Job], *, engine: str = "local", max_parallel: int | None
     ``cpus_per_job`` CPUs and ``job.gpus`` GPUs, at most ``max_parallel`` in flight (None: as many as
     the cluster allows); without ``ray_address`` (and no Ray initialised) a local Ray is started and
     stopped at the end. An argument object shared by several jobs is sent to Ray once. A job whose
-    Ray task dies of a system failure is submitted again (up to :data:`SYSTEM_RETRIES` times).
+    Ray task dies of a system failure is run again by Ray (up to :data:`SYSTEM_RETRIES` times).
     ``on_start(job)`` is called just before a job starts; when it returns False the job is skipped
     (no outcome: the grid skips a cell another driver has claimed). Closing the iterator early, or an
     interrupt, stops the jobs in flight (worker processes terminated, Ray tasks cancelled).
@@ -253,25 +256,49 @@ def _drain_pool(pool: Any, jobs: list[Job], *, max_parallel: int,
         raise
 
 
-def is_system_failure(exc: BaseException) -> bool:
-    """True for a Ray failure of the machinery (worker or node died, object lost), False for an error
-    the job raised itself (``RayTaskError``) or anything that is not Ray's."""
+class AttemptLog:
+    """How many times each job's task started: every attempt records itself here first (a small Ray
+    actor on the head node), so the driver knows how often Ray retried it (attempts - 1)."""
+
+    def __init__(self) -> None:
+        self._attempts: dict[int, int] = {}
+
+    def record(self, key: int) -> int:
+        self._attempts[key] = self._attempts.get(key, 0) + 1
+        return self._attempts[key]
+
+    def attempts(self, key: int) -> int:
+        return self._attempts.get(key, 0)
+
+
+def run_attempt(log: Any, key: int, fn: Callable[..., Any], *args: Any) -> Any:
+    """One attempt of a job in a Ray task: recorded on ``log`` (an :class:`AttemptLog` actor) as it
+    starts, then run. The record is sent without waiting (a task blocked in ``ray.get`` lends its CPU
+    to another task, which would then share this node) and waited for once the job is done, so it has
+    landed before the driver reads the count."""
+    import ray
+
+    recorded = log.record.remote(key)
     try:
-        from ray import exceptions as rex
-    except ImportError:  # pragma: no cover - depends on the environment
-        return False
-    if isinstance(exc, (rex.RayTaskError, rex.TaskCancelledError)):
-        return False
-    return isinstance(exc, rex.RayError)
+        return fn(*args)
+    finally:
+        ray.get(recorded)
 
 
 def _jobs_ray(jobs: list[Job], *, max_parallel: int | None, cpus_per_job: int, ray_address: str | None,
               on_start: Callable[[Job], bool | None]) -> Iterator[Outcome]:
     ray = import_ray()
     started = connect_ray(ray_address, num_cpus=max_parallel * cpus_per_job if max_parallel else None)
+    log = None
     try:
         check_cluster_gpus(max((j.gpus for j in jobs), default=0.0))
-        remotes: dict[Any, Any] = {}
+        # on the head node (the cluster does not outlive it, so a lost worker node never takes the log
+        # along), asked for by Ray's head-node resource as Ray Train places its own state actor
+        log = ray.remote(num_cpus=0, max_restarts=0)(AttemptLog).options(
+            resources={"node:__internal_head__": 0.001}, scheduling_strategy="DEFAULT").remote()
+        # Ray's own retries: a task that dies of a system failure is run again, up to SYSTEM_RETRIES
+        # times; an error the job raises itself is never retried
+        task = ray.remote(max_retries=SYSTEM_RETRIES, retry_exceptions=False)(run_attempt)
         shared: dict[int, Any] = {}  # id(arg) -> ObjectRef: a big argument (a dataset) is put once
 
         def ref_of(arg: Any) -> Any:
@@ -281,19 +308,32 @@ def _jobs_ray(jobs: list[Job], *, max_parallel: int | None, cpus_per_job: int, r
                 shared[id(arg)] = ray.put(arg)
             return shared[id(arg)]
 
-        def submit(job: Job) -> Any:
-            if job.fn not in remotes:
-                # Ray's own retries are off: the driver resubmits after a system failure, so it can count
-                # them, and an error raised by the job itself is never retried
-                remotes[job.fn] = ray.remote(max_retries=0, retry_exceptions=False)(job.fn)
-            return remotes[job.fn].options(num_cpus=cpus_per_job, num_gpus=job.gpus).remote(
-                *(ref_of(a) for a in job.args))
+        def submit(key: int, job: Job) -> Any:
+            name = getattr(job.fn, "__qualname__", None) or "job"
+            return task.options(num_cpus=cpus_per_job, num_gpus=job.gpus, name=name).remote(
+                log, key, job.fn, *(ref_of(a) for a in job.args))
 
-        queue = list(jobs)
+        queue = list(enumerate(jobs))
         limit = max_parallel or len(queue) or 1
-        pending: dict[Any, tuple[Job, int]] = {}  # ref -> (job, retries so far)
+        pending: dict[Any, tuple[int, Job]] = {}  # ref -> (key, job)
         try:
-            yield from _drain_ray(ray, queue, pending, limit, submit, shared, on_start)
+            while queue or pending:
+                while queue and len(pending) < limit:
+                    key, job = queue.pop(0)
+                    if on_start(job) is False:
+                        continue
+                    pending[submit(key, job)] = (key, job)
+                if not pending:
+                    continue
+                ready, _ = ray.wait(list(pending), num_returns=1)
+                for ref in ready:
+                    key, job = pending.pop(ref)
+                    try:
+                        value = ray.get(ref)
+                    except Exception as exc:  # the task raised, or died (OOM, node lost, ...) after its retries
+                        yield Outcome(job, error=exc, retries=_retries(ray, log, key))
+                    else:
+                        yield Outcome(job, value=value, retries=_retries(ray, log, key))
         except BaseException:  # interrupted, or the caller stopped early: cancel what is in flight
             for ref in pending:
                 try:
@@ -302,34 +342,15 @@ def _jobs_ray(jobs: list[Job], *, max_parallel: int | None, cpus_per_job: int, r
                     pass
             raise
     finally:
+        if log is not None and ray.is_initialized():
+            ray.kill(log)
         if started:
             ray.shutdown()
 
 
-def _drain_ray(ray: Any, queue: list[Job], pending: dict[Any, tuple[Job, int]], limit: int,
-               submit: Callable[[Job], Any], shared: dict[int, Any],
-               on_start: Callable[[Job], bool | None]) -> Iterator[Outcome]:
-    while queue or pending:
-        while queue and len(pending) < limit:
-            job = queue.pop(0)
-            if on_start(job) is False:
-                continue
-            pending[submit(job)] = (job, 0)
-        if not pending:
-            continue
-        ready, _ = ray.wait(list(pending), num_returns=1)
-        for ref in ready:
-            job, retries = pending.pop(ref)
-            try:
-                value = ray.get(ref)
-            except Exception as exc:  # the task raised, or its worker died (OOM, node lost, ...)
-                if is_system_failure(exc) and retries < SYSTEM_RETRIES:
-                    shared.clear()  # an input may have been lost with the node: put it again
-                    pending[submit(job)] = (job, retries + 1)
-                    continue
-                yield Outcome(job, error=exc, retries=retries)
-            else:
-                yield Outcome(job, value=value, retries=retries)
+def _retries(ray: Any, log: Any, key: int) -> int:
+    """How many times Ray ran job ``key`` again: its recorded attempts - 1 (0 when it never started)."""
+    return max(ray.get(log.attempts.remote(key)) - 1, 0)
 
 
 def check_cluster_gpus(need: float) -> None:
@@ -412,10 +433,17 @@ def connect_ray(address: str | None, *, num_cpus: int | None = None, num_gpus: f
             raise InputError(f"ray_address: cannot connect to {address!r} ({one_line(exc)})") from None
     else:
         # address="local": always a new local instance (None would attach to a cluster recorded in
-        # ray_current_cluster, and then refuse num_cpus). Its notice about token authentication concerns
-        # clusters others connect to; this one lives and dies with this process, so it stays quiet
-        logging.getLogger("ray._private.authentication").setLevel(logging.ERROR)
-        ray.init(address="local", num_cpus=num_cpus or os.cpu_count() or 1, num_gpus=num_gpus, **kw)
+        # ray_current_cluster, and then refuse num_cpus). Starting it, Ray announces the authentication
+        # mode it chose, a notice about clusters others connect to; this one lives and dies with this
+        # process, so Ray's documented "ray" logger says only errors while it starts. (The documented
+        # RAY_AUTH_MODE cannot say it instead: Ray reads it once, at import.)
+        ray_logger = logging.getLogger("ray")
+        level = ray_logger.level
+        ray_logger.setLevel(logging.ERROR)
+        try:
+            ray.init(address="local", num_cpus=num_cpus or os.cpu_count() or 1, num_gpus=num_gpus, **kw)
+        finally:
+            ray_logger.setLevel(level)
     return True
 
 

@@ -23,7 +23,7 @@ def test_a_lost_node_mid_grid_is_retried_and_every_cell_ends_done(toy, tmp_path)
         worker = cluster.add_node(num_cpus=1)
         cluster.wait_for_nodes()
         store = tmp_path / "r.sqlite"
-        cfg = parse_config({"protocol": "toy", "fixed": {"sleep": 4.0}, "grid": {"seed": [0, 1, 2, 3]}})
+        cfg = parse_config({"protocol": "toy", "fixed": {"sleep": 8.0}, "grid": {"seed": [0, 1, 2, 3]}})
         result: dict = {}
 
         def drive():
@@ -37,13 +37,14 @@ def test_a_lost_node_mid_grid_is_retried_and_every_cell_ends_done(toy, tmp_path)
         driver = threading.Thread(target=drive)
         driver.start()
         deadline = time.time() + 60
-        while time.time() < deadline:  # both nodes busy: two cells running
-            if store.is_file():
+        work = tmp_path / "work"
+        while time.time() < deadline:  # both nodes busy: two cells mid-run (begun, not ended) on their nodes
+            mid_run = [d for d in work.glob("*") if (d / "started.txt").is_file() and not (d / "ran.txt").is_file()]
+            if store.is_file() and len(mid_run) == 2:
                 with GridState(store, read_only=True) as st:
-                    if sum(r["status"] == "running" for r in st.cell_rows().values()) == 2:
+                    if sum(r["status"] == "running" for r in st.cell_rows().values()) >= 2:
                         break
-            time.sleep(0.2)
-        time.sleep(1.5)  # the cells' tasks are mid-run on their nodes
+            time.sleep(0.1)
         cluster.remove_node(worker, allow_graceful=False)  # the node is lost: raylet and workers killed
         driver.join(timeout=120)
         elapsed = time.time() - t0

@@ -38,6 +38,8 @@ class ToyConfig(RunConfig):
 def run(config: ToyConfig, *, store=None, work_dir=None) -> list[Record]:
     if config.fail:
         raise ValueError(f"toy failure (method {config.method})\nsecond line")
+    if work_dir is not None:  # the run has begun on its worker (a test waits for this before killing a node)
+        (Path(work_dir) / "started.txt").write_text(str(os.getpid()))
     if config.sleep:
         time.sleep(config.sleep)
     if work_dir is not None:

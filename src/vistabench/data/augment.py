@@ -21,7 +21,7 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from ..errors import InputError
+from .._validation import check_value
 
 __all__ = ["Augmentation", "NO_AUGMENTATION", "PAD_CROP_FLIP"]
 
@@ -38,14 +38,10 @@ class Augmentation:
     vflip: bool = False
 
     def __post_init__(self) -> None:
-        if self.crop not in ("none", "shift", "resized"):
-            raise InputError(f"augmentation crop: expected 'none', 'shift' or 'resized', got {self.crop!r}")
-        if self.pad_mode not in ("reflect", "zeros"):
-            raise InputError(f"augmentation pad_mode: expected 'reflect' or 'zeros', got {self.pad_mode!r}")
-        if isinstance(self.shift, bool) or not isinstance(self.shift, int) or self.shift < 0:
-            raise InputError(f"augmentation shift: expected an integer >= 0, got {self.shift!r}")
-        if not (isinstance(self.min_scale, (int, float)) and 0 < self.min_scale <= 1):
-            raise InputError(f"augmentation min_scale: expected a number in (0, 1], got {self.min_scale!r}")
+        check_value(self.crop, "augmentation crop", choices=("none", "shift", "resized"))
+        check_value(self.pad_mode, "augmentation pad_mode", choices=("reflect", "zeros"))
+        object.__setattr__(self, "shift", check_value(self.shift, "augmentation shift", type=int, low=0))
+        check_value(self.min_scale, "augmentation min_scale", low=0, low_open=True, high=1)
 
     @property
     def active(self) -> bool:

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from .._validation import check_positive
+from .._validation import check_value
 from ..errors import InputError
 
 
@@ -59,9 +59,9 @@ def synth_detection_set(
     results_as_columns : return ``results`` as columns ``{"image_id", "category_id": (N,) int64,
         "bbox": (N, 4), "score": (N,)}`` instead of a list of dicts (large sets; no masks).
     """
-    num_images = check_positive(num_images, "num_images", integer=True)
-    K = check_positive(num_categories, "num_categories", integer=True)
-    D = check_positive(dets_per_image, "dets_per_image", integer=True)
+    num_images = check_value(num_images, "num_images", type=int, low=0, low_open=True)
+    K = check_value(num_categories, "num_categories", type=int, low=0, low_open=True)
+    D = check_value(dets_per_image, "dets_per_image", type=int, low=0, low_open=True)
     if format not in ("lvis", "coco"):
         raise InputError(f"format: expected 'lvis' or 'coco', got {format!r}")
     rng = np.random.default_rng(seed)

@@ -14,7 +14,7 @@ from typing import Literal
 
 import numpy as np
 
-from .._validation import check_array, check_labels, check_same_length
+from .._validation import check_array, check_labels, check_same_length, check_value
 from ..errors import InputError, InputTypeError
 
 Kind = Literal["logits", "probs", "pred"]
@@ -41,8 +41,7 @@ class Predictions:
 
     def __post_init__(self) -> None:
         labels = check_labels(self.labels, "labels")
-        if self.kind not in KINDS:
-            raise InputError(f"kind: expected one of {list(KINDS)}, got {self.kind!r}")
+        check_value(self.kind, "kind", choices=KINDS)
         if self.kind == "pred":
             values = check_labels(self.values, "pred")
         else:

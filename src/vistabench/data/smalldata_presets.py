@@ -11,7 +11,7 @@ import math
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
 
-from ..errors import InputError
+from .._validation import check_value
 from ..registry import Registry
 from .augment import NO_AUGMENTATION, PAD_CROP_FLIP, Augmentation
 
@@ -152,8 +152,6 @@ def get_preset(name: str, *, recipe: str = "gem") -> SmallDataPreset:
     """The preset called ``name`` (unknown names raise with suggestions) under ``recipe``:
     ``"gem"`` (the benchmark's code, default) or ``"vistabench"`` (:func:`vistabench_recipe`)."""
     p = presets.get(name)
-    if recipe == "gem":
-        return p
-    if recipe == "vistabench":
+    if check_value(recipe, "recipe", choices=RECIPES) == "vistabench":
         return vistabench_recipe(p)
-    raise InputError(f"recipe: expected one of {list(RECIPES)}, got {recipe!r}")
+    return p

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from .._validation import check_fraction, check_labels, check_positive
+from .._validation import check_labels, check_value
 from ..errors import InputError
 from .dataset import DataSplits, Dataset
 from .smalldata import SmallDataPreset, labels_fingerprint
@@ -97,21 +97,21 @@ def build_splits(
     list (length ``num_splits``) of dict part -> split-file content
     """
     y = check_labels(labels, "labels", num_classes=num_classes)
-    seed = int(check_positive(seed, "seed", strict=False, integer=True))
+    seed = int(check_value(seed, "seed", type=int, low=0))
     vf: float | None = None
     if train_per_class is not None:
-        train_per_class = int(check_positive(train_per_class, "train_per_class", integer=True))
+        train_per_class = int(check_value(train_per_class, "train_per_class", type=int, low=0, low_open=True))
     else:
         if val_fraction is None:
             raise InputError("val_fraction: expected a fraction when train_per_class is not given, got None")
-        vf = check_fraction(val_fraction, "val_fraction")
+        vf = check_value(val_fraction, "val_fraction", low=0, high=1)
         if not 0 < vf < 1:
             raise InputError(f"val_fraction: expected a fraction strictly between 0 and 1, got {val_fraction!r}")
-    num_splits = int(check_positive(num_splits, "num_splits", integer=True))
+    num_splits = int(check_value(num_splits, "num_splits", type=int, low=0, low_open=True))
     names = class_names or [str(i) for i in range(num_classes)]
     counts = np.bincount(y, minlength=num_classes)
     if per_class is not None:
-        per_class = int(check_positive(per_class, "per_class", integer=True))
+        per_class = int(check_value(per_class, "per_class", type=int, low=0, low_open=True))
         short = np.flatnonzero(counts < per_class)
         if short.size:
             k = int(short[0])
@@ -136,7 +136,7 @@ def build_splits(
             raise InputError(f"train_per_class={train_per_class}: class {names[k]!r} has {int(tv_n[k])} trainval "
                              f"images, which leaves none for val")
     if test_per_class is not None:
-        test_per_class = int(check_positive(test_per_class, "test_per_class", integer=True))
+        test_per_class = int(check_value(test_per_class, "test_per_class", type=int, low=0, low_open=True))
     by_class = [np.flatnonzero(y == c) for c in range(num_classes)]
     common = {"kind": SPLIT_KIND, "version": 1, "seed": seed, "per_class": per_class,
               "train_per_class": train_per_class, "val_fraction": vf,

@@ -25,7 +25,7 @@ import torch
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
-from .._validation import check_positive
+from .._validation import check_value
 from ..errors import InputError
 
 __all__ = ["count_flops", "count_forward_flops", "count_train_step_flops", "flops_by_operator",
@@ -112,7 +112,7 @@ def count_forward_flops(model: nn.Module, input_shape: Sequence[int], *, batch_s
     """
     shape = _shape(input_shape)
     if len(shape) == 3:
-        shape = (check_positive(batch_size, "batch_size", integer=True),) + shape
+        shape = (check_value(batch_size, "batch_size", type=int, low=0, low_open=True),) + shape
     def run_on(device: str) -> int:
         m = copy.deepcopy(model).to(device).eval()
         x = torch.zeros(shape, device=device)
@@ -165,7 +165,7 @@ def count_train_step_flops(
     shape = _shape(input_shape)
     if len(shape) != 3:
         raise InputError(f"input_shape: expected (C, H, W) of one image, got {input_shape!r}")
-    n = check_positive(batch_size, "batch_size", integer=True)
+    n = check_value(batch_size, "batch_size", type=int, low=0, low_open=True)
     if trainable not in ("all", "classifier"):
         raise InputError(f"trainable: expected 'all' or 'classifier', got {trainable!r}")
     if trainable == "classifier" and not (hasattr(model, "features") and hasattr(model, "classifier")):

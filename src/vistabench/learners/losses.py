@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .._validation import check_array, check_fraction, check_positive, check_scores
+from .._validation import check_array, check_scores, check_value
 from ..errors import InputError
 
 __all__ = [
@@ -55,7 +55,7 @@ def class_balanced_weights(class_counts: Sequence[int] | np.ndarray, *, beta: fl
     [0.7889, 1.2111]
     """
     n = check_class_counts(class_counts).astype(np.float64)
-    beta = check_fraction(beta, "beta")
+    beta = check_value(beta, "beta", low=0, high=1)
     if beta >= 1.0:
         raise InputError(f"beta: expected a value in [0, 1), got {beta!r}")
     w = (1.0 - beta) / (1.0 - np.power(beta, n))
@@ -69,7 +69,7 @@ def ldam_margins(class_counts: Sequence[int] | np.ndarray, *, max_margin: float 
     [0.25, 0.5]
     """
     n = check_class_counts(class_counts).astype(np.float64)
-    max_margin = check_positive(max_margin, "max_margin")
+    max_margin = check_value(max_margin, "max_margin", low=0, low_open=True)
     m = n ** -0.25
     return m * (max_margin / m.max())
 
@@ -79,7 +79,7 @@ class CrossEntropyLoss(nn.Module):
 
     def __init__(self, *, label_smoothing: float = 0.0) -> None:
         super().__init__()
-        self.label_smoothing = check_fraction(label_smoothing, "label_smoothing")
+        self.label_smoothing = check_value(label_smoothing, "label_smoothing", low=0, high=1)
 
     def forward(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         return F.cross_entropy(logits, target, label_smoothing=self.label_smoothing)
@@ -90,7 +90,7 @@ class FocalLoss(nn.Module):
 
     def __init__(self, *, gamma: float = 2.0) -> None:
         super().__init__()
-        self.gamma = check_positive(gamma, "gamma", strict=False)
+        self.gamma = check_value(gamma, "gamma", low=0)
 
     def forward(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         logp = F.log_softmax(logits, dim=1).gather(1, target[:, None]).squeeze(1)
@@ -119,11 +119,11 @@ class LDAMLoss(nn.Module):
                  scale: float = 30.0, drw_epoch: int | None = None, beta: float = 0.9999) -> None:
         super().__init__()
         counts = check_class_counts(class_counts)
-        self.scale = check_positive(scale, "scale")
+        self.scale = check_value(scale, "scale", low=0, low_open=True)
         self.register_buffer("margins", torch.tensor(ldam_margins(counts, max_margin=max_margin), dtype=torch.float32))
         self.register_buffer("drw_weights", torch.tensor(class_balanced_weights(counts, beta=beta), dtype=torch.float32))
         if drw_epoch is not None:
-            drw_epoch = check_positive(drw_epoch, "drw_epoch", strict=False, integer=True)
+            drw_epoch = check_value(drw_epoch, "drw_epoch", type=int, low=0)
         self.drw_epoch = drw_epoch
         self.reweight = False
 
@@ -173,7 +173,7 @@ def logit_adjust(logits: np.ndarray, class_prior: Sequence[float] | np.ndarray, 
     z = check_scores(logits, "logits", num_classes=len(prior))
     if np.any(prior <= 0):
         raise InputError("class_prior: expected positive frequencies (log of zero is undefined)")
-    tau = check_positive(tau, "tau", strict=False)
+    tau = check_value(tau, "tau", low=0)
     return z - tau * np.log(prior)[None, :]
 
 
@@ -195,8 +195,8 @@ class IBLoss(nn.Module):
                  epsilon: float = 0.001) -> None:
         super().__init__()
         counts = check_class_counts(class_counts).astype(np.float64)
-        self.alpha = check_positive(alpha, "alpha")
-        self.epsilon = check_positive(epsilon, "epsilon")
+        self.alpha = check_value(alpha, "alpha", low=0, low_open=True)
+        self.epsilon = check_value(epsilon, "epsilon", low=0, low_open=True)
         w = 1.0 / counts
         self.register_buffer("weight", torch.tensor(w / w.sum() * len(w), dtype=torch.float32))
 
@@ -221,8 +221,8 @@ class LADELoss(nn.Module):
                  remine_lambda: float = 0.1) -> None:
         super().__init__()
         counts = check_class_counts(class_counts).astype(np.float64)
-        self.lam = check_positive(lam, "lam", strict=False)
-        self.remine_lambda = check_positive(remine_lambda, "remine_lambda", strict=False)
+        self.lam = check_value(lam, "lam", low=0)
+        self.remine_lambda = check_value(remine_lambda, "remine_lambda", low=0)
         prior = counts / counts.sum()
         self.register_buffer("prior", torch.tensor(prior, dtype=torch.float32))
 
@@ -257,10 +257,10 @@ class GCLLoss(nn.Module):
         counts = check_class_counts(class_counts).astype(np.float64)
         m = np.log(counts.max()) - np.log(counts)
         self.register_buffer("cloud", torch.tensor(m / m.max() if m.max() > 0 else m, dtype=torch.float32))
-        self.margin = check_positive(margin, "margin", strict=False)
-        self.scale = check_positive(scale, "scale")
-        self.noise_mul = check_positive(noise_mul, "noise_mul", strict=False)
-        self.gamma = check_positive(gamma, "gamma", strict=False)
+        self.margin = check_value(margin, "margin", low=0)
+        self.scale = check_value(scale, "scale", low=0, low_open=True)
+        self.noise_mul = check_value(noise_mul, "noise_mul", low=0)
+        self.gamma = check_value(gamma, "gamma", low=0)
 
     def perturb(self, cosine: torch.Tensor, target: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
         """The clouded, margin-adjusted cosine logits for a given noise draw (same shape as cosine)."""
@@ -291,7 +291,7 @@ class RIDELoss(nn.Module):
                  beta: float = 0.9999) -> None:
         super().__init__()
         counts = check_class_counts(class_counts)
-        self.scale = check_positive(scale, "scale")
+        self.scale = check_value(scale, "scale", low=0, low_open=True)
         self.diversity = float(diversity)
         self.register_buffer("margins", torch.tensor(ldam_margins(counts, max_margin=max_margin), dtype=torch.float32))
         self.register_buffer("drw_weights", torch.tensor(class_balanced_weights(counts, beta=beta), dtype=torch.float32))
@@ -342,7 +342,7 @@ class TADELoss(nn.Module):
     def __init__(self, class_counts: Sequence[int] | np.ndarray, *, tau: float = 2.0) -> None:
         super().__init__()
         counts = check_class_counts(class_counts).astype(np.float64)
-        self.tau = check_positive(tau, "tau", strict=False)
+        self.tau = check_value(tau, "tau", low=0)
         prior = torch.tensor(counts / counts.sum(), dtype=torch.float32)
         self.register_buffer("log_prior", torch.log(prior + 1e-9))
         self.register_buffer("log_inverse", torch.log(inverse_prior(prior) + 1e-9))

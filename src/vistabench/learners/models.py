@@ -18,11 +18,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .._validation import check_positive
+from .._validation import check_value
 from ..errors import InputError
 from ..registry import Registry
 
-__all__ = ["Backbone", "build_model", "models", "NormedLinear", "CifarBlock", "CifarResNet", "kaiming_init"]
+# the building blocks are public: method packages extend them (learners/smalldata/: full convolution,
+# dual selective kernels, hybrid scattering networks)
+__all__ = ["Backbone", "build_model", "models", "NormedLinear", "kaiming_init", "BasicBlock", "Bottleneck",
+           "CifarBlock", "WideBlock", "CNN28", "CifarResNet", "ResNet", "WideResNet", "VisionTransformer"]
 
 models: Registry[Callable[..., "Backbone"]] = Registry("model")
 
@@ -75,9 +78,6 @@ def kaiming_init(module: nn.Module) -> None:
 
 # --------------------------------------------------------------------------------------- cnn28
 
-
-
-_kaiming_init = kaiming_init  # old name, still used by learners/smalldata_methods (to move to kaiming_init)
 
 class CNN28(Backbone):
     """Small fast CNN for 28 px (MNIST) down to 8 px (sklearn digits) inputs.
@@ -139,9 +139,6 @@ class CifarBlock(nn.Module):
         return F.relu(out + self.shortcut(x))
 
 
-_CifarBlock = CifarBlock  # old name, still used by learners/smalldata_methods (to move to CifarBlock)
-
-
 class CifarResNet(Backbone):
     """CIFAR ResNet-(6n+2) of He et al. (2016): 3 stages x n basic blocks, widths 16/32/64.
 
@@ -177,7 +174,7 @@ def _resnet32(num_classes: int, in_channels: int, image_size: int | None = None)
 # ------------------------------------------------------------------------- resnet18 / resnet50
 
 
-class _BasicBlock(nn.Module):
+class BasicBlock(nn.Module):
     expansion = 1
 
     def __init__(self, cin: int, planes: int, stride: int) -> None:
@@ -199,7 +196,7 @@ class _BasicBlock(nn.Module):
         return F.relu(out + idt)
 
 
-class _Bottleneck(nn.Module):
+class Bottleneck(nn.Module):
     expansion = 4
 
     def __init__(self, cin: int, planes: int, stride: int) -> None:
@@ -269,7 +266,7 @@ def _small(image_size: int | None, small_input: bool | None) -> bool:
 def _resnet18(num_classes: int, in_channels: int, image_size: int | None = None, *,
               small_input: bool | None = None) -> Backbone:
     """ResNet-18; small-input stem when ``image_size <= 64`` unless ``small_input`` says otherwise."""
-    return ResNet(_BasicBlock, (2, 2, 2, 2), num_classes, in_channels, _small(image_size, small_input))
+    return ResNet(BasicBlock, (2, 2, 2, 2), num_classes, in_channels, _small(image_size, small_input))
 
 
 @models.register("cifar_resnet34")
@@ -277,20 +274,20 @@ def _cifar_resnet34(num_classes: int, in_channels: int, image_size: int | None =
     """ResNet-34 with the CIFAR stem at any input size (3x3/1 conv, no max-pool; stages 3-4-6-3 of
     basic blocks, widths 64-512, projection shortcuts where the shape changes): dm_nevis's
     ``CifarResNet34`` (``experiments_jax/training/resnet.py``), the Nevis'22 fine-tuning backbone."""
-    return ResNet(_BasicBlock, (3, 4, 6, 3), num_classes, in_channels, True)
+    return ResNet(BasicBlock, (3, 4, 6, 3), num_classes, in_channels, True)
 
 
 @models.register("resnet50")
 def _resnet50(num_classes: int, in_channels: int, image_size: int | None = None, *,
               small_input: bool | None = None) -> Backbone:
     """ResNet-50; small-input stem when ``image_size <= 64`` unless ``small_input`` says otherwise."""
-    return ResNet(_Bottleneck, (3, 4, 6, 3), num_classes, in_channels, _small(image_size, small_input))
+    return ResNet(Bottleneck, (3, 4, 6, 3), num_classes, in_channels, _small(image_size, small_input))
 
 
 # ------------------------------------------------------------------------------------- wrn16_8
 
 
-class _WideBlock(nn.Module):
+class WideBlock(nn.Module):
     """Pre-activation wide basic block (Zagoruyko & Komodakis, 2016)."""
 
     def __init__(self, cin: int, cout: int, stride: int, dropout: float) -> None:
@@ -329,7 +326,7 @@ class WideResNet(Backbone):
         cin = widths[0]
         for stage in range(3):
             for b in range(n):
-                blocks.append(_WideBlock(cin, widths[stage + 1], 2 if (stage > 0 and b == 0) else 1, dropout))
+                blocks.append(WideBlock(cin, widths[stage + 1], 2 if (stage > 0 and b == 0) else 1, dropout))
                 cin = widths[stage + 1]
         self.blocks = nn.Sequential(*blocks)
         self.bn = nn.BatchNorm2d(cin)
@@ -502,10 +499,10 @@ def build_model(name: str, *, num_classes: int, in_channels: int, image_size: in
     """
     from .external import build_external, is_external, load_pretrained
 
-    num_classes = check_positive(num_classes, "num_classes", integer=True)
-    in_channels = check_positive(in_channels, "in_channels", integer=True)
+    num_classes = check_value(num_classes, "num_classes", type=int, low=0, low_open=True)
+    in_channels = check_value(in_channels, "in_channels", type=int, low=0, low_open=True)
     if image_size is not None:
-        image_size = check_positive(image_size, "image_size", integer=True)
+        image_size = check_value(image_size, "image_size", type=int, low=0, low_open=True)
     if is_external(name):
         if options:
             raise InputError(f"model_opt: {', '.join(options)}: factory model {name!r} takes no vistabench options")
@@ -529,14 +526,3 @@ def build_model(name: str, *, num_classes: int, in_channels: int, image_size: in
         load_pretrained(net, pretrained)
     return net  # type: ignore[return-value]  # an ExternalBackbone has the Backbone interface
 
-
-# Public names of the building blocks that method packages extend (learners/smalldata/: full
-# convolution, dual selective kernels, hybrid scattering networks). Aliases, so the private names
-# other modules may use stay valid.
-kaiming_init = _kaiming_init
-BasicBlock = _BasicBlock
-Bottleneck = _Bottleneck
-CifarBlock = _CifarBlock
-WideBlock = _WideBlock
-__all__ += ["kaiming_init", "BasicBlock", "Bottleneck", "CifarBlock", "WideBlock", "ResNet", "WideResNet",
-            "CifarResNet", "CNN28", "VisionTransformer"]

@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from .._validation import check_array, check_choice
+from .._validation import check_array, check_value
 from ..errors import InputError
 from ._area import merged_trapezoid
 
@@ -49,7 +49,7 @@ def normalised_auc(
     >>> normalised_auc([0.7], single_point="value"), normalised_auc([0.7])
     (0.7, nan)
     """
-    check_choice(single_point, "single_point", ("nan", "value"))
+    check_value(single_point, "single_point", choices=("nan", "value"))
     v = check_array(values, "values", kind="float")
     if v.ndim not in (1, 2):
         raise InputError(f"values: expected shape (T,) or (B, T), got {v.shape}")

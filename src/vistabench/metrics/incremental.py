@@ -34,7 +34,7 @@ from typing import Any, Literal, NamedTuple, Sequence
 
 import numpy as np
 
-from .._validation import check_array, check_choice, check_fraction, check_labels
+from .._validation import check_array, check_labels, check_value
 from ..errors import InputError, InputTypeError
 
 Mode = Literal["exact", "compat"]
@@ -144,9 +144,9 @@ def session_sizes_uniform(*, base_classes: int, way: int, num_sessions: int) -> 
     >>> session_sizes_uniform(base_classes=60, way=5, num_sessions=3).tolist()
     [60, 5, 5]
     """
-    for v, nm in ((base_classes, "base_classes"), (way, "way"), (num_sessions, "num_sessions")):
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-            raise InputError(f"{nm}: expected a positive integer, got {v!r}")
+    base_classes = check_value(base_classes, "base_classes", type=int, low=0, low_open=True)
+    way = check_value(way, "way", type=int, low=0, low_open=True)
+    num_sessions = check_value(num_sessions, "num_sessions", type=int, low=0, low_open=True)
     return np.asarray([base_classes] + [way] * (num_sessions - 1), dtype=np.int64)
 
 
@@ -262,7 +262,7 @@ def gacc_at(matrix: Any, alpha: float, *, session_sizes: Any) -> np.ndarray:
     """
     acc = check_accuracy_matrix(matrix)
     sizes = _check_sizes(session_sizes, acc.shape[0])
-    al = check_fraction(alpha, "alpha")
+    al = check_value(alpha, "alpha", low=0, high=1)
     a, b, c, d = _abcd(acc, sizes)
     out = np.empty(acc.shape[0])
     out[0] = acc[0, 0]
@@ -307,9 +307,8 @@ def gacc_compat(matrix: Any, *, base_classes: int, way: int) -> dict[str, Any]:
     0.8625
     """
     acc = check_accuracy_matrix(matrix)
-    for v, nm in ((base_classes, "base_classes"), (way, "way")):
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-            raise InputError(f"{nm}: expected a positive integer, got {v!r}")
+    base_classes = check_value(base_classes, "base_classes", type=int, low=0, low_open=True)
+    way = check_value(way, "way", type=int, low=0, low_open=True)
     ratio = int(base_classes // way)
     if ratio < 1:
         raise InputError(f"compat mode needs base_classes >= way (the β grid is 0..floor(base/way)), got {base_classes} < {way}")
@@ -404,9 +403,8 @@ def incremental_scores(
     acc = check_accuracy_matrix(matrix)
     n = acc.shape[0]
     sizes = _check_sizes(session_sizes, n)
-    check_choice(mode, "mode", MODES)
-    if isinstance(num_alphas, bool) or not isinstance(num_alphas, (int, np.integer)) or num_alphas < 2:
-        raise InputError(f"num_alphas: expected an integer >= 2, got {num_alphas!r}")
+    check_value(mode, "mode", choices=MODES)
+    num_alphas = check_value(num_alphas, "num_alphas", type=int, low=2)
     low = np.tril(np.ones((n, n), dtype=bool))
     if sample_counts is not None:
         w = check_array(sample_counts, "sample_counts", ndim=2, kind="integer")
@@ -481,10 +479,9 @@ def corner_case_matrix(case: CornerCase, *, num_sessions: int, base_accuracy: fl
     >>> corner_case_matrix("greedy_nf", num_sessions=3)[2].tolist()
     [0.0, 1.0, 1.0]
     """
-    check_choice(case, "case", CORNER_CASES)
-    if isinstance(num_sessions, bool) or not isinstance(num_sessions, (int, np.integer)) or num_sessions < 1:
-        raise InputError(f"num_sessions: expected a positive integer, got {num_sessions!r}")
-    base = check_fraction(base_accuracy, "base_accuracy")
+    check_value(case, "case", choices=CORNER_CASES)
+    num_sessions = check_value(num_sessions, "num_sessions", type=int, low=0, low_open=True)
+    base = check_value(base_accuracy, "base_accuracy", low=0, high=1)
     n = int(num_sessions)
     m = np.full((n, n), np.nan)
     m[np.tril_indices(n)] = 0.0

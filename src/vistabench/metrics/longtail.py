@@ -18,7 +18,7 @@ from typing import Any, Literal, NamedTuple, Sequence
 
 import numpy as np
 
-from .._validation import check_array, check_choice, check_labels, check_positive
+from .._validation import check_array, check_labels, check_value
 from ..errors import InputError
 from ._area import merged_trapezoid
 from .curves import normalised_auc
@@ -54,7 +54,7 @@ def normalise_imbalance(rho: float, name: str = "imbalance") -> float:
     >>> normalise_imbalance(100)
     100.0
     """
-    r = check_positive(rho, name)
+    r = check_value(rho, name, low=0, low_open=True)
     if r < 1:
         warnings.warn(f"{name}={rho} < 1 read as the paper's reciprocal notation: rho = {1 / r:g}",
                       UserWarning, stacklevel=3)
@@ -80,10 +80,10 @@ def training_profile(
     >>> training_profile(10, n_max=5000, imbalance=100).tolist()
     [5000, 2997, 1796, 1077, 645, 387, 232, 139, 83, 50]
     """
-    C = check_positive(num_classes, "num_classes", integer=True)
-    n_max = check_positive(n_max, "n_max", integer=True)
+    C = check_value(num_classes, "num_classes", type=int, low=0, low_open=True)
+    n_max = check_value(n_max, "n_max", type=int, low=0, low_open=True)
     rho = normalise_imbalance(imbalance)
-    check_choice(kind, "kind", ("exp", "step"))
+    check_value(kind, "kind", choices=("exp", "step"))
     return _training_profile(C, n_max, rho, kind)
 
 
@@ -117,8 +117,8 @@ def peaks(num_classes: int, points: int) -> np.ndarray:
     >>> peaks(10, 5).tolist()
     [1.0, 3.0, 5.0, 7.0, 9.0]
     """
-    C = check_positive(num_classes, "num_classes", integer=True)
-    T = check_positive(points, "points", integer=True)
+    C = check_value(num_classes, "num_classes", type=int, low=0, low_open=True)
+    T = check_value(points, "points", type=int, low=0, low_open=True)
     return _peaks(C, T)
 
 
@@ -133,7 +133,7 @@ def sweep_prior(num_classes: int, *, test_imbalance: float, alpha: float) -> np.
     -------
     ndarray of float, shape (C,), indexed by position (0 = most frequent training class).
     """
-    C = check_positive(num_classes, "num_classes", integer=True)
+    C = check_value(num_classes, "num_classes", type=int, low=0, low_open=True)
     rho = normalise_imbalance(test_imbalance, "test_imbalance")
     return _sweep_prior(C, rho, alpha)
 
@@ -153,8 +153,8 @@ def sweep_class_counts(num_classes: int, *, test_imbalance: float, n_max: int, a
     >>> sweep_class_counts(3, test_imbalance=4, n_max=100, alpha=1).tolist()
     [100, 50, 25]
     """
-    C = check_positive(num_classes, "num_classes", integer=True)
-    n_max = check_positive(n_max, "n_max", integer=True)
+    C = check_value(num_classes, "num_classes", type=int, low=0, low_open=True)
+    n_max = check_value(n_max, "n_max", type=int, low=0, low_open=True)
     rho = normalise_imbalance(test_imbalance, "test_imbalance")
     return _sweep_class_counts(C, rho, n_max, alpha)
 
@@ -212,7 +212,7 @@ def sweep_design(train_counts: Any, *, test_imbalance: float, points: int) -> Sw
     if np.any(counts <= 0):
         bad = np.flatnonzero(counts <= 0)[:10].tolist()
         raise InputError(f"train_counts: every class needs at least one training sample; classes {bad} have none")
-    T = check_positive(points, "points", integer=True)
+    T = check_value(points, "points", type=int, low=0, low_open=True)
     rho = normalise_imbalance(test_imbalance, "test_imbalance")
     C = len(counts)
     rank = _frequency_ranking(counts)
@@ -283,7 +283,7 @@ def shot_groups(
     ``oltr`` (inclusive at the borders): many >= 100, 20 < medium < 100, few <= 20.
     """
     n = check_array(train_counts, "train_counts", ndim=1, kind="integer")
-    check_choice(convention, "convention", ("tade", "oltr"))
+    check_value(convention, "convention", choices=("tade", "oltr"))
     return _shot_groups(n, convention)
 
 
@@ -333,7 +333,7 @@ def agnostic_counts(
     ``backward_R`` reverses it, ``uniform`` gives every class ``n_max``.
     """
     counts = check_array(train_counts, "train_counts", ndim=1, kind="integer", allow_empty=False)
-    n_max = check_positive(n_max, "n_max", integer=True)
+    n_max = check_value(n_max, "n_max", type=int, low=0, low_open=True)
     rhos = {r: normalise_imbalance(r, "ratios") for r in ratios}
     return _agnostic_counts(_frequency_ranking(counts), n_max, rhos)
 
@@ -432,7 +432,7 @@ def sweep_scores(
     ``per_class`` (C accuracies on the whole pool), ``test_agnostic`` (exact accuracies of the
     forward/uniform/backward sets), ``mode`` and ``settings``.
     """
-    check_choice(convention, "convention", ("tade", "oltr"))
+    check_value(convention, "convention", choices=("tade", "oltr"))
     C = int(sweep["num_classes"])
     labels = check_labels(labels, "labels", num_classes=C)
     correct = check_array(correct, "correct", ndim=1).astype(bool)
@@ -441,8 +441,8 @@ def sweep_scores(
     train_counts = check_array(sweep["train_counts"], "train_counts", ndim=1, kind="integer")
     if len(train_counts) != C:
         raise InputError(f"train_counts: expected {C} entries (the sweep's num_classes), got {len(train_counts)}")
-    n_max = check_positive(sweep["n_max"], "n_max", integer=True)
-    B = check_positive(bootstrap, "bootstrap", integer=True) if bootstrap else 0
+    n_max = check_value(sweep["n_max"], "n_max", type=int, low=0, low_open=True)
+    B = check_value(bootstrap, "bootstrap", type=int, low=0, low_open=True) if bootstrap else 0
     deltas = check_array([pt["divergence"] for pt in sweep["points"]], "divergences", ndim=1, kind="float",
                          allow_empty=False)
     arrays = [[np.asarray(s, dtype=np.int64) for s in pt["samples"]] for pt in sweep["points"]]
@@ -499,8 +499,8 @@ def bootstrap_intervals(
             np.any(n <= 0) or np.any(k < 0) or np.any(k > n):
         raise InputError(f"n, k, train_counts: expected C > 0 entries each with 0 <= k <= n, n > 0, and weights of "
                          f"shape (len(deltas), C); got {len(n)}, {len(k)}, {len(counts)} and {weights.shape}")
-    B = check_positive(replicates, "bootstrap", integer=True)
-    check_choice(convention, "convention", ("tade", "oltr"))
+    B = check_value(replicates, "bootstrap", type=int, low=0, low_open=True)
+    check_value(convention, "convention", choices=("tade", "oltr"))
     return _bootstrap_intervals(n, k, weights, deltas.astype(np.float64), _shot_groups(counts, convention), B,
                                 confidence, seed)
 

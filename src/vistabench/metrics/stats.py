@@ -12,7 +12,7 @@ from typing import Any, Literal, Mapping, Sequence
 
 import numpy as np
 
-from .._validation import check_array, check_fraction
+from .._validation import check_array, check_value
 from ..errors import InputError
 
 __all__ = ["WelchResult", "welch_test", "welch_test_of_lists", "not_worse_than_best", "VARIANCE_RTOL"]
@@ -154,7 +154,7 @@ def not_worse_than_best(
     >>> not_worse_than_best({"a": [0.9, 0.91, 0.92], "b": [0.5, 0.52, 0.51], "c": [0.9, 0.8, 0.95]})
     {'a': True, 'b': False, 'c': True}
     """
-    alpha = check_fraction(alpha, "alpha")
+    alpha = check_value(alpha, "alpha", low=0, high=1)
     if alternative not in ("two-sided", "one-sided"):
         raise InputError(f"alternative: expected 'two-sided' or 'one-sided', got {alternative!r}")
     arrays = {k: check_array(v, f"groups[{k!r}]", ndim=1, kind="float") for k, v in groups.items()}

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from .._validation import check_array, check_same_length
+from .._validation import check_array, check_same_length, check_value
 from ..errors import InputError
 
 __all__ = [
@@ -186,8 +186,7 @@ def mean_average_precision(y_true: Any, y_score: Any, *, absent_labels: str = "z
     >>> mean_average_precision(y, s), mean_average_precision(y, s, absent_labels="omit")
     (0.5, 1.0)
     """
-    if absent_labels not in ABSENT_LABELS:
-        raise InputError(f"absent_labels: expected one of {list(ABSENT_LABELS)}, got {absent_labels!r}")
+    check_value(absent_labels, "absent_labels", choices=ABSENT_LABELS)
     y = check_array(y_true, "y_true", ndim=2, kind="integer")
     s = check_array(y_score, "y_score", ndim=2, kind="float")
     if y.shape != s.shape:
@@ -228,10 +227,8 @@ def task_error(y_true: Any, y_score: Any, *, kind: str, absent_labels: str = "ze
     >>> task_error([0, 1, 1], [[2.0, 1.0], [0.0, 3.0], [1.0, 0.0]], kind="multiclass")
     0.3333333333333333
     """
-    if kind == "multilabel":
+    if check_value(kind, "kind", choices=("multiclass", "multilabel")) == "multilabel":
         return 1.0 - mean_average_precision(y_true, y_score, absent_labels=absent_labels)
-    if kind != "multiclass":
-        raise InputError(f"kind: expected one of ['multiclass', 'multilabel'], got {kind!r}")
     y = check_array(y_true, "y_true", ndim=1, kind="integer")
     s = check_array(y_score, "y_score", ndim=2, kind="float")
     check_same_length("y_true", y, "y_score", s)

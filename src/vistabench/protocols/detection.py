@@ -183,10 +183,10 @@ def build_image_split(ground_truth: str | os.PathLike[str] | dict | GroundTruth,
     file fixes which (seeded; same seed, same file). Returns sealed split content with the image ids
     of both parts, sorted.
     """
-    from .._validation import check_fraction
+    from .._validation import check_value
     from ..data.splits import seal
 
-    frac = check_fraction(calibration_fraction, "calibration_fraction")
+    frac = check_value(calibration_fraction, "calibration_fraction", low=0, high=1)
     gt = read_gt(ground_truth)
     ids = np.sort(gt.image_ids.astype(np.int64))
     if len(ids) < 2:
@@ -300,10 +300,10 @@ def parse_variants(variants: str | Sequence[str]) -> tuple[str, ...]:
 
 
 def _check_limits(max_dets_per_image: int | None, dets_per_class: int) -> None:
-    from .._validation import check_int
+    from .._validation import check_value
 
-    check_int(dets_per_class, "dets_per_class", min=1)
-    check_int(max_dets_per_image, "max_dets_per_image", min=1, allow_none=True)
+    check_value(dets_per_class, "dets_per_class", type=int, low=1)
+    check_value(max_dets_per_image, "max_dets_per_image", type=int | None, low=1)
 
 
 def _parse_numbers(text: str, name: str) -> list[float]:

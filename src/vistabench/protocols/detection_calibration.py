@@ -187,7 +187,9 @@ def netcal_bin_lookup(edges: np.ndarray, s: np.ndarray) -> np.ndarray:
 #: The authors' recipe (large-vocab-devil ``configs/calib``): per-class calibrators, classes with no
 #: detection or no true positive at fit time score 0; Platt on logit(score); histogram binning with
 #: TEST.N_BINS = 20 equal-width bins (netcal's edges and look-up).
-DEVIL_METHODS: dict[str, Callable[..., dict]] = {"platt": fit_platt_logit, "histbin": fit_histbin_netcal}
+devil_calibrators: Registry[Callable[..., dict]] = Registry("devil calibration method")
+devil_calibrators.add("platt", fit_platt_logit)
+devil_calibrators.add("histbin", fit_histbin_netcal)
 
 
 def fit_calibration_devil(scores: np.ndarray, labels: np.ndarray, category_ids: np.ndarray, *,
@@ -202,9 +204,9 @@ def fit_calibration_devil(scores: np.ndarray, labels: np.ndarray, category_ids: 
     scores : (n,) float in [0, 1] (netcal refuses others); labels : (n,) bool; category_ids : (n,) int.
     method : "platt" (on logit(score)) or "histbin" (``bins`` equal-width bins, netcal's look-up).
     """
-    if method not in DEVIL_METHODS:
-        raise InputError(f"method: the devil recipe supports {sorted(DEVIL_METHODS)}, got {method!r}")
-    fit = DEVIL_METHODS[method]
+    if method not in devil_calibrators:
+        raise InputError(f"method: the devil recipe supports {devil_calibrators.names()}, got {method!r}")
+    fit = devil_calibrators.get(method)
     kwargs = {"bins": int(bins)} if method == "histbin" else {}
     s = np.asarray(scores, float)
     y = np.asarray(labels, bool)

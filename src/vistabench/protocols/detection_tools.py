@@ -43,10 +43,10 @@ def rerank_results_file(results: str | os.PathLike[str], out: str | os.PathLike[
     """The paper's §3 gaming policy on a results file: keep each category's top ``per_class_topk``
     detections over the whole file (stable: ties keep file order), as
     :func:`~.detection.rerank_top_per_class` does on read detections."""
-    from .._validation import check_positive
+    from .._validation import check_value
     from ..data.coco import read_result_columns, write_result_columns
 
-    k = check_positive(per_class_topk, "per_class_topk", integer=True)
+    k = check_value(per_class_topk, "per_class_topk", type=int, low=0, low_open=True)
     c = read_result_columns(results, keep_segmentation=True)
     keep = np.flatnonzero(rank_within(c["category_id"], c["score"]) < k)
     seg = None if c["segmentation"] is None else [c["segmentation"][i] for i in keep]

@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from .._validation import check_fraction, check_positive
+from .._validation import check_value
 from ..data import Dataset, load_dataset, load_predictions, seal, write_predictions, write_split
 from ..data.predictions import Predictions
 from ..errors import InputError
@@ -58,7 +58,7 @@ def build_training_split(
     dict (sealed split-file content): ``indices`` (training positions), ``val_indices``,
     ``counts`` (training samples per class, validation excluded) and the settings.
     """
-    val_fraction = check_fraction(val_fraction, "val_fraction")
+    val_fraction = check_value(val_fraction, "val_fraction", low=0, high=1)
     if val_fraction >= 1:
         raise InputError(f"val_fraction: expected a fraction in [0, 1), got {val_fraction}")
     labels = np.asarray(labels, dtype=np.int64)
@@ -66,13 +66,13 @@ def build_training_split(
     if C == 0:
         raise InputError("labels: empty training set")
     sizes = np.bincount(labels, minlength=C)
-    n_max = int(sizes.min()) if n_max is None else check_positive(n_max, "n_max", integer=True)
+    n_max = int(sizes.min()) if n_max is None else check_value(n_max, "n_max", type=int, low=0, low_open=True)
     counts = M.training_profile(C, n_max=n_max, imbalance=imbalance, kind=kind)
     short = np.flatnonzero(counts > sizes)
     if short.size:
         raise InputError(f"n_max={n_max}: classes {short[:10].tolist()} have only "
                          f"{sizes[short[:10]].tolist()} samples; lower n_max")
-    rng = np.random.default_rng(check_positive(seed, "seed", strict=False, integer=True))
+    rng = np.random.default_rng(check_value(seed, "seed", type=int, low=0))
     train, val, kept = [], [], []
     for c in range(C):
         pool = np.flatnonzero(labels == c)

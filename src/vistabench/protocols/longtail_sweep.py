@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from .._validation import check_array, check_labels, check_positive
+from .._validation import check_array, check_labels, check_value
 from ..data.predictions import Predictions
 from ..data.splits import content_hash, read_split, seal, write_split
 from ..errors import InputError, InputTypeError
@@ -166,13 +166,13 @@ def build_sweep(
     counts, rank, rho_t = design.train_counts, design.ranking, design.test_imbalance
     C = len(counts)
     labels = check_labels(pool_labels, "pool_labels", num_classes=C)
-    R = check_positive(repeats, "repeats", integer=True)
+    R = check_value(repeats, "repeats", type=int, low=0, low_open=True)
     pools = _class_pools(labels, C)
     sizes = np.array([len(p) for p in pools])
     if np.any(sizes == 0):
         raise InputError(f"pool_labels: classes {np.flatnonzero(sizes == 0)[:10].tolist()} have no test sample in the pool")
-    n_max = int(sizes.min()) if n_max is None else check_positive(n_max, "n_max", integer=True)
-    rng = np.random.default_rng(check_positive(seed, "seed", strict=False, integer=True))
+    n_max = int(sizes.min()) if n_max is None else check_value(n_max, "n_max", type=int, low=0, low_open=True)
+    rng = np.random.default_rng(check_value(seed, "seed", type=int, low=0))
     out_points = []
     short: set[int] = set()
     for alpha, divergence in zip(design.alphas, design.divergences):

@@ -21,7 +21,7 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Literal, Protocol, Sequence
 
-from .._validation import check_positive
+from .._validation import check_value
 from ..errors import InputError
 
 __all__ = ["TuneSettings", "TrialRecord", "TuneResult", "Report", "Objective", "window_score", "select_best"]
@@ -75,11 +75,11 @@ class TuneSettings:
     ray_gpus_per_trial: float = 0.0
 
     def __post_init__(self) -> None:
-        self.trials = check_positive(self.trials, "trials", integer=True)
-        self.max_epochs = check_positive(self.max_epochs, "max_epochs", integer=True)
-        self.grace_period = check_positive(self.grace_period, "grace_period", integer=True)
-        self.reduction_factor = check_positive(self.reduction_factor, "reduction_factor", integer=True)
-        self.score_window = check_positive(self.score_window, "score_window", integer=True)
+        self.trials = check_value(self.trials, "trials", type=int, low=0, low_open=True)
+        self.max_epochs = check_value(self.max_epochs, "max_epochs", type=int, low=0, low_open=True)
+        self.grace_period = check_value(self.grace_period, "grace_period", type=int, low=0, low_open=True)
+        self.reduction_factor = check_value(self.reduction_factor, "reduction_factor", type=int, low=0, low_open=True)
+        self.score_window = check_value(self.score_window, "score_window", type=int, low=0, low_open=True)
         if self.reduction_factor < 2:
             raise InputError(f"reduction_factor: expected an integer >= 2, got {self.reduction_factor}")
         if self.grace_period > self.max_epochs:

@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping, Union
 
-from .._validation import check_positive
+from .._validation import check_value
 from ..errors import InputError
 
 __all__ = ["LogUniform", "Uniform", "Choice", "Fixed", "Param", "SearchSpace", "parse_space", "space_to_json",
@@ -26,8 +26,8 @@ class LogUniform:
     high: float
 
     def __post_init__(self) -> None:
-        lo = check_positive(self.low, "loguniform low")
-        hi = check_positive(self.high, "loguniform high")
+        lo = check_value(self.low, "loguniform low", low=0, low_open=True)
+        hi = check_value(self.high, "loguniform high", low=0, low_open=True)
         if not lo < hi:
             raise InputError(f"loguniform: expected low < high, got [{self.low}, {self.high}]")
 

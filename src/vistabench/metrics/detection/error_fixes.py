@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from ..._validation import check_choice, check_positive
+from ..._validation import check_value
 from ...errors import InputError
 from .data import FREQUENCIES, Detections, GroundTruth
 from .errors import (
@@ -233,7 +233,7 @@ def decompose_errors(
     if not variants:
         raise InputError("variants: expected at least one of ['tide', 'fixed', 'pool'], got none")
     for v in variants:
-        check_choice(v, "variants", ERROR_VARIANTS)
+        check_value(v, "variants", choices=ERROR_VARIANTS)
     for name, x in (("pos_iou", pos_iou), ("bg_iou", bg_iou)):
         if not (isinstance(x, (int, float)) and 0 <= x <= 1):
             raise InputError(f"{name}: expected a number in [0, 1], got {x!r}")
@@ -242,9 +242,9 @@ def decompose_errors(
     lvis = gt.format == "lvis"
     if max_dets_per_image is None:
         max_dets_per_image = LVIS_MAX_DETS if lvis else TIDE_MAX_DETS
-    max_dets_per_image = check_positive(max_dets_per_image, "max_dets_per_image", integer=True)
-    dets_per_class = check_positive(dets_per_class, "dets_per_class", integer=True)
-    check_choice(iou_type, "iou_type", ("bbox", "segm"))
+    max_dets_per_image = check_value(max_dets_per_image, "max_dets_per_image", type=int, low=0, low_open=True)
+    dets_per_class = check_value(dets_per_class, "dets_per_class", type=int, low=0, low_open=True)
+    check_value(iou_type, "iou_type", choices=("bbox", "segm"))
     settings = {"format": gt.format, "variants": variants, "iou_type": iou_type, "pos_iou": pos_iou, "bg_iou": bg_iou,
                 "max_dets_per_image": max_dets_per_image, "dets_per_class": dets_per_class,
                 "scale": "AP points (0-100)"}

@@ -37,7 +37,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from ..._validation import check_choice, check_positive
+from ..._validation import check_value
 from ...errors import InputError
 from .accumulate import accumulate, accumulate_pooled
 from .data import Detections, GroundTruth
@@ -114,19 +114,19 @@ def evaluate_detections(
     Keypoints: ``results["old"|"fixed"]`` are pycocotools' ten ``summarizeKps`` stats AP, AP50, AP75,
     APm, APl, AR@20, AR50@20, AR75@20, ARm@20, ARl@20.
     """
-    check_choice(iou_type, "iou_type", ("bbox", "segm", "keypoints"))
-    check_choice(fixed_area, "fixed_area", ("mask", "box"))
+    check_value(iou_type, "iou_type", choices=("bbox", "segm", "keypoints"))
+    check_value(fixed_area, "fixed_area", choices=("mask", "box"))
     variants = list(dict.fromkeys(variants))
     for v in variants:
-        check_choice(v, "variants", VARIANTS)
+        check_value(v, "variants", choices=VARIANTS)
     if not variants:
         raise InputError("variants: expected at least one of ['old', 'fixed', 'pool'], got none")
-    dets_per_class = check_positive(dets_per_class, "dets_per_class", integer=True)
+    dets_per_class = check_value(dets_per_class, "dets_per_class", type=int, low=0, low_open=True)
     lvis = gt.format == "lvis"
     if max_dets_per_image is None and lvis:
         max_dets_per_image = LVIS_MAX_DETS
     if max_dets_per_image is not None:
-        max_dets_per_image = check_positive(max_dets_per_image, "max_dets_per_image", integer=True)
+        max_dets_per_image = check_value(max_dets_per_image, "max_dets_per_image", type=int, low=0, low_open=True)
     warn_annotation_id_zero(gt)
     sigmas = None
     if iou_type == "keypoints":

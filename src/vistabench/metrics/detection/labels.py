@@ -8,7 +8,7 @@ from typing import Literal
 
 import numpy as np
 
-from ..._validation import check_choice
+from ..._validation import check_value
 from ...errors import InputError
 from .data import Detections, GroundTruth
 from .match import MatchCode, match_set
@@ -63,7 +63,7 @@ def detection_labels(
     t = np.flatnonzero(np.isclose(IOU_THRESHOLDS, iou_threshold, rtol=0, atol=1e-12))
     if len(t) != 1:
         raise InputError(f"iou_threshold: expected one of {np.round(IOU_THRESHOLDS, 2).tolist()}, got {iou_threshold!r}")
-    check_choice(recipe, "recipe", ("vistabench", "devil"))
+    check_value(recipe, "recipe", choices=("vistabench", "devil"))
     keep = None
     if dets_per_class is not None:
         keep = np.zeros(len(dets), bool)

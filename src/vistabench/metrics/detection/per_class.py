@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ..._validation import check_choice, check_positive
+from ..._validation import check_value
 from .accumulate import accumulate
 from .data import Detections, GroundTruth
 from .match import MatchedSet, match_set
@@ -36,7 +36,7 @@ def variant_match(gt: GroundTruth, dets: Detections, *, variant: str = "old", ma
     ``variant`` "old": each image's top ``max_dets_per_image`` (LVIS default 300; COCO none);
     "fixed": each category's top ``dets_per_class``.
     """
-    check_choice(variant, "variant", PER_CLASS_VARIANTS)
+    check_value(variant, "variant", choices=PER_CLASS_VARIANTS)
     sr = ScoreRank.of(dets.score)
     if variant == "old":
         if max_dets_per_image is None and gt.format == "lvis":
@@ -44,9 +44,10 @@ def variant_match(gt: GroundTruth, dets: Detections, *, variant: str = "old", ma
         if max_dets_per_image is None:
             keep = np.ones(len(dets), bool)
         else:
-            keep = top_mask(dets.image, sr.order, check_positive(max_dets_per_image, "max_dets_per_image", integer=True))
+            k = check_value(max_dets_per_image, "max_dets_per_image", type=int, low=0, low_open=True)
+            keep = top_mask(dets.image, sr.order, k)
     else:
-        keep = top_mask(dets.category, sr.order, check_positive(dets_per_class, "dets_per_class", integer=True))
+        keep = top_mask(dets.category, sr.order, check_value(dets_per_class, "dets_per_class", type=int, low=0, low_open=True))
     ms = match_set(gt, dets, keep, score_rank=sr)
     return ms, keep[ms.det] & ms.in_cap
 

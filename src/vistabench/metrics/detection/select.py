@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..._validation import check_positive
+from ..._validation import check_value
 from .data import Detections, GroundTruth
 from .sort import ScoreRank, group_ranks, member, score_order, sorted_unique, stable_by, stable_by_keys
 
@@ -67,7 +67,7 @@ def top_per_image(dets: Detections, *, k: int) -> np.ndarray:
 
     This is ``LVISResults.limit_dets_per_image`` (a stable descending sort, then a cut).
     """
-    k = check_positive(k, "max_dets_per_image", integer=True)
+    k = check_value(k, "max_dets_per_image", type=int, low=0, low_open=True)
     return np.flatnonzero(rank_within(dets.image, dets.score) < k)
 
 
@@ -76,7 +76,7 @@ def top_per_class(dets: Detections, *, k: int) -> np.ndarray:
 
     As the authors' ``evaluate_ap_fixed.py`` (stable descending sort per category, then a cut).
     """
-    k = check_positive(k, "dets_per_class", integer=True)
+    k = check_value(k, "dets_per_class", type=int, low=0, low_open=True)
     return np.flatnonzero(rank_within(dets.category, dets.score) < k)
 
 
@@ -87,7 +87,7 @@ def first_per_class(dets: Detections, *, k: int) -> np.ndarray:
     labels of ``lvdevil/calib.py``) keeps: its heap replacement is guarded by ``len(heap) > topk``,
     which never holds, so the first ``topk`` detections of a class are kept whatever their scores.
     """
-    k = check_positive(k, "dets_per_class", integer=True)
+    k = check_value(k, "dets_per_class", type=int, low=0, low_open=True)
     cat = np.asarray(dets.category)
     order = np.argsort(cat, kind="stable")
     first = np.searchsorted(cat[order], cat[order], side="left")
