@@ -62,6 +62,7 @@ maximum allocation on its GPU).
 
 from __future__ import annotations
 
+import atexit
 import gc
 import io
 import multiprocessing
@@ -321,6 +322,11 @@ def _spawned(payload: bytes, rank: int, world: int, port: int, backend: str, dev
     _helper(run, trainer.model, rank, world, port, backend, device, report)
 
 
+def _end_group() -> None:
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
 def run_data_parallel(trainer: Any, run: Callable[[DataParallel], Any]) -> Any:
     """``run(dp)`` on every rank of a data-parallel fit (see the module docstring); rank 0's result.
 
@@ -332,6 +338,9 @@ def run_data_parallel(trainer: Any, run: Callable[[DataParallel], Any]) -> Any:
     if env is not None:  # join torchrun's group
         if not dist.is_initialized():
             dist.init_process_group(backend, init_method="env://", timeout=_TIMEOUT)
+            # the group we made ends before the interpreter does: a gloo group alive at exit aborts
+            # the process ("terminate called without an active exception", SIGABRT) after a good run
+            atexit.register(_end_group)
         if device.type == "cuda":
             torch.cuda.set_device(device)
         return _under_sync_norm(trainer.model, run, DataParallel(env[0], env[1], device))
