@@ -50,9 +50,9 @@ def pytest_terminal_summary(terminalreporter):
             terminalreporter.line(line)
 
 
-#: A results store as vistabench wrote it before schema 2 (``user_version`` 1): written out here, so
-#: the migration tests do not depend on the code they test.
-SCHEMA1_SQL = """
+#: The records table of a results store as vistabench wrote it before schema 2: written out here, so the
+#: migration tests do not depend on the code they test.
+SCHEMA1_RECORDS_TABLE = """
 CREATE TABLE IF NOT EXISTS records (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     protocol TEXT NOT NULL,
@@ -67,10 +67,16 @@ CREATE TABLE IF NOT EXISTS records (
     tag TEXT
 );
 CREATE INDEX IF NOT EXISTS records_protocol ON records(protocol, dataset, method);
+"""
+#: ... and its grid bookkeeping table (stores of the versions that marked their files)
+SCHEMA1_GRID_TABLE = """
 CREATE TABLE IF NOT EXISTS grid_cells (
     key TEXT PRIMARY KEY, protocol TEXT NOT NULL, options TEXT NOT NULL, status TEXT NOT NULL, error TEXT,
     host TEXT, pid INTEGER, updated REAL NOT NULL
 );
+"""
+#: A marked schema-1 store (``user_version`` 1)
+SCHEMA1_SQL = SCHEMA1_RECORDS_TABLE + SCHEMA1_GRID_TABLE + """
 PRAGMA application_id = 1447195508;
 PRAGMA user_version = 1;
 PRAGMA journal_mode = WAL;
@@ -97,6 +103,12 @@ def write_schema1_store(path, rows, grid_cells=()):
         for g in grid_cells:
             c.execute("INSERT INTO grid_cells VALUES (?, ?, ?, ?, ?, ?, ?, ?)", g)
     c.close()
+
+
+@pytest.fixture
+def schema1_records_table():
+    """The SQL of a schema-1 store's records table alone, unmarked (a store of the versions before marks)."""
+    return SCHEMA1_RECORDS_TABLE
 
 
 @pytest.fixture

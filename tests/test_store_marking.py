@@ -68,12 +68,10 @@ def test_read_only_never_creates_or_modifies(tmp_path):
     assert _digest(tmp_path / "s.sqlite") == before
 
 
-def test_an_unmarked_store_of_an_earlier_version_is_adopted(tmp_path):
+def test_an_unmarked_store_of_an_earlier_version_is_adopted(tmp_path, schema1_records_table):
     p = tmp_path / "old.sqlite"
-    from vistabench.store.schema import SCHEMA1_TABLE
-
     c = sqlite3.connect(p)
-    c.executescript(SCHEMA1_TABLE)
+    c.executescript(schema1_records_table)
     c.execute("INSERT INTO records (protocol, dataset, method, settings, metrics, version, created)"
               " VALUES ('longtail', 'd', 'm', '{}', '{\"a\": 2}', '0.0', 0)")
     c.commit()

@@ -63,23 +63,6 @@ CREATE INDEX IF NOT EXISTS records_kind ON records(protocol, kind);
 CREATE INDEX IF NOT EXISTS records_run ON records(run_id);
 CREATE INDEX IF NOT EXISTS records_grid_cell ON records(grid_cell);
 """
-#: schema 1's table, as vistabench 0.x created it (tests build schema-1 stores with it)
-SCHEMA1_TABLE = """
-CREATE TABLE IF NOT EXISTS records (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    protocol TEXT NOT NULL,
-    dataset TEXT NOT NULL,
-    method TEXT NOT NULL,
-    seed INTEGER,
-    split_hash TEXT,
-    settings TEXT NOT NULL,
-    metrics TEXT NOT NULL,
-    version TEXT NOT NULL,
-    created REAL NOT NULL,
-    tag TEXT
-);
-CREATE INDEX IF NOT EXISTS records_protocol ON records(protocol, dataset, method);
-"""
 
 _SMALLDATA_KINDS = ("tune", "final", "highres")
 
