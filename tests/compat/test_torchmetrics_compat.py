@@ -1,11 +1,9 @@
 """vistabench.compat.torchmetrics against torchmetrics' own MeanAveragePrecision (pycocotools backend),
 same update() calls. torchvision is not installed here: its ``box_convert`` (the only piece
-torchmetrics takes from it) is supplied by a transcription below."""
+torchmetrics takes from it) is supplied by a transcription (tests/compat/conftest.py)."""
 
 from __future__ import annotations
 
-import sys
-import types
 from contextlib import nullcontext
 
 import numpy as np
@@ -19,28 +17,9 @@ from vistabench.compat.torchmetrics import MeanAveragePrecision  # noqa: E402
 from vistabench.errors import InputError  # noqa: E402
 
 
-def _box_convert(boxes, in_fmt, out_fmt):
-    """torchvision.ops.box_convert for the formats torchmetrics uses (to "xywh")."""
-    if in_fmt == out_fmt:
-        return boxes.clone()
-    if in_fmt == "cxcywh":
-        cx, cy, w, h = boxes.unbind(-1)
-        boxes = torch.stack((cx - 0.5 * w, cy - 0.5 * h, cx + 0.5 * w, cy + 0.5 * h), dim=-1)
-    x1, y1, x2, y2 = boxes.unbind(-1)
-    return torch.stack((x1, y1, x2 - x1, y2 - y1), dim=-1)
-
-
 @pytest.fixture
-def reference(monkeypatch):
-    tv, ops = types.ModuleType("torchvision"), types.ModuleType("torchvision.ops")
-    ops.box_convert = _box_convert
-    tv.ops = ops
-    monkeypatch.setitem(sys.modules, "torchvision", tv)
-    monkeypatch.setitem(sys.modules, "torchvision.ops", ops)
-    import torchmetrics.detection.mean_ap as m
-
-    monkeypatch.setattr(m, "_TORCHVISION_AVAILABLE", True)
-    return m.MeanAveragePrecision
+def reference(torchmetrics_map):
+    return torchmetrics_map.MeanAveragePrecision
 
 
 def _batches(seed, *, masks=False, fmt="xyxy", n_img=10, n_cls=4, H=60, W=80):

@@ -7,10 +7,7 @@ CUDA-only cases (device moves) are left out: torch here is CPU-only."""
 from __future__ import annotations
 
 import copy
-import importlib.machinery
 import re
-import sys
-import types
 import warnings
 
 import numpy as np
@@ -25,31 +22,12 @@ from vistabench.errors import InputError  # noqa: E402
 T = torch.tensor
 
 
-def _box_convert(boxes, in_fmt, out_fmt):
-    """torchvision.ops.box_convert for the conversions torchmetrics makes (to "xywh")."""
-    if in_fmt == out_fmt:
-        return boxes.clone()
-    if in_fmt == "cxcywh":
-        cx, cy, w, h = boxes.unbind(-1)
-        boxes = torch.stack((cx - 0.5 * w, cy - 0.5 * h, cx + 0.5 * w, cy + 0.5 * h), dim=-1)
-    x1, y1, x2, y2 = boxes.unbind(-1)
-    return torch.stack((x1, y1, x2 - x1, y2 - y1), dim=-1)
-
-
 @pytest.fixture
-def tm(monkeypatch):
-    """torchmetrics' class and function, with torchvision's box_convert supplied (not installed here)."""
-    import torchmetrics.detection.mean_ap as m
+def tm(torchmetrics_map):
+    """torchmetrics' class and function (torchvision's box_convert supplied: tests/compat/conftest.py)."""
     import torchmetrics.functional.detection.map as fm
 
-    tv, ops = types.ModuleType("torchvision"), types.ModuleType("torchvision.ops")
-    tv.__spec__ = importlib.machinery.ModuleSpec("torchvision", None)
-    ops.box_convert = _box_convert
-    tv.ops = ops
-    monkeypatch.setitem(sys.modules, "torchvision", tv)
-    monkeypatch.setitem(sys.modules, "torchvision.ops", ops)
-    monkeypatch.setattr(m, "_TORCHVISION_AVAILABLE", True)
-    return m.MeanAveragePrecision, fm.mean_average_precision
+    return torchmetrics_map.MeanAveragePrecision, fm.mean_average_precision
 
 
 OURS = (ours_mod.MeanAveragePrecision, ours_mod.mean_average_precision)
