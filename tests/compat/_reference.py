@@ -38,6 +38,18 @@ def same_arrays(a, b, tol=1e-9) -> None:
     assert np.allclose(a, b, rtol=0, atol=tol), float(np.max(np.abs(a - b)))
 
 
+def same_eval_imgs(ours, ref) -> None:
+    """``evalImgs`` of our COCOeval equal pycocotools': the same images, ids, scores, matches, ignores."""
+    assert len(ours) == len(ref)
+    for a, b in zip(ours, ref):
+        assert (a is None) == (b is None)
+        if a is not None:
+            for k in ("dtIds", "gtIds", "dtScores"):
+                assert list(a[k]) == list(b[k]), k
+            for k in ("dtMatches", "gtMatches", "dtIgnore", "gtIgnore"):
+                assert np.array_equal(np.asarray(a[k], float), np.asarray(b[k], float)), k
+
+
 def same_dict(ours, ref, tol=1e-9) -> None:
     assert list(ours.keys()) == list(ref.keys()), (list(ours), list(ref))
     for k in ref:

@@ -114,14 +114,7 @@ def test_params_are_honoured_as_pycocotools(tmp_path, coco_set, case):
 def test_eval_imgs_and_ious_on_request(tmp_path, coco_set):
     p = R.write(tmp_path, "gt.json", coco_set.ground_truth)
     ref, ours = _both(coco_set.ground_truth, coco_set.results, gt_path=p)
-    assert len(ours.evalImgs) == len(ref.evalImgs)
-    for a, b in zip(ours.evalImgs, ref.evalImgs):
-        assert (a is None) == (b is None)
-        if a is not None:
-            for k in ("dtIds", "gtIds", "dtScores"):
-                assert list(a[k]) == list(b[k]), k
-            for k in ("dtMatches", "gtMatches", "dtIgnore", "gtIgnore"):
-                assert np.array_equal(np.asarray(a[k], float), np.asarray(b[k], float)), k
+    R.same_eval_imgs(ours.evalImgs, ref.evalImgs)
     key = next(k for k, v in ref.ious.items() if len(v))
     R.same_arrays(ours.ious[key], ref.ious[key])
 

@@ -92,14 +92,7 @@ def test_keypoint_eval_imgs_and_ious(tmp_path):
     gt["annotations"][0]["num_keypoints"] = 0
     p = R.write(tmp_path, "gt.json", gt)
     ref, ours = _both(p, res)
-    assert len(ours.evalImgs) == len(ref.evalImgs)
-    for a, b in zip(ours.evalImgs, ref.evalImgs):
-        assert (a is None) == (b is None)
-        if a is not None:
-            for k in ("dtIds", "gtIds", "dtScores"):
-                assert list(a[k]) == list(b[k]), k
-            for k in ("dtMatches", "gtMatches", "dtIgnore", "gtIgnore"):
-                assert np.array_equal(np.asarray(a[k], float), np.asarray(b[k], float)), k
+    R.same_eval_imgs(ours.evalImgs, ref.evalImgs)
     assert ours.ious.keys() == ref.ious.keys()
     for key, v in ref.ious.items():
         assert np.array_equal(np.asarray(ours.ious[key]), np.asarray(v)), key
