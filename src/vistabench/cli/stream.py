@@ -126,8 +126,9 @@ def register(sub: Verbs) -> Verbs:
     add_run_verb(verbs, "run", StreamConfig, run=_run, options=StreamRunOptions, human=_run_human,
                  help="run a learner over a stream (resumes an interrupted run)",
                  description="Hands the learner one task at a time (never a future one), scores each task on its "
-                             "test part, writes one event per task to the store and a checkpoint after each task. "
-                             "Re-running the same command resumes. Every field of the run's config is a flag; "
+                             "test part and writes a checkpoint (with the events so far) after each task; the events "
+                             "go to the store as the run's records when it ends (also when a task fails or it is "
+                             "interrupted). Re-running the same command resumes. Every field of the run's config is a flag; "
                              "--print-config shows the resolved recipe (dm-nevis for the Nevis streams, cpu for "
                              "embedded).")
     add_verb(verbs, "pretrain", PretrainOptions, run=_pretrain, human=_pretrain_human,
