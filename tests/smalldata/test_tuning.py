@@ -175,7 +175,10 @@ def _shape(obj):
 
 def test_ray_engine_tiny_search_same_record_shape(tmp_path):
     ray = pytest.importorskip("ray")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    from vistabench.jobs import connect_ray
+
+    # a private local Ray (address "local"): never a cluster another session runs on this machine
+    assert connect_ray(None, num_cpus=2)
     try:
         s = dict(trials=4, max_epochs=9, grace_period=1, sampler="random", seed=0)
         r = tune(objective, SPACE, TuneSettings(engine="ray", **s), storage=tmp_path / "ray.db", study_name="r")

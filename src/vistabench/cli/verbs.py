@@ -346,11 +346,24 @@ def _literal_values(tp: Any) -> tuple[Any, ...]:
     return tuple(v for a in get_args(tp) for v in _literal_values(a))
 
 
+def _open_types(tp: Any) -> tuple[Any, ...]:
+    """The non-literal, non-None types of a union beside its ``Literal`` (``int`` in
+    ``int | Literal["smallest_class"] | None``): a value of one of them is accepted too."""
+    if get_origin(tp) not in (typing.Union, types.UnionType):
+        return ()
+    return tuple(a for a in get_args(tp) if a is not type(None) and get_origin(a) is not Literal)
+
+
+_TYPE_WORDS = {int: ("N", "an integer"), float: ("X", "a number"), str: ("TEXT", "a text")}
+
+
 def _help(info: FieldInfo) -> str:
     text = info.help.replace("%", "%%")
     choices = info.choices if info.choices is not None else _literal_values(info.type)
     if choices:
-        text += f" (one of: {', '.join(map(str, choices))})"
+        words = [_TYPE_WORDS.get(t, ("", "a value"))[1] for t in _open_types(info.type)] if info.choices is None else []
+        text += (f" ({' or '.join(words)}, or one of: {', '.join(map(str, choices))})" if words
+                 else f" (one of: {', '.join(map(str, choices))})")
     if info.required and not info.positional:
         text += " [required]"
     elif not info.required and info.default not in (None, ()) and not _is_mapping(info.type) \
@@ -370,7 +383,11 @@ def _metavar(info: FieldInfo) -> str | None:
     if info.type is bool or _is_mapping(info.type):
         return None
     choices = info.choices if info.choices is not None else _literal_values(info.type)
-    return "{" + ",".join(map(str, choices)) + "}" if choices else info.name.upper()
+    if not choices:
+        return info.name.upper()
+    # a Literal beside an open type (int | Literal["smallest_class"]): {N,smallest_class}, not only the word
+    opened = [_TYPE_WORDS.get(t, (info.name.upper(), ""))[0] for t in _open_types(info.type)] if info.choices is None else []
+    return "{" + ",".join(opened + list(map(str, choices))) + "}"
 
 
 def _add_field(parser: Parser, target: Any, info: FieldInfo, prefix: str, *, alt: bool = False) -> None:
