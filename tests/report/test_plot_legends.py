@@ -51,8 +51,20 @@ def test_a_legend_outside_covers_nothing_however_many_series(figure_check):
     legend_outside(fig, list(axes))
     assert figure_check(fig) == []
     plt.close(fig)
-    looks = {(s["color"], s["linestyle"]) for s in map(series_style, range(40))}
-    assert len(looks) == 40
+    looks = {(s["color"], s["linestyle"]) for s in map(series_style, range(80))}
+    assert len(looks) == 80
+
+
+def test_twenty_runs_differ_in_colour_and_marker():
+    """Up to 20 series: no colour twice, and a marker shared by two series only across different hues
+    (a strong colour's light tint never carries its marker)."""
+    from vistabench.report.plotstyle import COLORS, LIGHT_COLORS
+
+    styles = [series_style(i) for i in range(20)]
+    assert len({s["color"] for s in styles}) == 20
+    hue = {c: j for j, c in enumerate(COLORS)} | {c: j for j, c in enumerate(LIGHT_COLORS)}
+    assert len({(hue[s["color"]], s["marker"]) for s in styles}) == 20
+    assert len({s["marker"] for s in styles}) == 10
 
 
 def test_distinct_colors_never_repeat():

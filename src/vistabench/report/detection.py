@@ -166,12 +166,20 @@ def _gaming_text(sets: list[ScoredSet]) -> str | None:
     if not (gamed and base):
         return None
     g, b = gamed[-1].metrics, base[-1].metrics
-    pct = lambda x: "–" if x is None else f"{100 * x:.2f}"  # noqa: E731
+    pct = lambda x: f"{100 * x:.2f}%"  # noqa: E731
+    rare = (f" and AP^Old_r from {pct(b['old_APr'])} to {pct(g['old_APr'])}"
+            if b.get("old_APr") is not None and g.get("old_APr") is not None else "")
+    before = gamed[-1].settings.get("fixed_AP_without_rerank")
+    fixed = (f"AP^Fixed at the same k is {pct(before)} without and {pct(g['fixed_AP'])} with the re-ranking."
+             if before is not None else f"AP^Fixed with the re-ranking is {pct(g['fixed_AP'])}.")
     return (f"Gaming (paper §3): keeping only the top-k detections per class before the per-image limit "
-            f"({gamed[-1].method}) changes AP^Old from {pct(b['old_AP'])} to {pct(g['old_AP'])} and AP^Old_r from "
-            f"{pct(b.get('old_APr'))} to {pct(g.get('old_APr'))} with the same detector; AP^Fixed at the same k "
-            f"is {pct(gamed[-1].settings.get('fixed_AP_without_rerank'))} without and {pct(g['fixed_AP'])} with "
-            "the re-ranking.")
+            f"({gamed[-1].method}) changes AP^Old from {pct(b['old_AP'])} to {pct(g['old_AP'])}{rare} with the "
+            f"same detector; " + fixed)
+
+
+#: why a detection table's frequency-group columns can be empty (the HTML leaves them out and says so)
+_WHY_NO_GROUP = {c.key: "AP_r/_c/_f need LVIS frequency groups (r/c/f) with ground truth in them; COCO data and "
+                        "sets without rare categories have none" for c in _COLUMNS if c.key[-1] in "rcf"}
 
 
 def detection_section(source: Records) -> Section | None:
@@ -189,7 +197,7 @@ def detection_section(source: Records) -> Section | None:
         by_dataset[r.dataset].append(r)
     for dataset, rs in by_dataset.items():
         sec.subtitle(dataset)
-        sec.table(detection_table(recs, dataset=dataset))
+        sec.table(detection_table(recs, dataset=dataset), why_empty=_WHY_NO_GROUP)
         sets = scored_sets(rs)
         gaming = _gaming_text(sets)
         if gaming:
@@ -199,9 +207,10 @@ def detection_section(source: Records) -> Section | None:
             labels = dict(zip(map(id, sets), _labels(sets, with_dataset=False)))
             note = "" if len(shown) == total else (f" {len(shown)} of the {total} scored sets with curves: the "
                                                    "baseline and the most recently scored.")
+            calibrated = any(s.settings.get("calibration") for s in shown)
             sec.figure(pr_figure(dataset, shown, [labels[id(s)] for s in shown]),
-                       f"{dataset}: interpolated precision (101 recall points) at IoU 0.5. Calibration moves the "
-                       "pooled curve; the per-class curves of AP^Fixed do not change under monotone "
-                       "calibration." + note)
+                       f"{dataset}: interpolated precision (101 recall points) at IoU 0.5."
+                       + (" Calibration moves the pooled curve; the per-class curves of AP^Fixed do not change "
+                          "under monotone calibration." if calibrated else "") + note)
     add_diagnostics(sec, recs)
     return sec

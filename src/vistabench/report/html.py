@@ -4,14 +4,21 @@ Each declared protocol (:mod:`vistabench.suite`) contributes its ``section`` par
 the results store and returning a :class:`Section` (or None when the store has nothing for it).
 
 Every table is sortable: a click on a column header sorts the rows by it (numbers by value, missing
-values last; a second click reverses), by a small script inlined in the page (no network). A table
-scrolls sideways in its own box when it is wider than the page, its first column (the method)
-staying in view.
+values last; the first click puts the best end first, a second click reverses), by a small script
+inlined in the page (no network). A table scrolls sideways in its own box when it is wider than the
+page, its first column (the method) staying in view, with a cue above it and a faded right edge
+saying so. Columns without a single value are left out, one line under the table naming them.
+
+Plots are PNG images scaled down to the page's width: :func:`figure_html` enlarges any text of a
+figure that would be smaller than :data:`MIN_TEXT_PX` on an 800 px wide page (:data:`NARROW_PAGE_PX`)
+and records the smallest text's size in the image (``data-text-px``), so a browser test can check
+the size as rendered.
 """
 
 from __future__ import annotations
 
 import base64
+import dataclasses
 import html
 import io
 import re
@@ -23,6 +30,14 @@ from .. import __version__
 from ..atomic import write_text
 from ..store import ResultsStore
 from .tables import Table, format_value
+
+
+#: the narrowest window the report is laid out for, the width a figure gets there (the body's side
+#: padding and a scroll bar taken off), and the smallest text allowed on it, plots included (CSS px)
+NARROW_PAGE_PX = 800
+NARROW_CONTENT_PX = 750
+MIN_TEXT_PX = 9.0
+FIGURE_DPI = 110
 
 
 @dataclass
@@ -42,9 +57,11 @@ class Section:
         self.parts.append(f"<h3>{html.escape(s)}</h3>")
         return self
 
-    def table(self, table: Table | str) -> "Section":
-        """A :class:`Table` (sort keys are its values) or a markdown pipe table."""
-        self.parts.append(table_html(table) if isinstance(table, Table) else markdown_to_html(table))
+    def table(self, table: Table | str, *, why_empty: dict[str, str] | None = None) -> "Section":
+        """A :class:`Table` (sort keys are its values) or a markdown pipe table. ``why_empty``: column
+        key or group -> why it has no value, said in the line naming the columns left out."""
+        self.parts.append(table_html(table, why_empty=why_empty) if isinstance(table, Table)
+                          else markdown_to_html(table))
         return self
 
     def figure(self, fig, caption: str = "") -> "Section":
@@ -52,15 +69,39 @@ class Section:
         return self
 
 
+def readable_text(fig, *, dpi: float = FIGURE_DPI, width_px: float = NARROW_CONTENT_PX,
+                  min_px: float = MIN_TEXT_PX) -> float:
+    """Enlarge every text of ``fig`` that would show smaller than ``min_px`` once the saved image
+    (``bbox_inches="tight"`` at ``dpi``) is scaled to ``width_px``; return the smallest text's size
+    in the saved image, in pixels. Enlarged text widens the picture, so the check repeats (at most 4 times)."""
+    from matplotlib.text import Text
+
+    texts = [t for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip()]
+    for _ in range(4):
+        fig.canvas.draw()
+        box = fig.get_tightbbox(fig.canvas.get_renderer())
+        image_px = (box.width + 0.2) * dpi  # savefig's pad_inches=0.1 on both sides
+        need_pt = min_px * 72 / dpi / min(1.0, width_px / image_px) * 1.01
+        small = [t for t in texts if t.get_fontsize() < need_pt]
+        if not small:
+            break
+        for t in small:
+            t.set_fontsize(need_pt)
+    return min((t.get_fontsize() for t in texts), default=0.0) * dpi / 72
+
+
 def figure_html(fig, caption: str = "") -> str:
+    """A figure as an embedded PNG, its text readable on a narrow page (:func:`readable_text`)."""
     import matplotlib.pyplot as plt
 
+    text_px = readable_text(fig)
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+    fig.savefig(buf, format="png", dpi=FIGURE_DPI, bbox_inches="tight")
     plt.close(fig)
     data = base64.b64encode(buf.getvalue()).decode("ascii")
     cap = f"<figcaption>{html.escape(caption)}</figcaption>" if caption else ""
-    return f'<figure><img alt="{html.escape(caption)}" src="data:image/png;base64,{data}"/>{cap}</figure>'
+    return (f'<figure><img alt="{html.escape(caption)}" data-text-px="{text_px:.2f}" '
+            f'src="data:image/png;base64,{data}"/>{cap}</figure>')
 
 
 _KEY = ' class="key"'  # the row-key (method) column: kept in view while a wide table scrolls
@@ -102,7 +143,7 @@ def markdown_to_html(md: str) -> str:
     body = [[cell(c) for c in r] for r in rows[1:]]
     text = _text_columns(body) if body else {}
     cls = lambda j: _KEY if j == 0 else text.get(j, "")  # noqa: E731
-    out.append("<thead><tr>" + "".join(f'<th data-col="{j}"{cls(j)}>{cell(c)}</th>'
+    out.append("<thead><tr>" + "".join(f'<th data-col="{j}"{cls(j)}{_better_from_title(c)}>{cell(c)}</th>'
                                        for j, c in enumerate(rows[0])) + "</tr></thead><tbody>")
     for r in body:
         out.append("<tr>" + "".join(f"<td{cls(j)}>{c}</td>" for j, c in enumerate(r)) + "</tr>")
@@ -113,6 +154,42 @@ def markdown_to_html(md: str) -> str:
 _MARK_TAG = {"bold": "b", "underline": "u", "italic": "i"}
 
 
+def _better(higher_is_better: bool | None) -> str:
+    """The header's ``data-better`` attribute: which end the first click on it puts first."""
+    return "" if higher_is_better is None else f' data-better="{"high" if higher_is_better else "low"}"'
+
+
+def _better_from_title(title: str) -> str:
+    """A markdown table's column direction, from the arrow in its title (↑ higher, ↓ lower is better)."""
+    return _better(True) if "↑" in title else _better(False) if "↓" in title else ""
+
+
+def _empty(v) -> bool:
+    return v is None or v == "" or (isinstance(v, float) and v != v)
+
+
+def empty_columns(t: Table) -> list:
+    """The columns of ``t`` without a single value (all missing, NaN or empty text)."""
+    return [c for c in t.columns if all(_empty(r.get(c.key)) for r in t.rows)] if t.rows else []
+
+
+def _empty_note(t: Table, hidden: list, why_empty: dict[str, str] | None) -> str:
+    """One line naming the columns left out (whole groups by their group name) and why."""
+    why = why_empty or {}
+    names, reasons = [], []
+    for group in dict.fromkeys(c.group for c in hidden):
+        cols = [c for c in hidden if c.group == group]
+        whole = bool(group) and len(cols) == sum(c.group == group for c in t.columns)
+        named = [f"the {group} half"] if whole else [c.title for c in cols]
+        names += named
+        for key in ([group] if whole else []) + [c.key for c in cols]:
+            if key in why and why[key] not in reasons:
+                reasons.append(why[key])
+    because = "; ".join(reasons) if reasons else "no record in the store measured them"
+    return (f'<p class="note">Not shown, without a value in any row: {html.escape(", ".join(names))} '
+            f"({html.escape(because)}).</p>")
+
+
 def _sort_value(v) -> str:
     """A cell's sort key: a number's full value; '' (sorted last) for a missing or non-finite value."""
     if isinstance(v, bool) or not isinstance(v, (int, float)):
@@ -120,10 +197,16 @@ def _sort_value(v) -> str:
     return repr(float(v)) if v == v and abs(v) != float("inf") else ""
 
 
-def table_html(t: Table) -> str:
+def table_html(t: Table, *, why_empty: dict[str, str] | None = None) -> str:
     """A :class:`Table` as HTML: the marks of its markdown form (bold / underlined / italic), each
-    cell's value as its sort key, and a two-row header where columns declare a ``group``."""
+    cell's value as its sort key, and a two-row header where columns declare a ``group``. Columns
+    without a single value are left out, named in one line after the table (``why_empty``: column
+    key or group -> the reason given there)."""
     marks = t.marks()
+    hidden = empty_columns(t)
+    note = _empty_note(t, hidden, why_empty) if hidden else ""
+    if hidden:
+        t = dataclasses.replace(t, columns=[c for c in t.columns if c not in hidden])
     grouped = any(c.group for c in t.columns)
     out = [f'<p class="caption">{html.escape(t.caption)}</p>'] if t.caption else []
     out.append('<div class="table-box"><table>')
@@ -137,13 +220,14 @@ def table_html(t: Table) -> str:
     while j < len(t.columns):
         col = t.columns[j]
         if not col.group:
-            top.append(f'<th data-col="{j + 1}"{cls(j + 1)}{span}>{html.escape(col.title)}</th>')
+            top.append(f'<th data-col="{j + 1}"{cls(j + 1)}{_better(col.higher_is_better)}{span}>'
+                       f'{html.escape(col.title)}</th>')
             j += 1
             continue
         k = j
         while k < len(t.columns) and t.columns[k].group == col.group:
             c = t.columns[k]
-            sub.append(f'<th data-col="{k + 1}"{cls(k + 1)} title="{html.escape(c.title)}">'
+            sub.append(f'<th data-col="{k + 1}"{cls(k + 1)}{_better(c.higher_is_better)} title="{html.escape(c.title)}">'
                        f'{html.escape(c.short or c.title)}</th>')
             k += 1
         top.append(f'<th class="group" colspan="{k - j}">{html.escape(col.group)}</th>')
@@ -160,6 +244,8 @@ def table_html(t: Table) -> str:
             cells.append(f'<td{cls(j + 1)} data-v="{html.escape(_sort_value(v))}">{cell}</td>')
         out.append("<tr>" + "".join(cells) + "</tr>")
     out.append("</tbody></table></div>")
+    if note:
+        out.append(note)
     return "\n".join(out)
 
 
@@ -184,16 +270,26 @@ th[aria-sort=ascending]::after{content:"\\25B2";color:#222} th[aria-sort=descend
 td.key{background:#fff}
 figure{margin:1em 0} img{max-width:100%;height:auto} figcaption{font-size:0.85em;color:#555}
 pre{max-width:100%;overflow-x:auto} nav a{margin-right:1em;display:inline-block}
+.note{font-size:0.85em;color:#555;margin-top:0.2em}
+.scroll-cue{font-size:0.8em;color:#555;margin:0.3em 0 0} .scroll-cue[hidden]{display:none}
+.table-box.scrolls{border-right:2px solid #bbb}
+.table-box.scrolls:not(.at-end){-webkit-mask-image:linear-gradient(to right,#000 calc(100% - 32px),rgba(0,0,0,.3));
+mask-image:linear-gradient(to right,#000 calc(100% - 32px),rgba(0,0,0,.3))}
 """
 
 # Click a header to sort its table by that column: numbers by value, text alphabetically, missing
-# values ("–") last in both directions; a second click reverses. Ties keep their order.
+# values ("–") last in both directions. The first click puts the best end first (descending for a
+# column where higher is better, data-better="high"; ascending for "low" and for unranked columns);
+# a second click reverses. Ties keep their order.
+# A table wider than its box (the page) gets the "scroll-cue" line above it and a faded right edge
+# (class "scrolls") until it is scrolled to its end ("at-end"); checked on load and on resize.
 SORT_SCRIPT = """
 document.addEventListener("click", function (e) {
   var th = e.target.closest && e.target.closest("th[data-col]");
   if (!th) return;
   var table = th.closest("table"), body = table.tBodies[0], col = +th.getAttribute("data-col");
-  var asc = th.getAttribute("aria-sort") !== "ascending";
+  var now = th.getAttribute("aria-sort");
+  var asc = now ? now !== "ascending" : th.getAttribute("data-better") !== "high";
   table.querySelectorAll("th[aria-sort]").forEach(function (h) { h.removeAttribute("aria-sort"); });
   th.setAttribute("aria-sort", asc ? "ascending" : "descending");
   function key(tr) {
@@ -213,6 +309,25 @@ document.addEventListener("click", function (e) {
   });
   rows.forEach(function (r) { body.appendChild(r[2]); });
 });
+function vbScrollCues() {
+  document.querySelectorAll(".table-box").forEach(function (box) {
+    var cue = box.previousElementSibling;
+    if (!cue || !cue.classList.contains("scroll-cue")) {
+      cue = document.createElement("p");
+      cue.className = "scroll-cue";
+      cue.textContent = "\u21C6 This table is wider than the page: scroll it sideways (the first column stays).";
+      box.parentNode.insertBefore(cue, box);
+      box.addEventListener("scroll", function () {
+        box.classList.toggle("at-end", box.scrollLeft + box.clientWidth >= box.scrollWidth - 1); });
+    }
+    var wide = box.scrollWidth > box.clientWidth + 1;
+    box.classList.toggle("scrolls", wide);
+    box.classList.toggle("at-end", !wide || box.scrollLeft + box.clientWidth >= box.scrollWidth - 1);
+    cue.hidden = !wide;
+  });
+}
+window.addEventListener("load", vbScrollCues);
+window.addEventListener("resize", vbScrollCues);
 """
 
 

@@ -152,7 +152,10 @@ def longtail_section(source: Records) -> Section | None:
              "Many/Med./Few group classes by training count (>100 / 20–100 / <20).")
     sec.table(longtail_table(records))
     sec.text("The survey's layout: the same scores for ρ_tst = ρ_trn and ρ_tst ≠ ρ_trn side by side.")
-    sec.table(survey_table(records))
+    sec.table(survey_table(records),
+              why_empty={"ρ_trn≠ρ_tst": "every run was tested at its training imbalance; `longtail run "
+                                        "--test-imbalance` tests at another one",
+                         "ρ_trn=ρ_tst": "no run was tested at its training imbalance"})
     sec.figure(accuracy_divergence_figure(records), "Accuracy at each sweep point (Fang et al., Fig. 3).")
     agn = [r for r in records if r.metrics.get("test_agnostic")]
     if agn:

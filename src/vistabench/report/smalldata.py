@@ -135,9 +135,14 @@ def _search_figure(records: Records):
     from matplotlib.lines import Line2D
 
     n = min(len(recs), 4)
-    fig, axes = plt.subplots(1, n, figsize=(4 * n, 3), squeeze=False)
+    ncols = min(n, 2)  # two per row: the text stays readable when the page is 800 px wide
+    nrows = -(-n // ncols)
+    fig, grid = plt.subplots(nrows, ncols, figsize=(4.5 * ncols, 3.2 * nrows), squeeze=False)
+    axes = list(grid.flat)
+    for ax in axes[n:]:
+        ax.set_visible(False)
     states_seen: set[str] = set()
-    for ax, r in zip(axes[0], recs[:n]):
+    for ax, r in zip(axes, recs[:n]):
         trials = r.settings.get("search", {}).get("trials", [])
         for t, color in zip(trials, distinct_colors(len(trials))):
             states_seen.add(t["state"])
@@ -151,7 +156,7 @@ def _search_figure(records: Records):
     shown = [st for st in _STATE_STYLE if st in states_seen]
     handles = [Line2D([], [], color="0.2", linestyle=_STATE_STYLE[st], lw=1) for st in shown]
     fig.tight_layout()
-    legend_outside(fig, list(axes[0]) if n > 1 else [axes[0][0]], handles=handles,
+    legend_outside(fig, axes[:n], handles=handles,
                    labels=[_STATE_LABEL[st] for st in shown], title="trial (one colour each)")
     return fig
 

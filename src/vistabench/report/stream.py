@@ -11,6 +11,7 @@ from ..store import ResultsStore
 from .html import Section
 from .plotstyle import legend_outside, series_style
 from .tables import Column, Records, Table, select
+from .units import flop_axis, si_prefix
 
 __all__ = ["runs_table", "pareto_figure", "regret_figure", "stream_table", "with_cflop_parts"]
 
@@ -62,30 +63,37 @@ def stream_report(store: str | Any, runs: Any = None, *, plot: str | None = None
 
 
 def runs_table(analysis: dict[str, Any], *, stream: str | None = None) -> Table:
+    """One row per run. Units as everywhere in the stream's views (:mod:`.units`): errors in %, regret in
+    points of % summed over the meta-test tasks, cFLOP with one SI prefix per column (named in its title,
+    the same prefixes as the Pareto plot's axis). Values are stored as the table shows them before
+    formatting: errors and regret as fractions, cFLOP in the unit of the column's title (the analysis
+    itself, ``stream report --json``, keeps raw FLOP)."""
+    runs = [r for r in analysis["runs"] if stream is None or r["stream"] == stream]
+    f_all, p_all = si_prefix(r["cflop"] for r in runs)
+    f_tr, p_tr = si_prefix(r.get("cflop_train") for r in runs)
     rows = []
-    for r in analysis["runs"]:
-        if stream is not None and r["stream"] != stream:
-            continue
+    for r in runs:
         reg = analysis["regret"].get(r["run"], {})
         ft = analysis["forward_transfer"].get(r["run"], {})
         rows.append({"method": r["run"], "learner": r["learner"], "trials": r["trials"], "steps": r["steps"],
-                     "avg_error": r["avg_error"], "gflop": r["cflop"] / 1e9,
-                     "gflop_train": r["cflop_train"] / 1e9 if r.get("cflop_train") is not None else None,
+                     "avg_error": r["avg_error"], "cflop_si": r["cflop"] / f_all,
+                     "cflop_train_si": r["cflop_train"] / f_tr if r.get("cflop_train") is not None else None,
                      "regret": reg.get("meta_test"), "ft": ft.get("mean"),
                      "pareto": "yes" if r["pareto"] else "", "done": f"{r['tasks_done']}/{r['num_tasks']}"})
     cols = [Column("learner", "Learner", None, percent=False), Column("trials", "Trials", None, False, 0),
             Column("steps", "Steps", None, False, 0), Column("avg_error", "Avg. meta-test error (%)", False),
-            Column("gflop", "cFLOP (GFLOP)", None, False, 2),
-            *([Column("gflop_train", "of which training steps (GFLOP)", None, False, 2)]
-              if any(r["gflop_train"] is not None for r in rows) else []),
-            Column("regret", "Meta-test regret vs Indep", None, False, 3),
+            Column("cflop_si", f"cFLOP ({p_all}FLOP)", None, False, 2),
+            *([Column("cflop_train_si", f"of which training steps ({p_tr}FLOP)", None, False, 2)]
+              if any(r["cflop_train_si"] is not None for r in rows) else []),
+            Column("regret", "Meta-test regret vs Indep (points)", None, True, 1),
             Column("ft", "Forward transfer", None, False, 3), Column("pareto", "Pareto", None, False),
             Column("done", "Tasks", None, False)]
     return Table(cols, rows, row_key="method", row_title="Run",
-                 caption="Task-stream runs: average error over meta-test tasks, cFLOP over the whole stream "
+                 caption="Task-stream runs: average error over meta-test tasks (%), cFLOP over the whole stream "
                          "(training + model selection; the training-steps part alone is what dm_nevis charges), "
-                         "cumulative meta-test regret against the matched Indep run, "
-                         "mean forward transfer on repeated tasks.")
+                         "cumulative meta-test regret against the matched Indep run (the run's error minus "
+                         "Indep's, in points of %, summed over the meta-test tasks; below 0: fewer errors), "
+                         "mean forward transfer on repeated tasks (a ratio, 0: no transfer).")
 
 
 def pareto_figure(analysis: dict[str, Any], *, stream: str | None = None, cost: str = "cflop"):
@@ -112,7 +120,10 @@ def pareto_figure(analysis: dict[str, Any], *, stream: str | None = None, cost: 
             r["cflop"], r["pareto"] = r[cost], i in front_idx
     for k, learner in enumerate(learners):
         pts = sorted((r["cflop"], r["avg_error"]) for r in runs if r["learner"] == learner)
-        style = {**series_style(k), "linestyle": ":"}  # points of one learner joined thinly; colour + marker apart
+        # points of one learner joined thinly; colour + marker apart; hollow markers, the earlier learners'
+        # larger, so that runs at the same point (indep and ensemble at one trial) show as concentric shapes
+        style = {**series_style(k), "linestyle": ":", "markerfacecolor": "none", "markeredgewidth": 1.6,
+                 "markersize": max(4.0, 12.0 - 1.3 * k)}
         ax.plot([p[0] for p in pts], [100 * p[1] for p in pts], lw=1, label=f"{learner} ({len(pts)} "
                 f"run{'s' if len(pts) != 1 else ''})", **style)
     front = sorted((r["cflop"], r["avg_error"]) for r in runs if r["pareto"])
@@ -120,6 +131,7 @@ def pareto_figure(analysis: dict[str, Any], *, stream: str | None = None, cost: 
         ax.step([p[0] for p in front], [100 * p[1] for p in front], where="post", color="black",
                 linewidth=2.5, alpha=0.35, label="Pareto front", zorder=0)
     ax.set_xscale("log")
+    flop_axis(ax.xaxis)
     ax.set_xlabel("cFLOP (whole stream, training + search)" if cost == "cflop"
                   else "cFLOP, training steps only (dm_nevis's convention)")
     ax.set_ylabel("average meta-test error (%)")
@@ -141,10 +153,11 @@ def regret_figure(analysis: dict[str, Any], *, stream: str | None = None):
     shown = [(rid, reg) for rid, reg in analysis["regret"].items()
              if stream is None or names[rid]["stream"] == stream]
     for i, (rid, reg) in enumerate(shown):
-        ax.plot(range(1, len(reg["curve"]) + 1), reg["curve"], ms=3, label=rid, **series_style(i))
+        ax.plot(range(1, len(reg["curve"]) + 1), [100 * v for v in reg["curve"]], ms=4, label=rid,
+                **series_style(i))
     ax.axhline(0, color="black", linewidth=0.8)
     ax.set_xlabel("task (stream order)")
-    ax.set_ylabel("cumulative error - Indep's")
+    ax.set_ylabel("cumulative error − Indep's (points of %)")
     ax.set_title("Regret against the matched Indep run (below 0: fewer errors)")
     ax.grid(True, alpha=0.3)
     fig.tight_layout()
@@ -156,6 +169,74 @@ def stream_table(records: Records, *, dataset: str | None = None) -> Table:
     from .stream_analysis import analyse
 
     return runs_table(with_cflop_parts(analyse(records), records), stream=dataset)
+
+
+def verdict_table(analysis: dict[str, Any], stream: str) -> Table | None:
+    """Does each learner beat Indep on ``stream``: one row per learner (the verdicts of
+    :func:`~vistabench.report.stream_analysis.verdicts`), None when there is no Indep run to compare with."""
+    per = analysis["verdicts"].get(stream, {})
+    if not per:
+        return None
+    rows = [{"learner": name, "verdict": v["verdict"], "wins": f"{v['wins']} of {v['matched']}",
+             "diff": v["mean_error_difference"], "ratio": v["mean_compute_ratio"],
+             "dominated": f"{v['indep_runs_dominated']} of {v['indep_runs']}"} for name, v in per.items()]
+    cols = [Column("verdict", "Verdict", None, percent=False),
+            Column("wins", "Lower error at matched settings", None, percent=False),
+            Column("diff", "Mean error difference (points)", False, digits=1),
+            Column("ratio", "Compute vs Indep (×)", None, percent=False, digits=2),
+            Column("dominated", "Indep runs dominated (cFLOP, error)", None, percent=False)]
+    return Table(cols, rows, row_key="learner", row_title="Learner",
+                 caption=f"{stream}: each learner against Indep at matched settings (same trials, steps and seed): "
+                         "at how many it has the lower average meta-test error, the mean difference (points of "
+                         "%, below 0: fewer errors), its compute relative to Indep's, and how many Indep runs "
+                         "it dominates (no more compute and no more error, one of them less).")
+
+
+def _indep_transfer_text(analysis: dict[str, Any]) -> str:
+    """Why Indep shows a forward transfer at all, with its measured value."""
+    names = {r["run"]: r["learner"] for r in analysis["runs"]}
+    vals = [ft["mean"] for rid, ft in analysis["forward_transfer"].items()
+            if names.get(rid) == "indep" and math.isfinite(ft["mean"])]
+    measured = (f" Here Indep's mean forward transfer is {sum(vals) / len(vals):+.2f}." if vals else "")
+    return ("Indep trains every task from scratch, so it transfers nothing: its forward transfer is the measure's "
+            "noise (the second occurrence of a task is searched and trained anew, with other trials and another "
+            "data order), and the ratio divides by 1 − AUC1, so a small difference in AUC becomes a large "
+            "value when the first AUC is close to 1." + measured + " Read the other learners' values against "
+            "Indep's, not against 0.")
+
+
+_SLICE_AXES = {"domain": "domain", "size": "training-set size", "resolution": "image resolution"}
+
+
+def _slice_tables(sec: Section, analysis: dict[str, Any], stream: str) -> None:
+    """Mean task error by slice: one table per slice axis that splits the stream's tasks into two or more
+    groups (rows: runs, columns: all tasks then each group); an axis putting every task in one group
+    would repeat each run's overall error, so it is only named."""
+    rids = [r["run"] for r in analysis["runs"] if r["stream"] == stream and r["run"] in analysis["slices"]]
+    single = []
+    for axis, title in _SLICE_AXES.items():
+        groups = list(dict.fromkeys(g for rid in rids for g, v in analysis["slices"][rid][axis].items() if v["count"]))
+        if len(groups) < 2:
+            single.append(f"{title} ({groups[0] if groups else 'none'})")
+            continue
+        rows = []
+        for rid in rids:
+            sl = analysis["slices"][rid][axis]
+            done = [v for v in sl.values() if v["count"] and math.isfinite(v["mean"])]
+            n = sum(v["count"] for v in done)
+            row: dict[str, Any] = {"run": rid, "all": sum(v["mean"] * v["count"] for v in done) / n if n else None}
+            row.update({f"g{j}": sl[g]["mean"] if g in sl and sl[g]["count"] else None for j, g in enumerate(groups)})
+            rows.append(row)
+        counts = {g: {analysis["slices"][rid][axis].get(g, {}).get("count", 0) for rid in rids} for g in groups}
+        cols = [Column("all", "all tasks", False, digits=1)]
+        cols += [Column(f"g{j}", f"{g} (n={min(counts[g])})" if len(counts[g]) == 1 else g, False, digits=1)
+                 for j, g in enumerate(groups)]
+        sec.table(Table(cols, rows, row_key="run", row_title="Run",
+                        caption=f"{stream}: mean task error (%) by {title}, all tasks of the stream (n: tasks in "
+                                "the group)."))
+    if single:
+        sec.text(f"{stream}: not split by " + ", ".join(single) + ": every task of the stream falls in one group "
+                 "there, so the slice's error is each run's overall mean task error.")
 
 
 def stream_section(records: Records) -> Section | None:
@@ -172,12 +253,13 @@ def stream_section(records: Records) -> Section | None:
              "alone, the figure dm_nevis reports). Learners: indep, ft-prev, ft-d, ensemble, pt (PT-MT with a "
              "`stream pretrain` checkpoint, pre-training cost reported apart), mt (multi-task), bhpo (GP-UCB).")
     for stream in sorted({r["stream"] for r in a["runs"]}):
-        for v in a["verdicts"].get(stream, {}).values():
-            sec.text(v["text"])
+        verdict = verdict_table(a, stream)
+        if verdict is not None:
+            sec.table(verdict)
         sec.table(runs_table(a, stream=stream))
         sec.figure(pareto_figure(a, stream=stream),
-                   f"{stream}: every run of every learner (one colour and marker per learner); the wide grey step "
-                   "line is the Pareto front.")
+                   f"{stream}: every run of every learner (one colour and marker per learner; runs at the same "
+                   "point show as concentric markers); the wide grey step line is the Pareto front.")
         if any(a["runs"][i]["stream"] == stream for i in range(len(a["runs"]))) and a["regret"]:
             sec.figure(regret_figure(a, stream=stream), f"{stream}: cumulative regret along the stream.")
     ft_rows = []
@@ -188,13 +270,7 @@ def stream_section(records: Records) -> Section | None:
         sec.table("Forward transfer on repeated tasks, (AUC2 - AUC1) / (1 - AUC1), AUC of validation score vs "
                   "training progress.\n\n| Run | Task | AUC first | AUC second | Forward transfer |\n|---|---|---:|---:|---:|\n"
                   + "\n".join(ft_rows))
-    sl_rows = []
-    for rid, sl in a["slices"].items():
-        for axis in ("domain", "size", "resolution"):
-            cells = ", ".join(f"{g}: {100 * v['mean']:.1f}% (n={v['count']})" for g, v in sl[axis].items()
-                              if v["count"])
-            sl_rows.append(f"| {rid} | {axis} | {cells} |")
-    if sl_rows:
-        sec.table("Mean task error by slice (all tasks of the stream).\n\n| Run | Slice | Mean error (tasks) |\n"
-                  "|---|---|---|\n" + "\n".join(sl_rows))
+        sec.text(_indep_transfer_text(a))
+    for stream in sorted({r["stream"] for r in a["runs"]}):
+        _slice_tables(sec, a, stream)
     return sec
