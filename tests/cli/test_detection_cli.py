@@ -28,7 +28,8 @@ def test_eval_json(capsys, synth_dir, tmp_path):
                        str(synth_dir / "results.json"), "--json", "--store", str(tmp_path / "s.sqlite"))
     assert rc == 0, err
     res = json.loads(out)
-    assert set(res) == {"old", "fixed", "pool", "settings", "pr50", "record_id"}
+    assert set(res) == {"old", "fixed", "pool", "settings", "pr50", "record_id", "scale"}
+    assert res["scale"].startswith("fractions (0-1)")  # the JSON names its unit; the text shows %
     assert isinstance(res["record_id"], int)
     assert set(res["old"]) == {"AP", "AP50", "AP75", "APs", "APm", "APl", "APr", "APc", "APf", "AR@300",
                                "ARs@300", "ARm@300", "ARl@300"}
@@ -36,7 +37,7 @@ def test_eval_json(capsys, synth_dir, tmp_path):
     assert all(v is None or 0 <= v <= 1 for v in res["old"].values())
     rc, out, _ = run(capsys, "detection", "eval", "--gt", str(synth_dir / "gt.json"), "--results",
                      str(synth_dir / "results.json"), "--ap", "fixed", "--json")
-    assert set(json.loads(out)) == {"fixed", "settings", "pr50", "record_id"}
+    assert set(json.loads(out)) == {"fixed", "settings", "pr50", "record_id", "scale"}
     rc, out, _ = run(capsys, "table", "--protocol", "detection", "--store", str(tmp_path / "s.sqlite"))
     assert rc == 0 and "AP^Pool" in out
 
@@ -117,3 +118,38 @@ def test_annotation_id_zero_warns_one_line(capsys, tmp_path):
     assert rc == 0 and abs(json.loads(out)["old"]["AP"] - 1.0) < 1e-12
     lines = [line for line in err.splitlines() if "id 0" in line]
     assert len(lines) == 1 and "lvis-api and pycocotools" in lines[0]
+
+
+def test_eval_text_shows_ap_in_percent_and_coco_data_no_frequency_rows(capsys, tmp_path):
+    """One unit for AP in every text view (%): the eval's lines are 100 x its JSON's fractions; COCO ground
+    truth has no LVIS frequency groups, so no APr/APc/APf line at all (not an "n/a" row)."""
+    assert main(["detection", "synth", "--out", str(tmp_path), "--images", "20", "--categories", "8",
+                 "--dets-per-image", "20", "--format", "coco"]) == 0
+    files = ["--gt", str(tmp_path / "gt.json"), "--results", str(tmp_path / "results.json"), "--no-store"]
+    capsys.readouterr()
+    rc, out, _ = run(capsys, "detection", "eval", *files, "--json")
+    res = json.loads(out)
+    rc, text, err = run(capsys, "detection", "eval", *files)
+    assert rc == 0, err
+    assert text.startswith("AP in % (--json: fractions)")
+    assert f"  AP         {100 * res['old']['AP']:.2f}\n" in text
+    assert res["old"]["APr"] is None and "APr" not in text and "n/a" not in text
+
+
+def test_eval_per_class_top_and_sort(capsys, synth_dir):
+    files = ["--gt", str(synth_dir / "gt.json"), "--results", str(synth_dir / "results.json"), "--no-store"]
+    rc, out, _ = run(capsys, "detection", "eval", *files, "--per-class", "--json")
+    rows = [r for r in json.loads(out)["per_class"]["rows"] if r["AP"] is not None]
+    for sort, key in (("best", lambda r: -r["AP"]), ("worst", lambda r: r["AP"])):
+        rc, out, err = run(capsys, "detection", "eval", *files, "--per-class", "--format", "csv", "--sort", sort,
+                           "--top", "3")
+        assert rc == 0, err
+        table = out.splitlines()
+        assert len(table) == 4 and [line.split(",")[0] for line in table[1:]] == \
+            [r["name"] for r in sorted(rows, key=key)][:3]
+    rc, out, _ = run(capsys, "detection", "eval", *files, "--per-class", "--sort", "gt", "--top", "2")
+    assert "most ground truth first, the first 2 of" in out
+    rc, out, err = run(capsys, "detection", "eval", *files, "--top", "2")
+    assert rc == 2 and err == "vistabench: error: --top: only with --per-class (it orders the per-category table)\n"
+    rc, out, err = run(capsys, "detection", "eval", *files, "--per-class", "--sort", "bad")
+    assert rc == 2 and "--sort" in err and err.count("\n") == 1

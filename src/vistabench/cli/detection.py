@@ -12,7 +12,8 @@ from . import store_records
 from ..config import Options, option
 from ..errors import InputError
 from ..protocols.detection_config import DetectionConfig
-from .detection_analysis import Formatted, TableFormat, human_errors, per_class_table, register_analysis
+from .detection_analysis import (Formatted, PerClassSort, TableFormat, human_errors, per_class_table,
+                                 register_analysis)
 from .verbs import RecordOptions, RunOptions, Verbs, add_run_verb, add_verb, store_field, verb_group
 
 GT_HELP = "COCO or LVIS v1 ground-truth JSON"
@@ -60,12 +61,22 @@ class ScoreOptions(RecordOptions):
     errors: bool = option(False, help="also TIDE's error decomposition (as `detection errors --ap "
                                       "tide[,fixed,pool]`); stored with the record, shown in the report")
     format: TableFormat = option("markdown", help="the per-class table's format (csv: only that table)")
+    sort: PerClassSort | None = option(
+        None, metavar="ORDER", help="with --per-class: the table's order, worst (lowest AP first; the default), best "
+                                    "(highest first), name, or gt (most ground-truth objects first)")
+    top: int | None = option(None, low=1, metavar="N",
+                             help="with --per-class: only the first N categories of that order (e.g. --top 20 "
+                                  "--sort worst: the 20 worst); --json and the record keep every category")
     store: str | None = store_field(optional=True)
 
     def check(self) -> None:
         if self.kpt_oks_sigmas is not None and self.iou_type != "keypoints":
             iou_type = type(self).field_info("iou_type").flag()
             raise InputError(f"kpt_oks_sigmas: only used with {iou_type} keypoints, got {iou_type} {self.iou_type}")
+        for name in ("sort", "top"):
+            if getattr(self, name) is not None and not self.per_class:
+                per_class = type(self).field_info("per_class").flag()
+                raise InputError(f"{name}: only with {per_class} (it orders the per-category table)")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -246,7 +257,11 @@ def _eval(opts: ScoreOptions) -> dict[str, Any] | Formatted:
                     split_hash=out["settings"].get("split_sha256"))
     ids = store_records(opts.store, rec)
     out["record_id"] = ids[0] if ids else None
-    return Formatted(out, opts.format) if opts.per_class or opts.errors else out
+    # the JSON keeps the evaluator's fractions (0-1); the text shows AP in %, as every detection view
+    out["scale"] = "fractions (0-1); shown in % by the text output"
+    if opts.per_class:
+        return Formatted(out, opts.format, table={"sort": opts.sort or "worst", "top": opts.top})
+    return Formatted(out, opts.format) if opts.errors else out
 
 
 def _unflatten(metrics: dict) -> dict:
@@ -262,20 +277,29 @@ def _human_eval(out) -> str:
     if isinstance(out, Formatted):
         d = out.data
         if out.fmt == "csv" and "per_class" in d:
-            return per_class_table(d["per_class"], "csv")
+            return per_class_table(d["per_class"], "csv", **out.table)
         parts = [_human_eval({k: v for k, v in d.items() if k not in ("per_class", "errors")})]
         if "errors" in d:
             parts.append(human_errors(d["errors"]))
         if "per_class" in d:
-            parts.append(per_class_table(d["per_class"], out.fmt))
+            parts.append(per_class_table(d["per_class"], out.fmt, **out.table))
         return "\n\n".join(parts)
-    lines = []
+    coco = out.get("settings", {}).get("format") == "coco"
+    lines = ["AP in % (--json: fractions)"]
+    undefined: dict[str, list[str]] = {}
     for v in ("old", "fixed", "pool"):
         if v not in out:
             continue
         lines.append(f"AP^{v.capitalize()}")
         for k, x in out[v].items():
-            lines.append(f"  {k:<10} {'n/a' if x is None or x != x else f'{x:.4f}'}")
+            if x is None or x != x:
+                if not (coco and k in ("APr", "APc", "APf")):  # COCO has no LVIS frequency groups: nothing to say
+                    undefined.setdefault(k, []).append(v)
+                continue
+            lines.append(f"  {k:<10} {100 * x:.2f}")
+    if undefined:
+        lines.append("undefined (no ground truth in that group or area range), not shown: "
+                     + ", ".join(f"{k} ({'/'.join(vs)})" for k, vs in undefined.items()))
     if out.get("record_id") is not None:
         lines.append(f"stored record {out['record_id']}")
     return "\n".join(lines)

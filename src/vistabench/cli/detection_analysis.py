@@ -11,13 +11,15 @@ from .verbs import Verbs, add_verb
 
 ERROR_COLUMNS = ("Cls", "Loc", "Both", "Dupe", "Bkg", "Miss", "FalsePos", "FalseNeg")
 TableFormat = Literal["markdown", "csv"]
+PerClassSort = Literal["worst", "best", "name", "gt"]
 
 
 class Formatted:
-    """A handler's result plus the table format its human rendering uses (``--json`` prints the data)."""
+    """A handler's result plus the table format its human rendering uses (``--json`` prints the data) and
+    the table's own options (``table``: e.g. the per-class table's sort and top)."""
 
-    def __init__(self, data: dict[str, Any], fmt: str = "markdown") -> None:
-        self.data, self.fmt = data, fmt
+    def __init__(self, data: dict[str, Any], fmt: str = "markdown", *, table: dict[str, Any] | None = None) -> None:
+        self.data, self.fmt, self.table = data, fmt, dict(table or {})
 
     def to_dict(self) -> dict[str, Any]:
         return self.data
@@ -89,7 +91,8 @@ def register_analysis(d: Verbs) -> None:
                  "TIDE (Bolya et al., ECCV 2020): every false positive at IoU --pos-iou is a classification (Cls), "
                  "localisation (Loc), both (Both), duplicate (Dupe) or background (Bkg) error; unrecovered ground "
                  "truth is missed (Miss). Each figure is the AP gained by fixing all errors of that type (an "
-                 "oracle), in AP points (0-100, as TIDE); FalsePos / FalseNeg are the gains of perfect precision / "
+                 "oracle), in points of AP % (0-100, as TIDE, and as `detection eval` shows AP); FalsePos / FalseNeg "
+                 "are the gains of perfect precision / "
                  "recall.",
                  "--ap tide: TIDE's own AP50 (equal to tidecv 1.0.1); fixed / pool: the same decomposition of "
                  "AP^Fixed and AP^Pool at --pos-iou under the federated LVIS rules, with r/c/f groups on LVIS. "
@@ -151,13 +154,16 @@ def error_rows(res: dict[str, Any]) -> list[list[str]]:
         r = res[v]
         rows.append([v, _num(r["AP"])] + [_num(r[k]) for k in ERROR_COLUMNS])
         for f, g in (r.get("groups") or {}).items():
+            if g["AP"] is None or g["AP"] != g["AP"]:  # no category of the group has ground truth
+                continue
             rows.append([f"{v} ({f})", _num(g["AP"])] + [_num(g[k]) for k in ERROR_COLUMNS])
     return rows
 
 
 def human_errors(res: dict[str, Any]) -> str:
     s = res["settings"]
-    out = [f"dAP of fixing each error type, in AP points (0-100); AP at IoU {s['pos_iou']}, background IoU {s['bg_iou']}:",
+    out = [f"AP in % and dAP of fixing each error type in points of AP % (0-100, the unit of `detection eval`); "
+           f"AP at IoU {s['pos_iou']}, background IoU {s['bg_iou']}:",
            _markdown(["variant", "AP"] + list(ERROR_COLUMNS), error_rows(res))]
     for v in ("tide", "fixed", "pool"):
         if v in res and v != "pool":
@@ -214,10 +220,30 @@ def _human_confusion(r: Formatted) -> str:
 PER_CLASS_HEADER = ["category", "AP", "AP50", "AP75", "recall", "GT", "dets"]
 
 
-def per_class_table(pc: dict[str, Any], fmt: str = "markdown") -> str:
-    """`eval --per-class`'s table (percent for AP / recall), worst first."""
-    rows = [[r["name"], r["AP"], r["AP50"], r["AP75"], r["recall"], r["num_gt"], r["num_detections"]] for r in pc["rows"]]
+_SORT_WORDS = {"worst": "worst first", "best": "best first", "name": "by name", "gt": "most ground truth first"}
+
+
+def _ordered(rows: list[dict[str, Any]], sort: str) -> list[dict[str, Any]]:
+    """Per-class rows in ``sort`` order; a category without a defined AP (no ground truth) last."""
+    undefined = lambda r: r["AP"] is None or r["AP"] != r["AP"]  # noqa: E731
+    if sort == "name":
+        return sorted(rows, key=lambda r: str(r["name"]))
+    if sort == "gt":
+        return sorted(rows, key=lambda r: -(r["num_gt"] or 0))
+    sign = 1 if sort == "worst" else -1
+    return sorted(rows, key=lambda r: (undefined(r), 0.0 if undefined(r) else sign * r["AP"]))
+
+
+def per_class_table(pc: dict[str, Any], fmt: str = "markdown", *, sort: str = "worst", top: int | None = None) -> str:
+    """`eval --per-class`'s table (AP / recall in %, the CSV keeps fractions) in ``sort`` order
+    (:data:`PerClassSort`), its first ``top`` rows (None: all)."""
+    if sort not in _SORT_WORDS:
+        raise ValueError(f"sort: expected one of {', '.join(_SORT_WORDS)}, got {sort!r}")
+    chosen = _ordered(list(pc["rows"]), sort)[:top]
+    rows = [[r["name"], r["AP"], r["AP50"], r["AP75"], r["recall"], r["num_gt"], r["num_detections"]] for r in chosen]
     if fmt == "csv":
         return _csv(PER_CLASS_HEADER, rows)
     text = [[rw[0]] + [_num(100 * v if v is not None else v) for v in rw[1:5]] + [str(rw[5]), str(rw[6])] for rw in rows]
-    return f"per category (AP^{pc['variant'].capitalize()}, %, worst first):\n" + _markdown(PER_CLASS_HEADER, text)
+    shown = f", the first {len(rows)} of {len(pc['rows'])}" if top is not None and top < len(pc["rows"]) else ""
+    return (f"per category (AP^{pc['variant'].capitalize()}, %, {_SORT_WORDS[sort]}{shown}):\n"
+            + _markdown(PER_CLASS_HEADER, text))

@@ -181,10 +181,10 @@ def verdict_table(analysis: dict[str, Any], stream: str) -> Table | None:
              "diff": v["mean_error_difference"], "ratio": v["mean_compute_ratio"],
              "dominated": f"{v['indep_runs_dominated']} of {v['indep_runs']}"} for name, v in per.items()]
     cols = [Column("verdict", "Verdict", None, percent=False),
-            Column("wins", "Lower error at matched settings", None, percent=False),
-            Column("diff", "Mean error difference (points)", False, digits=1),
-            Column("ratio", "Compute vs Indep (×)", None, percent=False, digits=2),
-            Column("dominated", "Indep runs dominated (cFLOP, error)", None, percent=False)]
+            Column("wins", "Lower error (matched)", None, percent=False),
+            Column("diff", "Mean Δ error (points)", False, digits=1),
+            Column("ratio", "Compute (× Indep)", None, percent=False, digits=2),
+            Column("dominated", "Indep runs dominated", None, percent=False)]
     return Table(cols, rows, row_key="learner", row_title="Learner",
                  caption=f"{stream}: each learner against Indep at matched settings (same trials, steps and seed): "
                          "at how many it has the lower average meta-test error, the mean difference (points of "
