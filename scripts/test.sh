@@ -3,15 +3,36 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup-env.sh
-# the HTML report is checked in headless Chromium (tests/report/test_report_in_browser.py, skipped
-# without it); on CI, install Debian's chromium when it is missing (quietly; nothing to do when present)
-if [ "${CI:-}" = "true" ] && ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
+# the HTML report is checked in headless Chromium (tests/report/test_report_in_browser.py): found on the
+# PATH, else installed from Debian's apt (as root, or with sudo that asks no password), the same way
+# locally and on CI; when neither works, say loudly which tests will be skipped and why
+find_browser() {
+    for b in chromium chromium-browser google-chrome google-chrome-stable; do
+        if command -v "$b" >/dev/null 2>&1; then echo "$b"; return 0; fi
+    done
+    return 1
+}
+if ! find_browser >/dev/null; then
     sudo_cmd=""
-    if [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null 2>&1; then sudo_cmd="sudo"; fi
-    echo "installing chromium for the HTML report test ..." >&2
-    $sudo_cmd env DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null \
-        && $sudo_cmd env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null \
-        || echo "could not install chromium: the browser test will be skipped" >&2
+    if [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then sudo_cmd="sudo -n"; fi
+    if command -v apt-get >/dev/null 2>&1 && { [ "$(id -u)" -eq 0 ] || [ -n "$sudo_cmd" ]; }; then
+        echo "installing chromium (Debian package) for the HTML report's browser test ..." >&2
+        $sudo_cmd env DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null \
+            && $sudo_cmd env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null \
+            || echo "could not install chromium with apt-get" >&2
+    fi
+fi
+if browser=$(find_browser); then
+    echo "HTML report browser test: using $(command -v "$browser")" >&2
+else
+    {
+        echo "================================================================================"
+        echo "NO CHROMIUM: the HTML report's browser tests WILL BE SKIPPED"
+        echo "  (tests/report/test_report_in_browser.py: layout at 800 and 1280 px, text size, sorting)."
+        echo "  Neither chromium nor google-chrome is on the PATH, and apt-get could not install it"
+        echo "  (needs root or sudo without a password). Install it: apt-get install chromium"
+        echo "================================================================================"
+    } >&2
 fi
 # the linter first (pyflakes, pycodestyle, bugbear; settings in pyproject.toml): seconds, fails the run
 .venv/bin/python -m ruff check --quiet src tests benchmarks examples scripts
@@ -19,4 +40,7 @@ set +e
 .venv/bin/python -m pytest -q "$@"
 rc=$?
 if [ "$rc" -eq 5 ]; then echo "no tests were collected: failing" >&2; exit 1; fi
+if [ -z "${browser:-}" ]; then
+    echo "NOTE: the HTML report's browser tests were SKIPPED (no chromium; see the message above)" >&2
+fi
 exit "$rc"

@@ -108,7 +108,8 @@ def render(page: Path, tmp: Path, width: int) -> dict:
 @pytest.fixture(scope="module")
 def demo_report(quick_demo):
     if browser() is None:
-        pytest.skip("no chromium on this machine (Debian: apt-get install chromium); scripts/test.sh installs it on CI")
+        pytest.skip("no chromium on this machine (Debian: apt-get install chromium); scripts/test.sh installs it "
+                    "when it can and says so when it cannot")
     return quick_demo.page
 
 
