@@ -140,7 +140,9 @@ def test_run_is_the_library_call(files):
     config = DetectionConfig.from_dict({"gt": str(files / "gt.json"), "results": str(files / "dt.json"),
                                         "iou_type": "segm", "seed": 3})
     (rec,) = run(config)
-    assert rec.id is None and rec.seed == 3 and rec.method == "dt" and rec.dataset == "gt"
+    # named from the data's own metadata (the synthetic set's info.description), not the file's name "gt"
+    assert rec.id is None and rec.seed == 3 and rec.method == "dt"
+    assert rec.dataset == json.loads((files / "gt.json").read_text())["info"]["description"] != "gt"
     assert rec.settings["iou_type"] == "segm"
     with pytest.raises(InputError, match="config: expected a DetectionConfig"):
         run({"gt": "x"})

@@ -36,7 +36,7 @@ class ScoreOptions(RecordOptions):
     and the store."""
 
     record_what = "results"
-    record_dataset_default = "the ground-truth file's name"
+    record_dataset_default = "the ground truth's own name (info.description), else its file's name"
 
     gt: str = option(metavar="GT.json", help=GT_HELP)
     results: str = option(metavar="DT.json", help="results JSON list")
@@ -243,6 +243,7 @@ def _split(opts: SplitOptions) -> dict[str, Any]:
 
 
 def _eval(opts: ScoreOptions) -> dict[str, Any] | Formatted:
+    from ..data.coco_names import record_dataset_name
     from ..progress import step
     from ..protocols.detection import score, to_record
 
@@ -252,7 +253,7 @@ def _eval(opts: ScoreOptions) -> dict[str, Any] | Formatted:
                     split=opts.split, allow_empty=opts.allow_empty, kpt_oks_sigmas=opts.kpt_oks_sigmas,
                     per_class=opts.per_class, errors=opts.errors)
     out["settings"].update(gt=str(opts.gt), results=str(opts.results))
-    rec = to_record(out, dataset=opts.dataset or Path(opts.gt).stem,
+    rec = to_record(out, dataset=opts.dataset or record_dataset_name(opts.gt),
                     method=opts.method or Path(opts.results).stem, seed=opts.seed, tag=opts.tag,
                     split_hash=out["settings"].get("split_sha256"))
     ids = store_records(opts.store, rec)

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from ..config import Options, RunConfig, option
+from ..data.coco_names import record_dataset_name
 from ..errors import InputError
 
 __all__ = [
@@ -168,8 +169,8 @@ class DetectionConfig(RunConfig):
     dets_per_class: int = option(10_000, low=1, metavar="K", help="top K per category for AP^Fixed / AP^Pool")
     method: str | None = option(None, help="method name of the record (default: the results file's name "
                                            "without its extension)")
-    dataset: str | None = option(None, help="dataset name of the record (default: the ground-truth file's name "
-                                            "without its extension)")
+    dataset: str | None = option(None, help="dataset name of the record (default: the ground truth's own name, "
+                                            "its info.description, else the file's name without its extension)")
     seed: int | None = option(None, help="seed of the run that made the results (stored as is)")
     tag: str | None = option(None, help="free-form tag of the record")
     recipe: Literal["vistabench", "devil"] = option(
@@ -206,9 +207,10 @@ class DetectionConfig(RunConfig):
     def _named(values: dict[str, Any]) -> dict[str, Any]:
         """The unset record names from the files' names; the LVIS/COCO limit from the ground truth's content."""
         out: dict[str, Any] = {}
-        for name, path in (("method", "results"), ("dataset", "gt")):
-            if values.get(name) is None and isinstance(values.get(path), str):
-                out[name] = Path(values[path]).stem
+        if values.get("method") is None and isinstance(values.get("results"), str):
+            out["method"] = Path(values["results"]).stem  # a results list has no metadata: its file's name
+        if values.get("dataset") is None and isinstance(values.get("gt"), str):
+            out["dataset"] = record_dataset_name(values["gt"])
         if values.get("max_dets_per_image") is None:
             out["max_dets_per_image"] = FROM_GROUND_TRUTH
         return out
