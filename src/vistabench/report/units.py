@@ -41,11 +41,20 @@ def si_text(value: float | None, unit: str = "FLOP", digits: int = 2) -> str:
 
 def flop_axis(axis, unit: str = "FLOP") -> None:
     """Label a (log) plot axis's ticks with SI prefixes (``1 GFLOP``), as the tables name them; call it
-    after plotting. Minor ticks are labelled too when the axis spans less than a decade (it may have
-    no major tick then)."""
-    from matplotlib.ticker import EngFormatter, NullFormatter
+    after plotting. On an axis spanning few decades (one labelled power of ten or none) minor ticks
+    are labelled too: all of them under one decade, those at 2x and 5x a power of ten up to three."""
+    from matplotlib.ticker import EngFormatter, FuncFormatter, NullFormatter
 
-    axis.set_major_formatter(EngFormatter(unit=unit, sep=" "))
+    eng = EngFormatter(unit=unit, sep=" ")
+    axis.set_major_formatter(eng)
     lo, hi = sorted(axis.get_view_interval())
-    narrow = lo > 0 and hi / lo < 10
-    axis.set_minor_formatter(EngFormatter(unit=unit, sep=" ", places=1) if narrow else NullFormatter())
+    decades = math.log10(hi / lo) if lo > 0 else math.inf
+    if decades >= 3:
+        axis.set_minor_formatter(NullFormatter())
+        return
+
+    def minor(x: float, pos: int | None = None) -> str:
+        mantissa = round(x / 10 ** math.floor(math.log10(x) + 1e-9), 6) if x > 0 else 0
+        return eng(x) if decades < 1 or mantissa in (2, 5) else ""
+
+    axis.set_minor_formatter(FuncFormatter(minor))
