@@ -204,19 +204,22 @@ def _run(config, *, store, work_dir):
 
 def _run_human(res) -> str:
     from ..protocols.stream import summarise_events
+    from ..report.units import si_prefix, si_text
 
     records = res["records"] if "records" in res else [res]
     events = [r["metrics"] for r in records]
-    lines = [f"{'task':28} {'split':10} {'error':>7} {'GFLOP':>9} {'params':>9} {'s':>6}"]
+    factor, prefix = si_prefix(e["flops"] for e in events)  # one prefix for the column, as the tables
+    lines = [f"{'task':28} {'split':10} {'error':>7} {prefix + 'FLOP':>9} {'params':>9} {'s':>6}"]
     for e in events:
-        lines.append(f"{e['task'][:28]:28} {e['split']:10} {100 * e['error']:6.2f}% {e['flops'] / 1e9:9.3f} "
+        lines.append(f"{e['task'][:28]:28} {e['split']:10} {100 * e['error']:6.2f}% {e['flops'] / factor:9.3f} "
                      f"{e['parameters']:9d} {e['seconds']:6.1f}")
     run_id = records[0]["run_id"] if records else ""
     sm = summarise_events(events, run_id=run_id)
     err = sm["avg_error"]
     lines.append(f"run {run_id}: {sm['tasks']} tasks; average meta-test error "
-                 f"{'n/a' if not math.isfinite(err) else f'{100 * err:.2f}%'}; cFLOP {sm['cflop']:.3e} "
-                 f"= training {sm['cflop_train']:.3e} + selection/validation forwards {sm['cflop_selection']:.3e}")
+                 f"{'n/a' if not math.isfinite(err) else f'{100 * err:.2f}%'}; cFLOP {si_text(sm['cflop'])} "
+                 f"= training {si_text(sm['cflop_train'])} + selection/validation forwards "
+                 f"{si_text(sm['cflop_selection'])}")
     if records:
         st = records[0]["settings"]
         n_test = sum(e["split"] == "meta-test" for e in events)
@@ -237,9 +240,11 @@ def _pretrain(opts: PretrainOptions) -> dict[str, Any]:
 
 
 def _pretrain_human(res) -> str:
+    from ..report.units import si_text
+
     return (f"PT-MT checkpoint {res['checkpoint']}: {len(res['tasks'])} meta-train tasks of {res['stream']}, "
             f"{res['images']} images, {res['steps']} steps of batch {res['batch_size']}; pre-training compute "
-            f"{res['flops']:.3e} FLOP (reported apart from the stream's cFLOP; also in {res['checkpoint']}.json)\n"
+            f"{si_text(res['flops'])} (reported apart from the stream's cFLOP; also in {res['checkpoint']}.json)\n"
             f"{res['meta_test_cut']}\nnext: vistabench stream run --stream {res['stream']} --learner pt "
             f"--checkpoint {res['checkpoint']}")
 

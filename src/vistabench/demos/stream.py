@@ -76,9 +76,11 @@ def demo(store: ResultsStore, out_dir: Path, *, quick: bool) -> str:
         plt.close(fig)
     finally:
         torch.set_num_threads(threads)
+    from ..report.units import si_text
+
     lines = [runs_table(a, stream=stream.name).render("markdown"), ""]
     lines += [v["text"] for v in a["verdicts"].get(stream.name, {}).values()]
-    lines.append(f"PT checkpoint: {pre['steps']} steps on MNIST-5k train ({pre['flops'] / 1e9:.2f} GFLOP, "
+    lines.append(f"PT checkpoint: {pre['steps']} steps on MNIST-5k train ({si_text(pre['flops'])}, "
                  "not part of cFLOP, like the paper's external pretraining).")
     lines.append(f"Pareto plot: {out_dir / 'pareto.png'} ({time.perf_counter() - t0:.1f} s for {len(runs)} runs)")
     return "\n".join(lines)
