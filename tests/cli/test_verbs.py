@@ -147,3 +147,19 @@ def test_every_shipped_verb_is_generated():
     assert verbs[("longtail", "sweep")].flag_of("pool_labels") == "--labels"
     assert verbs[("longtail", "run")].flag_of("epochs") == "--epochs"  # a run verb: its config's flags
     assert verbs[("longtail", "run")].flag_of("out") == "--out"  # and its own
+
+
+def test_a_choice_beside_an_open_type_does_not_read_as_the_only_value(capsys):
+    """``int | Literal["smallest_class"]``: the metavar and the help say that a number is accepted too."""
+    @dataclass(frozen=True, kw_only=True)
+    class Open(RecordOptions):
+        n_max: int | Literal["smallest_class"] | None = option(None, low=1, help="head count")
+        mode: Literal["a", "b"] = option("a", help="closed")
+
+    parser, sub = new_command_line(prog="vb", description="test", epilog="", version="vb 1")
+    add_verb(verb_group(sub, "t", help="g", description="g"), "go", Open, run=lambda o: {}, human=str, help="go")
+    with pytest.raises(SystemExit):
+        main(["t", "go", "--help"], parser=parser)
+    out = " ".join(capsys.readouterr().out.split())
+    assert "--n-max {N,smallest_class}" in out and "(an integer, or one of: smallest_class)" in out
+    assert "--mode {a,b}" in out and "closed (one of: a, b)" in out

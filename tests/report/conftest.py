@@ -93,7 +93,8 @@ def figure_check():
 @pytest.fixture(scope="session")
 def quick_demo(tmp_path_factory):
     """The quick demo (every protocol) run once: ``page`` (the report), ``store``, and ``figures``:
-    (caption, problems) of every figure the report drew."""
+    (caption, problems) of every figure the report drew, checked as it becomes the PNG (its text
+    enlarged for a narrow page, :func:`vistabench.report.html.readable_text`)."""
     import vistabench.report.html as report_html
     from vistabench.demos import run_demo
 
@@ -102,6 +103,7 @@ def quick_demo(tmp_path_factory):
     draw = report_html.figure_html
 
     def checked(fig, caption=""):
+        report_html.readable_text(fig)  # as drawn: with the text enlarged for a narrow page
         figures.append((caption, figure_problems(fig)))
         return draw(fig, caption)
 
