@@ -76,18 +76,26 @@ def readable_text(fig, *, dpi: float = FIGURE_DPI, width_px: float = NARROW_CONT
     in the saved image, in pixels. Enlarged text widens the picture, so the check repeats (at most 4 times)."""
     from matplotlib.text import Text
 
-    texts = [t for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip()]
-    for _ in range(4):
+    def shown() -> list:  # after a draw: tick labels are made anew when the ticks are
+        return [t for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip()]
+
+    for _ in range(5):
         fig.canvas.draw()
         box = fig.get_tightbbox(fig.canvas.get_renderer())
         image_px = (box.width + 0.2) * dpi  # savefig's pad_inches=0.1 on both sides
         need_pt = min_px * 72 / dpi / min(1.0, width_px / image_px) * 1.01
-        small = [t for t in texts if t.get_fontsize() < need_pt]
+        small = [t for t in shown() if t.get_fontsize() < need_pt]
         if not small:
             break
+        for ax in fig.axes:  # tick labels through the axes, or new ticks would come back small
+            for name, axis in (("x", ax.xaxis), ("y", ax.yaxis)):
+                for which, ticks in (("major", axis.get_major_ticks()), ("minor", axis.get_minor_ticks())):
+                    if any(t.label1.get_fontsize() < need_pt for t in ticks):
+                        ax.tick_params(axis=name, which=which, labelsize=need_pt)
         for t in small:
             t.set_fontsize(need_pt)
-    return min((t.get_fontsize() for t in texts), default=0.0) * dpi / 72
+    fig.canvas.draw()
+    return min((t.get_fontsize() for t in shown()), default=0.0) * dpi / 72
 
 
 def figure_html(fig, caption: str = "") -> str:
