@@ -48,12 +48,16 @@ def _rec(method, *, rare=True, **settings):
 
 def test_coco_columns_and_the_calibration_caption():
     html = "".join(D.detection_section([_rec("mine", rare=False)]).parts)
-    head = html.split("</thead>")[0]
+    head = html.split("<thead>")[1].split("</thead>")[0]
     assert "AP^Old_r" not in head and "AP^Pool_f" not in head and "AP^Old" in head
-    assert "need LVIS frequency groups" in html  # the line saying why they are not shown
+    assert "need LVIS frequency groups" in html  # the words saying why they are not shown
+    table = D.detection_table([_rec("mine", rare=False)])  # the command line's table too
+    assert [c.key for c in table.columns] == ["old_AP", "fixed_AP", "pool_AP", "scores"]
+    assert "Not shown, without a value in any row: AP^Old_r, AP^Fixed_r" in table.caption
+    assert "AP^Old_r" not in table.render("markdown").split("\n", 2)[2]  # not a column of the markdown
     assert "Calibration moves the pooled curve" not in html
     html = "".join(D.detection_section([_rec("mine"), _rec("cal", calibration="platt")]).parts)
-    assert "Calibration moves the pooled curve" in html and "AP^Old_r" in html.split("</thead>")[0]
+    assert "Calibration moves the pooled curve" in html and "AP^Old_r" in html.split("<thead>")[1].split("</thead>")[0]
 
 
 def test_gaming_sentence_leaves_out_undefined_numbers():

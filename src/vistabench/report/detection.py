@@ -110,12 +110,17 @@ def detection_table(records: Records, *, dataset: str | None = None) -> Table:
                                "records": [r.id for r in s.records]}
         row.update({c.key: s.metrics.get(c.key) for c in _COLUMNS})
         rows.append(row)
-    return Table(columns=[*_COLUMNS, _SCORES], rows=rows,
+    # a frequency-group column without a value in any row (COCO data; no rare category with ground truth)
+    # is left out, and the caption says so
+    empty = [c for c in _COLUMNS if c.key[-1] in "rcf" and all(r.get(c.key) is None for r in rows)] if rows else []
+    left_out = (f" Not shown, without a value in any row: {', '.join(c.title for c in empty)} (they need LVIS "
+                "frequency groups with ground truth; COCO data has none)." if empty else "")
+    return Table(columns=[*(c for c in _COLUMNS if c not in empty), _SCORES], rows=rows,
                  caption="Large-vocabulary detection: AP^Old (per-image limit), AP^Fixed (top-k per class), "
                          "AP^Pool (categories pooled), in %. A row merges the records that scored the same "
                          "detections, each AP from the latest record that measured it (– not measured). "
                          "Scores: as detected, re-ranked (top-k per class, the gaming policy) or calibrated "
-                         "per category on held-out images.")
+                         "per category on held-out images." + left_out)
 
 
 def curve_sets(sets: list[ScoredSet], limit: int = MAX_CURVES) -> tuple[list[ScoredSet], int]:
