@@ -71,3 +71,10 @@ def test_cflop_column_has_one_si_prefix_named_in_its_title():
     assert [r["cflop_si"] for r in t.rows] == [2.0, 3.5]
     regret = next(c for c in t.columns if c.key == "regret")
     assert math.isclose(t.rows[1]["regret"], -0.1) and format_value(t.rows[1]["regret"], regret) == "-10.0"
+
+
+def test_the_analysis_json_names_its_raw_units():
+    from vistabench.report.stream_analysis import analyse
+
+    units = analyse([])["units"]
+    assert units["avg_error"] == "fraction (0-1)" and units["cflop"] == "FLOP"

@@ -137,6 +137,9 @@ def analyse(records: Records, run_ids: Sequence[str] | None = None) -> dict[str,
         "forward_transfer": ft,
         "slices": slices,
         "verdicts": verdicts(runs),
+        # the raw units of this JSON; the tables, plots and text show % / points of % and SI-prefixed FLOP
+        "units": {"avg_error": "fraction (0-1)", "regret": "fraction, summed over tasks",
+                  "slices": "fraction (0-1)", "cflop": "FLOP", "forward_transfer": "ratio"},
     }
 
 
