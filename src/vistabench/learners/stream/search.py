@@ -17,7 +17,10 @@ Each trial's ``steps`` are split into ``E`` equal chunks (E = the largest of 4, 
 ``steps``) after each of which the validation score is measured: the best trial's scores against
 progress ``e / E`` are the learning curve used for forward transfer. Multilabel tasks train with a
 sigmoid binary cross-entropy on a head padded to one output per distinct label pattern (the shared
-trainer takes integer labels; only the first C outputs are scores); their validation score is mAP.
+trainer takes integer labels; only the first C outputs are scores); their validation score is mAP
+(``multilabel_selection: map``) or 1 − dm_nevis's per-label error (``error``). ``input_scaling``
+and ``weight_init`` choose the networks' input scaling (:func:`input_normaliser`) and a fresh
+network's initialisation (:func:`haiku_init`).
 """
 
 from __future__ import annotations
