@@ -30,9 +30,9 @@ def compare_module():
 
 
 def toy_train(num_classes: int = 10, side: int = 32, seed: int = 0) -> Dataset:
-    """A small long-tailed RGB set (class c has 140 − 12c images, at least 2)."""
+    """A small long-tailed RGB set (class c has 40 − 3c images, at least 2)."""
     rng = np.random.default_rng(seed)
-    labels = np.concatenate([np.full(max(2, 140 - 12 * c), c) for c in range(num_classes)])
+    labels = np.concatenate([np.full(max(2, 40 - 3 * c), c) for c in range(num_classes)])
     images = rng.integers(0, 256, (len(labels), side, side, 3), dtype=np.uint8)
     return Dataset(images, labels, [f"c{i}" for i in range(num_classes)], name="toy-lt")
 

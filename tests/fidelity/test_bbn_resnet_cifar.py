@@ -46,7 +46,7 @@ def test_parameter_shapes_and_counts(load_reference):
 def test_initial_weight_statistics_per_layer(load_reference):
     ref = _reference(load_reference)
     train = lt.toy_train()
-    used = lt.fit_predict("bbn", train, train.images[:2], epochs=1, batch_size=512, lr=1e-12, init="fan_in",
+    used = lt.fit_predict("bbn", train, train.images[:2], epochs=1, batch_size=256, lr=1e-12, init="fan_in",
                           model="resnet32").model  # the network fit_predict trained
     cmp.assert_same_init(cmp.conv_weight_stats(used, min_size=256), cmp.conv_weight_stats(ref, min_size=256))
 

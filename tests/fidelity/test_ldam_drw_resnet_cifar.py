@@ -42,7 +42,7 @@ def test_parameter_shapes_and_counts(load_reference):
 
 def test_initial_weight_statistics_per_layer(load_reference):
     ref = load_reference("ldam_drw", "models/resnet_cifar.py").resnet32(num_classes=100, use_norm=True)
-    trained = lt.fit_predict("ldam_drw", lt.toy_train(), lt.toy_train().images[:2], epochs=1, batch_size=512,
+    trained = lt.fit_predict("ldam_drw", lt.toy_train(), lt.toy_train().images[:2], epochs=1, batch_size=256,
                              lr=1e-12, init="fan_in", model="resnet32").model  # the network fit_predict used
     cmp.assert_same_init(cmp.conv_weight_stats(trained, min_size=256), cmp.conv_weight_stats(ref, min_size=256))
     ours_norms = trained.classifier.weight.detach().norm(dim=1)

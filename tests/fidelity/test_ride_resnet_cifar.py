@@ -68,7 +68,7 @@ def test_parameter_shapes_and_counts(load_reference):
 def test_initial_weight_statistics_per_layer(load_reference):
     ref = _reference(load_reference)
     train = lt.toy_train(num_classes=C // 10)
-    used = lt.fit_predict("ride", train, train.images[:2], epochs=1, batch_size=512, lr=1e-12, init="fan_in",
+    used = lt.fit_predict("ride", train, train.images[:2], epochs=1, batch_size=256, lr=1e-12, init="fan_in",
                           model="resnet32").model
     # per layer in the reference's order (the classes only change the heads)
     theirs = {k: v for k, v in ref.state_dict().items() if v.dim() == 4 and v.numel() >= 256}
