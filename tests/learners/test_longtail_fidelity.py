@@ -231,3 +231,60 @@ def test_tde_and_lade_reference_epochs_are_int_n_over_batch_steps(sgd):
         fit_predict(method, TRAIN, IMAGES[:6], model="cnn28", epochs=2, batch_size=16, seed=0,
                     drop_last=cfg.drop_last)
         assert sgd.steps == 2 * (70 // 16)
+
+
+def _std_over_fan_in(conv: torch.nn.Conv2d) -> float:
+    """The weights' std over the fan-in Kaiming std √(2 / fan_in) (1 under the references' init)."""
+    w = conv.weight.detach()
+    return float(w.std()) / math.sqrt(2 / w[0].numel())
+
+
+def test_cosine_heads_start_at_unit_norm_under_fan_in_and_at_kaiming_uniform_otherwise():
+    # issue item 14: LDAM-DRW models/resnet_cifar.py:42 (uniform(-1, 1).renorm(2, 1, 1e-5).mul(1e5))
+    ref = fit_predict("ldam_drw", TRAIN, IMAGES[:6], epochs=1, batch_size=16, seed=0, lr=1e-12, init="fan_in")
+    own = fit_predict("ldam_drw", TRAIN, IMAGES[:6], epochs=1, batch_size=16, seed=0, lr=1e-12)
+    norms = ref.model.classifier.weight.detach().norm(dim=1)
+    np.testing.assert_allclose(norms.numpy(), 1.0, rtol=1e-5)
+    fan = own.model.classifier.weight.shape[1]
+    # kaiming_uniform(a=√5): U(±1/√fan): the squared norm's mean is fan · 1/(3 fan) = 1/3
+    assert float(own.model.classifier.weight.detach().norm(dim=1).pow(2).mean()) == pytest.approx(1 / 3, rel=0.2)
+    assert fan == own.model.feature_dim
+
+
+def test_ride_expert_stages_and_heads_follow_the_runs_init():
+    # issue item 15: RIDE ride_resnet_cifar.py:142 applies _weights_init after building the experts
+    kw = dict(epochs=1, batch_size=16, seed=0, lr=1e-12, model="resnet32",
+              options={"num_experts": 2, "reweight_epoch": 1})
+    ref = fit_predict("ride", TRAIN, IMAGES[:6], init="fan_in", **kw)
+    own = fit_predict("ride", TRAIN, IMAGES[:6], **kw)
+    for net, expected in ((ref.model, 1.0), (own.model, None)):
+        for block in net.blocks:
+            first_24, first_48 = block[0].conv1, block[len(block) // 2].conv1  # 16→24 and 24→48 convolutions
+            for conv in (first_24, first_48):
+                cout, cin = conv.weight.shape[:2]
+                want = 1.0 if expected else math.sqrt(cin / cout)  # fan-out: √(2 / (cout·9))
+                assert _std_over_fan_in(conv) == pytest.approx(want, rel=0.08)
+    np.testing.assert_allclose(ref.model.heads[0].weight.detach().norm(dim=1).numpy(), 1.0, rtol=1e-5)
+
+
+def test_bbn_branch_blocks_follow_the_runs_init():
+    # issue item 15: BBN lib/backbone/resnet_cifar.py:163–166 (its branches inside the init's scope)
+    kw = dict(epochs=1, batch_size=16, seed=0, lr=1e-12, model="cnn28")
+    ref = fit_predict("bbn", TRAIN, IMAGES[:6], init="fan_in", **kw)
+    own = fit_predict("bbn", TRAIN, IMAGES[:6], **kw)
+    w_ref, w_own = ref.model.conventional.fc.weight.detach(), own.model.conventional.fc.weight.detach()
+    d = w_ref.shape[1]
+    assert float(w_ref.std()) == pytest.approx(math.sqrt(2 / d), rel=0.05)
+    assert float(w_own.std()) == pytest.approx(math.sqrt(1 / (3 * d)), rel=0.05)
+
+
+def test_crt_best_val_restores_the_second_stages_best_classifier():
+    # issue item 16: classifier-balancing run_networks.py:357–363, 376 (reset_model(best_model_weights))
+    test_x, test_y = IMAGES[::3], LABELS[::3]
+    res = fit_predict("crt", TRAIN, test_x, epochs=3, batch_size=16, seed=0, lr=0.2, select_checkpoint="best_test",
+                      selection=(test_x, test_y), options={"crt_epochs": 4, "crt_lr": 0.5})
+    stages = res.settings["checkpoint"]["stages"]
+    assert len(stages) == 2 and stages[1]["epochs"] == 4
+    hist = [h["val_acc"] for h in res.train_results[1].history]
+    assert stages[1]["selected_acc"] == max(hist) and stages[1]["epoch"] == 1 + hist.index(max(hist))
+    assert float(np.mean(res.logits.argmax(1) == test_y)) == pytest.approx(stages[1]["selected_acc"])

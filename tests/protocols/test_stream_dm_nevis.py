@@ -160,7 +160,7 @@ def test_keep_best_state_keeps_the_best_validation_network_and_scores_the_last(m
         return original(self, images)
 
     monkeypatch.setattr(search.SearchTrainer, "predict_logits", spy)
-    monkeypatch.setattr(search, "selection_score", lambda kind, logits, targets: next(scores))
+    monkeypatch.setattr(search, "selection_score", lambda kind, logits, targets, **kw: next(scores))
     stream = load_stream("embedded")
     task = stream.tasks[0]
     data = resolve_task(task, stream)

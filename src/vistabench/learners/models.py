@@ -53,15 +53,27 @@ class Backbone(nn.Module):
 class NormedLinear(nn.Module):
     """Cosine classifier ``logits = normalize(f) @ normalize(W)`` (no bias), as in LDAM (Cao et al.).
 
-    Logits lie in [-1, 1]; the LDAM loss multiplies them by its scale ``s``.
+    Logits lie in [-1, 1]; the LDAM loss multiplies them by its scale ``s``. ``init``: ``"unit"``
+    draws each class vector uniformly in [-1, 1] and rescales it to norm 1, as the references'
+    ``NormedLinear`` (LDAM-DRW ``models/resnet_cifar.py:42``, RIDE, SADE); ``"kaiming_uniform"``
+    is PyTorch's linear-layer default (class vectors of norm ≈ 0.58). The direction is uniform
+    in both; the norm sets the size of the first steps (the gradient through the normalisation
+    scales as 1/‖w‖).
     """
 
-    def __init__(self, in_features: int, out_features: int) -> None:
+    def __init__(self, in_features: int, out_features: int, *, init: str = "kaiming_uniform") -> None:
         super().__init__()
         self.in_features = in_features
         self.out_features = out_features
         self.weight = nn.Parameter(torch.empty(out_features, in_features))
-        nn.init.kaiming_uniform_(self.weight, a=math.sqrt(5))
+        if init == "unit":
+            with torch.no_grad():
+                self.weight.uniform_(-1, 1)
+                self.weight.div_(self.weight.norm(dim=1, keepdim=True).clamp_min(1e-12))
+        elif init == "kaiming_uniform":
+            nn.init.kaiming_uniform_(self.weight, a=math.sqrt(5))
+        else:
+            raise InputError(f"init: expected 'unit' or 'kaiming_uniform', got {init!r}")
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return F.linear(F.normalize(x, dim=1), F.normalize(self.weight, dim=1))

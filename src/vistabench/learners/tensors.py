@@ -23,7 +23,7 @@ import torch
 from .._validation import check_array
 from ..errors import InputError
 
-__all__ = ["Normaliser", "check_images", "augment_batch", "to_float_nchw"]
+__all__ = ["Normaliser", "check_images", "augment_batch", "to_float_nchw", "resize_center_crop"]
 
 _CHUNK = 4096
 
@@ -159,3 +159,39 @@ def augment_batch(x: torch.Tensor, generator: torch.Generator, *, padding: int =
         mask = (torch.rand(n, generator=generator) < 0.5).to(dev)
         x = torch.where(mask[:, None, None, None], x.flip(3), x)
     return x
+
+
+def resize_center_crop(images: np.ndarray, *, scale: float = 1.15) -> np.ndarray:
+    """Each image resized to ``int(scale · s)`` px (bilinear, half-pixel centres) and centre-cropped
+    back to its side ``s``: the evaluation view of the FSCIL references (Revisting_FSCIL
+    ``dataloader/cifar100/cifar.py:82–86``, ``Resize(int(s · 1.15)) + CenterCrop(s)``).
+
+    Parameters
+    ----------
+    images : ndarray, shape (N, s, s, B)
+        Square images, uint8 (rounded back to uint8, as the reference's PIL resize) or float.
+
+    Returns
+    -------
+    ndarray, shape (N, s, s, B), the dtype of ``images``
+
+    >>> x = np.arange(16, dtype=np.uint8).reshape(1, 4, 4, 1) * 10
+    >>> resize_center_crop(x, scale=1.5).shape
+    (1, 4, 4, 1)
+    """
+    n, h, w = images.shape[:3]
+    if h != w:
+        raise InputError(f"images: the resize-and-crop view needs square images, got {h}x{w}")
+    big = int(h * scale)
+    if big == h or n == 0:
+        return images.copy()
+    top = int(round((big - h) / 2.0))
+    out = np.empty_like(images)
+    for s in range(0, n, _CHUNK):
+        x = torch.from_numpy(np.ascontiguousarray(images[s:s + _CHUNK])).permute(0, 3, 1, 2).float()
+        y = torch.nn.functional.interpolate(x, size=(big, big), mode="bilinear", align_corners=False)
+        y = y[:, :, top:top + h, top:top + h].permute(0, 2, 3, 1)
+        if images.dtype == np.uint8:
+            y = y.round().clamp(0, 255)
+        out[s:s + _CHUNK] = y.numpy().astype(images.dtype)
+    return out

@@ -360,7 +360,8 @@ def run_sessions(config: Any, data: Any, sessions: dict[str, Any], *,
     ctx = IncrementalContext(  # the recipe whole (its backbone resolved), and the novel sessions' budget
         **{**recipe_values(config), "model": model}, model_options=model_options,
         in_channels=int(data.train.images.shape[-1]), image_size=image_size, novel_epochs=config.novel_epochs,
-        novel_lr=config.novel_lr, seed=config.seed, method_options=config.learner_options(), base_cache=base_cache)
+        novel_lr=config.novel_lr, seed=config.seed, method_options=config.learner_options(), base_cache=base_cache,
+        eval_transform=config.eval_transform)
     learner = incremental_methods.get(config.method).load()(ctx)
     out = Path(work_dir) if work_dir is not None else None
     preds: list[Predictions] = []

@@ -135,6 +135,11 @@ class IncrementalConfig(_RECIPE):
                                          "(cos, cr, ir_intra, ir_inter, ce_novel)")
     fr_ensemble: Literal["logits", "softmax"] = option("logits",
                                                        help="fr: older spelling of method_options ensemble")
+    eval_transform: Literal["none", "resize_crop"] = option(
+        "none", key_default="none",
+        help="the images the learner scores and builds prototypes from: none (as stored) or resize_crop "
+             "(resized to int(1.15 s) px and centre-cropped to s, the test transform of the authors' code, "
+             "Revisting_FSCIL dataloader/cifar100/cifar.py)")
     seed: int = option(0, help="seed of the shots, the initialisation and the training order")
     compat: bool = option(False, help="score gAcc with the authors' public formula")
     tag: str | None = option(None, help="tag of the stored record")
@@ -162,6 +167,9 @@ class IncrementalConfig(_RECIPE):
         model, model_opt = cls._backbone(out, method, mo.get("recipe"))
         out["model"], out["model_opt"] = model, model_opt  # the backbone the run builds, printed
         cls._resolve_layout(out)
+        if method == "fr" and out.get("eval_transform", "none") != "none":
+            raise InputError("eval_transform: resize_crop goes with the prototype and finetune learners; fr "
+                             "scores the images as stored (its reference trains on 36 px views: docs/fidelity.md)")
         if method == "fr":
             if model != "vit_small":
                 raise InputError(f"model: method 'fr' needs a ViT backbone with intermediate blocks (vit_small), "

@@ -135,6 +135,18 @@ class StreamConfig(_RECIPE):
                                         "the last; its score stays the last point's")
     val_fraction: float = option(_CPU["val_fraction"], low=0, high=1, low_open=True, key_default=_CPU["val_fraction"],
                                  help="fraction of each task's training part held out for model selection")
+    multilabel_selection: Literal["map", "error"] = option(
+        _CPU["multilabel_selection"], key_default=_CPU["multilabel_selection"],
+        help="multilabel tasks: a trial's validation score is the mAP over the labels with positives ('map') or "
+             "1 - the mean per-label 0/1 error at probability 0.5 (dm_nevis's 'validation_metric': 'error')")
+    input_scaling: Literal["standardise", "minus_one_one"] = option(
+        _CPU["input_scaling"], key_default=_CPU["input_scaling"],
+        help="network inputs: standardised with the task's measured mean/std, or pixels mapped to [-1, 1] "
+             "(dm_nevis's augmentations.normalize)")
+    weight_init: Literal["torch", "haiku"] = option(
+        _CPU["weight_init"], key_default=_CPU["weight_init"],
+        help="a freshly built network's convolutions and linear layers: the model's own (Kaiming fan-out, PyTorch's "
+             "linear default) or haiku's defaults (truncated normal, std 1/sqrt(fan_in); biases 0), as dm_nevis")
     learner_options: dict = option(
         default_factory=dict, flags=("--learner-opt", "--learner-options"), metavar="KEY=VALUE",
         help="the learner's own options (ensemble: temperature; ft-d / mt: knn_train, knn_val, knn_k, knn_fresh, "
@@ -183,6 +195,11 @@ class StreamConfig(_RECIPE):
             model_cls = model_options_class(out.get("model", "cnn28"))
             has_width = model_cls is not None and "width" in model_cls.__dataclass_fields__
             out["width"] = _DEFAULT_WIDTH.get(out.get("model", "cnn28")) if has_width else None
+        if learner == "bhpo" and out.get("search_space", "large") == "large" and out["width"] is None:
+            # the large space's architecture dimension is the model's width: without one it would vanish
+            raise InputError(f"search_space: 'large' searches the architecture as the model's width (x0.5, x1, x2); "
+                             f"model {out.get('model')!r} has none (recipe {recipe}): choose --model cnn28 or "
+                             "--search-space default")
         return out
 
     @classmethod
@@ -257,6 +274,8 @@ class StreamConfig(_RECIPE):
                 "label_smoothing_range": tuple(self.label_smoothing_range), "decay_mask": self.decay_mask,
                 "batch_size_rule": self.batch_size_rule, "min_batch": self.min_batch, "max_batch": self.max_batch,
                 "final_lr": self.final_lr, "keep_best_state": self.keep_best_state, "val_fraction": self.val_fraction,
+                "multilabel_selection": self.multilabel_selection, "input_scaling": self.input_scaling,
+                "weight_init": self.weight_init,
                 **{k: tuple(v) if isinstance(v, list) else v for k, v in self.learner_options.items()}}
 
     def run_id_suffix(self) -> str:

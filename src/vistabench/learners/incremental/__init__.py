@@ -87,6 +87,8 @@ class IncrementalContext:
     ``compile``, ``devices``, ``loader``, ``workers``: as in :func:`~vistabench.learners.models.build_model`
     and :class:`~..trainer.TrainConfig` (which every session's trainer is made from, by
     ``TrainConfig.from_recipe(ctx, ...)``).
+    ``eval_transform``: ``"none"`` (images as stored) or ``"resize_crop"`` (test images and
+    prototype images resized by 1.15 and centre-cropped, as the reference's test transform).
     ``method_options``: the
     method's Options. ``base_cache``: a dict shared by runs that train the same base session
     (seeded, so the copy equals a retrained model).
@@ -117,4 +119,5 @@ class IncrementalContext:
     devices: int = 1
     loader: str = "memory"
     workers: int = 0
+    eval_transform: str = "none"
     base_cache: dict | None = field(default=None, compare=False, repr=False)

@@ -33,6 +33,7 @@ from torch import nn
 
 from ...errors import InputError
 from ..models import build_model
+from ..tensors import resize_center_crop
 from ..trainer import TrainConfig, Trainer
 from . import IncrementalContext
 from .options import step_factor
@@ -86,6 +87,15 @@ class IncrementalLearner:
         self.trainer: SessionTrainer | None = None
         self.train_results: list[Any] = []
         self.base_cache = ctx.base_cache
+
+    def _view(self, images: np.ndarray) -> np.ndarray:
+        """The images a learner scores and builds prototypes from: as stored, or (``eval_transform:
+        resize_crop``) resized by 1.15 and centre-cropped, as the reference's test transform
+        (Revisting_FSCIL ``dataloader/cifar100/cifar.py:82–86``; its prototypes use the same one:
+        ``models/base/fscil_trainer.py:106,124``)."""
+        if self.cfg.eval_transform == "resize_crop":
+            return resize_center_crop(images)
+        return images
 
     def _targets(self, labels: np.ndarray) -> np.ndarray:
         pos = {c: k for k, c in enumerate(self.classes)}
@@ -162,7 +172,7 @@ class PrototypeLearner(IncrementalLearner):
         self.prototypes = np.zeros((0, 0), dtype=np.float64)
 
     def _prototypes(self, images: np.ndarray, labels: np.ndarray, classes: Sequence[int]) -> np.ndarray:
-        feats = self.trainer.features(images).astype(np.float64)  # type: ignore[union-attr]
+        feats = self.trainer.features(self._view(images)).astype(np.float64)  # type: ignore[union-attr]
         protos = np.stack([feats[labels == c].mean(axis=0) for c in classes])
         norms = np.linalg.norm(protos, axis=1, keepdims=True)
         return protos / np.where(norms > 0, norms, 1.0)
@@ -179,7 +189,7 @@ class PrototypeLearner(IncrementalLearner):
     def scores(self, images: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         if self.trainer is None:
             raise InputError("scores: learn the base session first")
-        f = self.trainer.features(images).astype(np.float64)
+        f = self.trainer.features(self._view(images)).astype(np.float64)
         n = np.linalg.norm(f, axis=1, keepdims=True)
         f = f / np.where(n > 0, n, 1.0)
         return (f @ self.prototypes.T).astype(np.float32), np.asarray(self.classes, dtype=np.int64)
@@ -213,6 +223,6 @@ class FinetuneLearner(IncrementalLearner):
     def scores(self, images: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         if self.trainer is None:
             raise InputError("scores: learn the base session first")
-        return self.trainer.predict_logits(images), np.asarray(self.classes, dtype=np.int64)
+        return self.trainer.predict_logits(self._view(images)), np.asarray(self.classes, dtype=np.int64)
 
 

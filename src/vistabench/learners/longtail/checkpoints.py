@@ -20,7 +20,7 @@ from torch import nn
 
 from ..train_config import TrainResult
 
-__all__ = ["CheckpointSelector", "fan_in_init"]
+__all__ = ["CheckpointSelector", "fan_in_init", "fan_in_weights"]
 
 
 class CheckpointSelector:
@@ -76,6 +76,13 @@ def fan_in_init(model: nn.Module, seed: int) -> None:
     layers keep their initialisation."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        for m in model.modules():
-            if isinstance(m, (nn.Conv2d, nn.Linear)):
-                nn.init.kaiming_normal_(m.weight)
+        fan_in_weights(model)
+
+
+def fan_in_weights(model: nn.Module) -> None:
+    """:func:`fan_in_init`'s weights drawn from the current RNG (for parts built inside an already
+    seeded block: BBN's branch blocks, RIDE/SADE's expert stages, which the references build before
+    their ``self.apply(_weights_init)``)."""
+    for m in model.modules():
+        if isinstance(m, (nn.Conv2d, nn.Linear)):
+            nn.init.kaiming_normal_(m.weight)

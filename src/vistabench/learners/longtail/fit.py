@@ -156,7 +156,9 @@ def fit_predict(
         out (:func:`~vistabench.learners.external.load_pretrained`).
     init : {"fan_out", "fan_in"}
         ``fan_in``: Kaiming-normal fan-in weights on every convolution and linear layer of the
-        backbone (:func:`.checkpoints.fan_in_init`); ``fan_out``: the model's own initialisation.
+        backbone (:func:`.checkpoints.fan_in_init`) and of the branch blocks / expert stages a method
+        adds, and unit-norm cosine heads (the references' construction); ``fan_out``: the model's
+        own initialisation (Kaiming fan-out convolutions, PyTorch's default linear and cosine heads).
     select_checkpoint : {"last", "best_val", "best_test"}
         ``last``: each stage ends with its last epoch's weights. Otherwise each stage is scored on
         ``selection`` (images, labels) after every epoch and keeps its best epoch; what was chosen
@@ -211,7 +213,8 @@ def fit_predict(
         fan_in_init(net, seed)
     if pretrained is not None:  # after the initialisation: the file's weights win, the head stays fresh
         load_pretrained(net, pretrained)
-    ctx = MethodContext(train=train, counts=counts, model=net, cfg=cfg, normaliser=normaliser, selector=selector)
+    ctx = MethodContext(train=train, counts=counts, model=net, cfg=cfg, normaliser=normaliser, selector=selector,
+                        init=init)
     logits, results = spec.load()(ctx, test_images, options)
     settings = {"method": method, "model": model, "epochs": epochs, "seed": seed, "device": device,
                 "batch_size": batch_size, "lr": lr, "weight_decay": weight_decay, "augment": augment,

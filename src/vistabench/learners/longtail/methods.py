@@ -49,7 +49,7 @@ def run_focal(ctx: MethodContext, test: np.ndarray, opt: FocalOptions) -> Out:
 def run_ldam(ctx: MethodContext, test: np.ndarray, opt: LDAMOptions) -> Out:
     with torch.random.fork_rng(devices=[]):  # seeded init of the cosine head; global RNG untouched
         torch.manual_seed(ctx.cfg.seed)
-        ctx.model.classifier = NormedLinear(ctx.model.feature_dim, ctx.model.num_classes)
+        ctx.model.classifier = NormedLinear(ctx.model.feature_dim, ctx.model.num_classes, init=ctx.head_init)
     loss = LDAMLoss(ctx.counts, max_margin=opt.max_margin, scale=opt.scale, drw_epoch=opt.drw_epoch, beta=opt.beta)
     res = train(ctx, loss)
     return predict(ctx, test) * np.float32(opt.scale), [res]

@@ -26,6 +26,7 @@ from torch import nn
 
 from ..losses import tde_counterfactual
 from ..models import Backbone, CifarBlock, CifarResNet, NormedLinear, kaiming_init, models
+from .checkpoints import fan_in_weights
 
 __all__ = ["BBNNet", "BBNStyleResNet32", "BranchBlock", "CausalNormNet", "ExpertNet", "reversed_probabilities",
            "split_backbone"]
@@ -57,7 +58,7 @@ class _Features(nn.Module):
         return self.backbone.features(x)
 
 
-def split_backbone(backbone: Backbone, kind: Literal["experts", "last_block"]
+def split_backbone(backbone: Backbone, kind: Literal["experts", "last_block"], *, init: str = "fan_out"
                    ) -> tuple[nn.Module, Callable[[], nn.Module], int]:
     """``(trunk, make_private, dim)``: the shared trunk, a factory of one private part (trunk output
     -> (N, dim) features, freshly initialised) and the private feature size.
@@ -66,7 +67,11 @@ def split_backbone(backbone: Backbone, kind: Literal["experts", "last_block"]
     and stage 1 and makes stages 2–3 with widths 24/48 (RIDE/SADE ``reduce_dimension``);
     ``"last_block"`` shares everything but the last block and makes a 64-channel block (BBN's
     ``cb_block``/``rb_block``). Other backbones: trunk = ``features``, private = :class:`BranchBlock`.
+    ``init``: the run's; ``fan_in`` gives the private parts Kaiming fan-in weights, as the references
+    build them before their ``apply(_weights_init)`` (BBN ``lib/backbone/resnet_cifar.py:163–166``,
+    RIDE ``ride_resnet_cifar.py:142``); ``fan_out``: :func:`~..models.kaiming_init`.
     """
+    initialise = fan_in_weights if init == "fan_in" else kaiming_init
     if isinstance(backbone, CifarResNet):
         n = len(backbone.layers) // 3
         stem = [backbone.conv1, backbone.bn1, nn.ReLU()]
@@ -78,17 +83,23 @@ def split_backbone(backbone: Backbone, kind: Literal["experts", "last_block"]
                         blocks.append(CifarBlock(cin, cout, 2 if b == 0 else 1))
                         cin = cout
                 m = nn.Sequential(*blocks, _PoolFlatten())
-                kaiming_init(m)
+                initialise(m)
                 return m
             return nn.Sequential(*stem, *backbone.layers[:n]), make, 48
 
         def make_block() -> nn.Module:
             m = nn.Sequential(CifarBlock(64, 64, 1), _PoolFlatten())
-            kaiming_init(m)
+            initialise(m)
             return m
         return nn.Sequential(*stem, *backbone.layers[:-1]), make_block, 64
     D = backbone.feature_dim
-    return _Features(backbone), lambda: BranchBlock(D), D
+
+    def make_branch() -> nn.Module:
+        m = BranchBlock(D)
+        if init == "fan_in":
+            fan_in_weights(m)
+        return m
+    return _Features(backbone), make_branch, D
 
 
 class BBNStyleResNet32(Backbone):
@@ -128,9 +139,9 @@ class BBNNet(nn.Module):
     concatenation ``[f_c, f_r]`` (2D -> C). ``forward`` (inference) = classifier([f_c, f_r]) — the
     reference's equal-weight test mode."""
 
-    def __init__(self, backbone: Backbone) -> None:
+    def __init__(self, backbone: Backbone, *, init: str = "fan_out") -> None:
         super().__init__()
-        self.trunk, make, D = split_backbone(backbone, "last_block")
+        self.trunk, make, D = split_backbone(backbone, "last_block", init=init)
         self.conventional = make()
         self.rebalancing = make()
         self.head = nn.Linear(2 * D, backbone.num_classes)
@@ -153,12 +164,13 @@ class ExpertNet(nn.Module):
     (RIDE's and SADE's ``use_norm`` heads, s = 30). ``experts(x)`` -> (E, N, C); ``forward`` = the
     weighted sum ``Σ_k w_k z_k`` with ``weights`` (default uniform: the experts' mean)."""
 
-    def __init__(self, backbone: Backbone, num_experts: int, *, scale: float = 30.0) -> None:
+    def __init__(self, backbone: Backbone, num_experts: int, *, scale: float = 30.0, init: str = "fan_out") -> None:
         super().__init__()
-        self.trunk, make, D = split_backbone(backbone, "experts")
+        self.trunk, make, D = split_backbone(backbone, "experts", init=init)
         C = backbone.num_classes
         self.blocks = nn.ModuleList(make() for _ in range(num_experts))
-        self.heads = nn.ModuleList(NormedLinear(D, C) for _ in range(num_experts))
+        head_init = "unit" if init == "fan_in" else "kaiming_uniform"
+        self.heads = nn.ModuleList(NormedLinear(D, C, init=head_init) for _ in range(num_experts))
         self.scale = float(scale)
         self.register_buffer("weights", torch.full((num_experts,), 1.0 / num_experts))
         self.num_classes = C

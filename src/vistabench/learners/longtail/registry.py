@@ -52,6 +52,9 @@ class MethodContext:
         measured on the training images.
     selector : CheckpointSelector or None
         Keeps each stage's best epoch on a selection set (``select_checkpoint``); None: the last epoch.
+    init : {"fan_out", "fan_in"}
+        The run's ``init``: parts a method builds (branch blocks, expert stages, cosine heads) follow
+        it as the references build them (``fan_in``: Kaiming fan-in weights, unit-norm cosine heads).
     """
 
     train: Dataset
@@ -62,6 +65,12 @@ class MethodContext:
     test_time: Callable[[np.ndarray], np.ndarray] | None = None
     normaliser: Normaliser | None = None
     selector: CheckpointSelector | None = None
+    init: str = "fan_out"
+
+    @property
+    def head_init(self) -> str:
+        """The :class:`~..models.NormedLinear` ``init`` of the cosine heads a method builds."""
+        return "unit" if self.init == "fan_in" else "kaiming_uniform"
 
 
 #: A method: (ctx, test_images, options) -> (logits, train results).

@@ -69,7 +69,7 @@ def bbn_step(net: BBNNet, epochs: int) -> TrainStep:
 
 
 def run_bbn(ctx: MethodContext, test: np.ndarray, opt: BBNOptions) -> Out:
-    net = _seeded(ctx.cfg.seed, lambda: BBNNet(ctx.model))
+    net = _seeded(ctx.cfg.seed, lambda: BBNNet(ctx.model, init=ctx.init))
     res = train(ctx, model=net, step=bbn_step(net, ctx.cfg.epochs),
                 second_sampler=reversed_probabilities(ctx.train.labels))
     return predict(ctx, test), [res]
@@ -93,7 +93,8 @@ def run_tde(ctx: MethodContext, test: np.ndarray, opt: TDEOptions) -> Out:
 
 
 def run_ride(ctx: MethodContext, test: np.ndarray, opt: RIDEOptions) -> Out:
-    net = _seeded(ctx.cfg.seed, lambda: ExpertNet(ctx.model, opt.num_experts, scale=opt.scale))
+    net = _seeded(ctx.cfg.seed, lambda: ExpertNet(ctx.model, opt.num_experts, scale=opt.scale,
+                                                                 init=ctx.init))
     loss = RIDELoss(ctx.counts, max_margin=opt.max_margin, scale=opt.scale, diversity=opt.diversity,
                     reweight_epoch=int(opt.reweight_epoch)).to(resolve_device(ctx.cfg.device))
 
@@ -199,7 +200,7 @@ def _expert_logits(tr: Trainer, net: ExpertNet, images: np.ndarray, gen: torch.G
 
 
 def run_tade(ctx: MethodContext, test: np.ndarray, opt: TADEOptions) -> Out:
-    net = _seeded(ctx.cfg.seed, lambda: ExpertNet(ctx.model, 3))
+    net = _seeded(ctx.cfg.seed, lambda: ExpertNet(ctx.model, 3, init=ctx.init))
     loss = TADELoss(ctx.counts, tau=opt.tau).to(resolve_device(ctx.cfg.device))
 
     def step(x, y, x2, y2, epoch):
@@ -272,7 +273,8 @@ def gcl_classifier_stage(ctx: MethodContext, opt: GCLOptions) -> TrainResult:
 
 
 def run_gcl(ctx: MethodContext, test: np.ndarray, opt: GCLOptions) -> Out:
-    ctx.model.classifier = _seeded(ctx.cfg.seed, lambda: NormedLinear(ctx.model.feature_dim, ctx.model.num_classes))
+    ctx.model.classifier = _seeded(ctx.cfg.seed, lambda: NormedLinear(ctx.model.feature_dim, ctx.model.num_classes,
+                                                                    init=ctx.head_init))
     loss = GCLLoss(ctx.counts, margin=0.0, scale=opt.scale, noise_mul=opt.noise_mul).to(resolve_device(ctx.cfg.device))
     if opt.mixup:
         first = train(ctx, step=mixup_step(ctx.model, loss, alpha=opt.mixup_alpha, seed=ctx.cfg.seed))

@@ -28,7 +28,7 @@ from ..tensors import Normaliser
 from ..trainer import TrainConfig, Trainer
 from .options import LearnerConfig
 from .pretrain import pretrain_cost
-from .search import SearchLearner
+from .search import SearchLearner, input_normaliser
 
 __all__ = ["Indep", "Ensemble", "FTPrev", "FTD", "PT", "knn_score"]
 
@@ -84,7 +84,7 @@ class FTD(SearchLearner):
             tr_i, va_i = idx[k:], idx[:k]
         n, h, w, b = data.images.shape
         sub = np.concatenate([tr_i, va_i])
-        norm = Normaliser.fit(data.images[sub])
+        norm = input_normaliser(cfg, data.images) or Normaliser.fit(data.images[sub])
         candidates = [(e["uid"], e) for e in state["models"]]
         if cfg.knn_fresh:
             candidates.append(("random", None))

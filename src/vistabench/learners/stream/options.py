@@ -19,11 +19,18 @@ from ..recipe import LOADERS
 
 __all__ = ["LearnerConfig", "NoLearnerOptions", "EnsembleOptions", "RelatednessOptions", "MTOptions",
            "BHPOOptions",
-           "BATCH_RULES", "batch_size_for", "eval_points", "SCHEDULES", "warmup_cosine_lr", "RECIPES",
+           "BATCH_RULES", "MULTILABEL_SELECTION", "INPUT_SCALINGS", "WEIGHT_INITS",
+           "batch_size_for", "eval_points", "SCHEDULES", "warmup_cosine_lr", "RECIPES",
            "LEARNER_RECIPES"]
 
 BATCH_RULES = ("n/16", "0.0025n")
 SCHEDULES = ("cosine", "warmup-cosine")
+#: multilabel validation score of a trial: mAP (labels without positives left out) or dm_nevis's error
+MULTILABEL_SELECTION = ("map", "error")
+#: network inputs: standardised by the task's measured mean/std, or dm_nevis's 2·x/255 − 1
+INPUT_SCALINGS = ("standardise", "minus_one_one")
+#: a fresh network's convolutions and linear layers: the model's own, or haiku's defaults
+WEIGHT_INITS = ("torch", "haiku")
 
 
 def batch_size_for(n: int, *, rule: str = "n/16", max_batch: int = 256, min_batch: int = 16) -> int:
@@ -134,13 +141,17 @@ RECIPES: dict[str, dict[str, Any]] = {
     "cpu": {"lr_range": (3e-3, 0.3), "label_smoothing_range": (0.0, 0.3), "optimizer": "sgd", "momentum": 0.9,
             "nesterov": False, "weight_decay": 5e-4, "decay_mask": "all", "batch_size_rule": "n/16",
             "min_batch": 16, "max_batch": 256, "schedule": "cosine", "warmup_epochs": 0, "final_lr": 0.0,
-            "keep_best_state": False, "val_fraction": 0.2, "trials": 2, "model": "cnn28"},
+            "keep_best_state": False, "val_fraction": 0.2, "trials": 2, "model": "cnn28",
+            "multilabel_selection": "map", "input_scaling": "standardise", "weight_init": "torch"},
     # finetuning_dknn.py: 'trials_per_task': 16, 'model': {'ctor': resnet.CifarResNet34}
     "dm-nevis": {"trials": 16, "model": "cifar_resnet34",
                  "lr_range": (1e-4, 0.1), "label_smoothing_range": (0.0, 0.3), "optimizer": "sgd", "momentum": 0.9,
                  "nesterov": True, "weight_decay": 1e-4, "decay_mask": "weights", "batch_size_rule": "0.0025n",
                  "min_batch": 16, "max_batch": 512, "schedule": "warmup-cosine", "warmup_epochs": 7,
-                 "final_lr": 1e-8, "keep_best_state": True, "val_fraction": 0.2},
+                 "final_lr": 1e-8, "keep_best_state": True, "val_fraction": 0.2,
+                 # 'validation_metric': 'error' (heads.py: per-label 0/1 errors at p > 0.5 for multilabel);
+                 # augmentations.normalize: pixels to [-1, 1]; haiku's default truncated-normal fan-in init
+                 "multilabel_selection": "error", "input_scaling": "minus_one_one", "weight_init": "haiku"},
 }
 
 
@@ -189,6 +200,9 @@ class LearnerConfig:
     knn_fresh_wins: str = option("next-past", choices=("next-past", "scratch"), help="when the fresh network wins")
     knn_bn: str = option("eval", help="batch norm while embedding")
     knn_multilabel: str = option("exact-match", help="multilabel relatedness")
+    multilabel_selection: str = option("map", choices=MULTILABEL_SELECTION, help="multilabel trial selection score")
+    input_scaling: str = option("standardise", choices=INPUT_SCALINGS, help="input scaling of the networks")
+    weight_init: str = option("torch", choices=WEIGHT_INITS, help="initialisation of a fresh network")
 
     def __post_init__(self) -> None:
         check_fields(self)  # every field by its option() declaration, as a run config's
@@ -211,5 +225,5 @@ class LearnerConfig:
 # fields added with the recipes: stored only when they differ from the values older runs used
 _NEW_FIELDS = ("nesterov", "decay_mask", "batch_size_rule", "schedule", "warmup_epochs", "final_lr",
                "keep_best_state", "knn_fresh", "knn_fresh_wins", "knn_bn",
-               "knn_multilabel", "devices")
+               "knn_multilabel", "devices", "multilabel_selection", "input_scaling", "weight_init")
 _RUNTIME_FIELDS = ("loader", "workers")

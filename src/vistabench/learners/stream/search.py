@@ -17,7 +17,10 @@ Each trial's ``steps`` are split into ``E`` equal chunks (E = the largest of 4, 
 ``steps``) after each of which the validation score is measured: the best trial's scores against
 progress ``e / E`` are the learning curve used for forward transfer. Multilabel tasks train with a
 sigmoid binary cross-entropy on a head padded to one output per distinct label pattern (the shared
-trainer takes integer labels; only the first C outputs are scores); their validation score is mAP.
+trainer takes integer labels; only the first C outputs are scores); their validation score is mAP
+(``multilabel_selection: map``) or 1 − dm_nevis's per-label error (``error``). ``input_scaling``
+and ``weight_init`` choose the networks' input scaling (:func:`input_normaliser`) and a fresh
+network's initialisation (:func:`haiku_init`).
 """
 
 from __future__ import annotations
@@ -33,14 +36,14 @@ from torch import nn
 from ...errors import InputError
 from ...metrics.stream import mean_average_precision
 from ..models import build_model
-from ..tensors import augment_batch, to_float_nchw
+from ..tensors import Normaliser, augment_batch, to_float_nchw
 from ..trainer import TrainConfig, Trainer
 from .base import ComputeLedger, StreamLearner, TaskView
 from .losses import JointLoss, LossPart, PatternBCE
 from .options import batch_size_for, eval_points, warmup_cosine_lr
 
 __all__ = ["SearchLearner", "SearchTrainer", "TrialEngine", "Member", "Predictor", "PIECEWISE", "split_indices",
-           "selection_score"]
+           "selection_score", "input_normaliser", "haiku_init"]
 
 
 
@@ -118,6 +121,32 @@ class SearchTrainer(Trainer):
         return self.normaliser.apply(x)
 
 
+def input_normaliser(config: Any, images: np.ndarray) -> Normaliser | None:
+    """The fixed input scaling of ``input_scaling: minus_one_one`` (dm_nevis
+    ``experiments_jax/training/augmentations.py:68–88``: ``2 · x/255 − 1``, uint8 pixels to [−1, 1]) as a
+    :class:`~..tensors.Normaliser` (mean 0.5, std 0.5 per channel after the 1/255 scaling); None for
+    ``standardise`` (the trainer measures the task's mean/std)."""
+    if config.input_scaling != "minus_one_one":
+        return None
+    b = images.shape[3]
+    return Normaliser(mean=np.full(b, 0.5), std=np.full(b, 0.5), dtype=str(images.dtype))
+
+
+def haiku_init(model: nn.Module) -> None:
+    """haiku's default initialisation of ``hk.Conv2D`` / ``hk.Linear`` (what dm_nevis's networks and
+    heads use): convolutions ``VarianceScaling(1.0, "fan_in", "truncated_normal")`` — a normal truncated
+    at ±2 std, std √(1/fan_in)/0.8796 so that the truncated draw has variance 1/fan_in; linear layers
+    ``TruncatedNormal(1/√fan_in)`` (±2 std, no correction); biases 0. Batch norms keep γ 1, β 0.
+    Draws from the current torch RNG."""
+    for m in model.modules():
+        if isinstance(m, (nn.Conv2d, nn.Linear)):
+            fan_in = m.weight[0].numel()
+            std = math.sqrt(1.0 / fan_in) / (0.87962566103423978 if isinstance(m, nn.Conv2d) else 1.0)
+            nn.init.trunc_normal_(m.weight, mean=0.0, std=std, a=-2 * std, b=2 * std)
+            if m.bias is not None:
+                nn.init.zeros_(m.bias)
+
+
 def split_indices(n: int, frac: float, rng: np.random.Generator, labels: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
     """Fit / validation indices; stratified by class when ``labels`` is given."""
     if labels is None:
@@ -136,7 +165,13 @@ def split_indices(n: int, frac: float, rng: np.random.Generator, labels: np.ndar
     return fit_i, val_i
 
 
-def selection_score(kind: str, logits: np.ndarray, targets: np.ndarray) -> float:
+def selection_score(kind: str, logits: np.ndarray, targets: np.ndarray, *, multilabel: str = "map") -> float:
+    """A trial's validation score (higher is better): accuracy; for multilabel tasks the mAP over the
+    labels with positives (``multilabel="map"``) or 1 − dm_nevis's error (``"error"``: the mean over
+    examples and labels of ``predicted != target``, a label predicted present when its probability
+    exceeds 0.5, i.e. logit > 0: ``experiments_jax/training/heads.py:191``, the Bernoulli's mode)."""
+    if kind == "multilabel" and multilabel == "error":
+        return float(1.0 - np.mean((np.asarray(logits) > 0) != (np.asarray(targets) > 0.5)))
     if kind == "multilabel":
         # selection on a small validation split: a label without positives there says nothing
         # about the trial, so it is left out (the task's test error follows the run's setting)
@@ -243,6 +278,10 @@ class SearchLearner(StreamLearner):
         model = build_model(cfg.arch, num_classes=num_outputs, in_channels=channels, image_size=image_size,
                             seed=seed, pretrained=cfg.pretrained,
                             **(cfg.arch_options if arch_options is None else arch_options))
+        if init is None and cfg.weight_init == "haiku" and cfg.pretrained is None:
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(seed)
+                haiku_init(model)
         if init is not None:
             what = getattr(self, "init_names", {}).get(id(init), "initial weights")
             sd = {k: v for k, v in init.items() if not k.startswith("classifier.")}
@@ -412,7 +451,7 @@ class SearchLearner(StreamLearner):
 
         def on_epoch(epoch: int, metrics: dict) -> None:
             logits = holder["tr"].predict_logits(val_x)[:, : d.num_classes]
-            curve.append(selection_score(d.kind, logits, val_t))
+            curve.append(selection_score(d.kind, logits, val_t, multilabel=cfg.multilabel_selection))
             if cfg.keep_best_state and ("best" not in holder or curve[-1] > holder["best"]):
                 holder["best"], holder["best_point"] = curve[-1], len(curve)
                 holder["state"] = {k: v.detach().clone() for k, v in holder["tr"].model.state_dict().items()}
@@ -422,7 +461,7 @@ class SearchLearner(StreamLearner):
                            warmup_epochs=cfg.warmup_epochs, final_lr=cfg.final_lr,
                            steps_per_data_epoch=d.n_fit // bs + 1, masked_decay=cfg.weight_decay if masked else 0.0)
         holder["tr"] = tr
-        res = tr.fit(x, y)
+        res = tr.fit(x, y, normaliser=input_normaliser(cfg, d.images))
         tr.callback = None  # the closure stays here: the trainer may travel back to the driver
         if "state" in holder:  # dm_nevis: the trial's network is its best validation state ...
             tr.model.load_state_dict(holder["state"])
