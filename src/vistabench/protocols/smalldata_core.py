@@ -233,7 +233,8 @@ def train_method(ctx: Context, method: str, config: dict, opts: RunPlan, *, epoc
     name = model_name(ctx, opts)
     model, loss = build_method(method, name, config, num_classes=ctx.pool.num_classes, in_channels=ctx.in_channels,
                                image_size=ctx.image_size, seed=seed, model_options=stem_model_options(name, opts.stem),
-                               pretrained=opts.pretrained)
+                               pretrained=opts.pretrained,
+                               stem_init="default" if ctx.preset.recipe == "gem" else "kaiming")
     # the plan's recipe whole; the trial's configuration sets lr, weight decay and batch size
     cfg = TrainConfig.from_recipe(opts, epochs=epochs, lr=float(config["lr"]),
                                   weight_decay=float(config["weight_decay"]), batch_size=int(config["batch_size"]),

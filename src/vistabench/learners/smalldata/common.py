@@ -2,10 +2,35 @@
 
 from __future__ import annotations
 
+import copy
+
 import torch
 from torch import nn
 
-__all__ = ["FeatureModel"]
+from .. import models as backbones
+
+__all__ = ["FeatureModel", "fresh_copy"]
+
+#: the built-in backbones whose constructors end with :func:`~vistabench.learners.models.kaiming_init`
+_KAIMING_BACKBONES = (backbones.CNN28, backbones.CifarResNet, backbones.ResNet, backbones.WideResNet)
+
+
+def fresh_copy(base: nn.Module, init: str) -> nn.Module:
+    """A copy of ``base`` with new random weights (from torch's global generator).
+
+    ``init="architecture"``: drawn as the architecture draws them when it is built (gem builds a
+    second network with ``create_model``): PyTorch's defaults, then, for the built-in convolutional
+    backbones, Kaiming fan-out convolutions and BN 1/0 (:func:`~vistabench.learners.models.kaiming_init`;
+    other backbones keep PyTorch's defaults). ``init="default"``: PyTorch's default initialisation of
+    every layer (our earlier variant).
+    """
+    fresh = copy.deepcopy(base)
+    for m in fresh.modules():
+        if hasattr(m, "reset_parameters") and m is not fresh:
+            m.reset_parameters()
+    if init == "architecture" and isinstance(base, _KAIMING_BACKBONES):
+        backbones.kaiming_init(fresh)
+    return fresh
 
 
 class FeatureModel(nn.Module):
