@@ -60,6 +60,8 @@ class ReferenceLoader:
         self._modules_before = dict(sys.modules)
         self._path_before = list(sys.path)
         self._stubbed = False
+        self._names: set[str] = set()  # stand-ins put into sys.modules
+        self._tops: set[str] = set()  # top-level names of the cached repositories' modules
 
     def root(self, name: str) -> Path:
         return fidelity_cache() / name
@@ -78,10 +80,14 @@ class ReferenceLoader:
             try:
                 importlib.import_module("torchvision")
             except ImportError:
-                sys.modules.update(_torchvision_standins())
+                tv = _torchvision_standins()
+                sys.modules.update(tv)
+                self._names.update(tv)
             self._stubbed = True
         for mod_name, value in (stubs or {}).items():
             sys.modules[mod_name] = _as_module(mod_name, value)
+            self._names.add(mod_name)
+        self._tops.update(p.stem if p.suffix == ".py" else p.name for p in root.iterdir() if not p.name.startswith("."))
         if str(root) not in sys.path:
             sys.path.insert(0, str(root))
         mod_name = path[:-3].replace("/", ".") if path.endswith(".py") else path.replace("/", ".")
@@ -91,10 +97,14 @@ class ReferenceLoader:
         return importlib.import_module(mod_name)
 
     def close(self) -> None:
+        """Undo the imports: the stand-ins and every module of a cached repository (other modules
+        imported meanwhile, torch's own lazy submodules, stay: importing them twice breaks torch)."""
         for k in list(sys.modules):
-            if k not in self._modules_before or sys.modules[k] is not self._modules_before[k]:
+            if k in self._names or k.split(".")[0] in self._tops:
                 del sys.modules[k]
-        sys.modules.update(self._modules_before)
+        for k, v in self._modules_before.items():
+            if k in self._names or k.split(".")[0] in self._tops:
+                sys.modules[k] = v
         sys.path[:] = self._path_before
 
 

@@ -9,7 +9,7 @@ from torch import nn
 
 from .. import models as backbones
 
-__all__ = ["FeatureModel", "fresh_copy"]
+__all__ = ["FeatureModel", "fresh_copy", "EvalResizeCrop"]
 
 #: the built-in backbones whose constructors end with :func:`~vistabench.learners.models.kaiming_init`
 _KAIMING_BACKBONES = (backbones.CNN28, backbones.CifarResNet, backbones.ResNet, backbones.WideResNet)
@@ -53,3 +53,28 @@ class FeatureModel(nn.Module):
         f = self.base.features(x)
         self.last_features = f if (self.training and torch.is_grad_enabled()) else None
         return self.classifier(f)
+
+
+class EvalResizeCrop(nn.Module):
+    """``model`` whose evaluation inputs (eval mode) first get gem's test transform with an integer
+    ``target_size`` and ``rand_shift``: ``Resize(size + 2·shift)`` + ``CenterCrop(size)``
+    (:func:`~vistabench.data.augment.resize_center_crop`); training inputs pass as they are (their
+    ``Resize`` + ``RandomCrop`` is the training augmentation, ``Augmentation(crop="resize")``)."""
+
+    def __init__(self, model: nn.Module, shift: int) -> None:
+        super().__init__()
+        self.model, self.shift = model, int(shift)
+        self.in_channels, self.num_classes = model.in_channels, model.num_classes
+        self.feature_dim = model.feature_dim
+        self.classifier = model.classifier
+
+    def _inputs(self, x: torch.Tensor) -> torch.Tensor:
+        from ...data.augment import resize_center_crop
+
+        return x if self.training else resize_center_crop(x, self.shift)
+
+    def features(self, x: torch.Tensor) -> torch.Tensor:
+        return self.model.features(self._inputs(x))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.model(self._inputs(x))

@@ -156,7 +156,13 @@ class DhnOptions(MethodOptions):
                     "(new convolutions at PyTorch's default init; on resnet18/resnet50 the scattering BN has "
                     "momentum 0.9 in PyTorch's convention - the new batch weighs 0.9 - and the 3x3 conv a bias); "
                     "plain = Kaiming fan-out convolutions without bias, BN momentum 0.1 (our earlier variant)")
-    VISTABENCH = {"scattering_J": {"choice": [1, 2]}, "hybrid_stem": "plain"}
+    input_crop: Literal["gem", "shift"] = option(
+        "gem", help="where the dataset's augmentation is a shift of p px (cifair10, eurosat): gem = training images "
+                    "resized to size+2p and randomly cropped to size, evaluation images resized to size+2p and "
+                    "centre-cropped (gem's transforms with the integer target_size its scattering pipeline "
+                    "requires, here the images' own size); shift = the shift augmentation, evaluation images as "
+                    "stored")
+    VISTABENCH = {"scattering_J": {"choice": [1, 2]}, "hybrid_stem": "plain", "input_crop": "shift"}
 
 
 @dataclass(frozen=True, kw_only=True)
