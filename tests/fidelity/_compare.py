@@ -44,3 +44,87 @@ def assert_same_init(ours: list[tuple[float, float]], ref: list[tuple[float, flo
     for i, ((m1, s1), (m2, s2)) in enumerate(zip(ours, ref)):
         assert abs(s1 - s2) <= rtol * s2, f"layer {i}: std {s1:.4g} (ours) vs {s2:.4g} (reference)"
         assert abs(m1 - m2) <= 0.25 * s2, f"layer {i}: mean {m1:.4g} (ours) vs {m2:.4g} (reference)"
+
+
+def reorder_dual(state: dict) -> list:
+    """gem's dual blocks register ``downsample`` before ``branch1``/``branch2``, ours the shortcut
+    after them: the reference's entries with each block's ``downsample`` moved after its branches."""
+    blocks: dict[str, dict[str, list]] = {}
+    order: list = []
+    for k, v in state.items():
+        if k.endswith("num_batches_tracked"):
+            continue
+        for part in ("downsample", "branch1", "branch2"):
+            tag = f".{part}."
+            if tag in k:
+                pre = k.split(tag)[0]
+                if pre not in blocks:
+                    blocks[pre] = {"branch1": [], "branch2": [], "downsample": []}
+                    order.append(("block", pre))
+                blocks[pre][part].append((k, v))
+                break
+        else:
+            order.append(("entry", (k, v)))
+    out = []
+    for kind, item in order:
+        if kind == "entry":
+            out.append(item)
+        else:
+            b = blocks[item]
+            out += b["branch1"] + b["branch2"] + b["downsample"]
+    return out
+
+
+def copy_entries(entries: list, dst: nn.Module) -> None:
+    """Copy ``(name, tensor)`` entries into ``dst``'s state in its registration order."""
+    b = [(k, v) for k, v in dst.state_dict().items() if not k.endswith("num_batches_tracked")]
+    assert [tuple(v.shape) for _, v in entries] == [tuple(v.shape) for _, v in b]
+    with torch.no_grad():
+        for (_, v), (_, w) in zip(entries, b):
+            w.copy_(v)
+
+
+def our_optimizer(model: nn.Module, *, lr: float, weight_decay: float, loss_fn=None, in_channels: int = 3,
+                  size: int = 16, num_classes: int = 10, monkeypatch=None):
+    """The SGD optimiser vistabench's trainer builds for a small-data run (the small-data recipe's
+    momentum/Nesterov, this lr and weight decay), captured from a one-step fit on random images."""
+    import numpy as np
+
+    from vistabench.learners.trainer import TrainConfig, Trainer
+    from vistabench.protocols.smalldata_core import RunPlan
+
+    made = []
+    real = torch.optim.SGD
+
+    class Capture(real):
+        def __init__(self, *a, **k):
+            super().__init__(*a, **k)
+            made.append(self)
+
+    monkeypatch.setattr(torch.optim, "SGD", Capture)
+    cfg = TrainConfig.from_recipe(RunPlan(), epochs=1, lr=lr, weight_decay=weight_decay, batch_size=4, seed=0,
+                                  augment=False, count_flops=False)
+    rng = np.random.default_rng(0)
+    images = rng.integers(0, 256, (4, size, size, in_channels), dtype=np.uint8)
+    Trainer(model, cfg, loss_fn=loss_fn).fit(images, np.arange(4) % num_classes)
+    monkeypatch.setattr(torch.optim, "SGD", real)
+    return made[0]
+
+
+def group_settings(opt) -> list[dict]:
+    """Each parameter group's lr, weight decay, momentum, dampening and Nesterov flag."""
+    return [{k: g[k] for k in ("lr", "weight_decay", "momentum", "dampening", "nesterov")} for g in opt.param_groups]
+
+
+def entry_conv_stats(entries: list, *, min_size: int = 2048) -> list[tuple[float, float]]:
+    """(mean, std) of each 4-d ``*.weight`` entry (a convolution's) with at least ``min_size`` values."""
+    out = []
+    for k, v in entries:
+        if k.endswith("weight") and v.ndim == 4 and v.numel() >= min_size:
+            w = v.detach().double()
+            out.append((float(w.mean()), float(w.std())))
+    return out
+
+
+def entries(module: nn.Module) -> list:
+    return [(k, v) for k, v in module.state_dict().items() if not k.endswith("num_batches_tracked")]
