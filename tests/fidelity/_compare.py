@@ -84,10 +84,11 @@ def copy_entries(entries: list, dst: nn.Module) -> None:
             w.copy_(v)
 
 
-def our_optimizer(model: nn.Module, *, lr: float, weight_decay: float, loss_fn=None, in_channels: int = 3,
-                  size: int = 16, num_classes: int = 10, monkeypatch=None):
-    """The SGD optimiser vistabench's trainer builds for a small-data run (the small-data recipe's
-    momentum/Nesterov, this lr and weight decay), captured from a one-step fit on random images."""
+def our_optimizers(model: nn.Module, *, lr: float, weight_decay: float, loss_fn=None, in_channels: int = 3,
+                   size: int = 16, num_classes: int = 10, n: int = 4, monkeypatch=None) -> list:
+    """Every SGD optimiser a small-data fit makes (the trainer's first, then a loss's own), captured
+    from a one-step fit (the small-data recipe's momentum/Nesterov, this lr and weight decay) on
+    ``n`` random images."""
     import numpy as np
 
     from vistabench.learners.trainer import TrainConfig, Trainer
@@ -99,21 +100,29 @@ def our_optimizer(model: nn.Module, *, lr: float, weight_decay: float, loss_fn=N
     class Capture(real):
         def __init__(self, *a, **k):
             super().__init__(*a, **k)
+            self.initial_groups = [dict(g) for g in self.param_groups]  # before any schedule moves lr
             made.append(self)
 
     monkeypatch.setattr(torch.optim, "SGD", Capture)
-    cfg = TrainConfig.from_recipe(RunPlan(), epochs=1, lr=lr, weight_decay=weight_decay, batch_size=4, seed=0,
+    cfg = TrainConfig.from_recipe(RunPlan(), epochs=1, lr=lr, weight_decay=weight_decay, batch_size=min(n, 8), seed=0,
                                   augment=False, count_flops=False)
     rng = np.random.default_rng(0)
-    images = rng.integers(0, 256, (4, size, size, in_channels), dtype=np.uint8)
-    Trainer(model, cfg, loss_fn=loss_fn).fit(images, np.arange(4) % num_classes)
+    images = rng.integers(0, 256, (n, size, size, in_channels), dtype=np.uint8)
+    Trainer(model, cfg, loss_fn=loss_fn).fit(images, np.arange(n) % num_classes)
     monkeypatch.setattr(torch.optim, "SGD", real)
-    return made[0]
+    return made
+
+
+def our_optimizer(model: nn.Module, **kw):
+    """The trainer's SGD optimiser (:func:`our_optimizers`' first)."""
+    return our_optimizers(model, **kw)[0]
 
 
 def group_settings(opt) -> list[dict]:
-    """Each parameter group's lr, weight decay, momentum, dampening and Nesterov flag."""
-    return [{k: g[k] for k in ("lr", "weight_decay", "momentum", "dampening", "nesterov")} for g in opt.param_groups]
+    """Each parameter group's lr, weight decay, momentum, dampening and Nesterov flag (as the
+    optimiser was built, for one captured by :func:`our_optimizers`)."""
+    groups = getattr(opt, "initial_groups", opt.param_groups)
+    return [{k: g[k] for k in ("lr", "weight_decay", "momentum", "dampening", "nesterov")} for g in groups]
 
 
 def entry_conv_stats(entries: list, *, min_size: int = 2048) -> list[tuple[float, float]]:
