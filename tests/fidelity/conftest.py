@@ -23,6 +23,7 @@ import importlib.util
 import os
 import sys
 import types
+import warnings
 from pathlib import Path
 
 import pytest
@@ -94,7 +95,10 @@ class ReferenceLoader:
         if mod_name.endswith(".__init__"):
             mod_name = mod_name[: -len(".__init__")]
         importlib.invalidate_caches()
-        return importlib.import_module(mod_name)
+        with warnings.catch_warnings():  # the references' own docstrings ("\\sum"): not ours to fix
+            warnings.filterwarnings("ignore", "invalid escape sequence", DeprecationWarning)
+            warnings.filterwarnings("ignore", "invalid escape sequence", SyntaxWarning)
+            return importlib.import_module(mod_name)
 
     def close(self) -> None:
         """Undo the imports: the stand-ins and every module of a cached repository (other modules
