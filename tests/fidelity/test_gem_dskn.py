@@ -92,3 +92,43 @@ def test_dskn_drawn_option_leaves_the_other_branch_still(load_reference):
     torch.nn.functional.cross_entropy(net(torch.randn(2, 3, 32, 32)), torch.tensor([0, 1])).backward()
     grads = [p.grad is None for p in block.branch1.parameters()] + [p.grad is None for p in block.branch2.parameters()]
     assert any(grads) and not all(grads)
+
+
+def test_dskn_composite_loss_and_centre_step(load_reference):
+    """gem's positive-class + cosine + 0.5 x centre loss and its ``SGDWithCenterLoss`` centre step (the
+    centres' gradient division loops over a generator the inner SGD already consumed: a plain step of
+    0.5 x their gradient), beside ``DSKNCompositeLoss`` (its step applied at the next forward)."""
+    dsk = load_reference("gem", "gem/pipelines/dsk/dsk_classifier.py")
+    cl = load_reference("gem", "gem/pipelines/dsk/center_loss.py")
+    from vistabench.learners.smalldata.dskn import DSKNCompositeLoss
+
+    feats = torch.randn(6, 8, requires_grad=True)
+    logits = torch.randn(6, 4, requires_grad=True)
+    y = torch.tensor([0, 1, 2, 3, 1, 0])
+    centre = cl.CenterLoss(4, 8, use_gpu=False)  # DSKLoss builds it with use_gpu=True (CUDA only)
+    weight, centre_lr = 0.5, 0.5
+    ref = dsk.PositiveClassLoss()(logits, y) + weight * centre(feats, y)
+
+    class _Model:  # what the loss reads of the model: the projected features of the training forward
+        num_classes, feature_dim, last_features = 4, 8, feats
+
+    ours = DSKNCompositeLoss(_Model(), centre_weight=weight, centre_lr=centre_lr)
+    with torch.no_grad():
+        ours.centres.copy_(centre.centers)
+    got = ours(logits, y)
+    torch.testing.assert_close(got, ref)
+    g_ref = torch.autograd.grad(ref, [logits, feats, centre.centers], retain_graph=True)
+    g_ours = torch.autograd.grad(got, [logits, feats, ours.centres], retain_graph=True)
+    for a, b in zip(g_ours, g_ref):
+        torch.testing.assert_close(a, b)
+    # one step of each optimiser on the centres
+    dummy = torch.nn.Parameter(torch.zeros(1))
+    opt = cl.SGDWithCenterLoss([dummy], centre.parameters(), lr=0.1, center_lr=centre_lr, center_loss_weight=weight,
+                               momentum=0.9, weight_decay=1e-3)
+    opt.zero_grad()
+    ref.backward()
+    dummy.grad = torch.zeros(1)
+    opt.step()
+    got.backward()
+    ours(logits.detach(), y)  # the next forward applies the pending centre step
+    torch.testing.assert_close(ours.centres.detach(), centre.centers.detach())
