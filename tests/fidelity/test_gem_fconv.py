@@ -33,7 +33,7 @@ def _ours(model: str, options: dict, in_channels: int = 3, seed: int = 0):
     return net
 
 
-@pytest.mark.parametrize("gem_arch,ours", [("rn18", "resnet18"), ("wrn-16-8", "wrn16_8")])
+@pytest.mark.parametrize("gem_arch,ours", [("rn18", "resnet18"), ("rn50", "resnet50"), ("wrn-16-8", "wrn16_8")])
 def test_fconv_shapes_init_and_forward(load_reference, gem_arch, ours):
     ref = _gem(load_reference, gem_arch)
     net = _ours(ours, {})
