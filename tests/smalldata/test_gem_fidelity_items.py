@@ -213,3 +213,11 @@ def test_item18_multiband_imagenet_stem_init(digits, monkeypatch, recipe, rule):
     stem = model.stem[0]
     assert stem.kernel_size == (7, 7) and stem.in_channels == 1
     assert abs(_std_ratio(stem)[rule] - 1) < 0.1
+
+
+def test_dskn_branches_end_in_relu_under_gem():
+    """Found by executing gem's ResNet-18 DSK network: each basic branch ends in relu(out + 0)."""
+    for recipe, closed in (("gem", True), ("vistabench", False)):
+        net = _dskn(recipe, "resnet32").train()  # batch statistics: a BN output has negative values
+        out = net.stages[0].branch1(torch.randn(2, 16, 8, 8))
+        assert bool((out >= 0).all()) is closed

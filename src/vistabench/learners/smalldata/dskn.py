@@ -10,6 +10,8 @@ Following the reference implementation (github.com/lorenzobrigato/gem, ``pipelin
   ONE of them, drawn at random, is used, at inference both with weight 1/2; shortcut with a
   1 x 1 conv + BlurPool when the shape changes. As gem, both branches run in training and the
   one not drawn is multiplied by 0 (``dual_forward="both"``; ``"drawn"`` runs only the drawn one).
+- Each basic/bottleneck branch ends in a ReLU before the branches are summed (gem's
+  ``SKBasicBlock``/``SKBottleneck`` apply ``relu(out + 0)``; ``branch_relu=False``: no ReLU).
 - :class:`DSKBottleneck` (ResNet-50): two branches of 1 x 1 → SK (on 2·planes channels) → 1 x 1;
   :class:`DSKWideBlock` (WRN): two pre-activation branches BN → ReLU → SK → BN → ReLU → SK, no
   ReLU after the sum, shortcut without BN: 1 x 1 conv + BlurPool at the block's stride, also 1
@@ -83,6 +85,11 @@ class SKBlock(nn.Module):
 
 
 class _SKBasic(nn.Module):
+    """SK -> BN -> ReLU -> SK -> BN, then a ReLU when ``relu_out`` (gem: its ``SKBasicBlock`` ends in
+    ``relu(out + downsample(x))`` with the branch's downsample the constant 0)."""
+
+    relu_out = True
+
     def __init__(self, cin: int, cout: int, stride: int, groups: int) -> None:
         super().__init__()
         self.sk1 = SKBlock(cin, cout, stride=stride, groups=groups)
@@ -91,7 +98,8 @@ class _SKBasic(nn.Module):
         self.bn2 = nn.BatchNorm2d(cout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.bn2(self.sk2(F.relu(self.bn1(self.sk1(x)))))
+        out = self.bn2(self.sk2(F.relu(self.bn1(self.sk1(x)))))
+        return F.relu(out) if self.relu_out else out
 
 
 def _shortcut(cin: int, cout: int, stride: int, *, bn: bool = True, blur_always: bool = False) -> nn.Module:
@@ -108,7 +116,10 @@ def _shortcut(cin: int, cout: int, stride: int, *, bn: bool = True, blur_always:
 
 
 class _SKBottleneck(nn.Module):
-    """1 x 1 (cin -> M·planes) -> SK -> 1 x 1 (-> 4·planes), BN after each; no residual of its own."""
+    """1 x 1 (cin -> M·planes) -> SK -> 1 x 1 (-> 4·planes), BN after each; no residual of its own;
+    a final ReLU when ``relu_out`` (gem's ``SKBottleneck``: ``relu(out + 0)``)."""
+
+    relu_out = True
 
     def __init__(self, cin: int, planes: int, stride: int, groups: int, branches: int = 2) -> None:
         super().__init__()
@@ -118,7 +129,8 @@ class _SKBottleneck(nn.Module):
         self.conv3 = nn.Sequential(nn.Conv2d(mid, planes * 4, 1, bias=False), nn.BatchNorm2d(planes * 4))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.conv3(self.sk(self.conv1(x)))
+        out = self.conv3(self.sk(self.conv1(x)))
+        return F.relu(out) if self.relu_out else out
 
 
 class _SKWide(nn.Module):
@@ -323,9 +335,12 @@ class DSKNCompositeLoss(nn.Module):
 def build(base: nn.Module, config: dict, ctx: MethodContext) -> tuple[nn.Module, nn.Module | None]:
     net = dskn_like(base, ctx.model, blur_shortcut=config.get("wide_shortcut", "blur") == "blur")
     both = config.get("dual_forward", "both") == "both"
+    branch_relu = bool(config.get("branch_relu", True))
     for m in net.modules():
         if isinstance(m, _Dual):
             m.both_branches = both
+        if isinstance(m, (_SKBasic, _SKBottleneck)):
+            m.relu_out = branch_relu
     if config.get("loss", "composite") == "ce":
         return net, None
     model = DSKNCompositeModel(net, config.get("centre_dim"))

@@ -198,7 +198,10 @@ class DsknOptions(MethodOptions):
     wide_shortcut: Literal["blur", "plain"] = option(
         "blur", help="WRN dual block's shortcut where the shape changes: blur = 1x1 conv + BlurPool at the block's "
                      "stride, 1 included (gem); plain = 1x1 conv, BlurPool only when strided")
-    VISTABENCH = {"loss": "ce", "dual_forward": "drawn", "wide_shortcut": "plain"}
+    branch_relu: bool = option(
+        True, help="a ReLU at the end of each basic/bottleneck branch, before the branches are summed (gem's "
+                   "SK blocks end in relu(out + 0)); false: none (our earlier variant)")
+    VISTABENCH = {"loss": "ce", "dual_forward": "drawn", "wide_shortcut": "plain", "branch_relu": False}
 
 
 @dataclass(frozen=True, kw_only=True)
