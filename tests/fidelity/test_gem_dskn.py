@@ -134,16 +134,18 @@ def test_dskn_composite_loss_and_centre_step(load_reference):
     torch.testing.assert_close(ours.centres.detach(), centre.centers.detach())
 
 
-def test_dskn_resnet18_shapes_init_forward(load_reference):
-    """The ImageNet-stem ResNet-18 of DSK basic blocks (groups 32, blurred strided shortcuts)."""
+@pytest.mark.parametrize("depth", [18, 50])
+def test_dskn_resnet_shapes_init_forward(load_reference, depth):
+    """The ImageNet-stem ResNet-18/50 of DSK basic/bottleneck blocks (groups 32, blurred strided shortcuts)."""
     dsk = load_reference("gem", "gem/pipelines/dsk/dsk_classifier.py")
     rn = load_reference("gem", "gem/architectures/rn.py")
-    ref = rn.ResNet.build_architecture("rn18", 10, 3, config={18: {"block": dsk.DSKBasicBlock, "layers": [2, 2, 2, 2],
-                                                                   "groups": 32}})
+    block, layers = (dsk.DSKBasicBlock, [2, 2, 2, 2]) if depth == 18 else (dsk.DSKBottleneck, [3, 4, 6, 3])
+    ref = rn.ResNet.build_architecture(f"rn{depth}", 10, 3,
+                                       config={depth: {"block": block, "layers": layers, "groups": 32}})
     from vistabench.learners.smalldata.build import build_method
 
-    net, _ = build_method("dskn", "resnet18", {"loss": "ce"}, num_classes=10, in_channels=3, image_size=None, seed=0,
-                          model_options={"small_input": False})
+    net, _ = build_method("dskn", f"resnet{depth}", {"loss": "ce"}, num_classes=10, in_channels=3, image_size=None,
+                          seed=0, model_options={"small_input": False})
     theirs = C.reorder_dual(ref.state_dict())
     assert [tuple(v.shape) for _, v in C.entries(net)] == [tuple(v.shape) for _, v in theirs]
     C.assert_same_init(C.entry_conv_stats(C.entries(net)), C.entry_conv_stats(theirs))
@@ -157,8 +159,8 @@ def test_dskn_resnet18_shapes_init_forward(load_reference):
         torch.manual_seed(3)
         torch.testing.assert_close(net(x), out_ref, rtol=1e-4, atol=1e-4)
     # our earlier variant (no ReLU closing each branch) is what the forward check catches
-    old, _ = build_method("dskn", "resnet18", {"loss": "ce", "branch_relu": False}, num_classes=10, in_channels=3,
-                          image_size=None, seed=0, model_options={"small_input": False})
+    old, _ = build_method("dskn", f"resnet{depth}", {"loss": "ce", "branch_relu": False}, num_classes=10,
+                          in_channels=3, image_size=None, seed=0, model_options={"small_input": False})
     C.copy_entries(theirs, old)
     old.eval()
     assert not torch.allclose(old(x), ref(x), rtol=1e-3, atol=1e-3)
