@@ -123,7 +123,8 @@ def test_gem_fixes_dhn_ole_tvmf_options():
 
     got = {m: SmalldataConfig.from_dict({"dataset": "digits", "method": m}).method_options.to_dict()
            for m in ("dhn", "ole", "tvmf")}
-    assert got == {"dhn": {"scattering_J": 3, "hybrid_stem": "gem"}, "ole": {"ole_weight": 0.25}, "tvmf": {"kappa": 16.0}}
+    assert got == {"dhn": {"scattering_J": 3, "hybrid_stem": "gem", "input_crop": "gem"}, "ole": {"ole_weight": 0.25},
+                   "tvmf": {"kappa": 16.0}}
 
 
 def _data():

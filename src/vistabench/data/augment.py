@@ -10,6 +10,11 @@ preset carries and the trainer calls on each float (n, C, H, W) batch *before* s
   of area ``s · H·W`` with ``s ~ U(min_scale, 1)`` and aspect ratio ``r`` with
   ``log r ~ U(log 3/4, log 4/3)`` (up to 10 draws until the box fits, else the whole image), at a
   uniformly random position, resized back to H x W (bilinear);
+- ``crop="resize"``: ``Resize(size + 2·shift)`` + ``RandomCrop(size)``: the image enlarged
+  bilinearly (``align_corners=False``) by 2·``shift`` pixels, then a window of the original size at
+  a uniformly random offset — gem's ``BasicAugmentation`` with an integer ``target_size`` and
+  ``rand_shift`` (``pipelines/common.py``), whose evaluation images get ``Resize(size + 2·shift)`` +
+  ``CenterCrop(size)``: :func:`resize_center_crop`;
 - ``hflip``/``vflip``: flip each sample with probability 1/2 (horizontal first, as in gem).
 
 Randomness comes only from the ``torch.Generator`` passed in.
@@ -23,14 +28,14 @@ from typing import Any, Literal
 
 from .._validation import check_value
 
-__all__ = ["Augmentation", "NO_AUGMENTATION", "PAD_CROP_FLIP"]
+__all__ = ["Augmentation", "NO_AUGMENTATION", "PAD_CROP_FLIP", "resize_center_crop"]
 
 
 @dataclass(frozen=True)
 class Augmentation:
     """See the module docstring. ``Augmentation()`` does nothing."""
 
-    crop: Literal["none", "shift", "resized"] = "none"
+    crop: Literal["none", "shift", "resized", "resize"] = "none"
     shift: int = 0
     pad_mode: Literal["reflect", "zeros"] = "reflect"
     min_scale: float = 1.0
@@ -38,14 +43,14 @@ class Augmentation:
     vflip: bool = False
 
     def __post_init__(self) -> None:
-        check_value(self.crop, "augmentation crop", choices=("none", "shift", "resized"))
+        check_value(self.crop, "augmentation crop", choices=("none", "shift", "resized", "resize"))
         check_value(self.pad_mode, "augmentation pad_mode", choices=("reflect", "zeros"))
         object.__setattr__(self, "shift", check_value(self.shift, "augmentation shift", type=int, low=0))
         check_value(self.min_scale, "augmentation min_scale", low=0, low_open=True, high=1)
 
     @property
     def active(self) -> bool:
-        return (self.crop == "shift" and self.shift > 0) or self.crop == "resized" or self.hflip or self.vflip
+        return (self.crop in ("shift", "resize") and self.shift > 0) or self.crop == "resized" or self.hflip or self.vflip
 
     def __bool__(self) -> bool:  # the trainer's "augment or not" test
         return self.active
@@ -57,6 +62,8 @@ class Augmentation:
         parts = []
         if self.crop == "shift" and self.shift > 0:
             parts.append(f"shift {self.shift}px ({self.pad_mode} pad)")
+        elif self.crop == "resize" and self.shift > 0:
+            parts.append(f"resize +{2 * self.shift}px + random crop")
         elif self.crop == "resized":
             parts.append(f"resized crop scale {self.min_scale:g}-1")
         if self.hflip:
@@ -72,10 +79,11 @@ class Augmentation:
 
         n, _, h, w = x.shape
         dev = x.device  # draws come from the (CPU) generator: every device sees the same crops and flips
-        if self.crop == "shift" and self.shift > 0:
+        if self.crop in ("shift", "resize") and self.shift > 0:
             p = self.shift
             mode = "reflect" if self.pad_mode == "reflect" else "constant"
-            xp = torch.nn.functional.pad(x, (p, p, p, p), mode=mode)
+            xp = (torch.nn.functional.pad(x, (p, p, p, p), mode=mode) if self.crop == "shift" else
+                  torch.nn.functional.interpolate(x, size=(h + 2 * p, w + 2 * p), mode="bilinear", align_corners=False))
             oy = torch.randint(0, 2 * p + 1, (n,), generator=generator).to(dev)
             ox = torch.randint(0, 2 * p + 1, (n,), generator=generator).to(dev)
             rows = (oy[:, None] + torch.arange(h, device=dev))[:, None, :, None]
@@ -92,6 +100,20 @@ class Augmentation:
             m = (torch.rand(n, generator=generator) < 0.5).to(dev)
             x = torch.where(m[:, None, None, None], x.flip(2), x)
         return x
+
+
+def resize_center_crop(x: Any, shift: int) -> Any:
+    """gem's evaluation transform with an integer ``target_size`` and ``rand_shift``:
+    ``Resize(size + 2·shift)`` (bilinear, ``align_corners=False``) + ``CenterCrop(size)`` of a float
+    (n, C, H, W) batch; the same shape back."""
+    import torch
+
+    p = int(shift)
+    if p <= 0:
+        return x
+    h, w = x.shape[-2:]
+    big = torch.nn.functional.interpolate(x, size=(h + 2 * p, w + 2 * p), mode="bilinear", align_corners=False)
+    return big[..., p:p + h, p:p + w]
 
 
 def resized_crop_boxes(n: int, h: int, w: int, min_scale: float, generator: Any, *, attempts: int = 10):

@@ -41,8 +41,8 @@ from ..metrics.classification import balanced_accuracy
 from ..store import Record, ResultsStore, new_run_id
 from ..tuning import Fixed, TuneResult, space_to_json, tune
 from .smalldata_config import NATIVE, SmalldataConfig
-from .smalldata_core import (PROTOCOL, Context, RunPlan, check_batch, method_space, model_name, prepare, to_record,
-                             train_method)
+from .smalldata_core import (PROTOCOL, Context, RunPlan, check_batch, method_inputs, method_space, model_name,
+                             prepare, to_record, train_method)
 from .smalldata_final import final_split
 
 __all__ = ["SmalldataConfig", "run", "plan_from_config", "prepare_from_config", "run_method", "tune_split",
@@ -175,7 +175,8 @@ def tune_split(ctx: Context, split: SmallDataSplit, method: str, opts: RunPlan,
                               settings={"split": split.index, "model": model, "device": opts.device,
                                    "preset": ctx.preset.to_dict(), "recipe": ctx.preset.recipe,
                                    "val_metric": opts.val_metric_for(ctx.preset),
-                                   "augmentation": opts.augmentation_for(ctx.preset).to_dict(),
+                                   "augmentation": method_inputs(method, _fixed(space),
+                                                                 opts.augmentation_for(ctx.preset))[0].to_dict(),
                                    "search": search},
                          metrics={"best_val_score": result.best_value,
                                   "trials": len(result.trials), "total_epochs": result.total_epochs,
@@ -254,6 +255,11 @@ def run_method(ctx: Context, method: str, opts: RunPlan, records: list[Record] |
         summary["mean_balanced_accuracy"] = float(np.mean(fin)) if fin else float("nan")
         summary["runs"] = len(allv)
     return summary
+
+
+def _fixed(space: dict[str, Any]) -> dict[str, Any]:
+    """The fixed values of a search space (a method's switches such as dhn's ``input_crop``)."""
+    return {k: p.value for k, p in space.items() if isinstance(p, Fixed)}
 
 
 def _space(ctx: Context, method: str, opts: RunPlan) -> dict[str, Any]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Iterator, NamedTuple
 
 import numpy as np
@@ -22,7 +22,7 @@ from ..store import Record
 from ..tuning import Choice, Fixed, LogUniform, Param, TuneSettings
 
 __all__ = ["PROTOCOL", "RunPlan", "EvalSet", "Context", "prepare", "upsample", "method_space", "model_name",
-           "train_method", "torch_threads", "check_batch", "to_record", "stem_model_options"]
+           "train_method", "torch_threads", "check_batch", "to_record", "stem_model_options", "method_inputs"]
 
 PROTOCOL = "smalldata"
 
@@ -223,6 +223,17 @@ def stem_model_options(name: str, stem: str) -> dict[str, Any]:
     return {"small_input": stem == "small"}
 
 
+def method_inputs(method: str, params: dict[str, Any], augmentation: Augmentation) -> tuple[Augmentation, int]:
+    """``(training augmentation, evaluation shift)`` of ``method`` with ``params`` (its options) on a
+    dataset augmented by ``augmentation``: ``dhn`` with ``input_crop="gem"`` on a shift augmentation
+    of p px trains on ``Resize(size + 2p)`` + random crops and evaluates on ``Resize(size + 2p)`` +
+    centre crops (evaluation shift p); anything else: the augmentation as it is, evaluation shift 0."""
+    if (method == "dhn" and params.get("input_crop", "gem") == "gem" and augmentation.crop == "shift"
+            and augmentation.shift > 0):
+        return replace(augmentation, crop="resize"), augmentation.shift
+    return augmentation, 0
+
+
 def train_method(ctx: Context, method: str, config: dict, opts: RunPlan, *, epochs: int, seed: int,
            train_idx: np.ndarray, val: tuple[np.ndarray, np.ndarray] | None, report=None):
     """Build ``method`` with one configuration and train it on ``train_idx`` (``report(epoch, val)``
@@ -230,15 +241,21 @@ def train_method(ctx: Context, method: str, config: dict, opts: RunPlan, *, epoc
     from ..learners.smalldata.build import build_method
     from ..learners.trainer import TrainConfig, Trainer
 
+    from ..learners.smalldata.common import EvalResizeCrop
+
     name = model_name(ctx, opts)
+    augment, eval_shift = method_inputs(method, config, opts.augmentation_for(ctx.preset))
     model, loss = build_method(method, name, config, num_classes=ctx.pool.num_classes, in_channels=ctx.in_channels,
                                image_size=ctx.image_size, seed=seed, model_options=stem_model_options(name, opts.stem),
-                               pretrained=opts.pretrained)
+                               pretrained=opts.pretrained,
+                               stem_init="default" if ctx.preset.recipe == "gem" else "kaiming")
+    if eval_shift:
+        model = EvalResizeCrop(model, eval_shift)
     # the plan's recipe whole; the trial's configuration sets lr, weight decay and batch size
     cfg = TrainConfig.from_recipe(opts, epochs=epochs, lr=float(config["lr"]),
                                   weight_decay=float(config["weight_decay"]), batch_size=int(config["batch_size"]),
                                   warmup_epochs=opts.warmup_epochs, seed=seed,
-                                  augment=opts.augmentation_for(ctx.preset), count_flops=False)
+                                  augment=augment, count_flops=False)
     classes = list(range(ctx.pool.num_classes))
     holder: dict[str, Any] = {}
     plain = opts.val_metric_for(ctx.preset) == "accuracy"

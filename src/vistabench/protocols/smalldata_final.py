@@ -12,7 +12,8 @@ from ..data.smalldata_splits import SmallDataSplit
 from ..metrics.classification import balanced_accuracy
 from ..store import Record
 from ..tuning import Fixed
-from .smalldata_core import Context, RunPlan, check_batch, model_name, to_record, torch_threads, train_method
+from .smalldata_core import (Context, RunPlan, check_batch, method_inputs, model_name, to_record, torch_threads,
+                             train_method)
 
 __all__ = ["final_split"]
 
@@ -103,7 +104,8 @@ def final_split(ctx: Context, split: SmallDataSplit, method: str, config: dict, 
         settings_d = {"split": split.index, "repeat": r, "config": config, "model": model_name(ctx, opts),
                       "epochs": epochs, "device": opts.device, "test": test_name,
                       "tune_best_val": tune_value, "per_class": ctx.preset.per_class,
-                      "recipe": ctx.preset.recipe, "augmentation": opts.augmentation_for(ctx.preset).to_dict(),
+                      "recipe": ctx.preset.recipe,
+                      "augmentation": method_inputs(method, config, opts.augmentation_for(ctx.preset))[0].to_dict(),
                       "trainval_size": int(len(split.trainval))}
         if records is not None:
             records.append(to_record(metrics, dataset=ctx.name, method=method, seed=r, split_hash=split.split_hash,

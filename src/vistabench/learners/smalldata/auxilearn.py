@@ -24,7 +24,6 @@ Following the reference implementation (github.com/lorenzobrigato/gem, ``pipelin
 
 from __future__ import annotations
 
-import copy
 import math
 from typing import Sequence
 
@@ -32,6 +31,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
+from .common import fresh_copy
 from .registry import MethodContext
 
 __all__ = ["hypergradient", "focal_loss", "AuxiLearnModel", "AuxiLearnLoss", "build"]
@@ -125,7 +125,7 @@ class AuxiLearnLoss(nn.Module):
 
     def __init__(self, model: AuxiLearnModel, generator: _Generator, *, aux_scale: float, every: int,
                  aux_fraction: float, terms: int = 3, max_grad_norm: float = 50.0, meta_step: str = "after",
-                 augment_aux: bool = True) -> None:
+                 augment_aux: bool = True, generator_mode: str = "gem") -> None:
         super().__init__()
         self._model = [model]
         self.generator = generator
@@ -141,6 +141,15 @@ class AuxiLearnLoss(nn.Module):
         self._pending = False
         self._train_idx: np.ndarray | None = None
         self._aug_gen: torch.Generator | None = None
+        self.generator_mode = generator_mode
+
+    def set_epoch(self, epoch: int) -> None:
+        """gem (``generator_mode="gem"``): the generator is in train mode during the first epoch only;
+        the first evaluation puts the whole model, generator included, in eval mode and gem's
+        ``train_epoch`` sets only the primary network back to train (``auxilearn_classifier.py``),
+        so from epoch 2 on the generator labels with its frozen epoch-1 BN statistics.
+        ``"train"``: always in train mode (our earlier variant)."""
+        self.generator.train(self.generator_mode == "train" or epoch == 0)
 
     def before_fit(self, trainer, images: np.ndarray, labels: np.ndarray) -> np.ndarray:
         """Pick the auxiliary set: a stratified ``aux_fraction`` of the images (at least one per
@@ -228,13 +237,12 @@ def x_mismatch(x: torch.Tensor, y: torch.Tensor) -> bool:
 
 def build(base: nn.Module, config: dict, ctx: MethodContext) -> tuple[nn.Module, AuxiLearnLoss]:
     k = int(config["num_aux_classes"])
-    gen_base = copy.deepcopy(base)
-    for m in gen_base.modules():  # fresh weights for the generator
-        if hasattr(m, "reset_parameters") and m is not gen_base:
-            m.reset_parameters()
+    # fresh weights for the generator: gem builds it with create_model (the architecture's init)
+    gen_base = fresh_copy(base, str(config.get("generator_init", "architecture")))
     model = AuxiLearnModel(base, k)
     loss = AuxiLearnLoss(model, _Generator(gen_base, base.num_classes, k), aux_scale=float(config["aux_scale"]),
                          every=int(config["auxgrad_every"]), aux_fraction=float(config["aux_set_size"]),
                          meta_step=str(config.get("meta_step", "after")),
-                         augment_aux=bool(config.get("augment_aux", True)))
+                         augment_aux=bool(config.get("augment_aux", True)),
+                         generator_mode=str(config.get("generator_mode", "gem")))
     return model, loss

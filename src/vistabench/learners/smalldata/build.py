@@ -11,7 +11,7 @@ from ...errors import InputError
 from ..models import build_model
 from .registry import MethodContext, SmallDataMethod, get_method
 
-__all__ = ["build_method"]
+__all__ = ["build_method", "reset_multiband_stem"]
 
 _TRAINER_PARAMS = ("lr", "weight_decay", "batch_size")
 
@@ -19,11 +19,13 @@ _TRAINER_PARAMS = ("lr", "weight_decay", "batch_size")
 def build_method(method: str | SmallDataMethod, model_name: str, params: dict[str, Any], *, num_classes: int,
                  in_channels: int, image_size: int | None, seed: int,
                  model_options: dict[str, Any] | None = None,
-                 pretrained: str | None = None) -> tuple[nn.Module, Callable | None]:
+                 pretrained: str | None = None, stem_init: str = "kaiming") -> tuple[nn.Module, Callable | None]:
     """Backbone ``model_name`` (seeded, ``model_options`` such as ``small_input``) with ``method``
     applied using the hyper-parameters in ``params`` (one trial's configuration; a method option it
     lacks takes its default, unless that default is a search range). ``pretrained``: a state dict
-    loaded into the backbone before the method changes it (:func:`~..models.build_model`)."""
+    loaded into the backbone before the method changes it (:func:`~..models.build_model`).
+    ``stem_init="default"`` (the ``gem`` recipe): an ImageNet stem on other than 3 input bands keeps
+    PyTorch's default initialisation (:func:`reset_multiband_stem`)."""
     m = get_method(method) if isinstance(method, str) else method
     defaults = {i.name: i.default for i in m.options.fields_info()}  # gem's values where fixed
     # a method option named like a common hyper-parameter (grad_l2's weight_decay) is the trainer's, not the builder's
@@ -34,10 +36,28 @@ def build_method(method: str | SmallDataMethod, model_name: str, params: dict[st
     base = build_model(model_name, num_classes=num_classes, in_channels=in_channels, image_size=image_size,
                        seed=seed, pretrained=pretrained, **(model_options or {}))
     ctx = MethodContext(model=model_name, num_classes=num_classes, in_channels=in_channels,
-                        image_size=image_size, seed=seed)
+                        image_size=image_size, seed=seed, pretrained=pretrained is not None)
     fn = m.build_fn()
     if fn is None:
-        return base, None
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed + 7919)  # layers a method adds are seeded too
-        return fn(base, params, ctx)
+        model, loss = base, None
+    else:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed + 7919)  # layers a method adds are seeded too
+            model, loss = fn(base, params, ctx)
+    if stem_init == "default" and pretrained is None:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed + 104729)
+            reset_multiband_stem(model)
+    return model, loss
+
+
+def reset_multiband_stem(model: nn.Module) -> bool:
+    """gem's ImageNet ResNet on other than 3 bands (``architectures/rn.py``, ``build_architecture``):
+    torchvision's 3-band ``conv1`` is replaced by a new 7 x 7/2 conv after the network's init, so it
+    keeps PyTorch's default initialisation. Resets ``model``'s first convolution when it is such a
+    stem (7 x 7, stride 2, in-channels ≠ 3); returns whether it did."""
+    first = next((m for m in model.modules() if isinstance(m, nn.Conv2d)), None)
+    if first is None or first.kernel_size != (7, 7) or first.stride != (2, 2) or first.in_channels == 3:
+        return False
+    first.reset_parameters()
+    return True

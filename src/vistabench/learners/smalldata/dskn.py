@@ -8,10 +8,14 @@ Following the reference implementation (github.com/lorenzobrigato/gem, ``pipelin
   ``a_m = softmax_m(W_m z)`` (the M weights of every channel sum to one), output Σ_m a_m · branch_m.
 - :class:`DSKBasicBlock`: two residual SK branches (SK → BN → ReLU → SK → BN); during training
   ONE of them, drawn at random, is used, at inference both with weight 1/2; shortcut with a
-  1 x 1 conv + BlurPool when the shape changes.
+  1 x 1 conv + BlurPool when the shape changes. As gem, both branches run in training and the
+  one not drawn is multiplied by 0 (``dual_forward="both"``; ``"drawn"`` runs only the drawn one).
+- Each basic/bottleneck branch ends in a ReLU before the branches are summed (gem's
+  ``SKBasicBlock``/``SKBottleneck`` apply ``relu(out + 0)``; ``branch_relu=False``: no ReLU).
 - :class:`DSKBottleneck` (ResNet-50): two branches of 1 x 1 → SK (on 2·planes channels) → 1 x 1;
   :class:`DSKWideBlock` (WRN): two pre-activation branches BN → ReLU → SK → BN → ReLU → SK, no
-  ReLU after the sum, shortcut without BN.
+  ReLU after the sum, shortcut without BN: 1 x 1 conv + BlurPool at the block's stride, also 1
+  where only the width changes (gem; ``wide_shortcut="plain"``: BlurPool only when strided).
 - The network copies the backbone's layout: ResNet-18/50 → same stages with DSK basic/bottleneck
   blocks (groups 32); WRN-16-8 → same widths with DSK wide blocks (groups 8); ResNet-32 → 3 x 5
   DSK basic blocks of 16/32/64 channels (groups 8); ``cnn28`` (not in the reference) → one DSK
@@ -81,6 +85,11 @@ class SKBlock(nn.Module):
 
 
 class _SKBasic(nn.Module):
+    """SK -> BN -> ReLU -> SK -> BN, then a ReLU when ``relu_out`` (gem: its ``SKBasicBlock`` ends in
+    ``relu(out + downsample(x))`` with the branch's downsample the constant 0)."""
+
+    relu_out = True
+
     def __init__(self, cin: int, cout: int, stride: int, groups: int) -> None:
         super().__init__()
         self.sk1 = SKBlock(cin, cout, stride=stride, groups=groups)
@@ -89,15 +98,17 @@ class _SKBasic(nn.Module):
         self.bn2 = nn.BatchNorm2d(cout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.bn2(self.sk2(F.relu(self.bn1(self.sk1(x)))))
+        out = self.bn2(self.sk2(F.relu(self.bn1(self.sk1(x)))))
+        return F.relu(out) if self.relu_out else out
 
 
-def _shortcut(cin: int, cout: int, stride: int, *, bn: bool = True) -> nn.Module:
-    """Identity, or a 1 x 1 conv (+ BlurPool when strided) (+ BN) — the reference's blur_downsampling."""
+def _shortcut(cin: int, cout: int, stride: int, *, bn: bool = True, blur_always: bool = False) -> nn.Module:
+    """Identity, or a 1 x 1 conv (+ BlurPool when strided, or always with ``blur_always``: gem's wide
+    block, ``BlurPool(stride=1)`` a plain blur) (+ BN) — the reference's blur_downsampling."""
     if stride == 1 and cin == cout:
         return nn.Identity()
     sc: list[nn.Module] = [nn.Conv2d(cin, cout, 1, bias=False)]
-    if stride > 1:
+    if stride > 1 or blur_always:
         sc.append(BlurPool(cout, stride))
     if bn:
         sc.append(nn.BatchNorm2d(cout))
@@ -105,7 +116,10 @@ def _shortcut(cin: int, cout: int, stride: int, *, bn: bool = True) -> nn.Module
 
 
 class _SKBottleneck(nn.Module):
-    """1 x 1 (cin -> M·planes) -> SK -> 1 x 1 (-> 4·planes), BN after each; no residual of its own."""
+    """1 x 1 (cin -> M·planes) -> SK -> 1 x 1 (-> 4·planes), BN after each; no residual of its own;
+    a final ReLU when ``relu_out`` (gem's ``SKBottleneck``: ``relu(out + 0)``)."""
+
+    relu_out = True
 
     def __init__(self, cin: int, planes: int, stride: int, groups: int, branches: int = 2) -> None:
         super().__init__()
@@ -115,7 +129,8 @@ class _SKBottleneck(nn.Module):
         self.conv3 = nn.Sequential(nn.Conv2d(mid, planes * 4, 1, bias=False), nn.BatchNorm2d(planes * 4))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.conv3(self.sk(self.conv1(x)))
+        out = self.conv3(self.sk(self.conv1(x)))
+        return F.relu(out) if self.relu_out else out
 
 
 class _SKWide(nn.Module):
@@ -131,12 +146,20 @@ class _SKWide(nn.Module):
 
 
 class _Dual(nn.Module):
-    """Two branches, one drawn at random per training forward, averaged at inference, + shortcut."""
+    """Two branches, one drawn at random per training forward, averaged at inference, + shortcut.
+
+    ``both_branches`` (gem, ``selective_kernel.py``): a training forward runs both branches and
+    multiplies the one not drawn by 0 — it still receives a (zero) gradient, hence weight decay and
+    momentum, and its BN statistics move; False: only the drawn branch runs."""
 
     relu_out = True
+    both_branches = True
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.training:
+        if self.training and self.both_branches:
+            w = torch.randint(0, 2, ()).to(x.dtype)
+            out = w * self.branch1(x) + (1 - w) * self.branch2(x)
+        elif self.training:
             w = float(torch.randint(0, 2, ()))
             out = self.branch1(x) if w == 1.0 else self.branch2(x)
         else:
@@ -170,11 +193,11 @@ class DSKWideBlock(_Dual):
 
     relu_out = False
 
-    def __init__(self, cin: int, cout: int, stride: int = 1, groups: int = 8) -> None:
+    def __init__(self, cin: int, cout: int, stride: int = 1, groups: int = 8, blur_shortcut: bool = True) -> None:
         super().__init__()
         self.branch1 = _SKWide(cin, cout, stride, groups)
         self.branch2 = _SKWide(cin, cout, stride, groups)
-        self.shortcut = _shortcut(cin, cout, stride, bn=False)
+        self.shortcut = _shortcut(cin, cout, stride, bn=False, blur_always=blur_shortcut)
 
 
 class DSKNet(backbones.Backbone):
@@ -185,7 +208,8 @@ class DSKNet(backbones.Backbone):
     """
 
     def __init__(self, num_classes: int, in_channels: int, *, widths: tuple[int, ...], blocks: tuple[int, ...],
-                 groups: int, stem: str, block: str = "basic", stem_width: int | None = None) -> None:
+                 groups: int, stem: str, block: str = "basic", stem_width: int | None = None,
+                 blur_shortcut: bool = True) -> None:
         super().__init__()
         w0 = stem_width or widths[0]
         if stem == "imagenet":
@@ -205,7 +229,7 @@ class DSKNet(backbones.Backbone):
                     layers.append(DSKBottleneck(cin, w, stride, groups))
                     cin = 4 * w
                 elif block == "wide":
-                    layers.append(DSKWideBlock(cin, w, stride, groups))
+                    layers.append(DSKWideBlock(cin, w, stride, groups, blur_shortcut))
                     cin = w
                 else:
                     layers.append(DSKBasicBlock(cin, w, stride, groups))
@@ -219,8 +243,9 @@ class DSKNet(backbones.Backbone):
         return torch.flatten(F.adaptive_avg_pool2d(self.post(self.stages(self.stem(x))), 1), 1)
 
 
-def dskn_like(base: nn.Module, model_name: str = "the model") -> DSKNet:
-    """The DSK network with ``base``'s layout (see the module docstring); other backbones are refused."""
+def dskn_like(base: nn.Module, model_name: str = "the model", *, blur_shortcut: bool = True) -> DSKNet:
+    """The DSK network with ``base``'s layout (see the module docstring); other backbones are refused.
+    ``blur_shortcut``: the WRN blocks' shortcut blurs at stride 1 too (gem)."""
     c, k = base.num_classes, base.in_channels
     if isinstance(base, backbones.ResNet):
         bottleneck = isinstance(base.stages[0][0], backbones.Bottleneck)
@@ -230,7 +255,8 @@ def dskn_like(base: nn.Module, model_name: str = "the model") -> DSKNet:
     if isinstance(base, backbones.WideResNet):
         n = len(base.blocks) // 3
         widths = tuple(base.blocks[i * n].conv1.out_channels for i in range(3))
-        return DSKNet(c, k, widths=widths, blocks=(n, n, n), groups=8, stem="cifar", block="wide", stem_width=16)
+        return DSKNet(c, k, widths=widths, blocks=(n, n, n), groups=8, stem="cifar", block="wide", stem_width=16,
+                      blur_shortcut=blur_shortcut)
     if isinstance(base, backbones.CifarResNet):
         n = len(base.layers) // 3
         return DSKNet(c, k, widths=(16, 32, 64), blocks=(n, n, n), groups=8, stem="cifar")
@@ -307,7 +333,14 @@ class DSKNCompositeLoss(nn.Module):
 
 
 def build(base: nn.Module, config: dict, ctx: MethodContext) -> tuple[nn.Module, nn.Module | None]:
-    net = dskn_like(base, ctx.model)
+    net = dskn_like(base, ctx.model, blur_shortcut=config.get("wide_shortcut", "blur") == "blur")
+    both = config.get("dual_forward", "both") == "both"
+    branch_relu = bool(config.get("branch_relu", True))
+    for m in net.modules():
+        if isinstance(m, _Dual):
+            m.both_branches = both
+        if isinstance(m, (_SKBasic, _SKBottleneck)):
+            m.relu_out = branch_relu
     if config.get("loss", "composite") == "ce":
         return net, None
     model = DSKNCompositeModel(net, config.get("centre_dim"))

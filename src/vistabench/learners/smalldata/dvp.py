@@ -39,6 +39,7 @@ from torch import nn
 
 from ...errors import InputError
 from ..tensors import to_float_nchw
+from .common import fresh_copy
 from .dvp_stages import bn_before_relu, forward_stages, stage_channels, stage_layout
 from .moco import ColourAugmentation, MoCoViews, enqueue, use_split_batchnorm
 from .registry import MethodContext
@@ -281,10 +282,9 @@ def build(base: nn.Module, config: dict, ctx: MethodContext) -> tuple[nn.Module,
     stages = str(config.get("distill_features", "stages")) == "stages"
     if stages:
         stage_layout(base)  # InputError for a backbone without stages (ViT)
-    teacher = copy.deepcopy(base)
-    for m in teacher.modules():  # the teacher starts from its own random weights
-        if hasattr(m, "reset_parameters") and m is not teacher:
-            m.reset_parameters()
+    # the teacher starts from its own random weights: gem builds its encoder with create_model (the
+    # architecture's init); teacher_init="default": PyTorch's default init, our earlier variant
+    teacher = fresh_copy(base, str(config.get("teacher_init", "architecture")))
     model = DVPModel(base, stages=stages)
     defaults = MoCoSettings()
     colour = ColourAugmentation(jitter_prob=float(config.get("jitter_prob", 0.8)),

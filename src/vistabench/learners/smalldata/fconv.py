@@ -7,7 +7,11 @@ their identity path with zeros to the grown size, as in the reference implementa
 (github.com/lorenzobrigato/gem, ``pipelines/fconv.py``): by 2 around a block of two 3 x 3 convs,
 by 3 before a strided shortcut (1 for bottleneck blocks, which have one 3 x 3 conv). As in gem, the
 max-pool of an ImageNet-stem ResNet becomes 2 x 2 with stride 2 and no padding (option
-``maxpool="3x3"`` keeps the usual 3 x 3/2/1).
+``maxpool="3x3"`` keeps the usual 3 x 3/2/1). gem builds new block modules after the backbone's
+initialisation (``fconv.py``: ``BasicBlockFConv``, ``BottleneckFConv``, ``BasicBlockFConvWRN``), so
+their convolutions keep PyTorch's default initialisation; only a ResNet's downsample layers (passed
+on) and the stem keep the backbone's Kaiming fan-out: option ``block_init="default"``
+(``"kaiming"``: every convolution keeps the backbone's init, our earlier variant).
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from ...errors import InputError
 from .. import models as backbones
 from .registry import MethodContext
 
-__all__ = ["full_padding", "gem_maxpool", "build"]
+__all__ = ["full_padding", "gem_maxpool", "reset_block_init", "build"]
 
 
 class _FBasic(backbones.BasicBlock):
@@ -78,6 +82,24 @@ def full_padding(model: nn.Module) -> int:
     return n
 
 
+def reset_block_init(model: nn.Module) -> int:
+    """gem's new full-convolution blocks: every convolution and BN of each residual block back to
+    PyTorch's default initialisation, except a ResNet block's ``downsample`` (gem passes the
+    backbone's own on; a wide block's 1 x 1 shortcut is rebuilt, so reset). Returns the number of
+    convolutions reset."""
+    n = 0
+    for blk in model.modules():
+        if type(blk) not in _BLOCKS.values():
+            continue
+        keep = set(blk.downsample.modules()) if isinstance(blk, (_FBasic, _FBottleneck)) and blk.downsample is not None \
+            else set()
+        for m in blk.modules():
+            if m not in keep and isinstance(m, (nn.Conv2d, nn.BatchNorm2d)):
+                m.reset_parameters()
+                n += isinstance(m, nn.Conv2d)
+    return n
+
+
 def gem_maxpool(model: nn.Module) -> int:
     """gem's full-convolution stem: an ImageNet-stem ResNet's 3 x 3/2 (padding 1) max-pool becomes
     2 x 2/2 without padding. Returns the number of pools changed."""
@@ -94,4 +116,6 @@ def build(base: nn.Module, config: dict, ctx: MethodContext) -> tuple[nn.Module,
         raise InputError("method 'fconv': needs a convolutional backbone (cnn28, resnet*, wrn16_8)")
     if config.get("maxpool", "2x2") == "2x2":
         gem_maxpool(base)
+    if config.get("block_init", "default") == "default" and not ctx.pretrained:
+        reset_block_init(base)
     return base, None

@@ -156,7 +156,13 @@ class DhnOptions(MethodOptions):
                     "(new convolutions at PyTorch's default init; on resnet18/resnet50 the scattering BN has "
                     "momentum 0.9 in PyTorch's convention - the new batch weighs 0.9 - and the 3x3 conv a bias); "
                     "plain = Kaiming fan-out convolutions without bias, BN momentum 0.1 (our earlier variant)")
-    VISTABENCH = {"scattering_J": {"choice": [1, 2]}, "hybrid_stem": "plain"}
+    input_crop: Literal["gem", "shift"] = option(
+        "gem", help="where the dataset's augmentation is a shift of p px (cifair10, eurosat): gem = training images "
+                    "resized to size+2p and randomly cropped to size, evaluation images resized to size+2p and "
+                    "centre-cropped (gem's transforms with the integer target_size its scattering pipeline "
+                    "requires, here the images' own size); shift = the shift augmentation, evaluation images as "
+                    "stored")
+    VISTABENCH = {"scattering_J": {"choice": [1, 2]}, "hybrid_stem": "plain", "input_crop": "shift"}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -169,7 +175,11 @@ class OleOptions(MethodOptions):
 class FconvOptions(MethodOptions):
     maxpool: Literal["2x2", "3x3"] = option(
         "2x2", help="max-pool of an ImageNet-stem ResNet: 2x2 stride 2 no padding (gem) or the usual 3x3/2/1")
-    VISTABENCH = {"maxpool": "3x3"}
+    block_init: Literal["default", "kaiming"] = option(
+        "default", help="initialisation of the residual blocks' convolutions: default = PyTorch's (gem builds new "
+                        "blocks after the backbone's init, keeping only ResNet downsample layers); kaiming = the "
+                        "backbone's Kaiming fan-out (our earlier variant)")
+    VISTABENCH = {"maxpool": "3x3", "block_init": "kaiming"}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -181,7 +191,17 @@ class DsknOptions(MethodOptions):
     centre_lr: float = option(0.5, low=0, low_open=True, help="SGD learning rate of the class centres (gem 0.5)")
     centre_dim: int | None = option(None, low=1, help="dimension of the projection the centre loss acts on "
                                                       "(None: the backbone's feature dimension, gem)")
-    VISTABENCH = {"loss": "ce"}
+    dual_forward: Literal["both", "drawn"] = option(
+        "both", help="training forward of a dual block: both = both branches run and the one not drawn is "
+                     "multiplied by 0, so it still gets weight decay and momentum and its BN statistics move "
+                     "(gem); drawn = only the drawn branch runs (our earlier variant)")
+    wide_shortcut: Literal["blur", "plain"] = option(
+        "blur", help="WRN dual block's shortcut where the shape changes: blur = 1x1 conv + BlurPool at the block's "
+                     "stride, 1 included (gem); plain = 1x1 conv, BlurPool only when strided")
+    branch_relu: bool = option(
+        True, help="a ReLU at the end of each basic/bottleneck branch, before the branches are summed (gem's "
+                   "SK blocks end in relu(out + 0)); false: none (our earlier variant)")
+    VISTABENCH = {"loss": "ce", "dual_forward": "drawn", "wide_shortcut": "plain", "branch_relu": False}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -228,7 +248,10 @@ class DvpOptions(MethodOptions):
                                                             "(gem 0.2)")
     blur_prob: float = option(0.5, low=0, high=1, help="probability of a Gaussian blur, sigma ~ U[0.1, 2], on a "
                                                        "pre-training view (gem 0.5)")
-    VISTABENCH = {"ce_only_epochs": None, "student_init": "random", "distill_features": "pooled",
+    teacher_init: Literal["architecture", "default"] = option(
+        "architecture", help="the teacher's random initial weights: architecture = drawn as the backbone draws "
+                             "them (gem builds its encoder with create_model); default = PyTorch's default init")
+    VISTABENCH = {"teacher_init": "default", "ce_only_epochs": None, "student_init": "random", "distill_features": "pooled",
                   "teacher_mode": "eval", "moco_splits": 1, "jitter_prob": 0.0, "grayscale_prob": 0.0,
                   "blur_prob": 0.0}
 
@@ -255,7 +278,14 @@ class AuxilearnOptions(MethodOptions):
         "after", help="after: the meta step follows the primary step, on a fresh auxiliary batch (gem); "
                       "before: it precedes it on the same step")
     augment_aux: bool = option(True, help="augment the auxiliary batch like the training batches (gem)")
-    VISTABENCH = {"meta_step": "before", "augment_aux": False}
+    generator_mode: Literal["gem", "train"] = option(
+        "gem", help="mode of the label generator: gem = train mode in the first epoch, then eval mode with its "
+                    "epoch-1 BN statistics (gem's evaluation sets the whole model to eval and only the primary "
+                    "network back to train); train = always train mode")
+    generator_init: Literal["architecture", "default"] = option(
+        "architecture", help="the generator's random initial weights: architecture = drawn as the backbone draws "
+                             "them (gem builds it with create_model); default = PyTorch's default init")
+    VISTABENCH = {"meta_step": "before", "augment_aux": False, "generator_mode": "train", "generator_init": "default"}
 
 
 @dataclass(frozen=True, kw_only=True)

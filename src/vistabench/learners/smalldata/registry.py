@@ -22,13 +22,16 @@ __all__ = ["MethodContext", "SmallDataMethod", "methods", "register_method", "ge
 
 @dataclass(frozen=True)
 class MethodContext:
-    """What a builder may know about the run: the backbone's name and input, and the seed."""
+    """What a builder may know about the run: the backbone's name and input, the seed, and whether
+    pre-trained weights were loaded into the backbone (a builder then keeps them rather than
+    re-initialising layers)."""
 
     model: str
     num_classes: int
     in_channels: int
     image_size: int | None
     seed: int
+    pretrained: bool = False
 
 
 @dataclass(frozen=True)
