@@ -153,7 +153,7 @@ def regret_figure(analysis: dict[str, Any], *, stream: str | None = None):
 
 
 #: settings that differ between the seeds of one configuration (not part of a row's identity)
-_PER_RUN = ("config", "seed", "run_id", "max_tasks")
+_PER_RUN = ("config", "seed", "run_id", "max_tasks", "predictions_sha256")
 
 
 def _configuration(settings: dict[str, Any]) -> str:

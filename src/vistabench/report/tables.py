@@ -104,9 +104,10 @@ class Table:
             if len(rows) < 2:
                 continue
             shown = {i: shown_value(self.rows[i][col.key], col) for i in rows}
-            vals = sorted(set(shown.values()), reverse=col.higher_is_better)[:depth]
-            if len(vals) < 2:  # every row ties: nothing is best
+            distinct = sorted(set(shown.values()), reverse=col.higher_is_better)
+            if len(distinct) < 2:  # every row ties: nothing is best
                 continue
+            vals = distinct[:depth]
             for i, v in shown.items():
                 if v in vals:
                     out[(i, col.key)] = vals.index(v) + 1
@@ -131,12 +132,16 @@ class Table:
         return cells + f" Marks {how}; equal printed values are marked alike; rows with N = 1 are not marked."
 
     def text(self, i: int, col: Column) -> str:
-        """Row ``i``'s cell of ``col`` as text: the value, and "± SD" when the row has one."""
+        """Row ``i``'s cell of ``col`` as text: the value, "± SD" when the row has one, and "(n=N)" when
+        the cell has its own N and the table no N column."""
         r = self.rows[i]
         s = format_value(r.get(col.key), col)
         sd = r.get(f"{col.key}_sd")
         if _finite(sd) and _finite(r.get(col.key)):
             s += " ± " + format_value(sd, col)
+        n = r.get(f"{col.key}_n")
+        if isinstance(n, int) and n and not any(c.key == "n" for c in self.columns):
+            s += f" (n={n})"
         return s
 
     def render(self, fmt: Format = "markdown") -> str:
@@ -221,7 +226,8 @@ def _markdown(t: Table) -> str:
 _TEX_SYMBOLS = {"↑": "$\\uparrow$", "↓": "$\\downarrow$", "→": "$\\rightarrow$", "≠": "$\\neq$", "≥": "$\\geq$",
                 "≤": "$\\leq$", "±": "$\\pm$", "×": "$\\times$", "·": "$\\cdot$", "≈": "$\\approx$", "∞": "$\\infty$",
                 "†": "$^\\dagger$", "–": "--", "—": "---", "…": "\\dots{}", "’": "'", "‘": "`", "“": "``", "”": "''",
-                "−": "$-$", "√": "$\\surd$", "°": "$^\\circ$", "²": "$^2$", "⁻": "$^-$"}
+                "−": "$-$", "√": "$\\surd$", "°": "$^\\circ$", "²": "$^2$", "⁻": "$^-$",
+                "\u2060": "{}", "`": ""}  # a word joiner keeps ASCII "--" two hyphens; `code` marks dropped
 _TEX_SPECIAL = {"\\": "\\textbackslash{}", "_": "\\_", "%": "\\%", "&": "\\&", "#": "\\#",
                 "{": "\\{", "}": "\\}", "~": "\\textasciitilde{}", "^": "\\textasciicircum{}", "<": "$<$", ">": "$>$",
                 "|": "$|$"}
@@ -256,6 +262,7 @@ def _tex_escape(s: str) -> str:
     """LaTeX source of a plain text: specials escaped, symbols and Greek letters in math mode,
     ``X^Sup_sub`` / ``ρ_trn`` as math super- and subscripts; only ASCII comes out."""
     out, pos = [], 0
+    s = re.sub(r"-(?=-)", "-\u2060", s)  # "--mode" stays two hyphens (TeX would make "--" an en dash)
     for m in _SCRIPTS.finditer(s):
         out.append("".join(map(_tex_char, s[pos:m.start()])))
         if m.group(3):
