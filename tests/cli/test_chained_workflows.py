@@ -53,12 +53,12 @@ def test_score_then_table_then_report(longtail_files, capsys):
     assert "(custom, ρ=100)" in row and f"{100 * scored['auc']:.2f}" in row
 
     rc, out, err = run(capsys, "longtail", "table", "--format", "latex", "--store", store)
-    assert rc == 0 and "mymodel (custom, ρ=100)" in out, err
+    assert rc == 0 and "mymodel (custom, $\\rho$=100)" in out and out.isascii(), err  # ρ in math mode
     rc, out, err = run(capsys, "longtail", "table", "--layout", "survey", "--store", store)
     assert rc == 0, err
     # ρ_tst of the sweep (100) equals ρ_trn: the scores land in the "=" half of the survey layout
     cells = [c.strip() for c in next(line for line in out.splitlines() if "mymodel" in line).strip("|").split("|")]
-    assert cells[1].strip("*") == f"{100 * scored['auc']:.2f}" and cells[8] == "–"
+    assert cells[1] == "1" and cells[2] == f"{100 * scored['auc']:.2f}" and cells[9] == "–"  # N = 1: no marks
 
     rc, out, err = run(capsys, "table", "--protocol", "longtail", "--store", store)
     assert rc == 0 and "mymodel" in out, err
@@ -124,24 +124,27 @@ def test_eval_then_eval_old_only_then_table_keeps_both_runs(detection_files, cap
     rc, out, err = run(capsys, "detection", "table", "--store", store)
     assert rc == 0, err
     cells = [c.strip().strip("*") for c in next(x for x in out.splitlines() if x.startswith("| mine")).strip("|").split("|")]
-    assert cells[1] == f"{100 * second['old']['AP']:.2f}" and cells[3] == f"{100 * first['fixed']['AP']:.2f}"
-    assert cells[5] == f"{100 * first['pool']['AP']:.2f}"
+    assert cells[1] == "1"  # N: one set of detections, scored twice
+    assert cells[2] == f"{100 * second['old']['AP']:.2f}" and cells[4] == f"{100 * first['fixed']['AP']:.2f}"
+    assert cells[6] == f"{100 * first['pool']['AP']:.2f}"
 
-    # the same method name on other detections (re-ranked): a row of its own, both named by record
+    # the same method name on other detections (re-ranked): a second result of that row, N = 2
     assert run(capsys, "detection", "rerank", "--results", res, "--per-class-topk", 10, "--out", d / "rr.json")[0] == 0
     rc, out, err = run(capsys, "detection", "eval", "--gt", gt, "--results", d / "rr.json", "--method", "mine",
                        "--json", "--store", store)
     assert rc == 0, err
     third = json.loads(out)
-    rows = _table_json(capsys, store)
-    assert [r["records"] for r in rows] == [[first["record_id"], second["record_id"]], [third["record_id"]]]
-    assert rows[0]["method"] == f"mine (gt) [record {second['record_id']}]"
-    assert rows[1]["method"] == f"mine (gt) [record {third['record_id']}]" and rows[1]["pool_AP"] == third["pool"]["AP"]
+    (row,) = _table_json(capsys, store)
+    assert row["records"] == [first["record_id"], second["record_id"], third["record_id"]] and row["n"] == 2
+    assert row["method"] == "mine (gt)" and row["pool_AP_n"] == 2
+    assert row["pool_AP"] == pytest.approx((first["pool"]["AP"] + third["pool"]["AP"]) / 2)
+    assert row["pool_AP_sd"] == pytest.approx(abs(first["pool"]["AP"] - third["pool"]["AP"]) / 2 ** 0.5)
 
     rc, _, err = run(capsys, "report", "--out", d / "report", "--store", store)
     assert rc == 0, err
     page = (d / "report" / "index.html").read_text(encoding="utf-8")
-    assert page.count(f"[record {third['record_id']}]") >= 1 and f"{100 * first['fixed']['AP']:.2f}" in page
+    mean_pool = (first["pool"]["AP"] + third["pool"]["AP"]) / 2
+    assert ">mine<" in page and f"{100 * mean_pool:.2f} ± " in page  # the section names the data set above
 
 
 def test_a_calibrated_run_is_marked_in_the_table(detection_files, capsys):

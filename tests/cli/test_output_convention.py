@@ -59,7 +59,8 @@ def test_tables_render_by_format_and_give_columns_and_rows_as_json(capsys, tmp_p
     capsys.readouterr()
     assert main(["detection", "table", "--store", str(store), "--json"]) == 0
     table = json.loads(capsys.readouterr().out)
-    assert set(table) == {"columns", "rows"} and table["rows"][0]["method"].startswith("m1")
+    assert set(table) == {"columns", "rows", "caption"} and table["rows"][0]["method"].startswith("m1")
+    assert table["columns"][0] == "n" and table["rows"][0]["n"] == 1 and "SD" in table["caption"]
     assert main(["detection", "table", "--store", str(store), "--format", "csv"]) == 0
     csv = capsys.readouterr().out
     assert csv.splitlines()[1].startswith("m1") and "|" not in csv

@@ -29,7 +29,7 @@ def test_run_then_rescore_from_files(tmp_path, capsys):
     with ResultsStore(tmp_path / "r.sqlite") as s:
         assert [r.method for r in s.records(protocol="longtail")] == ["ce"]
     rc = main(["table", "--protocol", "longtail", "--store", str(tmp_path / "r.sqlite"), "--format", "csv"])
-    assert rc == 0 and capsys.readouterr().out.startswith("method,auc,avg")
+    assert rc == 0 and capsys.readouterr().out.startswith("method,n,auc,auc_sd,avg,avg_sd")
 
 
 def test_run_bad_inputs(tmp_path, capsys):

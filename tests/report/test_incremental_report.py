@@ -20,12 +20,16 @@ from vistabench.report.incremental import (
 from vistabench.store import ResultsStore
 
 
-def _store(tmp_path) -> ResultsStore:
+def _store(tmp_path, *, seeds: int = 1) -> ResultsStore:
+    """Runs of "good" and "bad"; with ``seeds`` 2, a second seed of each (its matrix a little lower)."""
     store = ResultsStore(tmp_path / "r.sqlite")
     sessions = {"classes": [[0, 1, 2, 3], [4], [5]], "base_classes": 4, "way": 1}
-    for method, m in (("good", [[0.9], [0.85, 0.6], [0.8, 0.5, 0.7]]), ("bad", [[0.9], [0.3, 1.0], [0.1, 0.0, 1.0]])):
-        s = incremental_scores(m, session_sizes=[4, 1, 1])
-        store.add(record_for(s, dataset="toy", method=method, seed=0, sessions=sessions, settings={}))
+    for seed in range(seeds):
+        for method, m in (("good", [[0.9], [0.85, 0.6], [0.8, 0.5, 0.7]]),
+                          ("bad", [[0.9], [0.3, 1.0], [0.1, 0.0, 1.0]])):
+            m = [[v * (1 - 0.02 * seed) for v in row] for row in m]
+            s = incremental_scores(m, session_sizes=[4, 1, 1])
+            store.add(record_for(s, dataset="toy", method=method, seed=seed, sessions=sessions, settings={}))
     return store
 
 
@@ -47,9 +51,14 @@ def test_table_rows_and_reference_rows(tmp_path) -> None:
                                 session_sizes=[4, 1, 1], mode="compat")
     assert t.rows[2]["gacc_compat"] == pytest.approx(lazy_c.gacc)
     assert [c.title for c in t.columns if "gAcc" in c.title] == ["gAcc exact", "gAcc compat"]
+    assert good["n"] == 1 and "**" not in t.render("markdown")  # one run each: nothing is ranked
+    with _store(tmp_path / "two", seeds=2) as store:
+        t = incremental_table(store, dataset="toy")
+    good = t.rows[1]
+    assert good["n"] == 2 and good["aacc_sd"] > 0
     md = t.render("markdown")
     # ranking among measured rows only: 'good' has the best aAcc; reference rows are never marked
-    assert f"**{100 * good['aacc']:.2f}**" in md
+    assert f"**{100 * good['aacc']:.2f} ± {100 * good['aacc_sd']:.2f}**" in md
     assert "**" not in md.split("Lazy (ref.)")[1].split("\n")[0]
 
 

@@ -24,13 +24,19 @@ def test_table_and_report(tmp_path):
         store.add(_record("ce", [0.99, 0.9, 0.6, 0.3, 0.1], seed=1))
         store.add(_record("balanced", [0.8, 0.75, 0.7, 0.65, 0.6]))
         t = longtail_table(store)
-        assert [r["seeds"] for r in t.rows] == [1, 2]  # rows sorted by method name
+        assert [r["n"] for r in t.rows] == [1, 2]  # rows sorted by method name
         recs = store.records(method="ce")
         assert t.rows[1]["avg"] == (recs[0].metrics["avg"] + recs[1].metrics["avg"]) / 2
+        assert t.rows[1]["avg_sd"] == np.std([r.metrics["avg"] for r in recs], ddof=1) and t.rows[0]["avg_sd"] is None
+        assert t.marks() == {}  # a row with N = 1: nothing is ranked
+        assert "No marks" in t.caption
+        store.add(_record("balanced", [0.8, 0.75, 0.7, 0.65, 0.6], seed=1))
+        t = longtail_table(store)
+        assert [r["n"] for r in t.rows] == [2, 2] and t.marks() and "by mean only" in t.caption
         path = build_report(store, tmp_path / "rep")
     html = path.read_text()
     assert "Long-tailed classification" in html and html.count("data:image/png;base64,") >= 1
-    assert "<b>" in html  # best values marked
+    assert "<b>" in html and " ± " in html  # best values marked; the spread over seeds shown
 
 
 def test_report_of_empty_store(tmp_path):
@@ -53,6 +59,10 @@ def test_survey_table_splits_equal_and_different_test_imbalance(tmp_path):
     (row,) = t.rows
     assert row["eq_auc"] == eq.metrics["auc"] and row["ne_auc"] == ne.metrics["auc"]
     assert row["eq_drop_ratio"] == eq.metrics["drop_ratio"] and row["ne_balanced"] == ne.metrics["balanced"]
+    assert row["n"] == 2 and row["eq_auc_n"] == 1 and row["ne_auc_n"] == 1
     titles = [c.title for c in t.columns]
-    assert len(titles) == 14 and titles[0] == "AUC↑ (ρ_trn=ρ_tst)" and titles[9] == "STD↓ (ρ_trn≠ρ_tst)"
-    assert [c.higher_is_better for c in t.columns[:7]] == [True, True, False, True, True, False, True]
+    assert len(titles) == 15 and titles[:2] == ["N", "AUC↑ (ρ_trn=ρ_tst)"] and titles[10] == "sweep SD↓ (ρ_trn≠ρ_tst)"
+    assert [c.higher_is_better for c in t.columns[1:8]] == [True, True, False, True, True, False, True]
+    tex = t.render("latex")  # the survey's own name in the LaTeX header, with its footnote
+    assert "STD$^\\dagger\\downarrow$ ($\\rho_{\\mathrm{trn}}\\neq\\rho_{\\mathrm{tst}}$)" in tex
+    assert "$^\\dagger$ STD (the survey's name" in tex

@@ -18,7 +18,10 @@ class TableResult:
         self.table, self.format, self.with_styles = table, format, with_styles
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"columns": [c.key for c in self.table.columns], "rows": self.table.rows}
+        """``columns`` (keys), ``rows`` (each value, with ``<key>_sd`` / ``<key>_n`` / ``n`` where the table
+        gives them: docs/store.md), ``caption`` (what N, the spread, the marks and the mode are)."""
+        out: dict[str, Any] = {"columns": [c.key for c in self.table.columns], "rows": self.table.rows,
+                               "caption": self.table.caption}
         if self.with_styles:
             out["styles"] = [{"row": i, "column": k, "style": v} for (i, k), v in sorted(self.table.styles.items())]
         return out
@@ -54,6 +57,8 @@ class TableOptions(ProtocolTableOptions):
     """``vistabench table --protocol NAME``."""
 
     protocol: str = option(help="a protocol name (`vistabench --help` lists them)")
+    mode: str | None = option(None, help="the scoring mode whose results the table shows, for a protocol with "
+                                         "several (longtail: resampled (default) or exact); modes are never mixed")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -74,8 +79,7 @@ def register(sub: Verbs) -> None:
                          "it is a smoke run.")
     add_verb(sub, "table", TableOptions, run=lambda opts: _table(opts.protocol, opts), human=render_table,
              help="print a protocol's results table from the store",
-             description="Renders the results store as the protocol's paper-style table: "
-                         "best bold, second underlined, third italic.")
+             description="Renders the results store as the protocol's paper-style table. " + TABLE_TEXT)
     add_verb(sub, "report", ReportOptions, run=_report, human=lambda r: f"wrote {r['report']}",
              help="write the static HTML report of the store",
              description="Writes DIR/index.html: one self-contained page with tables and "
@@ -113,12 +117,26 @@ def open_store(path: str):
     return ResultsStore(path, read_only=True)
 
 
+#: what every table verb says about its cells and marks (docs/store.md, "What a table counts")
+TABLE_TEXT = ("A row's N counts its distinct results (seeds or predictions files: the same predictions scored "
+              "twice count once; scoring modes are never mixed) and each cell is the mean ± SD over them; best "
+              "bold, second underlined, third italic, only between rows with N >= 2, by the protocol's own test "
+              "where it has one (smalldata: Welch's t-test), else by mean (the caption says which).")
+
+
 def _table(protocol: str, opts: ProtocolTableOptions) -> TableResult:
+    from ..errors import InputError
+    from ..report.results import MODES
     from ..suite import get_protocol
 
     proto = get_protocol(protocol)
+    mode = getattr(opts, "mode", None)
+    if mode is not None and protocol not in MODES:
+        raise InputError(f"--mode: the {protocol} protocol has one scoring mode; leave --mode out")
     with open_store(opts.store) as store:
-        return TableResult(proto.part("table")(store, dataset=opts.dataset), opts.format)
+        build = proto.part("table")
+        table = build(store, dataset=opts.dataset) if mode is None else build(store, dataset=opts.dataset, mode=mode)
+        return TableResult(table, opts.format)
 
 
 def register_generated(sub: Verbs, proto: Any) -> Verbs:
@@ -137,8 +155,8 @@ def add_table_verb(verbs: Verbs, protocol: str) -> None:
     """``vistabench <protocol> table``: the protocol's paper-style table of the store."""
     add_verb(verbs, "table", ProtocolTableOptions, run=lambda opts: _table(protocol, opts), human=render_table,
              help="print the protocol's results table from the store",
-             description=f"Renders the store's {protocol} records as the protocol's paper-style "
-                         "table: best bold, second underlined, third italic.")
+             description=f"Renders the store's {protocol} records as the protocol's paper-style table. "
+                         + TABLE_TEXT)
 
 
 def _report(opts: ReportOptions) -> dict[str, str]:

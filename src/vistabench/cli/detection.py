@@ -252,7 +252,9 @@ def _eval(opts: ScoreOptions) -> dict[str, Any] | Formatted:
                     max_dets_per_image=opts.max_dets_per_image, dets_per_class=opts.dets_per_class,
                     split=opts.split, allow_empty=opts.allow_empty, kpt_oks_sigmas=opts.kpt_oks_sigmas,
                     per_class=opts.per_class, errors=opts.errors)
-    out["settings"].update(gt=str(opts.gt), results=str(opts.results))
+    from ..data.predictions import file_sha256
+
+    out["settings"].update(gt=str(opts.gt), results=str(opts.results), predictions_sha256=file_sha256(opts.results))
     rec = to_record(out, dataset=opts.dataset or record_dataset_name(opts.gt),
                     method=opts.method or Path(opts.results).stem, seed=opts.seed, tag=opts.tag,
                     split_hash=out["settings"].get("split_sha256"))

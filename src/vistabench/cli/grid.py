@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Iterator, Literal
 
 from ..config import TRACKERS, Options, option
-from .common import TableFormat, TableResult, render_table
+from .common import TABLE_TEXT, TableFormat, TableResult, render_table
 from .verbs import Verbs, add_verb, store_field, verb_group
 
 _CONFIG_HELP = """\
@@ -88,9 +88,8 @@ def register(sub: Verbs) -> None:
 
     add_verb(s, "table", GridTableOptions, run=_table, human=render_table,
              help="the paper-shaped table of exactly this grid",
-             description="Renders the protocol's results table (best bold, second underlined, third "
-                         "italic; significance marks where the protocol has them) from the records of "
-                         "this grid's done cells only.")
+             description="Renders the protocol's results table from the records of this grid's done cells "
+                         "only. " + TABLE_TEXT)
 
 
 @contextmanager

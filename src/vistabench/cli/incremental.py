@@ -152,9 +152,17 @@ def _score(args: ScoreOptions) -> dict[str, Any]:
         from ..report.incremental import save_gacc_plot
 
         out["plot"] = save_gacc_plot(scores, args.plot)
+    import numpy as np
+
+    from ..data.predictions import load_predictions, predictions_sha256
+
     first = args.matrix or args.predictions[0]
+    # what was scored: the predictions (as a run hashes them), or the accuracy matrix given instead
+    digest = (predictions_sha256(*map(load_predictions, predictions)) if predictions is not None
+              else predictions_sha256(*(np.asarray(row, dtype=np.float64) for row in scores.matrix)))
     rec = to_record(out, dataset=args.record_dataset(), method=args.method or Path(first).stem,
-                    seed=args.seed, sessions=sessions, settings={"source": "score"}, tag=args.tag)
+                    seed=args.seed, sessions=sessions, settings={"source": "score", "predictions_sha256": digest},
+                    tag=args.tag)
     ids = store_records(args.store, rec)
     out["record_id"] = ids[0] if ids else None
     return out

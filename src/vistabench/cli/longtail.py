@@ -75,7 +75,11 @@ class LongtailRunOptions(RunOptions):
 class TableOptions(Options):
     layout: Literal["paper", "survey"] = option("paper", help="paper: one row per (dataset, method, rho); "
                                                 "survey: matched and mismatched test imbalance side by side")
-    exact: bool = option(False, help="the noise-free (R -> infinity) scores")
+    mode: Literal["resampled", "exact"] | None = option(
+        None, help="the scoring mode whose results the table shows (never mixed): resampled (default; the "
+        "protocol's R drawn test sets per point) or exact (noise-free, R -> infinity; every scored record "
+        "keeps these too)")
+    exact: bool = option(False, help="the same as --mode exact")
     format: TableFormat = option("markdown", help="table format")
     dataset: str | None = option(None, help="only records of this dataset")
     store: str = store_field(optional=False)
@@ -132,9 +136,13 @@ def register(sub: Verbs) -> Verbs:
 
     add_verb(s, "table", TableOptions, run=_table, human=render_table,
              help="print the results table from the store", description=
-             "Renders the store's long-tail records, best bold, second underlined, third italic; "
-             "column titles carry the direction (↑ higher is better, ↓ lower). --layout paper (default): "
-             "AUC, AVG, STD, MAX, MIN, DR, BTD, Many/Med./Few, Worst per (dataset, method, rho). --layout "
+             "Renders the store's long-tail results of one scoring mode (--mode; resampled by default): "
+             "each row gives N, the number of distinct results (seeds or predictions files: the same "
+             "predictions scored twice count once), and each cell the mean ± SD over them; best bold, "
+             "second underlined, third italic, by mean only and only between rows with N >= 2. Column "
+             "titles carry the direction (↑ higher is better, ↓ lower). --layout paper (default): "
+             "AUC, AVG, sweep SD (the survey's STD: spread over the test sweep, not over seeds), MAX, MIN, "
+             "DR, BTD, Many/Med./Few, Worst per (dataset, method, rho). --layout "
              "survey: AUC, AVG, STD, MAX, MIN, DR, BTD for runs whose test imbalance equals the training "
              "imbalance and for runs where it differs (--test-imbalance), side by side.")
     return s
@@ -144,9 +152,14 @@ def _table(opts: TableOptions) -> TableResult:
     from ..report.longtail import longtail_table, survey_table
     from .common import open_store
 
+    from ..errors import InputError
+
+    if opts.exact and opts.mode not in (None, "exact"):
+        raise InputError(f"--exact: the same as --mode exact; it cannot go with --mode {opts.mode}")
     build = survey_table if opts.layout == "survey" else longtail_table
     with open_store(opts.store) as store:
-        return TableResult(build(store, dataset=opts.dataset, exact=opts.exact), opts.format)
+        return TableResult(build(store, dataset=opts.dataset, mode="exact" if opts.exact else opts.mode),
+                           opts.format)
 
 
 def _profile(opts: ProfileOptions) -> list[int]:
@@ -176,12 +189,15 @@ def _sweep(args: SweepOptions) -> dict[str, Any]:
 
 
 def _score(args: ScoreOptions) -> dict[str, Any]:
+    from ..data.predictions import load_predictions, predictions_sha256
     from ..protocols.longtail import read_sweep, score, to_record
     from ..protocols.longtail_sweep import sweep_settings
 
     sweep = read_sweep(args.sweep)
-    result = score(args.predictions, sweep, exact=args.exact, convention=args.convention, bootstrap=args.bootstrap)
-    settings = {**sweep_settings(sweep), "predictions": str(args.predictions)}
+    pred = load_predictions(args.predictions)
+    result = score(pred, sweep, exact=args.exact, convention=args.convention, bootstrap=args.bootstrap)
+    settings = {**sweep_settings(sweep), "predictions": str(args.predictions),
+                "predictions_sha256": predictions_sha256(pred)}
     rec = to_record(result, dataset=args.record_dataset(), method=args.method or Path(args.predictions).stem, seed=args.seed,
                     split_hash=sweep["sha256"], settings=settings, tag=args.tag)
     ids = store_records(args.store, rec)

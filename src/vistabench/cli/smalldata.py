@@ -162,10 +162,14 @@ def _splits_text(r: dict) -> str:
 def _score(opts: ScoreOptions) -> dict[str, Any]:
     from ..protocols.smalldata import prepare, score, to_record
 
+    from ..data.predictions import load_predictions, predictions_sha256
+
     ctx = prepare(opts.dataset, root=opts.root, split_dir=opts.splits, image_size=opts.image_size, splits=[opts.split])
-    result = score(opts.predictions, ctx, split=opts.split)
+    pred = load_predictions(opts.predictions)
+    result = score(pred, ctx, split=opts.split)
     rec = to_record(result, dataset=opts.dataset, method=opts.method or Path(opts.predictions).stem, seed=opts.seed,
-                    split_hash=result["settings"]["split_hash"], settings={"predictions": str(opts.predictions)},
+                    split_hash=result["settings"]["split_hash"],
+                    settings={"predictions": str(opts.predictions), "predictions_sha256": predictions_sha256(pred)},
                     tag=opts.tag)
     ids = store_records(opts.store, rec)
     return {**result, "record_id": ids[0] if ids else None}

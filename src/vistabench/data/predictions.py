@@ -6,6 +6,7 @@ The input kind is explicit: nothing is auto-detected, nothing is clamped or pass
 
 from __future__ import annotations
 
+import hashlib
 import os
 import zipfile
 from dataclasses import dataclass
@@ -168,3 +169,34 @@ def load_predictions(path: str | os.PathLike[str]) -> Predictions:
                            classes=arrays.get("classes"))
     except InputError as exc:
         raise InputError(f"predictions file {str(p)!r}: {exc}") from exc
+
+
+def predictions_sha256(*arrays: Predictions | np.ndarray) -> str:
+    """sha256 of prediction arrays (their dtype, shape and bytes, in order): the same predictions give
+    the same hash whether they came from a file or from a run in memory (a :class:`Predictions` is
+    hashed by its kind, labels, values and classes)."""
+    h = hashlib.sha256()
+    for a in arrays:
+        if isinstance(a, Predictions):
+            h.update(str(a.kind).encode())
+            parts = [a.labels, a.values] + ([a.classes] if a.classes is not None else [])
+            for x in parts:
+                _update(h, np.asarray(x))
+        else:
+            _update(h, np.asarray(a))
+    return h.hexdigest()
+
+
+def _update(h: "hashlib._Hash", x: np.ndarray) -> None:
+    x = np.ascontiguousarray(x)
+    h.update(f"{x.dtype.str}{x.shape}".encode())
+    h.update(x.tobytes())
+
+
+def file_sha256(path: str | os.PathLike[str]) -> str:
+    """sha256 of a file's bytes (predictions kept as files the protocol reads whole, e.g. detections)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()

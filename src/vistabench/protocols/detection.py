@@ -18,6 +18,7 @@ from typing import Any, Literal, NamedTuple, Sequence
 
 import numpy as np
 
+from ..data.predictions import file_sha256
 from ..errors import InputError
 from ..metrics.detection import (DetectionEvaluation, Detections, GroundTruth, detection_labels,
                                  decompose_errors, evaluate_detections, per_class_results,
@@ -425,6 +426,7 @@ def run(config: DetectionConfig, *, store: ResultsStore | None = None,
     result = evaluation_result(ev)
     if split is not None:
         result["settings"].update(split_sha256=split["sha256"], split_part="test")
+    settings["predictions_sha256"] = file_sha256(config.results)  # the detections scored (before calibration)
     rec = to_record(result, dataset=config.dataset, method=config.method, seed=config.seed, tag=config.tag,
                     settings={**settings, "config": config.to_dict()}, split_hash=None if split is None else split["sha256"])
     if store is not None:

@@ -18,7 +18,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..data.predictions import Predictions, load_predictions, save_predictions
+from ..data.predictions import Predictions, load_predictions, predictions_sha256, save_predictions
 from ..errors import InputError
 from ..metrics.incremental import IncrementalScores, Mode, accuracy_matrix, corner_case_matrix, incremental_scores
 from ..store import Record, ResultsStore
@@ -383,5 +383,6 @@ def run_sessions(config: Any, data: Any, sessions: dict[str, Any], *,
     for name in ("data", "tag", "seed", "method", "preset", "base_classes", "way", "shot", "num_sessions"):
         settings.pop(name, None)
     settings["config"] = config.to_dict()  # what --print-config printed, whole
+    settings["predictions_sha256"] = predictions_sha256(*preds)
     return record_for(result, dataset=config.data, method=config.method, seed=config.seed, sessions=sessions,
                       settings=settings, tag=config.tag, seconds=seconds)

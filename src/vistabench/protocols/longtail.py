@@ -17,7 +17,7 @@ import numpy as np
 
 from .._validation import check_value
 from ..data import Dataset, load_dataset, load_predictions, seal, write_predictions, write_split
-from ..data.predictions import Predictions
+from ..data.predictions import Predictions, predictions_sha256
 from ..errors import InputError
 from ..metrics import longtail as M
 from ..store import Record, ResultsStore
@@ -142,6 +142,7 @@ def run(config: LongtailConfig, *, store: ResultsStore | None = None,
                 "train_counts": split["counts"], "test_imbalance": sweep["test_imbalance"],
                 "points": c.points, "repeats": c.repeats, "epochs": c.epochs, "model": model,
                 "batch_size": c.batch_size, "lr": c.lr, "device": c.device, "sweep_sha256": sweep["sha256"],
+                "predictions_sha256": predictions_sha256(pred),
                 "test_time_adaptation": result.test_time is not None,
                 **result.settings, "recipe": c.recipe, "config": c.to_dict()}
     set_preds = None

@@ -17,7 +17,7 @@ from ..store import Record
 from .detection_analysis import add_diagnostics
 from .html import Section
 from .plotstyle import legend_outside, series_style
-from .tables import Column, Records, Table, select
+from .tables import N_COLUMN, Column, Records, Table, put_stats, select
 
 _COLUMNS = [
     Column("old_AP", "AP^Old"), Column("old_APr", "AP^Old_r"),
@@ -30,8 +30,13 @@ VARIANTS = ("old", "fixed", "pool")
 #: the most PR curves one plot shows (per data set); the baseline is always among them
 MAX_CURVES = 8
 #: settings that say which detections a record scored: records agreeing on all of them are merged
+#: (where a record has the hash of its detections, ``predictions_sha256``, the hash stands for the
+#: results file's path: the same detections under another name are the same set)
 _IDENTITY = ("gt", "results", "iou_type", "split_sha256", "split_part", "calibration", "recipe", "policy",
-             "num_images", "num_results")
+             "num_images", "num_results", "predictions_sha256")
+#: what a table row shares: scored sets that differ only in their detections (seeds of one detector,
+#: other results files under one method name) are the N results of one row
+_ROW = ("gt", "iou_type", "split_sha256", "split_part", "calibration", "recipe", "policy", "num_images")
 
 
 @dataclass
@@ -55,7 +60,8 @@ class ScoredSet:
 
 
 def _identity(r: Record) -> tuple:
-    return (r.dataset, r.method, *(repr(r.settings.get(k)) for k in _IDENTITY))
+    hashed = bool(r.settings.get("predictions_sha256"))
+    return (r.dataset, r.method, *(repr(None if hashed and k == "results" else r.settings.get(k)) for k in _IDENTITY))
 
 
 def _measured(r: Record, variant: str) -> bool:
@@ -100,27 +106,36 @@ def _labels(sets: list[ScoredSet], *, with_dataset: bool) -> list[str]:
 
 
 def detection_table(records: Records, *, dataset: str | None = None) -> Table:
-    """One row per scored set of detections: the three APs side by side, and whether the scores were
-    calibrated or re-ranked. A row merges the records that scored the same detections (each AP family
-    from the latest record that measured it)."""
+    """One row per method and way of scoring (same ground truth, split, IoU type, calibration or
+    re-ranking): N distinct scored sets of detections (seeds or results files) and the mean ± SD of
+    the three APs over them; whether the scores were calibrated or re-ranked. A scored set merges the
+    records that scored the same detections (each AP family from the latest record that measured it)."""
     sets = scored_sets(select(records, protocol="detection", dataset=dataset))
+    groups: dict[tuple, list[ScoredSet]] = {}
+    for s in sets:
+        groups.setdefault((s.dataset, s.method, scores_note(s), *(repr(s.settings.get(k)) for k in _ROW)), []).append(s)
+    firsts = [g[0] for g in groups.values()]
     rows = []
-    for s, label in zip(sets, _labels(sets, with_dataset=dataset is None)):
-        row: dict[str, Any] = {"method": label, "scores": scores_note(s), "dataset": s.dataset,
-                               "records": [r.id for r in s.records]}
-        row.update({c.key: s.metrics.get(c.key) for c in _COLUMNS})
+    for group, label in zip(groups.values(), _labels(firsts, with_dataset=dataset is None)):
+        row: dict[str, Any] = {"method": label, "n": len(group), "scores": scores_note(group[0]),
+                               "dataset": group[0].dataset, "records": [r.id for s in group for r in s.records]}
+        for c in _COLUMNS:
+            put_stats(row, c.key, [s.metrics.get(c.key) for s in group], cell_n=True)
         rows.append(row)
     # a frequency-group column without a value in any row (COCO data; no rare category with ground truth)
     # is left out, and the caption says so
     empty = [c for c in _COLUMNS if c.key[-1] in "rcf" and all(r.get(c.key) is None for r in rows)] if rows else []
     left_out = (f" Not shown, without a value in any row: {', '.join(c.title for c in empty)} (they need LVIS "
                 "frequency groups with ground truth; COCO data has none)." if empty else "")
-    return Table(columns=[*(c for c in _COLUMNS if c not in empty), _SCORES], rows=rows,
-                 caption="Large-vocabulary detection: AP^Old (per-image limit), AP^Fixed (top-k per class), "
-                         "AP^Pool (categories pooled), in %. A row merges the records that scored the same "
-                         "detections, each AP from the latest record that measured it (– not measured). "
-                         "Scores: as detected, re-ranked (top-k per class, the gaming policy) or calibrated "
-                         "per category on held-out images." + left_out)
+    t = Table(columns=[N_COLUMN, *(c for c in _COLUMNS if c not in empty), _SCORES], rows=rows,
+              caption="Large-vocabulary detection: AP^Old (per-image limit), AP^Fixed (top-k per class), "
+                      "AP^Pool (categories pooled), in %. A scored set merges the records that scored the same "
+                      "detections, each AP from the latest record that measured it (– not measured); a row's N "
+                      "counts its distinct sets of detections (the same detections scored twice are one). "
+                      "Scores: as detected, re-ranked (top-k per class, the gaming policy) or calibrated "
+                      "per category on held-out images; best bold, second underlined, third italic." + left_out)
+    t.caption += t.note()
+    return t
 
 
 def curve_sets(sets: list[ScoredSet], limit: int = MAX_CURVES) -> tuple[list[ScoredSet], int]:

@@ -245,7 +245,7 @@ def table_html(t: Table, *, why_empty: dict[str, str] | None = None) -> str:
         cells = [f"<td{_KEY}>{html.escape(str(r.get(t.row_key, '')))}</td>"]
         for j, col in enumerate(t.columns):
             v = r.get(col.key)
-            cell = html.escape(format_value(v, col))
+            cell = html.escape(t.text(i, col))  # the value, and "± SD" where the row has one
             if (i, col.key) in marks:
                 tag = _MARK_TAG[marks[(i, col.key)]]
                 cell = f"<{tag}>{cell}</{tag}>"

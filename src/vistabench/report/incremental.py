@@ -17,7 +17,8 @@ from ..metrics.incremental import IncrementalScores, incremental_scores
 from ..store import Record
 from .html import Section
 from .plotstyle import legend_outside, series_style
-from .tables import Column, Records, Table, aggregate, select
+from .results import distinct_results
+from .tables import N_COLUMN, Column, Records, Table, aggregate, put_stats, select
 
 #: The paper's Table 1 (miniImageNet, 60 base classes + 8 sessions of 5-way 5-shot), as published:
 #: (method, aAcc per session in %, published aAcc in %, published gAcc in % or None), the methods
@@ -81,11 +82,10 @@ def _layout(r: Record) -> tuple[int, ...]:
 
 
 def _groups(records: list[Record]) -> dict[tuple[str, tuple[int, ...], str], list[Record]]:
-    """(dataset, session layout, method label) -> records; compat-scored runs get their own label."""
+    """(dataset, session layout, method) -> records (in either gAcc formula: the table gives both)."""
     out: dict[tuple[str, tuple[int, ...], str], list[Record]] = defaultdict(list)
     for r in records:
-        label = r.method + (" (compat gAcc)" if r.settings.get("mode") == "compat" else "")
-        out[(r.dataset, _layout(r), label)].append(r)
+        out[(r.dataset, _layout(r), r.method)].append(r)
     return out
 
 
@@ -142,33 +142,27 @@ def _row(label: str, per_session: Sequence[float | None], aacc: float | None, ga
 
 
 def _rank_styles(rows: list[dict[str, Any]], columns: list[Column], measured: list[int]) -> dict[tuple[int, str], str]:
-    """Best bold, second underlined (the paper's Table 1 marking), among measured rows only."""
-    styles: dict[tuple[int, str], str] = {}
-    for col in columns:
-        if col.higher_is_better is None:
-            continue
-        vals = sorted({rows[i][col.key] for i in measured if isinstance(rows[i].get(col.key), (int, float))
-                       and np.isfinite(rows[i][col.key])}, reverse=col.higher_is_better)
-        for i in measured:
-            v = rows[i].get(col.key)
-            if v in vals[:2]:
-                styles[(i, col.key)] = "bold" if v == vals[0] else "underline"
-    return styles
+    """Best bold, second underlined (the paper's Table 1 marking), among measured rows only, by the
+    shared rules of :meth:`Table.ranks` (values as printed; rows with N = 1 unmarked)."""
+    ranks = Table(columns, rows).ranks(depth=2, among=measured)
+    return {k: "bold" if r == 1 else "underline" for k, r in ranks.items()}
 
 
 def incremental_table(source: Records, *, dataset: str | None = None) -> Table:
     """The paper's Table 1 layout from the store: aAcc after each session, aAcc, gAcc (and PD).
 
-    One row per (dataset, session layout, method), means over seeds; then the Lazy / Greedy /
-    Greedy-NF reference rows for that layout at the best base accuracy A_1^1 measured in the group
-    (marked "ref."; they are not ranked). Best measured value bold, second underlined.
+    One row per (dataset, session layout, method): N distinct results (the same predictions scored
+    twice, in either gAcc formula, are one: both formulas are columns, recomputed from the stored
+    accuracy matrix), mean ± SD of each value; then the Lazy / Greedy / Greedy-NF reference rows for
+    that layout at the best base accuracy A_1^1 measured in the group (N "ref."; they are not
+    ranked). Best measured value bold, second underlined (by mean; rows with N >= 2 only).
     """
-    records = select(source, protocol="incremental", dataset=dataset)
+    records = distinct_results(select(source, protocol="incremental", dataset=dataset))
     by_layout: dict[tuple[str, tuple[int, ...]], list[tuple[str, list[Record]]]] = defaultdict(list)
     for (ds, sizes, method), recs in sorted(_groups(records).items()):
         by_layout[(ds, sizes)].append((method, recs))
     n_max = max((len(s) for _, s in by_layout), default=0)
-    columns = [Column("runs", "Runs", higher_is_better=None, percent=False, digits=0)]
+    columns = [N_COLUMN]
     columns += [Column(f"s{i + 1}", str(i + 1)) for i in range(n_max)]
     columns += [Column("aacc", "aAcc"), Column("gacc", "gAcc exact"), Column("gacc_compat", "gAcc compat"),
                 Column("pd", "PD", higher_is_better=False)]
@@ -181,32 +175,34 @@ def incremental_table(source: Records, *, dataset: str | None = None) -> Table:
         base_best = 0.0
         for method, recs in methods:
             ms = [r.metrics for r in recs]
-            n = len(sizes)
-            per = [aggregate([m["sessions"][i]["aacc"] for m in ms]) for i in range(n)]
-            row = _row(f"{method}{suffix}", per, aggregate([m["aacc"] for m in ms]),
-                       aggregate([_gacc(m, sizes, "exact") for m in ms]), aggregate([m["pd"] for m in ms]), len(recs))
-            row["gacc_compat"] = aggregate([_gacc(m, sizes, "compat") for m in ms])
+            row: dict[str, Any] = {"method": f"{method}{suffix}", "n": len(recs)}
+            for i in range(len(sizes)):
+                put_stats(row, f"s{i + 1}", [m["sessions"][i]["aacc"] for m in ms])
+            put_stats(row, "aacc", [m["aacc"] for m in ms])
+            put_stats(row, "gacc", [_gacc(m, sizes, "exact") for m in ms])
+            put_stats(row, "gacc_compat", [_gacc(m, sizes, "compat") for m in ms])
+            put_stats(row, "pd", [m["pd"] for m in ms])
             rows.append(row)
             base_best = max(base_best, aggregate([m["matrix"][0][0] for m in ms]) or 0.0)
         measured = list(range(start, len(rows)))
-        ranked = _rank_styles(rows, columns, measured)
-        styles.update(ranked)
+        styles.update(_rank_styles(rows, columns, measured))
         compat = _compat_rows(sizes, base_best)
         for name, sc in reference_rows(sizes, base_accuracy=base_best).items():
             row = _row(f"{name} (ref.){suffix}", [s["aacc"] for s in sc.sessions], sc.aacc, sc.gacc, sc.pd, "ref.")
+            row["n"] = row.pop("runs")
             row["gacc_compat"] = compat[name].gacc if compat else None
             rows.append(row)
-    if not styles and rows:
-        styles[(0, "__none__")] = "bold"  # explicit styles switch off the table's own ranking
     only = "" if several or not by_layout else "{}, {}: ".format(*next((d, _layout_text(z)) for d, z in by_layout))
-    return Table(columns, rows, styles=styles,
-                 caption=only + "FSCIL results (%): aAcc after each session, their mean (aAcc), generalized "
-                         "accuracy in two formulas, both from the stored accuracy matrix: gAcc exact = area "
-                         "under gAcc(α), α ∈ [0,1] (closed form, Eq. 5), gAcc compat = the authors' public "
-                         "formula (integer β grid, trapezoid; the one behind published gAcc; – when the "
-                         "novel sessions differ in size), and PD = A_1^1 − A_n^1. "
-                         "Reference rows (ref.) are the paper's corner cases at the best base accuracy "
-                         "measured for that layout; best measured value bold, second underlined.")
+    t = Table(columns, rows, styles=styles, ranked=False,  # the reference rows are never ranked
+              caption=only + "FSCIL results (%): aAcc after each session, their mean (aAcc), generalized "
+                      "accuracy in two formulas, both from the stored accuracy matrix whichever formula a run "
+                      "was scored with: gAcc exact = area under gAcc(α), α ∈ [0,1] (closed form, Eq. 5), gAcc "
+                      "compat = the authors' public formula (integer β grid, trapezoid; the one behind "
+                      "published gAcc; – when the novel sessions differ in size), and PD = A_1^1 − A_n^1. "
+                      "Reference rows (ref.) are the paper's corner cases at the best base accuracy "
+                      "measured for that layout; best measured value bold, second underlined.")
+    t.caption += t.note()
+    return t
 
 
 def paper_reference_table(*, base_accuracy: float = 0.85, table: str = "mini_imagenet") -> Table:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -11,18 +12,24 @@ from ..protocols.longtail_sweep import train_imbalance
 from ..store import Record
 from .html import Section
 from .plotstyle import legend_outside, series_style
-from .tables import Column, Records, Table, aggregate, select
+from .results import check_mode, distinct_results, record_mode
+from .tables import N_COLUMN, Column, Records, Table, put_stats, select
 
+#: the survey's "STD" is the spread of accuracy over the test sweep, not over seeds: named "sweep SD"
+#: here, the paper's name kept in the LaTeX header with a footnote (:data:`STD_FOOTNOTE`)
 COLUMNS = [
-    Column("auc", "AUC↑"), Column("avg", "AVG↑"), Column("std", "STD↓", higher_is_better=False),
+    Column("auc", "AUC↑"), Column("avg", "AVG↑"),
+    Column("std", "sweep SD↓", higher_is_better=False, tex="STD$^\\dagger\\downarrow$"),
     Column("max", "MAX↑"), Column("min", "MIN↑"), Column("drop_ratio", "DR↓", higher_is_better=False),
     Column("balanced", "BTD↑"), Column("many", "Many↑"), Column("medium", "Med.↑"), Column("few", "Few↑"),
     Column("worst_class", "Worst↑"),
 ]
 SURVEY_KEYS = ("auc", "avg", "std", "max", "min", "drop_ratio", "balanced")  # the survey's Tables 2-6
-SURVEY_COLUMNS = [Column(f"{g}_{c.key}", f"{c.title} ({sym})", c.higher_is_better, group=sym, short=c.title)
-                  for g, sym in (("eq", "ρ_trn=ρ_tst"), ("ne", "ρ_trn≠ρ_tst")) for c in COLUMNS
-                  if c.key in SURVEY_KEYS]
+SURVEY_COLUMNS = [Column(f"{g}_{c.key}", f"{c.title} ({sym})", c.higher_is_better, group=sym, short=c.title,
+                         tex=c.tex and f"{c.tex} ({tex})")
+                  for g, sym, tex in (("eq", "ρ_trn=ρ_tst", "$\\rho_{\\mathrm{trn}}=\\rho_{\\mathrm{tst}}$"),
+                                      ("ne", "ρ_trn≠ρ_tst", "$\\rho_{\\mathrm{trn}}\\neq\\rho_{\\mathrm{tst}}$"))
+                  for c in COLUMNS if c.key in SURVEY_KEYS]
 
 
 #: the selection columns of the survey table (records run with ``select_checkpoint`` best_val/best_test)
@@ -62,48 +69,77 @@ def _sorted_groups(records: list[Record]) -> list[tuple[tuple[str, str, float | 
                   key=lambda kv: (kv[0][0], kv[0][2] is None, kv[0][2] or 0.0, kv[0][1]))
 
 
-def longtail_table(records: Records, *, dataset: str | None = None, exact: bool = False) -> Table:
-    """One row per (dataset, method, rho): metrics averaged over seeds; best three marked."""
+STD_FOOTNOTE = ("† STD (the survey's name; here \"sweep SD\"): the standard deviation of accuracy over the "
+                "test sweep of one run, not a spread over seeds (that is the ± SD of each cell).")
+
+_MODE_TEXT = {"resampled": "resampled", "exact": "exact (noise-free)"}
+
+
+def _results(records: Records, dataset: str | None, mode: str) -> list[Record]:
+    """The distinct results (docs/store.md) of one scoring mode. The exact numbers of a resampled
+    record are kept with it (``metrics["exact"]``): ``exact`` reads those of every record, so a file
+    scored in both modes is one exact result; ``resampled`` reads the records scored resampled only."""
+    recs = select(records, protocol="longtail", dataset=dataset)
+    if mode == "resampled":
+        return distinct_results([r for r in recs if record_mode(r) == "resampled"])
+    as_exact = [replace(r, metrics={**r.metrics, **r.metrics.get("exact", {}), "mode": "exact"})
+                for r in recs if record_mode(r) == "exact" or isinstance(r.metrics.get("exact"), dict)]
+    return distinct_results(as_exact)
+
+
+def _caption(what: str, mode: str) -> str:
+    return (f"{what} ({_MODE_TEXT[mode]} mode; other modes: `--mode`), %; ↑ higher is better, ↓ lower is "
+            "better; best bold, second underlined, third italic.")
+
+
+def longtail_table(records: Records, *, dataset: str | None = None, mode: str | None = None,
+                   exact: bool = False) -> Table:
+    """One row per (dataset, method, rho) of one scoring ``mode`` (default resampled; ``exact=True``
+    is ``mode="exact"``): N distinct results (seeds or predictions files), mean ± SD of each metric."""
+    mode = check_mode("longtail", "exact" if exact and mode is None else mode)
     rows: list[dict[str, Any]] = []
-    for (ds, method, rho), recs in _sorted_groups(select(records, protocol="longtail", dataset=dataset)):
-        src = [r.metrics.get("exact", r.metrics) if exact else r.metrics for r in recs]
-        row = {"method": _label(method, ds, rho, with_dataset=not dataset), "seeds": len(recs)}
+    for (ds, method, rho), recs in _sorted_groups(_results(records, dataset, mode)):
+        row: dict[str, Any] = {"method": _label(method, ds, rho, with_dataset=not dataset), "n": len(recs)}
         for c in COLUMNS:
-            row[c.key] = aggregate([m.get(c.key) for m in src])
+            put_stats(row, c.key, [r.metrics.get(c.key) for r in recs])
         rows.append(row)
-    mode = "exact (noise-free)" if exact else "resampled"
-    return Table(COLUMNS, rows, caption=f"Long-tailed sweep metrics ({mode}), % — best bold, second "
-                                        "underlined, third italic; means over seeds.")
+    t = Table([N_COLUMN, *COLUMNS], rows, caption=_caption("Long-tailed sweep metrics", mode),
+              footnotes=[STD_FOOTNOTE])
+    t.caption += t.note()
+    return t
 
 
-def survey_table(records: Records, *, dataset: str | None = None, exact: bool = False) -> Table:
+def survey_table(records: Records, *, dataset: str | None = None, mode: str | None = None,
+                 exact: bool = False) -> Table:
     """The survey's layout (Fang et al., Tables 2–6): per (dataset, method, ρ_trn), AUC, AVG, STD, MAX,
     MIN, DR and BTD for sweeps whose test imbalance equals the training imbalance (``eq_*``) and for
     those where it differs (``ne_*``, averaged over the differing ρ_tst); arrows give each column's
-    direction. Cells without records are empty."""
+    direction. Cells without records are empty. Each cell: mean ± SD over its N distinct results
+    (``<key>_n``: the matched and the mismatched halves may rest on different runs)."""
+    mode = check_mode("longtail", "exact" if exact and mode is None else mode)
     rows: list[dict[str, Any]] = []
-    for (ds, method, rho), recs in _sorted_groups(select(records, protocol="longtail", dataset=dataset)):
-        row: dict[str, Any] = {"method": _label(method, ds, rho, with_dataset=not dataset), "seeds": len(recs)}
+    for (ds, method, rho), recs in _sorted_groups(_results(records, dataset, mode)):
+        row: dict[str, Any] = {"method": _label(method, ds, rho, with_dataset=not dataset), "n": len(recs)}
         for g in ("eq", "ne"):
             sel = [r for r in recs if (r.settings.get("test_imbalance", rho) == rho) == (g == "eq")]
-            src = [r.metrics.get("exact", r.metrics) if exact else r.metrics for r in sel]
             for k in SURVEY_KEYS:
-                row[f"{g}_{k}"] = aggregate([m.get(k) for m in src])
+                put_stats(row, f"{g}_{k}", [r.metrics.get(k) for r in sel], cell_n=True)
         ckpt = [r.metrics["checkpoint"] for r in recs if isinstance(r.metrics.get("checkpoint"), dict)]
-        row["ckpt_last"] = aggregate([c.get("last_epoch_acc") for c in ckpt]) if ckpt else None
-        row["ckpt_selected"] = aggregate([c.get("selected_acc") for c in ckpt]) if ckpt else None
+        put_stats(row, "ckpt_last", [c.get("last_epoch_acc") for c in ckpt])
+        put_stats(row, "ckpt_selected", [c.get("selected_acc") for c in ckpt])
         rows.append(row)
-    mode = "exact (noise-free)" if exact else "resampled"
-    columns = list(SURVEY_COLUMNS)
-    caption = (f"Survey layout ({mode}), %: ↑ higher is better, ↓ lower is better; best bold, second "
-               "underlined, third italic.")
+    columns = [N_COLUMN, *SURVEY_COLUMNS]
+    caption = _caption("Survey layout", mode) + (" Each half's cells rest on the runs of that half "
+                                                 "(N of each cell: CSV/JSON `<column>_n`).")
     if any(row["ckpt_selected"] is not None for row in rows):
         columns += CHECKPOINT_COLUMNS
         caption += (" Rows marked [best_test] predict with the epoch of best test-pool accuracy (as the "
                     "references report): the last two columns give that accuracy and the last epoch's, so the "
                     "inflation from selecting on the test set shows; [best_val] selects on held-out training "
                     "images.")
-    return Table(columns, rows, caption=caption)
+    t = Table(columns, rows, caption=caption, footnotes=[STD_FOOTNOTE])
+    t.caption += t.note()
+    return t
 
 
 def accuracy_divergence_figure(records: list[Record]):
@@ -184,9 +220,13 @@ def test_agnostic_table(records: list[Record]) -> Table:
         cols.append(Column(k, f"{group.replace(', ρ =', '')} ρ={rho}" if rho else kind, group=group,
                            short=rho if group else ""))
     rows = []
-    for (ds, method, rho), recs in _sorted_groups(records):
-        row: dict[str, Any] = {"method": _label(method, ds, rho, with_dataset=True), "seeds": len(recs)}
-        row.update({k: aggregate([r.metrics["test_agnostic"].get(k) for r in recs]) for k in keys})
+    for (ds, method, rho), recs in _sorted_groups(_results(records, None, "exact")):  # exact in either mode
+        row: dict[str, Any] = {"method": _label(method, ds, rho, with_dataset=True), "n": len(recs)}
+        for k in keys:
+            put_stats(row, k, [(r.metrics.get("test_agnostic") or {}).get(k) for r in recs])
         rows.append(row)
-    return Table(cols, rows, caption="Test-agnostic accuracy (%) per test distribution, means over seeds; best "
-                                     "bold, second underlined, third italic.")
+    t = Table([N_COLUMN, *cols], rows, caption="Test-agnostic accuracy (%) per test distribution (exact expected "
+                                               "accuracy, the same in either scoring mode); best bold, second "
+                                               "underlined, third italic.")
+    t.caption += t.note()
+    return t

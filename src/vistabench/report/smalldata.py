@@ -20,7 +20,8 @@ from ..metrics.stats import not_worse_than_best
 from ..store import Record
 from .html import Section
 from .plotstyle import distinct_colors, legend_outside
-from .tables import Column, Records, Table, select
+from .results import distinct_results
+from .tables import N_COLUMN, Column, Records, Table, put_stats, select, shown_value
 
 PROTOCOL = "smalldata"
 _STATE_STYLE = {"complete": "-", "pruned": ":", "failed": "--"}
@@ -28,7 +29,8 @@ _STATE_LABEL = {"complete": "completed", "pruned": "stopped by ASHA", "failed": 
 
 
 def _finals(records: Records, dataset: str | None) -> list[Record]:
-    return select(records, protocol=PROTOCOL, dataset=dataset, kind="final")
+    """The final runs, one per distinct result (a predictions file scored twice is one run)."""
+    return distinct_results(select(records, protocol=PROTOCOL, dataset=dataset, kind="final"))
 
 
 def _finite(v: Any) -> bool:
@@ -47,7 +49,13 @@ def scores_by_method(records: Records, *, dataset: str | None = None) -> dict[st
 
 
 def accuracy_table(records: Records, *, dataset: str | None = None, alpha: float = 0.05) -> Table:
-    """Table 3: rows = methods, columns = datasets + average."""
+    """Table 3: rows = methods, columns = datasets + average. A cell: mean ± SD of the test balanced
+    accuracy over its N final runs (``<dataset>_n``; distinct results: a file scored twice counts once).
+
+    Marks, per dataset column with two or more methods all with N >= 2 (Welch's test needs two runs):
+    the best mean bold, methods not significantly worse than it (Welch's t-test at ``alpha``) italic.
+    "Average" (the mean of a method's dataset means, over methods with every dataset) is marked by
+    value only, bold, under the same N rule."""
     scores = scores_by_method(records, dataset=dataset)
     datasets = sorted(scores)
     methods = sorted({m for d in scores.values() for m in d})
@@ -57,66 +65,61 @@ def accuracy_table(records: Records, *, dataset: str | None = None, alpha: float
         row: dict[str, Any] = {"method": m}
         means = []
         for d in datasets:
-            v = scores[d].get(m, [])
-            row[d] = float(np.mean(v)) if v else None
-            row[f"{d}_runs"] = len(v)
-            if v:
+            put_stats(row, d, scores[d].get(m, []), cell_n=True)
+            if row[d] is not None:
                 means.append(row[d])
         row["average"] = float(np.mean(means)) if len(means) == len(datasets) and means else None
+        row["average_n"] = min((row[f"{d}_n"] for d in datasets), default=0)
         rows.append(row)
+    table = Table(columns=columns, rows=rows, ranked=False)
     styles: dict[tuple[int, str], str] = {}
     for d in datasets:
         groups = {m: scores[d][m] for m in methods if scores[d].get(m)}
-        if not groups:
+        if not table._comparable(d):  # fewer than two methods, or one with a single run
             continue
         keep = not_worse_than_best(groups, alpha=alpha)
-        best = max(groups, key=lambda k: float(np.mean(groups[k])))
+        best = max(shown_value(float(np.mean(v)), columns[0]) for v in groups.values())
         for i, m in enumerate(methods):
-            if m == best:
+            if m not in groups:
+                continue
+            if shown_value(float(np.mean(groups[m])), columns[0]) == best:
                 styles[(i, d)] = "bold"
             elif keep.get(m):
                 styles[(i, d)] = "italic"
-    avgs = [(i, r["average"]) for i, r in enumerate(rows) if _finite(r["average"])]
-    if avgs:
-        top = max(v for _, v in avgs)
-        for i, v in avgs:
-            if v == top:
-                styles[(i, "average")] = "bold"
-    return Table(columns=columns, rows=rows, styles=styles,
-                 caption=("Balanced accuracy (%) on the test sets, mean over final runs "
-                          "(best in bold; italic: not significantly worse than the best, Welch's t-test, "
-                          f"{alpha:.0%})."))
+    styles.update({k: "bold" for k, r in table.ranks(depth=1).items() if k[1] == "average"})
+    table.styles = styles
+    table.caption = ("Balanced accuracy (%) on the test sets over the final runs (best mean in bold; italic: "
+                     f"not significantly worse than the best, Welch's t-test, {alpha:.0%}; Average: the mean "
+                     "of the dataset means, bold by value only).")
+    table.caption += table.note(test=f"Welch's t-test at {alpha:.0%} (Average: by mean only)")
+    return table
 
 
 def cost_table(records: Records, *, dataset: str | None = None) -> Table:
-    """Table 4: training throughput (images/s, higher is better) and peak memory (GB, lower)."""
+    """Table 4: training throughput (images/s, higher is better: mean ± SD over the N final runs
+    that measured it) and peak memory (GB, lower: the largest of the runs)."""
     by: dict[str, list[Record]] = defaultdict(list)
     for r in _finals(records, dataset):
         by[r.method].append(r)
     rows = []
     for m in sorted(by):
-        ips = [r.metrics.get("images_per_second") for r in by[m]]
         mem = [r.metrics.get("peak_memory_bytes") for r in by[m]]
         kinds = sorted({str(r.metrics.get("peak_memory_kind")) for r in by[m] if r.metrics.get("peak_memory_kind")})
-        ips = [float(v) for v in ips if _finite(v)]
         mem = [float(v) / 1e9 for v in mem if _finite(v)]
-        rows.append({"method": m, "images_per_second": float(np.mean(ips)) if ips else None,
-                     "peak_memory_gb": float(np.max(mem)) if mem else None, "memory_kind": ", ".join(kinds),
-                     "runs": len(by[m])})
-    cols = [Column("images_per_second", "Images/s", True, percent=False, digits=1),
+        row: dict[str, Any] = {"method": m, "n": len(by[m])}
+        put_stats(row, "images_per_second", [r.metrics.get("images_per_second") for r in by[m]], cell_n=True)
+        row.update({"peak_memory_gb": float(np.max(mem)) if mem else None, "peak_memory_gb_n": len(mem),
+                    "memory_kind": ", ".join(kinds)})
+        rows.append(row)
+    cols = [N_COLUMN, Column("images_per_second", "Images/s", True, percent=False, digits=1),
             Column("peak_memory_gb", "Peak memory (GB)", False, percent=False, digits=2),
             Column("memory_kind", "Memory measured as", None, percent=False)]
-    styles: dict[tuple[int, str], str] = {}
-    for key, hi in (("images_per_second", True), ("peak_memory_gb", False)):
-        vals = [(i, r[key]) for i, r in enumerate(rows) if _finite(r[key])]
-        if vals:
-            best = (max if hi else min)(v for _, v in vals)
-            for i, v in vals:
-                if v == best:
-                    styles[(i, key)] = "bold"
-    return Table(columns=cols, rows=rows, styles=styles,
-                 caption="Training cost of the final runs: mean images/s, peak memory (best in bold). "
-                         "On the CPU the memory is the process's peak RSS, an upper bound.")
+    table = Table(columns=cols, rows=rows, ranked=False)
+    table.styles = {k: "bold" for k, r in table.ranks(depth=1).items()}
+    table.caption = ("Training cost of the final runs: images/s, peak memory (the largest over the runs; "
+                     "best in bold). On the CPU the memory is the process's peak RSS, an upper bound.")
+    table.caption += table.note()
+    return table
 
 
 def smalldata_table(records: Records, *, dataset: str | None = None) -> Table:

@@ -10,10 +10,10 @@ from ..errors import InputError
 from ..store import ResultsStore
 from .html import Section
 from .plotstyle import legend_outside, series_style
-from .tables import Column, Records, Table, select
+from .tables import N_COLUMN, Column, Records, Table, put_stats, select
 from .units import flop_axis, si_prefix
 
-__all__ = ["runs_table", "pareto_figure", "regret_figure", "stream_table", "with_cflop_parts"]
+__all__ = ["runs_table", "summary_table", "pareto_figure", "regret_figure", "stream_table", "with_cflop_parts"]
 
 
 
@@ -165,10 +165,69 @@ def regret_figure(analysis: dict[str, Any], *, stream: str | None = None):
     return fig
 
 
+#: settings that differ between the seeds of one configuration (not part of a row's identity)
+_PER_RUN = ("config", "seed", "run_id", "max_tasks", "predictions_sha256")
+
+
+def _configuration(settings: dict[str, Any]) -> str:
+    """What a row of :func:`stream_table` shares: every stored setting but the per-run ones
+    (:data:`_PER_RUN`; the learner's own settings, trials, steps, recipe and stream included)."""
+    from ..jsonutil import dumps
+
+    return dumps({k: v for k, v in settings.items() if k not in _PER_RUN}, sort_keys=True)
+
+
+def summary_table(analysis: dict[str, Any], records: Records, *, stream: str | None = None) -> Table:
+    """One row per stream, learner and configuration (trials, steps, the learner's settings): N runs
+    (distinct seeds; a resumed run is one run), mean ± SD over them of the average meta-test error,
+    cFLOP, regret against the matched Indep run and forward transfer; how many runs are on the Pareto
+    front and how many tasks each did."""
+    settings = {r.run_id: r.settings for r in select(records, protocol="stream", kind="event")}
+    groups: dict[tuple, list[dict[str, Any]]] = {}
+    for r in analysis["runs"]:
+        if stream is None or r["stream"] == stream:
+            key = (r["stream"], r["learner"], _configuration(settings.get(r["run"], {})))
+            groups.setdefault(key, []).append(r)
+    chosen = [r for runs in groups.values() for r in runs]
+    f_all, p_all = si_prefix(r["cflop"] for r in chosen)
+    f_tr, p_tr = si_prefix(r.get("cflop_train") for r in chosen)
+    rows = []
+    for (name, learner, _), runs in groups.items():
+        row: dict[str, Any] = {"method": learner if stream is not None else f"{learner} ({name})", "n": len(runs),
+                               "trials": runs[0]["trials"], "steps": runs[0]["steps"],
+                               "runs": [r["run"] for r in runs], "stream": name}
+        put_stats(row, "avg_error", [r["avg_error"] for r in runs])
+        put_stats(row, "cflop_si", [r["cflop"] / f_all for r in runs])
+        put_stats(row, "cflop_train_si", [r["cflop_train"] / f_tr for r in runs if r.get("cflop_train") is not None])
+        put_stats(row, "regret", [analysis["regret"].get(r["run"], {}).get("meta_test") for r in runs])
+        put_stats(row, "ft", [analysis["forward_transfer"].get(r["run"], {}).get("mean") for r in runs])
+        row["pareto"] = f"{sum(bool(r['pareto']) for r in runs)}/{len(runs)}"
+        row["done"] = ", ".join(sorted({f"{r['tasks_done']}/{r['num_tasks']}" for r in runs}))
+        rows.append(row)
+    cols = [N_COLUMN, Column("trials", "Trials", None, False, 0), Column("steps", "Steps", None, False, 0),
+            Column("avg_error", "Avg. meta-test error (%)", False),
+            Column("cflop_si", f"cFLOP ({p_all}FLOP)", None, False, 2),
+            *([Column("cflop_train_si", f"of which training steps ({p_tr}FLOP)", None, False, 2)]
+              if any(r["cflop_train_si"] is not None for r in rows) else []),
+            Column("regret", "Meta-test regret vs Indep (points)", None, True, 1),
+            Column("ft", "Forward transfer", None, False, 3), Column("pareto", "Runs on the Pareto front", None, False),
+            Column("done", "Tasks", None, False)]
+    t = Table(cols, rows, row_key="method", row_title="Learner",
+              caption="Task-stream learners: one row per learner and configuration, N runs (seeds). Average "
+                      "error over meta-test tasks, cFLOP over the whole stream (training + model selection; the "
+                      "training-steps part alone is what dm_nevis charges), cumulative meta-test regret against "
+                      "the matched Indep run (points of %, summed over the meta-test tasks), mean forward transfer on "
+                      "repeated tasks; best error bold, second "
+                      "underlined, third italic.")
+    t.caption += t.note()
+    return t
+
+
 def stream_table(records: Records, *, dataset: str | None = None) -> Table:
+    """The protocol's table: :func:`summary_table` of every stream run among ``records``."""
     from .stream_analysis import analyse
 
-    return runs_table(with_cflop_parts(analyse(records), records), stream=dataset)
+    return summary_table(with_cflop_parts(analyse(records), records), records, stream=dataset)
 
 
 def verdict_table(analysis: dict[str, Any], stream: str) -> Table | None:
@@ -256,6 +315,8 @@ def stream_section(records: Records) -> Section | None:
         verdict = verdict_table(a, stream)
         if verdict is not None:
             sec.table(verdict)
+        sec.table(summary_table(a, records, stream=stream))
+        sec.text("Each run (a learner, a configuration and a seed):")
         sec.table(runs_table(a, stream=stream))
         sec.figure(pareto_figure(a, stream=stream),
                    f"{stream}: every run of every learner (one colour and marker per learner; runs at the same "
