@@ -120,7 +120,7 @@ def test_the_demo_report_fits_the_page_and_every_image_loads(demo_report, tmp_pa
                                                          f"{found['clientWidth']} px window"
     assert found["tables"] and all(t["boxRight"] <= found["clientWidth"] for t in found["tables"])
     uncued = [(t["header"], t["width"], t["boxWidth"]) for t in found["tables"]
-              if t["width"] > t["boxWidth"] and not t["cued"]]
+              if t["width"] > t["boxWidth"] + 1 and not t["cued"]]  # the page allows 1 px (rounding)
     assert not uncued, f"tables that scroll sideways without the scroll cue at {width} px: {uncued}"
     cued_fitting = [t["header"] for t in found["tables"] if t["cued"] and t["width"] <= t["boxWidth"]]
     assert not cued_fitting, f"a scroll cue on tables that fit at {width} px: {cued_fitting}"
