@@ -75,6 +75,10 @@ class Backend:
         """Close the run (``ok=False``: it failed); return where it is, for the user (one line)."""
         raise NotImplementedError
 
+    def abandon(self) -> None:
+        """The tracker failed mid-run (:class:`~.guard.Guarded`): remove what this run wrote where it is
+        ours to remove (TensorBoard's folder: no partial event files left). Default: nothing."""
+
 
 def require_tracker(tool: str) -> None:
     """One line (an :class:`~vistabench.errors.InputError`) unless ``tool`` is known and its package
