@@ -61,6 +61,7 @@ def export_store(tool: str, *, store: str | Path, protocol: str | None = None,
     with settings:
         if tool == "mlflow" and records:
             _check_mlflow(timeout)
+            import mlflow.tracking  # noqa: F401  (here: an import under a call's deadline would count as no answer)
         for r in records:
             key = record_key(r)
             name = _name(r, key)
@@ -77,13 +78,11 @@ def export_store(tool: str, *, store: str | Path, protocol: str | None = None,
 
 def _check_mlflow(timeout: float) -> None:
     """The reachability check of ``--track mlflow`` (one line within seconds), itself bounded."""
-    from mlflow import get_tracking_uri
+    from .mlflow_backend import check_reachable, tracking_uri
 
-    from .mlflow_backend import check_reachable
-
-    uri = get_tracking_uri()
+    uri = tracking_uri()
     try:
-        bounded(check_reachable, uri, timeout=timeout, what="mlflow-check")
+        bounded(check_reachable, uri, timeout=timeout, what="check")
     except TrackerTimeout:
         raise InputError(f"track: mlflow: no tracking server answers at {uri} (MLFLOW_TRACKING_URI) within "
                          f"{timeout:g} s") from None
@@ -131,7 +130,7 @@ def _export_one(tool: str, r: Record, key: str, name: str, track_dir: str | None
 def _bounded_check(tool: str, key: str, name: str, track_dir: str | None, timeout: float, *,
                    done: int, total: int) -> bool:
     try:
-        return bool(bounded(_already_exported, tool, key, name, track_dir, timeout=timeout, what=f"{tool}-search"))
+        return bool(bounded(_already_exported, tool, key, name, track_dir, timeout=timeout, what="search"))
     except InputError:
         raise
     except Exception as exc:

@@ -66,7 +66,7 @@ def bounded(fn: Callable[..., Any], *args: Any, timeout: float, what: str = "cal
     worker.start()
     worker.join(timeout)
     if worker.is_alive():
-        raise TrackerTimeout(f"{what} did not end within {timeout:g} s ({TIMEOUT_ENV})")
+        raise TrackerTimeout(f"{what}: no answer within {timeout:g} s, {TIMEOUT_ENV}")
     if "error" in box:
         raise box["error"]
     return box.get("value")
@@ -89,20 +89,29 @@ class Guarded:
     is removed where it is ours (:meth:`~.backends.Backend.abandon`) and its later calls are skipped.
     """
 
-    def __init__(self, backend: Backend, *, timeout: float,
+    def __init__(self, backend: Backend, *, timeout: float, tool: str | None = None,
                  on_failure: Callable[[str, str], None] | None = None) -> None:
         self.backend, self.timeout, self.on_failure = backend, timeout, on_failure
+        self.tool = tool or backend.tool  # the name it was opened by
         self.failed: str | None = None
 
     @classmethod
     def open(cls, tool: str, *, timeout: float, on_failure: Callable[[str, str], None] | None = None,
              **kwargs: Any) -> "Guarded":
         """Start a run in ``tool`` within ``timeout`` seconds, else one line (exit 2)."""
-        from .backends import open_backend, require_tracker
+        import importlib
 
-        require_tracker(tool)  # a missing package: its own line, at once
+        from .backends import BACKENDS, backend_class
+
+        kind = backend_class(tool)  # a missing package: its own line, at once
         try:
-            backend = bounded(open_backend, tool, timeout=timeout, what=f"{tool}-open", **kwargs)
+            bounded(kind.check, timeout=timeout, what="check")  # before the slow import
+        except TrackerTimeout:
+            raise InputError(f"track: {tool}: {where(tool, kwargs.get('track_dir'))} did not answer within "
+                             f"{timeout:g} s; check that it works, or allow more time with {TIMEOUT_ENV}") from None
+        importlib.import_module(BACKENDS[tool][1])  # here, not under the deadline: an import is no answer
+        try:
+            backend = bounded(kind, timeout=timeout, what="open", **kwargs)
         except TrackerTimeout:
             raise InputError(f"track: {tool}: {where(tool, kwargs.get('track_dir'))} did not answer within "
                              f"{timeout:g} s; check that it works, or allow more time with {TIMEOUT_ENV}") from None
@@ -117,11 +126,7 @@ class Guarded:
                     raise err from None
             raise InputError(f"track: {tool}: could not start a run at {where(tool, kwargs.get('track_dir'))}: "
                              f"{describe(exc)}") from None
-        return cls(backend, timeout=timeout, on_failure=on_failure)
-
-    @property
-    def tool(self) -> str:
-        return self.backend.tool
+        return cls(backend, timeout=timeout, tool=tool, on_failure=on_failure)
 
     def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
         """``backend.method(*args, **kwargs)`` within the deadline; None (and the tracker failed) when it
@@ -130,7 +135,7 @@ class Guarded:
             return None
         try:
             return bounded(getattr(self.backend, method), *args, timeout=self.timeout,
-                           what=f"{self.tool}-{method}", **kwargs)
+                           what=method, **kwargs)
         except Exception as exc:
             self.fail(describe(exc))
             return None
@@ -141,7 +146,7 @@ class Guarded:
             return
         self.failed = reason
         try:
-            bounded(self.backend.abandon, timeout=self.timeout, what=f"{self.tool}-abandon")
+            bounded(self.backend.abandon, timeout=self.timeout, what="abandon")
         except Exception:  # best effort: the warning below says what went wrong first
             pass
         if self.on_failure is not None:
@@ -152,9 +157,9 @@ def where(tool: str, track_dir: str | None) -> str:
     """Where ``tool`` sends a run, for messages."""
     if tool == "mlflow":
         try:
-            from mlflow import get_tracking_uri
+            from .mlflow_backend import tracking_uri
 
-            return f"the tracking server {get_tracking_uri()} (MLFLOW_TRACKING_URI)"
+            return f"the tracking server {tracking_uri()} (MLFLOW_TRACKING_URI)"
         except Exception:  # a broken install: said by the error that follows
             return "MLflow's tracking server (MLFLOW_TRACKING_URI)"
     if tool == "tensorboard":

@@ -60,6 +60,19 @@ class http_settings:
 _NO_SERVER = "start one (`mlflow server`) or unset MLFLOW_TRACKING_URI for MLflow's local store"
 
 
+def tracking_uri() -> str:
+    """Where MLflow sends runs, without importing MLflow when it is not imported yet (seconds under
+    load): ``MLFLOW_TRACKING_URI``, else MLflow's own answer (``mlflow.set_tracking_uri``, its default)."""
+    import sys
+
+    env = os.environ.get("MLFLOW_TRACKING_URI", "").strip()
+    if env and "mlflow" not in sys.modules:
+        return env
+    from mlflow import get_tracking_uri
+
+    return get_tracking_uri()
+
+
 def check_reachable(uri: str, timeout: float = 5.0) -> None:
     """One line (an InputError) within about ``timeout`` seconds when MLflow cannot use ``uri``: an
     ``http(s)`` server that refuses the connection or does not answer an HTTP request (``GET /health``;
@@ -145,13 +158,18 @@ class MlflowTracker(Backend):
             self._restore()
             raise
 
+    @staticmethod
+    def check() -> None:
+        """Before MLflow is imported (:func:`~.guard.Guarded.open`): the server answers."""
+        check_reachable(tracking_uri())
+
     def _start(self) -> None:
         from mlflow import get_tracking_uri
         from mlflow.exceptions import MlflowException
         from mlflow.tracking import MlflowClient
 
         self.uri = uri = get_tracking_uri()
-        check_reachable(uri)
+        check_reachable(uri)  # again: MLflow's own answer may differ from the environment's
         self.client = MlflowClient()
         experiment = experiment_name()
         try:
