@@ -26,6 +26,7 @@ def start_mlflow_server(root):
     """``mlflow server`` with an SQLite backend and a local artifact folder under ``root`` on a free port,
     in a process group of its own, once it answers: ``(process, URI, log file)``."""
     port = _free_port()
+    root.mkdir(parents=True, exist_ok=True)
     log = open(root / "server.log", "wb")
     proc = subprocess.Popen(
         [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", f"sqlite:///{root / 'mlflow.db'}",

@@ -27,7 +27,7 @@ from ..errors import InputError
 from ..jsonutil import dumps
 from ..store import Record, ResultsStore
 from .backends import require_tracker
-from .guard import Guarded, TrackerTimeout, bounded, call_timeout, describe
+from .guard import OPEN_FACTOR, Guarded, TrackerTimeout, bounded, call_timeout, describe
 from .session import flat_metrics, flat_params, record_key, record_params
 
 __all__ = ["export_store", "record_key"]
@@ -86,6 +86,14 @@ def _check_mlflow(timeout: float) -> None:
     except TrackerTimeout:
         raise InputError(f"track: mlflow: no tracking server answers at {uri} (MLFLOW_TRACKING_URI) within "
                          f"{timeout:g} s") from None
+    from .mlflow_backend import open_store
+
+    try:  # MLflow's store once, with the deadline of opening a run (a new local database takes seconds)
+        bounded(open_store, timeout=OPEN_FACTOR * timeout, what="open")
+    except InputError:
+        raise
+    except Exception as exc:
+        raise InputError(f"track: mlflow: could not open {uri} (MLFLOW_TRACKING_URI): {describe(exc)}") from None
 
 
 def _stopped(tool: str, reason: str, done: int, total: int) -> InputError:

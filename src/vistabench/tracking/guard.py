@@ -21,11 +21,14 @@ from ..errors import InputError, one_line
 from .backends import Backend
 
 __all__ = ["call_timeout", "bounded", "TrackerTimeout", "TrackingWarning", "Guarded", "TIMEOUT_ENV",
-           "DEFAULT_TIMEOUT"]
+           "DEFAULT_TIMEOUT", "OPEN_FACTOR"]
 
 #: the environment variable of the deadline (seconds) of one call to a tracker
 TIMEOUT_ENV = "VISTABENCH_TRACK_TIMEOUT"
 DEFAULT_TIMEOUT = 15.0
+#: opening a run may take this many deadlines: it may create a local store (MLflow's first SQLite
+#: database takes seconds of migrations on a busy machine) where later calls only send numbers
+OPEN_FACTOR = 4
 
 
 class TrackerTimeout(Exception):
@@ -111,10 +114,10 @@ class Guarded:
                              f"{timeout:g} s; check that it works, or allow more time with {TIMEOUT_ENV}") from None
         importlib.import_module(BACKENDS[tool][1])  # here, not under the deadline: an import is no answer
         try:
-            backend = bounded(kind, timeout=timeout, what="open", **kwargs)
+            backend = bounded(kind, timeout=OPEN_FACTOR * timeout, what="open", **kwargs)
         except TrackerTimeout:
             raise InputError(f"track: {tool}: {where(tool, kwargs.get('track_dir'))} did not answer within "
-                             f"{timeout:g} s; check that it works, or allow more time with {TIMEOUT_ENV}") from None
+                             f"{OPEN_FACTOR * timeout:g} s; check that it works, or allow more time with {TIMEOUT_ENV}") from None
         except InputError:
             raise
         except Exception as exc:

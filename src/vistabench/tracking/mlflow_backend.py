@@ -133,6 +133,13 @@ def experiment_name() -> str:
     return os.environ.get("MLFLOW_EXPERIMENT_NAME") or "vistabench"
 
 
+def open_store() -> None:
+    """MLflow's store of :func:`experiment_name`, opened once (MLflow keeps it for the next clients)."""
+    from mlflow.tracking import MlflowClient
+
+    MlflowClient().get_experiment_by_name(experiment_name())
+
+
 def find_runs(tag: str, value: str) -> list[str]:
     """Ids of the runs of :func:`experiment_name` whose tag ``tag`` is ``value`` or, for a tag
     holding a comma-separated list (``vistabench.record_keys``), contains it."""
