@@ -50,9 +50,9 @@ class TensorboardTracker(Backend):
             self.params: dict[str, Param] = {}
             self.scores: set[str] = set()
             self.set_tags({})
-        except OSError as exc:
+        except BaseException as exc:  # a full disk, an unwritable folder: nothing of this run is left
             self.abandon()
-            err = disk_error(exc, folder / "events", "tensorboard log")
+            err = disk_error(exc, folder / "events", "tensorboard log") if isinstance(exc, OSError) else None
             if err is not None:
                 raise err from None
             raise
