@@ -161,8 +161,9 @@ class TrackedRun:
     def _failed(self, tool: str, reason: str) -> None:
         if self._starting:  # said by the InputError of __init__
             return
-        if self.store is None:
-            hint = "; the run is not stored (--no-store), so nothing can be sent to it later"
+        if self.store is None:  # --no-store, or a grid cell (the grid stores its records)
+            hint = (f"; `vistabench export {tool} --store STORE` sends its records later from the store that "
+                    "holds them (none with --no-store)")
         else:
             hint = (f"; its records are stored in {self.store!r}: `vistabench export {tool} --store "
                     f"{self.store}` sends them later")
