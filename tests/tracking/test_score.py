@@ -93,3 +93,21 @@ def test_score_track_errors(acc_json, tmp_path, capsys, silent_server, monkeypat
     err = capsys.readouterr().err
     assert rc == 2 and err.startswith(f"vistabench: error: --track: mlflow: no tracking server answers at {silent_server}")
     assert not (tmp_path / "s.sqlite").exists()  # stopped before scoring: nothing stored
+
+
+def test_stream_score_of_several_records_is_tracked(tmp_path, capsys):
+    """One record per task: record i at step i; a setting that differs between them is not a parameter."""
+    assert main(["stream", "show", "embedded", "--json"]) == 0
+    tasks = json.loads(capsys.readouterr().out)["tasks"]
+    events = [{"task": t["uid"], "error": 0.1 + 0.01 * i, "flops": 1e9} for i, t in enumerate(tasks)]
+    (tmp_path / "events.json").write_text(json.dumps(events))
+    rc = main(["stream", "score", "--events", str(tmp_path / "events.json"), "--stream", "embedded", "--store",
+               str(tmp_path / "s.sqlite"), "--track", "tensorboard", "--track-dir", str(tmp_path / "tb")])
+    assert rc == 0, capsys.readouterr().err
+    (folder,) = (tmp_path / "tb").iterdir()
+    ea = _read(folder)
+    assert [(e.step, round(e.value, 4)) for e in ea.Scalars("error")] == [(i, round(e["error"], 4))
+                                                                           for i, e in enumerate(events)]
+    settings = _text(ea, "settings")
+    assert '    settings.stream: "embedded"' in settings
+    assert len(json.loads((folder / "records.json").read_text())) == len(events)

@@ -494,8 +494,9 @@ class TrackOptions(Options):
 
     track: tuple[str, ...] = option(
         (), choices=TRACKERS, repeatable=True, metavar="TRACKER",
-        help="also log the scored record to this experiment tracker (repeatable): the options as parameters, "
-             "the scores as metrics, the report's figures and records.json as artifacts")
+        help="also log the scored records to this experiment tracker (repeatable): the options and the records' "
+             "settings as parameters, only the scores as metrics, the report's figures and records.json as "
+             "artifacts (docs/tracking.md)")
     track_dir: str | None = option(
         None, metavar="DIR",
         help="TensorBoard's log folder for --track tensorboard (default: ./runs, TensorBoard's convention)")

@@ -33,6 +33,7 @@ import json
 import math
 import tempfile
 import time
+import warnings
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -44,7 +45,7 @@ from ..errors import InputError
 from ..jsonutil import dumps
 from ..store import Record
 from .backends import Param, metric_name
-from .guard import Guarded, call_timeout, warn_failed
+from .guard import Guarded, TrackingWarning, call_timeout, describe, warn_failed
 
 __all__ = ["run_tracked", "track_scores", "scored", "flat_params", "flat_metrics", "record_params", "record_key",
            "run_name", "TrackedRun"]
@@ -188,7 +189,7 @@ class TrackedRun:
     def log_records(self, records: list[Record], *, settings: bool = False) -> None:
         """The scores, figures and files of the finished run (``settings``: the records' own settings
         as parameters ``settings.*`` too; their scores' settings are always ``scoring.*``)."""
-        from .figures import run_figures
+        from .figures import RunFigures, run_figures
 
         if not any(b.failed is None for b in self.backends):
             return
@@ -201,7 +202,13 @@ class TrackedRun:
             self._each("log_params", extra)
         for i, r in enumerate(records):
             self._each("log_metrics", flat_metrics(r.metrics), step=i, axis="record")
-        figures = run_figures(self.protocol, records)
+        try:
+            figures = run_figures(self.protocol, records)
+        except Exception as exc:  # a bug of the report section: the records are stored; say it, once
+            warnings.warn(f"track: the report's figures of these records could not be made ({describe(exc)}); "
+                          "the trackers get the scores and files without them (please report this)",
+                          TrackingWarning, stacklevel=2)
+            figures = RunFigures(None, [])
         with tempfile.TemporaryDirectory(prefix="vistabench-track-") as tmp:
             files = {"records.json": dumps([r.to_dict() for r in records], indent=1),
                      "config.json": json.dumps(self.config, indent=1)}
