@@ -61,7 +61,6 @@ def export_store(tool: str, *, store: str | Path, protocol: str | None = None,
     with settings:
         if tool == "mlflow" and records:
             _check_mlflow(timeout)
-            import mlflow.tracking  # noqa: F401  (here: an import under a call's deadline would count as no answer)
         for r in records:
             key = record_key(r)
             name = _name(r, key)
@@ -86,6 +85,8 @@ def _check_mlflow(timeout: float) -> None:
     except TrackerTimeout:
         raise InputError(f"track: mlflow: no tracking server answers at {uri} (MLFLOW_TRACKING_URI) within "
                          f"{timeout:g} s") from None
+    import mlflow.tracking  # noqa: F401  (here: an import under a call's deadline would count as no answer)
+
     from .mlflow_backend import open_store
 
     try:  # MLflow's store once, with the deadline of opening a run (a new local database takes seconds)

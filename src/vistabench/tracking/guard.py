@@ -118,15 +118,9 @@ class Guarded:
         except TrackerTimeout:
             raise InputError(f"track: {tool}: {where(tool, kwargs.get('track_dir'))} did not answer within "
                              f"{OPEN_FACTOR * timeout:g} s; check that it works, or allow more time with {TIMEOUT_ENV}") from None
-        except InputError:
-            raise
-        except Exception as exc:
-            from ..atomic import disk_error
-
-            if tool == "tensorboard" and isinstance(exc, OSError):
-                err = disk_error(exc, exc.filename or kwargs.get("track_dir") or "runs", "tensorboard log")
-                if err is not None:
-                    raise err from None
+        except (InputError, TypeError, AttributeError, NameError, AssertionError):
+            raise  # the tracker's own one line; or a bug of ours (exit 70, with its traceback)
+        except Exception as exc:  # the tool refused: its settings, its server, its account
             raise InputError(f"track: {tool}: could not start a run at {where(tool, kwargs.get('track_dir'))}: "
                              f"{describe(exc)}") from None
         return cls(backend, timeout=timeout, tool=tool, on_failure=on_failure)

@@ -209,17 +209,21 @@ class TrackedRun:
                           "the trackers get the scores and files without them (please report this)",
                           TrackingWarning, stacklevel=2)
             figures = RunFigures(None, [])
-        with tempfile.TemporaryDirectory(prefix="vistabench-track-") as tmp:
-            files = {"records.json": dumps([r.to_dict() for r in records], indent=1),
-                     "config.json": json.dumps(self.config, indent=1)}
-            if figures.page is not None:
-                files["report.html"] = figures.page
-            for name, text in files.items():
-                write_text(Path(tmp) / name, text, what="tracking file")
-            for stem, png in figures.images:
-                self._each("log_figure", stem, png)
-            for name in files:
-                self._each("log_file", Path(tmp) / name)
+        for stem, png in figures.images:
+            self._each("log_figure", stem, png)
+        files = {"records.json": dumps([r.to_dict() for r in records], indent=1),
+                 "config.json": json.dumps(self.config, indent=1)}
+        if figures.page is not None:
+            files["report.html"] = figures.page
+        try:
+            with tempfile.TemporaryDirectory(prefix="vistabench-track-") as tmp:
+                for name, text in files.items():
+                    write_text(Path(tmp) / name, text, what="tracking file")
+                for name in files:
+                    self._each("log_file", Path(tmp) / name)
+        except (InputError, OSError) as exc:  # the temporary folder's disk is full: the record is stored
+            warnings.warn(f"track: the run's files ({', '.join(files)}) could not be handed to the trackers "
+                          f"({describe(exc)}); they have its scores without them", TrackingWarning, stacklevel=2)
 
     def close(self, *, ok: bool) -> list[str]:
         """Close every tracker's run that did not fail; where each one is (one line each)."""
