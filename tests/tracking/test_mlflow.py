@@ -52,6 +52,9 @@ def test_longtail_run_is_logged_and_reads_back(client, capsys, tmp_path):
     for key in ("auc", "avg", "std", "balanced", "few"):
         assert metrics[key] == pytest.approx(record.metrics[key])
     assert metrics["exact.auc"] == pytest.approx(record.metrics["exact"]["auc"])
+    # the scores' settings (the sweep's seed, points, ...) are parameters, never metrics
+    assert not [k for k in metrics if k.startswith(("settings", "scoring"))]
+    assert params["scoring.seed"] == str(record.metrics["settings"]["seed"]) and params["scoring.points"] == "3"
     # the per-epoch training curve as steps: one point per epoch, the trainer's values
     history = client.get_metric_history(run.info.run_id, "train/loss")
     assert [m.step for m in history] == [0, 1]
@@ -88,7 +91,8 @@ def test_export_store_to_mlflow(client, capsys, tmp_path):
     with ResultsStore(tmp_path / "e.sqlite") as s:
         ids = [s.add(Record(protocol="longtail", dataset="digits", method=m, seed=1, split_hash="h",
                             settings={"imbalance": 10.0, "config": {"lr": 0.1, "method_options": {}}},
-                            metrics={"auc": a, "exact": {"auc": a + 0.01}, "per_class": [0.1, 0.2], "few": None}))
+                            metrics={"auc": a, "exact": {"auc": a + 0.01}, "per_class": [0.1, 0.2], "few": None,
+                                     "settings": {"seed": 3, "points": 5}}))
                for m, a in (("ce", 0.5), ("ldam", 0.6))]
     rc = main(["export", "mlflow", "--store", str(tmp_path / "e.sqlite"), "--json"])
     out = json.loads(capsys.readouterr().out)
@@ -98,6 +102,7 @@ def test_export_store_to_mlflow(client, capsys, tmp_path):
         assert run.data.metrics == {"auc": auc, "exact.auc": pytest.approx(auc + 0.01)}  # lists and nulls left out
         assert run.data.params["settings.config.lr"] == "0.1" and run.data.params["method"] == method
         assert run.data.params["settings.config.method_options"] == "{}"
+        assert (run.data.params["scoring.seed"], run.data.params["scoring.points"]) == ("3", "5")  # not metrics
         assert {a.path for a in client.list_artifacts(run.info.run_id)} == {"records.json"}
     # again: nothing new to send
     rc = main(["export", "mlflow", "--store", str(tmp_path / "e.sqlite"), "--json"])
@@ -117,3 +122,39 @@ def test_no_server_is_one_line_within_seconds(monkeypatch, capsys):
     assert rc == 2 and time.perf_counter() - t0 < 30  # before any training; MLflow alone retries for minutes
     assert err.startswith("vistabench: error: --track: mlflow: no tracking server answers at http://127.0.0.1:")
     assert len(err.strip().splitlines()) == 1
+
+
+def test_longtail_score_is_tracked(client, capsys, tmp_path):
+    """`longtail score --track mlflow`: the options and the record's settings as params, only the scores
+    as metrics; a later export knows the record was sent."""
+    import numpy as np
+
+    from vistabench.data import save_predictions
+    from vistabench.store import ResultsStore
+    from vistabench.tracking.session import record_key
+
+    rng = np.random.default_rng(0)
+    save_predictions(tmp_path / "pred.npz", labels=np.repeat(np.arange(4), 30), logits=rng.normal(size=(120, 4)))
+    (tmp_path / "counts.json").write_text(json.dumps([200, 60, 20, 6]))
+    assert main(["longtail", "sweep", "--labels", str(tmp_path / "pred.npz"), "--train-counts",
+                 str(tmp_path / "counts.json"), "--test-imbalance", "10", "--points", "3", "--repeats", "2",
+                 "--seed", "4", "--out", str(tmp_path / "sweep.json")]) == 0
+    capsys.readouterr()
+    store = tmp_path / "s.sqlite"
+    rc = main(["longtail", "score", "--predictions", str(tmp_path / "pred.npz"), "--sweep", str(tmp_path / "sweep.json"),
+               "--method", "mine", "--store", str(store), "--track", "mlflow", "--json"])
+    captured = capsys.readouterr()
+    assert rc == 0, captured.err
+    result = json.loads(captured.out)
+    with ResultsStore(store) as s:
+        (record,) = s.records()
+    (run,) = _runs(client, **{"vistabench.record_keys": record_key(record)})
+    assert run.info.status == "FINISHED" and run.info.run_name.startswith("longtail-score-mine-")
+    assert run.data.tags["vistabench.command"] == "longtail score"
+    params, metrics = run.data.params, run.data.metrics
+    assert params["method"] == "mine" and params["sweep"] == str(tmp_path / "sweep.json") and "track" not in params
+    assert params["settings.points"] == "3" and params["scoring.seed"] == "4"  # settings: params
+    assert not [k for k in metrics if k.startswith(("settings", "scoring"))]  # only scores are metrics
+    assert metrics["auc"] == pytest.approx(result["auc"]) and metrics["exact.auc"] == pytest.approx(result["exact"]["auc"])
+    rc = main(["export", "mlflow", "--store", str(store), "--json"])
+    assert rc == 0 and json.loads(capsys.readouterr().out)["skipped"] == 1

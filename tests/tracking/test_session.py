@@ -72,6 +72,19 @@ def test_flatten():
         {"auc": 0.5, "exact.auc": 0.4, "n": 3.0, "odd key_": 1.0}
 
 
+def test_settings_are_params_never_metrics():
+    from vistabench.tracking.session import record_params
+
+    metrics = {"auc": 0.5, "settings": {"seed": 3, "points": 5}, "exact": {"auc": 0.4, "settings": {"x": 1}}}
+    assert flat_metrics(metrics) == {"auc": 0.5, "exact.auc": 0.4}
+    records = [Record(protocol="stream", dataset="d", method="m", seed=None, split_hash=None,
+                      settings={"stream": "s", "task": t}, metrics={"error": 0.1, "settings": {"seed": 3, "n": t}})
+               for t in (1, 2)]
+    # one value per name: a setting that differs between the records is left out (records.json has it)
+    assert record_params(records, settings=True) == {"scoring.seed": 3, "settings.stream": "s"}
+    assert record_params(records[:1], settings=False) == {"scoring.seed": 3, "scoring.n": 1}
+
+
 def test_epoch_listener_receives_the_trainers_history():
     from vistabench.learners.models import build_model
     from vistabench.learners.trainer import TrainConfig, Trainer

@@ -151,14 +151,19 @@ def _run(argv: Sequence[str] | None, parser: Parser | None) -> int:
 
 
 def store_records(path: str | None, records: Any) -> list[int]:
-    """Add one record or a list of records to the store at ``path`` (None: store nothing)."""
+    """Add one record or a list of records to the store at ``path`` (None: store nothing); then hand
+    them to the trackers of a ``score --track`` (:func:`vistabench.tracking.session.scored`)."""
     from ..store import Record, ResultsStore
+    from ..tracking.session import scored
 
-    if path is None:
-        return []
     recs = [records] if isinstance(records, Record) else list(records)
+    if path is None:
+        scored(recs)
+        return []
     with ResultsStore(path) as store:
-        return store.add_many(recs)
+        ids = store.add_many(recs)
+    scored(recs)
+    return ids
 
 
 def read_json_file(path: str, what: str) -> Any:

@@ -15,6 +15,7 @@ from ..protocols.detection_config import DetectionConfig
 from .detection_analysis import (Formatted, PerClassSort, TableFormat, human_errors, per_class_table,
                                  register_analysis)
 from .verbs import RecordOptions, RunOptions, Verbs, add_run_verb, add_verb, store_field, verb_group
+from .verbs import TrackOptions
 
 GT_HELP = "COCO or LVIS v1 ground-truth JSON"
 GT_FORMAT_HELP = "auto: LVIS when images carry neg/not-exhaustive lists, else COCO"
@@ -31,7 +32,7 @@ class SplitOptions(Options):
 
 
 @dataclass(frozen=True, kw_only=True)
-class ScoreOptions(RecordOptions):
+class ScoreOptions(TrackOptions, RecordOptions):
     """`detection score`: :func:`~vistabench.protocols.detection.score`'s arguments, the record's names
     and the store."""
 

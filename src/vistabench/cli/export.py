@@ -29,8 +29,12 @@ def register(sub: Verbs) -> None:
                          "               MLFLOW_EXPERIMENT_NAME (unset: vistabench)\n"
                          "  tensorboard  --track-dir (default ./runs), one folder per record\n"
                          "  wandb        WANDB_MODE (offline: no account needed), WANDB_DIR, WANDB_PROJECT\n\n"
-                         "A run tracked while it runs (`--track` on any `run` and on `grid run`) also has its\n"
-                         "training curves and figures; docs/tracking.md.")
+                         "The tracker is checked before anything is sent (MLflow: the server must answer an HTTP\n"
+                         "request within 5 s; an sqlite:/// database must be writable): one line if not. Every\n"
+                         "call has a deadline (VISTABENCH_TRACK_TIMEOUT, default 15 s); a tracker that fails\n"
+                         "mid-way stops the export in one line saying how many records were sent.\n\n"
+                         "A run tracked while it runs (`--track` on any `run`, `score` and on `grid run`) also has\n"
+                         "its training curves and figures; docs/tracking.md.")
 
 
 def _export(opts: ExportOptions) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from . import store_records
 from ..config import Options, option
 from ..protocols.incremental_config import IncrementalConfig
 from .verbs import RecordOptions, RunOptions, Verbs, add_run_verb, add_verb, store_field, verb_group
+from .verbs import TrackOptions
 
 _PRESET_HELP = "cifar100 | mini_imagenet | cub200"
 
@@ -29,7 +30,7 @@ class SplitOptions(Options):
 
 
 @dataclass(frozen=True, kw_only=True)
-class ScoreOptions(RecordOptions):
+class ScoreOptions(TrackOptions, RecordOptions):
     record_what = "first predictions (or matrix)"
 
     matrix: str | None = option(None, metavar="ACC.json", help="JSON object with a lower-triangular 'matrix'")

@@ -11,6 +11,7 @@ from ..config import Options, option
 from ..protocols.longtail_config import LongtailConfig
 from .common import TableFormat, TableResult, render_table
 from .verbs import RecordOptions, RunOptions, Verbs, add_run_verb, add_verb, store_field, verb_group
+from .verbs import TrackOptions
 
 
 def run_longtail(config, *, store=None, work_dir=None):
@@ -56,7 +57,7 @@ class SweepOptions(Options):
 
 
 @dataclass(frozen=True, kw_only=True)
-class ScoreOptions(RecordOptions):
+class ScoreOptions(TrackOptions, RecordOptions):
     predictions: str = option(help="predictions .npz (labels + logits|probs|pred over the test pool)")
     sweep: str = option(help="sweep file (`vistabench longtail sweep`)")
     exact: bool = option(False, help="noise-free V_t = sum N_c acc_c / sum N_c (R -> infinity)")

@@ -12,6 +12,7 @@ from . import store_records
 from ..config import Options, option
 from .common import TableFormat, TableResult, render_table
 from .verbs import RunOptions, Verbs, add_run_verb, add_verb, store_field, verb_group
+from .verbs import TrackOptions
 
 Recipe = Literal["gem", "vistabench"]
 _DATASET_HELP = "cifair10 | cub200 | isic2018 | eurosat | clamm | mnist5k | digits | folder"
@@ -52,7 +53,7 @@ class SmalldataRunOptions(RunOptions):
 
 
 @dataclass(frozen=True, kw_only=True)
-class ScoreOptions(Options):
+class ScoreOptions(TrackOptions):
     """`smalldata score`: the predictions, the split files they were made on and the record's names."""
 
     predictions: str = option(metavar="NPZ", help="labels + logits|probs|pred over the split's test set")

@@ -12,6 +12,7 @@ from . import store_records
 from ..config import Options, option
 from ..protocols.stream_config import StreamConfig
 from .verbs import RunOptions, Verbs, add_run_verb, add_verb, store_field, verb_group
+from .verbs import TrackOptions
 
 _STREAM_HELP = "a built-in stream (`stream list`) or a stream file"
 
@@ -48,7 +49,7 @@ class SplitOptions(CutOptions):
 
 
 @dataclass(frozen=True, kw_only=True)
-class ScoreOptions(CutOptions):
+class ScoreOptions(TrackOptions, CutOptions):
     """`stream score`: the events of your own learner, the stream and the records' names."""
 
     events: str = option(metavar="EVENTS.json", help="the per-task events, one object per task in stream order")

@@ -38,7 +38,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Literal, Mapping, get_args, get_origin
 
-from ..config import FieldInfo, Options, RunConfig, option, read_config_file
+from ..config import TRACKERS, FieldInfo, Options, RunConfig, option, read_config_file
 from ..errors import InputError
 
 __all__ = ["Parser", "Verbs", "Verb", "new_command_line", "verb_group", "add_verb", "add_run_verb",
@@ -200,8 +200,20 @@ class Verb:
         """Build the options from the parsed words and run: ``(result, human formatter)``."""
         opts = self.options.from_dict(_given(ns, _OPT))
         if self.config is None:
+            if isinstance(opts, TrackOptions) and opts.track:
+                return self._run_tracked(ns, opts), self.human
             return self.run(opts), self.human
         return self._run_config(ns, opts)
+
+    def _run_tracked(self, ns: argparse.Namespace, opts: Any) -> Any:
+        """A ``score`` verb with ``--track``: its records logged (:func:`vistabench.tracking.track_scores`)."""
+        from ..tracking import track_scores
+
+        log = None if getattr(ns, "json", False) else (lambda line: print(line, file=sys.stderr))
+        options = {k: v for k, v in opts.to_dict().items() if k not in ("track", "track_dir")}
+        return track_scores(lambda: self.run(opts), protocol=self.path[0], command=self.command, options=options,
+                            tools=opts.track, track_dir=opts.track_dir, store=getattr(opts, "store", None),
+                            log=log)
 
     def _run_config(self, ns: argparse.Namespace, opts: Any) -> tuple[Any, Callable[[Any], str] | None]:
         given = config_given(ns)
@@ -489,6 +501,34 @@ class RecordOptions(Options):
 
     def record_dataset(self) -> str:
         return self.dataset or self.record_dataset_default
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrackOptions(Options):
+    """``--track`` / ``--track-dir`` of a ``score`` verb, as a ``run`` verb has them (docs/tracking.md):
+    the verb's options as parameters, the stored record's scores as metrics (a verb's options inherit
+    it first: ``class ScoreOptions(TrackOptions, RecordOptions)``; its fields come last in ``--help``)."""
+
+    track: tuple[str, ...] = option(
+        (), choices=TRACKERS, repeatable=True, metavar="TRACKER",
+        help="also log the scored records to this experiment tracker (repeatable): the options and the records' "
+             "settings as parameters, only the scores as metrics, the report's figures and records.json as "
+             "artifacts (docs/tracking.md)")
+    track_dir: str | None = option(
+        None, metavar="DIR",
+        help="TensorBoard's log folder for --track tensorboard (default: ./runs, TensorBoard's convention)")
+
+    def check(self) -> None:
+        super().check()
+        if self.track_dir is not None and "tensorboard" not in self.track:
+            raise InputError(f"track_dir: TensorBoard's log folder, set to {self.track_dir!r}, but the scores are "
+                             "not tracked with tensorboard; add `track` tensorboard or drop `track_dir`")
+
+    @classmethod
+    def fields_info(cls) -> list[FieldInfo]:
+        infos = super().fields_info()
+        return [i for i in infos if i.name not in ("track", "track_dir")] + \
+            [i for i in infos if i.name in ("track", "track_dir")]
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -7,13 +7,16 @@ never changes a result or a grid cell's key) and ``track_dir`` (TensorBoard's lo
     from vistabench.tracking import run_tracked
     records = run_tracked(longtail.run, config)      # config.track == ("mlflow",)
 
+``score`` verbs take ``--track`` too (:func:`track_scores`). Every call to a tracker is bounded
+(:mod:`.guard`): a tracker that fails during a run is one :class:`TrackingWarning` and the run goes on.
 :func:`export_store` sends an existing results store's records (``vistabench export``).
 Each tool's package is imported only when a run is tracked there (``pip install 'vistabench[track]'``).
 """
 
 from .._lazy import lazy_exports
 
-__all__ = ["run_tracked", "export_store", "TrackedRun"]
+__all__ = ["run_tracked", "track_scores", "export_store", "TrackedRun", "TrackingWarning"]
 
 __getattr__, __dir__ = lazy_exports(__name__, {"run_tracked": "session", "TrackedRun": "session",
-                                               "export_store": "export"})
+                                               "track_scores": "session", "export_store": "export",
+                                               "TrackingWarning": "guard"})

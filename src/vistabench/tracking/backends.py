@@ -19,7 +19,8 @@ from ..registry import did_you_mean
 
 Param = str | int | float | bool
 
-__all__ = ["Backend", "Param", "BACKENDS", "TRACK_EXTRA", "open_backend", "require_tracker", "metric_name", "MissingTrackerError"]
+__all__ = ["Backend", "Param", "BACKENDS", "TRACK_EXTRA", "open_backend", "backend_class", "require_tracker",
+           "metric_name", "MissingTrackerError"]
 
 #: the ``pip install`` extra that installs every tracker's package
 TRACK_EXTRA = "track"
@@ -45,6 +46,11 @@ class Backend:
     """
 
     tool = ""
+
+    @staticmethod
+    def check() -> None:
+        """Whether the destination can be used, before the tool's package is imported (its import
+        takes seconds): an :class:`~vistabench.errors.InputError` if not. Default: nothing to check."""
 
     def __init__(self, *, name: str, tags: dict[str, str], track_dir: str | None) -> None:
         self.name, self.tags, self.track_dir = name, dict(tags), track_dir
@@ -75,6 +81,10 @@ class Backend:
         """Close the run (``ok=False``: it failed); return where it is, for the user (one line)."""
         raise NotImplementedError
 
+    def abandon(self) -> None:
+        """The tracker failed mid-run (:class:`~.guard.Guarded`): remove what this run wrote where it is
+        ours to remove (TensorBoard's folder: no partial event files left). Default: nothing."""
+
 
 def require_tracker(tool: str) -> None:
     """One line (an :class:`~vistabench.errors.InputError`) unless ``tool`` is known and its package
@@ -92,11 +102,15 @@ def require_tracker(tool: str) -> None:
                                   f"pip install 'vistabench[{TRACK_EXTRA}]'")
 
 
+def backend_class(tool: str) -> type[Backend]:
+    """The :class:`Backend` of ``tool`` (its module imports the tool's package only when a run starts)."""
+    require_tracker(tool)
+    return importlib.import_module(f"{__package__}.{BACKENDS[tool][0]}").TRACKER
+
+
 def open_backend(tool: str, **kwargs: Any) -> Backend:
     """Start a run in ``tool`` (one of :data:`BACKENDS`); its package is imported here."""
-    require_tracker(tool)
-    cls = importlib.import_module(f"{__package__}.{BACKENDS[tool][0]}").TRACKER
-    return cls(**kwargs)
+    return backend_class(tool)(**kwargs)
 
 
 _BAD = re.compile(r"[^A-Za-z0-9_\-./ ]")

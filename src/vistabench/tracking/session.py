@@ -10,12 +10,20 @@ What each tracker gets (the same for every protocol and every tool):
   several times), at step = the run's epoch count so far;
 - scores: each record's metrics, flattened (``exact.auc``), numbers only (lists such as per-class
   accuracies are in ``records.json``; undefined scores, NaN, are left out); a run of several
-  records (stream events, small-data trials) logs record i at step i;
+  records (stream events, small-data trials) logs record i at step i; the settings a score carries
+  (``settings`` inside a record's metrics: the sweep's seed and points, ...) are parameters
+  ``scoring.*``, never metrics;
 - artifacts: the run's report section (``report.html``) and its figures (``figures/*.png``),
   ``records.json`` (the records as stored) and ``config.json``.
 
-The run's result never depends on tracking: the trackers only listen. A run that fails is closed
-as failed in each tool and its error goes on to the caller.
+The run's result never depends on tracking: the trackers only listen, and every call to them is
+bounded (:mod:`.guard`). A tracker that cannot start stops the command before anything runs (one
+line); one that fails during the run (a server that dies or hangs, a full disk) is reported in one
+warning and dropped, and the run goes on and stores its records (``vistabench export`` sends them
+later). A run that fails is closed as failed in each tool and its error goes on to the caller.
+
+``score`` verbs track too (``--track``, :func:`track_scores`): the command's options as parameters,
+the records it scores and stores (:func:`scored`) as the run's scores.
 """
 
 from __future__ import annotations
@@ -25,16 +33,22 @@ import json
 import math
 import tempfile
 import time
+import warnings
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from .. import epochs
+from ..atomic import write_text
 from ..config import RunConfig
+from ..errors import InputError
 from ..jsonutil import dumps
 from ..store import Record
-from .backends import Backend, Param, metric_name, open_backend
+from .backends import Param, metric_name
+from .guard import Guarded, TrackingWarning, call_timeout, describe, warn_failed
 
-__all__ = ["run_tracked", "flat_params", "flat_metrics", "record_key", "run_name", "TrackedRun"]
+__all__ = ["run_tracked", "track_scores", "scored", "flat_params", "flat_metrics", "record_params", "record_key",
+           "run_name", "TrackedRun"]
 
 _CURVE = ("loss", "train_acc", "val_acc", "lr")
 
@@ -54,14 +68,33 @@ def flat_params(config: dict[str, Any], prefix: str = "") -> dict[str, Param]:
 
 def flat_metrics(metrics: dict[str, Any], prefix: str = "") -> dict[str, float]:
     """The numbers of a record's metrics, nested keys joined by ``.``; lists, text, booleans, nulls
-    and NaN left out."""
+    and NaN left out, and so is ``settings`` (what produced the scores: parameters, :func:`record_params`)."""
     out: dict[str, float] = {}
     for k, v in metrics.items():
+        if k == "settings":
+            continue
         if isinstance(v, dict):
             out.update(flat_metrics(v, f"{prefix}{k}."))
         elif isinstance(v, (int, float)) and not isinstance(v, bool) and not math.isnan(v):
             out[metric_name(f"{prefix}{k}")] = float(v)
     return out
+
+
+def record_params(records: list[Record], *, settings: bool) -> dict[str, Param]:
+    """The settings of ``records`` as parameters: ``scoring.*`` (the ``settings`` inside their metrics)
+    and, with ``settings``, ``settings.*`` (the records' own); a name whose value differs between the
+    records is left out (a tracker keeps one value per parameter; ``records.json`` has them all)."""
+    out: dict[str, Param] = {}
+    differ: set[str] = set()
+    for r in records:
+        nested = {"scoring": r.metrics.get("settings") or {}}
+        if settings:
+            nested["settings"] = r.settings or {}
+        for k, v in flat_params({k: v for k, v in nested.items() if isinstance(v, dict) and v}).items():
+            if k in out and out[k] != v:
+                differ.add(k)
+            out.setdefault(k, v)
+    return {k: v for k, v in out.items() if k not in differ}
 
 
 def record_key(record: Record) -> str:
@@ -87,24 +120,59 @@ def run_name(config: RunConfig) -> str:
 
 
 class TrackedRun:
-    """The trackers of one run: open them, hand each what the run produces, close them."""
+    """The trackers of one run: open them, hand each what the run produces, close them.
 
-    def __init__(self, config: RunConfig, *, tags: dict[str, str] | None = None) -> None:
-        self.config = config
-        name = run_name(config)
-        tags = {"vistabench.protocol": config.protocol, **(tags or {})}
-        self.backends: list[Backend] = []
+    ``tools``: the trackers; ``params``: the run's parameters; ``config``: the run's configuration
+    (``config.json``); ``store``: where the run's records are stored (None: not stored), for the
+    warning of a tracker that fails mid-run. Every call is bounded (:class:`~.guard.Guarded`).
+    """
+
+    def __init__(self, *, protocol: str, tools: tuple[str, ...], track_dir: str | None, name: str,
+                 params: dict[str, Param], config: dict[str, Any], tags: dict[str, str] | None = None,
+                 store: str | None = None) -> None:
+        self.protocol, self.config, self.store = protocol, config, store
+        tags = {"vistabench.protocol": protocol, **(tags or {})}
+        self.backends: list[Guarded] = []
         self.step = 0
         self.fit = 0
         self._last_epoch = 0
+        self.params = dict(params)
+        timeout = call_timeout()
+        self._starting = True
         try:
-            for tool in dict.fromkeys(config.track):  # each tracker once, in the order given
-                self.backends.append(open_backend(tool, name=name, tags=tags, track_dir=config.track_dir))
-            for b in self.backends:
-                b.log_params(flat_params(config.to_dict()))
+            for tool in dict.fromkeys(tools):  # each tracker once, in the order given
+                self.backends.append(Guarded.open(tool, timeout=timeout, on_failure=self._failed,
+                                                  name=name, tags=tags, track_dir=track_dir))
+            self._each("log_params", self.params)
+            for b in self.backends:  # unusable from the start: stop before anything runs
+                if b.failed is not None:
+                    raise InputError(f"track: {b.tool}: could not log the run's parameters: {b.failed}")
         except BaseException:  # the runs opened so far are closed as failed
             self.close(ok=False)
             raise
+        self._starting = False
+
+    @classmethod
+    def of_config(cls, config: RunConfig, *, tags: dict[str, str] | None = None,
+                  store: str | None = None) -> "TrackedRun":
+        """The trackers of a protocol's run of ``config`` (its ``track``, its resolved config as parameters)."""
+        return cls(protocol=config.protocol, tools=config.track, track_dir=config.track_dir, name=run_name(config),
+                   params=flat_params(config.to_dict()), config=config.to_dict(), tags=tags, store=store)
+
+    def _failed(self, tool: str, reason: str) -> None:
+        if self._starting:  # said by the InputError of __init__
+            return
+        if self.store is None:  # --no-store, or a grid cell (the grid stores its records)
+            hint = (f"; `vistabench export {tool} --store STORE` sends its records later from the store that "
+                    "holds them (none with --no-store)")
+        else:
+            hint = (f"; its records are stored in {self.store!r}: `vistabench export {tool} --store "
+                    f"{self.store}` sends them later")
+        warn_failed(tool, reason, hint=hint)
+
+    def _each(self, method: str, *args: Any, **kwargs: Any) -> None:
+        for b in self.backends:
+            b.call(method, *args, **kwargs)
 
     def on_epoch(self, entry: dict[str, Any]) -> None:
         """One epoch of the shared trainer (an :mod:`vistabench.epochs` listener)."""
@@ -115,38 +183,61 @@ class TrackedRun:
         values = {f"train/{k}": float(entry[k]) for k in _CURVE
                   if isinstance(entry.get(k), (int, float)) and not math.isnan(entry[k])}
         values["train/fit"] = float(self.fit)
-        for b in self.backends:
-            b.log_metrics(values, step=self.step, axis="epoch")
+        self._each("log_metrics", values, step=self.step, axis="epoch")
         self.step += 1
 
-    def log_records(self, records: list[Record]) -> None:
-        """The scores, figures and files of the finished run."""
-        from .figures import run_figures
+    def log_records(self, records: list[Record], *, settings: bool = False) -> None:
+        """The scores, figures and files of the finished run (``settings``: the records' own settings
+        as parameters ``settings.*`` too; their scores' settings are always ``scoring.*``)."""
+        from .figures import RunFigures, run_figures
 
+        if not any(b.failed is None for b in self.backends):
+            return
+        stored = [r for r in records if r.id is not None]
+        if stored:  # the store's ids, and the keys `vistabench export` knows a record by
+            self._each("set_tags", {"vistabench.record_ids": ",".join(str(r.id) for r in stored),
+                                    "vistabench.record_keys": ",".join(record_key(r) for r in stored)})
+        extra = {k: v for k, v in record_params(records, settings=settings).items() if k not in self.params}
+        if extra:
+            self._each("log_params", extra)
         for i, r in enumerate(records):
-            values = flat_metrics(r.metrics)
-            for b in self.backends:
-                b.log_metrics(values, step=i, axis="record")
-        figures = run_figures(self.config.protocol, records)
-        with tempfile.TemporaryDirectory(prefix="vistabench-track-") as tmp:
-            files = {"records.json": dumps([r.to_dict() for r in records], indent=1),
-                     "config.json": json.dumps(self.config.to_dict(), indent=1)}
-            if figures.page is not None:
-                files["report.html"] = figures.page
-            for name, text in files.items():
-                (Path(tmp) / name).write_text(text, encoding="utf-8")
-            for b in self.backends:
-                for stem, png in figures.images:
-                    b.log_figure(stem, png)
+            self._each("log_metrics", flat_metrics(r.metrics), step=i, axis="record")
+        try:
+            figures = run_figures(self.protocol, records)
+        except Exception as exc:  # a bug of the report section: the records are stored; say it, once
+            warnings.warn(f"track: the report's figures of these records could not be made ({describe(exc)}); "
+                          "the trackers get the scores and files without them (please report this)",
+                          TrackingWarning, stacklevel=2)
+            figures = RunFigures(None, [])
+        for stem, png in figures.images:
+            self._each("log_figure", stem, png)
+        files = {"records.json": dumps([r.to_dict() for r in records], indent=1),
+                 "config.json": json.dumps(self.config, indent=1)}
+        if figures.page is not None:
+            files["report.html"] = figures.page
+        try:
+            with tempfile.TemporaryDirectory(prefix="vistabench-track-") as tmp:
+                for name, text in files.items():
+                    write_text(Path(tmp) / name, text, what="tracking file")
                 for name in files:
-                    b.log_file(Path(tmp) / name)
+                    self._each("log_file", Path(tmp) / name)
+        except (InputError, OSError) as exc:  # the temporary folder's disk is full: the record is stored
+            warnings.warn(f"track: the run's files ({', '.join(files)}) could not be handed to the trackers "
+                          f"({describe(exc)}); they have its scores without them", TrackingWarning, stacklevel=2)
 
     def close(self, *, ok: bool) -> list[str]:
-        """Close every tracker's run; where each one is (one line each)."""
+        """Close every tracker's run that did not fail; where each one is (one line each)."""
         where = []
         for b in self.backends:
-            where.append(b.finish(ok))
+            line = b.call("finish", ok)
+            if line is not None:
+                where.append(line)
         return where
+
+
+def _store_path(store: Any) -> str | None:
+    path = getattr(store, "path", store)
+    return None if path is None else str(path)
 
 
 def run_tracked(run: Callable[..., list[Record]], config: RunConfig, *, store: Any = None,
@@ -160,22 +251,68 @@ def run_tracked(run: Callable[..., list[Record]], config: RunConfig, *, store: A
     stored records hold the config as it ran. ``tags``: more tags of
     the tracked run (a grid cell's key); ``log`` receives one line per tracker saying where the run
     went. The records (with their store ids when ``store`` is given) are returned unchanged.
+
+    A tracker that cannot start raises an :class:`~vistabench.errors.InputError` before ``run`` is
+    called; one that fails during the run gives one :class:`~.guard.TrackingWarning` and is dropped.
     """
     if not config.track:
         return run(config, store=store, work_dir=work_dir)
-    session = TrackedRun(config, tags=tags)
+    session = TrackedRun.of_config(config, tags=tags, store=_store_path(store))
     ok = False
     try:
         with epochs.listen(session.on_epoch):
             records = run(config.without_tracking(), store=store, work_dir=work_dir)
-        stored = [r for r in records if r.id is not None]
-        if stored:  # the store's ids, and the keys `vistabench export` knows a record by
-            for b in session.backends:
-                b.set_tags({"vistabench.record_ids": ",".join(str(r.id) for r in stored),
-                            "vistabench.record_keys": ",".join(record_key(r) for r in stored)})
         session.log_records(records)
         ok = True
         return records
+    finally:
+        where = session.close(ok=ok)
+        if log is not None:
+            for line in where:
+                log(f"tracked: {line}")
+
+
+_SCORED: list[list[Record]] = []  # the records scored while track_scores listens (innermost last)
+
+
+def scored(records: Record | list[Record]) -> None:
+    """A ``score`` verb's records, once stored (``cli.store_records`` calls this): kept for the
+    trackers of :func:`track_scores` when it listens, else nothing."""
+    if _SCORED:
+        _SCORED[-1].extend([records] if isinstance(records, Record) else records)
+
+
+@contextmanager
+def _listen_scored() -> Iterator[list[Record]]:
+    got: list[Record] = []
+    _SCORED.append(got)
+    try:
+        yield got
+    finally:
+        _SCORED.remove(got)
+
+
+def track_scores(score: Callable[[], Any], *, protocol: str, command: str, options: dict[str, Any],
+                 tools: tuple[str, ...], track_dir: str | None, store: str | None,
+                 log: Callable[[str], None] | None = None) -> Any:
+    """``score()`` (a ``score`` verb), logged to ``tools``: the verb's ``options`` as parameters, the
+    records it scores (:func:`scored`) as the run's scores, their settings as parameters (``settings.*``,
+    ``scoring.*``), ``records.json`` and the report section's figures. The trackers start before
+    ``score`` runs (one that cannot: one line, nothing scored); one that fails later: one warning."""
+    method = options.get("method")
+    parts = [protocol, "score", *([method] if isinstance(method, str) and method else []),
+             time.strftime("%Y%m%d-%H%M%S")]
+    name = "-".join(metric_name(p).replace("/", "_").replace(" ", "_") for p in parts)
+    session = TrackedRun(protocol=protocol, tools=tools, track_dir=track_dir, name=name,
+                         params=flat_params(options), config=options, store=store,
+                         tags={"vistabench.command": command})
+    ok = False
+    try:
+        with _listen_scored() as got:
+            result = score()
+        session.log_records(got, settings=True)
+        ok = True
+        return result
     finally:
         where = session.close(ok=ok)
         if log is not None:

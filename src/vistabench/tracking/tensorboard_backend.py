@@ -7,6 +7,12 @@ records by record index), figures are images under ``figures/``, the parameters 
 dashboard's session (written when the run ends, with the scores as its metrics) and a ``config``
 text; the report page and ``records.json`` are written beside the event files (TensorBoard has no
 artifacts; they stay in the run's folder).
+
+Written synchronously (no writer thread of tensorboardX's): every write happens in the call that
+asks for it, so an error — a full disk — reaches the caller (:mod:`.guard`: one warning during a run,
+one line from ``vistabench export``) instead of a background thread's traceback; a run that fails
+that way has its folder removed (:meth:`TensorboardTracker.abandon`: no partial event file left),
+and the files beside the event files are written whole or not at all (:mod:`vistabench.atomic`).
 """
 
 from __future__ import annotations
@@ -14,8 +20,10 @@ from __future__ import annotations
 import io
 import json
 import shutil
+import time
 from pathlib import Path
 
+from ..atomic import disk_error, write_bytes
 from .backends import Backend, Param
 
 DEFAULT_DIR = "runs"
@@ -26,7 +34,7 @@ class TensorboardTracker(Backend):
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
-        from tensorboardX import SummaryWriter
+        from tensorboardX.event_file_writer import EventsWriter
 
         root = Path(self.track_dir or DEFAULT_DIR)
         folder = root / self.name
@@ -34,27 +42,55 @@ class TensorboardTracker(Backend):
         while folder.exists():  # two runs with one name in the same second: their own folders
             n += 1
             folder = root / f"{self.name}-{n}"
-        folder.mkdir(parents=True)
         self.folder = folder
-        self.writer = SummaryWriter(logdir=str(folder))
-        self.params: dict[str, Param] = {}
-        self.scores: set[str] = set()
-        self.set_tags({})
+        self.writer = None
+        try:
+            folder.mkdir(parents=True)
+            self.writer = EventsWriter(str(folder / "events"))
+            self.params: dict[str, Param] = {}
+            self.scores: set[str] = set()
+            self.set_tags({})
+        except BaseException as exc:  # a full disk, an unwritable folder: nothing of this run is left
+            self.abandon()
+            err = disk_error(exc, folder / "events", "tensorboard log") if isinstance(exc, OSError) else None
+            if err is not None:
+                raise err from None
+            raise
+
+    def _add(self, summary, step: int = 0) -> None:
+        from tensorboardX.proto import event_pb2
+
+        try:
+            self.writer.write_event(event_pb2.Event(wall_time=time.time(), step=int(step), summary=summary))
+            self.writer.flush()  # on disk now: TensorBoard shows the run live, an error is this call's
+        except OSError as exc:
+            err = disk_error(exc, self.writer._file_name, "tensorboard log")
+            if err is not None:
+                raise err from None
+            raise
+
+    def _text(self, tag: str, text: str) -> None:
+        from tensorboardX.summary import text as text_summary
+
+        self._add(text_summary(tag, text))
 
     def log_params(self, params: dict[str, Param]) -> None:
+        tag = "settings" if self.params else "config"  # the run's config first; the scores' settings later
         self.params.update(params)
-        text = "\n".join(f"    {k}: {json.dumps(v)}" for k, v in params.items())  # markdown code block
-        self.writer.add_text("config", text, 0)
+        self._text(tag, "\n".join(f"    {k}: {json.dumps(v)}" for k, v in params.items()))  # a code block
 
     def log_metrics(self, metrics: dict[str, float], *, step: int, axis: str) -> None:
-        for k, v in metrics.items():
-            self.writer.add_scalar(k, v, step)
+        from tensorboardX.proto.summary_pb2 import Summary
+
+        values = [Summary.Value(tag=k, simple_value=float(v)) for k, v in metrics.items()]
+        if values:
+            self._add(Summary(value=values), step)
         if axis == "record":
             self.scores.update(metrics)
 
     def set_tags(self, tags: dict[str, str]) -> None:
         self.tags.update(tags)
-        self.writer.add_text("tags", "\n".join(f"    {k}: {v}" for k, v in sorted(self.tags.items())), 0)
+        self._text("tags", "\n".join(f"    {k}: {v}" for k, v in sorted(self.tags.items())))
 
     def log_figure(self, name: str, png: bytes) -> None:
         from PIL import Image
@@ -64,10 +100,10 @@ class TensorboardTracker(Backend):
             width, height = im.size
             channels = len(im.getbands())
         image = Summary.Image(height=height, width=width, colorspace=channels, encoded_image_string=png)
-        self.writer.file_writer.add_summary(Summary(value=[Summary.Value(tag=f"figures/{name}", image=image)]), 0)
+        self._add(Summary(value=[Summary.Value(tag=f"figures/{name}", image=image)]))
 
     def log_file(self, path: Path) -> None:
-        shutil.copy2(path, self.folder / path.name)
+        write_bytes(self.folder / path.name, path.read_bytes(), what="tensorboard file")
 
     def finish(self, ok: bool) -> str:
         from tensorboardX.summary import hparams
@@ -75,10 +111,19 @@ class TensorboardTracker(Backend):
         if self.params:  # the HParams dashboard: the config against the scores (scalars of this folder)
             exp, ssi, sei = hparams(self.params, {k: float("nan") for k in sorted(self.scores)})
             for summary in (exp, ssi, sei):
-                self.writer.file_writer.add_summary(summary)
-        self.writer.add_text("status", "finished" if ok else "failed", 0)
+                self._add(summary)
+        self._text("status", "finished" if ok else "failed")
         self.writer.close()
         return f"tensorboard log {str(self.folder)!r} (tensorboard --logdir {str(self.folder.parent)!r})"
+
+    def abandon(self) -> None:
+        """Remove the run's folder (only ours: made by this run): no partial event file stays."""
+        if self.writer is not None:
+            try:
+                self.writer.close()
+            except OSError:
+                pass
+        shutil.rmtree(self.folder, ignore_errors=True)
 
 
 TRACKER = TensorboardTracker
