@@ -234,6 +234,11 @@ TM_CASES = [
     ("target_masks_2d", {"iou_type": "segm"}, dict(p__masks=_M, t__masks=torch.ones(8, 8).bool()), TypeError,
      r"target\[0\].masks: expected shape \(N, H, W\)"),
     ("masks_count", {"iou_type": "segm"}, dict(p__masks=_M[:1], t__masks=_M[:1]), ValueError, r"preds\[0\].masks: 1 masks for 2 labels"),
+    ("masks_sigmoid_float", {"iou_type": "segm"}, dict(p__masks=_M.float() * 0.7, t__masks=_M[:1]), ValueError,
+     r"preds\[0\].masks: expected boolean masks \(torch.bool, or torch.uint8 of 0/1\), got torch.float32 "
+     r"\(probabilities\? threshold them first: masks > 0.5\)"),
+    ("target_masks_int64", {"iou_type": "segm"}, dict(p__masks=_M, t__masks=_M[:1].long()), ValueError,
+     r"target\[0\].masks: expected boolean masks .*got torch.int64$"),
 ]
 
 
