@@ -163,17 +163,47 @@ def test_zero_id_option_counts_the_match_as_pycocotools_does_with_ids_from_one(t
     assert abs(ref_official.stats[0] - ours.stats[0]) > 1e-6 or ref_official.stats[0] == ours.stats[0] == 1
 
 
-def test_rle_of_another_size_is_scored_as_a_box_in_bbox_mode(tmp_path):
+def test_rle_of_another_size_is_scored_as_pycocotools_scores_it(tmp_path):
+    """A result mask whose RLE size is not its image's: never read in bbox mode; in segm mode
+    pycocotools compares it only with masks of its own size (IoU -1 otherwise): the same numbers,
+    with a warning."""
     gt = _dataset(6, 2, 4, seed=3, masks=True)
     path = R.write(tmp_path, "gt.json", gt)
     preds = _predictions(gt, seed=4, masks=True)
     for p in preds[::2]:
-        p["segmentation"] = _rle(10, 12, 1, 1, 3, 3)  # not its image's size: never read in bbox mode
+        p["segmentation"] = _rle(10, 12, 1, 1, 3, 3)  # not its image's size
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", OfficialToolsDifferenceWarning)
         _same(_run(COCO, COCOeval, path, preds, "bbox"), _run(pc.COCO, pe.COCOeval, path, preds, "bbox"))
-        with pytest.raises(InputError, match=r"RLE size \[10, 12\] is not its image's size"):
-            _run(COCO, COCOeval, path, preds, "segm")
+        with pytest.warns(UserWarning, match=r"mask\(s\) of another size than their image \(first: detection 0's "
+                                             r"mask is \[10, 12\].*matches only masks of its own size"):
+            ours = _run(COCO, COCOeval, path, preds, "segm")
+        _same(ours, _run(pc.COCO, pe.COCOeval, path, preds, "segm"))
+
+
+def test_small_masks_on_large_images_in_ground_truth_and_results_as_pycocotools(tmp_path):
+    """faster-coco-eval's fixture style: every annotation and result carries the same 10 x 10 RLE on a
+    640 x 640 image (the boxes and areas are the real ones). pycocotools scores it (equal masks: IoU
+    1; a mask of the image's size against a 10 x 10 one: -1); so do we, with one warning."""
+    small = _rle(10, 10, 0, 0, 5, 5)
+    gt = _dataset(4, 2, 5, seed=31)
+    for im in gt["images"]:
+        im["height"] = im["width"] = 640
+    for k, a in enumerate(gt["annotations"]):
+        a["id"] += 1
+        a["segmentation"] = small if k % 3 else _rle(640, 640, *a["bbox"])
+    path = R.write(tmp_path, "gt.json", gt)
+    preds = _predictions(gt, seed=32)
+    for k, p in enumerate(preds):
+        p["segmentation"] = small if k % 2 else _rle(640, 640, *(max(v, 0) for v in p["bbox"]))
+    for it in ("bbox", "segm"):
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            ours = _run(COCO, COCOeval, path, preds, it)
+        _same(ours, _run(pc.COCO, pe.COCOeval, path, preds, it))
+        if it == "segm":
+            assert any("mask(s) of another size than their image (first: annotation" in str(x.message) for x in w)
+            assert ours.stats[0] > 0
 
 
 # ---------------------------------------------------------------------------- detectron2's replay
