@@ -352,6 +352,9 @@ class COCOeval:
         _check_iou_type(p.iouType, "params.iouType")
         if self.cocoGt is None or self.cocoDt is None:
             raise InputError("cocoGt, cocoDt: both are needed to evaluate")
+        kp = p.iouType == "keypoints"
+        # keypoints: pycocotools reads them (a KeyError when absent) before any parameter is used
+        gt = self.cocoGt.ground_truth(False, with_keypoints=True) if kp else None
         iou_thrs = check_thresholds(p.iouThrs, "params.iouThrs", empty_is_index_error=True)
         check_thresholds(p.recThrs, "params.recThrs", empty_is_index_error=False)
         check_max_dets(p.maxDets, "params.maxDets")
@@ -362,8 +365,8 @@ class COCOeval:
         if p.useCats:
             p.catIds = list(np.unique(np.asarray(p.catIds, np.int64)).tolist())
         p.maxDets = sorted(int(m) for m in p.maxDets)
-        kp = p.iouType == "keypoints"
-        gt = self.cocoGt.ground_truth(p.iouType == "segm", with_keypoints=kp)
+        if gt is None:
+            gt = self.cocoGt.ground_truth(p.iouType == "segm")
         dets, self._dt_pos = detections_of(self.cocoDt, gt, p.iouType)
         sigmas = check_sigmas(getattr(p, "kpt_oks_sigmas", None), gt.keypoints.shape[1] if len(gt) else None,
                               "params.kpt_oks_sigmas") if kp else None

@@ -174,8 +174,8 @@ def read_ground_truth(
         for field in ("keypoints", "num_keypoints"):
             absent = next((i for i, a in enumerate(anns) if getattr(a, field) is None), None)
             if absent is not None:
-                raise InputError(f"{what} {name}: annotation {absent} (id {anns[absent].id}) lacks {field!r}; "
-                                 f"keypoints evaluation needs it in every annotation")
+                raise InputKeyError(f"{what} {name}: annotation {absent} (id {anns[absent].id}) lacks {field!r}; "
+                                    f"keypoints evaluation needs it in every annotation")  # pycocotools: KeyError
         kp = ([a.keypoints for a in anns], [a.num_keypoints for a in anns])
     for kind, ids in (("annotation", [a.id for a in anns]), ("image", [im.id for im in images]),
                       ("category", [c.id for c in cats])):
