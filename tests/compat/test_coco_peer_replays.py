@@ -282,14 +282,16 @@ def test_detectron2_coco_evaluation_experiments_as_pycocotools(tmp_path, name, i
 
 
 @pytest.mark.parametrize("params", [{"recThrs": []}, {"areaRng": [], "areaRngLbl": []}])
-def test_detectron2_experiments_we_refuse_where_pycocotools_reports_minus_one(tmp_path, params):
-    """pycocotools scores these (precision empty, every AP -1); a value that cannot mean anything is
-    refused here instead, in one line (documented in docs/detection.md)."""
+def test_detectron2_experiments_scored_minus_one_as_pycocotools_with_a_warning(tmp_path, params):
+    """pycocotools scores these (precision empty, every AP -1) and detectron2's test_coco_evaluation
+    compares its arrays with them: the same arrays here, with a warning."""
     dt, gt, _ = D2["full"]
     path = R.write(tmp_path, "gt.json", gt)
-    assert _run(pc.COCO, pe.COCOeval, path, dt, "bbox", params).stats[0] == -1
-    with pytest.raises(InputError, match="params.(recThrs|areaRng)"):
-        _run(COCO, COCOeval, path, dt, "bbox", params)
+    ref = _run(pc.COCO, pe.COCOeval, path, dt, "bbox", params)
+    assert ref.stats[0] == -1
+    with pytest.warns(UserWarning, match=r"params.(recThrs|areaRng): empty; every AP is -1, as pycocotools"):
+        ours = _run(COCO, COCOeval, path, dt, "bbox", params)
+    _same(ours, ref)
 
 
 @pytest.mark.parametrize("iou_type", ["bbox", "segm"])

@@ -103,7 +103,6 @@ PARAM_CASES = [
     ("iouThrs", [0.5, float("nan")], ValueError, r"params.iouThrs: nan is not a threshold"),
     ("iouThrs", [-0.5], ValueError, r"params.iouThrs: -0.5 is not a threshold"),
     ("iouThrs", "0.5", ValueError, r"params.iouThrs"),
-    ("recThrs", [], ValueError, r"params.recThrs: empty"),
     ("recThrs", [0.0, 1.5], ValueError, r"params.recThrs: 1.5 is not a threshold"),
     ("recThrs", [float("nan")], ValueError, r"params.recThrs: nan"),
     ("maxDets", [0, 0, 0], ValueError, r"params.maxDets: 0 is not a positive whole number"),
