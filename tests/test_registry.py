@@ -68,3 +68,15 @@ def test_resolve_ref_imports_module_attributes_and_modules():
         resolve_ref(":join")
     with pytest.raises(AttributeError):
         resolve_ref("os.path:no_such_name")
+
+
+def test_suggestions_ignore_case_hyphens_and_spaces_but_never_accept():
+    from vistabench.registry import close_names
+
+    assert close_names("LDAM-DRW", ["ce", "ldam_drw", "focal"]) == ["ldam_drw"]
+    assert close_names("Logit Adjust", ["logit_adjust", "lade"])[0] == "logit_adjust"
+    assert close_names("xyz", ["ldam_drw"]) == []
+    r = Registry("method")
+    r.add("ldam_drw", object())
+    with pytest.raises(InputError, match=r"unknown method 'LDAM-DRW'; did you mean 'ldam_drw'\?"):
+        r.get("LDAM-DRW")

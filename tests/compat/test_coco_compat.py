@@ -171,7 +171,6 @@ def test_empty_results_raise_index_error_like_pycocotools(tmp_path, coco_set):
     ({"segmentation": [[1, 2, 3]]}, "even number >= 6"),
     ({"segmentation": {"counts": "abc"}}, "needs 'size'"),
     ({"segmentation": {"size": [120, 160], "counts": [1, -1, 4]}}, "non-negative"),
-    ({"segmentation": {"size": [12, 16], "counts": "PP0"}}, r"RLE size \[12, 16\] is not its image's size \[120, 160\]"),
     ({"segmentation": {"size": [120, 160], "counts": "a b~"}}, "not a compressed RLE string"),
 ])
 def test_bad_results_are_one_line(tmp_path, coco_set, bad, msg):

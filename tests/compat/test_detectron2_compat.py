@@ -239,10 +239,49 @@ def test_input_mistakes_are_one_line(tmp_path, caplog):
     few = _Instances(ok.pred_boxes.tensor, ok.scores, np.array([0, 1]), np.zeros((1, H, W), bool))
     with pytest.raises(InputError, match=r"pred_masks: expected 2 masks"):
         ev.process([{"image_id": 3}], [{"instances": few}])
-    ev.process([{"image_id": 3}], [{"instances": ok}])
-    with pytest.raises(InputError, match=r"pred_classes: class index -1 \(detection 1, image 3\) is outside"):
-        ev.evaluate()
     with pytest.raises(InputError, match="dataset_name: 'nope' is not a registered dataset"):
         LVISEvaluator("nope")
     with pytest.raises(InputError, match="max_dets_per_image"):
         LVISEvaluator("x", json_file=p, max_dets_per_image=0)
+
+
+def test_lvis_class_index_minus_one_is_accepted_as_detectron2_and_lvis_do(tmp_path):
+    """detectron2's LVIS rule adds 1 to every class (-1 becomes category 0) and lvis-api keeps such a
+    result, in its image's top 300, without scoring it: the same numbers, with a warning naming them."""
+    s = synth_detection_set(num_images=6, num_categories=4, dets_per_image=8, seed=57, image_size=(H, W),
+                            score_decimals=None)
+    p = R.write(tmp_path, "gt.json", s.ground_truth)
+    cats = [c["id"] for c in s.ground_truth["categories"]]
+    batches = _outputs(s.results, {c: c - 1 for c in cats})
+    for _, outputs in batches[::2]:
+        outputs[0]["instances"].pred_classes[0] = -1
+    ev = LVISEvaluator("x", json_file=p, distributed=False, max_dets_per_image=5)
+    for inputs, outputs in batches:
+        ev.process(inputs, outputs)
+    with R.quiet(), pytest.warns(UserWarning, match=r"results: \d+ of \d+ results have category ids not in the ground "
+                                                     r"truth \(first: 0\); lvis-api never scores them"):
+        res = ev.evaluate()["bbox"]
+    R.restore_np_float()
+    import lvis
+
+    ref_json = _as_detectron2_json(batches, {**{c - 1: c for c in cats}, -1: 0})
+    api = lvis.LVIS(p)
+    e = lvis.LVISEval(api, lvis.LVISResults(api, ref_json, max_dets=5), "bbox")
+    with R.quiet():
+        e.run()
+    for k in ("AP", "AP50", "AP75", "APs", "APm", "APl", "APr", "APc", "APf"):
+        ref = float(e.get_results()[k] * 100)
+        assert (math.isnan(ref) and math.isnan(res[k])) or abs(res[k] - ref) <= 1e-9, (k, res[k], ref)
+
+
+def test_lvis_outputs_not_under_instances_are_named_and_evaluate_gives_nothing(tmp_path, caplog):
+    s = synth_detection_set(num_images=2, num_categories=3, dets_per_image=3, seed=58, image_size=(H, W))
+    p = R.write(tmp_path, "gt.json", s.ground_truth)
+    ev = LVISEvaluator("x", json_file=p, distributed=False)
+    inst = _Instances(np.array([[0, 0, 9, 9]], np.float32), np.ones(1, np.float32), np.zeros(1, np.int64))
+    with caplog.at_level(logging.WARNING):
+        ev.process([{"image_id": 1}, {"image_id": 2}], [{"predictions": inst}, {"predictions": inst}])
+        assert ev.evaluate() == {}
+    text = caplog.text
+    assert text.count("outputs[0] has neither 'instances' nor 'proposals' (its keys: ['predictions'])") == 1, text
+    assert "[LVISEvaluator] Did not receive valid predictions." in text  # detectron2's COCOEvaluator wording

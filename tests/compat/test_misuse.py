@@ -103,7 +103,6 @@ PARAM_CASES = [
     ("iouThrs", [0.5, float("nan")], ValueError, r"params.iouThrs: nan is not a threshold"),
     ("iouThrs", [-0.5], ValueError, r"params.iouThrs: -0.5 is not a threshold"),
     ("iouThrs", "0.5", ValueError, r"params.iouThrs"),
-    ("recThrs", [], ValueError, r"params.recThrs: empty"),
     ("recThrs", [0.0, 1.5], ValueError, r"params.recThrs: 1.5 is not a threshold"),
     ("recThrs", [float("nan")], ValueError, r"params.recThrs: nan"),
     ("maxDets", [0, 0, 0], ValueError, r"params.maxDets: 0 is not a positive whole number"),
@@ -234,6 +233,11 @@ TM_CASES = [
     ("target_masks_2d", {"iou_type": "segm"}, dict(p__masks=_M, t__masks=torch.ones(8, 8).bool()), TypeError,
      r"target\[0\].masks: expected shape \(N, H, W\)"),
     ("masks_count", {"iou_type": "segm"}, dict(p__masks=_M[:1], t__masks=_M[:1]), ValueError, r"preds\[0\].masks: 1 masks for 2 labels"),
+    ("masks_sigmoid_float", {"iou_type": "segm"}, dict(p__masks=_M.float() * 0.7, t__masks=_M[:1]), ValueError,
+     r"preds\[0\].masks: expected boolean masks \(torch.bool, or torch.uint8 of 0/1\), got torch.float32 "
+     r"\(probabilities\? threshold them first: masks > 0.5\)"),
+    ("target_masks_int64", {"iou_type": "segm"}, dict(p__masks=_M, t__masks=_M[:1].long()), ValueError,
+     r"target\[0\].masks: expected boolean masks .*got torch.int64$"),
 ]
 
 

@@ -103,6 +103,33 @@ def test_nothing_updated_gives_minus_one_as_torchmetrics(reference):
     _same(o, r)
 
 
+@pytest.mark.parametrize("dtype, accepted", [(torch.float32, False), (torch.float64, False), (torch.int64, False),
+                                             (torch.uint8, True), (torch.bool, True)])
+def test_mask_dtypes_accepted_as_torchmetrics_accepts_them(reference, dtype, accepted):
+    """Sigmoid outputs (0.7) are refused, as torchmetrics 1.9's encoder refuses them, in one line that
+    says to threshold them (before: cast to all-zero masks, map 0.0 without a word)."""
+    m = torch.zeros(1, 10, 10)
+    m[0, 2:6, 2:6] = 0.7 if dtype.is_floating_point else 1
+    preds = [{"masks": m.to(dtype), "scores": torch.tensor([0.9]), "labels": torch.tensor([0])}]
+    target = [{"masks": m > 0.5, "labels": torch.tensor([0])}]
+    ref, ours = reference(iou_type="segm"), MeanAveragePrecision(iou_type="segm")
+    if accepted:
+        ref.update(preds, target)
+        ours.update(preds, target)
+        _same(ours.compute(), ref.compute())
+        assert float(ours.compute()["map"]) == 1.0
+        return
+    with pytest.raises(ValueError, match="Buffer dtype mismatch"):  # torchmetrics' (pycocotools') refusal
+        ref.update(preds, target)
+    with pytest.raises(InputError, match=rf"preds\[0\].masks: expected boolean masks .*got {dtype}") as e:
+        ours.update(preds, target)
+    assert "\n" not in str(e.value)
+    empty = {"masks": preds[0]["masks"][:0], "scores": torch.zeros(0), "labels": torch.zeros(0, dtype=torch.int64)}
+    ours.update([empty], target)  # no mask to encode: no dtype to refuse (torchmetrics encodes none either)
+    ref.update([empty], target)
+    _same(ours.compute(), ref.compute())
+
+
 def test_input_mistakes_are_one_line():
     m = MeanAveragePrecision()
     with pytest.raises(InputError, match="same length, but got 1 and 2"):

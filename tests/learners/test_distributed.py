@@ -108,6 +108,19 @@ def test_bad_devices_and_batch_size_are_one_line(monkeypatch):
         Trainer(Net(), TrainConfig(device="cuda", devices=2, batch_size=16))
 
 
+def test_more_cpu_processes_than_cores_are_allowed_with_one_warning(monkeypatch):
+    """``--devices 16`` on a 2-core CPU computes what 16 devices do, only slower: accepted, warned."""
+    monkeypatch.setattr(distributed, "cpu_cores", lambda: 2)
+    with pytest.warns(UserWarning, match=r"^devices: 16 training processes on 2 CPU core\(s\): they share") as w:
+        Trainer(Net(), TrainConfig(devices=16, batch_size=16))
+    assert len(w) == 1
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        Trainer(Net(), TrainConfig(devices=2, batch_size=16))
+
+
 def test_a_helper_process_error_reaches_the_caller_as_one_line():
     def loss(logits, y):
         if torch.distributed.get_rank() == 1:

@@ -56,6 +56,24 @@ def test_bad_factories_are_one_line(name, message):
     assert "\n" not in str(e.value)
 
 
+@pytest.mark.parametrize("name, message", [
+    (f"{NETS}:thirteen", r"factory 'learners.user_nets:thirteen' returns \(2, 13\) for a batch of shape "
+                         r"\(2, 3, 16, 16\); expected \(2, 10\)"),
+    (f"{NETS}:scaled_head", r"factory 'learners.user_nets:scaled_head' \(its features before the head 'net.fc'\) "
+                            r"fails on a batch of shape \(2, 3, 16, 16\) \(RuntimeError: "),
+    (f"{NETS}:wrong_width", r"factory 'learners.user_nets:wrong_width' returns \(2, 13\) for a batch of shape "
+                            r"\(2, 3, 16, 16\); expected \(2, 10\)"),
+    (f"{NETS}:fixed_size", r"factory 'learners.user_nets:fixed_size' fails on a batch of shape \(2, 3, 16, 16\)"),
+])
+def test_factory_output_checked_on_one_batch_before_training(name, message):
+    """A network whose output is not (N, classes) is refused when it is built, naming the factory,
+    instead of failing inside the first training step (issue 40)."""
+    with pytest.raises(InputError, match=message) as e:
+        build_model(name, num_classes=10, in_channels=3, image_size=16, seed=0)
+    assert "\n" not in str(e.value)
+    build_model(f"{NETS}:fixed_size", num_classes=10, in_channels=3, image_size=8)  # fits its own size
+
+
 def test_factory_trains_and_classifier_only():
     rng = np.random.default_rng(0)
     x = rng.integers(0, 256, (24, 8, 8, 1), dtype=np.uint8)

@@ -70,3 +70,36 @@ class TimmStyleNet(nn.Module):
 
 def timm_style(num_classes: int = 1000, in_chans: int = 3, **kwargs) -> nn.Module:
     return TimmStyleNet(in_chans, num_classes)
+
+
+def thirteen(num_classes: int, in_channels: int = 3) -> nn.Module:
+    """Ignores the data's classes after its 10-way layer: returns 13 columns."""
+    return nn.Sequential(nn.Conv2d(in_channels, 4, 3, padding=1), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                         nn.Linear(4, num_classes), nn.ReLU(), nn.Linear(num_classes, 13))
+
+
+def wrong_width(num_classes: int, in_channels: int = 3) -> nn.Module:
+    """Returns 13 columns from its only linear layer (no layer with the data's classes)."""
+    return nn.Sequential(nn.Conv2d(in_channels, 4, 3, padding=1), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                         nn.Linear(4, 13))
+
+
+def fixed_size(num_classes: int, in_channels: int = 3) -> nn.Module:
+    """Only works on 8x8 images (flattens them into a fixed-width layer)."""
+    return nn.Sequential(nn.Flatten(), nn.Linear(in_channels * 64, num_classes))
+
+
+class _Scaled(nn.Module):
+    def __init__(self, in_ch: int, n: int) -> None:
+        super().__init__()
+        self.body = nn.Sequential(nn.Conv2d(in_ch, 4, 3, padding=1), nn.AdaptiveAvgPool2d(1), nn.Flatten())
+        self.fc = nn.Linear(4, n)
+        self.gain = nn.Parameter(torch.ones(n))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(self.body(x)) * self.gain
+
+
+def scaled_head(num_classes: int, in_channels: int = 3) -> nn.Module:
+    """Right output, but computes after its last linear layer: no features/classifier split."""
+    return _Scaled(in_channels, num_classes)

@@ -14,7 +14,7 @@ from vistabench.metrics.detection import MatchCode, accumulate, match_set
 
 PKG = Path(det.__file__).parent
 PHASES = ("data", "params", "sort", "masks", "oks", "select", "match", "accumulate", "summarize", "evaluate", "labels",
-          "errors", "error_fixes", "per_class", "operating")
+          "errors", "error_fixes", "per_class", "operating", "box_format")
 
 
 def test_every_phase_is_a_small_module_whose_public_names_the_package_exports():

@@ -145,7 +145,7 @@ def _run(argv: Sequence[str] | None, parser: Parser | None) -> int:
             import traceback
 
             traceback.print_exc()
-        print(f"vistabench: error: {flag_message(message, exc, verb)}", file=sys.stderr)
+        print(f"vistabench: error: {flag_message(message, exc, verb, args)}", file=sys.stderr)
         return USER_ERROR
     return 0
 

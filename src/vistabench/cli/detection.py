@@ -212,18 +212,21 @@ def one_line_warnings():
 
     from ..metrics.detection import OfficialToolsDifferenceWarning
 
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", OfficialToolsDifferenceWarning)
-        try:
+    caught: list = []
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", OfficialToolsDifferenceWarning)
             yield
-        finally:
-            seen = set()
-            for w in caught:
-                if issubclass(w.category, OfficialToolsDifferenceWarning) and str(w.message) not in seen:
-                    seen.add(str(w.message))
-                    print(f"warning: {w.message}", file=sys.stderr)
-                elif not issubclass(w.category, OfficialToolsDifferenceWarning):
-                    warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    finally:  # outside the recording: a warning shown again here is not recorded (and seen) again
+        seen = set()
+        for w in list(caught):
+            if str(w.message) in seen:
+                continue
+            seen.add(str(w.message))
+            if issubclass(w.category, OfficialToolsDifferenceWarning):
+                print(f"warning: {w.message}", file=sys.stderr)
+            else:
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
 
 
 def _run_with_warnings(config, *, store=None, work_dir=None):

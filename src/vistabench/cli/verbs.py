@@ -47,6 +47,7 @@ __all__ = ["Parser", "Verbs", "Verb", "new_command_line", "verb_group", "add_ver
 _OPT = "opt__"  # argparse dest of a verb option's flag (``opt__n_max``)
 _CFG = "cfg__"  # argparse dest of a run config field's flag (``cfg__lr``)
 _CONFIG_FILE, _PRINT_CONFIG = "run__config_file", "run__print_config"
+_FROM_FILE = "run__from_config_file"  # (path, the fields whose value the --config file gave)
 
 
 # ---------------------------------------------------------------------------------------------- parser
@@ -447,11 +448,15 @@ def config_given(ns: argparse.Namespace) -> dict[str, Any]:
     path = getattr(ns, _CONFIG_FILE, None)
     if path is not None:
         values.update(read_config_file(path, "--config"))
+    from_file = {str(k).replace("-", "_") for k in values}
     for name, value in _given(ns, _CFG).items():
         if name in values and isinstance(values[name], dict) and isinstance(value, dict):
             value = {**values[name], **value}  # --method-opt k=v adds to the file's options
         values = {k: v for k, v in values.items() if k.replace("-", "_") != name}
         values[name] = value
+        from_file.discard(name)
+    if path is not None:  # a message about a field the file gave names the file and its key, not a flag
+        setattr(ns, _FROM_FILE, (str(path), frozenset(from_file)))
     return values
 
 
@@ -540,13 +545,20 @@ class RunOptions(Options):
 
 
 # ---------------------------------------------------------------------------------------------- errors
-def flag_message(message: str, exc: BaseException, verb: Verb | None) -> str:
+def flag_message(message: str, exc: BaseException, verb: Verb | None, ns: argparse.Namespace | None = None) -> str:
     """``message`` with the field it names at its start shown as the verb's flag (``n_max: ...`` ->
-    ``--n-max: ...``), and a field quoted in backticks (`` `predictions` ``) too."""
+    ``--n-max: ...``), and a field quoted in backticks (`` `predictions` ``) too. A field whose value
+    came from the ``--config`` file (``ns``: the parsed command line) is shown as the file and its key
+    (``--config 'c.yaml': key lr: ...``): the user wrote no such flag."""
     if verb is None:
         return message
     name = getattr(exc, "field", None)
-    if name is not None:
+    path, from_file = getattr(ns, _FROM_FILE, (None, frozenset()))
+    if name is not None and name.split(".")[0] in from_file:
+        match = re.match(re.escape(name) + r"(?=: | '|=|:$)", message)
+        rest = message[len(name):] if match else f": {message}"
+        message = f"--config {path!r}: key {name}{rest}"
+    elif name is not None:
         flag = verb.flag_of(name)
         if flag is not None:
             if re.match(re.escape(name) + r"(?=: | '|=|:$)", message):

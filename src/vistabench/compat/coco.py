@@ -276,6 +276,14 @@ class COCO:
 IOU_TYPES: tuple[str, ...] = ("bbox", "segm", "keypoints")
 
 
+def _is_empty(values: Any) -> bool:
+    """A parameter list given empty (``[]``, an empty array)."""
+    try:
+        return len(values) == 0
+    except TypeError:
+        return False
+
+
 def _check_iou_type(iou_type: Any, field: str) -> str:
     if iou_type not in IOU_TYPES:
         raise InputError(f"{field}: expected one of {', '.join(map(repr, IOU_TYPES))}, got {iou_type!r}")
@@ -352,18 +360,28 @@ class COCOeval:
         _check_iou_type(p.iouType, "params.iouType")
         if self.cocoGt is None or self.cocoDt is None:
             raise InputError("cocoGt, cocoDt: both are needed to evaluate")
+        kp = p.iouType == "keypoints"
+        # keypoints: pycocotools reads them (a KeyError when absent) before any parameter is used
+        gt = self.cocoGt.ground_truth(False, with_keypoints=True) if kp else None
         iou_thrs = check_thresholds(p.iouThrs, "params.iouThrs", empty_is_index_error=True)
-        check_thresholds(p.recThrs, "params.recThrs", empty_is_index_error=False)
+        for name, empty in (("recThrs", _is_empty(p.recThrs)), ("areaRng", _is_empty(p.areaRng)
+                                                                 and _is_empty(p.areaRngLbl))):
+            if empty:  # pycocotools scores it (every AP -1); detectron2's test_coco_evaluation compares that
+                warnings.warn(f"params.{name}: empty; every AP is -1, as pycocotools gives it", UserWarning,
+                              stacklevel=2)
+        if not _is_empty(p.recThrs):
+            check_thresholds(p.recThrs, "params.recThrs", empty_is_index_error=False)
         check_max_dets(p.maxDets, "params.maxDets")
-        area = check_area_ranges(p.areaRng, p.areaRngLbl, "params.areaRng", "params.areaRngLbl")
+        area = np.zeros((0, 2)) if _is_empty(p.areaRng) and _is_empty(p.areaRngLbl) else check_area_ranges(
+            p.areaRng, p.areaRngLbl, "params.areaRng", "params.areaRngLbl")
         if p.useCats not in (0, 1):
             raise InputError(f"params.useCats: expected 0 or 1, got {p.useCats!r}")
         p.imgIds = list(np.unique(np.asarray(p.imgIds, np.int64)).tolist())
         if p.useCats:
             p.catIds = list(np.unique(np.asarray(p.catIds, np.int64)).tolist())
         p.maxDets = sorted(int(m) for m in p.maxDets)
-        kp = p.iouType == "keypoints"
-        gt = self.cocoGt.ground_truth(p.iouType == "segm", with_keypoints=kp)
+        if gt is None:
+            gt = self.cocoGt.ground_truth(p.iouType == "segm")
         dets, self._dt_pos = detections_of(self.cocoDt, gt, p.iouType)
         sigmas = check_sigmas(getattr(p, "kpt_oks_sigmas", None), gt.keypoints.shape[1] if len(gt) else None,
                               "params.kpt_oks_sigmas") if kp else None

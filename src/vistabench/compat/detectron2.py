@@ -23,6 +23,7 @@ import copy
 import json
 import logging
 import os
+import warnings
 from collections import OrderedDict
 from pathlib import Path
 from types import SimpleNamespace
@@ -205,9 +206,11 @@ class _Evaluator:
         self._api = self._load_api(self._metadata.json_file)
         self._max_dets_per_image = max_dets_per_image
         self._predictions: list[dict] = []
+        self._warned_unread = False
 
     def reset(self) -> None:
         self._predictions = []
+        self._warned_unread = False
 
     def process(self, inputs: Sequence[dict], outputs: Sequence[dict]) -> None:
         for i, (inp, out) in enumerate(zip(inputs, outputs)):
@@ -235,6 +238,11 @@ class _Evaluator:
                 pred["proposals"] = boxes[np.argsort(-logits, kind="stable")]
             if len(pred) > 1:  # as detectron2: an output with neither 'instances' nor 'proposals' is not kept
                 self._predictions.append(pred)
+            elif not self._warned_unread:  # detectron2 says nothing until evaluate(); say which keys came
+                self._warned_unread = True
+                logger.warning("[%s] outputs[%d] has neither 'instances' nor 'proposals' (its keys: %s): it is not "
+                               "evaluated; detectron2's evaluators read only those two keys", type(self).__name__, i,
+                               sorted(map(str, out)))
 
     def _gather(self) -> list[dict] | None:
         if self._distributed:
@@ -291,6 +299,10 @@ class _Evaluator:
             raise InputError(f"metadata.thing_dataset_id_to_contiguous_id: none of its {len(rev)} dataset ids "
                              f"(first: {next(iter(rev.values()))}) is a category of the annotation file; nothing "
                              f"could be scored")
+        if self._kind == "lvis" and getattr(self._metadata, "thing_dataset_id_to_contiguous_id", None) is None:
+            for r in dets:  # detectron2's LVIS rule adds 1 to any class (-1 -> 0); lvis-api never scores a
+                r["category_id"] += 1  # category the dataset lacks (LVISResults warns how many)
+            return
         for i, r in enumerate(dets):
             c = r["category_id"]
             if c not in rev:  # detectron2 asserts ``category_id < num_classes``
@@ -356,7 +368,10 @@ class LVISEvaluator(_Evaluator):
         r = e.get_results()
         out = {k: float(r[k] * 100) for k in self._keys()}
         gt = self._api.ground_truth(task == "segm")
-        out.update(self._extra(gt, LVISResults(self._api, dets, max_dets=-1).detections(gt), task))
+        with warnings.catch_warnings():  # the same results again: their warnings were given above
+            warnings.simplefilter("ignore")
+            every = LVISResults(self._api, dets, max_dets=-1).detections(gt)
+        out.update(self._extra(gt, every, task))
         return out
 
 

@@ -18,7 +18,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..errors import InputError, InputIndexError, InputKeyError
+from ..errors import InputError, InputIndexError, InputKeyError, named_as_builtin
 from ..metrics.detection import canonical_order, federated_selection, pr_curves, recall_counts
 from ..metrics.detection import Detections, GroundTruth
 from ..metrics.detection import Matching, MatchCode, match_detections, to_rle
@@ -27,12 +27,14 @@ __all__ = ["EmptyResultsError", "UnknownIdError", "ParamsMatch", "Accumulated", 
            "mean_defined", "id_positions"]
 
 
+@named_as_builtin
 class EmptyResultsError(InputIndexError):
     """No results to evaluate. An :class:`~vistabench.errors.InputError` (so the CLI prints one line)
     and an ``IndexError``, the type lvis-api and pycocotools raise on an empty list (``anns[0]``) and
     the type mmdetection catches to log "results empty"."""
 
 
+@named_as_builtin
 class UnknownIdError(InputKeyError):
     """An id that is not in the dataset (lvis-api raises a bare KeyError)."""
 

@@ -154,15 +154,31 @@ class LVISResults(LVIS):
             anns = _limit_dets_per_image(anns, int(max_dets))
         ggt = gt.ground_truth(False)
         self.columns = prepare_results(anns, what="results", coco=False, image_ids=ggt.image_ids, image_sizes=None)
+        #: positions of the results whose category is the ground truth's (None: all); lvis-api keeps the
+        #: others (after the per-image limit, where they take places) but never scores them
+        self.scored: np.ndarray | None = None
+        known = np.isin(self.columns["category_id"], ggt.category_ids)
+        if not known.all():
+            k, first = int(np.count_nonzero(~known)), int(self.columns["category_id"][~known][0])
+            if k == len(known):
+                raise InputError(f"results: no result has a category id of the ground truth (first: {first}; the "
+                                 f"ground truth's start {ggt.category_ids[:5].tolist()}); lvis-api would score none")
+            warnings.warn(f"results: {k} of {len(known)} results have category ids not in the ground truth (first: "
+                          f"{first}); lvis-api never scores them", UserWarning, stacklevel=2)
+            self.scored = np.flatnonzero(known)
         super().__init__({"images": gt.dataset["images"], "categories": gt.dataset["categories"], "annotations": anns})
         self.lvis_gt = gt
         self.max_dets = int(max_dets)
 
     def detections(self, gt: GroundTruth) -> Detections:
-        """The results as :class:`Detections` of ``gt`` (positions = ``id - 1``). With masks in
+        """The results as :class:`Detections` of ``gt`` (positions = ``id - 1``, or ``scored[position]``
+        when results of unknown categories are left out). With masks in
         ``gt`` (segm) every result's mask is checked against its image's size here: lvis-api never
         reads the masks of results with a box in bbox mode."""
         c = self.columns
+        if self.scored is not None:  # the results of unknown categories are not scored (as lvis-api)
+            rows = self.scored
+            c = {k: (v[rows] if isinstance(v, np.ndarray) else [v[i] for i in rows]) for k, v in c.items()}
         if gt.segmentation is not None:
             size = gt.image_size
             img = np.searchsorted(gt.image_ids, c["image_id"])
@@ -298,7 +314,8 @@ class LVISEval:
             codes = np.stack([m.codes(a, t) for t in range(T)])[:, sel] if T else np.zeros((0, len(sel)), np.int8)
             ok = ~(m.det_out[a] | m.det_nel)[sel]
             tps, fps = codes == 1, (codes == 0) & ok[None, :]
-            ids = det[sel] + 1  # LVISResults ids are positions + 1
+            rows = det[sel] if self.lvis_dt.scored is None else self.lvis_dt.scored[det[sel]]
+            ids = rows + 1  # LVISResults ids are positions + 1
             seg = cat_of[sel]
             for k, row in enumerate(pm.cat_rows):
                 if acc.num_gt[k, a] == 0:

@@ -137,17 +137,15 @@ _RLE_CHARS = re.compile(rb"[0-o]*")  # pycocotools' compressed counts: character
 
 
 def check_segmentation(seg: Any, where: str, image_size: tuple[int, int] | None = None) -> None:
-    """A polygon list (each polygon >= 3 points) or an RLE dict with ``size`` [h, w] — the image's,
-    when ``image_size`` is known — and ``counts`` (compressed characters, or non-negative integers
-    summing to h x w). pycocotools' decoder is undefined on anything else."""
+    """A polygon list (each polygon >= 3 points) or an RLE dict with ``size`` [h, w] and ``counts``
+    (compressed characters, or non-negative integers summing to h x w). pycocotools' decoder is
+    undefined on anything else. An RLE of another size than ``image_size`` is taken as pycocotools
+    takes it; the detections built from it warn (:func:`~vistabench.metrics.detection.masks.check_segmentations`)."""
     if isinstance(seg, dict):
         size, counts = seg.get("size"), seg.get("counts")
         if not (isinstance(size, (list, tuple)) and len(size) == 2 and all(isinstance(v, (int, np.integer)) and v >= 0
                                                                              for v in size)):
             raise InputError(f"{where}.segmentation: an RLE needs 'size' [height, width], got {size!r}")
-        if image_size is not None and all(image_size) and tuple(int(v) for v in size) != tuple(image_size):
-            raise InputError(f"{where}.segmentation: RLE size {list(size)} is not its image's size "
-                             f"{list(image_size)} [height, width]")
         if isinstance(counts, (str, bytes)):
             b = counts.encode("latin-1", "replace") if isinstance(counts, str) else counts
             if not _RLE_CHARS.fullmatch(b):

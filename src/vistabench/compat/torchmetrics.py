@@ -126,6 +126,10 @@ def _check_item(side: str, i: int, item: dict, need: list) -> None:
                                  f"{tuple(m.shape)}")
         if m.numel() and m.shape[0] != n:
             raise InputError(f"{where}.masks: {m.shape[0]} masks for {n} labels")
+        if m.numel() and str(m.dtype) not in ("torch.bool", "torch.uint8"):  # torchmetrics' encoder refuses them too
+            hint = " (probabilities? threshold them first: masks > 0.5)" if m.is_floating_point() else ""
+            raise InputError(f"{where}.masks: expected boolean masks (torch.bool, or torch.uint8 of 0/1), got "
+                             f"{m.dtype}{hint}")
     if side == "preds":
         sc = item["scores"]
         if sc.ndim > 1:

@@ -42,8 +42,8 @@ class _Ann(msgspec.Struct, gc=False):
     id: int
     image_id: int
     category_id: int
-    bbox: Box
     area: float
+    bbox: Optional[Box] = None  # absent: the mask's box in segm (as pycocotools), else an error
     ignore: Union[bool, int] = 0
     iscrowd: Union[bool, int] = 0
 
@@ -169,13 +169,14 @@ def read_ground_truth(
         if absent:
             raise InputKeyError(f"{what} {name}: annotation {absent[0]} (id {anns[absent[0]].id}) lacks 'segmentation'; "
                              f"iou_type 'segm' needs one in every annotation")
+    _fill_boxes(anns, images, seg, f"{what} {name}")
     kp = None
     if with_keypoints:
         for field in ("keypoints", "num_keypoints"):
             absent = next((i for i, a in enumerate(anns) if getattr(a, field) is None), None)
             if absent is not None:
-                raise InputError(f"{what} {name}: annotation {absent} (id {anns[absent].id}) lacks {field!r}; "
-                                 f"keypoints evaluation needs it in every annotation")
+                raise InputKeyError(f"{what} {name}: annotation {absent} (id {anns[absent].id}) lacks {field!r}; "
+                                    f"keypoints evaluation needs it in every annotation")  # pycocotools: KeyError
         kp = ([a.keypoints for a in anns], [a.num_keypoints for a in anns])
     for kind, ids in (("annotation", [a.id for a in anns]), ("image", [im.id for im in images]),
                       ("category", [c.id for c in cats])):
@@ -190,6 +191,32 @@ def read_ground_truth(
     if kp is not None and format != "coco":
         raise InputError(f"{what} {name}: keypoints evaluation needs COCO-style ground truth, got LVIS")
     return gt
+
+
+def _fill_boxes(anns: list, images: list, seg: list | None, where: str) -> None:
+    """Give an annotation without ``bbox`` its mask's box when the masks are read (segm), as
+    pycocotools does (it never reads the box there); without masks it is an error, as pycocotools'
+    ``KeyError`` in bbox mode."""
+    missing = [i for i, a in enumerate(anns) if a.bbox is None]
+    if not missing:
+        return
+    if seg is None:
+        i = missing[0]
+        raise InputKeyError(f"{where}: annotation {i} (id {anns[i].id}) lacks 'bbox' ({len(missing)} such); box and "
+                            f"keypoint evaluation read it (mask evaluation takes the mask's box)")
+    import pycocotools.mask as mask_utils
+
+    size = {im.id: (int(im.height), int(im.width)) for im in images}
+    segs = [seg[i] for i in missing]
+    check_segmentations(segs, what="annotation", positions=np.asarray(missing))
+    for i in missing:
+        h, w = size.get(anns[i].image_id, (0, 0))
+        s = seg[i]
+        if isinstance(s, list) and not (h > 0 and w > 0):
+            raise InputError(f"{where}: annotation {i} (id {anns[i].id}) lacks 'bbox' and its polygon's box needs "
+                             f"its image's height and width")
+        rle = to_rle(s, h, w) if isinstance(s, list) else to_rle(s, int(s["size"][0]), int(s["size"][1]))
+        anns[i].bbox = [float(v) for v in np.asarray(mask_utils.toBbox(rle), np.float64).reshape(4)]
 
 
 def _ground_truth_arrays(images: list, anns: list, cats: list, format: str, freq: list | None,
@@ -225,12 +252,8 @@ def _columns(objs: list, offset: int, what: str, name: str, iou_type: str) -> di
         raise InputError(f"{what} {name}: detection {offset + bad} lacks 'image_id', 'category_id' or "
                          f"'score' (got {str(objs[bad])[:80]})") from exc
     seg = None
-    if iou_type == "segm":
-        try:
-            seg = [o["segmentation"] for o in objs]
-        except KeyError as exc:
-            bad = next(i for i, o in enumerate(objs) if "segmentation" not in o)
-            raise InputError(f"{what} {name}: detection {offset + bad} lacks 'segmentation' (needed for segm)") from exc
+    if iou_type == "segm":  # a result without one is its box's rectangle (below), as COCO.loadRes makes it
+        seg = [o.get("segmentation") for o in objs]
     kp = kp_area = None
     if iou_type == "keypoints":
         kp = keypoint_array([o.get("keypoints") for o in objs], f"{what} {name}", "detection")
@@ -272,8 +295,19 @@ def _columns(objs: list, offset: int, what: str, name: str, iou_type: str) -> di
         area[missing] = marea
     c = _check({"image_id": iid_a, "category_id": cid_a, "bbox": bbox, "score": sc}, offset, what, name, area)
     c["keypoints"] = kp
+    c["rect"] = _rectangles(seg, bbox) if iou_type == "segm" else 0
     c["seg"] = seg
     return c
+
+
+def _rectangles(seg: list, bbox: np.ndarray) -> int:
+    """Give each result without a mask its box's rectangle polygon, as ``COCO.loadRes`` does for
+    results with a box (their boxes are known here: a result with neither was refused); how many."""
+    absent = [i for i, x in enumerate(seg) if x is None]
+    for i in absent:
+        x, y, w, h = (float(v) for v in bbox[i])
+        seg[i] = [[x, y, x, y + h, x + w, y + h, x + w, y]]
+    return len(absent)
 
 
 def _whole_list(p: Path, what: str, name: str) -> list:
@@ -297,25 +331,33 @@ def _struct_checked(c: dict[str, Any], offset: int, what: str, name: str, iou_ty
     """Finish msgspec columns: masks where segm needs them; boxes (and areas) from masks where a
     result has none, as pycocotools / lvis-api do; then :func:`_check`."""
     seg, missing = c["seg"], c.pop("missing")
-    if iou_type == "segm":
-        absent = [i for i, x in enumerate(seg) if x is None] if seg is not None else [0]
-        if absent:
-            raise InputError(f"{what} {name}: detection {offset + absent[0]} lacks 'segmentation' (needed for segm)")
+    if iou_type == "segm" and seg is None:
+        raise InputError(f"{what} {name}: detection {offset} lacks 'segmentation' (needed for segm)")
     area = None
     if missing:
         mbox, marea = _boxes_from_masks(seg, missing, offset, what, name)
         area = c["bbox"][:, 2] * c["bbox"][:, 3]
         c["bbox"][missing] = mbox
         area[missing] = marea
-    return _check(c, offset, what, name, area)
+    out = _check(c, offset, what, name, area)
+    out["rect"] = _rectangles(seg, out["bbox"]) if iou_type == "segm" else 0
+    return out
+
+
+class _MasksNeeded(InputError):
+    """A result without a box was read without its mask (bbox mode): the file is read again with masks."""
 
 
 def _boxes_from_masks(seg: list | None, missing: list[int], offset: int, what: str,
                       name: str) -> tuple[np.ndarray, np.ndarray]:
     """Boxes and mask areas of the results at ``missing`` that have no box, from their RLE masks
     (pycocotools ``toBbox`` / ``area``, as its ``loadRes`` derives them), after checking the masks."""
-    if seg is None or any(seg[i] is None for i in missing):
-        raise InputError(f"{what} {name}: detection {offset + missing[0]} lacks 'bbox'")
+    if seg is None:  # the masks were not decoded (bbox mode): read again with them (read_result_columns)
+        raise _MasksNeeded(f"{what} {name}: detection {offset + missing[0]} lacks 'bbox'")
+    if any(seg[i] is None for i in missing):
+        i = next(i for i in missing if seg[i] is None)
+        raise InputError(f"{what} {name}: detection {offset + i} lacks 'bbox' and 'segmentation' (its box comes "
+                         f"from one of them)")
     _check_masks(seg, missing, offset, what, name)  # before pycocotools reads them
     poly = [i for i in missing if isinstance(seg[i], list)]
     if poly:
@@ -370,6 +412,28 @@ def read_result_columns(
     check_masks: bool = True,
     two_processes: bool | None = None,
 ) -> dict[str, Any]:
+    """Read a results file (streamed) into columns keyed by the file's own ids (see
+    :func:`_read_result_columns`). Results without ``bbox`` get their mask's box in every mode, as
+    ``COCO.loadRes`` gives them: in bbox mode such a file is read a second time, with its masks."""
+    kw = dict(iou_type=iou_type, chunk_bytes=chunk_bytes, check_masks=check_masks)
+    try:
+        return _read_result_columns(source, keep_segmentation=keep_segmentation, two_processes=two_processes, **kw)
+    except _MasksNeeded:
+        out = _read_result_columns(source, keep_segmentation=True, two_processes=False, **kw)
+        if not keep_segmentation:
+            out["segmentation"] = None
+        return out
+
+
+def _read_result_columns(
+    source: str | os.PathLike[str] | list,
+    *,
+    iou_type: Literal["bbox", "segm", "keypoints"] = "bbox",
+    chunk_bytes: int = CHUNK_BYTES,
+    keep_segmentation: bool | None = None,
+    check_masks: bool = True,
+    two_processes: bool | None = None,
+) -> dict[str, Any]:
     """Read a results file (streamed) into columns keyed by the file's own ids.
 
     Returns ``{"image_id", "category_id": (N,) int64, "bbox": (N, 4), "score", "area": (N,) float64,
@@ -405,6 +469,7 @@ def read_result_columns(
     else:
         raise InputError(f"{what}: expected a path or a list of detections, got {type(source).__name__}")
     want_seg = iou_type == "segm" if keep_segmentation is None else keep_segmentation
+    rectangles = [0]
 
     def take(objs: Any) -> None:
         offset = sum(len(c["score"]) for c in cols)
@@ -416,6 +481,7 @@ def read_result_columns(
             c = _columns(objs, offset, what, name, iou_type)
             if want_seg and c["seg"] is None:
                 c["seg"] = [o.get("segmentation") if isinstance(o, dict) else None for o in objs]
+        rectangles[0] += c.pop("rect", 0)
         if want_seg and c["seg"] is None:
             c["seg"] = [None] * len(c["score"])
         if check_masks and c["seg"] is not None:
@@ -435,6 +501,12 @@ def read_result_columns(
                 _read_in_two(p, what, chunk_bytes, halves, take, cols)
     except UnicodeDecodeError as exc:
         raise InputError(f"{what} {name}: not a UTF-8 JSON file") from exc
+    if rectangles[0]:
+        import warnings
+
+        warnings.warn(f"{what} {name}: {rectangles[0]} result(s) without 'segmentation' are scored as the rectangles "
+                      f"of their boxes, as pycocotools' loadRes makes them (give masks for mask AP)", UserWarning,
+                      stacklevel=3)
     if not cols:
         z = np.zeros(0, np.int64)
         return {"image_id": z, "category_id": z.copy(), "bbox": np.zeros((0, 4)), "score": np.zeros(0),

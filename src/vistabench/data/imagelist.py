@@ -20,11 +20,14 @@ Image size: the named layouts (ImageNet-LT, Places-LT, iNaturalist) are decoded 
 ``train.txt`` layouts to the size of the first training image. Every image is decoded as RGB and
 resized/centre-cropped to that size (:class:`~.image_files.ImageFiles`).
 
-Checks: a malformed line (no label, a label that is not an integer >= 0) and a listed file that
-does not exist are errors naming the list file and the line; existence is checked **up front**
-for every line (a ``stat`` per file: about a second per 100k files on a local disk), so a typo
-fails before training. Whether a file decodes is checked when it is first read (an error naming
-the image).
+Checks: a malformed line (no label, a label that is not an integer >= 0), a listed file that
+does not exist and a file listed twice in one list (with two labels, or with one: it would count
+twice) are errors naming the list file and the lines; an image of the training part also listed in
+the test or validation part is an error naming both lists (a test image must not be trained on).
+A path may leave ``DIR`` (``../images/a.png``): it is read as written, relative to ``DIR`` (the
+lists may live apart from the images). Existence is checked **up front** for every line (a
+``stat`` per file: about a second per 100k files on a local disk), so a typo fails before training.
+Whether a file decodes is checked when it is first read (an error naming the image).
 """
 
 from __future__ import annotations
@@ -52,13 +55,18 @@ LAYOUTS: dict[str, tuple[tuple[str, str, str], tuple[int, int] | None]] = {
 
 
 def parse_list_file(path: Path, root: Path) -> tuple[list[str], np.ndarray]:
-    """(absolute paths, int64 labels) of a ``relative/path label`` list file; errors name the line."""
+    """(absolute paths, int64 labels) of a ``relative/path label`` list file; errors name the line.
+
+    An image listed twice (the same file after normalising ``./`` and ``a/../``) is refused naming
+    both lines: with two labels it would be trained as both classes, with one it would count twice.
+    """
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
         raise InputError(f"list file {str(path)!r}: not UTF-8 text") from None
     paths: list[str] = []
     labels: list[int] = []
+    seen: dict[str, tuple[int, int]] = {}  # normalised path -> (line, label)
     for no, line in enumerate(text.splitlines(), 1):
         line = line.strip()
         if not line or line.startswith("#"):
@@ -76,6 +84,13 @@ def parse_list_file(path: Path, root: Path) -> tuple[list[str], np.ndarray]:
         full = root / rel.lstrip("/")
         if not os.path.isfile(full):
             raise InputError(f"{path}:{no}: image {rel!r} not found under {str(root)!r}")
+        key = os.path.normpath(full)
+        if key in seen:
+            first, first_label = seen[key]
+            what = (f"with labels {first_label} and {label}; an image has one label" if first_label != label
+                    else f"twice (label {label}); it would count twice in its class")
+            raise InputError(f"{path}:{first} and line {no}: image {rel!r} is listed {what}; keep one line")
+        seen[key] = (no, label)
         paths.append(str(full))
         labels.append(label)
     if not paths:
@@ -126,6 +141,23 @@ def _layout(root: Path) -> str:
     raise InputError(f"imagelist {str(root)!r}: no list files found; expected one of: {wanted}")
 
 
+def _refuse_shared_images(root: Path, parts: dict[str, tuple[list[str], np.ndarray]], files: dict[str, str]) -> None:
+    """An image of the training part also in the test or validation part is refused in one line: it
+    would be scored (or select the checkpoint) after being trained on. The same file is the same path
+    after normalisation; a copy under another name is not detected."""
+    if "train" not in parts:
+        return
+    train = {os.path.normpath(p) for p in parts["train"][0]}
+    for part in ("test", "val"):
+        if part not in parts:
+            continue
+        shared = [p for p in parts[part][0] if os.path.normpath(p) in train]
+        if shared:
+            first = os.path.relpath(shared[0], root)
+            raise InputError(f"imagelist {str(root)!r}: {len(shared)} image(s) of {files[part]} are also in "
+                             f"{files['train']} (first: {first!r}); a {part} image must not be trained on")
+
+
 def read_image_list(root: str | os.PathLike[str], *, size: tuple[int, int] | None = None) -> DataSplits:
     """Read a list-file layout (see the module docstring); ``size`` (H, W) overrides the layout's."""
     from .._validation import check_input_dir
@@ -146,6 +178,7 @@ def read_image_list(root: str | os.PathLike[str], *, size: tuple[int, int] | Non
             names.update(n)
         else:
             parts[part] = parse_list_file(root / fname, root)
+    _refuse_shared_images(root, parts, {"train": train_f, "test": test_f, "val": val_f})
     if layout == "inat2018":  # category ids -> 0..C-1 by rank
         ids = np.unique(np.concatenate([c for _, c in parts.values()] + [np.asarray(sorted(names), np.int64)]))
         parts = {k: (p, np.searchsorted(ids, c)) for k, (p, c) in parts.items()}

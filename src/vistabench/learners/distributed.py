@@ -29,7 +29,9 @@ Processes and backends
   On a CPU they are **forked** (backend gloo): a fork inherits the trainer as it is — loss
   closures, custom steps, subclasses, the data — with nothing to serialise; a forked process
   cannot use the OpenMP thread pool its parent already started (GNU libgomp hangs), so on a CPU
-  every rank, the parent included, trains with one thread (one rank per core). On CUDA (backend
+  every rank, the parent included, trains with one thread (one rank per core). More ranks than the
+  process's CPU cores are allowed (the result is that of N devices, only slower) with one warning
+  naming ``devices``. On CUDA (backend
   NCCL, rank r on ``cuda:(k + r)`` for ``device="cuda:k"``) a fork cannot use the GPU the parent
   already initialised, so the helpers are **spawned** and the trainer is shipped to them with
   cloudpickle (CUDA tensors travel as CPU tensors and land on the helper's device); something that
@@ -70,6 +72,7 @@ import os
 import pickle
 import socket
 import traceback
+import warnings
 from datetime import timedelta
 from typing import Any, Callable
 
@@ -130,6 +133,20 @@ def check_devices(cfg: Any, device: torch.device) -> None:
             raise InputError(f"devices: {n} CUDA devices from cuda:{base} requested but only {count} exist")
     elif device.type not in ("cpu", "cuda"):
         raise InputError(f"devices: data-parallel training runs on cpu or cuda, not {device.type}")
+    if device.type == "cpu" and env is None:
+        cores = cpu_cores()
+        if n > cores:  # allowed: it computes what N devices compute, only slower (one rank per core)
+            warnings.warn(f"devices: {n} training processes on {cores} CPU core(s): they share the cores (the "
+                          f"result is that of {n} devices, the run slower than with devices={cores})",
+                          UserWarning, stacklevel=3)
+
+
+def cpu_cores() -> int:
+    """The CPU cores this process may run on (its affinity where the OS tells it, else the machine's)."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
 def rank_device(device: torch.device) -> torch.device:

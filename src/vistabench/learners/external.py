@@ -199,7 +199,33 @@ def build_external(name: str, *, num_classes: int, in_channels: int, image_size:
         raise InputError(f"model: factory {name!r} refused {kw}: {exc}") from exc
     if not isinstance(net, nn.Module):
         raise InputError(f"model: factory {name!r} returned a {type(net).__name__}, not a torch.nn.Module")
-    return ExternalBackbone(net, name=name, num_classes=num_classes, in_channels=in_channels)
+    if image_size is not None:
+        _check_output(net, f"factory {name!r}", num_classes, in_channels, image_size)
+    wrapped = ExternalBackbone(net, name=name, num_classes=num_classes, in_channels=in_channels)
+    if image_size is not None:  # the features/classifier split computes what the network did
+        _check_output(wrapped, f"factory {name!r} (its features before the head {wrapped.head_path or 'classifier'!r})",
+                      num_classes, in_channels, image_size)
+    return wrapped
+
+
+def _check_output(net: nn.Module, what: str, num_classes: int, in_channels: int, image_size: int) -> None:
+    """Run ``net`` on one batch of two zero images (eval mode, no gradients) and refuse, in one line
+    naming ``what``, an output that is not (2, num_classes) logits — before any training starts."""
+    shape = (2, in_channels, image_size, image_size)
+    was_training = net.training
+    net.eval()
+    try:
+        with torch.no_grad():
+            out = net(torch.zeros(shape))
+    except Exception as exc:
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        raise InputError(f"model: {what} fails on a batch of shape {shape} ({type(exc).__name__}: {first})") from exc
+    finally:
+        net.train(was_training)
+    got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+    if got != (2, num_classes):
+        raise InputError(f"model: {what} returns {got} for a batch of shape {shape}; expected (2, {num_classes}): "
+                         f"one column per class of the data ({num_classes} classes)")
 
 
 # ------------------------------------------------------------------------------------- pretrained
@@ -255,8 +281,8 @@ def load_pretrained(model: nn.Module, path: str | Path) -> dict[str, list[str]]:
     """Load the state dict in ``path`` into ``model``, leaving out the classifier head.
 
     Returns ``{"loaded": [...], "head_left_out": [...], "missing": [...]}`` (keys). A tensor whose
-    shape differs from the model's, a file with no tensor the model has, or keys the model does not
-    have are InputErrors naming the first offending tensor.
+    shape differs from the model's, a tensor holding NaN or inf, a file with no tensor the model has,
+    or keys the model does not have are InputErrors naming the file and the first offending tensor.
     """
     p = Path(path)
     if not p.is_file():
@@ -280,6 +306,13 @@ def load_pretrained(model: nn.Module, path: str | Path) -> dict[str, list[str]]:
                              f"{mine} is {tuple(own[k].shape)}")
     if not body:
         raise InputError(f"pretrained: {path} has no tensor of the model besides its classifier head")
+    for k, v in body.items():  # a NaN/inf weight would surface as a diverged loss, blamed on the learning rate
+        if v.is_floating_point() or v.is_complex():
+            bad = int((~torch.isfinite(v)).sum())
+            if bad:
+                raise InputError(f"pretrained: tensor {in_file[k]!r} in {path} holds {bad} non-finite value(s) "
+                                 f"(NaN or inf) of {v.numel()}; the file cannot be a starting point (was it saved "
+                                 "from a diverged run?)")
     missing = sorted(k for k in own if k not in body and k not in head)
     if missing:
         raise InputError(f"pretrained: {path} lacks tensor {missing[0]!r} of the model ({len(missing)} missing)")

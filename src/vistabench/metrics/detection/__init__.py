@@ -46,6 +46,7 @@ from .accumulate import (
                          pr_curves,
                          recall_counts,
 )
+from .box_format import EDGE_SLACK, MIN_BOXES, outside_fraction, warn_if_corner_boxes
 from .data import FREQUENCIES, Detections, GroundTruth, GtFormat
 from .error_fixes import ERROR_VARIANTS, TIDE_MAX_DETS, TIDE_RECALL_THRESHOLDS, ErrorDecomposition, decompose_errors
 from .errors import ERROR_TYPES, SPECIAL_ERROR_TYPES, ErrorLabels, MatchRules, classify_errors
@@ -65,6 +66,7 @@ from .masks import (
                          check_segmentations,
                          decode_rle_counts,
                          to_rle,
+                         warn_other_size,
 )
 from .match import (
                          MatchCode,
@@ -166,7 +168,8 @@ __all__ = [
                          "box_iou_pairs",
                          "canonical_order",
                          "check_sigmas",
-                         "check_segmentations",
+                         "check_segmentations", "warn_other_size", "EDGE_SLACK", "MIN_BOXES", "outside_fraction",
+                         "warn_if_corner_boxes",
                          "classify_errors",
                          "decode_rle_counts",
                          "decompose_errors",

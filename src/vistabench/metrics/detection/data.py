@@ -340,5 +340,8 @@ class Detections:
             if gt.keypoints is not None and n and len(gt) and kp.shape[1] != gt.keypoints.shape[1]:
                 raise InputError(f"results.keypoints: detections have {kp.shape[1]} keypoints each, the ground "
                                  f"truth's annotations {gt.keypoints.shape[1]}; they must be the same keypoints")
+        from .box_format import warn_if_corner_boxes
+
+        warn_if_corner_boxes(box, img, gt.bbox, gt.image, gt.image_size)
         return cls(img, cat, box, sc, ar.astype(np.float64, copy=False), segmentation, kp)
 

@@ -11,8 +11,9 @@ one vectorised pass for all compressed strings:
 * ``counts`` is a list of non-negative integers or a string of pycocotools' code (characters
   ``0``..``o``, each value ending with a character without the continuation bit, at most 7 per
   value) whose decoded counts are non-negative; either way they sum to ``h * w``;
-* with the images' sizes given, an RLE's ``size`` is its image's (height, width), and polygons
-  need that size to be known.
+* with the images' sizes given, polygons need that size to be known; an RLE whose ``size`` is not
+  its image's (height, width) is taken as pycocotools takes it (it matches only masks of its own
+  size) with one warning saying how many and which first.
 
 >>> check_segmentations([{"size": [2, 3], "counts": [1, 4, 1]}, [[0, 0, 2, 0, 2, 1]]], what="detection")
 >>> check_segmentations([{"size": [2, 3], "counts": [1, 4]}], what="detection")
@@ -165,6 +166,7 @@ def check_segmentations(
     segmentation has in the message (default its index), when ``segs`` is a subset."""
     compressed: list[int] = []
     raw: list[bytes] = []
+    other_size: list[str] = []  # the first RLE whose size is not its image's, then one entry per such RLE
 
     def fail(i: int, field: str, problem: str) -> None:
         at = offset + (i if positions is None else int(positions[i]))
@@ -195,8 +197,11 @@ def check_segmentations(
             fail(i, ".size", prob)
         known = sizes is not None and sizes[i, 0] > 0 and sizes[i, 1] > 0  # 0: the image's size is unknown
         if known and (int(size[0]) != sizes[i, 0] or int(size[1]) != sizes[i, 1]):
-            fail(i, ".size", f"the mask is {list(map(int, size))} (height, width) but {image_of(i)} is "
-                             f"{[int(sizes[i, 0]), int(sizes[i, 1])]}")
+            if not other_size:
+                at = offset + (i if positions is None else int(positions[i]))
+                other_size.append(f"{what} {at}'s mask is {list(map(int, size))} (height, width) but {image_of(i)} "
+                                  f"is {[int(sizes[i, 0]), int(sizes[i, 1])]}")
+            other_size.append("")
         counts = s["counts"]
         hw = int(size[0]) * int(size[1])
         if isinstance(counts, (list, tuple)):
@@ -217,8 +222,23 @@ def check_segmentations(
             raw.append(counts)
         else:
             fail(i, ".counts", f"expected a compressed RLE string or a list of integers, got {type(counts).__name__}")
-    if not compressed:
-        return
+    if compressed:
+        _check_compressed(segs, compressed, raw, fail)
+    if other_size:
+        warn_other_size(f"{len(other_size) - 1} mask(s) of another size than their image (first: {other_size[0]})")
+
+
+def warn_other_size(what: str) -> None:
+    """The warning for RLE masks whose ``size`` is not their image's: pycocotools takes them as they
+    are (an IoU between masks of two sizes is -1: never a match), and so do we, saying so."""
+    import warnings
+
+    warnings.warn(f"{what}; scored as pycocotools scores them: such a mask matches only masks of its own size",
+                  UserWarning, stacklevel=3)
+
+
+def _check_compressed(segs: Sequence[Any], compressed: list[int], raw: list[bytes], fail: Any) -> None:
+    """The compressed RLE strings ``raw`` (of ``segs[compressed]``) decode and sum to h * w."""
     counts, owner, bad, reason = decode_rle_counts(raw)
     total = np.bincount(owner, weights=counts, minlength=len(raw)) if len(counts) else np.zeros(len(raw))
     hw = np.array([math.prod(int(v) for v in segs[i]["size"]) for i in compressed], np.float64)
