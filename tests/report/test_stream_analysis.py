@@ -215,3 +215,20 @@ def test_bins():
     assert [size_bin(n) for n in (5, 500, 5000, 50000, 10**6)] == ["<100", "100-1k", "1k-10k", "10k-100k", ">=100k"]
     assert [resolution_bin(r) for r in ([28, 28], [3, 300], [64, 90], [100, 200], [300, 400])] == \
         ["<=32", "<=32", "33-64", "65-256", ">256"]
+
+
+def test_events_without_size_or_resolution_are_sliced_as_unknown(tmp_path):
+    """A scored events file may leave out train_size and resolution (the report crashed on them)."""
+    from vistabench.report.stream import stream_section
+
+    splits = ["meta-train", "meta-train", "meta-test", "meta-test"]
+    events = _events([0.5, 0.4, 0.3, 0.2], splits, [[0.2, 0.4, 0.6, 0.8]] * 4, 10)
+    for e in events:
+        del e["train_size"], e["resolution"]
+    assert size_bin(None) == "unknown" and resolution_bin(None) == "unknown"
+    with ResultsStore(tmp_path / "r.sqlite") as st:
+        _add(st, "ind", "indep", events)
+        a = analyse(st)
+        assert a["slices"]["ind"]["size"]["unknown"]["count"] == 4
+        assert a["slices"]["ind"]["resolution"]["unknown"]["count"] == 4
+        assert stream_section(st.records()) is not None

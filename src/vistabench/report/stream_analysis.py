@@ -22,14 +22,20 @@ REFERENCE = "indep"
 TRANSFER_LEARNERS = ("ft-prev", "ft-d", "mt", "pt")
 
 
-def size_bin(n: int) -> str:
-    """Decade bins of the training-set size: ``<100``, ``100-1k``, ``1k-10k``, ``10k-100k``, ``>=100k``."""
+def size_bin(n: int | None) -> str:
+    """Decade bins of the training-set size: ``<100``, ``100-1k``, ``1k-10k``, ``10k-100k``, ``>=100k``;
+    ``unknown`` for an event that does not say (a scored events file may leave it out)."""
+    if n is None:
+        return "unknown"
     edges = [(100, "<100"), (1_000, "100-1k"), (10_000, "1k-10k"), (100_000, "10k-100k")]
     return next((name for lim, name in edges if n < lim), ">=100k")
 
 
-def resolution_bin(res: Sequence[int]) -> str:
-    """Bins of the smaller side of the (native, average) resolution: ``<=32``, ``33-64``, ``65-256``, ``>256``."""
+def resolution_bin(res: Sequence[int] | None) -> str:
+    """Bins of the smaller side of the (native, average) resolution: ``<=32``, ``33-64``, ``65-256``, ``>256``;
+    ``unknown`` for an event that does not say."""
+    if not res:
+        return "unknown"
     m = min(res)
     return "<=32" if m <= 32 else "33-64" if m <= 64 else "65-256" if m <= 256 else ">256"
 
@@ -126,8 +132,8 @@ def analyse(records: Records, run_ids: Sequence[str] | None = None) -> dict[str,
         errs = [x["error"] if x["error"] is not None else float("nan") for x in ev]
         slices[r["run"]] = {
             "domain": slice_means(errs, [x["domain"] for x in ev]),
-            "size": slice_means(errs, [size_bin(x["train_size"]) for x in ev]),
-            "resolution": slice_means(errs, [resolution_bin(x["resolution"]) for x in ev]),
+            "size": slice_means(errs, [size_bin(x.get("train_size")) for x in ev]),
+            "resolution": slice_means(errs, [resolution_bin(x.get("resolution")) for x in ev]),
         }
     return {
         "runs": [{k: r[k] for k in ("run", "learner", "stream", "trials", "steps", "seed", "avg_error", "cflop",
