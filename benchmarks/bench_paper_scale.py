@@ -282,7 +282,7 @@ def part_fscil(d: Path, n_train: int, n_test: int) -> None:
             sys.exit(r.stderr[-2000:])
         t0 = time.time()
         r = subprocess.run([*vb, "run", "--data", f"folder:{root}", "--sessions", str(sessions_file), "--method",
-                            "prototype", "--model", "cnn28", "--epochs", "1", "--threads", "1", "--out", str(out),
+                            "prototype", "--model", "cnn28", "--epochs", "1", "--out", str(out),
                             "--no-store", "--json"], capture_output=True, text=True)
         total = time.time() - t0
         if r.returncode:
@@ -290,7 +290,8 @@ def part_fscil(d: Path, n_train: int, n_test: int) -> None:
         stamps = [t0] + [os.stat(out / f"session_{i}.npz").st_mtime for i in range(1, sessions + 1)]
         per = np.diff(stamps)
         print(f"  {name}: {classes} classes of {n_train}+{n_test} images ({side} px), {sessions} sessions "
-              f"({base} base, {way}-way {shot}-shot), prototype on cnn28, 1 base epoch: {total:.1f} s in all; "
+              f"({base} base, {way}-way {shot}-shot), prototype on cnn28, 1 base epoch: {total:.1f} s in all "
+              "(a fresh process); "
               f"session 1 (with reading the data) {per[0]:.1f} s, novel sessions {per[1:].mean():.2f} s each "
               f"(max {per[1:].max():.2f} s)")
 
