@@ -54,7 +54,7 @@ class LongtailConfig(_RECIPE):
     method: str = option(help="ce, focal, ldam_drw, balanced_softmax, logit_adjust, crt, bbn, tde, ride, ib, "
                               "tade, lade, gcl (docs/longtail.md)")
     imbalance: float | Literal["listed"] = option(
-        low=0, low_open=True,
+        low=0, low_open=True, metavar="RHO|listed",
         help="training imbalance ρ = max/min (the paper's 0.01 reads as 100): the run draws a long-tailed split of "
              "that ρ from the training set; listed = train on the listed training images as they are (a list "
              "that is long-tailed already: ImageNet-LT, Places-LT, iNaturalist; imagelist:DIR data), the run "
