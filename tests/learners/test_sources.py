@@ -160,3 +160,21 @@ def test_device_source_on_cuda_matches_memory_on_cuda():  # pragma: no cover - G
     b = _recorded_fit(x, y, device="cuda", loader="device")
     for u, v in zip(a[0], b[0], strict=True):
         assert torch.allclose(u, v)
+
+
+@pytest.mark.parametrize("loader,workers", [("memory", 0), ("stream", 0), ("stream", 2)])
+def test_image_files_are_predicted_in_training_sized_batches(tmp_path, loader, workers, monkeypatch):
+    """Prediction on files never decodes more than a training batch at once (memory bounded whatever
+    the test set's size), arrays keep eval_batch_size, and the logits are bit-identical either way."""
+    x, y = _data(40)
+    files = _files(tmp_path, x)
+    tr = Trainer(build_model("cnn28", num_classes=4, in_channels=3, seed=0),
+                 TrainConfig(epochs=1, batch_size=16, seed=1, count_flops=False, loader=loader, workers=workers))
+    tr.fit(x, y)
+    assert tr.eval_batch(files) == 16 and tr.eval_batch(x) == 512
+    sizes = []
+    real = Trainer.batch
+    monkeypatch.setattr(Trainer, "batch", lambda self, im, idx, gen=None: sizes.append(len(im[idx])) or real(self, im, idx, gen))
+    from_files = tr.predict_logits(files)
+    assert sizes == [16, 16, 8]
+    assert np.array_equal(from_files, tr.predict_logits(x)) and sizes[3:] == [40]

@@ -225,4 +225,9 @@ def _score_text(r) -> str:
 
 def _run_text(rec) -> str:
     head = f"stored record {rec['id']}" if rec.get("id") is not None else "not stored (--no-store)"
-    return f"{head} ({rec['method']} on {rec['dataset']})\n" + _score_text(rec["metrics"])
+    head += f" ({rec['method']} on {rec['dataset']})\n"
+    st = rec.get("settings") or {}
+    if st.get("profile") == "listed":  # imbalance listed: the list's own imbalance
+        head += (f"trained on the list as it is: imbalance {st['imbalance']:g} (n_max {st['n_max']}, "
+                 f"n_min {st['n_min']}); test imbalance {st['test_imbalance']:g}\n")
+    return head + _score_text(rec["metrics"])

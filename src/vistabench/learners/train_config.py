@@ -118,7 +118,8 @@ class TrainConfig:
         Linear learning-rate warm-up before the cosine (0 = none).
     nesterov : bool
     eval_batch_size : int
-        Batch size for prediction and validation.
+        Batch size for prediction and validation; for image files on disk at most ``batch_size``
+        (:meth:`~.trainer.Trainer.eval_batch`: memory bounded by a training step's).
     count_flops : bool
         Count FLOPs (one meta-device count per distinct batch size; see :mod:`.flops`).
     num_threads : int or None
@@ -186,7 +187,7 @@ class TrainConfig:
     crop_padding: int = option(4, low=0, help="padding of the random crop")
     warmup_epochs: int = option(0, low=0, help="linear warm-up epochs (fewer than epochs)")
     nesterov: bool = option(False, help="Nesterov momentum")
-    eval_batch_size: int = option(512, low=1, help="batch size of prediction and validation")
+    eval_batch_size: int = option(512, low=1, help="batch size of prediction and validation (files on disk: at most batch_size)")
     count_flops: bool = option(True, help="count FLOPs")
     num_threads: int | None = option(None, low=1, help="CPU threads torch may use (None: torch's setting)")
     schedule: str = option("cosine", choices=SCHEDULES, help="learning-rate schedule")

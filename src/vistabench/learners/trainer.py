@@ -39,7 +39,7 @@ import math
 import time
 from contextlib import contextmanager, nullcontext
 from dataclasses import asdict
-from typing import Callable, Iterator, Literal
+from typing import Any, Callable, Iterator, Literal
 
 import numpy as np
 import torch
@@ -445,7 +445,7 @@ class Trainer:
                     vl = self.predict_logits(val_images)  # type: ignore[arg-type]
                     entry["val_acc"] = float(np.mean(vl.argmax(1) == val_labels))
                     if cfg.count_flops:
-                        eval_flops += self._eval_flops(len(val_labels), sample_shape)
+                        eval_flops += self._eval_flops(len(val_labels), sample_shape, val_images)
                 history.append(entry)
                 if main:
                     epochs.report(entry)  # the run's listeners (an experiment tracker: vistabench.tracking)
@@ -485,8 +485,8 @@ class Trainer:
             logits = self.model.classifier(f)
         return loss_fn(logits, y), logits
 
-    def _eval_flops(self, n: int, sample_shape: tuple[int, ...]) -> int:
-        bs = self.cfg.eval_batch_size
+    def _eval_flops(self, n: int, sample_shape: tuple[int, ...], images: Any) -> int:
+        bs = self.eval_batch(images)
         full, rest = divmod(n, bs)
         total = full * self._fwd_flops(sample_shape, bs) if full else 0
         if rest:
@@ -494,6 +494,18 @@ class Trainer:
         return total
 
     # ------------------------------------------------------------------------------- predict
+
+    def eval_batch(self, images: Any) -> int:
+        """Images per prediction batch: ``cfg.eval_batch_size`` for in-memory arrays (the set is in
+        memory already); for image files on disk, at most the training ``batch_size`` too, so that
+        predicting never holds more decoded images or activations than a training step and its peak
+        memory does not grow with the test set (the logits excepted). On a CPU a row's logits do not
+        depend on the size of the batch it was computed in (checked for the bundled models)."""
+        from ..data.image_files import ImageFiles
+
+        if isinstance(images, ImageFiles):
+            return min(self.cfg.eval_batch_size, self.cfg.batch_size)
+        return self.cfg.eval_batch_size
 
     def _check_predict(self, images: np.ndarray, name: str) -> np.ndarray:
         if self.normaliser is None:
@@ -506,8 +518,8 @@ class Trainer:
     def _run(self, images: np.ndarray, fn: Callable[[torch.Tensor], torch.Tensor], width: int) -> np.ndarray:
         was_training = self.model.training
         self.model.eval()
-        out = np.empty((len(images), width), dtype=np.float32)
-        bs = self.cfg.eval_batch_size
+        out = np.empty((len(images), width), dtype=np.float32)  # the only per-image state
+        bs = self.eval_batch(images)
         try:
             with self.threads():
                 if self.cfg.loader == "stream" and self.cfg.workers > 0 and len(images):  # decoded by the workers

@@ -1,6 +1,10 @@
 """The long-tailed protocol's pipeline (docs/longtail.md): long-tailed training split -> train a
 reference method -> predictions on the test pool -> sweep -> scores -> results-store record.
 
+The split is drawn from a balanced training set (:func:`build_training_split`), or, with
+``imbalance: listed``, the training part as it is listed (:func:`listed_training_split`: ImageNet-LT,
+Places-LT, iNaturalist, whose lists are long-tailed already).
+
 :func:`run` takes a :class:`~.longtail_config.LongtailConfig`. Files written by it (under
 ``work_dir``): ``split.json`` (the long-tailed training split),
 ``predictions.npz`` (logits on the test pool), ``sweep.json``. Re-scoring them needs no model.
@@ -22,7 +26,7 @@ from ..errors import InputError
 from ..metrics import longtail as M
 from ..store import Record, ResultsStore
 from .longtail_config import LongtailConfig
-from .longtail_recipes import CIFAR_MEAN, CIFAR_STD, FROM_IMAGE_SIZE, SMALLEST_CLASS, model_for_side
+from .longtail_recipes import CIFAR_MEAN, CIFAR_STD, FROM_IMAGE_SIZE, LISTED, SMALLEST_CLASS, model_for_side
 from .longtail_sweep import Sweep, build_sweep, read_sweep, score_sweep, validate_sweep, write_sweep  # noqa: F401 (re-export)
 
 SPLIT_KIND = "longtail-train"
@@ -89,6 +93,60 @@ def build_training_split(
     })
 
 
+def listed_training_split(
+    labels: np.ndarray,
+    *,
+    num_classes: int,
+    seed: int = 0,
+    val_fraction: float = 0.0,
+    dataset: str = "",
+) -> dict[str, Any]:
+    """The whole training part as it is listed (``imbalance: listed``), as a split file's content.
+
+    Parameters
+    ----------
+    labels : array of int, shape (N,)
+        Labels of the listed training images.
+    num_classes : int
+        C (classes may be listed in the test part only: then they have no training image, an error).
+    seed : int
+        Seeds which images of a class are held out (``val_fraction`` > 0).
+    val_fraction : float
+        As in :func:`build_training_split` (floor per class, at most n-1).
+
+    Returns
+    -------
+    dict (sealed): ``indices``, ``val_indices``, ``counts`` as :func:`build_training_split`'s, with
+    ``profile`` "listed", ``imbalance`` = the list's own ρ = n_max / n_min, ``n_max`` and ``n_min``
+    its largest and smallest class (before any hold-out).
+    """
+    val_fraction = check_value(val_fraction, "val_fraction", low=0, high=1)
+    if val_fraction >= 1:
+        raise InputError(f"val_fraction: expected a fraction in [0, 1), got {val_fraction}")
+    labels = np.asarray(labels, dtype=np.int64)
+    C = check_value(num_classes, "num_classes", type=int, low=1)
+    sizes = np.bincount(labels, minlength=C)
+    if np.any(sizes == 0):
+        raise InputError(f"imbalance: listed trains on the list as it is, and classes {np.flatnonzero(sizes == 0)[:10].tolist()} "
+                         f"have no training image in {dataset or 'the data'}'s training list")
+    rng = np.random.default_rng(check_value(seed, "seed", type=int, low=0))
+    train, val, kept = [], [], []
+    for c in range(C):
+        pool = np.flatnonzero(labels == c)
+        n_val = min(int(np.floor(val_fraction * len(pool))), len(pool) - 1)
+        held = np.sort(pool[rng.permutation(len(pool))[:n_val]]) if n_val else pool[:0]
+        val.append(held)
+        train.append(np.setdiff1d(pool, held, assume_unique=True))
+        kept.append(len(pool) - n_val)
+    n_max, n_min = int(sizes.max()), int(sizes.min())
+    return seal({
+        "kind": SPLIT_KIND, "version": 1, "dataset": dataset, "seed": int(seed),
+        "imbalance": n_max / n_min, "profile": LISTED, "n_max": n_max, "n_min": n_min,
+        "val_fraction": float(val_fraction), "counts": [int(x) for x in kept],
+        "indices": np.concatenate(train).tolist(), "val_indices": np.concatenate(val).tolist(),
+    })
+
+
 def run(config: LongtailConfig, *, store: ResultsStore | None = None,
         work_dir: str | Path | None = None) -> list[Record]:
     """Build the split, train ``config.method``, predict the test pool, score the sweep.
@@ -108,9 +166,13 @@ def run(config: LongtailConfig, *, store: ResultsStore | None = None,
     if splits.test is None:
         raise InputError(f"data {c.data!r}: needs an official test part (a folder with train/ and test/)")
     held_out = SELECTION_VAL_FRACTION if c.select_checkpoint == "best_val" else 0.0
-    n_max = None if c.n_max == SMALLEST_CLASS else c.n_max  # None: build_training_split reads the data
-    split = build_training_split(splits.train.labels, imbalance=c.imbalance, n_max=n_max, seed=c.seed,
-                                 dataset=c.data, val_fraction=held_out)
+    if c.imbalance == LISTED:  # the list as it is: its own ratio, n_max and n_min
+        split = listed_training_split(splits.train.labels, num_classes=splits.train.num_classes, seed=c.seed,
+                                      dataset=c.data, val_fraction=held_out)
+    else:
+        n_max = None if c.n_max == SMALLEST_CLASS else c.n_max  # None: build_training_split reads the data
+        split = build_training_split(splits.train.labels, imbalance=c.imbalance, n_max=n_max, seed=c.seed,
+                                     dataset=c.data, val_fraction=held_out)
     train = splits.train.subset(np.asarray(split["indices"]))
     test: Dataset = splits.test
     selection = None
@@ -131,7 +193,9 @@ def run(config: LongtailConfig, *, store: ResultsStore | None = None,
                          normalisation=(CIFAR_MEAN, CIFAR_STD) if c.normalisation == "cifar" else None,
                          select_checkpoint=c.select_checkpoint, selection=selection)
     pred = Predictions(labels=test.labels, kind="logits", values=result.logits)
-    sweep = build_sweep(test.labels, np.asarray(split["counts"]), test_imbalance=c.test_imbalance, points=c.points,
+    # unset only with imbalance listed: the list's own ratio, as a drawn split's default is its ρ
+    test_imbalance = split["imbalance"] if c.test_imbalance is None else c.test_imbalance
+    sweep = build_sweep(test.labels, np.asarray(split["counts"]), test_imbalance=test_imbalance, points=c.points,
                         repeats=c.repeats, seed=c.seed)
     if work_dir is not None:
         out = Path(work_dir)
@@ -145,6 +209,8 @@ def run(config: LongtailConfig, *, store: ResultsStore | None = None,
                 "predictions_sha256": predictions_sha256(pred),
                 "test_time_adaptation": result.test_time is not None,
                 **result.settings, "recipe": c.recipe, "config": c.to_dict()}
+    if "n_min" in split:  # imbalance listed: the list's smallest class beside its n_max and ρ
+        settings["n_min"] = split["n_min"]
     set_preds = None
     if result.test_time is not None:  # test-time adaptation: each drawn set's images, never its labels
         set_preds = [[result.test_time(np.asarray(s, dtype=np.int64)).argmax(1) for s in pt["samples"]]

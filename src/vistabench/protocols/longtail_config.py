@@ -14,14 +14,16 @@ unchanged); fields added since carry ``key_default`` = the value the older code 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from ..config import option
+from ..options import did_you_mean
 from ..data.readers import check_dataset_spec
 from ..errors import InputError
 from ..learners.longtail.options import MethodOptions, RunFacts, options_class, resolve_method_options
 from ..learners.recipe import training_recipe, use
-from .longtail_recipes import CPU, RECIPES, dataset_kind, derived_fields, recipe_fields
+from .longtail_recipes import CPU, LISTED, RECIPES, SMALLEST_CLASS, dataset_kind, derived_fields, recipe_fields
 
 __all__ = ["LongtailConfig"]
 
@@ -51,17 +53,23 @@ class LongtailConfig(_RECIPE):
     data: str = option(help="mnist5k | digits | cifar10:DIR | cifar100:DIR | folder:DIR | npz:FILE | imagelist:DIR")
     method: str = option(help="ce, focal, ldam_drw, balanced_softmax, logit_adjust, crt, bbn, tde, ride, ib, "
                               "tade, lade, gcl (docs/longtail.md)")
-    imbalance: float = option(low=0, low_open=True, help="training imbalance ρ = max/min (the paper's 0.01 "
-                                                              "reads as 100)")
+    imbalance: float | Literal["listed"] = option(
+        low=0, low_open=True, metavar="RHO|listed",
+        help="training imbalance ρ = max/min (the paper's 0.01 reads as 100): the run draws a long-tailed split of "
+             "that ρ from the training set; listed = train on the listed training images as they are (a list "
+             "that is long-tailed already: ImageNet-LT, Places-LT, iNaturalist; imagelist:DIR data), the run "
+             "reporting the list's own ρ, n_max and n_min")
     recipe: Literal["auto", "cpu", "reference"] = option(
         "auto", key_default="cpu",
         help="training recipe: reference = the method's authors' CIFAR-LT training, cpu = a CPU-sized one; "
              "auto: reference for cifar10:/cifar100: data, else cpu. Fields you give win over it")
     seed: int = option(0, low=0, help="seed of the split, the initialisation and the training draws")
     n_max: int | Literal["smallest_class"] | None = option(
-        None, low=1, help="head-class count (default: smallest_class, the smallest training class's size)")
+        None, low=1, help="head-class count (default: smallest_class, the smallest training class's size; "
+                          "imbalance listed: the list's own, not set)")
     test_imbalance: float | None = option(None, low=0, low_open=True, help="test imbalance of the sweep (default: "
-                                                                          "the training imbalance, as ρ >= 1)")
+                                                                          "the training imbalance, as ρ >= 1; "
+                                                                          "imbalance listed: the list's own ρ)")
     points: int = option(10, low=2, help="sweep points T")
     repeats: int = option(5, low=1, help="test sets R per sweep point")
     normalisation: Literal["dataset", "cifar"] = option(
@@ -88,6 +96,12 @@ class LongtailConfig(_RECIPE):
     method_options: dict | MethodOptions = option(default_factory=dict, flags=("--method-opt", "--method-options"),
                                  help="the method's options as KEY=VALUE (see --print-config)")
     tag: str | None = option(None, runtime=True, help="free-form tag of the stored record")
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any] | None = None, *, prefix: str = "") -> "LongtailConfig":
+        if isinstance(values, Mapping):  # a word other than listed: one line naming both kinds of value
+            _check_imbalance_word(values.get("imbalance"))
+        return super().from_dict(values, prefix=prefix)
 
     @classmethod
     def resolve(cls, given: dict[str, Any]) -> dict[str, Any]:
@@ -119,6 +133,9 @@ class LongtailConfig(_RECIPE):
 
     def check(self) -> None:
         check_dataset_spec(self.data, "data")
+        if self.imbalance == LISTED and self.n_max not in (None, SMALLEST_CLASS):
+            raise InputError(f"n_max: {self.n_max} is the head class of a drawn split, but imbalance listed trains on "
+                             "the list as it is (the run reports the list's own n_max); drop n_max")
         super().check()  # the recipe's one check: device, precision, model, pretrained, warm-up, milestones
         if not isinstance(self.method_options, MethodOptions):
             raise InputError(f"method_options: expected the options of {self.method!r}, got {self.method_options!r}")
@@ -163,3 +180,14 @@ class LongtailConfig(_RECIPE):
         return {k: getattr(self, k) if not isinstance(getattr(self, k), tuple) else list(getattr(self, k))
                 for k in _RECIPE_FIELDS if k != "model"}
 
+
+
+def _check_imbalance_word(value: Any) -> None:
+    """A word for ``imbalance`` other than ``listed``: one line naming both kinds of value."""
+    if not isinstance(value, str) or value.strip() == LISTED:
+        return
+    try:
+        float(value)
+    except ValueError:
+        raise InputError(f"imbalance: expected a number > 0 (ρ = max/min) or {LISTED!r}, got {value!r}"
+                         f"{did_you_mean(value, (LISTED,), n=1)}") from None

@@ -106,6 +106,8 @@ def recipe_fields(recipe: str, method: str, data: str | None = None) -> dict[str
 FROM_IMAGE_SIZE = "from_image_size"
 #: The named value of ``n_max`` by default: the smallest training class's size, read from the data.
 SMALLEST_CLASS = "smallest_class"
+#: The named value of ``imbalance`` that trains on the listed training images as they are (no drawn split).
+LISTED = "listed"
 
 #: Image side (pixels) of the data sets whose name fixes it.
 _SIDES = {"digits": 8, "mnist5k": 28, "cifar10": 32, "cifar100": 32}

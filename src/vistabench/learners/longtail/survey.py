@@ -187,7 +187,7 @@ def _expert_logits(tr: Trainer, net: ExpertNet, images: np.ndarray, gen: torch.G
     """(E, N, C) expert logits, eval mode; ``gen`` set = one random crop + flip view."""
     net.eval()
     out = []
-    bs = tr.cfg.eval_batch_size
+    bs = tr.eval_batch(images)
     with tr.threads():
         for s in range(0, len(images), bs):
             x = to_float_nchw(images[s:s + bs])
