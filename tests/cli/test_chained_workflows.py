@@ -123,10 +123,12 @@ def test_eval_then_eval_old_only_then_table_keeps_both_runs(detection_files, cap
     assert row["scores"] == "as detected"
     rc, out, err = run(capsys, "detection", "table", "--store", store)
     assert rc == 0, err
-    cells = [c.strip().strip("*") for c in next(x for x in out.splitlines() if x.startswith("| mine")).strip("|").split("|")]
-    assert cells[1] == "1"  # N: one set of detections, scored twice
-    assert cells[2] == f"{100 * second['old']['AP']:.2f}" and cells[4] == f"{100 * first['fixed']['AP']:.2f}"
-    assert cells[6] == f"{100 * first['pool']['AP']:.2f}"
+    head = [c.strip() for c in next(x for x in out.splitlines() if x.startswith("| Method")).strip("|").split("|")]
+    cells = dict(zip(head, (c.strip().strip("*") for c in next(x for x in out.splitlines()
+                                                               if x.startswith("| mine")).strip("|").split("|"))))
+    assert cells["N"] == "1"  # N: one set of detections, scored twice
+    assert cells["AP^Old"] == f"{100 * second['old']['AP']:.2f}" and cells["AP^Fixed"] == f"{100 * first['fixed']['AP']:.2f}"
+    assert cells["AP^Pool"] == f"{100 * first['pool']['AP']:.2f}"
 
     # the same method name on other detections (re-ranked): a second result of that row, N = 2
     assert run(capsys, "detection", "rerank", "--results", res, "--per-class-topk", 10, "--out", d / "rr.json")[0] == 0
@@ -136,7 +138,7 @@ def test_eval_then_eval_old_only_then_table_keeps_both_runs(detection_files, cap
     third = json.loads(out)
     (row,) = _table_json(capsys, store)
     assert row["records"] == [first["record_id"], second["record_id"], third["record_id"]] and row["n"] == 2
-    assert row["method"] == "mine (gt)" and row["pool_AP_n"] == 2
+    assert row["method"] == "mine (vistabench synthetic LVIS-like set)" and row["pool_AP_n"] == 2
     assert row["pool_AP"] == pytest.approx((first["pool"]["AP"] + third["pool"]["AP"]) / 2)
     assert row["pool_AP_sd"] == pytest.approx(abs(first["pool"]["AP"] - third["pool"]["AP"]) / 2 ** 0.5)
 
@@ -159,5 +161,6 @@ def test_a_calibrated_run_is_marked_in_the_table(detection_files, capsys):
                      "--method", "mine", "--store", store)
     assert rc == 0, err
     rows = {r["method"]: r for r in _table_json(capsys, store)}
-    assert rows["mine-platt (gt)"]["scores"] == "calibrated (platt)"
-    assert rows["mine (gt)"]["scores"] == "as detected"
+    name = "vistabench synthetic LVIS-like set"  # the ground truth's own info.description names the data
+    assert rows[f"mine-platt ({name})"]["scores"] == "calibrated (platt)"
+    assert rows[f"mine ({name})"]["scores"] == "as detected"

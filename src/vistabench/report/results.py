@@ -7,8 +7,8 @@ fields of a record these come from.
 
 * :func:`record_mode`: the scoring mode a record was scored in (``metrics["mode"]`` for longtail,
   ``settings["mode"]`` for incremental; None for a protocol without modes).
-* :func:`result_key`: what identifies the result: protocol, dataset, method, kind, mode (where the
-  protocol's table shows one mode at a time: :data:`MODES`), the hash of
+* :func:`result_key`: what identifies the result: protocol, dataset, method, kind, the settings it
+  was made with, mode (where the protocol's table shows one mode at a time: :data:`MODES`), the hash of
   its split / sweep (``split_hash``, and ``settings["sweep_sha256"]`` where a run keeps its sweep
   apart) and the hash of its predictions (``settings["predictions_sha256"]``,
   :func:`vistabench.data.predictions.predictions_sha256`). A record stored
@@ -57,6 +57,12 @@ def record_mode(r: Record) -> str | None:
     return None
 
 
+#: settings that say how a record was scored, not what was made: they never split one result in two
+#: (incremental's gAcc formula and the compat formula's beta_max; the mode is part of the key where
+#: the protocol's table shows one mode at a time)
+_SCORING_ONLY = ("mode", "beta_max")
+
+
 def _volatile(key: str) -> bool:
     return "seconds" in key or key in ("images_per_second", "peak_memory_bytes", "record_id")
 
@@ -65,7 +71,13 @@ def result_key(r: Record) -> tuple[Any, ...]:
     """The identity of the result a record holds (see the module's docstring)."""
     sweep = r.settings.get("sweep_sha256") if isinstance(r.settings, dict) else None
     mode = record_mode(r) if r.protocol in MODES else None
-    base = (r.protocol, r.dataset, r.method, r.kind, mode, r.split_hash, sweep)
+    # the settings a run was made with (checkpoint selection, recipe, ...): two runs whose predictions
+    # happen to be equal but whose tables show them as different rows stay two results (the scoring
+    # mode is not one of them: it is decided above, per protocol)
+    made_with = json.dumps({k: v for k, v in r.settings.items() if not _volatile(k) and k not in _SCORING_ONLY},
+                           sort_keys=True, default=str) \
+        if isinstance(r.settings, dict) else None
+    base = (r.protocol, r.dataset, r.method, r.kind, mode, r.split_hash, sweep, made_with)
     pred = r.settings.get("predictions_sha256") if isinstance(r.settings, dict) else None
     if pred:
         return base + ("sha256", pred)

@@ -16,7 +16,8 @@ from ..store import Record, ResultsStore
 
 __all__ = ["RunFigures", "run_figures"]
 
-_IMG = re.compile(r'<img alt="([^"]*)" src="data:image/png;base64,([A-Za-z0-9+/=]+)"')
+#: an embedded figure of the section: its caption (alt) and PNG; other attributes may stand between them
+_IMG = re.compile(r'<img alt="([^"]*)"[^>]*? src="data:image/png;base64,([A-Za-z0-9+/=]+)"')
 
 
 @dataclass
