@@ -184,6 +184,7 @@ __all__ = [
                          "match_detections",
                          "match_set",
                          "member",
+                         "oks_area",
                          "oks_matrix",
                          "oks_pairs",
                          "pr_curves",

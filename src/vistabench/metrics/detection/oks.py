@@ -153,7 +153,7 @@ def oks_pairs(gt: Any, dets: Any, det: np.ndarray, grp: np.ndarray, lo: np.ndarr
     if dets.keypoints.shape[1] != K and len(dets) and len(gt):
         raise InputError(f"results: detections have {dets.keypoints.shape[1]} keypoints each, the ground truth "
                          f"{K}; they must be the same keypoints")
-    sigmas = check_sigmas(sigmas, K)
+    sigmas = check_sigmas(sigmas, K if len(gt) else None)  # no ground truth: no points to count
     var = (sigmas * 2) ** 2
     scale = oks_area(gt.bbox, gt.area, use_area)
     has = np.flatnonzero(cnt > 0)
