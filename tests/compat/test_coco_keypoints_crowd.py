@@ -56,6 +56,7 @@ def _run(gt_path, results, *, ours: bool, use_area: bool, sigmas=CROWDPOSE_SIGMA
         e.evaluate()
         e.accumulate()
         before = {k: np.array(e.eval[k]) for k in ("precision", "recall", "scores")}
+        before["ious"] = {(int(i), int(c)): np.asarray(v, float) for (i, c), v in e.ious.items()}
         e.summarize()
     return e, before
 
@@ -71,6 +72,9 @@ def _compare(tmp_path, gt, res, *, use_area: bool, sigmas=CROWDPOSE_SIGMAS):
     R.same_arrays(list(ours.stats_as_dict.values()), list(ref.stats_as_dict.values()))
     for k in ("precision", "recall", "scores"):
         R.same_arrays(ours_before[k], ref_before[k])  # the whole set, every area range
+    assert ours_before["ious"].keys() == ref_before["ious"].keys()
+    for key, v in ref_before["ious"].items():  # computeOks per (image, category), box-scaled or not
+        R.same_arrays(ours_before["ious"][key], v)
         R.same_arrays(ours.eval[k], ref.eval[k])  # the hard split's, left by summarize as theirs
     assert [int(i) for i in ours.params.imgIds] == [int(i) for i in ref.params.imgIds]
     return ours, ref
@@ -81,6 +85,9 @@ def test_crowdpose_without_area_equals_faster_coco_eval(tmp_path, seed):
     gt, res = crowdpose_set(seed=seed)
     ours, _ = _compare(tmp_path, gt, res, use_area=False)
     assert 0 < ours.stats[0] < 1  # a set where something is found and something missed
+    # the per-image records read a missing area as 0 too: every ground truth outside medium / large
+    recs = [r for r in ours.evalImgs if r is not None]
+    assert recs and all(all(r["gtIgnore"]) for r in recs if r["aRng"] != [0, 1e10] and len(r["gtIgnore"]))
 
 
 def test_use_area_with_two_categories_equals_faster_coco_eval(tmp_path):

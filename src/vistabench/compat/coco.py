@@ -548,6 +548,8 @@ class COCOeval:
         kp = self._paramsEval.iouType in KEYPOINT_TYPES
         if ious is None:
             ious = self.computeOks(imgId, catId) if kp else self.computeIoU(imgId, catId)
+        if kp and not self.use_area:  # CrowdPose: a missing area is 0 for the range, as in evaluate()
+            gt = [g if "area" in g else {**g, "area": 0} for g in gt]
         r = evaluate_group(gt, dt, ious, iou_thrs=np.asarray(self._paramsEval.iouThrs), area_rng=aRng, coco=True,
                            max_det=maxDet, extra_ignore=keypoint_ignore(gt) if kp else None)
         if r is not None:
