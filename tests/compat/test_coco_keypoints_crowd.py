@@ -155,3 +155,26 @@ def test_mistakes_are_one_line(tmp_path):
         _run(p, res, ours=True, use_area=True)
     with pytest.raises(InputError, match="kpt_oks_sigmas"):  # 17 sigmas for 14 keypoints
         _run(p, res, ours=True, use_area=False, sigmas=np.full(17, 0.05))
+
+
+def test_stats_as_dict_of_keypoints_equals_faster_coco_eval(tmp_path):
+    """The same names for iouType "keypoints" (ten stats), given ``kpt_oks_sigmas=``."""
+    pytest.importorskip("faster_coco_eval")
+    from faster_coco_eval import COCO as FCOCO
+    from faster_coco_eval import COCOeval_faster
+
+    gt, res = crowdpose_set(seed=9, keep_area=True)
+    p = R.write(tmp_path, "gt.json", gt)
+    out = []
+    for C, E, extra in ((FCOCO, COCOeval_faster, {"print_function": lambda *a, **k: None}), (COCO, COCOeval, {})):
+        with R.quiet():
+            g = C(p)
+            e = E(g, g.loadRes(copy.deepcopy(res)), iouType="keypoints", kpt_oks_sigmas=CROWDPOSE_SIGMAS, **extra)
+            e.evaluate()
+            e.accumulate()
+            e.summarize()
+        out.append(e.stats_as_dict)
+    assert list(out[1]) == list(out[0])
+    R.same_arrays(list(out[1].values()), list(out[0].values()))
+    with pytest.raises(RuntimeError, match="summarize"):
+        _ = COCOeval(COCO(p), iouType="keypoints").stats_as_dict

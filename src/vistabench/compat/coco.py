@@ -41,7 +41,7 @@ from ..metrics.detection import GroundTruth, OfficialToolsDifferenceWarning
 from ..metrics.detection import AREA_LABELS, AREA_RANGES, IOU_THRESHOLDS, RECALL_THRESHOLDS, check_sigmas, to_rle
 from .evaluation import UnknownIdError, accumulate_for_params, id_positions, match_for_params, mean_defined
 from .params_check import check_area_ranges, check_max_dets, check_thresholds, zero_id_message
-from .keypoints import (CROWD_STATS_LABELS, KEYPOINT_TYPES, group_oks, keypoint_ignore, set_keypoint_params,
+from .keypoints import (KEYPOINT_TYPES, STATS_LABELS, group_oks, keypoint_ignore, set_keypoint_params,
                         summarize_crowd_stats, summarize_keypoint_stats)
 from .coco_detections import detections_of, mask_box
 from .per_image import evaluate_group, group_ious
@@ -467,16 +467,9 @@ class COCOeval:
     @property
     def stats_as_dict(self) -> dict[str, float]:
         """faster-coco-eval's named stats (after ``summarize``): keypoints_crowd's nine
-        (:data:`~.keypoints.CROWD_STATS_LABELS`), the keypoints' ten, detection's twelve."""
-        t = self.params.iouType
-        if t == "keypoints_crowd":
-            labels: tuple[str, ...] = CROWD_STATS_LABELS
-        elif t == "keypoints":
-            labels = ("AP_all", "AP_50", "AP_75", "AP_medium", "AP_large", "AR_all", "AR_50", "AR_75", "AR_medium",
-                      "AR_large")
-        else:
-            labels = ("AP_all", "AP_50", "AP_75", "AP_small", "AP_medium", "AP_large", "AR_all", "AR_second",
-                      "AR_third", "AR_small", "AR_medium", "AR_large")
+        (:data:`~.keypoints.CROWD_STATS_LABELS`), the keypoints' ten, detection's twelve
+        (:data:`~.keypoints.STATS_LABELS`)."""
+        labels = STATS_LABELS.get(self.params.iouType, STATS_LABELS["bbox"])
         if len(self.stats) != len(labels):
             raise RuntimeError("stats_as_dict: run summarize() first")
         return {k: float(v) for k, v in zip(labels, self.stats)}

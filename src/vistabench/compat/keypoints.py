@@ -29,12 +29,19 @@ from ..metrics.detection import (
 )
 
 __all__ = ["set_keypoint_params", "prepare_keypoint_results", "summarize_keypoint_stats", "group_oks",
-           "keypoint_ignore", "KEYPOINT_TYPES", "CROWD_STATS_LABELS", "crowd_splits", "summarize_crowd_stats"]
+           "keypoint_ignore", "KEYPOINT_TYPES", "CROWD_STATS_LABELS", "STATS_LABELS", "crowd_splits", "summarize_crowd_stats"]
 
 #: the iouTypes matched by OKS
 KEYPOINT_TYPES = ("keypoints", "keypoints_crowd")
 #: faster-coco-eval's ``stats_as_dict`` names of the nine keypoints_crowd stats, in order
 CROWD_STATS_LABELS = ("AP_all", "AP_50", "AP_75", "AR_all", "AR_50", "AR_75", "AP_easy", "AP_medium", "AP_hard")
+#: ``stats_as_dict``'s names of ``stats`` per iouType (faster-coco-eval's; detection: the twelve
+#: pycocotools stats, ``bbox`` and ``segm`` alike)
+STATS_LABELS = {"keypoints_crowd": CROWD_STATS_LABELS,
+                "keypoints": ("AP_all", "AP_50", "AP_75", "AP_medium", "AP_large", "AR_all", "AR_50", "AR_75",
+                              "AR_medium", "AR_large"),
+                "bbox": ("AP_all", "AP_50", "AP_75", "AP_small", "AP_medium", "AP_large", "AR_all", "AR_second",
+                         "AR_third", "AR_small", "AR_medium", "AR_large")}
 #: crowdIndex bounds of the easy / medium / hard splits (CrowdPose's, as faster-coco-eval's summarize)
 CROWD_SPLIT_BOUNDS = (0.2, 0.8)
 
