@@ -13,7 +13,9 @@ equal to pycocotools to 1e-9 in the tests.
 Masks as pycocotools derives them: ground truth without ``bbox`` in segm mode (torchmetrics' export)
 gets the mask's box; results without ``bbox`` get it from the mask (and the mask area); box-only
 results in segm mode become rectangle masks; a result's mask is read (and checked) in segm mode only.
-Keypoints (``iouType="keypoints"``, ``params.kpt_oks_sigmas``) as pycocotools (:mod:`.keypoints`).
+Keypoints (``iouType="keypoints"``, ``params.kpt_oks_sigmas``) as pycocotools (:mod:`.keypoints`);
+faster-coco-eval's CrowdPose ``iouType="keypoints_crowd"`` with its ``kpt_oks_sigmas=`` and
+``use_area=`` arguments and ``stats_as_dict``.
 A results *file* of plain boxes is kept as columns; its dicts are built when first read.
 
 Annotation ``id`` 0 is scored as pycocotools scores it (a match to it is a false positive), with a
@@ -39,7 +41,8 @@ from ..metrics.detection import GroundTruth, OfficialToolsDifferenceWarning
 from ..metrics.detection import AREA_LABELS, AREA_RANGES, IOU_THRESHOLDS, RECALL_THRESHOLDS, check_sigmas, to_rle
 from .evaluation import UnknownIdError, accumulate_for_params, id_positions, match_for_params, mean_defined
 from .params_check import check_area_ranges, check_max_dets, check_thresholds, zero_id_message
-from .keypoints import group_oks, keypoint_ignore, set_keypoint_params, summarize_keypoint_stats
+from .keypoints import (KEYPOINT_TYPES, STATS_LABELS, group_oks, keypoint_ignore, set_keypoint_params,
+                        summarize_crowd_stats, summarize_keypoint_stats)
 from .coco_detections import detections_of, mask_box
 from .per_image import evaluate_group, group_ious
 from .results import (box_result_columns, explain_dataset, load_result_list, msgspec_json_list,
@@ -245,22 +248,29 @@ class COCO:
             warnings.warn(f"resFile: {k} of {n} results have category ids not in the ground truth (first: {first}); "
                           f"pycocotools never scores them", UserWarning, stacklevel=3)
 
-    def ground_truth(self, with_segmentation: bool, *, with_keypoints: bool = False) -> GroundTruth:
+    def ground_truth(self, with_segmentation: bool, *, with_keypoints: bool = False,
+                     area_optional: bool = False) -> GroundTruth:
         """The annotations as a pycocotools-semantics :class:`GroundTruth` (cached until
         ``createIndex``). In segm mode an annotation without ``bbox`` gets its mask's box;
-        ``with_keypoints`` reads ``keypoints`` / ``num_keypoints`` (iouType "keypoints")."""
+        ``with_keypoints`` reads ``keypoints`` / ``num_keypoints`` (iouType "keypoints");
+        ``area_optional`` (keypoints_crowd, ``use_area=False``: CrowdPose has no ``area``): a missing
+        ``area`` is 0 for the area ranges, as faster-coco-eval reads it."""
         from ..data.coco import read_ground_truth
 
         if not self._gt:
             require(self.dataset.get("annotations", []), "iscrowd", "annotations",
                     "pycocotools reads it from every annotation it evaluates")
         if with_keypoints:
-            if "keypoints" not in self._gt:
+            key = "keypoints_no_area" if area_optional else "keypoints"
+            if key not in self._gt:
                 ds = self.dataset
-                self._gt["keypoints"] = read_ground_truth(
-                    {"images": ds.get("images", []), "annotations": ds.get("annotations", []),
+                anns = ds.get("annotations", [])
+                if area_optional and any(isinstance(a, dict) and "area" not in a for a in anns):
+                    anns = [a if not isinstance(a, dict) or "area" in a else {**a, "area": 0} for a in anns]
+                self._gt[key] = read_ground_truth(
+                    {"images": ds.get("images", []), "annotations": anns,
                      "categories": ds.get("categories", [])}, format="coco", with_keypoints=True)
-            return self._gt["keypoints"]
+            return self._gt[key]
         if with_segmentation not in self._gt:
             ds = self.dataset
             anns = ds.get("annotations", [])
@@ -273,7 +283,7 @@ class COCO:
 
 
 #: iouType -> what the evaluator matches on (the one place a new type is added)
-IOU_TYPES: tuple[str, ...] = ("bbox", "segm", "keypoints")
+IOU_TYPES: tuple[str, ...] = ("bbox", "segm") + KEYPOINT_TYPES
 
 
 def _is_empty(values: Any) -> bool:
@@ -307,11 +317,11 @@ def _as_coco(v: Any, name: str) -> COCO | None:
 
 class Params:
     """pycocotools' parameters: detection (``bbox``, ``segm``) or keypoints (``setKpParams``:
-    maxDets [20], areas all / medium / large, ``kpt_oks_sigmas``)."""
+    maxDets [20], areas all / medium / large, ``kpt_oks_sigmas``; keypoints_crowd the same)."""
 
     def __init__(self, iouType: str = "segm"):
         _check_iou_type(iouType, "iouType")
-        if iouType == "keypoints":
+        if iouType in KEYPOINT_TYPES:
             set_keypoint_params(self)
             self.iouType, self.useSegm = iouType, None
             return
@@ -333,17 +343,28 @@ class COCOeval:
     ``match_zero_id`` (keyword, default False): pycocotools counts a detection matched to a
     ground-truth annotation with ``id`` 0 as a false positive (it stores matches as ids and tests
     them for truth); that is the default here, with a warning naming this option, which counts the
-    match as the true positive it is."""
+    match as the true positive it is.
+
+    faster-coco-eval's keypoint arguments (keyword): ``kpt_oks_sigmas`` (K,) replaces
+    ``params.kpt_oks_sigmas``; ``use_area=False`` scales OKS by the box (``h * w * 0.53``) instead
+    of the ground truth's ``area`` (CrowdPose has none; a missing one is 0 for the area ranges).
+    ``iouType="keypoints_crowd"`` summarizes nine stats (``stats_as_dict``), see :mod:`.keypoints`."""
 
     def __init__(self, cocoGt: COCO | None = None, cocoDt: COCO | None = None, iouType: str = "segm", *,
-                 match_zero_id: bool = False):
+                 match_zero_id: bool = False, kpt_oks_sigmas: Any = None, use_area: bool = True):
         cocoGt, cocoDt = _as_coco(cocoGt, "cocoGt"), _as_coco(cocoDt, "cocoDt")
-        if not isinstance(match_zero_id, bool):
-            raise InputTypeError(f"match_zero_id: expected True or False, got {match_zero_id!r}")
-        self.match_zero_id = match_zero_id
+        for name, v in (("match_zero_id", match_zero_id), ("use_area", use_area)):
+            if not isinstance(v, bool):
+                raise InputTypeError(f"{name}: expected True or False, got {v!r}")
+        if iouType not in KEYPOINT_TYPES and (kpt_oks_sigmas is not None or not use_area):
+            raise InputError(f"{'kpt_oks_sigmas' if kpt_oks_sigmas is not None else 'use_area'}: only for iouType "
+                             f"'keypoints' or 'keypoints_crowd' (got iouType {iouType!r})")
+        self.match_zero_id, self.use_area = match_zero_id, use_area
         self.cocoGt, self.cocoDt = cocoGt, cocoDt
         self.eval: dict = {}
         self.params = Params(iouType=iouType)
+        if kpt_oks_sigmas is not None:
+            self.params.kpt_oks_sigmas = np.array(kpt_oks_sigmas)
         self._paramsEval: Any = {}
         self.stats: Any = []
         self._pm = None
@@ -360,9 +381,9 @@ class COCOeval:
         _check_iou_type(p.iouType, "params.iouType")
         if self.cocoGt is None or self.cocoDt is None:
             raise InputError("cocoGt, cocoDt: both are needed to evaluate")
-        kp = p.iouType == "keypoints"
+        kp = p.iouType in KEYPOINT_TYPES
         # keypoints: pycocotools reads them (a KeyError when absent) before any parameter is used
-        gt = self.cocoGt.ground_truth(False, with_keypoints=True) if kp else None
+        gt = self.cocoGt.ground_truth(False, with_keypoints=True, area_optional=not self.use_area) if kp else None
         iou_thrs = check_thresholds(p.iouThrs, "params.iouThrs", empty_is_index_error=True)
         for name, empty in (("recThrs", _is_empty(p.recThrs)), ("areaRng", _is_empty(p.areaRng)
                                                                  and _is_empty(p.areaRngLbl))):
@@ -382,7 +403,8 @@ class COCOeval:
         p.maxDets = sorted(int(m) for m in p.maxDets)
         if gt is None:
             gt = self.cocoGt.ground_truth(p.iouType == "segm")
-        dets, self._dt_pos = detections_of(self.cocoDt, gt, p.iouType)
+        match_type = "keypoints" if kp else p.iouType
+        dets, self._dt_pos = detections_of(self.cocoDt, gt, match_type)
         sigmas = check_sigmas(getattr(p, "kpt_oks_sigmas", None), gt.keypoints.shape[1] if len(gt) else None,
                               "params.kpt_oks_sigmas") if kp else None
         img_rows = id_positions(p.imgIds, gt.image_ids, "params.imgIds")
@@ -390,9 +412,9 @@ class COCOeval:
         if len(gt.ann_id) and np.any(gt.ann_id == 0) and not self.match_zero_id:
             warnings.warn(zero_id_message("cocoGt", "COCOeval(..., match_zero_id=True)"), OfficialToolsDifferenceWarning,
                           stacklevel=2)
-        self._pm = match_for_params(gt, dets, iou_type=p.iouType, img_rows=img_rows, cat_rows=cat_rows,
+        self._pm = match_for_params(gt, dets, iou_type=match_type, img_rows=img_rows, cat_rows=cat_rows,
                                     use_cats=bool(p.useCats), iou_thrs=iou_thrs, area_rng=area, kpt_oks_sigmas=sigmas,
-                                    zero_id_unmatched=not self.match_zero_id)
+                                    zero_id_unmatched=not self.match_zero_id, kpt_use_area=self.use_area)
         if kp and not p.useCats:  # pycocotools' computeOks reads _gts[img, -1] (empty): nothing matches
             m = self._pm.match
             self._pm.match = replace(m, cand=np.zeros(0, np.int64), code=m.code[:, :, :0])
@@ -431,6 +453,9 @@ class COCOeval:
         if self.params.iouType == "keypoints":
             self.stats = summarize_keypoint_stats(self._summarize)
             return
+        if self.params.iouType == "keypoints_crowd":
+            self.stats = summarize_crowd_stats(self)
+            return
         m = check_max_dets(m, "params.maxDets", need=3)
         s = self._summarize
         self.stats = np.array([
@@ -438,6 +463,16 @@ class COCOeval:
             s(1, areaRng="medium", maxDets=m[2]), s(1, areaRng="large", maxDets=m[2]), s(0, maxDets=m[0]),
             s(0, maxDets=m[1]), s(0, maxDets=m[2]), s(0, areaRng="small", maxDets=m[2]),
             s(0, areaRng="medium", maxDets=m[2]), s(0, areaRng="large", maxDets=m[2])])
+
+    @property
+    def stats_as_dict(self) -> dict[str, float]:
+        """faster-coco-eval's named stats (after ``summarize``): keypoints_crowd's nine
+        (:data:`~.keypoints.CROWD_STATS_LABELS`), the keypoints' ten, detection's twelve
+        (:data:`~.keypoints.STATS_LABELS`)."""
+        labels = STATS_LABELS.get(self.params.iouType, STATS_LABELS["bbox"])
+        if len(self.stats) != len(labels):
+            raise RuntimeError("stats_as_dict: run summarize() first")
+        return {k: float(v) for k, v in zip(labels, self.stats)}
 
     def __str__(self) -> str:
         self.summarize()
@@ -477,7 +512,7 @@ class COCOeval:
         gts, dts = self._groups()
         key = (imgId, catId)
         return group_oks(dts.get(key, []), gts.get(key, []), self._paramsEval.kpt_oks_sigmas,
-                         self._paramsEval.maxDets[-1])
+                         self._paramsEval.maxDets[-1], self.use_area)
 
     def computeIoU(self, imgId: int, catId: int):
         gts, dts = self._groups()
@@ -494,7 +529,7 @@ class COCOeval:
         if "ious" not in self._per_image:
             p = self._paramsEval
             cats = p.catIds if p.useCats else [-1]
-            compute = self.computeOks if p.iouType == "keypoints" else self.computeIoU
+            compute = self.computeOks if p.iouType in KEYPOINT_TYPES else self.computeIoU
             self._per_image["ious"] = {(i, c): compute(i, c) for i in p.imgIds for c in cats}
         return self._per_image["ious"]
 
@@ -503,9 +538,11 @@ class COCOeval:
         key = (imgId, catId if self._paramsEval.useCats else -1)
         gt, dt = gts.get(key, []), dts.get(key, [])
         ious = self._per_image.get("ious", {}).get((imgId, catId))
-        kp = self._paramsEval.iouType == "keypoints"
+        kp = self._paramsEval.iouType in KEYPOINT_TYPES
         if ious is None:
             ious = self.computeOks(imgId, catId) if kp else self.computeIoU(imgId, catId)
+        if kp and not self.use_area:  # CrowdPose: a missing area is 0 for the range, as in evaluate()
+            gt = [g if "area" in g else {**g, "area": 0} for g in gt]
         r = evaluate_group(gt, dt, ious, iou_thrs=np.asarray(self._paramsEval.iouThrs), area_rng=aRng, coco=True,
                            max_det=maxDet, extra_ignore=keypoint_ignore(gt) if kp else None)
         if r is not None:

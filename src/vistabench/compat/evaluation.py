@@ -75,7 +75,8 @@ def _take(gt: GroundTruth, idx: np.ndarray) -> GroundTruth:
 
 def match_for_params(gt: GroundTruth, dets: Detections, *, iou_type: str, img_rows: np.ndarray,
                      cat_rows: np.ndarray, use_cats: bool, iou_thrs: np.ndarray, area_rng: np.ndarray,
-                     kpt_oks_sigmas: np.ndarray | None = None, zero_id_unmatched: bool = True) -> ParamsMatch:
+                     kpt_oks_sigmas: np.ndarray | None = None, zero_id_unmatched: bool = True,
+                     kpt_use_area: bool = True) -> ParamsMatch:
     """Select as the official ``_prepare`` does for these parameters, then match.
 
     ``zero_id_unmatched``: as both official tools, a detection matched to a counted ground truth
@@ -115,14 +116,15 @@ def match_for_params(gt: GroundTruth, dets: Detections, *, iou_type: str, img_ro
         rows = np.zeros(1, np.int64)
     det = canonical_order(d, np.flatnonzero(dkeep))
     m = match_detections(g, d, det, iou_type=iou_type, iou_thresholds=np.asarray(iou_thrs, np.float64),
-                         area_ranges=np.asarray(area_rng, np.float64).reshape(-1, 2), kpt_oks_sigmas=kpt_oks_sigmas)
+                         area_ranges=np.asarray(area_rng, np.float64).reshape(-1, 2), kpt_oks_sigmas=kpt_oks_sigmas,
+                         kpt_use_area=kpt_use_area)
     if zero_id_unmatched and len(g) and np.any(g.ann_id == 0):
-        _zero_id_as_official(g, d, det, m, iou_type, np.asarray(iou_thrs, np.float64), kpt_oks_sigmas)
+        _zero_id_as_official(g, d, det, m, iou_type, np.asarray(iou_thrs, np.float64), kpt_oks_sigmas, kpt_use_area)
     return ParamsMatch(gt=g, dets=d, det=det, match=m, cat_rows=rows)
 
 
 def _zero_id_as_official(g: GroundTruth, d: Detections, det: np.ndarray, m: Matching, iou_type: str,
-                         iou_thrs: np.ndarray, sigmas: np.ndarray | None = None) -> None:
+                         iou_thrs: np.ndarray, sigmas: np.ndarray | None = None, use_area: bool = True) -> None:
     """Turn the true positive that took a ground truth with annotation id 0 into a false positive,
     as the official tools count it. The matching itself is unchanged (they mark that ground truth
     taken too), so only the (image, category) groups holding such an annotation are replayed —
@@ -141,10 +143,11 @@ def _zero_id_as_official(g: GroundTruth, d: Detections, det: np.ndarray, m: Matc
             continue
         crowd = [int(c) for c in g.crowd[gi]]
         if iou_type == "keypoints":
-            from ..metrics.detection.oks import check_sigmas, oks_matrix
+            from ..metrics.detection.oks import check_sigmas, oks_area, oks_matrix
 
             sg = check_sigmas(sigmas, g.keypoints.shape[1])
-            ious = oks_matrix(d.keypoints[det[dp]], g.keypoints[gi], g.bbox[gi], g.area[gi], sg)
+            ious = oks_matrix(d.keypoints[det[dp]], g.keypoints[gi], g.bbox[gi],
+                              oks_area(g.bbox[gi], g.area[gi], use_area), sg)
         elif iou_type == "segm":
             h, w = (int(g.image_size[img, 0]), int(g.image_size[img, 1])) if g.image_size is not None else (0, 0)
             dd = [to_rle(d.segmentation[det[p]], h, w) for p in dp]

@@ -17,7 +17,7 @@ module              public names
 :mod:`.masks`       ``check_segmentations``, ``decode_rle_counts``, ``to_rle``,
                     ``MIN_POLYGON_NUMBERS``, ``MAX_POLYGON_COORDINATE``, ``MAX_CODE_GROUPS``
 :mod:`.oks`         ``COCO_KPT_OKS_SIGMAS``, ``check_sigmas``, ``keypoint_array``,
-                    ``keypoint_extent``, ``oks_pairs``, ``oks_matrix`` (keypoint OKS)
+                    ``keypoint_extent``, ``oks_area``, ``oks_pairs``, ``oks_matrix`` (keypoint OKS)
 :mod:`.select`      ``rank_within``, ``top_mask``, ``top_per_image``, ``top_per_class``,
                     ``first_per_class``, ``federated_selection``, ``lvis_area_filter``, ``canonical_order``
 :mod:`.match`       ``MatchCode``, ``Matching``, ``box_iou_pairs``, ``match_detections``,
@@ -76,7 +76,7 @@ from .match import (
                          match_detections,
                          match_set,
 )
-from .oks import COCO_KPT_OKS_SIGMAS, check_sigmas, keypoint_array, keypoint_extent, oks_matrix, oks_pairs
+from .oks import COCO_KPT_OKS_SIGMAS, check_sigmas, keypoint_array, keypoint_extent, oks_area, oks_matrix, oks_pairs
 from .operating import RankedOutcomes, confusion_matrix, operating_points, ranked_outcomes
 from .per_class import PER_CLASS_VARIANTS, PerClassResults, per_class_results, variant_match
 from .params import (
@@ -184,6 +184,7 @@ __all__ = [
                          "match_detections",
                          "match_set",
                          "member",
+                         "oks_area",
                          "oks_matrix",
                          "oks_pairs",
                          "pr_curves",

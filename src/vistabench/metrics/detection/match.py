@@ -101,13 +101,15 @@ def match_detections(
     iou_thresholds: np.ndarray = IOU_THRESHOLDS,
     area_ranges: np.ndarray = AREA_RANGES,
     kpt_oks_sigmas: np.ndarray | None = None,
+    kpt_use_area: bool = True,
 ) -> Matching:
     """Match detections ``det`` (indices into ``dets``) to ``gt``, for every threshold and area range.
 
     ``det`` must be ordered so that, within each (image, category) group, detections come by
     descending score with ties in file order (the evaluator's canonical order does this).
     ``iou_type`` "keypoints" matches by OKS with ``kpt_oks_sigmas`` (None: COCO's 17) and ignores
-    ground truth with ``num_keypoints == 0``, as pycocotools.
+    ground truth with ``num_keypoints == 0``, as pycocotools; ``kpt_use_area=False`` scales OKS by
+    the box instead of ``area`` (CrowdPose, :func:`~.oks.oks_area`).
     """
     K = gt.num_categories
     n = len(det)
@@ -151,7 +153,8 @@ def match_detections(
     if iou_type == "bbox":
         pdet, pgt, piou = _bbox_pairs(gt, dets, det, grp, lo, cnt, g_order, min_thr)
     elif iou_type == "keypoints":
-        pdet, pgt, piou = oks_pairs(gt, dets, det, grp, lo, cnt, g_order, min_thr, kpt_oks_sigmas)
+        pdet, pgt, piou = oks_pairs(gt, dets, det, grp, lo, cnt, g_order, min_thr, kpt_oks_sigmas,
+                                       kpt_use_area)
     else:
         pdet, pgt, piou = _segm_pairs(gt, dets, det, grp, lo, cnt, g_order, min_thr)
     cand, code = _greedy_rounds(pdet, pgt, piou, gk_sorted, grp, starts, gt_ignore, gt.crowd,

@@ -132,19 +132,30 @@ def _oks(dk: np.ndarray, gk: np.ndarray, gbox: np.ndarray, garea: np.ndarray, va
     return out
 
 
+def oks_area(bbox: np.ndarray, area: np.ndarray, use_area: bool = True) -> np.ndarray:
+    """The scale OKS divides by: the ground truth's ``area`` (n,), or — ``use_area=False``, CrowdPose,
+    whose annotations carry no area — ``h * w * 0.53`` of its box ``bbox`` (n, 4), as CrowdPose's
+    evaluation (and faster-coco-eval's ``use_area=False``) computes it."""
+    if use_area:
+        return area
+    return bbox[:, 3] * bbox[:, 2] * 0.53
+
+
 def oks_pairs(gt: Any, dets: Any, det: np.ndarray, grp: np.ndarray, lo: np.ndarray, cnt: np.ndarray,
-              g_order: np.ndarray, min_thr: float, sigmas: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+              g_order: np.ndarray, min_thr: float, sigmas: np.ndarray,
+              use_area: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Candidate pairs (group-order position, gt index, OKS >= ``min_thr``) for
     :func:`~.match.match_detections`: every detection against every ground truth of its (image,
-    category) group, in batches."""
+    category) group, in batches. ``use_area=False``: the OKS scale is the box's (:func:`oks_area`)."""
     if gt.keypoints is None or dets.keypoints is None:
         raise InputError("iou_type='keypoints' needs 'keypoints' in both the ground truth and the results")
     K = gt.keypoints.shape[1]
     if dets.keypoints.shape[1] != K and len(dets) and len(gt):
         raise InputError(f"results: detections have {dets.keypoints.shape[1]} keypoints each, the ground truth "
                          f"{K}; they must be the same keypoints")
-    sigmas = check_sigmas(sigmas, K)
+    sigmas = check_sigmas(sigmas, K if len(gt) else None)  # no ground truth: no points to count
     var = (sigmas * 2) ** 2
+    scale = oks_area(gt.bbox, gt.area, use_area)
     has = np.flatnonzero(cnt > 0)
     if not len(has):
         return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
@@ -159,7 +170,7 @@ def oks_pairs(gt: Any, dets: Any, det: np.ndarray, grp: np.ndarray, lo: np.ndarr
         pl = np.repeat(np.arange(s, e), c)
         gi = g_order[np.repeat(lo_h[s:e] - (np.cumsum(c) - c), c) + np.arange(int(c.sum()))]
         di = det[grp[has[pl]]]
-        v = _oks(dets.keypoints[di], gt.keypoints[gi], gt.bbox[gi], gt.area[gi], var)
+        v = _oks(dets.keypoints[di], gt.keypoints[gi], gt.bbox[gi], scale[gi], var)
         keep = np.flatnonzero(v >= min_thr)
         out_d.append(has[pl[keep]])
         out_g.append(gi[keep])
