@@ -114,8 +114,11 @@ def main() -> None:
     ap.add_argument("--nevis-steps", type=int, default=40, help="SGD steps per Nevis trial (stream run --steps)")
     ap.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     args = ap.parse_args()
-    if args.gpus < 1 or not 0 < args.util <= 1 or not 0 < args.scaling <= 1 or args.nevis_steps < 1:
-        raise SystemExit("--gpus >= 1, --util and --scaling in (0, 1], --nevis-steps >= 1")
+    for flag, value, ok in (("--gpus", args.gpus, args.gpus >= 1), ("--util", args.util, 0 < args.util <= 1),
+                            ("--scaling", args.scaling, 0 < args.scaling <= 1),
+                            ("--nevis-steps", args.nevis_steps, args.nevis_steps >= 1)):
+        if not ok:
+            ap.error(f"{flag}: {value} is out of range (--gpus, --nevis-steps >= 1; --util, --scaling in (0, 1])")
     rows = []
     for r in recipes(args.nevis_steps):
         net = build_model(r.model, num_classes=r.classes, in_channels=r.channels, image_size=r.side,
