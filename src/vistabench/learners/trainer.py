@@ -359,6 +359,9 @@ class Trainer:
         rng = np.random.default_rng(cfg.seed)
         rng2 = np.random.default_rng(cfg.seed + 7)  # the second sampler's own draws
         aug_gen = torch.Generator().manual_seed(seed + 1) if cfg.augment else None
+        for m in self.model.modules():  # a per-input cache (dhn's scattering) keeps augmented batches out
+            if hasattr(m, "inputs_augmented"):
+                m.inputs_augmented = aug_gen is not None
         first_order = sampler(labels, rng) if callable(sampler) else None
         steps_per_epoch = len(batch_indices(np.arange(n if first_order is None else len(first_order)),
                                             cfg.batch_size, drop_last=cfg.drop_last, min_batch=min_batch))

@@ -11,9 +11,25 @@ the reference's adaptation); for ``cnn28`` (not in the reference) two wide resid
 
 Kymatio's ``kymatio.torch`` entry point also imports its 3-D module, which needs
 ``scipy.special.sph_harm`` (removed in SciPy 1.15); the 2-D front end is imported directly.
+
+Cost. The transform has no parameters, so its output depends on the input image alone: it is
+computed at most once per distinct input and kept in a process-wide cache (:class:`ScatteringCache`,
+keyed by the scale, the input's shape, dtype, device and a BLAKE2b digest of its bytes; least
+recently used entries leave past ``max_bytes``). Inputs of a training step that a random
+augmentation touched are computed but not kept (the trainer says so through
+``Scattering.inputs_augmented``); validation, test and un-augmented training images (and the same
+images again in every epoch, trial and repeat of a run) are computed once. On a CPU, Kymatio runs
+with one torch thread: its hundreds of small FFTs (MKL) spin-wait in every multi-threaded call (20x
+the processor time on 2 busy cores). Kymatio's output for an image does not depend on the batch it
+is computed in, nor on the thread count (bit for bit; tests/smalldata/test_dhn_cache.py), so the
+cache and the thread setting change no number.
 """
 
 from __future__ import annotations
+
+import hashlib
+from collections import OrderedDict
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -23,7 +39,8 @@ from ...errors import InputError
 from .. import models as backbones
 from .registry import MethodContext
 
-__all__ = ["scattering_channels", "Scattering", "HybridNet", "HybridBackbone", "build"]
+__all__ = ["scattering_channels", "ScatteringCache", "SCATTERING_CACHE", "Scattering", "HybridNet", "HybridBackbone",
+           "build"]
 
 ORIENTATIONS = 8
 
@@ -33,12 +50,75 @@ def scattering_channels(J: int, L: int = ORIENTATIONS) -> int:
     return 1 + J * L + L * L * J * (J - 1) // 2
 
 
+@dataclass
+class ScatteringCache:
+    """Scattering outputs per distinct input image, least recently used first out past ``max_bytes``.
+
+    ``enabled=False`` computes every batch anew; ``one_thread=False`` runs Kymatio on torch's
+    thread count (both as before the cache, for benchmarks/smalldata_dhn_cache.py). ``computed``
+    counts the images Kymatio transformed, ``hits`` those served from the cache."""
+
+    enabled: bool = True
+    max_bytes: int = 512 * 2**20
+    one_thread: bool = True
+    computed: int = 0
+    hits: int = 0
+
+    def __post_init__(self) -> None:
+        self._store: OrderedDict[tuple, torch.Tensor] = OrderedDict()
+        self._bytes = 0
+
+    def clear(self) -> None:
+        """Drop every entry and zero the counters."""
+        self._store.clear()
+        self._bytes = self.computed = self.hits = 0
+
+    @property
+    def nbytes(self) -> int:
+        return self._bytes
+
+    def __len__(self) -> int:
+        return len(self._store)
+
+    def get(self, key: tuple) -> torch.Tensor | None:
+        value = self._store.get(key)
+        if value is not None:
+            self._store.move_to_end(key)
+            self.hits += 1
+        return value
+
+    def put(self, key: tuple, value: torch.Tensor) -> None:
+        size = value.numel() * value.element_size()
+        if size > self.max_bytes or key in self._store:
+            return
+        self._store[key] = value
+        self._bytes += size
+        while self._bytes > self.max_bytes:
+            _, old = self._store.popitem(last=False)
+            self._bytes -= old.numel() * old.element_size()
+
+
+SCATTERING_CACHE = ScatteringCache()
+
+
+def _image_keys(x: torch.Tensor, J: int) -> list[tuple]:
+    """One key per image of the (N, C, H, W) batch: scale, shape, dtype, device, autocast, digest."""
+    host = x.detach().contiguous().cpu().reshape(len(x), -1).view(torch.uint8).numpy()  # any dtype's bytes
+    head = (J, tuple(x.shape[1:]), str(x.dtype), str(x.device), torch.is_autocast_enabled(x.device.type))
+    return [(*head, hashlib.blake2b(host[i], digest_size=16).digest()) for i in range(len(host))]
+
+
 class Scattering(nn.Module):
-    """(N, C, H, W) -> (N, C·K, H/2^J, W/2^J); the Kymatio filter bank is built per input size."""
+    """(N, C, H, W) -> (N, C·K, H/2^J, W/2^J); the Kymatio filter bank is built per input size.
+
+    Outputs are cached per distinct input (:data:`SCATTERING_CACHE`, see the module docstring);
+    ``inputs_augmented = True`` (set by the trainer when its batches are randomly augmented) keeps
+    the training-mode inputs out of the cache."""
 
     def __init__(self, J: int) -> None:
         super().__init__()
         self.J = int(J)
+        self.inputs_augmented = False
         self._banks: dict[tuple, nn.Module] = {}
 
     def _bank(self, h: int, w: int, device: torch.device) -> nn.Module:
@@ -57,11 +137,44 @@ class Scattering(nn.Module):
         if x.device.type == "meta":  # FLOP counting: fixed filters, shape only
             k = scattering_channels(self.J)
             return x.new_zeros((n, c * k, -(-h // 2 ** self.J), -(-w // 2 ** self.J)))
-        s = self._bank(h, w, x.device)(x.contiguous())  # (N, C, K, H', W')
+        cache = SCATTERING_CACHE
+        if not cache.enabled or n == 0 or x.requires_grad or (self.training and self.inputs_augmented):
+            cache.computed += n
+            return self._compute(x)
+        keys = _image_keys(x, self.J)
+        found = [cache.get(k) for k in keys]
+        first: dict[tuple, int] = {}  # a key missing from the cache -> its first row in the batch
+        for i, (k, v) in enumerate(zip(keys, found)):
+            if v is None:
+                first.setdefault(k, i)
+        if first:
+            rows = list(first.values())
+            out = self._compute(x[rows])
+            cache.computed += len(rows)
+            fresh = {k: out[j].clone() for j, k in enumerate(first)}  # own storage, not a view of the batch
+            for k, v in fresh.items():
+                cache.put(k, v)
+            found = [fresh[k] if v is None else v for k, v in zip(keys, found)]
+        return torch.stack(found)  # type: ignore[arg-type]  # every row found or computed above
+
+    def _compute(self, x: torch.Tensor) -> torch.Tensor:
+        """Kymatio on the batch, (N, C·K, H', W'); on a CPU with one torch thread (module docstring)."""
+        bank = self._bank(x.shape[2], x.shape[3], x.device)
+        threads = torch.get_num_threads()
+        single = x.device.type == "cpu" and threads > 1 and SCATTERING_CACHE.one_thread
+        if single:
+            torch.set_num_threads(1)
+        try:
+            s = bank(x.contiguous())  # (N, C, K, H', W')
+        finally:
+            if single:
+                torch.set_num_threads(threads)
         return s.flatten(1, 2)
 
     def __deepcopy__(self, memo: dict) -> "Scattering":
-        return Scattering(self.J)
+        copy = Scattering(self.J)
+        copy.inputs_augmented = self.inputs_augmented
+        return copy
 
 
 class _Wide(nn.Module):
