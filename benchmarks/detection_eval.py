@@ -48,10 +48,14 @@ elif which == "lvis-api":
     np.float = float  # lvis-api 0.5.3 predates numpy 1.24
     import logging; logging.disable(logging.INFO)
     from lvis import LVIS, LVISEval, LVISResults
+    ti = time.perf_counter()
     g = LVIS(gt)
-    e = LVISEval(g, LVISResults(g, dt, max_dets=300), iou_type)
+    r = LVISResults(g, dt, max_dets=300)
+    tr = time.perf_counter()
+    e = LVISEval(g, r, iou_type)
     e.run()
-    out = {"AP": float(e.results["AP"]), "APr": float(e.results["APr"])}
+    out = {"AP": float(e.results["AP"]), "APr": float(e.results["APr"]),
+           "phases": {"imports": ti - t0, "read": tr - ti, "evaluate": time.perf_counter() - tr}}
 elif which == "faster-coco-eval":
     from collections import defaultdict
     from faster_coco_eval import COCO, COCOeval_faster
@@ -69,6 +73,7 @@ elif which == "faster-coco-eval":
 elif which.startswith("vistabench-cli:"):  # `vistabench detection eval --ap ... --json`, as a user runs it
     import contextlib, io
     from vistabench.cli import main
+    ti = time.perf_counter()  # the CLI reads and evaluates inside main(): one phase after the imports
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
         rc = main(["detection", "eval", "--gt", gt, "--results", dt, "--iou-type", iou_type,
@@ -76,7 +81,8 @@ elif which.startswith("vistabench-cli:"):  # `vistabench detection eval --ap ...
     if rc:
         sys.exit(rc)
     res = json.loads(buf.getvalue())
-    out = {"AP": res[which.split(":")[1].split(",")[0]]["AP"]}
+    out = {"AP": res[which.split(":")[1].split(",")[0]]["AP"],
+           "phases": {"imports": ti - t0, "read+evaluate": time.perf_counter() - ti}}
 elif which == "pycocotools":
     import contextlib, io
     from pycocotools.coco import COCO
@@ -109,6 +115,7 @@ else:
     from vistabench.data.coco import read_ground_truth, read_results
     from vistabench.metrics.detection import evaluate_detections
     variants = which.split(":")[1].split(",")
+    ti = time.perf_counter()
     g = read_ground_truth(gt, with_segmentation=iou_type == "segm")
     t1 = time.perf_counter()
     d = read_results(dt, g, iou_type=iou_type)
@@ -117,6 +124,7 @@ else:
     out = {f"{v}_AP": ev.results[v]["AP"] for v in variants}
     out["read_seconds"] = t2 - t1
     out["eval_seconds"] = time.perf_counter() - t2
+    out["phases"] = {"imports": ti - t0, "read": t2 - ti, "evaluate": out["eval_seconds"]}
     if "old" in variants:
         out["AP"] = ev.results["old"]["AP"]; out["APr"] = ev.results["old"]["APr"]
 seconds = time.perf_counter() - t0
@@ -244,6 +252,7 @@ def main() -> None:
         todo = [w for w in every if w not in args.skip and not (w.startswith("faster-coco-eval") and args.masks)]
         trials: dict[str, list[dict]] = {w: [] for w in todo}
         for rnd in range(args.repeat):
+            print(f"round {rnd + 1}/{args.repeat}: load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
             for which in todo:
                 r = run(which, gt, dt, iou_type, args.timeout)
                 trials[which].append(r)
@@ -258,6 +267,8 @@ def main() -> None:
                 if "worker_peak_rss" in r:
                     extra += f"  (reader worker peak {r['worker_peak_rss'] / 2**30:.2f} GiB)"
                 tag = f" [{rnd + 1}/{args.repeat}]" if args.repeat > 1 else ""
+                if "phases" in r:
+                    extra += "  (" + ", ".join(f"{k} {v:.2f} s" for k, v in r["phases"].items()) + ")"
                 print(f"{which:<28} {r['seconds']:8.2f} s  {r['peak_rss'] / 2**30:6.2f} GiB{ap_}{extra}{tag}")
         runs = {w: median_run(t) for w, t in trials.items()}
         if args.repeat > 1:
@@ -280,8 +291,23 @@ def main() -> None:
               f"{', '.join(f'{x:.1f}x' for x in rounds)}{spread}), {b['peak_rss'] / a['peak_rss']:.3f}x the peak "
               f"memory{dap}")
 
+    def compare_phases(slow: str, fast: str) -> None:
+        """Each phase's median time and ratio (imports; reading GT + results; evaluation)."""
+        a = [t["phases"] for t in trials.get(slow, []) if "phases" in t]
+        b = [t["phases"] for t in trials.get(fast, []) if "phases" in t]
+        if not a or not b:
+            return
+        med = {k: statistics.median(p[k] for p in a) for k in a[0]}
+        mfd = {k: statistics.median(p[k] for p in b) for k in b[0]}
+        if "read+evaluate" in mfd:
+            med["read+evaluate"] = med["read"] + med["evaluate"]
+        parts = [f"{k} {med[k]:.2f} s vs {mfd[k]:.2f} s ({med[k] / mfd[k]:.1f}x)" for k in mfd if k in med and mfd[k] > 0]
+        print(f"phases, {slow} vs {fast} (medians): " + "; ".join(parts))
+
     print()
     compare("lvis-api", "vistabench-cli:old", "target >= 50x")
+    compare_phases("lvis-api", "vistabench-cli:old")
+    compare_phases("lvis-api", "vistabench:old")
     compare("faster-coco-eval:coco", "vistabench-cli:old", "target >= 5x")
     compare("pycocotools", "vistabench-cli:old", "COCO")
     lk, lr = runs.get("lookup:vistabench", {}), runs.get("lookup:lvis-api", {})
