@@ -74,3 +74,12 @@ def test_plot_text_is_enlarged_until_readable_at_800_px(width_in, fontsize):
         assert text_px == pytest.approx(10 * FIGURE_DPI / 72)
     html = figure_html(fig, "cap")
     assert f'data-text-px="{text_px:.2f}"' in html
+
+
+def test_backticked_options_in_captions_and_text_are_code_not_literal_backticks():
+    from vistabench.report.html import Section, prose
+
+    assert prose("other modes: `--mode` <b> & x") == "other modes: <code>--mode</code> &lt;b&gt; &amp; x"
+    assert prose("no code here") == "no code here"
+    sec = Section("t").text("run `longtail run --test-imbalance` first")
+    assert "<code>longtail run --test-imbalance</code>" in sec.parts[-1] and "`" not in sec.parts[-1]

@@ -46,7 +46,7 @@ class Section:
     parts: list[str] = field(default_factory=list)  # HTML fragments
 
     def text(self, s: str) -> "Section":
-        self.parts.append(f"<p>{html.escape(s)}</p>")
+        self.parts.append(f"<p>{prose(s)}</p>")
         return self
 
     def html(self, s: str) -> "Section":
@@ -98,6 +98,15 @@ def readable_text(fig, *, dpi: float = FIGURE_DPI, width_px: float = NARROW_CONT
     return min((t.get_fontsize() for t in shown()), default=0.0) * dpi / 72
 
 
+_CODE = re.compile(r"`([^`]+)`")
+
+
+def prose(s: str) -> str:
+    """A sentence of the report as HTML: escaped, with `code` spans (a command, an option, as the
+    captions write them for the terminal too) shown as code rather than as literal backticks."""
+    return _CODE.sub(r"<code>\1</code>", html.escape(s))
+
+
 def figure_html(fig, caption: str = "") -> str:
     """A figure as an embedded PNG, its text readable on a narrow page (:func:`readable_text`)."""
     import matplotlib.pyplot as plt
@@ -107,7 +116,7 @@ def figure_html(fig, caption: str = "") -> str:
     fig.savefig(buf, format="png", dpi=FIGURE_DPI, bbox_inches="tight")
     plt.close(fig)
     data = base64.b64encode(buf.getvalue()).decode("ascii")
-    cap = f"<figcaption>{html.escape(caption)}</figcaption>" if caption else ""
+    cap = f"<figcaption>{prose(caption)}</figcaption>" if caption else ""
     return (f'<figure><img alt="{html.escape(caption)}" data-text-px="{text_px:.2f}" '
             f'src="data:image/png;base64,{data}"/>{cap}</figure>')
 
@@ -146,7 +155,7 @@ def markdown_to_html(md: str) -> str:
     rows = [[c for c in l.strip().strip("|").split("|")] for l in lines if not set(l) <= set("|-: ")]
     if not rows:
         return ""
-    out = [f'<p class="caption">{html.escape(" ".join(caption))}</p>'] if caption else []
+    out = [f'<p class="caption">{prose(" ".join(caption))}</p>'] if caption else []
     out.append('<div class="table-box"><table>')
     body = [[cell(c) for c in r] for r in rows[1:]]
     text = _text_columns(body) if body else {}
@@ -195,7 +204,7 @@ def _empty_note(t: Table, hidden: list, why_empty: dict[str, str] | None) -> str
                 reasons.append(why[key])
     because = "; ".join(reasons) if reasons else "no record in the store measured them"
     return (f'<p class="note">Not shown, without a value in any row: {html.escape(", ".join(names))} '
-            f"({html.escape(because)}).</p>")
+            f"({prose(because)}).</p>")
 
 
 def _sort_value(v) -> str:
@@ -216,7 +225,7 @@ def table_html(t: Table, *, why_empty: dict[str, str] | None = None) -> str:
     if hidden:
         t = dataclasses.replace(t, columns=[c for c in t.columns if c not in hidden])
     grouped = any(c.group for c in t.columns)
-    out = [f'<p class="caption">{html.escape(t.caption)}</p>'] if t.caption else []
+    out = [f'<p class="caption">{prose(t.caption)}</p>'] if t.caption else []
     out.append('<div class="table-box"><table>')
     span = ' rowspan="2"' if grouped else ""
     text = _text_columns([[""] + [format_value(v, c) if not _NUMBER.match(_sort_value(v := r.get(c.key))) else "0"
