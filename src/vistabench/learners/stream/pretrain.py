@@ -20,6 +20,7 @@ import numpy as np
 
 from ...atomic import write_text
 from ...errors import InputError
+from ...jsonutil import decode_user_json
 from ...streams import Stream, Task, load_stream
 from ...streams.sources import TaskSplits, resolve_task
 from .base import ComputeLedger, save_checkpoint
@@ -123,6 +124,6 @@ def pretrain_cost(checkpoint: str | Path) -> int | None:
     if not p.is_file():
         return None
     try:
-        return int(json.loads(p.read_text(encoding="utf-8"))["flops"])
-    except (ValueError, KeyError, TypeError):
+        return int(decode_user_json(p.read_bytes())["flops"])
+    except (ValueError, KeyError, TypeError):  # a malformed or non-UTF-8 file (ValueError) records no cost
         return None
