@@ -99,6 +99,8 @@ def test_incremental_run_checks_sessions_once(capsys, tmp_path) -> None:
     assert counts["require_test_pool"] + counts["session_test_pool"] == 1, dict(counts)
     # each array of the sessions dict is checked once (the recipe's own fields: issue 38's recipe part)
     assert {k: n for k, n in _repeated(counts).items() if "sessions" in k} == {}
+    # the scores' accuracy matrix and session sizes: once, not once more per point of the gAcc curve
+    assert counts["check_array:matrix"] == 1 and counts["check_array:session_sizes"] == 1, dict(counts)
 
 
 def test_incremental_run_from_a_sessions_file_checks_it_once(capsys, tmp_path) -> None:
