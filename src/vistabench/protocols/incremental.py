@@ -20,6 +20,7 @@ import numpy as np
 
 from ..data.predictions import Predictions, load_predictions, predictions_sha256, save_predictions
 from ..errors import InputError
+from ..options import parse_int
 from ..metrics.incremental import IncrementalScores, Mode, accuracy_matrix, corner_case_matrix, incremental_scores
 from ..store import Record, ResultsStore
 from .incremental_config import IncrementalConfig
@@ -200,11 +201,8 @@ def reference_for(*, preset: str | None = None, base_classes: int | None = None,
         if missing:
             raise InputError(f"{missing[0]}: give a preset or all of base_classes, way, num_sessions "
                              f"(missing {', '.join(missing)})")
-        for k, v in (("base_classes", base_classes), ("way", way), ("num_sessions", num_sessions)):
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise InputError(f"{k}: expected an integer >= 1, got {v!r}")
-    if not 0 <= base_accuracy <= 1:
-        raise InputError(f"base_accuracy: expected a fraction in [0, 1], got {base_accuracy}")
+        base_classes, way, num_sessions = (parse_int(v, k, low=1) for k, v in (
+            ("base_classes", base_classes), ("way", way), ("num_sessions", num_sessions)))
     return reference_scores(base_classes=base_classes, way=way, num_sessions=num_sessions,  # type: ignore[arg-type]
                             base_accuracy=base_accuracy, mode=mode)
 

@@ -29,6 +29,7 @@ import numpy as np
 from .._validation import check_array, check_labels
 from ..data.splits import read_split, write_split
 from ..errors import InputError
+from ..options import parse_int
 from ..registry import did_you_mean
 from .incremental_config import PRESETS
 
@@ -43,9 +44,7 @@ __all__ = [
 
 
 def _int(v: Any, name: str, *, minimum: int = 1) -> int:
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < minimum:
-        raise InputError(f"{name}: expected an integer >= {minimum}, got {v!r}")
-    return int(v)
+    return parse_int(v, name, low=minimum)
 
 
 def preset_settings(name: str) -> dict[str, int]:
