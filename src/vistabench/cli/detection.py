@@ -237,7 +237,7 @@ def _eval(opts: ScoreOptions) -> dict[str, Any] | Formatted:
     from ..protocols.detection import score, to_record
 
     with step("reading and evaluating"), one_line_warnings():
-        out = score(opts.results, opts.gt, opts, split=opts.split)  # the options, checked once, are its settings
+        out = score(opts.results, opts.gt, settings=opts, split=opts.split)  # the options, checked once, are its settings
     from ..data.predictions import file_sha256
 
     out["settings"].update(gt=str(opts.gt), results=str(opts.results), predictions_sha256=file_sha256(opts.results))

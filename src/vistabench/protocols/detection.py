@@ -293,8 +293,8 @@ def read_detection_set(ground_truth: str | os.PathLike[str] | dict, results: str
 def score(
     predictions: str | os.PathLike[str] | list | Detections,
     reference: str | os.PathLike[str] | dict | GroundTruth,
-    settings: ScoreSettings | None = None,
     *,
+    settings: ScoreSettings | None = None,
     split: dict[str, Any] | str | os.PathLike[str] | None = None,
     part: Literal["test", "calibration"] = "test",
     **options: Any,
