@@ -189,8 +189,12 @@ def _coerce(value: Any, tp: Any, name: str, info: FieldInfo | None) -> Any:
         (item,) = get_args(tp)[:1]
         if isinstance(value, str):
             value = [v for v in value.replace(",", " ").split() if v]
+        if hasattr(value, "tolist") and not isinstance(value, (list, tuple)):  # a numpy array
+            value = value.tolist()
         if not isinstance(value, (list, tuple)):
             value = [value]
+        if item is not str:  # the words of a command line's list flag may be comma-separated too (--ap old,fixed)
+            value = [w for v in value for w in (v.replace(",", " ").split() if isinstance(v, str) else [v])]
         return tuple(_coerce(v, item, name, info) for v in value)
     if origin is dict or tp is dict:
         if not isinstance(value, Mapping):

@@ -55,7 +55,7 @@ def test_eval_keypoints_json_equals_pycocotools(capsys, kp_files, tmp_path):
 
 @pytest.mark.parametrize("extra, msg", [
     (["--iou-type", "keypoints"], "--kpt-oks-sigmas: 17 sigmas, but the keypoints have 5 points"),
-    (["--iou-type", "keypoints", "--kpt-oks-sigmas", "0.1,x"], "--kpt-oks-sigmas: expected comma-separated numbers"),
+    (["--iou-type", "keypoints", "--kpt-oks-sigmas", "0.1,x"], "--kpt-oks-sigmas: expected a number, got 'x'"),
     (["--iou-type", "keypoints", "--kpt-oks-sigmas", "0.1,0.1"], "--kpt-oks-sigmas: 2 sigmas, but the keypoints have 5"),
     (["--kpt-oks-sigmas", SIG], "--kpt-oks-sigmas: only used with --iou-type keypoints"),
 ])

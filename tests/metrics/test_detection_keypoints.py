@@ -174,7 +174,7 @@ def test_keypoints_need_coco_ground_truth_and_sigmas_only_with_keypoints(tmp_pat
     gt, res = KR.keypoint_set(seed=29)
     g = read_ground_truth(gt, with_keypoints=True)
     d = read_results(res, g, iou_type="keypoints")
-    with pytest.raises(InputError, match="kpt_oks_sigmas: only used with iou_type 'keypoints'"):
+    with pytest.raises(InputError, match="kpt_oks_sigmas: only used with `iou_type` keypoints"):
         evaluate_detections(g, d, kpt_oks_sigmas=COCO_KPT_OKS_SIGMAS)
     with pytest.raises(InputError, match="kpt_oks_sigmas: expected one positive sigma"):
         evaluate_detections(g, d, iou_type="keypoints", kpt_oks_sigmas=[0.1] * 16 + [-1.0])

@@ -308,7 +308,7 @@ def test_absent_labels_option_is_validated_and_stored(stream, store, tmp_path):
 def test_pretrain_checks_its_arguments_before_reading_data(tmp_path):
     from vistabench.protocols.stream import pretrain
 
-    with pytest.raises(InputError, match="^steps: expected a positive integer, got 0"):
+    with pytest.raises(InputError, match="^steps: expected an integer >= 1, got 0"):
         pretrain("embedded", tmp_path / "pt.pt", steps=0)
     with pytest.raises(InputError, match="^width: "):
         pretrain("embedded", tmp_path / "pt.pt", width=0)

@@ -9,16 +9,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 from . import store_records
-from ..config import Options, option
+from ..config import FieldInfo, Options, option
 from ..errors import InputError
-from ..protocols.detection_config import DetectionConfig
+from ..protocols.detection_config import DetectionConfig, ScoreSettings
 from .detection_analysis import (Formatted, PerClassSort, TableFormat, human_errors, per_class_table,
                                  register_analysis)
 from .verbs import RecordOptions, RunOptions, Verbs, add_run_verb, add_verb, store_field, verb_group
 from .verbs import TrackOptions
 
 GT_HELP = "COCO or LVIS v1 ground-truth JSON"
-GT_FORMAT_HELP = "auto: LVIS when images carry neg/not-exhaustive lists, else COCO"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -32,35 +31,17 @@ class SplitOptions(Options):
 
 
 @dataclass(frozen=True, kw_only=True)
-class ScoreOptions(TrackOptions, RecordOptions):
-    """`detection score`: :func:`~vistabench.protocols.detection.score`'s arguments, the record's names
-    and the store."""
+class ScoreOptions(TrackOptions, RecordOptions, ScoreSettings):
+    """`detection score`: the files, :func:`~vistabench.protocols.detection.score`'s settings (its
+    :class:`~vistabench.protocols.detection_config.ScoreSettings`, declared there once), the table's
+    form, the record's names and the store."""
 
     record_what = "results"
     record_dataset_default = "the ground truth's own name (info.description), else its file's name"
 
     gt: str = option(metavar="GT.json", help=GT_HELP)
     results: str = option(metavar="DT.json", help="results JSON list")
-    iou_type: Literal["bbox", "segm", "keypoints"] = option(
-        "bbox", help="overlap: box IoU, mask IoU (results need 'segmentation') or keypoint OKS as pycocotools' "
-                     "iouType='keypoints' (COCO ground truth with 'keypoints' and 'num_keypoints'; areas all/"
-                     "medium/large, 20 detections per image and category)")
-    kpt_oks_sigmas: str | None = option(
-        None, metavar="LIST", help="with --iou-type keypoints: comma-separated OKS sigma per keypoint, in keypoint "
-                                   "order (default: COCO's 17 person-keypoint sigmas)")
-    variants: str = option("old,fixed,pool", flags=("--ap",), metavar="LIST",
-                           help="comma-separated subset of old,fixed,pool")
-    max_dets_per_image: int | None = option(None, low=1, metavar="N",
-                                            help="per-image limit of AP^Old (default: 300 for LVIS, none for COCO)")
-    dets_per_class: int = option(10_000, low=1, metavar="K", help="top K per category for AP^Fixed / AP^Pool")
-    gt_format: Literal["auto", "lvis", "coco"] = option("auto", help=GT_FORMAT_HELP)
-    allow_empty: bool = option(False, help="score an empty results list (AP 0) instead of refusing it")
     split: str | None = option(None, metavar="SPLIT.json", help="score only the test images of this split file")
-    per_class: bool = option(False, help="also AP, AP50, AP75, recall, ground truths and detections per category, "
-                                         "worst first (of AP^Old, or AP^Fixed when --ap has no old; boxes); "
-                                         "stored with the record")
-    errors: bool = option(False, help="also TIDE's error decomposition (as `detection errors --ap "
-                                      "tide[,fixed,pool]`); stored with the record, shown in the report")
     format: TableFormat = option("markdown", help="the per-class table's format (csv: only that table)")
     sort: PerClassSort | None = option(
         None, metavar="ORDER", help="with --per-class: the table's order, worst (lowest AP first; the default), best "
@@ -70,10 +51,14 @@ class ScoreOptions(TrackOptions, RecordOptions):
                                   "--sort worst: the 20 worst); --json and the record keep every category")
     store: str | None = store_field(optional=True)
 
+    @classmethod
+    def fields_info(cls) -> list[FieldInfo]:
+        """The files first, then the settings (the record's and the tracking's last)."""
+        infos = super().fields_info()
+        return [i for i in infos if i.name in ("gt", "results")] + [i for i in infos if i.name not in ("gt", "results")]
+
     def check(self) -> None:
-        if self.kpt_oks_sigmas is not None and self.iou_type != "keypoints":
-            iou_type = type(self).field_info("iou_type").flag()
-            raise InputError(f"kpt_oks_sigmas: only used with {iou_type} keypoints, got {iou_type} {self.iou_type}")
+        super().check()
         for name in ("sort", "top"):
             if getattr(self, name) is not None and not self.per_class:
                 per_class = type(self).field_info("per_class").flag()
@@ -252,10 +237,7 @@ def _eval(opts: ScoreOptions) -> dict[str, Any] | Formatted:
     from ..protocols.detection import score, to_record
 
     with step("reading and evaluating"), one_line_warnings():
-        out = score(opts.results, opts.gt, iou_type=opts.iou_type, variants=opts.variants, gt_format=opts.gt_format,
-                    max_dets_per_image=opts.max_dets_per_image, dets_per_class=opts.dets_per_class,
-                    split=opts.split, allow_empty=opts.allow_empty, kpt_oks_sigmas=opts.kpt_oks_sigmas,
-                    per_class=opts.per_class, errors=opts.errors)
+        out = score(opts.results, opts.gt, settings=opts, split=opts.split)  # the options, checked once, are its settings
     from ..data.predictions import file_sha256
 
     out["settings"].update(gt=str(opts.gt), results=str(opts.results), predictions_sha256=file_sha256(opts.results))

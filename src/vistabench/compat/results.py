@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InputAssertionError, InputError, InputIndexError, InputKeyError, InputTypeError
+from ..jsonutil import strip_bom
 from .evaluation import EmptyResultsError
 
 __all__ = ["read_dataset", "explain_dataset", "require", "load_result_list", "prepare_results", "check_segmentation",
@@ -35,7 +36,7 @@ def read_dataset(source: Any, what: str) -> dict:
     import msgspec
 
     try:
-        data = msgspec.json.decode(p.read_bytes())
+        data = msgspec.json.decode(strip_bom(p.read_bytes()))
     except msgspec.DecodeError as exc:
         raise InputError(f"{what}: {str(source)!r} is not valid JSON ({exc})") from None
     if not isinstance(data, dict) or not {"images", "annotations", "categories"} <= set(data):

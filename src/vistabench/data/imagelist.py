@@ -39,6 +39,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError
+from ..jsonutil import decode_user_json
 from .dataset import DataSplits, Dataset
 from .image_files import ImageFiles, first_image_size
 from .readers import readers
@@ -102,7 +103,7 @@ def parse_list_file(path: Path, root: Path) -> tuple[list[str], np.ndarray]:
 def _parse_coco_like(path: Path, root: Path) -> tuple[list[str], np.ndarray, dict[int, str]]:
     """iNaturalist's JSON: (paths, category ids, {category id: name})."""
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = decode_user_json(path.read_bytes())
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise InputError(f"{str(path)!r}: not valid JSON ({str(exc).splitlines()[0]})") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("images"), list) \

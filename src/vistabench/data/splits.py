@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
-from ..jsonutil import json_safe
+from ..jsonutil import decode_user_json, json_safe
 
 
 def canonical_json(content: dict[str, Any]) -> str:
@@ -68,7 +68,7 @@ def read_split(path: str | os.PathLike[str], *, kind: str | None = None, what: s
 
     p = check_json_file(path, what, expected=f"a {what} (JSON)")
     try:
-        content = json.loads(p.read_text(encoding="utf-8"))
+        content = decode_user_json(p.read_bytes())
     except json.JSONDecodeError as exc:
         raise InputError(f"{what} {str(p)!r}: not valid JSON ({exc.msg} at line {exc.lineno})") from exc
     except UnicodeDecodeError as exc:

@@ -39,6 +39,7 @@ from typing import Any, ClassVar, Literal, Optional
 
 from ..config import FieldInfo, RunConfig, option
 from ..errors import InputError
+from .schedules import schedules_of
 
 __all__ = ["RECIPE", "PRECISIONS", "LOADERS", "SCHEDULE_CHOICES", "PRETRAINED_SUFFIXES", "TRAINER_FIELDS",
            "RecipeConfig", "use", "training_recipe", "check_recipe", "check_device", "recipe_values"]
@@ -48,7 +49,7 @@ PRECISIONS = ("fp32", "bf16", "fp16")
 #: ``loader``'s values: where batches come from (:mod:`vistabench.learners.sources`)
 LOADERS = ("memory", "stream", "device")
 #: every schedule a protocol may offer (each protocol narrows ``schedule`` to those its trainer runs)
-SCHEDULE_CHOICES = ("cosine", "step", "warmup-cosine")
+SCHEDULE_CHOICES = schedules_of("recipe")
 #: the state-dict files ``pretrained`` reads
 PRETRAINED_SUFFIXES = (".safetensors", ".pt", ".pth", ".bin")
 

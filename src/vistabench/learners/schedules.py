@@ -24,9 +24,30 @@ from __future__ import annotations
 import math
 from typing import Protocol
 
-__all__ = ["SCHEDULES", "ScheduleSettings", "learning_rate"]
+__all__ = ["SCHEDULES", "SCHEDULE_RUNNERS", "ScheduleSettings", "learning_rate", "schedules_of"]
 
-SCHEDULES = ("cosine", "step", "cosine_epoch")
+#: every learning-rate schedule (the one list) and what runs or offers it: ``trainer`` (:func:`learning_rate`,
+#: ``TrainConfig``), ``stream`` (the stream's learners: ``warmup_cosine_lr``), ``recipe`` (a recipe may name it;
+#: ``cosine_epoch`` is set by a method's own code, never by a user)
+SCHEDULE_RUNNERS: dict[str, tuple[str, ...]] = {
+    "cosine": ("trainer", "stream", "recipe"),
+    "step": ("trainer", "recipe"),
+    "warmup-cosine": ("stream", "recipe"),
+    "cosine_epoch": ("trainer",),
+}
+
+
+def schedules_of(runner: str) -> tuple[str, ...]:
+    """The schedules ``runner`` (trainer, stream, recipe) runs or offers, in :data:`SCHEDULE_RUNNERS`' order.
+
+    >>> schedules_of("stream")
+    ('cosine', 'warmup-cosine')
+    """
+    return tuple(name for name, runners in SCHEDULE_RUNNERS.items() if runner in runners)
+
+
+#: the schedules the trainer runs
+SCHEDULES = schedules_of("trainer")
 
 
 class ScheduleSettings(Protocol):

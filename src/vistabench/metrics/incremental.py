@@ -261,8 +261,11 @@ def gacc_at(matrix: Any, alpha: float, *, session_sizes: Any) -> np.ndarray:
     [0.9, 0.74]
     """
     acc = check_accuracy_matrix(matrix)
-    sizes = _check_sizes(session_sizes, acc.shape[0])
-    al = check_value(alpha, "alpha", low=0, high=1)
+    return _gacc_at(acc, check_value(alpha, "alpha", low=0, high=1), _check_sizes(session_sizes, acc.shape[0]))
+
+
+def _gacc_at(acc: np.ndarray, al: float, sizes: np.ndarray) -> np.ndarray:
+    """:func:`gacc_at` of a checked matrix, weight and sizes (the curve's points: checked once for all)."""
     a, b, c, d = _abcd(acc, sizes)
     out = np.empty(acc.shape[0])
     out[0] = acc[0, 0]
@@ -281,7 +284,11 @@ def gacc_sessions(matrix: Any, *, session_sizes: Any) -> np.ndarray:
     [0.8, 0.629]
     """
     acc = check_accuracy_matrix(matrix)
-    sizes = _check_sizes(session_sizes, acc.shape[0])
+    return _gacc_sessions(acc, _check_sizes(session_sizes, acc.shape[0]))
+
+
+def _gacc_sessions(acc: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """:func:`gacc_sessions` of a checked matrix and sizes."""
     a, b, c, d = _abcd(acc, sizes)
     out = np.empty(acc.shape[0])
     out[0] = acc[0, 0]
@@ -429,9 +436,9 @@ def incremental_scores(
     if sample_counts is not None:
         settings["sample_counts"] = w.astype(int).tolist()
     if mode == "exact":
-        g_i = gacc_sessions(acc, session_sizes=sizes.astype(int))
+        g_i = _gacc_sessions(acc, sizes)
         alphas = np.linspace(0.0, 1.0, int(num_alphas))
-        curve_vals = np.array([gacc_at(acc, float(al), session_sizes=sizes.astype(int)).mean() for al in alphas])
+        curve_vals = np.array([_gacc_at(acc, float(al), sizes).mean() for al in alphas])
     else:
         novel = sizes[1:]
         if novel.size and not np.all(novel == novel[0]):

@@ -25,7 +25,7 @@ from ..metrics.detection import (DetectionEvaluation, Detections, GroundTruth, d
                                  top_per_class)
 from ..store import Record, ResultsStore
 from .detection_calibration import Calibration, apply_calibration, fit_calibration, fit_calibration_devil
-from .detection_config import CalibrationSettings, DetectionConfig
+from .detection_config import CalibrationSettings, DetectionConfig, ScoreSettings
 
 PROTOCOL = "detection"
 
@@ -290,75 +290,48 @@ def read_detection_set(ground_truth: str | os.PathLike[str] | dict, results: str
     return gt, dets
 
 
-def parse_variants(variants: str | Sequence[str]) -> tuple[str, ...]:
-    """``"old,fixed"`` or a sequence of names -> a tuple of the AP variants (validated)."""
-    items = [x.strip() for x in variants.split(",")] if isinstance(variants, str) else [str(x) for x in variants]
-    items = [x for x in items if x]
-    bad = [x for x in items if x not in ("old", "fixed", "pool")]
-    if bad or not items:
-        raise InputError(f"variants: expected a non-empty subset of old, fixed, pool, got {variants!r}")
-    return tuple(items)
-
-
-def _check_limits(max_dets_per_image: int | None, dets_per_class: int) -> None:
-    from .._validation import check_value
-
-    check_value(dets_per_class, "dets_per_class", type=int, low=1)
-    check_value(max_dets_per_image, "max_dets_per_image", type=int | None, low=1)
-
-
-def _parse_numbers(text: str, name: str) -> list[float]:
-    """``"0.03,0.05"`` as numbers; InputError naming ``name`` (the values' own checks come later)."""
-    try:
-        return [float(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise InputError(f"{name}: expected comma-separated numbers, got {text!r}") from None
-
-
 def score(
     predictions: str | os.PathLike[str] | list | Detections,
     reference: str | os.PathLike[str] | dict | GroundTruth,
     *,
-    iou_type: Literal["bbox", "segm", "keypoints"] = "bbox",
-    variants: str | Sequence[str] = ("old", "fixed", "pool"),
-    max_dets_per_image: int | None = None,
-    dets_per_class: int = 10_000,
-    gt_format: Literal["auto", "lvis", "coco"] = "auto",
+    settings: ScoreSettings | None = None,
     split: dict[str, Any] | str | os.PathLike[str] | None = None,
     part: Literal["test", "calibration"] = "test",
-    allow_empty: bool = False,
-    kpt_oks_sigmas: Sequence[float] | str | None = None,
-    per_class: bool = False,
-    errors: bool = False,
+    **options: Any,
 ) -> dict[str, Any]:
     """Score detections (a results file or list, or read :class:`Detections` with ``reference`` a
     :class:`GroundTruth`) against the ground truth: AP^Old, AP^Fixed, AP^Pool.
 
+    ``settings`` (a :class:`~vistabench.protocols.detection_config.ScoreSettings`, built and checked once)
+    or its fields as keywords (checked here): ``iou_type``, ``variants`` (``"old,fixed"`` or a
+    sequence), ``max_dets_per_image``, ``dets_per_class``, ``fixed_area``, ``kpt_oks_sigmas`` (one per
+    keypoint, or their comma-separated text ``"0.03,0.05"``; None: COCO's 17), ``gt_format``,
+    ``allow_empty``, ``per_class``, ``errors``.
+
     With ``split`` (content from :func:`build_image_split`, or its file) only the images of ``part``
     are evaluated. An empty results list is refused unless ``allow_empty``. ``iou_type="keypoints"``
-    matches by OKS (COCO ground truth with keypoints) with ``kpt_oks_sigmas`` (one per keypoint, or
-    their comma-separated text ``"0.03,0.05"``; None: COCO's 17).
+    matches by OKS (COCO ground truth with keypoints).
     Returns :func:`evaluation_result`'s dict; with ``per_class`` also ``per_class`` (the first of
     AP^Old / AP^Fixed in ``variants``: :func:`~vistabench.metrics.detection.per_class_results` rows,
     worst first); with ``errors`` also ``errors`` (TIDE's decomposition, AP points: the "tide" variant
     plus "fixed" / "pool" when in ``variants``; :func:`~vistabench.metrics.detection.decompose_errors`).
     """
-    if iou_type not in ("bbox", "segm", "keypoints"):
-        raise InputError(f"iou_type: expected bbox, segm or keypoints, got {iou_type!r}")
+    if settings is None:
+        settings = ScoreSettings.from_dict(options)
+    elif not isinstance(settings, ScoreSettings):
+        raise InputError(f"settings: expected ScoreSettings, got {type(settings).__name__}")
+    elif options:
+        raise InputError(f"{next(iter(options))}: give either settings or keyword options, not both")
     if part not in ("test", "calibration"):
         raise InputError(f"part: expected test or calibration, got {part!r}")
-    names = parse_variants(variants)
-    _check_limits(max_dets_per_image, dets_per_class)
-    if isinstance(kpt_oks_sigmas, str):
-        kpt_oks_sigmas = _parse_numbers(kpt_oks_sigmas, "kpt_oks_sigmas")
-    per_class_variant = next((v for v in names if v in ("old", "fixed")), None)
-    if per_class and per_class_variant is None:
-        raise InputError("per_class: per-category results need AP^Old or AP^Fixed in variants (AP^Pool has one "
-                         f"ranking for all categories), got {','.join(names)!r}")
-    if per_class and iou_type != "bbox":
-        raise InputError("per_class: per-category results are computed for boxes (`iou_type` bbox)")
-    if errors and iou_type == "keypoints":
-        raise InputError("errors: the error decomposition is computed for boxes or masks (`iou_type` bbox or segm)")
+    return _score(predictions, reference, settings, split=split, part=part)
+
+
+def _score(predictions: str | os.PathLike[str] | list | Detections,
+           reference: str | os.PathLike[str] | dict | GroundTruth, settings: ScoreSettings, *,
+           split: dict[str, Any] | str | os.PathLike[str] | None, part: str) -> dict[str, Any]:
+    """:func:`score` with its settings built (trusted here)."""
+    iou_type, allow_empty = settings.iou_type, settings.allow_empty
     if split is not None and not isinstance(split, dict):
         split = read_image_split(split)
     if isinstance(predictions, Detections):
@@ -366,24 +339,23 @@ def score(
             raise InputError("reference: read Detections need the GroundTruth they were read against")
         gt, dets = reference, predictions
     else:
-        gt, dets = read_detection_set(reference, predictions, masks=iou_type == "segm", gt_format=gt_format,
+        gt, dets = read_detection_set(reference, predictions, masks=iou_type == "segm", gt_format=settings.gt_format,
                                       allow_empty=allow_empty, keypoints=iou_type == "keypoints")
     if split is not None:
         gt, dets = restrict_images(gt, dets, split[part])
         if len(dets) == 0 and not allow_empty:
             raise InputError(f"results: no detection on the split's {part} images (it would score AP 0); "
                              "set `allow_empty` if that is intended")
-    ev = evaluate_detections(gt, dets, iou_type=iou_type, variants=names, max_dets_per_image=max_dets_per_image,
-                             dets_per_class=dets_per_class, kpt_oks_sigmas=kpt_oks_sigmas)
+    ev = evaluate_detections(gt, dets, settings)
     out = evaluation_result(ev)
-    if per_class:
-        pc = per_class_results(gt, dets, variant=per_class_variant, max_dets_per_image=max_dets_per_image,
-                               dets_per_class=dets_per_class)
-        out["per_class"] = {"variant": per_class_variant, "rows": pc.rows()}
-    if errors:
-        which = ("tide",) + tuple(v for v in names if v in ("fixed", "pool"))
-        out["errors"] = decompose_errors(gt, dets, variants=which, max_dets_per_image=max_dets_per_image,
-                                         dets_per_class=dets_per_class, iou_type=iou_type).to_dict()
+    limits = {"max_dets_per_image": settings.max_dets_per_image, "dets_per_class": settings.dets_per_class}
+    if settings.per_class:
+        variant = settings.per_class_variant()
+        pc = per_class_results(gt, dets, variant=variant, **limits)
+        out["per_class"] = {"variant": variant, "rows": pc.rows()}
+    if settings.errors:
+        which = ("tide",) + tuple(v for v in settings.variants if v in ("fixed", "pool"))
+        out["errors"] = decompose_errors(gt, dets, variants=which, iou_type=iou_type, **limits).to_dict()
     if split is not None:
         out["settings"].update(split_sha256=split["sha256"], split_part=part)
     return out

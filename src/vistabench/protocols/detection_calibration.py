@@ -37,6 +37,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..errors import InputError
+from ..options import parse_int
 from ..registry import Registry
 
 calibrators: Registry[Callable[..., dict]] = Registry("calibration method")
@@ -307,8 +308,7 @@ def fit_calibration(
     fit_options : passed to the calibrator (e.g. ``bins`` of histbin).
     """
     fit = calibrators.get(method)
-    if isinstance(min_samples, bool) or not isinstance(min_samples, (int, np.integer)) or min_samples < 1:
-        raise InputError(f"min_samples: expected an integer >= 1, got {min_samples!r}")
+    min_samples = parse_int(min_samples, "min_samples", low=1)
     s = np.asarray(scores, float)
     y = np.asarray(labels, bool)
     c = np.asarray(category_ids, np.int64)

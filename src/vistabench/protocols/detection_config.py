@@ -25,12 +25,14 @@ from typing import Any, ClassVar, Literal
 from ..config import Options, RunConfig, option
 from ..data.coco_names import record_dataset_name
 from ..errors import InputError
+from ..metrics.detection_options import EvaluationOptions
 
 __all__ = [
     "DEVIL_CALIBRATION_METHODS",
     "RECIPES",
     "CalibrationSettings",
     "DetectionConfig",
+    "ScoreSettings",
     "FROM_GROUND_TRUTH",
     "check_calibration_method",
     "fill_recipe",
@@ -144,6 +146,37 @@ class CalibrationSettings(Options):
 
     def check(self) -> None:
         check_calibration_method(self.method, self.recipe)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScoreSettings(EvaluationOptions):
+    """What :func:`~vistabench.protocols.detection.score` computes and reads: the evaluation's options and
+    how the files are read and reported (one declaration for its keywords and ``detection score``'s
+    flags; built once, trusted by the scoring)."""
+
+    gt_format: Literal["auto", "lvis", "coco"] = option(
+        "auto", help="auto: LVIS when images carry neg/not-exhaustive lists, else COCO")
+    allow_empty: bool = option(False, help="score an empty results list (AP 0) instead of refusing it")
+    per_class: bool = option(False, help="also AP, AP50, AP75, recall, ground truths and detections per category, "
+                                         "worst first (of AP^Old, or AP^Fixed when --ap has no old; boxes); "
+                                         "stored with the record")
+    errors: bool = option(False, help="also TIDE's error decomposition (as `detection errors --ap "
+                                      "tide[,fixed,pool]`); stored with the record, shown in the report")
+
+    def check(self) -> None:
+        super().check()
+        if self.per_class and self.per_class_variant() is None:
+            raise InputError("per_class: per-category results need AP^Old or AP^Fixed in variants (AP^Pool has one "
+                             f"ranking for all categories), got {','.join(self.variants)!r}")
+        if self.per_class and self.iou_type != "bbox":
+            raise InputError("per_class: per-category results are computed for boxes (`iou_type` bbox)")
+        if self.errors and self.iou_type == "keypoints":
+            raise InputError("errors: the error decomposition is computed for boxes or masks (`iou_type` bbox or "
+                             "segm)")
+
+    def per_class_variant(self) -> str | None:
+        """The AP variant of the per-category rows: the first of old / fixed in ``variants``."""
+        return next((v for v in self.variants if v in ("old", "fixed")), None)
 
 
 @dataclass(frozen=True, kw_only=True)

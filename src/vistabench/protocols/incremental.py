@@ -20,6 +20,7 @@ import numpy as np
 
 from ..data.predictions import Predictions, load_predictions, predictions_sha256, save_predictions
 from ..errors import InputError
+from ..options import parse_int
 from ..metrics.incremental import IncrementalScores, Mode, accuracy_matrix, corner_case_matrix, incremental_scores
 from ..store import Record, ResultsStore
 from .incremental_config import IncrementalConfig
@@ -27,10 +28,13 @@ from .incremental_sessions import (  # noqa: F401  (re-exported: the protocol's 
     PRESETS,
     build_sessions,
     check_sessions,
+    checked_sessions,
     image_folder_paths,
     load_sessions,
     preset_settings,
+    pool_after_session,
     read_index_lists,
+    require_test_pool,
     session_test_pool,
     sessions_from_index_lists,
     write_sessions,
@@ -81,9 +85,10 @@ def score_predictions(
 
     Predictions i must cover the test pool after session i (every test sample of the classes of
     sessions 1..i, in the sessions file's order); when the sessions file carries its test pool, the
-    labels are checked against it. aAcc_i is sample-weighted.
+    labels are checked against it. aAcc_i is sample-weighted. ``sessions``: checked here unless it is
+    :class:`~vistabench.protocols.incremental_sessions.Sessions` (checked already).
     """
-    check_sessions(sessions)
+    sessions = checked_sessions(sessions)
     n = len(sessions["classes"])
     if len(predictions) != n:
         raise InputError(f"predictions: the sessions file has {n} sessions, got {len(predictions)} predictions files")
@@ -91,8 +96,8 @@ def score_predictions(
     y_true, y_pred = [], []
     for i, p in enumerate(predictions):
         seen = [c for cl in sessions["classes"][: i + 1] for c in cl]
-        if sessions.get("test_labels") is not None:
-            _, lab = session_test_pool(sessions, i + 1)
+        if sessions.get("test_labels") is not None:  # the pool is there (the test indices go with the labels)
+            _, lab = pool_after_session(sessions, i + 1)
             if len(p.labels) != len(lab):
                 raise InputError(f"{names[i]}: {len(p.labels)} samples, expected {len(lab)} "
                                  f"(the test pool of sessions 1..{i + 1} in the sessions file)")
@@ -196,11 +201,8 @@ def reference_for(*, preset: str | None = None, base_classes: int | None = None,
         if missing:
             raise InputError(f"{missing[0]}: give a preset or all of base_classes, way, num_sessions "
                              f"(missing {', '.join(missing)})")
-        for k, v in (("base_classes", base_classes), ("way", way), ("num_sessions", num_sessions)):
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise InputError(f"{k}: expected an integer >= 1, got {v!r}")
-    if not 0 <= base_accuracy <= 1:
-        raise InputError(f"base_accuracy: expected a fraction in [0, 1], got {base_accuracy}")
+        base_classes, way, num_sessions = (parse_int(v, k, low=1) for k, v in (
+            ("base_classes", base_classes), ("way", way), ("num_sessions", num_sessions)))
     return reference_scores(base_classes=base_classes, way=way, num_sessions=num_sessions,  # type: ignore[arg-type]
                             base_accuracy=base_accuracy, mode=mode)
 
@@ -350,10 +352,8 @@ def run_sessions(config: Any, data: Any, sessions: dict[str, Any], *,
     from ..learners.recipe import recipe_values
     from ..progress import track
 
-    check_sessions(sessions)
-    if sessions.get("train_indices") is None or sessions.get("test_indices") is None:
-        raise InputError("sessions: running a learner needs train_indices and a test pool (build the file "
-                         "with `vistabench incremental split`)")
+    sessions = checked_sessions(sessions)
+    require_test_pool(sessions, train=True)
     model, model_options = config.backbone()
     image_size = int(data.train.images.shape[1])
     check_patch_size(model, model_options, image_size, data=config.data)
@@ -370,7 +370,7 @@ def run_sessions(config: Any, data: Any, sessions: dict[str, Any], *,
     for i in track(range(n), total=n, description=f"{config.method}: sessions"):
         idx = np.asarray(sessions["train_indices"][i], dtype=np.int64)
         learner.learn(data.train.images[idx], data.train.labels[idx], sessions["classes"][i], session=i + 1)
-        pool, lab = session_test_pool(sessions, i + 1)
+        pool, lab = pool_after_session(sessions, i + 1)
         scores, classes = learner.scores(data.test.images[pool])
         if out is not None:  # a by-product for the user: the run scores the objects it holds
             preds.append(save_predictions(out / f"session_{i + 1}.npz", labels=lab, logits=scores, classes=classes))

@@ -29,6 +29,7 @@ import numpy as np
 from .._validation import check_array, check_labels
 from ..data.splits import read_split, write_split
 from ..errors import InputError
+from ..options import parse_int
 from ..registry import did_you_mean
 from .incremental_config import PRESETS
 
@@ -36,16 +37,14 @@ KIND = "incremental-sessions"
 VERSION = 1
 
 __all__ = [
-    "KIND", "PRESETS", "build_sessions", "check_sessions", "image_folder_paths", "load_sessions",
-    "preset_settings", "read_index_lists", "session_test_pool", "sessions_from_index_lists",
-    "write_sessions",
+    "KIND", "PRESETS", "Sessions", "build_sessions", "check_sessions", "checked_sessions", "image_folder_paths",
+    "load_sessions", "preset_settings", "read_index_lists", "require_test_pool", "session_test_pool",
+    "sessions_from_index_lists", "write_sessions",
 ]
 
 
 def _int(v: Any, name: str, *, minimum: int = 1) -> int:
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < minimum:
-        raise InputError(f"{name}: expected an integer >= {minimum}, got {v!r}")
-    return int(v)
+    return parse_int(v, name, low=minimum)
 
 
 def preset_settings(name: str) -> dict[str, int]:
@@ -167,14 +166,25 @@ def _content(classes: list[list[int]], train_idx: list[list[int]] | None, test_l
     }
 
 
-def write_sessions(path: str | os.PathLike[str], content: dict[str, Any]) -> dict[str, Any]:
+class Sessions(dict):
+    """A sessions dict that :func:`check_sessions` has checked: a function given one trusts it (checks it
+    no more); a plain dict is checked where it comes in (:func:`checked_sessions`)."""
+
+
+def checked_sessions(content: Any, name: str = "sessions") -> Sessions:
+    """``content`` as :class:`Sessions`: checked by :func:`check_sessions` unless it already is one."""
+    return content if isinstance(content, Sessions) else check_sessions(content, name)
+
+
+def write_sessions(path: str | os.PathLike[str], content: dict[str, Any]) -> Sessions:
     """Validate, seal (sha256) and write a sessions file; returns the sealed content."""
-    check_sessions(content, "sessions")
-    return write_split(path, content)
+    checked_sessions(content, "sessions")
+    return Sessions(write_split(path, content))  # sealing adds the hash only
 
 
-def check_sessions(content: Any, name: str = "sessions") -> dict[str, Any]:
-    """Check a sessions dict: kind, non-empty non-overlapping class lists, consistent optional parts."""
+def check_sessions(content: Any, name: str = "sessions") -> Sessions:
+    """Check a sessions dict: kind, non-empty non-overlapping class lists, consistent optional parts.
+    Returns it as :class:`Sessions` (checked)."""
     if not isinstance(content, dict):
         raise InputError(f"{name}: expected a JSON object, got {type(content).__name__}")
     if content.get("kind") != KIND:
@@ -206,10 +216,10 @@ def check_sessions(content: Any, name: str = "sessions") -> dict[str, Any]:
         unknown = set(tl_a.tolist()) - set(owner)
         if unknown:
             raise InputError(f"{name}: test_labels hold classes {sorted(unknown)[:5]} of no session")
-    return content
+    return Sessions(content)
 
 
-def load_sessions(path: str | os.PathLike[str]) -> dict[str, Any]:
+def load_sessions(path: str | os.PathLike[str]) -> Sessions:
     """Read a sessions file. A file with a ``sha256`` must match it; a hand-written file may omit it."""
     content = read_split(path, what="sessions file", require_hash=False)
     return check_sessions(content, f"sessions file {str(path)!r}")
@@ -222,13 +232,27 @@ class SessionPool(NamedTuple):
     labels: np.ndarray
 
 
+def require_test_pool(sessions: dict[str, Any], *, train: bool = False) -> None:
+    """The sessions carry a test pool (``train``: and each session's training indices, as running a
+    learner needs); one-line InputError otherwise."""
+    if train and (sessions.get("train_indices") is None or sessions.get("test_indices") is None):
+        raise InputError("sessions: running a learner needs train_indices and a test pool (build the file "
+                         "with `vistabench incremental split`)")
+    if sessions.get("test_indices") is None:
+        raise InputError("sessions: this file has no test pool (test_indices/test_labels)")
+
+
 def session_test_pool(sessions: dict[str, Any], i: int) -> SessionPool:
     """Test pool evaluated after session ``i`` (1-based)."""
-    if "test_indices" not in sessions or sessions.get("test_indices") is None:
-        raise InputError("sessions: this file has no test pool (test_indices/test_labels)")
+    require_test_pool(sessions)
     n = len(sessions["classes"])
     if not 1 <= i <= n:
         raise InputError(f"session: expected 1..{n}, got {i}")
+    return pool_after_session(sessions, i)
+
+
+def pool_after_session(sessions: Sessions, i: int) -> SessionPool:
+    """:func:`session_test_pool` for a caller that has checked the pool is there and ``i`` in 1..n."""
     seen = [c for cl in sessions["classes"][:i] for c in cl]
     idx = np.asarray(sessions["test_indices"], dtype=np.int64)
     lab = np.asarray(sessions["test_labels"], dtype=np.int64)

@@ -61,7 +61,7 @@ _RECIPE = training_recipe(
     momentum=_CPU["momentum"],
     nesterov=use(_CPU["nesterov"], help="Nesterov momentum (dm_nevis: on)"),
     weight_decay=use(_CPU["weight_decay"], help="L2 weight decay (dm_nevis: 1e-4)"),
-    schedule=use(_CPU["schedule"], choices=("cosine", "warmup-cosine"),
+    schedule=use(_CPU["schedule"], choices=SCHEDULES,
                  help="learning rate: cosine to 0, or warmup-cosine (optax's: linear from 0 over warmup_epochs, then "
                       "cosine to final_lr; dm_nevis)"),
     warmup_epochs=use(_CPU["warmup_epochs"], help="warmup-cosine: warm-up epochs of the fit set (dm_nevis: 7; capped "

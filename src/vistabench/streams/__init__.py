@@ -138,7 +138,7 @@ def _slug(s: str) -> str:
 
 def _read_file(path: Path) -> dict[str, Any]:
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # a byte-order mark accepted, as every user file's
     except UnicodeDecodeError as exc:
         raise InputError(f"stream {str(path)!r}: not a UTF-8 text file") from exc
     if path.suffix.lower() in (".yaml", ".yml"):

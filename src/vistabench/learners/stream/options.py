@@ -16,6 +16,7 @@ from typing import Any, Literal
 from ...config import Options, check_fields, option
 from ...errors import InputError
 from ..recipe import LOADERS
+from ..schedules import schedules_of
 
 __all__ = ["LearnerConfig", "NoLearnerOptions", "EnsembleOptions", "RelatednessOptions", "MTOptions",
            "BHPOOptions",
@@ -24,7 +25,7 @@ __all__ = ["LearnerConfig", "NoLearnerOptions", "EnsembleOptions", "RelatednessO
            "LEARNER_RECIPES"]
 
 BATCH_RULES = ("n/16", "0.0025n")
-SCHEDULES = ("cosine", "warmup-cosine")
+SCHEDULES = schedules_of("stream")
 #: multilabel validation score of a trial: mAP (labels without positives left out) or dm_nevis's error
 MULTILABEL_SELECTION = ("map", "error")
 #: network inputs: standardised by the task's measured mean/std, or dm_nevis's 2·x/255 − 1

@@ -20,6 +20,7 @@ import numpy as np
 
 from ...atomic import write_text
 from ...errors import InputError
+from ...jsonutil import decode_user_json
 from ...streams import Stream, Task, load_stream
 from ...streams.sources import TaskSplits, resolve_task
 from .base import ComputeLedger, save_checkpoint
@@ -101,15 +102,14 @@ def pretrain_meta_train(stream: Stream | str, out: str | Path, *, steps: int = 2
 def check_pretrain_args(out: str | Path, *, steps: int, lr: float, max_per_task: int,
                         data_root: str | Path | None) -> None:
     """The arguments of :func:`pretrain_meta_train`, checked before any data are read (InputError naming the argument)."""
-    import math
+    from ..._validation import check_input_dir, check_value
+    from ...options import parse_int
 
     for name, v in (("steps", steps), ("max_per_task", max_per_task)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise InputError(f"{name}: expected a positive integer, got {v!r}")
-    if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not math.isfinite(lr) or lr <= 0:
-        raise InputError(f"lr: expected a finite number > 0, got {lr!r}")
-    if data_root is not None and not Path(data_root).is_dir():
-        raise InputError(f"data_root {str(data_root)!r}: no such folder")
+        parse_int(v, name, low=1)
+    check_value(lr, "lr", low=0, low_open=True)
+    if data_root is not None:
+        check_input_dir(data_root, "data_root")
     p = Path(out)
     if p.is_dir():
         raise InputError(f"out {str(out)!r}: is a folder, expected a checkpoint file name (e.g. pt-mt.pt)")
@@ -123,6 +123,6 @@ def pretrain_cost(checkpoint: str | Path) -> int | None:
     if not p.is_file():
         return None
     try:
-        return int(json.loads(p.read_text(encoding="utf-8"))["flops"])
-    except (ValueError, KeyError, TypeError):
+        return int(decode_user_json(p.read_bytes())["flops"])
+    except (ValueError, KeyError, TypeError):  # a malformed or non-UTF-8 file (ValueError) records no cost
         return None

@@ -25,7 +25,7 @@ module              public names
 :mod:`.accumulate`  ``recall_counts``, ``PRCurves``, ``pr_curves``, ``Accumulation``,
                     ``PooledAccumulation``, ``accumulate``, ``accumulate_pooled``
 :mod:`.summarize`   ``summarize``, ``summarize_pooled``, ``summarize_keypoints``, ``KEYPOINT_STATS``
-:mod:`.evaluate`    ``evaluate_detections``, ``DetectionEvaluation``, ``Variant``, ``VARIANTS``,
+:mod:`.evaluate`    ``evaluate_detections``, ``EvaluationOptions``, ``DetectionEvaluation``, ``Variant``, ``VARIANTS``,
                     ``POOL_KEYS``, ``OfficialToolsDifferenceWarning``, ``warn_annotation_id_zero``
 :mod:`.labels`      ``detection_labels``, ``DetectionLabels`` (calibration labels)
 :mod:`.errors`      ``classify_errors``, ``ErrorLabels``, ``ERROR_TYPES``, ``SPECIAL_ERROR_TYPES``,
@@ -50,12 +50,11 @@ from .box_format import EDGE_SLACK, MIN_BOXES, outside_fraction, warn_if_corner_
 from .data import FREQUENCIES, Detections, GroundTruth, GtFormat
 from .error_fixes import ERROR_VARIANTS, TIDE_MAX_DETS, TIDE_RECALL_THRESHOLDS, ErrorDecomposition, decompose_errors
 from .errors import ERROR_TYPES, SPECIAL_ERROR_TYPES, ErrorLabels, MatchRules, classify_errors
+from ..detection_options import VARIANTS, EvaluationOptions, Variant
 from .evaluate import (
                          POOL_KEYS,
-                         VARIANTS,
                          DetectionEvaluation,
                          OfficialToolsDifferenceWarning,
-                         Variant,
                          evaluate_detections,
                          warn_annotation_id_zero,
 )
@@ -176,6 +175,7 @@ __all__ = [
                          "dense_rank_sorted",
                          "detection_labels",
                          "evaluate_detections",
+                         "EvaluationOptions",
                          "federated_selection",
                          "group_ranks",
                          "keypoint_array",

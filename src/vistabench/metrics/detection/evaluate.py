@@ -31,25 +31,22 @@ all three APs), :mod:`.accumulate`, :mod:`.summarize`; this module runs them.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
-from ..._validation import check_value
 from ...errors import InputError
+from ..detection_options import EvaluationOptions
 from .accumulate import accumulate, accumulate_pooled
 from .data import Detections, GroundTruth
 from .masks import to_rle
 from .match import MatchedSet, match_set
-from .params import LVIS_MAX_DETS, IouType
+from .params import LVIS_MAX_DETS
 from .select import top_mask
 from .sort import ScoreRank
 from .summarize import summarize, summarize_keypoints, summarize_pooled
 
-Variant = Literal["old", "fixed", "pool"]
-VARIANTS: tuple[str, ...] = ("old", "fixed", "pool")
 POOL_KEYS = ("AP", "AP50", "AP75", "APr", "APc", "APf")
 
 
@@ -74,17 +71,8 @@ class DetectionEvaluation:
         return out
 
 
-def evaluate_detections(
-    gt: GroundTruth,
-    dets: Detections,
-    *,
-    iou_type: IouType = "bbox",
-    variants: Sequence[Variant] = VARIANTS,
-    max_dets_per_image: int | None = None,
-    dets_per_class: int = 10_000,
-    fixed_area: Literal["mask", "box"] = "mask",
-    kpt_oks_sigmas: Any | None = None,
-) -> DetectionEvaluation:
+def evaluate_detections(gt: GroundTruth, dets: Detections, options: EvaluationOptions | None = None,
+                        **keywords: Any) -> DetectionEvaluation:
     """AP^Old, AP^Fixed and AP^Pool of ``dets`` against ``gt``: select, :func:`match_set`,
     :func:`accumulate` / :func:`accumulate_pooled`, :func:`summarize` / :func:`summarize_pooled`.
 
@@ -92,6 +80,8 @@ def evaluate_detections(
     ----------
     gt : GroundTruth (LVIS or COCO semantics by ``gt.format``).
     dets : Detections, file order (ties in score are broken by it, as the official tools do).
+    options : EvaluationOptions, optional
+        The settings below, built (and checked) once; or give them as keywords (checked here):
     iou_type : "bbox", "segm" (masks need ``segmentation`` in both; pycocotools computes mask IoU) or
         "keypoints" (COCO ground truth; OKS as pycocotools' ``iouType="keypoints"``: areas all /
         medium / large, 20 detections per image and category, ground truth with
@@ -114,33 +104,31 @@ def evaluate_detections(
     Keypoints: ``results["old"|"fixed"]`` are pycocotools' ten ``summarizeKps`` stats AP, AP50, AP75,
     APm, APl, AR@20, AR50@20, AR75@20, ARm@20, ARl@20.
     """
-    check_value(iou_type, "iou_type", choices=("bbox", "segm", "keypoints"))
-    check_value(fixed_area, "fixed_area", choices=("mask", "box"))
-    variants = list(dict.fromkeys(variants))
-    for v in variants:
-        check_value(v, "variants", choices=VARIANTS)
-    if not variants:
-        raise InputError("variants: expected at least one of ['old', 'fixed', 'pool'], got none")
-    dets_per_class = check_value(dets_per_class, "dets_per_class", type=int, low=0, low_open=True)
+    if options is None:
+        options = EvaluationOptions.from_dict(keywords)
+    elif not isinstance(options, EvaluationOptions):
+        raise InputError(f"options: expected EvaluationOptions, got {type(options).__name__}")
+    elif keywords:
+        raise InputError(f"{next(iter(keywords))}: give either options or keyword options, not both")
+    iou_type, fixed_area, kpt_oks_sigmas = options.iou_type, options.fixed_area, options.kpt_oks_sigmas
+    variants, dets_per_class = list(options.variants), options.dets_per_class
     lvis = gt.format == "lvis"
+    max_dets_per_image = options.max_dets_per_image
     if max_dets_per_image is None and lvis:
         max_dets_per_image = LVIS_MAX_DETS
-    if max_dets_per_image is not None:
-        max_dets_per_image = check_value(max_dets_per_image, "max_dets_per_image", type=int, low=0, low_open=True)
     warn_annotation_id_zero(gt)
     sigmas = None
     if iou_type == "keypoints":
-        from .oks import check_sigmas
+        from .oks import COCO_KPT_OKS_SIGMAS
 
         if gt.format != "coco":
             raise InputError("iou_type: 'keypoints' needs COCO-style ground truth (LVIS has no keypoints)")
         if gt.keypoints is None or (len(dets) and dets.keypoints is None):
             raise InputError("iou_type: 'keypoints' needs 'keypoints' in the ground truth and in the results")
-        sigmas = check_sigmas(kpt_oks_sigmas, gt.keypoints.shape[1] if len(gt) else None)
+        # checked once, against the keypoints' count, where the matching reads them (oks_pairs)
+        sigmas = COCO_KPT_OKS_SIGMAS if kpt_oks_sigmas is None else kpt_oks_sigmas
         if len(dets) == 0 and dets.keypoints is None:
             dets = replace(dets, keypoints=np.zeros((0, gt.keypoints.shape[1], 3)))
-    elif kpt_oks_sigmas is not None:
-        raise InputError(f"kpt_oks_sigmas: only used with iou_type 'keypoints', got iou_type {iou_type!r}")
     if iou_type == "segm" and dets.segmentation is not None:
         absent = [i for i, x in enumerate(dets.segmentation) if x is None]
         if absent:
@@ -168,7 +156,7 @@ def evaluate_detections(
         union = np.zeros(n, bool)
         for b in bases:
             union |= keep[b]
-        ms = match_set(gt, d, union, iou_type=iou_type, score_rank=sr, kpt_oks_sigmas=sigmas)
+        ms = match_set(gt, d, union, iou_type=iou_type, score_rank=sr, kpt_oks_sigmas=kpt_oks_sigmas)
         for b in bases:
             matched[b] = (ms, d)
 
@@ -179,7 +167,7 @@ def evaluate_detections(
     if iou_type == "segm":
         settings["fixed_area"] = fixed_area
     if sigmas is not None:
-        settings["kpt_oks_sigmas"] = sigmas.tolist()
+        settings["kpt_oks_sigmas"] = [float(x) for x in sigmas]
     ev = DetectionEvaluation(results={}, settings=settings)
     for v in variants:
         base = "fixed" if v == "pool" else v
