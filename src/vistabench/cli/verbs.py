@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import re
 import sys
 import types
@@ -238,7 +239,7 @@ class Verb:
 
         require(*get_protocol(self.config.protocol).needs("run"), what=f"`vistabench {self.command}`")
         log = None if getattr(ns, "json", False) else (lambda line: print(line, file=sys.stderr))
-        store_path = getattr(opts, "store", None)
+        store_path = getattr(opts, "store", None) if writes_records() else None
         with (ResultsStore(store_path) if store_path else nullcontext()) as store:
             records = run_tracked(self.run, config, store=store, work_dir=getattr(opts, "out", None), log=log)
         dicts = [r.to_dict() if hasattr(r, "to_dict") else dict(r) for r in records]
@@ -246,6 +247,19 @@ class Verb:
             for d in dicts:
                 d["id"] = None
         return (dicts[0] if len(dicts) == 1 else {"records": dicts}), self.human
+
+
+def writes_records() -> bool:
+    """Whether this process writes the run's records: under ``torchrun`` (``RANK``, ``WORLD_SIZE``,
+    ``LOCAL_RANK`` set) every process runs the same command and trains the same model together
+    (``TrainConfig.devices``); only rank 0 opens the results store, the others run with no store
+    (their records keep ``id`` None)."""
+    if "RANK" not in os.environ:
+        return True
+    from ..learners.distributed import torchrun_env  # under torchrun the run imports torch anyway
+
+    env = torchrun_env()
+    return env is None or env[0] == 0
 
 
 def add_verb(group: Verbs, name: str, options: type[Options], *, run: Callable[[Any], Any], help: str,
