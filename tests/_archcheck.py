@@ -2,7 +2,8 @@
 them a tree that breaks each rule and see it caught).
 
 Every import statement counts, wherever it is written (a function-level import is a dependency and
-closes a cycle like any other).
+closes a cycle like any other); so does every import made by name through :mod:`vistabench._lazy`,
+whose declared targets (string literals) are read here as edges of the module that writes them.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ class ImportInfo:
     aliases: list[str]   # local names bound to a module (``import x.y as z`` -> z; ``from p import mod``)
     line: int
     top_level: bool
+    lazy: bool = False   # declared through vistabench._lazy (imported on first use)
 
 
 @dataclass
@@ -56,12 +58,144 @@ class Module:
     is_package: bool
     source: str
     imports: list[ImportInfo] = field(default_factory=list)
+    #: ``lazy_exports``: public name -> the sub-module (full name) that defines it
+    lazy_names: dict[str, str] = field(default_factory=dict)
+    #: lazy imports this checker cannot read (a target that is not a literal), as messages
+    hidden: list[str] = field(default_factory=list)
 
 
 def module_name(path: Path, src_root: Path) -> tuple[str, bool]:
     parts = path.relative_to(src_root).with_suffix("").parts
     is_pkg = parts[-1] == "__init__"
     return ".".join(parts[:-1] if is_pkg else parts), is_pkg
+
+
+#: the module that makes every import by name (``importlib.import_module`` is called there only)
+LAZY_MODULE = "vistabench._lazy"
+#: the modules allowed to import a module named at run time (``import_named``): the registry's
+#: references and a user's ``--model MODULE:FUNCTION``
+RUNTIME_NAME_MODULES = {"vistabench.registry", "vistabench.learners.external"}
+
+
+def _absolute(target: str, package: str) -> str:
+    """``target`` (``"a.b"``, ``".b"``, ``"..b"``; ``":attr"`` dropped) as an absolute module name."""
+    target = target.partition(":")[0]
+    dots = len(target) - len(target.lstrip("."))
+    if not dots:
+        return target
+    base = package.split(".")
+    base = base[: len(base) - (dots - 1)]
+    return ".".join(base + ([target[dots:]] if target[dots:] else []))
+
+
+def _literal_table(node: ast.expr | None, assigned: dict[str, ast.expr]) -> dict[str, str] | None:
+    """A ``{name: module}`` table written as a literal (or a module-level name bound to one; ``**``
+    of ``{n: "mod" for n in (...)}`` included); None when it is not a literal."""
+    if isinstance(node, ast.Name) and node.id in assigned:
+        node = assigned[node.id]
+    if not isinstance(node, ast.Dict):
+        return None
+    out: dict[str, str] = {}
+    for key, value in zip(node.keys, node.values):
+        if key is None:  # **{name: "module" for name in ("a", "b")}
+            if not (isinstance(value, ast.DictComp) and isinstance(value.value, ast.Constant)
+                    and isinstance(value.value.value, str) and len(value.generators) == 1
+                    and isinstance(value.generators[0].iter, (ast.Tuple, ast.List))
+                    and all(isinstance(e, ast.Constant) for e in value.generators[0].iter.elts)):
+                return None
+            out.update({str(e.value): value.value.value for e in value.generators[0].iter.elts})
+        elif (isinstance(key, ast.Constant) and isinstance(key.value, str) and isinstance(value, ast.Constant)
+              and isinstance(value.value, str)):
+            out[key.value] = value.value
+        else:
+            return None
+    return out
+
+
+def _call_name(node: ast.Call) -> str:
+    return node.func.id if isinstance(node.func, ast.Name) else node.func.attr if isinstance(node.func, ast.Attribute) \
+        else ""
+
+
+def _lazy_edges(mod: Module, tree: ast.Module, package: str) -> None:
+    """The imports ``mod`` declares through :mod:`vistabench._lazy` (appended to ``mod.imports``),
+    its ``lazy_exports`` table (``mod.lazy_names``) and the lazy imports it hides (``mod.hidden``)."""
+    assigned = {t.id: n.value for n in tree.body if isinstance(n, ast.Assign) for t in n.targets
+                if isinstance(t, ast.Name)}
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        fn, line = _call_name(node), node.lineno
+        first = node.args[0] if node.args else None
+        if fn in ("import_module", "__import__") and mod.name != LAZY_MODULE:
+            mod.hidden.append(f"{mod.name} calls {fn} (line {line}); import through vistabench._lazy")
+        elif fn == "lazy_exports" and mod.name != LAZY_MODULE:
+            table = _literal_table(node.args[1] if len(node.args) > 1 else None, assigned)
+            if table is None:
+                mod.hidden.append(f"{mod.name}: lazy_exports table is not a literal (line {line})")
+                continue
+            for public, sub in table.items():
+                mod.lazy_names[public] = f"{package}.{sub}"
+            for sub in sorted(set(table.values())):
+                mod.imports.append(ImportInfo(f"{package}.{sub}", [], [], line, False, lazy=True))
+        elif fn == "lazy_import" and mod.name != LAZY_MODULE:
+            if not (isinstance(first, ast.Constant) and isinstance(first.value, str)):
+                mod.hidden.append(f"{mod.name}: lazy_import of a target that is not a literal (line {line})")
+                continue
+            mod.imports.append(ImportInfo(_absolute(first.value, package), [], [], line, False, lazy=True))
+        elif fn == "LazyModules" and mod.name != LAZY_MODULE:
+            table = _literal_table(first, assigned)
+            if table is None:
+                mod.hidden.append(f"{mod.name}: LazyModules table is not a literal (line {line})")
+                continue
+            for target in sorted(set(table.values())):
+                mod.imports.append(ImportInfo(_absolute(target, package), [], [], line, False, lazy=True))
+        elif fn == "import_submodules" and mod.name != LAZY_MODULE:
+            if not (isinstance(first, ast.Name) and first.id == "__name__" and mod.is_package):
+                mod.hidden.append(f"{mod.name}: import_submodules of another package than its own (line {line})")
+                continue
+            mod.imports.append(ImportInfo(f"{mod.name}.*", [], [], line, False, lazy=True))
+        elif fn == "import_named" and mod.name not in RUNTIME_NAME_MODULES | {LAZY_MODULE}:
+            mod.hidden.append(f"{mod.name}: import_named (line {line}) outside {sorted(RUNTIME_NAME_MODULES)}; "
+                              "declare the target (lazy_import, LazyModules)")
+
+
+def _resolve_lazy(tree: dict[str, Module]) -> None:
+    """Second pass over a whole tree: ``import_submodules`` becomes an edge to each module of the
+    package, and ``from package import name`` (or ``package.name`` through a module alias) of a
+    name the package exports lazily an edge to the sub-module that defines it."""
+    for mod in tree.values():
+        expanded = []
+        for imp in mod.imports:
+            if imp.lazy and imp.target.endswith(".*"):
+                package = imp.target[:-2]
+                expanded += [ImportInfo(m, [], [], imp.line, False, lazy=True) for m in sorted(tree)
+                             if m.rpartition(".")[0] == package]
+            else:
+                expanded.append(imp)
+        mod.imports = expanded
+    for mod in tree.values():
+        extra = []
+        aliases: dict[str, str] = {}
+        for imp in mod.imports:
+            lazy = tree[imp.target].lazy_names if imp.target in tree else {}
+            extra += [ImportInfo(lazy[n], [n], [], imp.line, imp.top_level, lazy=True) for n in imp.names if n in lazy]
+            if lazy and not imp.names:
+                aliases.update({a: imp.target for a in imp.aliases or [imp.target.split(".")[-1]]})
+        if aliases:
+            for node in ast.walk(ast.parse(mod.source)):
+                if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases:
+                    target = tree[aliases[node.value.id]].lazy_names.get(node.attr)
+                    if target:
+                        extra.append(ImportInfo(target, [node.attr], [], node.lineno, False, lazy=True))
+        mod.imports += extra
+
+
+def hidden_imports(tree: dict[str, Module]) -> list[str]:
+    """Imports by name the checker cannot read: ``importlib.import_module``/``__import__`` outside
+    :data:`LAZY_MODULE`; a lazy import whose target is not a literal; ``import_named`` outside
+    :data:`RUNTIME_NAME_MODULES`."""
+    return [h for mod in tree.values() for h in mod.hidden]
 
 
 def parse(name: str, source: str, *, is_package: bool, known: set[str]) -> Module:
@@ -96,6 +230,7 @@ def parse(name: str, source: str, *, is_package: bool, known: set[str]) -> Modul
                     plain.append(a.name)
             if plain:
                 mod.imports.append(ImportInfo(target, plain, aliases, node.lineno, id(node) in top))
+    _lazy_edges(mod, tree, package)
     return mod
 
 
@@ -106,15 +241,18 @@ def load_tree(src_root: Path, package: str = "vistabench") -> dict[str, Module]:
     for f in files:
         name, is_pkg = module_name(f, src_root)
         out[name] = parse(name, f.read_text(encoding="utf-8"), is_package=is_pkg, known=names)
+    _resolve_lazy(out)
     return out
 
 
 def tree_from_sources(sources: dict[str, str]) -> dict[str, Module]:
     """A tree from ``{"pkg.mod": source}`` (a name ending in ``.__init__`` is a package)."""
     names = {n.removesuffix(".__init__") for n in sources}
-    return {n.removesuffix(".__init__"): parse(n.removesuffix(".__init__"), s, is_package=n.endswith(".__init__"),
+    tree = {n.removesuffix(".__init__"): parse(n.removesuffix(".__init__"), s, is_package=n.endswith(".__init__"),
                                                known=names)
             for n, s in sources.items()}
+    _resolve_lazy(tree)
+    return tree
 
 
 def dependency_graph(tree: dict[str, Module], *, top_level_only: bool = False) -> dict[str, set[str]]:
@@ -196,7 +334,8 @@ def upward_imports(tree: dict[str, Module]) -> list[str]:
             if la is None or lb is None:
                 out.append(f"{name} imports {imp.target}: a module outside the declared layers")
             elif lb > la:
-                out.append(f"{name} imports {imp.target} (layer {la} -> {lb}, line {imp.line})")
+                how = "lazily imports" if imp.lazy else "imports"
+                out.append(f"{name} {how} {imp.target} (layer {la} -> {lb}, line {imp.line})")
     return out
 
 
@@ -365,4 +504,20 @@ def third_party_private_attributes(sources: dict[str, str]) -> list[str]:
                 if private:
                     path = ".".join([base.id, *reversed(chain)])
                     out.append(f"{name}: uses the private {path} (line {node.lineno})")
+    return out
+
+
+def private_string_attributes(sources: dict[str, str]) -> list[str]:
+    """``getattr(x, "_name")`` (and ``hasattr``/``setattr``/``delattr``) with a private name written as
+    text, on anything but the object's own ``self``/``cls``: a private attribute reached by string
+    (a third-party object's, e.g. ``ProcessPoolExecutor._processes``) is still a private attribute."""
+    out = []
+    for name, source in sorted(sources.items()):
+        for node in ast.walk(ast.parse(source)):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                    and node.func.id in ("getattr", "hasattr", "setattr", "delattr") and len(node.args) >= 2
+                    and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str)
+                    and node.args[1].value.startswith("_") and not node.args[1].value.startswith("__")
+                    and not (isinstance(node.args[0], ast.Name) and node.args[0].id in ("self", "cls"))):
+                out.append(f"{name}: {node.func.id}(..., {node.args[1].value!r}) (line {node.lineno})")
     return out

@@ -1,7 +1,8 @@
 """The layering the project promises (docs/architecture.md), checked on the source itself.
 
 Every import statement counts, including those inside functions (a lazy import is still a
-dependency), for the layers and for cycles alike. The rules are pure functions in ``_archcheck.py``,
+dependency), for the layers and for cycles alike; so do the imports made by name through
+vistabench._lazy (their literal targets are read as edges). The rules are pure functions in ``_archcheck.py``,
 tested below on small trees that break each of them.
 """
 
@@ -124,6 +125,105 @@ def test_checker_finds_private_names_crossing_modules_aliases_included():
     assert any("learners.a imports private ['_Block']" in f for f in found)
     assert any("uses private M._Block" in f for f in found)
     assert any("private module vistabench.metrics._sort from outside" in f for f in found)
+
+
+def test_every_import_by_name_is_declared_where_the_checker_reads_it():
+    """Lazy imports go through vistabench._lazy with literal targets (read above as edges): no
+    importlib.import_module elsewhere, no target the checker cannot read."""
+    assert A.hidden_imports(_tree()) == []
+
+
+def test_the_checker_sees_the_lazy_imports_of_the_source():
+    tree = _tree()
+    edges = {(m, i.target) for m, mod in tree.items() for i in mod.imports if i.lazy}
+    assert ("vistabench.protocols.longtail", "vistabench.learners.longtail.fit") in edges  # via lazy_exports
+    assert ("vistabench.learners.longtail", "vistabench.learners.longtail.fit") in edges
+    assert ("vistabench.tracking.guard", "vistabench.tracking.mlflow_backend") in edges  # LazyModules
+    assert ("vistabench.cli", "vistabench.cli.grid") in edges
+    assert ("vistabench.suite", "vistabench.suite.longtail") in edges  # import_submodules
+
+
+_LAZY_UP = {
+    "vistabench._lazy": "",
+    "vistabench.metrics.__init__": "",
+    "vistabench.metrics.m": ("from .._lazy import lazy_import\n"
+                             "def f():\n    return lazy_import('vistabench.learners.trainer:Trainer')\n"),
+    "vistabench.metrics.rel": ("from .._lazy import lazy_import\n"
+                               "def f():\n    return lazy_import('..learners.trainer', package=__package__)\n"),
+    "vistabench.data.__init__": "",
+    "vistabench.data.d": ("from .._lazy import LazyModules\n"
+                          "TOOLS = LazyModules({'a': 'vistabench.grid.g', 'b': '.ok'}, package=__package__)\n"),
+    "vistabench.data.ok": "",
+    "vistabench.learners.__init__": "", "vistabench.learners.trainer": "",
+    "vistabench.grid.__init__": "", "vistabench.grid.g": "",
+}
+
+
+def test_checker_finds_a_lazy_import_pointing_up_a_floor():
+    found = A.upward_imports(A.tree_from_sources(_LAZY_UP))
+    assert sorted(found) == [
+        "vistabench.data.d lazily imports vistabench.grid.g (layer 2 -> 10, line 2)",
+        "vistabench.metrics.m lazily imports vistabench.learners.trainer (layer 1 -> 4, line 3)",
+        "vistabench.metrics.rel lazily imports vistabench.learners.trainer (layer 1 -> 4, line 3)",
+    ]
+    # the same tree with the targets one floor lower passes
+    fine = dict(_LAZY_UP, **{
+        "vistabench.metrics.m": "from .._lazy import lazy_import\nlazy_import('vistabench.metrics.rel')\n",
+        "vistabench.metrics.rel": "",
+        "vistabench.data.d": "from .._lazy import LazyModules\nTOOLS = LazyModules({'b': '.ok'}, package=__package__)\n",
+    })
+    assert A.upward_imports(A.tree_from_sources(fine)) == []
+
+
+def test_checker_closes_a_cycle_through_a_lazily_exported_name():
+    sources = {
+        "vistabench.learners.__init__": "", "vistabench.learners.x.__init__": "",
+        "vistabench.learners.x.a": "from ..y import f\n",
+        "vistabench.learners.y.__init__": ("from ..._lazy import lazy_exports\n"
+                                           "__getattr__, __dir__ = lazy_exports(__name__, {'f': 'b'})\n"),
+        "vistabench.learners.y.b": "from ..x import a\n",
+    }
+    assert A.find_cycles(A.tree_from_sources(sources)) == [["vistabench.learners.x.a", "vistabench.learners.y.b"]]
+    # through a module alias too (``y.f``)
+    sources["vistabench.learners.x.a"] = "from .. import y\ndef g():\n    return y.f\n"
+    assert A.find_cycles(A.tree_from_sources(sources)) == [["vistabench.learners.x.a", "vistabench.learners.y.b"]]
+    sources["vistabench.learners.y.b"] = ""
+    assert A.find_cycles(A.tree_from_sources(sources)) == []
+
+
+def test_checker_finds_imports_by_name_it_cannot_read():
+    found = A.hidden_imports(A.tree_from_sources({
+        "vistabench._lazy": "import importlib\ndef f(x):\n    return importlib.import_module(x)\n",
+        "vistabench.registry": "from ._lazy import import_named\ndef f(x):\n    return import_named(x)\n",
+        "vistabench.a": "import importlib\nm = importlib.import_module('vistabench.b')\n",
+        "vistabench.b": "from ._lazy import lazy_import\nname = 'x'\nlazy_import(name)\nlazy_import('os')\n",
+        "vistabench.c": "from ._lazy import LazyModules\nT = {'a': 'b'}\nM = LazyModules(dict(T))\nN = LazyModules(T)\n",
+        "vistabench.d": "from ._lazy import import_named\nimport_named('vistabench.b')\n",
+        "vistabench.e.__init__": "from .._lazy import import_submodules, lazy_exports\nimport_submodules('x')\n"
+                                 "__getattr__, __dir__ = lazy_exports(__name__, dict(f='g'))\n",
+    }))
+    assert sorted(found) == sorted([
+        "vistabench.a calls import_module (line 2); import through vistabench._lazy",
+        "vistabench.b: lazy_import of a target that is not a literal (line 3)",
+        "vistabench.c: LazyModules table is not a literal (line 3)",
+        "vistabench.d: import_named (line 2) outside ['vistabench.learners.external', 'vistabench.registry']; "
+        "declare the target (lazy_import, LazyModules)",
+        "vistabench.e: import_submodules of another package than its own (line 2)",
+        "vistabench.e: lazy_exports table is not a literal (line 3)",
+    ])
+
+
+def test_no_private_attribute_reached_by_string():
+    assert A.private_string_attributes(_sources()) == []
+
+
+def test_checker_finds_a_private_attribute_reached_by_string():
+    found = A.private_string_attributes({
+        "vistabench.jobs": ("procs = getattr(pool, '_processes', None)\nhasattr(np, '_core')\n"
+                            "ok = getattr(self, '_conn', None), getattr(fn, '__qualname__', '')\n"),
+    })
+    assert found == ["vistabench.jobs: getattr(..., '_processes') (line 1)",
+                     "vistabench.jobs: hasattr(..., '_core') (line 2)"]
 
 
 def test_no_project_file_mentions_the_internal_design_document():

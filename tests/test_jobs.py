@@ -1,6 +1,10 @@
 """vistabench.jobs.run_jobs, the one scheduler behind grid cells, smalldata final runs and stream trials (in-process
 engine here; processes and Ray are checked by the callers' tests against their sequential results)."""
 
+import os
+import time
+from pathlib import Path
+
 import pytest
 
 from vistabench.errors import InputError
@@ -86,3 +90,45 @@ def test_ray_retries_a_dead_worker_and_counts_it_but_never_a_raised_error(tmp_pa
     with pytest.raises(ValueError, match="the job's own error"):  # the job's own exception, raised in the driver
         outs["raises"].result()
     assert (outs["fine"].value, outs["fine"].retries) == (9, 0)
+
+
+def _pid_then_sleep(path, seconds):
+    Path(path).write_text(str(os.getpid()))
+    time.sleep(seconds)
+    return os.getpid()
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_local_workers_give_the_sequential_values_in_and_out_of_a_session():
+    jobs = [Job(_square, (x,)) for x in range(5)]
+    sequential = sorted(o.value for o in run_jobs(jobs))
+    assert sorted(o.value for o in run_jobs(jobs, max_parallel=2)) == sequential
+    with engine_session("local", max_parallel=2):  # one pool for both calls
+        assert sorted(o.value for o in run_jobs(jobs, max_parallel=2)) == sequential
+        assert sorted(o.value for o in run_jobs(jobs, max_parallel=2)) == sequential
+
+
+@pytest.mark.parametrize("session", [False, True])
+def test_closing_the_iterator_terminates_the_worker_still_running_a_job(tmp_path, session):
+    """The pool stops its workers at once (their pids reported by each worker, no private attribute of
+    the executor): a job sleeping two minutes does not keep the driver waiting."""
+    slow = tmp_path / "slow.pid"
+    jobs = [Job(_square, (2,)), Job(_pid_then_sleep, (str(slow), 120))]
+    with engine_session("local", max_parallel=2 if session else None):
+        it = run_jobs(jobs, max_parallel=2)
+        assert next(it).value == 4
+        deadline = time.monotonic() + 60
+        while not (slow.exists() and slow.read_text()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        pid = int(slow.read_text())
+        assert _alive(pid)
+        start = time.monotonic()
+        it.close()
+        assert time.monotonic() - start < 30 and not _alive(pid)

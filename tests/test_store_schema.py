@@ -177,3 +177,27 @@ def test_two_writers_opening_one_schema1_store_migrate_it_once(tmp_path, schema1
     assert [o[0].strip() for o in outs] == [str(len(ROWS))] * 3
     with ResultsStore(p, read_only=True) as s:
         assert _fields(s.records()) == EXPECTED
+
+
+def test_every_table_in_a_store_file_is_declared_in_the_schema(tmp_path):
+    """The store's tables, the grid's included, are declared in store/schema.py and nowhere else: a
+    store a grid has opened holds exactly the tables the schema declares."""
+    import re
+    from pathlib import Path
+
+    from vistabench.grid.state import GridState
+    from vistabench.store import schema
+
+    declared = set(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", schema.TABLE + schema.GRID_TABLES))
+    assert declared == {"records", "grid_cells", "grid_leases"}
+    path = tmp_path / "r.sqlite"
+    with ResultsStore(path), GridState(path):
+        pass
+    conn = sqlite3.connect(path)
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")} - {"sqlite_sequence"}
+    conn.close()
+    assert tables == declared
+    src = Path(schema.__file__).parents[1]
+    elsewhere = [str(f.relative_to(src)) for f in src.rglob("*.py")
+                 if f != Path(schema.__file__) and re.search(r"CREATE\s+(TABLE|INDEX)", f.read_text(encoding="utf-8"))]
+    assert not elsewhere, f"tables declared outside store/schema.py: {elsewhere}"

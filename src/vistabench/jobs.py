@@ -168,11 +168,9 @@ def engine_session(engine: str, *, ray_address: str | None = None, max_parallel:
             yield
             return
         global _SESSION_POOL
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
 
         outer = _SESSION_POOL
-        with ProcessPoolExecutor(max_workers=max_parallel, mp_context=multiprocessing.get_context("spawn")) as pool:
+        with WorkerPool(max_parallel) as pool:
             _SESSION_POOL = (pool, max_parallel)  # worker processes start once, not once per run_jobs call
             try:
                 yield
@@ -200,30 +198,65 @@ def _jobs_local(jobs: list[Job], *, max_parallel: int, on_start: Callable[[Job],
             else:
                 yield Outcome(job, value=value)
         return
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
     if _SESSION_POOL is not None and _SESSION_POOL[1] == max_parallel:
         yield from _drain_pool(_SESSION_POOL[0], jobs, max_parallel=max_parallel, on_start=on_start)
         return
-    with ProcessPoolExecutor(max_workers=max_parallel, mp_context=multiprocessing.get_context("spawn")) as pool:
+    with WorkerPool(max_parallel) as pool:
         yield from _drain_pool(pool, jobs, max_parallel=max_parallel, on_start=on_start)
 
 
-def stop_pool(pool: Any) -> None:
-    """Terminate a process pool's workers now (``shutdown`` would wait for the jobs they run)."""
-    procs = list((getattr(pool, "_processes", None) or {}).values())  # no public handle before Python 3.14
-    pool.shutdown(wait=False, cancel_futures=True)
-    for p in procs:
-        p.terminate()
-    for p in procs:
-        p.join(5)
-        if p.is_alive():
-            p.kill()
+def _report_pid(pids: Any) -> None:
+    """A pool worker's initializer: tell the driver which process it is (so the driver can stop it)."""
+    pids.put(os.getpid())
+
+
+class WorkerPool:
+    """``max_workers`` spawned worker processes (a :class:`concurrent.futures.ProcessPoolExecutor`)
+    that the driver can stop at once (:meth:`stop`): each worker reports its process id when it
+    starts, so the pool knows its processes through public interfaces only."""
+
+    def __init__(self, max_workers: int) -> None:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        context = multiprocessing.get_context("spawn")
+        self._pids = context.SimpleQueue()  # a put returns once the pid is in the pipe: no feeder thread
+        self._known: set[int] = set()
+        self.executor = ProcessPoolExecutor(max_workers=max_workers, mp_context=context,
+                                            initializer=_report_pid, initargs=(self._pids,))
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Any:
+        return self.executor.submit(fn, *args)
+
+    def workers(self) -> list[Any]:
+        """The pool's live worker processes (:class:`multiprocessing.Process`)."""
+        import multiprocessing
+
+        while not self._pids.empty():
+            self._known.add(self._pids.get())
+        return [p for p in multiprocessing.active_children() if p.pid in self._known]
+
+    def stop(self) -> None:
+        """Terminate the workers now (``shutdown`` would wait for the jobs they run)."""
+        self.executor.shutdown(wait=False, cancel_futures=True)
+        procs = self.workers()
+        for p in procs:
+            p.terminate()
+        for p in procs:
             p.join(5)
+            if p.is_alive():
+                p.kill()
+                p.join(5)
+
+    def __enter__(self) -> "WorkerPool":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.executor.shutdown(wait=True)
+        self._pids.close()
 
 
-def _drain_pool(pool: Any, jobs: list[Job], *, max_parallel: int,
+def _drain_pool(pool: WorkerPool, jobs: list[Job], *, max_parallel: int,
                 on_start: Callable[[Job], bool | None]) -> Iterator[Outcome]:
     from concurrent.futures import FIRST_COMPLETED, wait
 
@@ -249,7 +282,7 @@ def _drain_pool(pool: Any, jobs: list[Job], *, max_parallel: int,
                     yield Outcome(job, value=value)
     except BaseException:  # interrupted, or the caller stopped early (GeneratorExit): no worker runs on
         if pending:
-            stop_pool(pool)
+            pool.stop()
             global _SESSION_POOL
             if _SESSION_POOL is not None and _SESSION_POOL[0] is pool:
                 _SESSION_POOL = None  # its workers are gone

@@ -5,15 +5,15 @@ holds named entries, imports the modules that fill it on the first lookup, and a
 name with close matches. :func:`did_you_mean` is the one "did you mean" hint (every message that
 suggests a name uses it) and :func:`resolve_ref` the one ``"module:attribute"`` import.
 
-This module imports nothing of the package but :mod:`.errors` (and no third-party module).
+This module imports nothing of the package but :mod:`.errors` and :mod:`._lazy` (and no third-party module).
 """
 
 from __future__ import annotations
 
 import difflib
-import importlib
 from typing import Any, Callable, Generic, Iterable, Iterator, Sequence, TypeVar
 
+from ._lazy import import_named
 from .errors import InputError
 
 __all__ = ["Registry", "close_names", "did_you_mean", "resolve_ref"]
@@ -64,7 +64,7 @@ def resolve_ref(ref: str, *, what: str = "reference") -> Any:
     module, _, attr = str(ref).partition(":")
     if not module:
         raise ValueError(f"{what} {ref!r}: expected 'module:attribute'")
-    obj: Any = importlib.import_module(module)
+    obj: Any = import_named(module)
     for part in filter(None, attr.split(".")):
         obj = getattr(obj, part)
     return obj
@@ -97,7 +97,7 @@ class Registry(Generic[T]):
         if not self._loaded:
             self._loaded = True
             for name in self._modules:
-                importlib.import_module(name)
+                import_named(name)
 
     def add(self, name: str, obj: T) -> T:
         """Register ``obj`` under ``name`` (a name registered twice is a bug: RuntimeError)."""

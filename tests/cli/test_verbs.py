@@ -163,3 +163,34 @@ def test_a_choice_beside_an_open_type_does_not_read_as_the_only_value(capsys):
     out = " ".join(capsys.readouterr().out.split())
     assert "--n-max {N,smallest_class}" in out and "(an integer, or one of: smallest_class)" in out
     assert "--mode {a,b}" in out and "closed (one of: a, b)" in out
+
+
+@pytest.mark.parametrize("rank, writes", [("0", True), ("1", False)])
+def test_under_torchrun_only_rank_zero_opens_the_store(tmp_path, monkeypatch, capsys, rank, writes):
+    """The rank guard is the caller's: a config run opens the results store on torchrun's rank 0 only
+    and runs with no store on the others (the store itself writes whatever the environment)."""
+    import vistabench.tracking as tracking
+    from vistabench.store import Record, ResultsStore
+
+    seen = []
+
+    def fake_run_tracked(run, config, *, store, work_dir, log):
+        seen.append(store)
+        rec = Record(protocol="longtail", dataset="digits", method="ce", seed=0, split_hash=None, settings={},
+                     metrics={"acc": 0.5})
+        if store is not None:
+            store.add(rec)
+        return [rec]
+
+    monkeypatch.setattr(tracking, "run_tracked", fake_run_tracked)
+    for k, v in dict(WORLD_SIZE="2", LOCAL_RANK=rank, RANK=rank).items():
+        monkeypatch.setenv(k, v)
+    path = tmp_path / "r.sqlite"
+    assert main(["longtail", "run", "--data", "digits", "--method", "ce", "--imbalance", "10", "--epochs", "1",
+                 "--store", str(path), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert (seen[0] is not None) is writes and path.exists() is writes
+    assert out["id"] == (1 if writes else None)
+    if writes:
+        with ResultsStore(path, read_only=True) as s:
+            assert len(s.records()) == 1

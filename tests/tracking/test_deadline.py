@@ -14,7 +14,7 @@ import pytest
 from vistabench import epochs
 from vistabench.cli import main
 from vistabench.store import Record, ResultsStore
-from vistabench.tracking import backends
+from vistabench.tracking import backends, guard
 from vistabench.tracking.guard import TIMEOUT_ENV, call_timeout
 
 from .conftest import FAST, _free_port, start_mlflow_server, stop_mlflow_server
@@ -126,7 +126,8 @@ def hanging(monkeypatch):
     module = types.ModuleType("vistabench.tracking.hanging_backend")
     module.TRACKER = Hanging
     monkeypatch.setitem(sys.modules, module.__name__, module)
-    monkeypatch.setitem(backends.BACKENDS, "mlflow", ("hanging_backend", "json"))
+    monkeypatch.setitem(guard.BACKENDS.targets, "mlflow", module.__name__)
+    monkeypatch.setitem(backends.TOOL_PACKAGES.targets, "mlflow", "json")
     monkeypatch.setenv(TIMEOUT_ENV, "2")
     Hanging.calls = []
     Hanging.released.clear()

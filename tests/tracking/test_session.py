@@ -12,7 +12,7 @@ from vistabench.config import TRACKERS
 from vistabench.errors import InputError
 from vistabench.protocols.longtail_config import LongtailConfig
 from vistabench.store import Record
-from vistabench.tracking import backends, run_tracked
+from vistabench.tracking import backends, guard, run_tracked
 from vistabench.tracking.session import flat_metrics, flat_params, record_key
 
 
@@ -55,13 +55,14 @@ def recorder(monkeypatch):
     module = types.ModuleType("vistabench.tracking.recorder_backend")
     module.TRACKER = Recorder
     monkeypatch.setitem(sys.modules, module.__name__, module)
-    monkeypatch.setitem(backends.BACKENDS, "mlflow", ("recorder_backend", "json"))
+    monkeypatch.setitem(guard.BACKENDS.targets, "mlflow", module.__name__)
+    monkeypatch.setitem(backends.TOOL_PACKAGES.targets, "mlflow", "json")
     Recorder.runs = []
     return Recorder
 
 
 def test_trackers_are_the_config_choices():
-    assert tuple(backends.BACKENDS) == TRACKERS
+    assert tuple(backends.TOOL_PACKAGES) == tuple(guard.BACKENDS) == TRACKERS
 
 
 def test_flatten():
@@ -176,7 +177,7 @@ def test_a_failing_run_closes_its_trackers(recorder):
 
 
 def test_missing_package_names_the_extra(monkeypatch, capsys):
-    monkeypatch.setitem(backends.BACKENDS, "mlflow", ("mlflow_backend", "vistabench_no_such_package"))
+    monkeypatch.setitem(backends.TOOL_PACKAGES.targets, "mlflow", "vistabench_no_such_package")
     rc = main(["longtail", "run", "--data", "digits", "--method", "ce", "--imbalance", "10", "--track", "mlflow",
                "--no-store"])
     err = capsys.readouterr().err

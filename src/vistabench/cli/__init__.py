@@ -15,15 +15,17 @@ store) ends with one line on stderr and exit 2; an internal bug shows its traceb
 
 from __future__ import annotations
 
-import importlib
 import sys
 from typing import Any, Callable, Sequence
 
 from .. import __version__
+from .._lazy import LazyModules
 from ..errors import INTERNAL_ERROR, OUTPUT_CLOSED, USER_ERROR, user_error_message
 from .verbs import Parser, Verb, flag_message, new_command_line
 
-_COMMON = ["stats", "common", "grid", "export"]
+#: the modules of the commands across protocols, each with ``register(sub)``
+_COMMON = LazyModules({"stats": ".stats", "common": ".common", "grid": ".grid", "export": ".export"},
+                      package=__package__)
 
 
 def build_parser(command: str | None = None) -> Parser:
@@ -51,7 +53,7 @@ def build_parser(command: str | None = None) -> Parser:
             add_table_verb(verbs, proto.name)
     if not chosen:
         for name in _COMMON:
-            importlib.import_module(f"{__name__}.{name}").register(sub)
+            _COMMON[name].register(sub)
     return parser
 
 

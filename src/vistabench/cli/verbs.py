@@ -18,7 +18,8 @@ positional argument. Flags keep the text typed; :meth:`Options.from_dict` coerce
 value (the one validation vocabulary) and ``run`` receives the options instance. ``add_verb`` adds
 ``--json``; ``status(result) -> int`` is a verb's exit status (``grid run``: 1 when a cell failed).
 :func:`store_field` gives ``--store FILE`` (and ``--no-store``), :class:`RecordOptions` the record's
-``--method --dataset --seed --tag``; :func:`add_run_verb` a protocol's ``run`` verb from its
+``--method --dataset --seed --tag`` (the fields verbs share: :mod:`.shared_options`, re-exported here);
+:func:`add_run_verb` a protocol's ``run`` verb from its
 :class:`~vistabench.config.RunConfig` (every field a flag, ``--config FILE``, ``--print-config``).
 
 Errors are one line, exit 2. :class:`~vistabench.errors.InputError` carries its field (given, or the
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import re
 import sys
 import types
@@ -38,11 +40,12 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Literal, Mapping, get_args, get_origin
 
-from ..config import TRACKERS, FieldInfo, Options, RunConfig, option, read_config_file
+from ..config import FieldInfo, Options, RunConfig, read_config_file
 from ..errors import InputError
+from .shared_options import RecordOptions, RunOptions, TrackOptions, store_field
 
 __all__ = ["Parser", "Verbs", "Verb", "new_command_line", "verb_group", "add_verb", "add_run_verb",
-           "store_field", "RecordOptions", "RunOptions", "walk", "flag_message", "render_yaml"]
+           "store_field", "RecordOptions", "RunOptions", "TrackOptions", "walk", "flag_message", "render_yaml"]
 
 _OPT = "opt__"  # argparse dest of a verb option's flag (``opt__n_max``)
 _CFG = "cfg__"  # argparse dest of a run config field's flag (``cfg__lr``)
@@ -238,7 +241,7 @@ class Verb:
 
         require(*get_protocol(self.config.protocol).needs("run"), what=f"`vistabench {self.command}`")
         log = None if getattr(ns, "json", False) else (lambda line: print(line, file=sys.stderr))
-        store_path = getattr(opts, "store", None)
+        store_path = getattr(opts, "store", None) if writes_records() else None
         with (ResultsStore(store_path) if store_path else nullcontext()) as store:
             records = run_tracked(self.run, config, store=store, work_dir=getattr(opts, "out", None), log=log)
         dicts = [r.to_dict() if hasattr(r, "to_dict") else dict(r) for r in records]
@@ -246,6 +249,19 @@ class Verb:
             for d in dicts:
                 d["id"] = None
         return (dicts[0] if len(dicts) == 1 else {"records": dicts}), self.human
+
+
+def writes_records() -> bool:
+    """Whether this process writes the run's records: under ``torchrun`` (``RANK``, ``WORLD_SIZE``,
+    ``LOCAL_RANK`` set) every process runs the same command and trains the same model together
+    (``TrainConfig.devices``); only rank 0 opens the results store, the others run with no store
+    (their records keep ``id`` None)."""
+    if "RANK" not in os.environ:
+        return True
+    from ..learners.distributed import torchrun_env  # under torchrun the run imports torch anyway
+
+    env = torchrun_env()
+    return env is None or env[0] == 0
 
 
 def add_verb(group: Verbs, name: str, options: type[Options], *, run: Callable[[Any], Any], help: str,
@@ -465,83 +481,6 @@ def render_yaml(config: dict[str, Any]) -> str:
     import yaml
 
     return yaml.safe_dump(config, sort_keys=False, default_flow_style=None, allow_unicode=True).rstrip()
-
-
-# ---------------------------------------------------------------------------------------------- shared fields
-def store_field(*, optional: bool = True, none_help: str | None = "do not write a record to the results store",
-                help: str | None = None) -> Any:
-    """``--store FILE`` (the same default everywhere); where storing is ``optional``, ``--no-store``
-    (the field None) too. ``none_help=None`` keeps ``--no-store`` out of ``--help`` (a verb that
-    refuses it with the reason)."""
-    from ..store import DEFAULT_STORE
-
-    return option(DEFAULT_STORE, metavar="FILE", help=help or f"SQLite results store (default: ./{DEFAULT_STORE})",
-                  none_flag="--no-store" if optional else None, none_help=none_help if optional else None)
-
-
-@dataclass(frozen=True, kw_only=True)
-class RecordOptions(Options):
-    """How a scored file is named in the store: ``--method``, ``--dataset``, ``--seed``, ``--tag``.
-
-    A verb's options inherit it; ``record_what`` names the file the method name defaults to (in the
-    help) and ``record_dataset_default`` the dataset name used when none is given.
-    """
-
-    record_what: typing.ClassVar[str] = "predictions"
-    record_dataset_default: typing.ClassVar[str] = "custom"
-
-    method: str | None = option(None, help="method name of the record (default: the {what} file's name without suffix)")
-    dataset: str | None = option(None, help="dataset name of the record (default: {dataset_default})")
-    seed: int | None = option(None, help="seed of the run that made the predictions (stored as is)")
-    tag: str | None = option(None, help="free-form tag of the record")
-
-    @classmethod
-    def fields_info(cls) -> list[FieldInfo]:
-        """The verb's own fields first, then the record's (their help naming ``record_what``)."""
-        record = {f.name for f in dataclasses.fields(RecordOptions)}
-        infos = [dataclasses.replace(i, help=i.help.format(what=cls.record_what,
-                                                           dataset_default=cls.record_dataset_default))
-                 if i.name in ("method", "dataset") else i for i in super().fields_info()]
-        return [i for i in infos if i.name not in record] + [i for i in infos if i.name in record]
-
-    def record_dataset(self) -> str:
-        return self.dataset or self.record_dataset_default
-
-
-@dataclass(frozen=True, kw_only=True)
-class TrackOptions(Options):
-    """``--track`` / ``--track-dir`` of a ``score`` verb, as a ``run`` verb has them (docs/tracking.md):
-    the verb's options as parameters, the stored record's scores as metrics (a verb's options inherit
-    it first: ``class ScoreOptions(TrackOptions, RecordOptions)``; its fields come last in ``--help``)."""
-
-    track: tuple[str, ...] = option(
-        (), choices=TRACKERS, repeatable=True, metavar="TRACKER",
-        help="also log the scored records to this experiment tracker (repeatable): the options and the records' "
-             "settings as parameters, only the scores as metrics, the report's figures and records.json as "
-             "artifacts (docs/tracking.md)")
-    track_dir: str | None = option(
-        None, metavar="DIR",
-        help="TensorBoard's log folder for --track tensorboard (default: ./runs, TensorBoard's convention)")
-
-    def check(self) -> None:
-        super().check()
-        if self.track_dir is not None and "tensorboard" not in self.track:
-            raise InputError(f"track_dir: TensorBoard's log folder, set to {self.track_dir!r}, but the scores are "
-                             "not tracked with tensorboard; add `track` tensorboard or drop `track_dir`")
-
-    @classmethod
-    def fields_info(cls) -> list[FieldInfo]:
-        infos = super().fields_info()
-        return [i for i in infos if i.name not in ("track", "track_dir")] + \
-            [i for i in infos if i.name in ("track", "track_dir")]
-
-
-@dataclass(frozen=True, kw_only=True)
-class RunOptions(Options):
-    """What a ``run`` verb takes besides its config: the work folder and the results store."""
-
-    out: str | None = option(None, metavar="OUT", help="folder for the run's files")
-    store: str | None = store_field(optional=True)
 
 
 # ---------------------------------------------------------------------------------------------- errors

@@ -112,6 +112,34 @@ def build_splits(
     counts = np.bincount(y, minlength=num_classes)
     if per_class is not None:
         per_class = int(check_value(per_class, "per_class", type=int, low=0, low_open=True))
+    _check_class_counts(counts, names, per_class=per_class, train_per_class=train_per_class, own_test=own_test)
+    if test_per_class is not None:
+        test_per_class = int(check_value(test_per_class, "test_per_class", type=int, low=0, low_open=True))
+    by_class = [np.flatnonzero(y == c) for c in range(num_classes)]
+    common = {"kind": SPLIT_KIND, "version": 1, "seed": seed, "per_class": per_class,
+              "train_per_class": train_per_class, "val_fraction": vf,
+              "num_classes": num_classes, "class_names": list(names), "pool_size": int(len(y)),
+              "pool_labels_sha256": labels_fingerprint(y)}
+    out = []
+    for i in range(num_splits):
+        parts = _draw_split(np.random.default_rng([seed, i]), by_class, per_class=per_class,
+                            train_per_class=train_per_class, val_fraction=vf, own_test=own_test,
+                            test_per_class=test_per_class)
+        split = {}
+        for part, chunks in parts.items():
+            idx = np.sort(np.concatenate(chunks)).astype(np.int64)
+            split[part] = dict(common, dataset="", part=part, split=i, indices=idx.tolist(),
+                               class_counts=_counts(y, idx, num_classes))
+        out.append(split)
+    return out
+
+
+def _check_class_counts(counts: np.ndarray, names: list[str], *, per_class: int | None, train_per_class: int | None,
+                        own_test: bool) -> None:
+    """InputError unless every class (``counts`` (C,) pool images per class) has the images each part
+    needs: ``per_class`` for trainval (and one more for test), one train and one val image, and with
+    ``train_per_class`` at least one val image."""
+    if per_class is not None:
         short = np.flatnonzero(counts < per_class)
         if short.size:
             k = int(short[0])
@@ -135,45 +163,37 @@ def build_splits(
             k = int(short[0])
             raise InputError(f"train_per_class={train_per_class}: class {names[k]!r} has {int(tv_n[k])} trainval "
                              f"images, which leaves none for val")
-    if test_per_class is not None:
-        test_per_class = int(check_value(test_per_class, "test_per_class", type=int, low=0, low_open=True))
-    by_class = [np.flatnonzero(y == c) for c in range(num_classes)]
-    common = {"kind": SPLIT_KIND, "version": 1, "seed": seed, "per_class": per_class,
-              "train_per_class": train_per_class, "val_fraction": vf,
-              "num_classes": num_classes, "class_names": list(names), "pool_size": int(len(y)),
-              "pool_labels_sha256": labels_fingerprint(y)}
-    out = []
-    for i in range(num_splits):
-        rng = np.random.default_rng([seed, i])
-        tv, tr, va, te = [], [], [], []
-        for c in range(num_classes):
-            pool = by_class[c]
-            if per_class is None:
-                chosen = pool  # all images: trainval identical across splits, train/val vary
-            else:
-                chosen = rng.permutation(pool)[:per_class]
-            chosen = rng.permutation(chosen)
-            if train_per_class is not None:
-                n_train = train_per_class
-            else:
-                n_train = int(np.floor((1.0 - vf) * len(chosen) + 0.5))  # type: ignore[operator]
-                n_train = min(max(n_train, 1), len(chosen) - 1)
-            tv.append(chosen)
-            tr.append(chosen[:n_train])
-            va.append(chosen[n_train:])
-            if own_test:
-                rest = rng.permutation(np.setdiff1d(pool, chosen))
-                te.append(rest if test_per_class is None else rest[:test_per_class])
-        parts = {"trainval": tv, "train": tr, "val": va}
+
+
+def _draw_split(rng: np.random.Generator, by_class: list[np.ndarray], *, per_class: int | None,
+                train_per_class: int | None, val_fraction: float | None, own_test: bool,
+                test_per_class: int | None) -> dict[str, list[np.ndarray]]:
+    """One sub-sample: part -> per-class chunks of pool positions (``by_class[c]``: class c's positions).
+    Each class draws ``per_class`` images (all when None), shuffles them and gives the first
+    ``train_per_class`` (or ``round((1 - val_fraction) n_c)``, at least 1, at most n_c - 1) to train,
+    the rest to val; with ``own_test``, test draws from the class's images outside trainval."""
+    tv, tr, va, te = [], [], [], []
+    for pool in by_class:
+        if per_class is None:
+            chosen = pool  # all images: trainval identical across splits, train/val vary
+        else:
+            chosen = rng.permutation(pool)[:per_class]
+        chosen = rng.permutation(chosen)
+        if train_per_class is not None:
+            n_train = train_per_class
+        else:
+            n_train = int(np.floor((1.0 - val_fraction) * len(chosen) + 0.5))  # type: ignore[operator]
+            n_train = min(max(n_train, 1), len(chosen) - 1)
+        tv.append(chosen)
+        tr.append(chosen[:n_train])
+        va.append(chosen[n_train:])
         if own_test:
-            parts["test"] = te
-        split = {}
-        for part, chunks in parts.items():
-            idx = np.sort(np.concatenate(chunks)).astype(np.int64)
-            split[part] = dict(common, dataset="", part=part, split=i, indices=idx.tolist(),
-                               class_counts=_counts(y, idx, num_classes))
-        out.append(split)
-    return out
+            rest = rng.permutation(np.setdiff1d(pool, chosen))
+            te.append(rest if test_per_class is None else rest[:test_per_class])
+    parts = {"trainval": tv, "train": tr, "val": va}
+    if own_test:
+        parts["test"] = te
+    return parts
 
 
 def write_splits(

@@ -27,29 +27,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS grid_cells (
-    key TEXT PRIMARY KEY,
-    protocol TEXT NOT NULL,
-    options TEXT NOT NULL,
-    status TEXT NOT NULL,
-    error TEXT,
-    host TEXT,
-    pid INTEGER,
-    updated REAL NOT NULL
-);
-"""
-
-_LEASES = """
-CREATE TABLE IF NOT EXISTS grid_leases (
-    key TEXT PRIMARY KEY,
-    owner TEXT NOT NULL,
-    host TEXT NOT NULL,
-    pid INTEGER NOT NULL,
-    expires REAL NOT NULL,
-    heartbeat REAL NOT NULL
-);
-"""
+from ..store.schema import GRID_TABLES
 
 STATUSES = ("done", "running", "failed", "missing")
 #: seconds a cell's lease lasts after its driver's last heartbeat
@@ -85,7 +63,7 @@ class GridState:
         self._conn = connect_sqlite(self.path, read_only=read_only)
         if not read_only:
             self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.executescript(_SCHEMA + _LEASES)
+            self._conn.executescript(GRID_TABLES)
             self._conn.commit()
 
     def close(self) -> None:

@@ -39,7 +39,9 @@ Processes and backends
 - Under ``torchrun`` (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK`` set) nothing is started: every
   process runs the whole command, joins torchrun's group (``env://``) and trains on ``cuda:LOCAL_RANK``
   (or the CPU); ``devices`` must equal the processes per node (``LOCAL_WORLD_SIZE``) and the global
-  batch is split over all ``WORLD_SIZE`` processes. Only rank 0 writes the results store.
+  batch is split over all ``WORLD_SIZE`` processes. Only rank 0 writes the results store: the
+  command line opens it on rank 0 only (:func:`vistabench.cli.verbs.writes_records`); a script
+  passes no store on the other ranks (:func:`torchrun_env`).
 
 What is synchronised
 --------------------

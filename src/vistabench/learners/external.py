@@ -22,7 +22,6 @@ leaving out the tensors of the classifier head (it has the data's classes).
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import sys
 from pathlib import Path
@@ -31,6 +30,7 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
+from .._lazy import import_named, lazy_import
 from ..errors import InputError
 
 __all__ = ["ExternalBackbone", "build_external", "is_external", "load_pretrained", "resolve_factory"]
@@ -52,7 +52,7 @@ def resolve_factory(name: str) -> Callable[..., Any]:
         raise InputError(f"model: expected MODULE:FUNCTION or timm:NAME, got {name!r}")
     if module == "timm":
         try:
-            timm = importlib.import_module("timm")
+            timm = lazy_import("timm")
         except Exception as exc:  # timm missing, or its torchvision not loading against this torch
             raise InputError(f"model: {name!r} needs timm, which does not import here "
                              f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); "
@@ -82,7 +82,7 @@ def _import(module: str) -> Any:
     """Import ``module``; a module not found is looked for in the current folder too (as ``python -m``
     and ``python script.py`` would: the ``vistabench`` command's own path does not hold the folder)."""
     try:
-        return importlib.import_module(module)
+        return import_named(module)
     except ModuleNotFoundError as exc:
         top = module.split(".")[0]
         here = str(Path.cwd())
@@ -90,7 +90,7 @@ def _import(module: str) -> Any:
             raise
         sys.path.append(here)
         try:
-            return importlib.import_module(module)
+            return import_named(module)
         except ModuleNotFoundError as again:
             if again.name == top:
                 sys.path.remove(here)

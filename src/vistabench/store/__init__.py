@@ -254,12 +254,11 @@ class ResultsStore:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def add(self, record: Record) -> int | None:
+    def add(self, record: Record) -> int:
         """Insert a record atomically and return its id (a full disk: one line naming the store).
 
-        Under ``torchrun`` (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK`` set) every process runs the
-        same command and trains the same model together (``TrainConfig.devices``); only rank 0
-        writes, the others return None and leave ``record.id`` None (also in :meth:`add_many`)."""
+        Every call writes: under ``torchrun`` the caller opens a store on rank 0 only (the command
+        line's ``run`` verbs do: :func:`vistabench.cli.verbs.writes_records`)."""
         try:
             return self._add(record)
         except sqlite3.OperationalError as exc:
@@ -267,9 +266,7 @@ class ResultsStore:
                 raise no_space(f"results store {str(self.path)!r}") from exc
             raise
 
-    def _add(self, record: Record, *, commit: bool = True) -> int | None:
-        if all(k in os.environ for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK")) and os.environ["RANK"] != "0":
-            return None  # a torchrun rank other than 0: rank 0 writes the record (see add)
+    def _add(self, record: Record, *, commit: bool = True) -> int:
         if record.run_id is None:
             record.run_id = new_run_id(record.protocol)  # a record of no larger run is a run of its own
         check_kind(record.kind)

@@ -1,4 +1,5 @@
-"""The results store's schema (version 2), its record kinds, and the reading of schema-1 stores.
+"""The results store's schema (version 2): its tables (the records; the grid's bookkeeping), its record
+kinds, and the reading of schema-1 stores.
 
 Schema 2 (``PRAGMA user_version = 2``) has one ``records`` table (each column in docs/store.md):
 ``kind`` says what a record is (:data:`KINDS`), ``run_id`` which run it belongs to, ``grid_cell``
@@ -62,6 +63,29 @@ CREATE INDEX IF NOT EXISTS records_protocol ON records(protocol, dataset, method
 CREATE INDEX IF NOT EXISTS records_kind ON records(protocol, kind);
 CREATE INDEX IF NOT EXISTS records_run ON records(run_id);
 CREATE INDEX IF NOT EXISTS records_grid_cell ON records(grid_cell);
+"""
+
+#: the grid's bookkeeping in the same file (written by :mod:`vistabench.grid.state` only, docs/store.md):
+#: each cell's status (``grid_cells``) and the cell each driver has claimed (``grid_leases``)
+GRID_TABLES = """
+CREATE TABLE IF NOT EXISTS grid_cells (
+    key TEXT PRIMARY KEY,
+    protocol TEXT NOT NULL,
+    options TEXT NOT NULL,
+    status TEXT NOT NULL,
+    error TEXT,
+    host TEXT,
+    pid INTEGER,
+    updated REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS grid_leases (
+    key TEXT PRIMARY KEY,
+    owner TEXT NOT NULL,
+    host TEXT NOT NULL,
+    pid INTEGER NOT NULL,
+    expires REAL NOT NULL,
+    heartbeat REAL NOT NULL
+);
 """
 
 _SMALLDATA_KINDS = ("tune", "final", "highres")

@@ -28,12 +28,11 @@ A new protocol is one file here calling :func:`declare` (discovered by :func:`pr
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 import re
 from dataclasses import dataclass, fields
 from typing import Any, Callable
 
+from .._lazy import import_submodules
 from ..errors import InputError
 from ..registry import Registry, resolve_ref
 
@@ -137,8 +136,7 @@ def declare(protocol: Protocol) -> Protocol:
 def _load() -> None:
     global _loaded
     if not _loaded:
-        for info in pkgutil.iter_modules(__path__):
-            importlib.import_module(f"{__name__}.{info.name}")
+        import_submodules(__name__)
         _loaded = True
 
 

@@ -1,4 +1,4 @@
-"""The experiment-tracker interface and the registry of backends (one module per tool).
+"""The experiment-tracker interface, one module per tool implementing it (:data:`.guard.BACKENDS`).
 
 A backend is one tracked run in one tool. The session (:mod:`.session`) and the export
 (:mod:`.export`) talk to every tool through :class:`Backend` only; each tool's package is imported
@@ -8,29 +8,25 @@ package ends in one line naming ``pip install 'vistabench[track]'``.
 
 from __future__ import annotations
 
-import importlib
 import importlib.util
 import re
 from pathlib import Path
-from typing import Any
 
+from .._lazy import LazyModules
 from ..errors import InputError
 from ..registry import did_you_mean
 
 Param = str | int | float | bool
 
-__all__ = ["Backend", "Param", "BACKENDS", "TRACK_EXTRA", "open_backend", "backend_class", "require_tracker",
-           "metric_name", "MissingTrackerError"]
+__all__ = ["Backend", "Param", "TOOL_PACKAGES", "TRACK_EXTRA", "require_tracker", "metric_name",
+           "MissingTrackerError"]
 
 #: the ``pip install`` extra that installs every tracker's package
 TRACK_EXTRA = "track"
 
-#: tracker -> (module of its backend, the import name of the package it needs)
-BACKENDS: dict[str, tuple[str, str]] = {
-    "mlflow": ("mlflow_backend", "mlflow"),
-    "tensorboard": ("tensorboard_backend", "tensorboardX"),
-    "wandb": ("wandb_backend", "wandb"),
-}
+#: tracker -> the package it needs (imported when a run starts there; its backend module:
+#: :data:`vistabench.tracking.guard.BACKENDS`)
+TOOL_PACKAGES = LazyModules({"mlflow": "mlflow", "tensorboard": "tensorboardX", "wandb": "wandb"})
 
 
 class MissingTrackerError(InputError):
@@ -89,10 +85,10 @@ class Backend:
 def require_tracker(tool: str) -> None:
     """One line (an :class:`~vistabench.errors.InputError`) unless ``tool`` is known and its package
     is installed; nothing is imported."""
-    if tool not in BACKENDS:
-        hint = did_you_mean(tool, BACKENDS, n=1)
-        raise InputError(f"track: unknown tracker {tool!r}{hint} (known: {', '.join(BACKENDS)})")
-    package = BACKENDS[tool][1]
+    if tool not in TOOL_PACKAGES:
+        hint = did_you_mean(tool, TOOL_PACKAGES, n=1)
+        raise InputError(f"track: unknown tracker {tool!r}{hint} (known: {', '.join(TOOL_PACKAGES)})")
+    package = TOOL_PACKAGES.targets[tool]
     try:
         found = importlib.util.find_spec(package) is not None
     except (ImportError, ValueError):  # a broken install counts as missing
@@ -100,17 +96,6 @@ def require_tracker(tool: str) -> None:
     if not found:
         raise MissingTrackerError(f"track: {tool} needs the package {package}, not installed: "
                                   f"pip install 'vistabench[{TRACK_EXTRA}]'")
-
-
-def backend_class(tool: str) -> type[Backend]:
-    """The :class:`Backend` of ``tool`` (its module imports the tool's package only when a run starts)."""
-    require_tracker(tool)
-    return importlib.import_module(f"{__package__}.{BACKENDS[tool][0]}").TRACKER
-
-
-def open_backend(tool: str, **kwargs: Any) -> Backend:
-    """Start a run in ``tool`` (one of :data:`BACKENDS`); its package is imported here."""
-    return backend_class(tool)(**kwargs)
 
 
 _BAD = re.compile(r"[^A-Za-z0-9_\-./ ]")

@@ -17,8 +17,9 @@ import threading
 import warnings
 from typing import Any, Callable
 
+from .._lazy import LazyModules
 from ..errors import InputError, one_line
-from .backends import Backend
+from .backends import TOOL_PACKAGES, Backend, require_tracker
 
 __all__ = ["call_timeout", "bounded", "TrackerTimeout", "TrackingWarning", "Guarded", "TIMEOUT_ENV",
            "DEFAULT_TIMEOUT", "OPEN_FACTOR"]
@@ -29,6 +30,18 @@ DEFAULT_TIMEOUT = 15.0
 #: opening a run may take this many deadlines: it may create a local store (MLflow's first SQLite
 #: database takes seconds of migrations on a busy machine) where later calls only send numbers
 OPEN_FACTOR = 4
+
+
+#: tracker -> the module of its backend (its ``TRACKER`` class), imported when a run starts there
+BACKENDS = LazyModules({"mlflow": ".mlflow_backend", "tensorboard": ".tensorboard_backend",
+                        "wandb": ".wandb_backend"}, package=__package__)
+
+
+def backend_class(tool: str) -> type[Backend]:
+    """The :class:`~.backends.Backend` of ``tool`` (its module imports the tool's package only when a
+    run starts)."""
+    require_tracker(tool)
+    return BACKENDS.load(tool).TRACKER
 
 
 class TrackerTimeout(Exception):
@@ -102,17 +115,13 @@ class Guarded:
     def open(cls, tool: str, *, timeout: float, on_failure: Callable[[str, str], None] | None = None,
              **kwargs: Any) -> "Guarded":
         """Start a run in ``tool`` within ``timeout`` seconds, else one line (exit 2)."""
-        import importlib
-
-        from .backends import BACKENDS, backend_class
-
         kind = backend_class(tool)  # a missing package: its own line, at once
         try:
             bounded(kind.check, timeout=timeout, what="check")  # before the slow import
         except TrackerTimeout:
             raise InputError(f"track: {tool}: {where(tool, kwargs.get('track_dir'))} did not answer within "
                              f"{timeout:g} s; check that it works, or allow more time with {TIMEOUT_ENV}") from None
-        importlib.import_module(BACKENDS[tool][1])  # here, not under the deadline: an import is no answer
+        TOOL_PACKAGES.load(tool)  # imported here, not under the deadline: an import is no answer
         try:
             backend = bounded(kind, timeout=OPEN_FACTOR * timeout, what="open", **kwargs)
         except TrackerTimeout:

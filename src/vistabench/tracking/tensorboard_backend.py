@@ -57,6 +57,10 @@ class TensorboardTracker(Backend):
                 raise err from None
             raise
 
+    def _event_file(self) -> Path:
+        """The run's event file (tensorboardX names it when it opens it; no private attribute read)."""
+        return next(iter(sorted(self.folder.glob("events.out.tfevents.*"))), self.folder / "events")
+
     def _add(self, summary, step: int = 0) -> None:
         from tensorboardX.proto import event_pb2
 
@@ -64,7 +68,7 @@ class TensorboardTracker(Backend):
             self.writer.write_event(event_pb2.Event(wall_time=time.time(), step=int(step), summary=summary))
             self.writer.flush()  # on disk now: TensorBoard shows the run live, an error is this call's
         except OSError as exc:
-            err = disk_error(exc, self.writer._file_name, "tensorboard log")
+            err = disk_error(exc, self._event_file(), "tensorboard log")
             if err is not None:
                 raise err from None
             raise

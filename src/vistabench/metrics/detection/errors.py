@@ -114,6 +114,74 @@ def _best(row: np.ndarray, last: bool) -> int:
     return len(row) - 1 - int(np.argmax(row[::-1])) if last else int(np.argmax(row))
 
 
+def _check_options(pos_iou: float, bg_iou: float, rules: str, iou_type: str) -> None:
+    if not 0 <= bg_iou <= pos_iou <= 1:
+        raise InputError(f"bg_iou, pos_iou: expected 0 <= bg_iou <= pos_iou <= 1, got {bg_iou} and {pos_iou}")
+    if rules not in ("tide", "official"):
+        raise InputError(f"rules: expected 'tide' or 'official', got {rules!r}")
+    if iou_type not in ("bbox", "segm"):
+        raise InputError(f"iou_type: expected 'bbox' or 'segm', got {iou_type!r}")
+
+
+def _greedy_matches(cls_iou: np.ndarray, pos_iou: float, last: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Greedy matching of one image: ``cls_iou`` (D, G) IoU of its detections (descending score) with
+    its counted ground truth, 0 across classes. Each detection in turn takes the best still free
+    ground truth at IoU >= ``pos_iou`` (``last``: the later one on ties). Returns the matched
+    detection rows and their ground-truth columns, (M,) each."""
+    rows: list[int] = []
+    cols: list[int] = []
+    if cls_iou.shape[1]:  # only a detection with IoU >= pos_iou somewhere can match
+        free = np.ones(cls_iou.shape[1], bool)
+        for k in np.flatnonzero(cls_iou.max(axis=1) >= pos_iou):
+            row = np.where(free, cls_iou[k], 0.0)
+            j = _best(row, last)
+            if row[j] >= pos_iou:
+                free[j] = False
+                rows.append(int(k))
+                cols.append(j)
+    return np.asarray(rows, np.int64), np.asarray(cols, np.int64)
+
+
+def _mark_ignored(st: np.ndarray, un: np.ndarray, r: np.ndarray, crowd: np.ndarray, pos_iou: float,
+                  strict: bool) -> None:
+    """Mark IGNORED (in ``st``, one image's states) the unmatched detections (``un``) that an ignore
+    region of their class covers: ``r`` (D, R) their IoU with the regions (crowd IoU over the
+    detection's area; 0 across classes), ``crowd`` (R,). ``strict`` (TIDE): IoU above ``pos_iou``;
+    else at least ``pos_iou``, a non-crowd ignored ground truth (LVIS ``ignore``) taken once, in
+    score order."""
+    if strict:
+        st[un & (r > pos_iou).any(axis=1)] = IGNORED
+    elif crowd.all():
+        st[un & (r >= pos_iou).any(axis=1)] = IGNORED
+    else:
+        rfree = np.ones(len(crowd), bool)
+        for k in np.flatnonzero(un):
+            rk = np.where(rfree | crowd, r[k], -1.0)
+            if rk.max() >= pos_iou:
+                st[k] = IGNORED
+                j = _best(rk, True)
+                rfree[j] = bool(crowd[j])
+
+
+def _label_errors(err: np.ndarray, un: np.ndarray, iou: np.ndarray, same: np.ndarray, cls_iou: np.ndarray,
+                  free: np.ndarray, pos_iou: float, bg_iou: float) -> tuple[np.ndarray, np.ndarray]:
+    """TIDE's error type of each unmatched detection (``un``) of one image, written into ``err``:
+    ``iou`` (D, G) with its counted ground truth, ``same`` (D, G) whether the classes agree,
+    ``cls_iou`` = iou * same, ``free`` (G,) the ground truth left unmatched. Returns ``tj`` (D,) the
+    column each ``Loc``/``Cls`` error aims at and ``hit`` (D,) which detections are such errors."""
+    cmax, carg = cls_iou.max(axis=1), cls_iou.argmax(axis=1)
+    other = iou * ~same
+    omax, oarg = other.max(axis=1), other.argmax(axis=1)
+    loc = un & (bg_iou <= cmax) & (cmax <= pos_iou)
+    cls = un & ~loc & (omax >= pos_iou)
+    rest = un & ~loc & ~cls
+    dupe = rest & ((cls_iou * ~free).max(axis=1) >= pos_iou)
+    bkg = rest & ~dupe & (iou.max(axis=1) <= bg_iou)
+    err[rest] = BOTH
+    err[dupe], err[bkg], err[loc], err[cls] = DUPE, BKG, LOC, CLS
+    return np.where(loc, carg, oarg), loc | cls
+
+
 def classify_errors(
     gt: GroundTruth,
     dets: Detections,
@@ -138,12 +206,7 @@ def classify_errors(
     rules : "tide" or "official" matching conventions (see the module docstring).
     iou_type : "bbox" or "segm" (mask IoU; both sides need ``segmentation``, as TIDE's mask mode).
     """
-    if not 0 <= bg_iou <= pos_iou <= 1:
-        raise InputError(f"bg_iou, pos_iou: expected 0 <= bg_iou <= pos_iou <= 1, got {bg_iou} and {pos_iou}")
-    if rules not in ("tide", "official"):
-        raise InputError(f"rules: expected 'tide' or 'official', got {rules!r}")
-    if iou_type not in ("bbox", "segm"):
-        raise InputError(f"iou_type: expected 'bbox' or 'segm', got {iou_type!r}")
+    _check_options(pos_iou, bg_iou, rules, iou_type)
     overlaps = _Overlaps(gt, dets, iou_type == "segm")
     last, strict = rules == "official", rules == "tide"
     idx = np.flatnonzero(keep)
@@ -177,48 +240,23 @@ def classify_errors(
         iou = overlaps(ds, gi, np.zeros(len(gi), bool))
         same = dcls[:, None] == gt.category[gi][None, :]
         cls_iou = iou * same
+        rows, cols = _greedy_matches(cls_iou, pos_iou, last)
+        st[rows], matched[s + rows] = TRUE_POSITIVE, gi[cols]
         free = np.ones(len(gi), bool)
-        if len(gi):  # greedy, by descending score; only a detection with IoU >= pos_iou somewhere can match
-            for k in np.flatnonzero(cls_iou.max(axis=1) >= pos_iou):
-                row = np.where(free, cls_iou[k], 0.0)
-                j = _best(row, last)
-                if row[j] >= pos_iou:
-                    free[j] = False
-                    st[k], matched[s + k] = TRUE_POSITIVE, gi[j]
+        free[cols] = False
         un = st != TRUE_POSITIVE
         if len(gr):  # ignore regions of the detection's class (crowd IoU over the detection's area)
             r = overlaps(ds, gr, gt.crowd[gr]) * (dcls[:, None] == gt.category[gr][None, :])
-            if strict:
-                st[un & (r > pos_iou).any(axis=1)] = IGNORED
-            elif gt.crowd[gr].all():
-                st[un & (r >= pos_iou).any(axis=1)] = IGNORED
-            else:  # a non-crowd ignored ground truth (LVIS ``ignore``) is taken once, in score order
-                rfree = np.ones(len(gr), bool)
-                for k in np.flatnonzero(un):
-                    rk = np.where(rfree | gt.crowd[gr], r[k], -1.0)
-                    if rk.max() >= pos_iou:
-                        st[k] = IGNORED
-                        j = _best(rk, True)
-                        rfree[j] = bool(gt.crowd[gr[j]])
+            _mark_ignored(st, un, r, gt.crowd[gr], pos_iou, strict)
         st[un & (st != IGNORED) & flag[ds]] = IGNORED
         used[gi[~free]] = True
         err = error[s:e]
         if not len(gi):
             err[un] = BKG
             continue
-        cmax, carg = cls_iou.max(axis=1), cls_iou.argmax(axis=1)
-        other = iou * ~same
-        omax, oarg = other.max(axis=1), other.argmax(axis=1)
-        loc = un & (bg_iou <= cmax) & (cmax <= pos_iou)
-        cls = un & ~loc & (omax >= pos_iou)
-        rest = un & ~loc & ~cls
-        dupe = rest & ((cls_iou * ~free).max(axis=1) >= pos_iou)
-        bkg = rest & ~dupe & (iou.max(axis=1) <= bg_iou)
-        err[rest] = BOTH
-        err[dupe], err[bkg], err[loc], err[cls] = DUPE, BKG, LOC, CLS
-        tj = np.where(loc, carg, oarg)  # the target's position in gi
-        aimed = np.flatnonzero((loc | cls) & free[tj])  # at an unmatched ground truth: it can be recovered
-        target[s:e][loc | cls] = gi[tj[loc | cls]]
+        tj, hit = _label_errors(err, un, iou, same, cls_iou, free, pos_iou, bg_iou)
+        aimed = np.flatnonzero(hit & free[tj])  # at an unmatched ground truth: it can be recovered
+        target[s:e][hit] = gi[tj[hit]]
         if len(aimed):
             usable[gi[tj[aimed]]] = True
             # per target, the highest score wins; on ties the first in this (descending score) order
