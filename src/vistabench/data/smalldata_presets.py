@@ -47,7 +47,9 @@ class SmallDataPreset:
     "complete" ones) and ``val_metric`` ("accuracy" or "balanced_accuracy" on val) are the rules.
     ``augmentation`` is applied to training batches (tuning and final runs). ``stem`` is the ResNet
     stem: ``"imagenet"`` (7x7/2 conv + max-pool), ``"small"`` (3x3/1) or ``"auto"`` (small at <= 64 px);
-    gem's ResNets keep the ImageNet stem on 64 px EuroSAT.
+    gem's ResNets keep the ImageNet stem on 64 px EuroSAT. ``native_size``: the side length of a
+    dataset whose images always keep their own size (``image_size`` does not resize them), so a
+    config knows the size the model is built for (and the stem ``auto`` picks) before loading it.
     """
 
     name: str
@@ -74,6 +76,7 @@ class SmallDataPreset:
     num_splits: int = 3
     recipe: str = "gem"
     stem: str = "auto"
+    native_size: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -112,7 +115,7 @@ def _preset(p: SmallDataPreset) -> SmallDataPreset:
 # gem's bash_scripts/bench_*.sh and split files (train{i}/val{i}.txt per-class counts)
 _preset(SmallDataPreset("cifair10", "CIFAR-10 training pool + ciFAIR-10 test (32x32 RGB)", 50, "official",
                         (10, 25, 50), 500, 250, 50, "wrn16_8", "resnet18",
-                        augmentation=Augmentation(crop="shift", shift=4, hflip=True)))
+                        augmentation=Augmentation(crop="shift", shift=4, hflip=True), native_size=32))
 _preset(SmallDataPreset("cub200", "CUB-200-2011 birds, all ~30 training images per class (RGB)", None,
                         "official", (8, 16, 32), 200, 100, 10, "resnet50", "resnet18", image_size=224,
                         train_per_class=20, augmentation=Augmentation(crop="resized", min_scale=0.4, hflip=True)))
@@ -122,15 +125,16 @@ _preset(SmallDataPreset("isic2018", "ISIC 2018 task 3 skin lesions, 7 classes (R
                         augmentation=Augmentation(crop="resized", min_scale=0.4, hflip=True, vflip=True)))
 _preset(SmallDataPreset("eurosat", "EuroSAT Sentinel-2, 13 spectral bands (64x64)", 50, "own",
                         (10, 25, 50), 500, 250, 25, "resnet50", "resnet18", test_per_class=1950,
-                        augmentation=Augmentation(crop="shift", shift=8, hflip=True, vflip=True), stem="imagenet"))
+                        augmentation=Augmentation(crop="shift", shift=8, hflip=True, vflip=True), stem="imagenet",
+                        native_size=64))
 _preset(SmallDataPreset("clamm", "CLaMM 2016 Latin script styles, 12 classes (grayscale)", 50, "official",
                         (8, 16, 32), 500, 100, 25, "resnet50", "resnet18", image_size=224,
                         augmentation=Augmentation(crop="resized", min_scale=0.2)))
 # the demo datasets follow the same rules; digits are not flip- or crop-invariant: no augmentation
 _preset(SmallDataPreset("mnist5k", "bundled MNIST-5k (28x28 grayscale)", 50, "official",
-                        (10, 25, 50), 30, 20, 3, "cnn28", "cnn28", needs_root=False))
+                        (10, 25, 50), 30, 20, 3, "cnn28", "cnn28", needs_root=False, native_size=28))
 _preset(SmallDataPreset("digits", "bundled sklearn digits (8x8 grayscale)", 50, "official",
-                        (10, 25, 50), 30, 20, 3, "cnn28", "cnn28", needs_root=False))
+                        (10, 25, 50), 30, 20, 3, "cnn28", "cnn28", needs_root=False, native_size=8))
 _preset(SmallDataPreset("folder", "your images: ROOT/<class>/* or ROOT/train/<class>/* + ROOT/test/<class>/*",
                         50, "official", (8, 16, 32), 100, 50, 10, "resnet18", "resnet18", image_size=64,
                         augmentation=Augmentation(crop="shift", shift=4, hflip=True)))

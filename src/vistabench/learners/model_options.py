@@ -27,7 +27,22 @@ from ..registry import Registry, did_you_mean
 
 __all__ = ["ModelOptions", "CNN28Options", "ResNetOptions", "WRNOptions", "ViTOptions", "NoModelOptions",
            "model_options", "register_model_options", "check_model_name", "model_options_class", "check_model_options",
-           "check_patch_size"]
+           "check_patch_size", "SMALL_STEM_MAX", "small_stem"]
+
+#: the largest image side a ResNet built with ``small_input=None`` gets the small-input stem for
+SMALL_STEM_MAX = 64
+
+
+def small_stem(image_size: int | None, small_input: bool | None = None) -> bool:
+    """Whether a ResNet gets the small-input stem (3x3/1 convolution, no max-pool): ``small_input``
+    when given, else whether the images it is built for are at most :data:`SMALL_STEM_MAX` pixels.
+
+    >>> small_stem(32), small_stem(224), small_stem(224, True)
+    (True, False, True)
+    """
+    if small_input is not None:
+        return bool(small_input)
+    return image_size is not None and image_size <= SMALL_STEM_MAX
 
 
 @dataclass(frozen=True, kw_only=True)

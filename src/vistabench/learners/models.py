@@ -21,6 +21,7 @@ from torch import nn
 from .._validation import check_value
 from ..errors import InputError
 from ..registry import Registry
+from .model_options import small_stem
 
 # the building blocks are public: method packages extend them (learners/smalldata/: full convolution,
 # dual selective kernels, hybrid scattering networks)
@@ -269,9 +270,7 @@ class ResNet(Backbone):
 
 
 def _small(image_size: int | None, small_input: bool | None) -> bool:
-    if small_input is not None:
-        return bool(small_input)
-    return image_size is not None and image_size <= 64
+    return small_stem(image_size, small_input)  # the one rule (a config resolves the stem with it)
 
 
 @models.register("resnet18")
