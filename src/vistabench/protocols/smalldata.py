@@ -216,10 +216,10 @@ def run_method(ctx: Context, method: str, opts: RunPlan, records: list[Record] |
 
     With ``require_search`` a missing or unfinished search is an error instead of being run.
     """
-    from ..learners.smalldata.registry import get_method
+    from ..methods import get_method
 
     check_ray_address(opts.engine, opts.ray_address)
-    m = get_method(method)
+    m = get_method("smalldata", method)
     space = _space(ctx, method, opts)
     searched = any(not isinstance(p, Fixed) for p in space.values())
     summary: dict[str, Any] = {"dataset": ctx.name, "method": method, "splits": []}

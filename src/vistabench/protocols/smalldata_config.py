@@ -38,10 +38,10 @@ from ..learners.model_options import check_model_name, model_options, small_stem
 from ..registry import did_you_mean
 from ..learners.recipe import training_recipe, use
 from ..learners.smalldata.options import CommonSpace, MethodOptions
-from ..learners.smalldata.registry import get_method
+from ..methods import get_method
 from ..tuning.space import Choice, Fixed, Param, space_to_json
 
-__all__ = ["SmalldataConfig", "COMMON_SPACE", "NATIVE", "FROM_IMAGE_SIZE", "AUGMENTATIONS", "search_space"]
+__all__ = ["SmalldataConfig", "COMMON_SPACE", "NATIVE", "FROM_IMAGE_SIZE", "search_space"]
 
 #: ``image_size`` of a dataset whose images are used at their own size
 NATIVE = "native"
@@ -50,12 +50,10 @@ FROM_IMAGE_SIZE = "from_image_size"
 
 #: the hyper-parameters every method searches (besides its own options)
 COMMON_SPACE = ("lr", "weight_decay", "batch_size")
-#: ``augment`` by name (``preset``: the dataset preset's own augmentation)
-AUGMENTATIONS = {"pad-crop-flip": PAD_CROP_FLIP, "none": NO_AUGMENTATION}
 
 
 def _method_options_cls(method: str) -> type[MethodOptions]:
-    return get_method(method, field="method").options
+    return get_method("smalldata", method).options
 
 
 #: the recipe fields of a trial and a final run, and their defaults here (lr, weight decay and batch size
@@ -239,7 +237,7 @@ class SmalldataConfig(_RECIPE):
         if self.model is not None:
             check_model_name(self.model)
         cls = _method_options_cls(self.method)
-        backbones = get_method(self.method).backbones
+        backbones = get_method("smalldata", self.method).backbones
         factory = isinstance(self.model, str) and ":" in self.model
         if backbones is not None and (self.model in model_options or factory) and self.model not in backbones \
                 and self.model != get_preset(self.dataset, recipe=self.recipe).model:  # the preset's: as before
@@ -277,8 +275,8 @@ class SmalldataConfig(_RECIPE):
         aug = self.augment
         if aug == "preset":
             return self.preset().augmentation
-        if isinstance(aug, str):
-            return AUGMENTATIONS[aug]
+        if isinstance(aug, str):  # the other names (the field's type admits no more)
+            return PAD_CROP_FLIP if aug == "pad-crop-flip" else NO_AUGMENTATION
         try:
             return Augmentation(**aug)
         except TypeError:
@@ -364,7 +362,7 @@ def search_space(method: str, *, recipe: str, batch_sizes: tuple[int, ...],
     then ``overrides`` (each checked against its declared bounds). A method that is not tuned searches
     nothing: a batch-size choice becomes its median, any other range is refused. Applying the result
     as ``overrides`` again gives the same space (a printed config reads back as it was)."""
-    m = get_method(method, field="method")
+    m = get_method("smalldata", method)
     opts = method_options if method_options is not None else m.options.for_recipe(recipe)
     common = CommonSpace().space()
     space: dict[str, Param] = {"lr": common["lr"], "weight_decay": common["weight_decay"],
