@@ -34,7 +34,7 @@ from ..config import jsonable, option
 from ..data.augment import NO_AUGMENTATION, PAD_CROP_FLIP, Augmentation
 from ..data.smalldata_presets import get_preset, presets
 from ..errors import InputError
-from ..learners.model_options import check_model_name, model_options, small_stem
+from ..learners.model_options import BUILTIN_MODELS, check_model_name, small_stem
 from ..registry import did_you_mean
 from ..learners.recipe import training_recipe, use
 from ..learners.smalldata.options import CommonSpace, MethodOptions
@@ -239,7 +239,7 @@ class SmalldataConfig(_RECIPE):
         cls = _method_options_cls(self.method)
         backbones = get_method("smalldata", self.method).backbones
         factory = isinstance(self.model, str) and ":" in self.model
-        if backbones is not None and (self.model in model_options or factory) and self.model not in backbones \
+        if backbones is not None and (self.model in BUILTIN_MODELS or factory) and self.model not in backbones \
                 and self.model != get_preset(self.dataset, recipe=self.recipe).model:  # the preset's: as before
             raise InputError(f"model: method {self.method!r} changes a convolutional backbone "
                              f"({', '.join(backbones)}); {self.model!r} is not one")

@@ -15,7 +15,7 @@ from ..data.dataset import DataSplits, Dataset
 from ..data.smalldata import SmallDataPreset, get_preset, load_smalldata
 from ..data.smalldata_splits import SmallDataSplit, read_splits, write_preset_splits
 from ..errors import InputError
-from ..learners.model_options import model_options, model_options_class
+from ..learners.model_options import model_options_class
 from ..learners.smalldata.options import MethodOptions
 from ..metrics.classification import balanced_accuracy
 from ..store import Record
@@ -197,7 +197,7 @@ def stem_model_options(name: str, stem: str) -> dict[str, Any]:
     """The model option a ResNet stem sets (``small_input``) on model ``name``: none for
     ``from_image_size`` (the factory's own rule) or a built-in model without that option (``resnet32``);
     a model of yours gets it when its name starts with ``resnet``."""
-    cls = model_options_class(name) if name in model_options else None
+    cls = model_options_class(name)
     takes = name.startswith("resnet") if cls is None else "small_input" in {i.name for i in cls.fields_info()}
     if stem in ("auto", "from_image_size") or not takes:
         return {}
