@@ -38,6 +38,7 @@ from ..learners.model_options import BUILTIN_MODELS, check_model_name, small_ste
 from ..registry import did_you_mean
 from ..learners.recipe import training_recipe, use
 from ..learners.smalldata.options import CommonSpace, MethodOptions
+from ..learners.smalldata.registry import methods as smalldata_methods
 from ..methods import get_method
 from ..tuning.space import Choice, Fixed, Param, space_to_json
 
@@ -82,8 +83,8 @@ class SmalldataConfig(_RECIPE):
         "grace_period", "reduction_factor", "sampler", "score_window", "select", "val_metric", "space",
         "batch_sizes", "final_epochs")}
 
-    dataset: str = option(help="dataset preset: cifair10 | cub200 | isic2018 | eurosat | clamm | mnist5k | digits | "
-                               "folder; NAME:DIR also gives root", metavar="NAME")
+    dataset: str = option(help=f"dataset preset: {' | '.join(presets.names())}; NAME:DIR also gives root",
+                          metavar="NAME")
     root: str | None = option(None, help="the dataset's folder (not for mnist5k/digits)", metavar="DIR")
     recipe: Literal["gem", "vistabench"] = option(
         "gem", help="protocol rules: gem = the benchmark's code (fixed train/val sizes per class, the dataset's own "
@@ -101,8 +102,7 @@ class SmalldataConfig(_RECIPE):
     image_size: int | Literal["native"] | None = option(
         None, low=1, metavar="PX", help="side length variable-size images are resized to (default: the preset's; "
                                         "native: the dataset's images keep their size)")
-    method: str = option(help="ce | ce_untuned | cosine | cosine_ce | harmonic | grad_l2 | dhn | ole | fconv | dskn | "
-                              "dvp | auxilearn | tvmf", metavar="NAME")
+    method: str = option(help=" | ".join(smalldata_methods.names()), metavar="NAME")
     splits: str | None = option(None, metavar="DIR", help="folder of split files (default: written to "
                                 "WORK/splits/...)")
     split: tuple[int, ...] | None = option(None, low=0, metavar="I", help="only these splits (default: all)")
