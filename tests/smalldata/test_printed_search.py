@@ -99,3 +99,23 @@ def test_the_search_draws_from_the_printed_ranges(tmp_path, capsys):
             else:
                 assert v == p.value
     assert tune.settings["run_config"] == printed
+
+
+@pytest.mark.parametrize("model,size", [("resnet18", 32), ("resnet18", 224), ("resnet32", 64), ("cnn28", 8)])
+def test_a_resolved_stem_builds_the_network_the_size_rule_builds(model, size):
+    import torch
+
+    from vistabench.learners.model_options import small_stem
+    from vistabench.learners.models import build_model
+    from vistabench.protocols.smalldata_core import stem_model_options
+
+    resolved = "small" if small_stem(size) else "imagenet"
+    a = build_model(model, num_classes=3, in_channels=3, image_size=size, seed=0,
+                    **stem_model_options(model, "from_image_size"))
+    b = build_model(model, num_classes=3, in_channels=3, image_size=size, seed=0, **stem_model_options(model, resolved))
+    sa, sb = a.state_dict(), b.state_dict()
+    assert sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
+    if model == "resnet18":
+        assert stem_model_options(model, resolved) == {"small_input": size <= 64}
+    else:  # no stem option: nothing passed (resnet32 takes none)
+        assert stem_model_options(model, resolved) == {}

@@ -115,6 +115,8 @@ class SmallDataPreset:
         return {"per_class": pc, "train_per_class": tpc, "val_fraction": None}
 
 
+#: data set name -> its :class:`SmallDataPreset`, the data set's one entry: its loader (``loader(root,
+#: image_size=...) -> DataSplits``, ``loader(root)`` at a ``native_size``; None: bundled) and its settings
 presets: Registry[SmallDataPreset] = Registry("small-data dataset")
 
 
