@@ -13,6 +13,7 @@ The built-in factories here are entries of the one model registry, :data:`.model
 from __future__ import annotations
 
 import math
+
 import torch
 import torch.nn.functional as F
 from torch import nn
