@@ -78,6 +78,9 @@ def test_the_registries_list_and_check_methods_without_importing_torch():
             "assert get_method('incremental', 'fr').options.__name__ == 'FROptions'\n"
             "assert get_method('stream', 'mt').options.__name__ == 'MTOptions'\n"
             "assert method_registries.names() == ['incremental', 'longtail', 'smalldata', 'stream']\n"
+            "from vistabench.learners.model_options import check_model_name, models\n"
+            "check_model_name('resnet32_bbn')  # its factory lives in a torch module, its entry does not\n"
+            "assert len(models.names()) == 8 and models.get('vit_small').options.__name__ == 'ViTOptions'\n"
             "assert len(methods.names()) > 5 and len(stream_learners.names()) == 7\n"
             "assert check_model_options('cnn28', {'width': '4'}) == {'width': 4}\n"
             "assert 'torch' not in sys.modules, 'torch imported'\n")
