@@ -119,3 +119,11 @@ def test_a_resolved_stem_builds_the_network_the_size_rule_builds(model, size):
         assert stem_model_options(model, resolved) == {"small_input": size <= 64}
     else:  # no stem option: nothing passed (resnet32 takes none)
         assert stem_model_options(model, resolved) == {}
+
+
+def test_a_config_stored_before_the_search_was_printed_reads_back_with_its_key():
+    fresh = SmalldataConfig.from_dict({"dataset": "eurosat:/d", "method": "cosine_ce", "recipe": "vistabench"})
+    old = {**fresh.to_dict(), "space": {}, "augment": "preset", "stem": "from_image_size"}  # as runs stored it
+    again = SmalldataConfig.from_dict(old)
+    assert again.key_dict() == fresh.key_dict()
+    assert again.to_dict() == fresh.to_dict()  # resolved the same way
