@@ -70,14 +70,17 @@ def test_every_learner_family_registers_method_specs():
 
 def test_the_registries_list_and_check_methods_without_importing_torch():
     code = ("import sys\n"
-            "from vistabench.learners.longtail.options import lt_methods, options_class\n"
+            "from vistabench.methods import get_method, method_registries\n"
             "from vistabench.learners.smalldata.registry import methods\n"
-            "from vistabench.learners.incremental import incremental_methods, method_options_class\n"
-            "from vistabench.learners.stream.registry import stream_learners, learner_options_class\n"
+            "from vistabench.learners.stream.registry import stream_learners\n"
             "from vistabench.learners.model_options import check_model_options\n"
-            "assert options_class('tde').__name__ == 'TDEOptions'\n"
-            "assert method_options_class('fr').__name__ == 'FROptions'\n"
-            "assert learner_options_class('mt').__name__ == 'MTOptions'\n"
+            "assert get_method('longtail', 'tde').options.__name__ == 'TDEOptions'\n"
+            "assert get_method('incremental', 'fr').options.__name__ == 'FROptions'\n"
+            "assert get_method('stream', 'mt').options.__name__ == 'MTOptions'\n"
+            "assert method_registries.names() == ['incremental', 'longtail', 'smalldata', 'stream']\n"
+            "from vistabench.learners.model_options import check_model_name, models\n"
+            "check_model_name('resnet32_bbn')  # its factory lives in a torch module, its entry does not\n"
+            "assert len(models.names()) == 8 and models.get('vit_small').options.__name__ == 'ViTOptions'\n"
             "assert len(methods.names()) > 5 and len(stream_learners.names()) == 7\n"
             "assert check_model_options('cnn28', {'width': '4'}) == {'width': 4}\n"
             "assert 'torch' not in sys.modules, 'torch imported'\n")
@@ -92,3 +95,30 @@ def test_a_builtin_builder_reference_resolves_to_the_learner():
     assert incremental_methods.get("prototype").load().__name__ == "PrototypeLearner"
     assert stream_learners.get("bhpo").load().__name__ == "BHPO"
     assert all(callable(lt_methods.get(n).load()) for n in lt_methods.names())
+
+
+def test_one_lookup_by_protocol_and_name():
+    from vistabench.errors import InputError
+    from vistabench.learners.incremental import incremental_methods
+    from vistabench.learners.longtail.options import lt_methods
+    from vistabench.learners.smalldata.registry import methods
+    from vistabench.learners.stream.registry import stream_learners
+    from vistabench.methods import PROTOCOLS, get_method, method_registries
+
+    regs = {"longtail": lt_methods, "smalldata": methods, "incremental": incremental_methods, "stream": stream_learners}
+    assert sorted(PROTOCOLS) == method_registries.names() == sorted(regs)
+    for protocol, reg in regs.items():
+        assert method_registries.get(protocol) is reg
+        assert all(get_method(protocol, n) is reg.get(n) for n in reg.names())
+    with pytest.raises(InputError, match=r"^learner: unknown stream learner 'ft_d'; did you mean 'ft-d'"):
+        get_method("stream", "ft_d", field="learner")
+    with pytest.raises(InputError, match=r"^protocol: unknown protocol 'longtale'; did you mean 'longtail'"):
+        get_method("longtale", "ce")
+
+
+def test_register_learner_is_a_deprecated_spelling_of_register_method():
+    from vistabench.learners.stream import registry
+
+    with pytest.warns(DeprecationWarning, match="register_method"):
+        with pytest.raises(RuntimeError, match="registered twice"):
+            registry.register_learner("indep", builder="x:y")

@@ -1,13 +1,27 @@
-"""The one description of a learning method, whatever its protocol: :class:`MethodSpec`.
+"""The one description of a learning method, whatever its protocol: :class:`MethodSpec`, and the one
+lookup of a method by protocol and name: :func:`get_method`.
 
 Every learner family (long-tail methods, small-data methods, incremental learners, stream learners)
-registers its methods as specs in a :class:`~vistabench.registry.Registry`: the name, a title, the
-protocol, the typed :class:`~vistabench.config.Options` class of its hyper-parameters, the builder
-(a callable, or a ``"module:attribute"`` reference imported on first use, so a config lists and
-checks methods without importing torch) and what it supports. What the builder is called with is
-the protocol's contract (see each learner package); a spec only says where it is.
+registers its methods as specs in its :class:`~vistabench.registry.Registry`, listed here by protocol
+in :data:`method_registries`: the name, a title, the protocol, the typed
+:class:`~vistabench.config.Options` class of its hyper-parameters, the builder (a callable, or a
+``"module:attribute"`` reference imported on first use, so a config lists and checks methods without
+importing torch) and what it supports. What the builder is called with is the protocol's contract:
 
-This module imports neither torch nor any protocol.
+- ``longtail``: ``builder(ctx, test_images, options) -> (logits, train_results)``
+  (:mod:`vistabench.learners.longtail`);
+- ``smalldata``: ``builder(base, params, ctx) -> (model, loss_fn | None)``, ``base`` the fresh
+  backbone, ``params`` one trial's hyper-parameters (:mod:`vistabench.learners.smalldata.registry`);
+- ``incremental``: the learner class, ``cls(ctx: IncrementalContext)`` with ``learn`` and ``scores``
+  (:mod:`vistabench.learners.incremental`);
+- ``stream``: a :class:`~vistabench.learners.stream.base.StreamLearner` subclass, ``cls(config)``
+  (:mod:`vistabench.learners.stream`).
+
+>>> get_method("incremental", "fr").options.__name__
+'FROptions'
+
+This module imports neither torch nor any protocol (a family's registry module, torch-free, is
+imported on the first lookup).
 """
 
 from __future__ import annotations
@@ -18,7 +32,22 @@ from typing import Any, Callable, Mapping
 from .config import Options
 from .registry import Registry, resolve_ref
 
-__all__ = ["MethodSpec", "method_registrar"]
+__all__ = ["MethodSpec", "method_registrar", "method_registries", "get_method", "PROTOCOLS"]
+
+#: the protocols whose learners are registered methods
+PROTOCOLS = ("longtail", "smalldata", "incremental", "stream")
+
+#: protocol -> its method registry (a :class:`~vistabench.registry.Registry` of :class:`MethodSpec`);
+#: each learner family's torch-free registry module adds its own on the first lookup
+method_registries: Registry[Registry[Any]] = Registry("protocol", modules=(
+    "vistabench.learners.longtail.options", "vistabench.learners.smalldata.registry",
+    "vistabench.learners.incremental", "vistabench.learners.stream.registry"))
+
+
+def get_method(protocol: str, name: str, *, field: str = "method") -> "MethodSpec":
+    """The method ``name`` of ``protocol`` (its :class:`MethodSpec`: options class, builder, ...);
+    InputError naming ``field`` with close matches for an unknown one."""
+    return method_registries.get(protocol, field="protocol").get(name, field=field)
 
 _DECORATE: Any = object()  # register_method(...) without a builder: used as a decorator
 

@@ -42,7 +42,10 @@ def test_recipe_resolves_method_options_and_the_stem():
     assert (gem.root, gem.stem) == ("/d", "imagenet")
     assert gem.method_options == DsknOptions(loss="composite", centre_weight=0.5, centre_lr=0.5)
     ours = SmalldataConfig.from_dict({"dataset": "eurosat:/d", "method": "tvmf", "recipe": "vistabench"})
-    assert ours.stem == "from_image_size" and ours.method_options.kappa == {"uniform": [0.0, 32.0]}
+    # the stem from the image size is resolved for EuroSAT's 64 px images
+    assert ours.stem == "small" and ours.method_options.kappa == {"uniform": [0.0, 32.0]}
+    native_folder = SmalldataConfig.from_dict({"dataset": "folder:/d", "method": "ce", "image_size": "native"})
+    assert native_folder.stem == "from_image_size"  # the size is known only once the images are read
     assert SmalldataConfig.from_dict({"dataset": "digits", "method": "tvmf"}).method_options == TvmfOptions(kappa=16.0)
     # what the user gave wins over the recipe
     assert SmalldataConfig.from_dict({"dataset": "eurosat:/d", "method": "dskn", "stem": "small"}).stem == "small"

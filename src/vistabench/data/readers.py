@@ -22,8 +22,9 @@ from .dataset import DataSplits, Dataset
 
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp"}
 
-# The small-data presets (cifair10, cub200, ...) register themselves from data/smalldata.py, imported on
-# the first lookup.
+#: data name -> its reader, ``reader(arg: str | None) -> DataSplits`` (``arg``: the text after ``NAME:``, a
+#: folder or file; None when none was given). The small-data presets with a loader of their own register
+#: theirs from data/smalldata.py, imported on the first lookup.
 readers: Registry[Callable[[str | None], DataSplits]] = Registry(
     "dataset", modules=("vistabench.data.smalldata", "vistabench.data.imagelist"))
 

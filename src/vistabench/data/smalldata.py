@@ -24,11 +24,12 @@ from __future__ import annotations
 import csv
 import hashlib
 from pathlib import Path
-from typing import Callable, Literal
+from typing import Literal
 
 import numpy as np
 
 from ..errors import InputError
+from ..registry import resolve_ref
 from .dataset import DataSplits, Dataset
 from .readers import read_cifar_batch, read_image_folder, readers
 from .smalldata_presets import (CIFAR10_CLASSES, CLAMM_CLASSES, EUROSAT_BANDS, EUROSAT_CLASSES, ISIC2018_CLASSES,
@@ -284,16 +285,6 @@ def read_folder_dataset(root: str | Path, *, image_size: int | None = 64) -> Dat
     return DataSplits(read_image_folder(r, size=size), None)
 
 
-_LOADERS: dict[str, Callable[..., DataSplits]] = {
-    "cifair10": lambda root, size: read_cifair10(root),
-    "cub200": lambda root, size: read_cub200(root, image_size=size),
-    "isic2018": lambda root, size: read_isic2018(root, image_size=size),
-    "eurosat": lambda root, size: read_eurosat(root),
-    "clamm": lambda root, size: read_clamm(root, image_size=size),
-    "folder": lambda root, size: read_folder_dataset(root, image_size=size),
-}
-
-
 def load_smalldata(name: str, root: str | Path | None = None, *, image_size: int | None = None) -> DataSplits:
     """Load a small-data dataset by preset name.
 
@@ -318,9 +309,14 @@ def load_smalldata(name: str, root: str | Path | None = None, *, image_size: int
         from .readers import load_dataset
 
         return load_dataset(name)
-    size = image_size if image_size is not None else p.image_size
-    return _LOADERS[name](root, size)
+    if p.loader is None:
+        raise RuntimeError(f"small-data preset {name!r} needs a folder but has no loader")
+    loader = resolve_ref(p.loader, what=f"loader of dataset {name!r}")
+    if p.native_size is not None:  # its images keep their size
+        return loader(root)
+    return loader(root, image_size=image_size if image_size is not None else p.image_size)
 
 
-for _name in ("cifair10", "cub200", "isic2018", "eurosat", "clamm"):
-    readers.register(_name)(lambda arg=None, _n=_name: load_smalldata(_n, arg))
+for _name, _p in presets.items():  # each preset with a loader of its own is also a data reader
+    if _p.loader is not None and _p.reader:
+        readers.register(_name)(lambda arg=None, _n=_name: load_smalldata(_n, arg))

@@ -47,7 +47,15 @@ class SmallDataPreset:
     "complete" ones) and ``val_metric`` ("accuracy" or "balanced_accuracy" on val) are the rules.
     ``augmentation`` is applied to training batches (tuning and final runs). ``stem`` is the ResNet
     stem: ``"imagenet"`` (7x7/2 conv + max-pool), ``"small"`` (3x3/1) or ``"auto"`` (small at <= 64 px);
-    gem's ResNets keep the ImageNet stem on 64 px EuroSAT.
+    gem's ResNets keep the ImageNet stem on 64 px EuroSAT. ``native_size``: the side length of a
+    dataset whose images always keep their own size (``image_size`` does not resize them), so a
+    config knows the size the model is built for (and the stem ``auto`` picks) before loading it.
+
+    ``loader``: ``"module:function"`` reading the dataset's folder, ``fn(root, image_size=...)``
+    (``fn(root)`` for a dataset with a ``native_size``) -> :class:`~vistabench.data.dataset.DataSplits`;
+    None for a bundled dataset (read by :mod:`vistabench.data.readers`). ``reader``: the loader is also
+    registered as a data reader under the preset's name (``--data cifair10:DIR`` in every protocol).
+    The preset is the data set's one entry: its name, loader and protocol settings.
     """
 
     name: str
@@ -74,9 +82,15 @@ class SmallDataPreset:
     num_splits: int = 3
     recipe: str = "gem"
     stem: str = "auto"
+    native_size: int | None = None
+    loader: str | None = None
+    reader: bool = True
 
     def to_dict(self) -> dict[str, Any]:
+        """The protocol settings (stored with each search; the data set's loader is not a setting)."""
         d = asdict(self)
+        for name in ("native_size", "loader", "reader"):
+            del d[name]
         d["batch_sizes"] = list(self.batch_sizes)
         return d
 
@@ -101,6 +115,8 @@ class SmallDataPreset:
         return {"per_class": pc, "train_per_class": tpc, "val_fraction": None}
 
 
+#: data set name -> its :class:`SmallDataPreset`, the data set's one entry: its loader (``loader(root,
+#: image_size=...) -> DataSplits``, ``loader(root)`` at a ``native_size``; None: bundled) and its settings
 presets: Registry[SmallDataPreset] = Registry("small-data dataset")
 
 
@@ -109,31 +125,37 @@ def _preset(p: SmallDataPreset) -> SmallDataPreset:
     return p
 
 
+_L = "vistabench.data.smalldata:"
 # gem's bash_scripts/bench_*.sh and split files (train{i}/val{i}.txt per-class counts)
 _preset(SmallDataPreset("cifair10", "CIFAR-10 training pool + ciFAIR-10 test (32x32 RGB)", 50, "official",
                         (10, 25, 50), 500, 250, 50, "wrn16_8", "resnet18",
-                        augmentation=Augmentation(crop="shift", shift=4, hflip=True)))
+                        augmentation=Augmentation(crop="shift", shift=4, hflip=True), native_size=32,
+                        loader=_L + "read_cifair10"))
 _preset(SmallDataPreset("cub200", "CUB-200-2011 birds, all ~30 training images per class (RGB)", None,
                         "official", (8, 16, 32), 200, 100, 10, "resnet50", "resnet18", image_size=224,
-                        train_per_class=20, augmentation=Augmentation(crop="resized", min_scale=0.4, hflip=True)))
+                        train_per_class=20, augmentation=Augmentation(crop="resized", min_scale=0.4, hflip=True),
+                        loader=_L + "read_cub200"))
 _preset(SmallDataPreset("isic2018", "ISIC 2018 task 3 skin lesions, 7 classes (RGB)", 80, "own",
                         (8, 16, 32), 500, 100, 25, "resnet50", "resnet18", image_size=224, test_per_class=400,
                         train_per_class=50,
-                        augmentation=Augmentation(crop="resized", min_scale=0.4, hflip=True, vflip=True)))
+                        augmentation=Augmentation(crop="resized", min_scale=0.4, hflip=True, vflip=True),
+                        loader=_L + "read_isic2018"))
 _preset(SmallDataPreset("eurosat", "EuroSAT Sentinel-2, 13 spectral bands (64x64)", 50, "own",
                         (10, 25, 50), 500, 250, 25, "resnet50", "resnet18", test_per_class=1950,
-                        augmentation=Augmentation(crop="shift", shift=8, hflip=True, vflip=True), stem="imagenet"))
+                        augmentation=Augmentation(crop="shift", shift=8, hflip=True, vflip=True), stem="imagenet",
+                        native_size=64, loader=_L + "read_eurosat"))
 _preset(SmallDataPreset("clamm", "CLaMM 2016 Latin script styles, 12 classes (grayscale)", 50, "official",
                         (8, 16, 32), 500, 100, 25, "resnet50", "resnet18", image_size=224,
-                        augmentation=Augmentation(crop="resized", min_scale=0.2)))
+                        augmentation=Augmentation(crop="resized", min_scale=0.2), loader=_L + "read_clamm"))
 # the demo datasets follow the same rules; digits are not flip- or crop-invariant: no augmentation
 _preset(SmallDataPreset("mnist5k", "bundled MNIST-5k (28x28 grayscale)", 50, "official",
-                        (10, 25, 50), 30, 20, 3, "cnn28", "cnn28", needs_root=False))
+                        (10, 25, 50), 30, 20, 3, "cnn28", "cnn28", needs_root=False, native_size=28))
 _preset(SmallDataPreset("digits", "bundled sklearn digits (8x8 grayscale)", 50, "official",
-                        (10, 25, 50), 30, 20, 3, "cnn28", "cnn28", needs_root=False))
+                        (10, 25, 50), 30, 20, 3, "cnn28", "cnn28", needs_root=False, native_size=8))
 _preset(SmallDataPreset("folder", "your images: ROOT/<class>/* or ROOT/train/<class>/* + ROOT/test/<class>/*",
                         50, "official", (8, 16, 32), 100, 50, 10, "resnet18", "resnet18", image_size=64,
-                        augmentation=Augmentation(crop="shift", shift=4, hflip=True)))
+                        augmentation=Augmentation(crop="shift", shift=4, hflip=True),
+                        loader=_L + "read_folder_dataset", reader=False))  # readers has its own "folder"
 
 RECIPES = ("gem", "vistabench")
 

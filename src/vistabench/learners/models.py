@@ -5,14 +5,14 @@ Every model built here is a :class:`Backbone`: ``features(x) -> (N, D)``, a line
 ``feature_dim = D`` and ``forward(x) = classifier(features(x))``. Inputs are float tensors of shape
 (N, in_channels, H, W) already standardised (see :mod:`vistabench.learners.tensors`).
 
-Registry ``models`` (names: ``cnn28``, ``resnet32``, ``resnet18``, ``resnet50``, ``wrn16_8``,
-``vit_small``); build with :func:`build_model`.
+The built-in factories here are entries of the one model registry, :data:`.model_options.models`
+(torch-free: each entry holds its factory and its options class; ``models.names()``); build with
+:func:`build_model`.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Callable
 
 import torch
 import torch.nn.functional as F
@@ -20,14 +20,15 @@ from torch import nn
 
 from .._validation import check_value
 from ..errors import InputError
-from ..registry import Registry
+from .model_options import models, small_stem
 
 # the building blocks are public: method packages extend them (learners/smalldata/: full convolution,
 # dual selective kernels, hybrid scattering networks)
 __all__ = ["Backbone", "build_model", "models", "NormedLinear", "kaiming_init", "BasicBlock", "Bottleneck",
            "CifarBlock", "WideBlock", "CNN28", "CifarResNet", "ResNet", "WideResNet", "VisionTransformer"]
 
-models: Registry[Callable[..., "Backbone"]] = Registry("model")
+# ``models`` (the one model registry, torch-free): :mod:`.model_options`; the factories below are its
+# built-in entries' (``"vistabench.learners.models:_cnn28"``, ...)
 
 
 class Backbone(nn.Module):
@@ -118,7 +119,6 @@ class CNN28(Backbone):
         return torch.flatten(self.body(x), 1)
 
 
-@models.register("cnn28")
 def _cnn28(num_classes: int, in_channels: int, image_size: int | None = None, *, width: int = 16) -> Backbone:
     return CNN28(num_classes, in_channels, width=width)
 
@@ -178,7 +178,6 @@ class CifarResNet(Backbone):
         return torch.flatten(F.adaptive_avg_pool2d(x, 1), 1)
 
 
-@models.register("resnet32")
 def _resnet32(num_classes: int, in_channels: int, image_size: int | None = None) -> Backbone:
     return CifarResNet(num_classes, in_channels, n=5)
 
@@ -269,19 +268,15 @@ class ResNet(Backbone):
 
 
 def _small(image_size: int | None, small_input: bool | None) -> bool:
-    if small_input is not None:
-        return bool(small_input)
-    return image_size is not None and image_size <= 64
+    return small_stem(image_size, small_input)  # the one rule (a config resolves the stem with it)
 
 
-@models.register("resnet18")
 def _resnet18(num_classes: int, in_channels: int, image_size: int | None = None, *,
               small_input: bool | None = None) -> Backbone:
     """ResNet-18; small-input stem when ``image_size <= 64`` unless ``small_input`` says otherwise."""
     return ResNet(BasicBlock, (2, 2, 2, 2), num_classes, in_channels, _small(image_size, small_input))
 
 
-@models.register("cifar_resnet34")
 def _cifar_resnet34(num_classes: int, in_channels: int, image_size: int | None = None) -> Backbone:
     """ResNet-34 with the CIFAR stem at any input size (3x3/1 conv, no max-pool; stages 3-4-6-3 of
     basic blocks, widths 64-512, projection shortcuts where the shape changes): dm_nevis's
@@ -289,7 +284,6 @@ def _cifar_resnet34(num_classes: int, in_channels: int, image_size: int | None =
     return ResNet(BasicBlock, (3, 4, 6, 3), num_classes, in_channels, True)
 
 
-@models.register("resnet50")
 def _resnet50(num_classes: int, in_channels: int, image_size: int | None = None, *,
               small_input: bool | None = None) -> Backbone:
     """ResNet-50; small-input stem when ``image_size <= 64`` unless ``small_input`` says otherwise."""
@@ -351,7 +345,6 @@ class WideResNet(Backbone):
         return torch.flatten(F.adaptive_avg_pool2d(x, 1), 1)
 
 
-@models.register("wrn16_8")
 def _wrn16_8(num_classes: int, in_channels: int, image_size: int | None = None, *,
              dropout: float = 0.0) -> Backbone:
     return WideResNet(num_classes, in_channels, depth=16, widen=8, dropout=dropout)
@@ -468,7 +461,6 @@ class VisionTransformer(Backbone):
         return self.norm(x)[:, 0], [inter[int(b)] for b in blocks]
 
 
-@models.register("vit_small")
 def _vit_small(num_classes: int, in_channels: int, image_size: int | None = None, **kw) -> Backbone:
     """ViT-S; ``image_size`` defaults to 32 when not given (sets patch size and positional grid)."""
     return VisionTransformer(num_classes, in_channels, 32 if image_size is None else image_size, **kw)
@@ -522,7 +514,7 @@ def build_model(name: str, *, num_classes: int, in_channels: int, image_size: in
         def factory(c: int, b: int, s: int | None) -> nn.Module:
             return build_external(name, num_classes=c, in_channels=b, image_size=s)
     else:
-        factory = models.get(name)
+        factory = models.get(name).load()
     try:
         if seed is None:
             net = factory(num_classes, in_channels, image_size, **options)

@@ -16,10 +16,11 @@ from typing import Any, Literal
 from ..config import Options, option
 from ..data.readers import check_dataset_spec
 from ..errors import InputError
-from ..learners.incremental import default_backbone, method_options_class
+from ..learners.incremental import default_backbone
 from ..learners.incremental.options import FR_PAPER_VIT, FR_SCRIPTS
 from ..learners.model_options import check_model_name, check_model_options
 from ..learners.recipe import training_recipe, use
+from ..methods import get_method
 
 __all__ = ["IncrementalConfig", "FR_FIELDS", "FR_LOSS_WEIGHTS", "PRESETS", "paper_data"]
 
@@ -151,7 +152,7 @@ class IncrementalConfig(_RECIPE):
         method = out.get("method")
         if not isinstance(method, str):
             return out  # required / type: the field checks say so
-        opts_cls = method_options_class(method)
+        opts_cls = get_method("incremental", method).options
         mo = out.get("method_options") or {}
         mo = mo.to_dict() if isinstance(mo, Options) else dict(mo)
         fr_given = {k: out[k] for k in _FR_DEFAULTS if k in out and out[k] != _FR_DEFAULTS[k]}
@@ -293,4 +294,4 @@ class IncrementalConfig(_RECIPE):
 
     def learner_options(self) -> Options:
         """The method's options as its Options object (checked when the config was built)."""
-        return method_options_class(self.method).from_dict(self.method_options, prefix="method_options.")
+        return get_method("incremental", self.method).options.from_dict(self.method_options, prefix="method_options.")

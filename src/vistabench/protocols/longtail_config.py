@@ -21,8 +21,9 @@ from ..config import option
 from ..options import did_you_mean
 from ..data.readers import check_dataset_spec
 from ..errors import InputError
-from ..learners.longtail.options import MethodOptions, RunFacts, options_class, resolve_method_options
+from ..learners.longtail.options import MethodOptions, RunFacts, resolve_method_options
 from ..learners.recipe import training_recipe, use
+from ..methods import get_method
 from .longtail_recipes import CPU, LISTED, RECIPES, SMALLEST_CLASS, dataset_kind, derived_fields, recipe_fields
 
 __all__ = ["LongtailConfig"]
@@ -114,7 +115,7 @@ class LongtailConfig(_RECIPE):
         out = dict(given)
         out["recipe"] = recipe
         if isinstance(method, str):
-            options_class(method)  # unknown method: one line naming `method`
+            get_method("longtail", method)  # unknown method: one line naming `method`
             preset = recipe_fields(recipe, method, given.get("data", ""))
             if "model" in preset and given.get("model", "auto") != "auto":
                 preset.pop("model")

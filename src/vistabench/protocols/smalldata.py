@@ -33,7 +33,6 @@ from typing import Any
 
 import numpy as np
 
-from ..data.augment import NO_AUGMENTATION, PAD_CROP_FLIP
 from ..data.smalldata_splits import SmallDataSplit
 from ..errors import InputError
 from ..learners.recipe import recipe_values
@@ -217,10 +216,10 @@ def run_method(ctx: Context, method: str, opts: RunPlan, records: list[Record] |
 
     With ``require_search`` a missing or unfinished search is an error instead of being run.
     """
-    from ..learners.smalldata.registry import get_method
+    from ..methods import get_method
 
     check_ray_address(opts.engine, opts.ray_address)
-    m = get_method(method)
+    m = get_method("smalldata", method)
     space = _space(ctx, method, opts)
     searched = any(not isinstance(p, Fixed) for p in space.values())
     summary: dict[str, Any] = {"dataset": ctx.name, "method": method, "splits": []}
@@ -275,20 +274,16 @@ def check_ray_address(engine: str, address: str | None) -> None:
         check_cluster(address)
 
 
-_AUGMENT = {"preset": None, "pad-crop-flip": PAD_CROP_FLIP, "none": NO_AUGMENTATION}
-
-
 def plan_from_config(config: SmalldataConfig, work_dir: str | Path | None = None) -> RunPlan:
-    """The run plan of ``config``; files go to ``work_dir`` (default ``smalldata-runs``)."""
-    space = dict(config.space or {})
-    if config.batch_sizes and tuple(config.batch_sizes) != tuple(config.preset().batch_sizes):
-        space["batch_size"] = {"choice": list(config.batch_sizes)}  # the preset's are the space's own
+    """The run plan of ``config``; files go to ``work_dir`` (default ``smalldata-runs``). The search
+    space, the augmentation and the stem are the config's, resolved when it was built (what
+    ``--print-config`` shows): the run searches exactly ``config.space``."""
     return RunPlan(**recipe_values(config),  # the recipe whole: model, epochs, optimizer, device, loader, ...
                    final_epochs=config.final_epochs, trials=config.trials, grace_period=config.grace_period,
                    reduction_factor=config.reduction_factor, repeats=config.repeats, engine=config.engine,
                    ray_address=config.ray_address, sampler=config.sampler, scheduler=config.scheduler,
                    score_window=config.score_window, select=config.select, val_metric=config.val_metric,
-                   augmentation=_AUGMENT[config.augment], seed=config.seed, space=space or None,
+                   augmentation=config.augmentation(), seed=config.seed, space=dict(config.space or {}),
                    work_dir=str(work_dir or "smalldata-runs"), highres_scale=config.highres_scale,
                    max_parallel=config.max_parallel, method_options=config.method_options,  # type: ignore[arg-type]
                    stem=config.stem)
@@ -319,6 +314,9 @@ def run(config: SmalldataConfig, *, store: ResultsStore | None = None,
     config.refuse_tracking()
     check_ray_address(config.engine, config.ray_address)
     ctx = prepare_from_config(config, work_dir)
+    if config.built_size() not in (None, ctx.image_size):  # the stem was resolved for the preset's size
+        raise InputError(f"dataset {config.dataset!r}: its images are {ctx.image_size} px, not the preset's "
+                         f"native {config.built_size()} px (its stem and model are chosen for that size)")
     plan = plan_from_config(config, work_dir)
     records: list[Record] = []
     shown = {"run_config": config.to_dict(), "model": model_name(ctx, plan)}

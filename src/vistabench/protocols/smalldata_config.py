@@ -4,35 +4,45 @@ Fields keep the names and defaults of the ``vistabench smalldata run`` flags the
 grid cell's key is unchanged. A budget, rule or size left unset (``epochs``, ``trials``, ``sampler``,
 ``model``, ``per_class``, ``image_size``, ``batch_sizes``, ...) is the dataset preset's value under the
 recipe (``vistabench smalldata list``), filled in when the config is built (``--print-config`` shows
-it; ``image_size: native`` for images used at their own size, ``space: {}`` for the declared
-ranges); the key keeps the unset value for a field left unset (``resolved_fields``). The recipe fields added since (``stem``,
-``momentum``, ``nesterov``, ``schedule``, ``warmup_epochs``, ``stages``) and the method's own
-options (``method_options``, a :class:`~vistabench.learners.smalldata.options.MethodOptions` of the
-chosen method, resolved for the recipe) drop out of the key while they hold the value the code used
-before they existed.
+it; ``image_size: native`` for images used at their own size); the key keeps the unset value for a
+field left unset (``resolved_fields``). The recipe fields added since (``stem``, ``momentum``,
+``nesterov``, ``schedule``, ``warmup_epochs``, ``stages``) and the method's own options
+(``method_options``, a :class:`~vistabench.learners.smalldata.options.MethodOptions` of the chosen
+method, resolved for the recipe) drop out of the key while they hold the value the code used before
+they existed.
 
-The learning rate, weight decay and batch size are searched (lr ~ logU(1e-4, 0.1), weight decay ~
-logU(1e-5, 0.1), batch size from the preset); ``space`` overrides their ranges or a method option's
-(JSON text, a JSON file or a mapping), ``batch_sizes`` the searched batch sizes.
+What the run searches and trains with is resolved here, once, and the run uses these values:
+``space`` is the whole search space (:func:`search_space`: lr ~ logU(1e-4, 0.1), weight decay ~
+logU(1e-5, 0.1), the batch sizes, every method option as a range or a fixed value, the method's
+fixed values; a ``space`` given overrides ranges, ``batch_sizes`` the batch sizes), ``augment:
+preset`` the dataset's augmentation itself (its fields; ``pad-crop-flip`` and ``none`` name fixed
+ones) and ``stem`` the ResNet stem (``small`` or ``imagenet``; ``from_image_size`` only where the
+image size is known only once the images are read: ``image_size: native`` on a folder). The key
+keeps what was given for these three (a printed config read back is keyed by what differs from the
+recipe's values).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from ..config import option
+from ..config import jsonable, option
+from ..data.augment import NO_AUGMENTATION, PAD_CROP_FLIP, Augmentation
 from ..data.smalldata_presets import get_preset, presets
 from ..errors import InputError
-from ..learners.model_options import check_model_name, model_options
+from ..learners.model_options import BUILTIN_MODELS, check_model_name, small_stem
 from ..registry import did_you_mean
 from ..learners.recipe import training_recipe, use
 from ..learners.smalldata.options import CommonSpace, MethodOptions
-from ..learners.smalldata.registry import get_method
+from ..learners.smalldata.registry import methods as smalldata_methods
+from ..methods import get_method
+from ..tuning.space import Choice, Fixed, Param, space_to_json
 
-__all__ = ["SmalldataConfig", "COMMON_SPACE", "NATIVE", "FROM_IMAGE_SIZE"]
+__all__ = ["SmalldataConfig", "COMMON_SPACE", "NATIVE", "FROM_IMAGE_SIZE", "search_space"]
 
 #: ``image_size`` of a dataset whose images are used at their own size
 NATIVE = "native"
@@ -44,7 +54,7 @@ COMMON_SPACE = ("lr", "weight_decay", "batch_size")
 
 
 def _method_options_cls(method: str) -> type[MethodOptions]:
-    return get_method(method, field="method").options
+    return get_method("smalldata", method).options
 
 
 #: the recipe fields of a trial and a final run, and their defaults here (lr, weight decay and batch size
@@ -73,8 +83,8 @@ class SmalldataConfig(_RECIPE):
         "grace_period", "reduction_factor", "sampler", "score_window", "select", "val_metric", "space",
         "batch_sizes", "final_epochs")}
 
-    dataset: str = option(help="dataset preset: cifair10 | cub200 | isic2018 | eurosat | clamm | mnist5k | digits | "
-                               "folder; NAME:DIR also gives root", metavar="NAME")
+    dataset: str = option(help=f"dataset preset: {' | '.join(presets.names())}; NAME:DIR also gives root",
+                          metavar="NAME")
     root: str | None = option(None, help="the dataset's folder (not for mnist5k/digits)", metavar="DIR")
     recipe: Literal["gem", "vistabench"] = option(
         "gem", help="protocol rules: gem = the benchmark's code (fixed train/val sizes per class, the dataset's own "
@@ -92,8 +102,7 @@ class SmalldataConfig(_RECIPE):
     image_size: int | Literal["native"] | None = option(
         None, low=1, metavar="PX", help="side length variable-size images are resized to (default: the preset's; "
                                         "native: the dataset's images keep their size)")
-    method: str = option(help="ce | ce_untuned | cosine | cosine_ce | harmonic | grad_l2 | dhn | ole | fconv | dskn | "
-                              "dvp | auxilearn | tvmf", metavar="NAME")
+    method: str = option(help=" | ".join(smalldata_methods.names()), metavar="NAME")
     splits: str | None = option(None, metavar="DIR", help="folder of split files (default: written to "
                                 "WORK/splits/...)")
     split: tuple[int, ...] | None = option(None, low=0, metavar="I", help="only these splits (default: all)")
@@ -111,14 +120,16 @@ class SmalldataConfig(_RECIPE):
                                                                   "trials only (vistabench)")
     val_metric: Literal["accuracy", "balanced_accuracy"] | None = option(
         None, help="validation metric the search maximises (default: gem accuracy, vistabench balanced)")
-    augment: Literal["preset", "pad-crop-flip", "none"] = option(
-        "preset", help="training augmentation: the dataset's own (preset, gem's per dataset), zero-pad-4 crop + "
-                       "horizontal flip for every dataset, or none")
+    augment: Literal["preset", "pad-crop-flip", "none"] | dict[str, Any] = option(
+        "preset", metavar="NAME", help="training augmentation: the dataset's own (preset, gem's per dataset; "
+                                       "printed as the augmentation it is: crop, shift, pad_mode, min_scale, hflip, "
+                                       "vflip), zero-pad-4 crop + horizontal flip for every dataset, or none")
     engine: Literal["local", "ray"] = option(
         "local", help="local: Optuna in-process (resumable SQLite study), final runs in this process or "
                       "max_parallel processes; ray: Ray Tune, each final run a Ray task")
     space: dict[str, Any] | str | None = option(None, metavar="JSON|FILE", help='override the search space, e.g. '
-                                          '{"lr": {"loguniform": [1e-3, 0.1]}} (JSON text or a JSON file)')
+                                          '{"lr": {"loguniform": [1e-3, 0.1]}} (JSON text or a JSON file); '
+                                          'printed whole: every parameter the search draws, with its range')
     batch_sizes: tuple[int, ...] | None = option(None, low=1, metavar="B", help="override the searched batch sizes")
     repeats: int = option(10, low=1, help="final runs per split")
     final_epochs: int | None = option(None, low=1, help="epochs of the final runs (default: epochs)")
@@ -226,9 +237,9 @@ class SmalldataConfig(_RECIPE):
         if self.model is not None:
             check_model_name(self.model)
         cls = _method_options_cls(self.method)
-        backbones = get_method(self.method).backbones
+        backbones = get_method("smalldata", self.method).backbones
         factory = isinstance(self.model, str) and ":" in self.model
-        if backbones is not None and (self.model in model_options or factory) and self.model not in backbones \
+        if backbones is not None and (self.model in BUILTIN_MODELS or factory) and self.model not in backbones \
                 and self.model != get_preset(self.dataset, recipe=self.recipe).model:  # the preset's: as before
             raise InputError(f"model: method {self.method!r} changes a convolutional backbone "
                              f"({', '.join(backbones)}); {self.model!r} is not one")
@@ -240,34 +251,79 @@ class SmalldataConfig(_RECIPE):
                              f"({cls.__name__}), got {type(opts).__name__}")
         if isinstance(self.space, str):
             object.__setattr__(self, "space", _read_space(self.space))
-        if self.space is not None:
-            self._check_space(cls)
+        self._resolve_search()
 
-    def _check_space(self, cls: type[MethodOptions]) -> None:
-        own = {i.name for i in cls.fields_info()}
-        known = sorted(set(COMMON_SPACE) | own)
-        for key, value in self.space.items():  # type: ignore[union-attr]
-            if key not in known:
-                hint = did_you_mean(key, known, n=2, cutoff=0.6)
-                raise InputError(f"space: method {self.method!r} has no parameter {key!r}{hint} (its parameters: "
-                                 f"{', '.join(known)})")
-            if key in own:  # checked where the option is declared (its bounds)
-                cls.for_recipe(self.recipe, {**self.method_options.given(), key: value},  # type: ignore[union-attr]
-                               prefix="space.")
-            else:  # lr, weight_decay, batch_size: checked against their declared bounds
-                CommonSpace.from_dict({key: value}, prefix="space.")
+    # ------------------------------------------------------------------- what the run uses
+    def _resolve_search(self) -> None:
+        """Resolve the search space, the augmentation and the stem to what the run uses (once, here)."""
+        overrides = dict(self.space or {})  # type: ignore[arg-type]
+        preset_sizes = tuple(self.preset().batch_sizes)
+        if self.batch_sizes and tuple(self.batch_sizes) != preset_sizes:
+            overrides["batch_size"] = {"choice": list(self.batch_sizes)}  # the preset's are the space's own
+        space = search_space(self.method, recipe=self.recipe, batch_sizes=preset_sizes,
+                             method_options=self.method_options, overrides=overrides)  # type: ignore[arg-type]
+        object.__setattr__(self, "space", space_to_json(space))
+        augmentation = self.augmentation()  # a mapping given is checked here
+        if self.augment == "preset":  # the dataset's own, shown as what it is (the other names are fixed)
+            object.__setattr__(self, "augment", augmentation.to_dict())
+        size = self.built_size()
+        if self.stem in ("auto", FROM_IMAGE_SIZE) and size is not None:
+            object.__setattr__(self, "stem", "small" if small_stem(size) else "imagenet")
+
+    def augmentation(self) -> Augmentation:
+        """The training augmentation of ``augment`` (a name, or the augmentation's fields)."""
+        aug = self.augment
+        if aug == "preset":
+            return self.preset().augmentation
+        if isinstance(aug, str):  # the other names (the field's type admits no more)
+            return PAD_CROP_FLIP if aug == "pad-crop-flip" else NO_AUGMENTATION
+        try:
+            return Augmentation(**aug)
+        except TypeError:
+            known = ", ".join(f.name for f in dataclasses.fields(Augmentation))
+            raise InputError(f"augment: expected preset, pad-crop-flip, none or the fields {known}; got "
+                             f"{sorted(aug)}") from None
+        except InputError as exc:
+            raise InputError(f"augment: {exc}") from None
+
+    def built_size(self) -> int | None:
+        """The side length of the images the model is built for, when known before they are read: the
+        preset's native size, else ``image_size`` (None: ``image_size: native`` on a preset without one)."""
+        native = self.preset().native_size
+        if native is not None:
+            return native
+        return self.image_size if isinstance(self.image_size, int) else None
 
     # ---------------------------------------------------------------------------- grid key
     def key_dict(self) -> dict[str, Any]:
         """The canonical config minus runtime-only fields; the recipe-resolved fields added since grids
-        existed (``stem``, ``method_options``) drop out while they hold the recipe's value."""
+        existed (``stem``, ``method_options``) drop out while they hold the recipe's value. ``space``,
+        ``augment`` and ``stem`` are keyed as given (resolved here, they were resolved by the run when
+        grids began); a printed config read back is keyed by what differs from the recipe's values."""
         out = super().key_dict()
-        preset_stem = get_preset(self.dataset, recipe=self.recipe).stem
-        if self.stem == preset_stem or {self.stem, preset_stem} <= {"auto", FROM_IMAGE_SIZE}:
-            out.pop("stem", None)
+        given = self.given()
         opts = self.method_options
         if isinstance(opts, MethodOptions) and opts.to_dict() == type(opts).for_recipe(self.recipe).to_dict():
             out.pop("method_options", None)
+        preset_stem = self.preset().stem
+        printed = self.spells_out_resolved()
+        if printed:
+            default = self.with_changes(space=None, augment="preset", stem=preset_stem)
+            extra = {k: v for k, v in self.space.items() if default.space.get(k, object()) != v}  # type: ignore
+            out["space"] = jsonable(extra) if extra else None
+            out["augment"] = "preset" if self.augment == default.augment else jsonable(self.augment)
+            stem = preset_stem if self.stem == default.stem else self.stem
+        else:
+            if given.get("space") is not None:
+                space = given["space"]
+                out["space"] = jsonable(_read_space(space) if isinstance(space, str) else space)
+            out["augment"] = jsonable(given.get("augment", "preset"))
+            stem = given.get("stem") or preset_stem
+        stem = FROM_IMAGE_SIZE if stem == "auto" else stem
+        if stem == preset_stem or {stem, preset_stem} <= {"auto", FROM_IMAGE_SIZE}:
+            out.pop("stem", None)
+        else:
+            out["stem"] = stem
         return out
 
     def preset(self):
@@ -296,3 +352,39 @@ def _read_space(text: str) -> dict[str, Any]:
                          f'{{"lr": {{"loguniform": [0.001, 0.1]}}}}, got a {type(out).__name__}')
     return out
 
+
+
+def search_space(method: str, *, recipe: str, batch_sizes: tuple[int, ...],
+                 method_options: MethodOptions | None = None,
+                 overrides: dict[str, Any] | None = None) -> dict[str, Param]:
+    """The search space of ``method``: lr, weight decay (:class:`CommonSpace`'s ranges, paper Table 2)
+    and ``batch_sizes``, every method option (a fixed value or a range), the method's fixed values,
+    then ``overrides`` (each checked against its declared bounds). A method that is not tuned searches
+    nothing: a batch-size choice becomes its median, any other range is refused. Applying the result
+    as ``overrides`` again gives the same space (a printed config reads back as it was)."""
+    m = get_method("smalldata", method)
+    opts = method_options if method_options is not None else m.options.for_recipe(recipe)
+    common = CommonSpace().space()
+    space: dict[str, Param] = {"lr": common["lr"], "weight_decay": common["weight_decay"],
+                               "batch_size": Choice(tuple(batch_sizes))}
+    space.update(opts.space())
+    for k, v in m.fixed.items():
+        space[k] = Fixed(v)
+    own = {i.name for i in m.options.fields_info()}
+    for k, v in (overrides or {}).items():
+        if k in own:  # checked against the option's declared bounds
+            space[k] = m.options.for_recipe(recipe, {**opts.to_dict(), k: v}, prefix="space.").space()[k]
+        elif k in space:  # lr, weight_decay, batch_size: within their declared bounds
+            space[k] = CommonSpace.from_dict({k: v}, prefix="space.").space()[k]
+        else:
+            known = sorted(set(COMMON_SPACE) | own)
+            raise InputError(f"space: method {method!r} has no parameter {k!r}{did_you_mean(k, known, n=2, cutoff=0.6)} "
+                             f"(its parameters: {', '.join(known)})")
+    if not m.tuned:  # nothing is searched: a batch-size choice becomes its median, anything else is an error
+        for k, p in list(space.items()):
+            if isinstance(p, Choice) and k == "batch_size":
+                vals = sorted(p.values)
+                space[k] = Fixed(vals[len(vals) // 2])
+            elif not isinstance(p, Fixed):
+                raise InputError(f"space: method {method!r} is not tuned: the search space cannot search {k!r}")
+    return space

@@ -15,11 +15,12 @@ from ..data.dataset import DataSplits, Dataset
 from ..data.smalldata import SmallDataPreset, get_preset, load_smalldata
 from ..data.smalldata_splits import SmallDataSplit, read_splits, write_preset_splits
 from ..errors import InputError
-from ..learners.smalldata.options import CommonSpace, MethodOptions
-from ..learners.smalldata.registry import get_method
+from ..learners.model_options import model_options_class
+from ..learners.smalldata.options import MethodOptions
 from ..metrics.classification import balanced_accuracy
 from ..store import Record
-from ..tuning import Choice, Fixed, LogUniform, Param, TuneSettings
+from ..tuning import Choice, Fixed, Param, TuneSettings
+from .smalldata_config import search_space
 
 __all__ = ["PROTOCOL", "RunPlan", "EvalSet", "Context", "prepare", "upsample", "method_space", "model_name",
            "train_method", "torch_threads", "check_batch", "to_record", "stem_model_options", "method_inputs"]
@@ -186,41 +187,25 @@ def upsample(ds: Dataset, scale: int) -> Dataset:
 
 def method_space(method: str, preset: SmallDataPreset, *, method_options: MethodOptions | None = None,
                  overrides: dict[str, Any] | None = None) -> dict[str, Param]:
-    """The search space of ``method`` on a dataset: lr, weight decay and batch size (paper Table 2),
-    every method option (a fixed value or a range), the method's fixed values, then ``overrides``."""
-    m = get_method(method)
-    opts = method_options if method_options is not None else m.options.for_recipe(preset.recipe)
-    space: dict[str, Param] = {"lr": LogUniform(1e-4, 0.1), "weight_decay": LogUniform(1e-5, 0.1),
-                               "batch_size": Choice(tuple(preset.batch_sizes))}
-    space.update(opts.space())
-    for k, v in m.fixed.items():
-        space[k] = Fixed(v)
-    own = {i.name for i in m.options.fields_info()}
-    for k, v in (overrides or {}).items():
-        if k in own:  # checked against the option's declared bounds
-            space[k] = m.options.for_recipe(preset.recipe, {**opts.to_dict(), k: v}, prefix="space.").space()[k]
-        elif k in space:  # lr, weight_decay, batch_size: within their declared bounds
-            space[k] = CommonSpace.from_dict({k: v}, prefix="space.").space()[k]
-        else:
-            raise InputError(f"space: method {method!r} has no parameter {k!r}; its parameters are {sorted(space)}")
-    if not m.tuned:  # nothing is searched: a batch-size choice becomes its median, anything else is an error
-        for k, p in list(space.items()):
-            if isinstance(p, Choice) and k == "batch_size":
-                vals = sorted(p.values)
-                space[k] = Fixed(vals[len(vals) // 2])
-            elif not isinstance(p, Fixed):
-                raise InputError(f"method {method!r} is not tuned: the search space cannot search {k!r}")
-    return space
+    """The search space of ``method`` on a dataset (the preset's batch sizes and recipe):
+    :func:`~.smalldata_config.search_space`, which a config resolves its ``space`` with."""
+    return search_space(method, recipe=preset.recipe, batch_sizes=tuple(preset.batch_sizes),
+                        method_options=method_options, overrides=overrides)
+
+
+def stem_model_options(name: str, stem: str) -> dict[str, Any]:
+    """The model option a ResNet stem sets (``small_input``) on model ``name``: none for
+    ``from_image_size`` (the factory's own rule) or a built-in model without that option (``resnet32``);
+    a model of yours gets it when its name starts with ``resnet``."""
+    cls = model_options_class(name)
+    takes = name.startswith("resnet") if cls is None else "small_input" in {i.name for i in cls.fields_info()}
+    if stem in ("auto", "from_image_size") or not takes:
+        return {}
+    return {"small_input": stem == "small"}
 
 
 def model_name(ctx: Context, opts: RunPlan) -> str:
     return opts.model or ctx.preset.model
-
-
-def stem_model_options(name: str, stem: str) -> dict[str, Any]:
-    if stem in ("auto", "from_image_size") or not name.startswith("resnet"):
-        return {}
-    return {"small_input": stem == "small"}
 
 
 def method_inputs(method: str, params: dict[str, Any], augmentation: Augmentation) -> tuple[Augmentation, int]:

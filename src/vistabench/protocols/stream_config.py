@@ -33,7 +33,7 @@ from ..errors import InputError
 from ..learners.model_options import check_model_name
 from ..learners.recipe import recipe_values, training_recipe, use
 from ..learners.stream.options import BATCH_RULES, LEARNER_RECIPES, RECIPES, SCHEDULES
-from ..learners.stream.registry import learner_options_class
+from ..methods import get_method
 from ..streams import check_stream_spec
 
 __all__ = ["StreamConfig", "NEVIS_STREAMS", "CLASSIC_RUN_ID_FIELDS", "STREAM_FILE"]
@@ -165,7 +165,8 @@ class StreamConfig(_RECIPE):
     @classmethod
     def resolve(cls, given: dict[str, Any]) -> dict[str, Any]:
         learner = given.get("learner", "indep")
-        options_cls = learner_options_class(learner)  # "learner: unknown stream learner ..." with close matches
+        # "learner: unknown stream learner ..." with close matches
+        options_cls = get_method("stream", learner, field="learner").options
         if given.get("search_space", "large") != "large" and learner != "bhpo":
             raise InputError(f"search_space: only the bhpo learner reads it (learner is {learner!r}); remove it")
         if given.get("checkpoint") is not None and learner != "pt":
@@ -217,7 +218,7 @@ class StreamConfig(_RECIPE):
         check_stream_spec(self.stream)
         check_model_name(self.model, "model")
         super().check()  # the recipe's one check: device, precision, model, pretrained
-        learner_options_class(self.learner)  # an unknown learner: one line naming `learner`
+        get_method("stream", self.learner, field="learner")  # an unknown learner: one line naming `learner`
         if self.run_id is not None and (not self.run_id.strip() or self.run_id in (".", "..")
                                         or any(c in self.run_id for c in "/\\\0")):
             raise InputError(f"run_id: expected a name (it names the run's checkpoint folder: no '/', '\\', "
@@ -238,7 +239,8 @@ class StreamConfig(_RECIPE):
             raise InputError("checkpoint: learner 'pt' needs a checkpoint file (a state dict saved with torch.save)")
         if self.batch_size_rule not in BATCH_RULES or self.schedule not in SCHEDULES:  # guarded by Literal types
             raise InputError(f"batch_size_rule / schedule: unknown ({self.batch_size_rule!r}, {self.schedule!r})")
-        opts = learner_options_class(self.learner).from_dict(self.learner_options, prefix="learner_options.")
+        opts = get_method("stream", self.learner, field="learner").options.from_dict(self.learner_options,
+                                                                            prefix="learner_options.")
         object.__setattr__(self, "learner_options", opts.to_dict())
 
     def key_dict(self) -> dict[str, Any]:
@@ -246,7 +248,7 @@ class StreamConfig(_RECIPE):
         backbone is keyed as ``arch``, its name when grids were first keyed."""
         out = super().key_dict()
         out["arch"] = out.pop("model")
-        old = learner_options_class(self.learner)().to_dict()
+        old = get_method("stream", self.learner, field="learner").options().to_dict()
         changed = {k: v for k, v in self.learner_options.items() if old.get(k) != v}
         if changed:
             out["learner_options"] = changed

@@ -25,18 +25,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...config import Options
-from ...methods import MethodSpec, method_registrar
+from ...methods import MethodSpec, method_registrar, method_registries
 from ...registry import Registry
 from .options import FROptions, NoOptions
 
-__all__ = ["IncrementalContext", "incremental_methods", "register_method", "method_options_class",
-           "method_names", "default_backbone"]
+__all__ = ["IncrementalContext", "incremental_methods", "register_method", "method_names", "default_backbone"]
 
 _I = "vistabench.learners.incremental."
 
 #: method name -> its :class:`~vistabench.methods.MethodSpec`; the builder is the learner class
 #: (the built-ins' modules are imported on first use: a config is built without torch).
-incremental_methods: Registry[MethodSpec] = Registry("incremental method")
+incremental_methods: Registry[MethodSpec] = method_registries.add("incremental", Registry("incremental method"))
 
 
 _register = method_registrar(incremental_methods, "incremental", default_options=NoOptions)
@@ -63,11 +62,6 @@ register_method("fr", FROptions, builder=_I + "fr:FRLearner", backbone="vit_smal
 def method_names() -> list[str]:
     """Every method a config may name (the built-ins and those of :func:`register_method`, no torch)."""
     return incremental_methods.names()
-
-
-def method_options_class(name: str) -> type[Options]:
-    """The Options class of method ``name``; InputError naming ``method`` with close matches."""
-    return incremental_methods.get(name, field="method").options
 
 
 def default_backbone(name: str) -> tuple[str, dict[str, Any]]:

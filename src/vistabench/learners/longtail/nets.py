@@ -25,7 +25,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..losses import tde_counterfactual
-from ..models import Backbone, CifarBlock, CifarResNet, NormedLinear, kaiming_init, models
+from ..models import Backbone, CifarBlock, CifarResNet, NormedLinear, kaiming_init
 from .checkpoints import fan_in_weights
 
 __all__ = ["BBNNet", "BBNStyleResNet32", "BranchBlock", "CausalNormNet", "ExpertNet", "reversed_probabilities",
@@ -129,7 +129,6 @@ class BBNStyleResNet32(Backbone):
         return torch.flatten(F.adaptive_avg_pool2d(x, 1), 1)
 
 
-@models.register("resnet32_bbn")
 def _resnet32_bbn(num_classes: int, in_channels: int, image_size: int | None = None) -> Backbone:
     return BBNStyleResNet32(num_classes, in_channels)
 

@@ -20,10 +20,10 @@ from typing import Any, ClassVar, Literal
 
 from ...config import Options, option
 from ...errors import InputError
-from ...methods import MethodSpec, method_registrar
+from ...methods import MethodSpec, method_registrar, method_registries
 from ...registry import Registry
 
-__all__ = ["MethodOptions", "lt_methods", "register_method", "options_class", "RunFacts"]
+__all__ = ["MethodOptions", "lt_methods", "register_method", "RunFacts"]
 
 
 @dataclass(frozen=True)
@@ -54,7 +54,7 @@ class MethodOptions(Options):
 
 #: method name -> its :class:`~vistabench.methods.MethodSpec` (the built-ins below, with their builders in
 #: :mod:`.methods` and :mod:`.survey` imported on first use; :func:`~.registry.register_method` adds more)
-lt_methods: Registry[MethodSpec] = Registry("long-tail method")
+lt_methods: Registry[MethodSpec] = method_registries.add("longtail", Registry("long-tail method"))
 
 _M = "vistabench.learners.longtail."
 
@@ -69,11 +69,6 @@ def register_method(name: str, options: type[MethodOptions], **spec: Any) -> Any
     if not (isinstance(options, type) and issubclass(options, MethodOptions)):
         raise TypeError(f"options of {name!r}: expected a MethodOptions subclass, got {options!r}")
     return _register(name, options, **spec)
-
-
-def options_class(method: str, field: str = "method") -> type[MethodOptions]:
-    """The options class of ``method``; InputError naming ``field`` with close matches otherwise."""
-    return lt_methods.get(method, field=field).options
 
 
 def _declare(name: str, builder: str):
@@ -261,7 +256,7 @@ class GCLOptions(MethodOptions):
 
 def resolve_method_options(method: str, given: Any, facts: RunFacts) -> MethodOptions:
     """``method``'s options: ``given`` (a mapping, or an options object) over the recipe's values."""
-    cls = options_class(method)
+    cls = lt_methods.get(method, field="method").options
     if isinstance(given, MethodOptions):
         if not isinstance(given, cls):
             raise InputError(f"method_options: expected the options of {method!r} ({cls.__name__}), "

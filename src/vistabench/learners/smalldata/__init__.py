@@ -12,9 +12,9 @@ Importing this package does not import torch; the names below are loaded on firs
 
 from ..._lazy import lazy_exports
 
-__all__ = ["register_method", "methods", "get_method", "MethodContext", "SmallDataMethod", "MethodOptions",
+__all__ = ["register_method", "methods", "MethodContext", "SmallDataMethod", "MethodOptions",
            "build_method"]
 
 __getattr__, __dir__ = lazy_exports(__name__, {
-    "register_method": "registry", "methods": "registry", "get_method": "registry", "MethodContext": "registry",
+    "register_method": "registry", "methods": "registry", "MethodContext": "registry",
     "SmallDataMethod": "registry", "MethodOptions": "options", "build_method": "build"})

@@ -9,7 +9,8 @@ from torch import nn
 
 from ...errors import InputError
 from ..models import build_model
-from .registry import MethodContext, SmallDataMethod, get_method
+from ...methods import get_method
+from .registry import MethodContext, SmallDataMethod
 
 __all__ = ["build_method", "reset_multiband_stem"]
 
@@ -26,7 +27,7 @@ def build_method(method: str | SmallDataMethod, model_name: str, params: dict[st
     loaded into the backbone before the method changes it (:func:`~..models.build_model`).
     ``stem_init="default"`` (the ``gem`` recipe): an ImageNet stem on other than 3 input bands keeps
     PyTorch's default initialisation (:func:`reset_multiband_stem`)."""
-    m = get_method(method) if isinstance(method, str) else method
+    m = get_method("smalldata", method) if isinstance(method, str) else method
     defaults = {i.name: i.default for i in m.options.fields_info()}  # gem's values where fixed
     # a method option named like a common hyper-parameter (grad_l2's weight_decay) is the trainer's, not the builder's
     missing = [k for k, v in defaults.items() if k not in params and isinstance(v, dict) and k not in _TRAINER_PARAMS]

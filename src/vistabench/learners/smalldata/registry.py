@@ -12,12 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from ...methods import MethodSpec, method_registrar
+from ...methods import MethodSpec, method_registrar, method_registries
 from ...registry import Registry
 from .options import (AuxilearnOptions, CosineCEOptions, DhnOptions, DsknOptions, DvpOptions, FconvOptions,
                       GradL2Options, HarmonicOptions, NoOptions, OleOptions, TvmfOptions)
 
-__all__ = ["MethodContext", "SmallDataMethod", "methods", "register_method", "get_method", "CONV_BACKBONES"]
+__all__ = ["MethodContext", "SmallDataMethod", "methods", "register_method", "CONV_BACKBONES"]
 
 
 @dataclass(frozen=True)
@@ -52,17 +52,12 @@ class SmallDataMethod(MethodSpec):
         return self.load()
 
 
-methods: Registry[SmallDataMethod] = Registry("small-data method")
+methods: Registry[SmallDataMethod] = method_registries.add("smalldata", Registry("small-data method"))
 
 
 #: ``register_method(name, options=NoOptions, *, builder, title, family, fixed, tuned, backbones)``: one
 #: :class:`SmallDataMethod` (the signature every learner family shares: :func:`~vistabench.methods.method_registrar`)
 register_method = method_registrar(methods, "smalldata", spec_type=SmallDataMethod, default_options=NoOptions)
-
-
-def get_method(name: str, *, field: str | None = None) -> SmallDataMethod:
-    """The method called ``name`` (unknown names raise InputError with close matches)."""
-    return methods.get(name, field=field)
 
 
 _P = "vistabench.learners.smalldata."
