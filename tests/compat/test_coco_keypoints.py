@@ -109,3 +109,63 @@ def test_wrong_sigmas_are_one_line(tmp_path):
     bad[4]["keypoints"] = bad[4]["keypoints"][:9]
     with pytest.raises(InputError, match="result 4 has 9 keypoint numbers"):
         g.loadRes(bad)
+
+
+def _strip_keypoints(gt: dict, res: list, case: str) -> list:
+    """The results with ``keypoints`` removed where pycocotools' computeOks never reads them (or, for
+    ``read``, from one result it reads)."""
+    res = copy.deepcopy(res)
+    cells = {(a["image_id"], a["category_id"]) for a in gt["annotations"]}
+    rank, seen = {}, {}
+    for i in sorted(range(len(res)), key=lambda i: -res[i]["score"]):  # stable, as its mergesort
+        key = (res[i]["image_id"], res[i]["category_id"])
+        rank[i] = seen[key] = seen.get(key, -1) + 1
+    for i, r in enumerate(res):
+        in_gt_cell = (r["image_id"], r["category_id"]) in cells
+        if (case == "no_gt_cell" and not in_gt_cell) or (case == "beyond_max_dets" and in_gt_cell and rank[i] >= 2) \
+                or case == "no_cats":
+            del r["keypoints"]
+    if case == "read":
+        del next(r for r in res if (r["image_id"], r["category_id"]) in cells)["keypoints"]
+    return res
+
+
+@pytest.mark.parametrize("case", ["no_gt_cell", "beyond_max_dets", "no_cats", "read"])
+def test_results_without_keypoints_as_pycocotools(tmp_path, case):
+    """pycocotools reads a result's keypoints only in an (image, category) cell with ground truth,
+    for the cell's first maxDets[-1] results by score, and never with useCats=0 (detectron2's
+    test_coco_evaluation scores box results with iouType keypoints on empty ground truth): results
+    without them elsewhere are scored to the same arrays; one it reads is its KeyError."""
+    gt, res = KR.keypoint_set(seed=11, num_categories=3, with_box=True, dets_per_gt=2.5)
+    p = R.write(tmp_path, "gt.json", gt)
+    stripped = _strip_keypoints(gt, res, case)
+    assert sum("keypoints" not in r for r in stripped) >= 1
+
+    def tweak(prm):
+        prm.maxDets = [2] if case == "beyond_max_dets" else prm.maxDets
+        prm.useCats = 0 if case == "no_cats" else 1
+
+    if case == "read":
+        with pytest.raises(KeyError):
+            _both(p, stripped, tweak)  # pycocotools raises first
+        with R.quiet():
+            g = COCO(p)
+            e = COCOeval(g, g.loadRes(stripped), "keypoints")
+        with pytest.raises(KeyError, match=r"cocoDt: result \d+ lacks 'keypoints' \(iouType 'keypoints'\)"):
+            e.evaluate()
+        return
+    ref, ours = _both(p, stripped, tweak)
+    _compare(ref, ours)
+    if case != "no_cats":
+        assert np.max(ours.eval["precision"]) > 0  # the results that keep their keypoints are matched
+
+
+def test_box_results_on_empty_ground_truth_score_minus_one_as_pycocotools(tmp_path):
+    """detectron2's ``empty_gt`` experiment with iouType keypoints: box results, no annotation."""
+    gt, res = KR.keypoint_set(seed=4, with_box=True)
+    gt["annotations"] = []
+    for r in res:
+        del r["keypoints"]
+    ref, ours = _both(R.write(tmp_path, "gt.json", gt), res)
+    _compare(ref, ours)
+    assert np.all(ours.eval["precision"] == -1) and np.all(ours.stats == -1)

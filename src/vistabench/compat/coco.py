@@ -43,7 +43,7 @@ from .params_check import check_area_ranges, check_max_dets, check_thresholds, z
 from .keypoints import (KEYPOINT_TYPES, STATS_LABELS, group_oks, keypoint_ignore, set_keypoint_params,
                         summarize_crowd_stats, summarize_keypoint_stats)
 from .coco_dataset import COCO
-from .coco_detections import detections_of
+from .coco_detections import detections_of, keypoints_read
 from .per_image import evaluate_group, group_ious
 
 __all__ = ["COCO", "COCOeval", "Params", "detections_of"]
@@ -166,11 +166,14 @@ class COCOeval:
         p.imgIds = list(np.unique(np.asarray(p.imgIds, np.int64)).tolist())
         if p.useCats:
             p.catIds = list(np.unique(np.asarray(p.catIds, np.int64)).tolist())
+        last_max_det = int(list(p.maxDets)[-1])  # computeOks keeps maxDets[-1] results per cell, unsorted
         p.maxDets = sorted(int(m) for m in p.maxDets)
         if gt is None:
             gt = self.cocoGt.ground_truth(p.iouType == "segm")
         match_type = "keypoints" if kp else p.iouType
-        dets, self._dt_pos = detections_of(self.cocoDt, gt, match_type)
+        read = (lambda i, c, s: keypoints_read(i, c, s, gt, img_ids=p.imgIds, cat_ids=p.catIds,
+                                               use_cats=bool(p.useCats), last_max_det=last_max_det))
+        dets, self._dt_pos = detections_of(self.cocoDt, gt, match_type, read_keypoints=read if kp else None)
         sigmas = check_sigmas(getattr(p, "kpt_oks_sigmas", None), gt.keypoints.shape[1] if len(gt) else None,
                               "params.kpt_oks_sigmas") if kp else None
         img_rows = id_positions(p.imgIds, gt.image_ids, "params.imgIds")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -208,6 +209,29 @@ def _boxes(boxes: list, what: str) -> np.ndarray:
     raise InputError(f"{what}: every 'bbox' must be 4 numbers [x, y, w, h]")
 
 
+def _empty_box(bb: Any, what: str) -> bool:
+    """pycocotools' ``anns[0]['bbox'] == []`` (an empty box: the mask branch). A numpy array is a box:
+    what loadRes itself stores for a mask's box, so a list loaded twice carries them (detectron2's
+    test_coco_evaluation does); pycocotools reads it as the box with numpy < 1.25, and with a newer
+    numpy its ``==`` raises ValueError (said in a warning; the box is read)."""
+    if not isinstance(bb, np.ndarray):
+        return bb == []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # numpy < 1.25: "elementwise comparison failed"
+        try:
+            bool(bb == [])
+            raises = False
+        except ValueError:
+            raises = True
+    if raises:
+        from ..metrics.detection import OfficialToolsDifferenceWarning
+
+        warnings.warn(f"{what}[0].bbox: a numpy array {bb.tolist()}; pycocotools' loadRes raises ValueError on "
+                      f"it with numpy >= 1.25 (its `bbox == []` test) and reads it as the box with an older "
+                      f"numpy: read as the box", OfficialToolsDifferenceWarning, stacklevel=4)
+    return False
+
+
 def prepare_results(anns: list, *, what: str, coco: bool, image_ids: np.ndarray,
                     image_sizes: dict | None = None) -> dict[str, Any]:
     """Update ``anns`` as the tool's loader does and return columns ``image_id``, ``category_id``,
@@ -224,7 +248,7 @@ def prepare_results(anns: list, *, what: str, coco: bool, image_ids: np.ndarray,
     first = anns[0]
     if not isinstance(first, dict):
         raise InputTypeError(f"{what}[0]: expected a result dict, got {type(first).__name__}")
-    with_box = "bbox" in first and not (coco and first["bbox"] == [])
+    with_box = "bbox" in first and not (coco and _empty_box(first["bbox"], what))
     if coco and not with_box and "segmentation" not in first and "keypoints" in first:
         from .keypoints import prepare_keypoint_results  # loadRes's keypoint branch
 

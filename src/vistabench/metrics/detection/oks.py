@@ -148,6 +148,9 @@ def oks_pairs(gt: Any, dets: Any, det: np.ndarray, grp: np.ndarray, lo: np.ndarr
     :func:`~.match.match_detections`: every detection against every ground truth of its (image,
     category) group, in batches. ``use_area=False``: the OKS scale is the box's (:func:`oks_area`)."""
     if gt.keypoints is None or dets.keypoints is None:
+        if (gt.keypoints is not None or len(gt) == 0) and not np.any(cnt > 0):
+            # the results' keypoints are never read: no detection meets a ground truth (as pycocotools)
+            return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
         raise InputError("iou_type='keypoints' needs 'keypoints' in both the ground truth and the results")
     K = gt.keypoints.shape[1]
     if dets.keypoints.shape[1] != K and len(dets) and len(gt):
