@@ -4,28 +4,13 @@ import json
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
 from vistabench.cli import main
 from vistabench.errors import InputError
-from vistabench.grid.config import cell_key
 from vistabench.learners.smalldata.options import DsknOptions, TvmfOptions
 from vistabench.protocols.smalldata_config import SmalldataConfig
-
-KEYS = Path("/work/wt/example_cell_keys.json")
-
-
-@pytest.mark.skipif(not KEYS.is_file(), reason="the recorded keys of the examples (before the typed configs)")
-def test_example_cells_keep_their_keys():
-    recorded = json.loads(KEYS.read_text())
-    cells = [c for f in ("examples/smalldata-gem.yaml", "examples/smalldata-tiny.yaml") for c in recorded[f]["cells"]]
-    assert len(cells) == 92
-    for cell in cells:
-        key = SmalldataConfig.from_dict(cell["options"]).key_dict()
-        assert key == cell["canonical"]
-        assert cell_key("smalldata", key) == cell["key"]
 
 
 def test_new_fields_enter_the_key_only_off_their_old_values():
