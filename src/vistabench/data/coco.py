@@ -177,6 +177,9 @@ def _check_masks(seg: list, which: list[int] | None, offset: int, what: str, nam
 def _check(c: dict[str, Any], offset: int, what: str, name: str, area: np.ndarray | None = None) -> dict[str, Any]:
     """Finite scores and boxes, non-negative sizes; adds ``area`` (box area unless given)."""
     sc, bbox = c["score"], c["bbox"]
+    if np.isfinite(sc).all() and np.isfinite(bbox).all() and not (bbox[:, 2:] < 0).any():  # the usual case
+        c["area"] = bbox[:, 2] * bbox[:, 3] if area is None else area
+        return c
     bad = np.flatnonzero(~np.isfinite(sc))
     if bad.size:
         raise InputError(f"{what} {name}: detection {offset + int(bad[0])} has a non-finite score "
