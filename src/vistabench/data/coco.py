@@ -396,7 +396,9 @@ def read_results(
         if iou_type == "keypoints" and gt.keypoints is not None:
             d.keypoints = np.zeros((0, gt.keypoints.shape[1], 3))
         return d
-    if not np.any(np.isin(iid, gt.image_ids)):
+    k = int(np.searchsorted(gt.image_ids, iid[0]))  # the first id known (the usual case): no full look-up here
+    first_known = k < len(gt.image_ids) and gt.image_ids[k] == iid[0]
+    if not first_known and not np.any(np.isin(iid, gt.image_ids)):
         raise InputError(f"results {name}: none of its {len(np.unique(iid))} image ids are in the ground truth "
                          f"(e.g. {int(iid[0])}); a results file for a different dataset?")
     try:
