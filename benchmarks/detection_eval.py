@@ -6,13 +6,16 @@ at the exec; ``resource.getrusage`` elsewhere). ``json.load`` of the results fil
 same way. Prints a table and the two target ratios the README quotes:
 
 * lvis-api time / vistabench AP^Old time (target >= 50x) with |AP difference|;
-* vistabench all three APs time / json.load time (target <= 0.5x) and its peak RSS (<= 1.5 GB).
+* vistabench all three APs time / json.load time (target <= 0.35x) and its peak RSS (<= 1.5 GB).
+
+Each target line ends with the 1-minute load average seen before, during (each round) and after the
+runs: a ratio means little without it.
 
 Not run in CI. The machine's load changes every ratio: run it on a quiet machine and report
 ``uptime``'s load average with the numbers (the script prints it).
 
     python benchmarks/detection_eval.py --repeat 3                       # 2,000 x 1,000 x 360, medians of 3
-    python benchmarks/detection_eval.py --images 19809 --categories 1203 --repeat 3 \\
+    python benchmarks/detection_eval.py --images 19809 --categories 1203 --dets-per-image 300 --repeat 3 \\
         --skip lvis-api faster-coco-eval vistabench:old vistabench-cli:old   # LVIS-val scale, all three APs
     python benchmarks/detection_eval.py --images 300 --categories 100 --masks   # segm vs lvis-api segm
     python benchmarks/detection_eval.py --coco --images 5000 --categories 80 --dets-per-image 120 --repeat 3
@@ -230,6 +233,7 @@ def main() -> None:
             del s
         print(f"synthetic set: {args.images} images x {args.categories} classes, {n} detections "
               f"({dt.stat().st_size / 1e6:.0f} MB results file, {iou_type}), built in {time.perf_counter() - t0:.1f} s")
+        loads = [os.getloadavg()[0]]  # 1-minute load averages: before, each round, after
         print(f"load average before the runs: {' '.join(f'{x:.2f}' for x in os.getloadavg())} "
               f"on {os.cpu_count()} cores")
         for f in (gt, dt):  # every evaluator then reads from the page cache (else the first one pays the disk)
@@ -252,6 +256,7 @@ def main() -> None:
         todo = [w for w in every if w not in args.skip and not (w.startswith("faster-coco-eval") and args.masks)]
         trials: dict[str, list[dict]] = {w: [] for w in todo}
         for rnd in range(args.repeat):
+            loads.append(os.getloadavg()[0])
             print(f"round {rnd + 1}/{args.repeat}: load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
             for which in todo:
                 r = run(which, gt, dt, iou_type, args.timeout)
@@ -278,7 +283,10 @@ def main() -> None:
                     spread = [t["seconds"] for t in trials[which] if "seconds" in t]
                     print(f"{which:<28} {r['seconds']:8.2f} s  {r['peak_rss'] / 2**30:6.2f} GiB  "
                           f"(runs {min(spread):.2f} .. {max(spread):.2f} s)")
+        loads.append(os.getloadavg()[0])
         print(f"load average after the runs: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    load = (f"[load average {min(loads):.1f}-{max(loads):.1f} over the runs (1 min; before "
+            f"{loads[0]:.1f}, after {loads[-1]:.1f}), {os.cpu_count()} cores]")
     def compare(slow: str, fast: str, target: str) -> None:
         a, b = runs.get(slow, {}), runs.get(fast, {})
         if "seconds" not in a or "seconds" not in b:
@@ -289,7 +297,7 @@ def main() -> None:
                   f"max {max(rounds):.1f}x" if rounds else "")
         print(f"[{target}] {fast} vs {slow}: {a['seconds'] / b['seconds']:.1f}x faster (medians; rounds "
               f"{', '.join(f'{x:.1f}x' for x in rounds)}{spread}), {b['peak_rss'] / a['peak_rss']:.3f}x the peak "
-              f"memory{dap}")
+              f"memory{dap} {load}")
 
     def compare_phases(slow: str, fast: str) -> None:
         """Each phase's median time and ratio (imports; reading GT + results; evaluation)."""
@@ -326,15 +334,15 @@ def main() -> None:
                          if "seconds" in a and "seconds" in b]
             print(f"AP^Old vs lvis-api, round by round: {', '.join(f'{x:.1f}x' for x in per_round)}")
         print(f"[target >= 50x] AP^Old vs lvis-api: {ratio:.1f}x faster, {vb['peak_rss'] / ref['peak_rss']:.3f}x the "
-              f"peak memory; |AP difference| = {abs(vb['AP'] - ref['AP']):.2e}")
+              f"peak memory; |AP difference| = {abs(vb['AP'] - ref['AP']):.2e} {load}")
     if "seconds" in allv and "seconds" in jl:
         cli = "vistabench-cli:old,fixed,pool"
         rounds = [a["seconds"] / b["seconds"] for a, b in zip(trials.get(cli) or trials["vistabench:old,fixed,pool"],
                                                                 trials["json.load"]) if "seconds" in a and "seconds" in b]
-        print(f"[target <= 0.5x, <= 1.5 GB] all three APs ({'detection eval' if cli in runs else 'API'}; rounds "
+        print(f"[target <= 0.35x, <= 1.5 GB] all three APs ({'detection eval' if cli in runs else 'API'}; rounds "
               f"{', '.join(f'{x:.2f}x' for x in rounds)}): {allv['seconds'] / jl['seconds']:.2f}x the time json.load "
               f"takes to parse the results file ({allv['seconds']:.1f} s vs {jl['seconds']:.1f} s); peak RSS "
-              f"{allv['peak_rss'] / 1e9:.2f} GB (json.load alone: {jl['peak_rss'] / 1e9:.2f} GB)")
+              f"{allv['peak_rss'] / 1e9:.2f} GB (json.load alone: {jl['peak_rss'] / 1e9:.2f} GB) {load}")
     fc = runs.get("faster-coco-eval", {})
     if "seconds" in fc and "seconds" in vb:
         print(f"faster-coco-eval (lvis_style, after the 300 cut): {fc['seconds']:.2f} s, "

@@ -177,6 +177,9 @@ def _check_masks(seg: list, which: list[int] | None, offset: int, what: str, nam
 def _check(c: dict[str, Any], offset: int, what: str, name: str, area: np.ndarray | None = None) -> dict[str, Any]:
     """Finite scores and boxes, non-negative sizes; adds ``area`` (box area unless given)."""
     sc, bbox = c["score"], c["bbox"]
+    if np.isfinite(sc).all() and np.isfinite(bbox).all() and not (bbox[:, 2:] < 0).any():  # the usual case
+        c["area"] = bbox[:, 2] * bbox[:, 3] if area is None else area
+        return c
     bad = np.flatnonzero(~np.isfinite(sc))
     if bad.size:
         raise InputError(f"{what} {name}: detection {offset + int(bad[0])} has a non-finite score "
@@ -393,7 +396,9 @@ def read_results(
         if iou_type == "keypoints" and gt.keypoints is not None:
             d.keypoints = np.zeros((0, gt.keypoints.shape[1], 3))
         return d
-    if not np.any(np.isin(iid, gt.image_ids)):
+    k = int(np.searchsorted(gt.image_ids, iid[0]))  # the first id known (the usual case): no full look-up here
+    first_known = k < len(gt.image_ids) and gt.image_ids[k] == iid[0]
+    if not first_known and not np.any(np.isin(iid, gt.image_ids)):
         raise InputError(f"results {name}: none of its {len(np.unique(iid))} image ids are in the ground truth "
                          f"(e.g. {int(iid[0])}); a results file for a different dataset?")
     try:

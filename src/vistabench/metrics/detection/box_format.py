@@ -24,13 +24,16 @@ def outside_fraction(box: np.ndarray, image_row: np.ndarray, image_size: np.ndar
     """Fraction of boxes (N, 4) ``[x, y, w, h]`` whose right or bottom edge lies more than
     :data:`EDGE_SLACK` px past their image (``image_size[image_row]``: (height, width)); images of
     unknown size (0) are left out; NaN when none is known."""
-    hw = image_size[image_row]
-    known = (hw[:, 0] > 0) & (hw[:, 1] > 0)
-    if not known.any():
+    # per image first (few), then one gather per box: no (N, 2) size rows, no copy of the boxes
+    h, w = image_size[:, 0], image_size[:, 1]
+    known_image = (h > 0) & (w > 0)
+    if not known_image.any():
         return float("nan")
-    b, hw = box[known], hw[known]
-    out = (b[:, 0] + b[:, 2] > hw[:, 1] + EDGE_SLACK) | (b[:, 1] + b[:, 3] > hw[:, 0] + EDGE_SLACK)
-    return float(out.mean())
+    right, bottom = w + EDGE_SLACK, h + EDGE_SLACK
+    out = (box[:, 0] + box[:, 2] > right[image_row]) | (box[:, 1] + box[:, 3] > bottom[image_row])
+    if not known_image.all():
+        out = out[known_image[image_row]]
+    return float(out.mean()) if out.size else float("nan")
 
 
 def warn_if_corner_boxes(det_box: np.ndarray, det_image: np.ndarray, gt_box: np.ndarray, gt_image: np.ndarray,
