@@ -31,7 +31,7 @@ DRIVER = textwrap.dedent("""
     store, parallel, sleep, seeds = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
     cfg = parse_config({{"protocol": "toy", "fixed": {{"sleep": sleep}},
                          "grid": {{"method": ["a", "b"], "seed": list(range(seeds))}}}})
-    res = run_grid(cfg, store=store, max_parallel=parallel)
+    res = run_grid(cfg, store=store, engine=Engine(max_parallel=parallel))
     print(json.dumps(res.to_dict()))
 """).format(here=HERE)
 

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal, Optional
 
 from ..config import FieldInfo, RunConfig, option
+from ..engine import ENGINE
 from ..errors import InputError
 
 __all__ = ["RECIPE", "PRECISIONS", "LOADERS", "SCHEDULE_CHOICES", "PRETRAINED_SUFFIXES", "TRAINER_FIELDS",
@@ -165,12 +166,14 @@ class RecipeConfig(RunConfig):
 
     @classmethod
     def fields_info(cls) -> list[FieldInfo]:
-        """The protocol's own fields, then its recipe's, then those of every run config."""
+        """The protocol's own fields, then its engine's (:func:`~vistabench.engine.engine_fields`), then its
+        recipe's, then those of every run config."""
         infos = super().fields_info()
         recipe = [i for i in infos if i.name in cls.recipe_fields]
-        rest = [i for i in infos if i.name not in cls.recipe_fields]
+        engine = [i for i in infos if i.name in ENGINE]
+        rest = [i for i in infos if i.name not in cls.recipe_fields and i.name not in ENGINE]
         common = {f.name for f in dataclasses.fields(RunConfig)}
-        return [i for i in rest if i.name not in common] + recipe + [i for i in rest if i.name in common]
+        return [i for i in rest if i.name not in common] + engine + recipe + [i for i in rest if i.name in common]
 
     def check(self) -> None:
         check_recipe(self, hint=self.recipe_hint)

@@ -35,6 +35,7 @@ import numpy as np
 
 from ..data.augment import NO_AUGMENTATION, PAD_CROP_FLIP
 from ..data.smalldata_splits import SmallDataSplit
+from ..engine import Engine
 from ..errors import InputError
 from ..learners.recipe import recipe_values
 from ..metrics.classification import balanced_accuracy
@@ -122,7 +123,7 @@ def _check_search_done(ctx: Context, split: SmallDataSplit, method: str, opts: R
     name, path = _study(ctx, split, method, opts)
     hint = (f"run the search (stages 'tune') for dataset {ctx.name!r} and method {method!r} with the same "
             f"work folder, model and seed first")
-    if opts.engine == "ray":
+    if opts.engine.engine == "ray":
         if not (path.parent / f"{name}-ray").is_dir():
             raise InputError(f"no search for {method!r} on split {split.index} in {str(path.parent)!r}; {hint}")
         return
@@ -219,7 +220,7 @@ def run_method(ctx: Context, method: str, opts: RunPlan, records: list[Record] |
     """
     from ..learners.smalldata.registry import get_method
 
-    check_ray_address(opts.engine, opts.ray_address)
+    check_ray_address(opts.engine)
     m = get_method(method)
     space = _space(ctx, method, opts)
     searched = any(not isinstance(p, Fixed) for p in space.values())
@@ -266,13 +267,13 @@ def _space(ctx: Context, method: str, opts: RunPlan) -> dict[str, Any]:
     return method_space(method, ctx.preset, method_options=opts.method_options, overrides=opts.space)
 
 
-def check_ray_address(engine: str, address: str | None) -> None:
+def check_ray_address(engine: Engine) -> None:
     """With ``engine="ray"`` and an address, refuse at once when no cluster answers there (Ray itself
     waits for minutes): :func:`vistabench.jobs.check_ray_address`, the one check of every command."""
-    if engine == "ray" and address:
+    if engine.engine == "ray" and engine.ray_address:
         from ..jobs import check_ray_address as check_cluster
 
-        check_cluster(address)
+        check_cluster(engine.ray_address)
 
 
 _AUGMENT = {"preset": None, "pad-crop-flip": PAD_CROP_FLIP, "none": NO_AUGMENTATION}
@@ -285,12 +286,12 @@ def plan_from_config(config: SmalldataConfig, work_dir: str | Path | None = None
         space["batch_size"] = {"choice": list(config.batch_sizes)}  # the preset's are the space's own
     return RunPlan(**recipe_values(config),  # the recipe whole: model, epochs, optimizer, device, loader, ...
                    final_epochs=config.final_epochs, trials=config.trials, grace_period=config.grace_period,
-                   reduction_factor=config.reduction_factor, repeats=config.repeats, engine=config.engine,
-                   ray_address=config.ray_address, sampler=config.sampler, scheduler=config.scheduler,
+                   reduction_factor=config.reduction_factor, repeats=config.repeats, engine=config.to_engine(),
+                   sampler=config.sampler, scheduler=config.scheduler,
                    score_window=config.score_window, select=config.select, val_metric=config.val_metric,
                    augmentation=_AUGMENT[config.augment], seed=config.seed, space=space or None,
                    work_dir=str(work_dir or "smalldata-runs"), highres_scale=config.highres_scale,
-                   max_parallel=config.max_parallel, method_options=config.method_options,  # type: ignore[arg-type]
+                   method_options=config.method_options,  # type: ignore[arg-type]
                    stem=config.stem)
 
 
@@ -317,7 +318,7 @@ def run(config: SmalldataConfig, *, store: ResultsStore | None = None,
     if not isinstance(config, SmalldataConfig):
         raise InputError(f"config: expected a SmalldataConfig, got {type(config).__name__}")
     config.refuse_tracking()
-    check_ray_address(config.engine, config.ray_address)
+    check_ray_address(config.to_engine())
     ctx = prepare_from_config(config, work_dir)
     plan = plan_from_config(config, work_dir)
     records: list[Record] = []

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Iterator, NamedTuple
 
 import numpy as np
@@ -14,6 +14,7 @@ from ..data.augment import Augmentation
 from ..data.dataset import DataSplits, Dataset
 from ..data.smalldata import SmallDataPreset, get_preset, load_smalldata
 from ..data.smalldata_splits import SmallDataSplit, read_splits, write_preset_splits
+from ..engine import Engine
 from ..errors import InputError
 from ..learners.smalldata.options import CommonSpace, MethodOptions
 from ..learners.smalldata.registry import get_method
@@ -41,8 +42,7 @@ class RunPlan:
     repeats: int = 10
     splits: list[int] | None = None
     device: str = "cpu"
-    engine: str = "local"
-    ray_address: str | None = None
+    engine: Engine = field(default_factory=Engine)
     ray_num_cpus: int | None = None
     sampler: str | None = None
     scheduler: str = "asha"
@@ -55,7 +55,6 @@ class RunPlan:
     work_dir: str = "smalldata-runs"
     threads: int | None = None
     highres_scale: int = 1
-    max_parallel: int | None = None
     method_options: MethodOptions | None = None
     stem: str = "auto"
     momentum: float = 0.9
@@ -71,7 +70,7 @@ class RunPlan:
 
     def dispatch_finals(self) -> bool:
         """Whether the final runs go through the grid engine (Ray, or several local processes)."""
-        return self.engine == "ray" or (self.max_parallel or 1) > 1
+        return self.engine.dispatches()
 
     def settings(self, preset: SmallDataPreset) -> TuneSettings:
         return TuneSettings(
@@ -82,9 +81,9 @@ class RunPlan:
             reduction_factor=_pick(self.reduction_factor, preset.reduction_factor),
             scheduler=self.scheduler,  # type: ignore[arg-type]
             sampler=_pick(self.sampler, preset.sampler), score_window=_pick(self.score_window, preset.score_window),
-            select=_pick(self.select, preset.select), seed=self.seed, engine=self.engine,  # type: ignore[arg-type]
-            ray_address=self.ray_address, ray_num_cpus=self.ray_num_cpus,
-            ray_gpus_per_trial=1.0 if self.device.startswith("cuda") and self.engine == "ray" else 0.0)
+            select=_pick(self.select, preset.select), seed=self.seed, engine=self.engine,
+            ray_num_cpus=self.ray_num_cpus,
+            ray_gpus_per_trial=1.0 if self.device.startswith("cuda") and self.engine.engine == "ray" else 0.0)
 
     def val_metric_for(self, preset: SmallDataPreset) -> str:
         m = _pick(self.val_metric, preset.val_metric)
