@@ -198,7 +198,7 @@ def fit_predict(
                       "devices": devices, "precision": precision, "compile": compile, "loader": loader,
                       "workers": workers}
     cfg = TrainConfig.from_recipe(trainer_recipe, epochs=epochs, lr=lr, batch_size=batch_size, seed=seed,
-                                  augment=augment, warmup_epochs=warmup_epochs, num_threads=num_threads,
+                                  augment=augment, warmup_epochs=warmup_epochs, threads=num_threads,
                                   schedule=schedule, lr_milestones=tuple(lr_milestones),
                                   lr_factors=tuple(lr_factors), warmup_start=warmup_start, drop_last=drop_last)
     resolve_device(device)  # fail before building anything when CUDA is asked for but missing
