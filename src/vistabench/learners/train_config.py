@@ -91,6 +91,12 @@ class TrainConfig:
 
     Attributes
     ----------
+    recipe : Recipe
+        The training recipe (:class:`~.recipe.Recipe`, checked when made): epochs, lr, weight_decay,
+        batch_size (>= 2), momentum, device, warmup_epochs, nesterov, threads, schedule, lr_milestones,
+        lr_factors, warmup_start, precision, compile, loader, workers and devices below are its fields
+        (``TrainConfig(epochs=3, lr=0.1)`` is ``TrainConfig(Recipe(epochs=3, lr=0.1))``; ``cfg.lr``
+        reads ``cfg.recipe.lr``). The others are the trainer's own.
     epochs : int
         Passes over the training set (> 0).
     lr : float
@@ -122,7 +128,7 @@ class TrainConfig:
         (:meth:`~.trainer.Trainer.eval_batch`: memory bounded by a training step's).
     count_flops : bool
         Count FLOPs (one meta-device count per distinct batch size; see :mod:`.flops`).
-    num_threads : int or None
+    threads : int or None
         CPU threads torch may use during :meth:`Trainer.fit` and prediction (restored afterwards);
         None keeps torch's setting. On a busy machine 1 thread per training process is often
         several times faster than oversubscribed cores.
