@@ -38,7 +38,6 @@ SRC = Path(__file__).resolve().parents[2] / "src" / "vistabench"
 #: each not-yet-migrated restatement -> why it is still there (issue 38 migrates them one by one)
 PENDING: dict[str, str] = {
     # the five holders the issue names, still to take a Recipe
-    "learners/incremental/__init__.py:IncrementalContext": "the incremental sessions' context: recipe fields flat",
     "learners/incremental/baselines.py:SessionTrainer": "a session's schedule (milestones, factors) restated",
     "protocols/smalldata_core.py:RunPlan": "small-data's tuning plan: recipe fields flat (the preset fills "
                                            "model and epochs later)",
