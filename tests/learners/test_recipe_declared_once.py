@@ -39,8 +39,6 @@ SRC = Path(__file__).resolve().parents[2] / "src" / "vistabench"
 PENDING: dict[str, str] = {
     # the five holders the issue names, still to take a Recipe
     "learners/incremental/baselines.py:SessionTrainer": "a session's schedule (milestones, factors) restated",
-    "protocols/smalldata_core.py:RunPlan": "small-data's tuning plan: recipe fields flat (the preset fills "
-                                           "model and epochs later)",
     "learners/stream/options.py:LearnerConfig": "the stream learners' flat settings (backbone as arch)",
     "learners/stream/search.py:__init__()": "the stream trainer's schedule arguments",
     # stages and settings that carry their own values of recipe fields

@@ -37,7 +37,6 @@ from ..data.augment import NO_AUGMENTATION, PAD_CROP_FLIP
 from ..data.smalldata_splits import SmallDataSplit
 from ..engine import Engine
 from ..errors import InputError
-from ..learners.recipe import recipe_values
 from ..metrics.classification import balanced_accuracy
 from ..store import Record, ResultsStore, new_run_id
 from ..tuning import Fixed, TuneResult, space_to_json, tune
@@ -284,7 +283,8 @@ def plan_from_config(config: SmalldataConfig, work_dir: str | Path | None = None
     space = dict(config.space or {})
     if config.batch_sizes and tuple(config.batch_sizes) != tuple(config.preset().batch_sizes):
         space["batch_size"] = {"choice": list(config.batch_sizes)}  # the preset's are the space's own
-    return RunPlan(**recipe_values(config),  # the recipe whole: model, epochs, optimizer, device, loader, ...
+    # the recipe whole (model, epochs, device, loader, ...; model and epochs None: the preset's)
+    return RunPlan(**{k: getattr(config, k) for k in config.recipe_fields},
                    final_epochs=config.final_epochs, trials=config.trials, grace_period=config.grace_period,
                    reduction_factor=config.reduction_factor, repeats=config.repeats, engine=config.to_engine(),
                    sampler=config.sampler, scheduler=config.scheduler,
