@@ -283,8 +283,11 @@ def plan_from_config(config: SmalldataConfig, work_dir: str | Path | None = None
     space = dict(config.space or {})
     if config.batch_sizes and tuple(config.batch_sizes) != tuple(config.preset().batch_sizes):
         space["batch_size"] = {"choice": list(config.batch_sizes)}  # the preset's are the space's own
-    # the recipe whole (model, epochs, device, loader, ...; model and epochs None: the preset's)
-    return RunPlan(**{k: getattr(config, k) for k in config.recipe_fields},
+    # the recipe whole (model, epochs, device, loader, ...), model and epochs the preset's when not given
+    preset = config.preset()
+    recipe = {k: getattr(config, k) for k in config.recipe_fields}
+    recipe.update({k: getattr(preset, k) for k in ("model", "epochs") if recipe.get(k) is None})
+    return RunPlan(**recipe,
                    final_epochs=config.final_epochs, trials=config.trials, grace_period=config.grace_period,
                    reduction_factor=config.reduction_factor, repeats=config.repeats, engine=config.to_engine(),
                    sampler=config.sampler, scheduler=config.scheduler,

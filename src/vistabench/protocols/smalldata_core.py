@@ -69,6 +69,8 @@ class RunPlan:
         base = Recipe() if recipe is None else recipe
         stage = {k: v for k, v in settings.items() if k in RECIPE and v is not None}
         preset = tuple(n for n in settings.get("from_preset", own["from_preset"].default) if n not in stage)
+        if "epochs" in preset and stage.get("warmup_epochs", 0) >= base.epochs:  # a placeholder, never read
+            stage["epochs"] = stage["warmup_epochs"] + 1
         self.recipe = base.replace(**stage) if stage else base
         for name, f in own.items():
             if name in settings:
