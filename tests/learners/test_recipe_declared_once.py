@@ -39,7 +39,6 @@ SRC = Path(__file__).resolve().parents[2] / "src" / "vistabench"
 PENDING: dict[str, str] = {
     # the five holders the issue names, still to take a Recipe
     "learners/incremental/baselines.py:SessionTrainer": "a session's schedule (milestones, factors) restated",
-    "learners/stream/options.py:LearnerConfig": "the stream learners' flat settings (backbone as arch)",
     "learners/stream/search.py:__init__()": "the stream trainer's schedule arguments",
     # stages and settings that carry their own values of recipe fields
     "learners/incremental/options.py:FROptions": "FR's stage recipe (its own epochs, lr, milestones): a stage "

@@ -261,11 +261,10 @@ class StreamConfig(_RECIPE, _ENGINE):
 
     def learner_config(self) -> dict[str, Any]:
         """The learner's flat settings (:class:`~vistabench.learners.stream.options.LearnerConfig` fields):
-        the recipe whole (its backbone named ``arch`` there; one optimizer, so no ``optimizer``; the threads
-        are set by the run), the search's ranges and rules, and the learner's own options."""
+        the recipe whole (one optimizer, so no ``optimizer``; the threads are set by the run), the search's
+        ranges and rules, and the learner's own options."""
         recipe = {k: tuple(v) if isinstance(v, list) else v for k, v in recipe_values(self).items()
                   if k not in ("optimizer", "threads")}
-        recipe["arch"] = recipe.pop("model")
         return {**recipe, "trials": self.trials, "steps": self.steps, "seed": self.seed,
                 "arch_options": self.arch_options(), "search_space": self.search_space,
                 "checkpoint": self.checkpoint, "lr_range": tuple(self.lr_range),
