@@ -4,7 +4,7 @@ The same fit both ways: a seeded ResNet-32 (or ``--model``) on random 32 px RGB 
 classes, the global batch ``--batch`` (each of the 2 processes trains half of it), ``--epochs``
 epochs, no augmentation, SGD with the per-step cosine schedule, one CPU thread per process (a
 data-parallel fit on a CPU runs every rank single-threaded; see ``vistabench.learners.distributed``),
-so ``devices: 1`` is timed with ``num_threads=1`` too. Rounds are interleaved (the order alternates)
+so ``devices: 1`` is timed with ``threads=1`` too. Rounds are interleaved (the order alternates)
 and the table shows the median wall time of ``Trainer.fit`` (process start-up and group set-up
 included), the images per second the trainer reports, and the largest absolute difference between
 the two runs' weights. ResNet-32 has batch norm, which a CPU cannot synchronise (gloo): each process
@@ -35,7 +35,7 @@ from vistabench.learners.trainer import TrainConfig, Trainer
 
 def fit(devices: int, args: argparse.Namespace, x: np.ndarray, y: np.ndarray) -> tuple[float, float, torch.Tensor]:
     model = build_model(args.model, num_classes=10, in_channels=3, image_size=32, seed=0)
-    cfg = TrainConfig(epochs=args.epochs, batch_size=args.batch, lr=0.05, num_threads=1, devices=devices,
+    cfg = TrainConfig(epochs=args.epochs, batch_size=args.batch, lr=0.05, threads=1, devices=devices,
                       count_flops=False)
     t0 = time.perf_counter()
     res = Trainer(model, cfg).fit(x, y)

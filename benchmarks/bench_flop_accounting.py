@@ -28,7 +28,7 @@ from vistabench.learners.trainer import TrainConfig, Trainer
 def run(model: str, images: np.ndarray, labels: np.ndarray, classes: int, *, count: bool, epochs: int,
         batch_size: int, threads: int) -> tuple[float, int]:
     net = build_model(model, num_classes=classes, in_channels=images.shape[3], image_size=images.shape[1], seed=0)
-    cfg = TrainConfig(epochs=epochs, batch_size=batch_size, lr=0.05, seed=0, count_flops=count, num_threads=threads)
+    cfg = TrainConfig(epochs=epochs, batch_size=batch_size, lr=0.05, seed=0, count_flops=count, threads=threads)
     t0 = time.perf_counter()
     res = Trainer(net, cfg).fit(images, labels)
     return time.perf_counter() - t0, res.flops

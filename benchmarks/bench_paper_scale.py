@@ -155,7 +155,7 @@ def part_pipeline(d: Path, n: int = 1024) -> None:
         dec = seen / (time.perf_counter() - t)
         tr = Trainer(build_model("cnn28", num_classes=sub.num_classes, in_channels=3, seed=0),
                      TrainConfig(epochs=1, batch_size=128, seed=0, loader="stream", workers=workers, count_flops=False,
-                                 num_threads=1))
+                                 threads=1))
         t = time.perf_counter()
         tr.fit(sub.images, sub.labels)
         fit = n / (time.perf_counter() - t)

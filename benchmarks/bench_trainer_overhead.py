@@ -109,7 +109,7 @@ def bare_nchw(model: torch.nn.Module, images: np.ndarray, labels: np.ndarray, th
 
 
 def trainer(model: torch.nn.Module, images: np.ndarray, labels: np.ndarray, threads: int, flops: bool) -> None:
-    cfg = TrainConfig(epochs=1, batch_size=BATCH, lr=LR, num_threads=threads, count_flops=flops)
+    cfg = TrainConfig(epochs=1, batch_size=BATCH, lr=LR, threads=threads, count_flops=flops)
     Trainer(model, cfg).fit(images, labels)
 
 

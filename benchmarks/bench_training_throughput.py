@@ -229,7 +229,7 @@ def trainer_fit(model: torch.nn.Module, images: np.ndarray, labels: np.ndarray, 
     extra = {"devices": devices} if devices != 1 else {}
     cfg = TrainConfig(epochs=1, batch_size=BATCH, lr=LR, momentum=MOMENTUM, weight_decay=WEIGHT_DECAY, seed=0,
                       augment=True, loader=source, workers=workers, precision=precision, device=str(device),
-                      num_threads=threads, count_flops=False, **extra)
+                      threads=threads, count_flops=False, **extra)
     Trainer(model, cfg).fit(images, labels)
 
 

@@ -46,7 +46,7 @@ def main() -> None:
         model, loss = build_method(name, args.model, DEFAULTS, num_classes=args.classes, in_channels=args.channels,
                                    image_size=args.size, seed=0)
         tr = Trainer(model, TrainConfig(epochs=args.epochs, lr=0.01, batch_size=8, device=args.device,
-                                        count_flops=False, num_threads=args.threads), loss_fn=loss)
+                                        count_flops=False, threads=args.threads), loss_fn=loss)
         res = tr.fit(x, y)
         print(f"{name:12} | {res.images_per_second:9.1f} | {res.peak_memory_bytes / 1e9:16.2f} | {res.peak_memory_kind}")
 

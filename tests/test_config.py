@@ -172,16 +172,24 @@ def test_trainconfig_fields_are_checked_by_their_option_declarations():
     pytest.importorskip("torch")
     from vistabench.learners.train_config import TrainConfig
 
-    meta = {name: f.metadata.get("vistabench") for name, f in TrainConfig.__dataclass_fields__.items()}
+    from vistabench.learners.recipe import Recipe
+
+    meta = {name: f.metadata.get("vistabench") for name, f in Recipe.__dataclass_fields__.items()}
     assert meta["lr"]["low"] == 0 and meta["lr"]["low_open"] and meta["momentum"]["high"] == 1
-    assert all(m is not None for name, m in meta.items() if name != "augment")  # every field declared
+    own = {name: f.metadata.get("vistabench") for name, f in TrainConfig.__dataclass_fields__.items()}
+    assert all(m is not None for name, m in own.items() if name not in ("augment", "recipe"))  # every field declared
     for kw, message in ((dict(epochs=0), "^epochs: expected a number >= 1, got 0$"),
-                        (dict(schedule="cosin"), "^schedule: expected one of cosine, step, cosine_epoch"),
-                        (dict(lr_milestones=(1,)), "^lr_factors: expected one factor per milestone"),
-                        (dict(warmup_epochs=10, epochs=10), "^warmup_epochs: expected fewer than epochs=10")):
+                        (dict(schedule="cosin"), "^schedule: expected one of cosine, step, warmup-cosine, cosine_epoch"),
+                        (dict(schedule="warmup-cosine"), "^schedule: the trainer runs cosine, step, cosine_epoch"),
+                        (dict(schedule="step", lr_milestones=(1,)), "^lr_factors: expected one factor per milestone"),
+                        (dict(warmup_epochs=10, epochs=10), "^warmup_epochs: expected fewer than epochs=10"),
+                        (dict(batch_size=1), "^batch_size: expected a number >= 2, got 1"),
+                        (dict(eval_batch_size=0), "^eval_batch_size: expected a number >= 1, got 0")):
         with pytest.raises(InputError, match=message):
             TrainConfig(**kw)
-    assert TrainConfig(epochs=2.0, lr_milestones=[1], lr_factors=[0.1]).lr_milestones == (1,)
+    cfg = TrainConfig(epochs=2.0, schedule="step", lr_milestones=[1], lr_factors=[0.1])
+    assert cfg.lr_milestones == (1,) and cfg.recipe.lr_milestones == (1,) and cfg.recipe == Recipe(
+        epochs=2, schedule="step", lr_milestones=(1,), lr_factors=(0.1,))
 
 
 # ---------------------------------------------------------------------- integers a user cannot mean (issue 32)

@@ -36,13 +36,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from .engine import ENGINES, Engine
 from .errors import InputError
 
-__all__ = ["ENGINES", "SYSTEM_RETRIES", "Job", "Outcome", "check_cluster_gpus", "check_engine", "check_ray_address",
+__all__ = ["ENGINES", "SYSTEM_RETRIES", "Engine", "Job", "Outcome", "check_cluster_gpus", "check_ray_address",
            "connect_ray", "engine_session", "one_line", "resolve_ray_address", "run_jobs",
            "terminate_as_interrupt"]
 
-ENGINES = ("local", "ray")
 #: How many times Ray runs a task again after a system failure (worker killed, node lost): its ``max_retries``.
 SYSTEM_RETRIES = 3
 #: Seconds to wait for a Ray head's port to answer before giving up.
@@ -86,21 +86,6 @@ class Outcome:
         return self.value
 
 
-def check_engine(engine: str, *, max_parallel: int | None, ray_address: str | None,
-                 max_parallel_option: str = "max_parallel") -> None:
-    """Validate the engine options once, at the boundary (one-line ``InputError`` naming the field);
-    with ``engine="ray"`` and an address, also that a cluster answers there (:func:`check_ray_address`)."""
-    if engine not in ENGINES:
-        raise InputError(f"engine: expected one of {', '.join(ENGINES)}, got {engine!r}")
-    if max_parallel is not None and (isinstance(max_parallel, bool) or not isinstance(max_parallel, int)
-                                     or max_parallel < 1):
-        raise InputError(f"{max_parallel_option}: expected a positive integer, got {max_parallel!r}")
-    if ray_address and engine != "ray":
-        raise InputError("ray_address: only with engine ray")
-    if engine == "ray" and ray_address:
-        check_ray_address(ray_address)
-
-
 def check_ray_address(address: str) -> str:
     """The address Ray will connect to (``auto`` resolved); one-line ``InputError`` within
     :data:`CONNECT_TIMEOUT_S` seconds when no cluster is there (Ray itself would retry for minutes)."""
@@ -128,11 +113,11 @@ def terminate_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, before)
 
 
-def run_jobs(jobs: list[Job], *, engine: str = "local", max_parallel: int | None = None, cpus_per_job: int = 1,
-             ray_address: str | None = None,
+def run_jobs(jobs: list[Job], *, engine: Engine | None = None, cpus_per_job: int = 1,
              on_start: Callable[[Job], bool | None] | None = None) -> Iterator[Outcome]:
     """Run independent ``jobs``; yield each one's :class:`Outcome` as it finishes (completion order).
 
+    ``engine`` (an :class:`~vistabench.engine.Engine`, checked when made; None: local, in this process).
     ``engine="local"``: one after another in this process (``max_parallel`` None or 1), else
     ``max_parallel`` spawned worker processes. ``engine="ray"``: each job a Ray task declaring
     ``cpus_per_job`` CPUs and ``job.gpus`` GPUs, at most ``max_parallel`` in flight (None: as many as
@@ -143,13 +128,21 @@ def run_jobs(jobs: list[Job], *, engine: str = "local", max_parallel: int | None
     (no outcome: the grid skips a cell another driver has claimed). Closing the iterator early, or an
     interrupt, stops the jobs in flight (worker processes terminated, Ray tasks cancelled).
     """
-    check_engine(engine, max_parallel=max_parallel, ray_address=ray_address)
+    engine = _engine(engine)
     start = on_start or (lambda _job: None)
-    if engine == "ray":
-        yield from _jobs_ray(jobs, max_parallel=max_parallel, cpus_per_job=cpus_per_job, ray_address=ray_address,
-                             on_start=start)
+    if engine.engine == "ray":
+        yield from _jobs_ray(jobs, max_parallel=engine.max_parallel, cpus_per_job=cpus_per_job,
+                             ray_address=engine.ray_address, on_start=start)
     else:
-        yield from _jobs_local(jobs, max_parallel=max_parallel or 1, on_start=start)
+        yield from _jobs_local(jobs, max_parallel=engine.max_parallel or 1, on_start=start)
+
+
+def _engine(engine: Any) -> Engine:
+    if engine is None:
+        return Engine()
+    if not isinstance(engine, Engine):
+        raise TypeError(f"engine: expected an Engine, got {type(engine).__name__}")  # a caller's bug
+    return engine
 
 
 # the process pool of an open local engine_session: (pool, its size)
@@ -157,13 +150,13 @@ _SESSION_POOL: tuple[Any, int] | None = None
 
 
 @contextmanager
-def engine_session(engine: str, *, ray_address: str | None = None, max_parallel: int | None = None,
-                   cpus_per_job: int = 1) -> Iterator[None]:
+def engine_session(engine: Engine, *, cpus_per_job: int = 1) -> Iterator[None]:
     """Keep one Ray up across several :func:`run_jobs` calls (e.g. the trials of every task of a
     stream): started (or connected) here when ``engine == "ray"`` and none is initialised, stopped at
     the end; with the local engine and ``max_parallel > 1``, one process pool for all calls."""
-    check_engine(engine, max_parallel=max_parallel, ray_address=ray_address)
-    if engine != "ray":
+    engine = _engine(engine)
+    max_parallel = engine.max_parallel
+    if engine.engine != "ray":
         if (max_parallel or 1) <= 1:
             yield
             return
@@ -178,7 +171,7 @@ def engine_session(engine: str, *, ray_address: str | None = None, max_parallel:
                 _SESSION_POOL = outer
         return
     ray = import_ray()
-    started = connect_ray(ray_address, num_cpus=max_parallel * cpus_per_job if max_parallel else None)
+    started = connect_ray(engine.ray_address, num_cpus=max_parallel * cpus_per_job if max_parallel else None)
     try:
         yield
     finally:

@@ -104,7 +104,7 @@ def our_optimizers(model: nn.Module, *, lr: float, weight_decay: float, loss_fn=
             made.append(self)
 
     monkeypatch.setattr(torch.optim, "SGD", Capture)
-    cfg = TrainConfig.from_recipe(RunPlan(), epochs=1, lr=lr, weight_decay=weight_decay, batch_size=min(n, 8), seed=0,
+    cfg = TrainConfig.from_recipe(RunPlan().recipe, epochs=1, lr=lr, weight_decay=weight_decay, batch_size=min(n, 8), seed=0,
                                   augment=False, count_flops=False)
     rng = np.random.default_rng(0)
     images = rng.integers(0, 256, (n, size, size, in_channels), dtype=np.uint8)

@@ -27,11 +27,12 @@ DRIVER = textwrap.dedent("""
     from vistabench.suite import Protocol, declare
     declare(Protocol(name="toy", title="toy", question="?", order=99, run="vb_toy_protocol:run",
                      table="vb_toy_protocol:table", config="vb_toy_protocol:ToyConfig"))
+    from vistabench.engine import Engine
     from vistabench.grid import parse_config, run_grid
     store, parallel, sleep, seeds = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
     cfg = parse_config({{"protocol": "toy", "fixed": {{"sleep": sleep}},
                          "grid": {{"method": ["a", "b"], "seed": list(range(seeds))}}}})
-    res = run_grid(cfg, store=store, max_parallel=parallel)
+    res = run_grid(cfg, store=store, engine=Engine(max_parallel=parallel))
     print(json.dumps(res.to_dict()))
 """).format(here=HERE)
 

@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from vistabench.engine import Engine
 from vistabench.grid import grid_records, grid_status, parse_config, run_grid
 from vistabench.grid.state import GridState
 
@@ -28,7 +29,7 @@ def test_a_lost_node_mid_grid_is_retried_and_every_cell_ends_done(toy, tmp_path)
 
         def drive():
             try:
-                result["run"] = run_grid(cfg, store=store, engine="ray", ray_address=cluster.address,
+                result["run"] = run_grid(cfg, store=store, engine=Engine(engine="ray", ray_address=cluster.address),
                                          work_dir=tmp_path / "work")
             except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
                 result["error"] = exc

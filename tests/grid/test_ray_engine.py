@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 
+from vistabench.engine import Engine
 from vistabench.grid import grid_records, load_config, parse_config, run_grid
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "longtail-tiny.yaml"
@@ -20,11 +21,11 @@ def test_ray_grid_matches_local_engine(tmp_path):
     pytest.importorskip("ray")
     cfg = load_config(EXAMPLE)  # longtail on digits, imbalance 10, 1 epoch; method [ce, ldam_drw] x seed [0, 1]
     ray_store, local_store = tmp_path / "ray.sqlite", tmp_path / "local.sqlite"
-    res = run_grid(cfg, store=ray_store, engine="ray", max_parallel=2, work_dir=tmp_path / "w1")
+    res = run_grid(cfg, store=ray_store, engine=Engine(engine="ray", max_parallel=2), work_dir=tmp_path / "w1")
     assert (res.cells, res.ran, res.skipped, res.failed) == (4, 4, 0, 0)
-    again = run_grid(cfg, store=ray_store, engine="ray", work_dir=tmp_path / "w1")  # starts no Ray: nothing to do
+    again = run_grid(cfg, store=ray_store, engine=Engine(engine="ray"), work_dir=tmp_path / "w1")  # starts no Ray: nothing to do
     assert (again.cells, again.ran, again.skipped) == (4, 0, 4)
-    run_grid(cfg, store=local_store, engine="local", work_dir=tmp_path / "w2")
+    run_grid(cfg, store=local_store, engine=Engine(), work_dir=tmp_path / "w2")
     by_ray = sorted(map(_comparable, grid_records(cfg, store=ray_store)), key=lambda r: (r[2], r[3]))
     by_local = sorted(map(_comparable, grid_records(cfg, store=local_store)), key=lambda r: (r[2], r[3]))
     assert len(by_ray) == 4 and by_ray == by_local

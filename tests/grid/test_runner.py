@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from vistabench.engine import Engine
 from vistabench.errors import InputError
 from vistabench.grid import grid_records, grid_status, grid_table, load_config, parse_config, run_grid
 from vistabench.store import Record, ResultsStore
@@ -78,7 +79,7 @@ def test_cells_with_several_records_and_half_stored_cells(toy, tmp_path):
 def test_local_process_pool_gives_the_in_process_records(toy, tmp_path):
     cfg = _toy(seed=[0, 1, 2])
     run_grid(cfg, store=tmp_path / "a.sqlite", work_dir=tmp_path / "w1")
-    run_grid(cfg, store=tmp_path / "b.sqlite", work_dir=tmp_path / "w2", max_parallel=2)
+    run_grid(cfg, store=tmp_path / "b.sqlite", work_dir=tmp_path / "w2", engine=Engine(max_parallel=2))
     a = sorted((r.seed, r.metrics["score"]) for r in grid_records(cfg, store=tmp_path / "a.sqlite"))
     b = sorted((r.seed, r.metrics["score"]) for r in grid_records(cfg, store=tmp_path / "b.sqlite"))
     assert a == b == [(0, 3), (1, 13), (2, 23)]
@@ -94,7 +95,7 @@ def test_cuda_cells_without_a_gpu_are_refused_before_anything_runs(toy, tmp_path
     for engine in ("local", "ray"):
         with pytest.raises(InputError, match=r"device: cell \(single cell\) has device 'cuda' but this machine "
                                              "has no CUDA GPU"):
-            run_grid(cfg, store=tmp_path / "r.sqlite", engine=engine)
+            run_grid(cfg, store=tmp_path / "r.sqlite", engine=Engine(engine=engine))
     assert "ray" not in sys.modules or not sys.modules["ray"].is_initialized()
 
 
@@ -184,7 +185,7 @@ def test_cli_errors_are_one_line(tmp_path, capsys):
             (["grid", "table", str(good), "--no-store"], "--store: none"),
             (["grid", "status", str(good), "--store", str(tmp_path)], "--store: '"),
             (["grid", "run", str(good), "--store", str(tmp_path)], "is a folder"),
-            (["grid", "run", str(good), "--ray-address", "1.2.3.4:6379"], "--ray-address: only with engine ray")):
+            (["grid", "run", str(good), "--ray-address", "1.2.3.4:6379"], "--ray-address: only read with engine 'ray'")):
         assert main(argv) == 2, argv
         err = capsys.readouterr().err.strip()
         assert err.startswith("vistabench: error:") and "\n" not in err and message in err, (argv, err)

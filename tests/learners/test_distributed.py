@@ -39,7 +39,7 @@ class Net(nn.Module):
 
 def fit(devices, bn=False, **kw):
     hooks = {k: kw.pop(k) for k in ("loss_fn", "callback", "step") if k in kw}
-    cfg = TrainConfig(**{"epochs": 3, "batch_size": 16, "lr": 0.1, "num_threads": 1, "devices": devices, **kw})
+    cfg = TrainConfig(**{"epochs": 3, "batch_size": 16, "lr": 0.1, "threads": 1, "devices": devices, **kw})
     tr = Trainer(Net(bn), cfg, **hooks)
     return tr, tr.fit(X, Y, val=(X[:20], Y[:20]))
 
@@ -163,7 +163,7 @@ def test_torchrun_processes_join_its_group_and_agree_with_one_device(tmp_path):
         from vistabench.learners.trainer import TrainConfig, Trainer
         sys.path.insert(0, {__file__.rsplit('/', 1)[0]!r})
         from test_distributed import X, Y, Net, weights
-        cfg = TrainConfig(epochs=2, batch_size=16, lr=0.1, num_threads=1, devices=2)
+        cfg = TrainConfig(epochs=2, batch_size=16, lr=0.1, threads=1, devices=2)
         tr = Trainer(Net(), cfg)
         res = tr.fit(X, Y)
         if torch.distributed.get_rank() == 0:

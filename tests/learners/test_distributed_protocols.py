@@ -12,12 +12,12 @@ from vistabench.learners.trainer import TrainConfig
 
 @pytest.fixture
 def two_devices(monkeypatch):
-    """Every TrainConfig made (directly, or copied with asdict: a derived batch may be odd) trains on
+    """Every TrainConfig made (directly, or copied: a derived batch may be odd) trains on
     2 CPU processes; returns the list of data-parallel fits run."""
     post, run, fits = TrainConfig.__post_init__, distributed.run_data_parallel, []
 
     def post_init(self):
-        self.devices = 2
+        self.recipe = self.recipe.replace(devices=2)
         post(self)
 
     def counted(trainer, fn):

@@ -8,7 +8,6 @@ from __future__ import annotations
 import bisect
 import copy
 import math
-from dataclasses import asdict
 
 import numpy as np
 import pytest
@@ -268,4 +267,4 @@ def test_reference_crt_recipe():
     res = Trainer(_Tiny(), tc).fit(RNG.integers(0, 256, (8, 2, 2, 1), dtype=np.uint8), np.arange(8) % 2)
     assert [h["lr"] for h in res.history] == pytest.approx(
         [0.2 * (1 + math.cos(math.pi * (e + 1) / 10)) / 2 for e in range(10)])
-    assert asdict(tc)["schedule"] == "cosine_epoch"
+    assert tc.to_dict()["schedule"] == "cosine_epoch"

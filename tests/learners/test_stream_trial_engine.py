@@ -4,6 +4,7 @@ sequential events (same errors, same cFLOP, same curves) on the embedded stream.
 import pytest
 
 from vistabench.errors import InputError
+from vistabench.engine import Engine
 from vistabench.learners.stream import SearchLearner, TrialEngine, make_learner
 from vistabench.protocols.stream import run_stream
 from vistabench.store import ResultsStore
@@ -36,7 +37,7 @@ def test_ray_two_workers_give_the_sequential_events(sequential, tmp_path, monkey
     assert second["init_from"] == first["task"]  # ft-prev: the second task starts from the first's network
     assert first["flops"] > 0 and first["train_steps"] == 2 * 2  # trials x steps, all charged
     monkeypatch.setattr(SearchLearner, "_run_trial", _not_here)  # workers import their own, unpatched
-    by_ray = _events(tmp_path, "ray", "ft-prev", TrialEngine(engine="ray", max_parallel=2))
+    by_ray = _events(tmp_path, "ray", "ft-prev", TrialEngine(engine=Engine(engine="ray", max_parallel=2)))
     assert by_ray == sequential  # errors, curves, best trial and cFLOP (sum of charged steps) unchanged
 
 
@@ -45,15 +46,17 @@ def test_local_processes_give_the_sequential_events_with_an_auxiliary_task(tmp_p
     seq = _events(tmp_path, "mt-seq", "mt")
     assert seq[1][3]["init_from"] == seq[0][3]["task"]
     monkeypatch.setattr(SearchLearner, "_run_trial", _not_here)
-    assert _events(tmp_path, "mt-par", "mt", TrialEngine(max_parallel=2)) == seq
+    assert _events(tmp_path, "mt-par", "mt", TrialEngine(engine=Engine(max_parallel=2))) == seq
 
 
 def test_trial_engine_is_checked_and_not_a_learner_setting():
-    with pytest.raises(InputError, match="max.parallel: expected a positive integer, got 0"):
-        TrialEngine(max_parallel=0)
-    with pytest.raises(InputError, match="ray.address: only with (--)?engine ray"):
-        TrialEngine(ray_address="127.0.0.1:1")
+    with pytest.raises(InputError, match="max.parallel: expected a number >= 1, got 0"):
+        TrialEngine(engine=Engine(max_parallel=0))
+    with pytest.raises(InputError, match="ray.address: only read with engine 'ray'"):
+        TrialEngine(engine=Engine(ray_address="127.0.0.1:1"))
+    with pytest.raises(InputError, match="threads: expected a positive integer, got 0"):
+        TrialEngine(threads_per_trial=0)
     learner = make_learner("indep", **OPTS)
     before = learner.settings()
-    learner.trial_engine = TrialEngine(engine="ray")
+    learner.trial_engine = TrialEngine(engine=Engine(engine="ray"))
     assert learner.settings() == before and "engine" not in before

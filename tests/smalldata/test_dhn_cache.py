@@ -121,7 +121,7 @@ def test_training_with_the_cache_gives_the_same_numbers_as_without(cache, augmen
         cache.enabled, cache.one_thread = enabled, one_thread
         model, loss = build_method("dhn", "cnn28", {"scattering_J": 2}, num_classes=4, in_channels=1,
                                    image_size=8, seed=0)
-        cfg = TrainConfig(epochs=2, lr=0.05, batch_size=10, count_flops=False, seed=0, num_threads=1,
+        cfg = TrainConfig(epochs=2, lr=0.05, batch_size=10, count_flops=False, seed=0, threads=1,
                           augment=augment)
         tr = Trainer(model, cfg, loss_fn=loss)
         res = tr.fit(images, labels, val=(images[:12], labels[:12]))

@@ -5,6 +5,7 @@ import math
 
 import pytest
 
+from vistabench.engine import Engine
 from vistabench.errors import InputError
 import vistabench.protocols.smalldata_final as sd
 from vistabench.protocols.smalldata import RunPlan as Options, SmalldataConfig, final_split, prepare
@@ -46,15 +47,15 @@ def test_local_processes_store_the_sequential_records(ctx, sequential, tmp_path,
     assert sequential[0][3]["balanced_accuracy"] != sequential[1][3]["balanced_accuracy"]  # seeds differ: not vacuous
     assert all(0 <= r[3]["balanced_accuracy"] <= 1 and not math.isnan(r[3]["accuracy"]) for r in sequential)
     monkeypatch.setattr(sd, "_final_run", _not_here)  # the workers import their own, unpatched
-    par = _finals(ctx, tmp_path / "p.sqlite", Options(epochs=1, repeats=2, threads=1, max_parallel=2))
+    par = _finals(ctx, tmp_path / "p.sqlite", Options(epochs=1, repeats=2, threads=1, engine=Engine(max_parallel=2)))
     assert par == sequential
 
 
 def test_ray_two_workers_store_the_sequential_records(ctx, sequential, tmp_path, monkeypatch):
     pytest.importorskip("ray")
     monkeypatch.setattr(sd, "_final_run", _not_here)
-    by_ray = _finals(ctx, tmp_path / "ray.sqlite", Options(epochs=1, repeats=2, threads=1, engine="ray",
-                                                           max_parallel=2))
+    by_ray = _finals(ctx, tmp_path / "ray.sqlite", Options(epochs=1, repeats=2, threads=1,
+                                                           engine=Engine(engine="ray", max_parallel=2)))
     assert by_ray == sequential
 
 
@@ -62,5 +63,5 @@ def test_engine_options_are_checked_once():
     base = {"dataset": "digits", "method": "ce_untuned"}
     with pytest.raises(InputError, match="max_parallel: expected a number >= 1, got 0"):
         SmalldataConfig.from_dict({**base, "max_parallel": 0})
-    with pytest.raises(InputError, match="ray_address: only with engine ray"):
+    with pytest.raises(InputError, match="ray_address: only read with engine 'ray'"):
         SmalldataConfig.from_dict({**base, "ray_address": "127.0.0.1:1"})

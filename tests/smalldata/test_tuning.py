@@ -12,6 +12,7 @@ import time
 import numpy as np
 import pytest
 
+from vistabench.engine import Engine
 from vistabench.errors import InputError
 from vistabench.tuning import (Choice, Fixed, LogUniform, TrialRecord, TuneResult, TuneSettings, Uniform,
                                parse_space, select_best, space_to_json, tune)
@@ -156,7 +157,7 @@ def test_space_json_round_trip_and_errors():
     with pytest.raises(InputError, match="grace_period"):
         TuneSettings(trials=3, max_epochs=5, grace_period=6)
     with pytest.raises(InputError, match="engine"):
-        TuneSettings(trials=3, max_epochs=5, engine="slurm")
+        TuneSettings(trials=3, max_epochs=5, engine=Engine(engine="slurm"))
     with pytest.raises(InputError, match="select: expected one of"):
         TuneSettings(trials=3, max_epochs=5, select="best")
     with pytest.raises(InputError, match="score_window"):
@@ -181,7 +182,8 @@ def test_ray_engine_tiny_search_same_record_shape(tmp_path):
     assert connect_ray(None, num_cpus=2)
     try:
         s = dict(trials=4, max_epochs=9, grace_period=1, sampler="random", seed=0)
-        r = tune(objective, SPACE, TuneSettings(engine="ray", **s), storage=tmp_path / "ray.db", study_name="r")
+        r = tune(objective, SPACE, TuneSettings(engine=Engine(engine="ray"), **s), storage=tmp_path / "ray.db",
+                 study_name="r")
     finally:
         ray.shutdown()
     local = tune(objective, SPACE, TuneSettings(**s))

@@ -6,9 +6,10 @@ import os
 import sys
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Iterator, Literal
+from typing import Any, Iterator
 
 from ..config import TRACKERS, Options, option
+from ..engine import engine_fields
 from .common import TABLE_TEXT, TableFormat, TableResult, render_table
 from .verbs import Verbs, add_verb, store_field, verb_group
 
@@ -37,12 +38,9 @@ class GridOptions(Options):
 
 
 @dataclass(frozen=True, kw_only=True)
-class GridRunOptions(GridOptions):
-    engine: Literal["local", "ray"] = option("local", help="local: this machine; ray: one Ray task per cell")
-    ray_address: str | None = option(None, metavar="ADDR", help="Ray cluster to use (e.g. HEAD_IP:6379 from "
-                                                               "`ray start --head`); default: start a local Ray")
-    max_parallel: int | None = option(None, metavar="N", help="cells at once (local default 1 = in this process; "
-                                                             "ray default: as resources allow)")
+class GridRunOptions(GridOptions, engine_fields(engine="local: this machine; ray: one Ray task per cell",
+                                                max_parallel="cells at once (local default 1 = in this process; "
+                                                             "ray default: as resources allow)")):
     cpus_per_cell: int = option(1, metavar="N", help="CPUs a cell declares to Ray, and its torch threads")
     gpus_per_cell: float | None = option(None, metavar="G", finite=False,  # run_grid checks it (finite, >= 0)
                                          help="GPUs a cell declares to Ray (default: 1 when the cell's --device "
@@ -118,8 +116,7 @@ def _run(opts: GridRunOptions) -> dict[str, Any]:
     require(*needs, what=f"`vistabench grid run` of {cfg.protocol} cells")
     log = None if is_quiet() else (lambda m: print(m, file=sys.stderr, flush=True))
     with stdout_to_stderr():
-        res = run_grid(cfg, store=opts.store, engine=opts.engine, max_parallel=opts.max_parallel,
-                       ray_address=opts.ray_address, cpus_per_cell=opts.cpus_per_cell,
+        res = run_grid(cfg, store=opts.store, engine=opts.to_engine(), cpus_per_cell=opts.cpus_per_cell,
                        gpus_per_cell=opts.gpus_per_cell, work_dir=opts.work_dir, log=log,
                        track=list(opts.track) or None, track_dir=opts.track_dir)
     return res.to_dict()

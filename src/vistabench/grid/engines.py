@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from ..config import RunConfig
-from ..jobs import Job, Outcome, one_line, run_jobs
+from ..jobs import Engine, Job, Outcome, one_line, run_jobs
 from .config import Cell
 from .protocols import import_ref, run_config
 
@@ -74,13 +74,12 @@ def _cell_outcomes(outcomes: Iterator[Outcome]) -> Iterator[tuple[Cell, dict[str
             yield cell, {"ok": False, "error": one_line(out.error), "retries": out.retries}
 
 
-def run_local(cells: list[Cell], *, work_dir: Path, max_parallel: int, cpus_per_cell: int,
+def run_local(cells: list[Cell], *, work_dir: Path, engine: Engine, cpus_per_cell: int,
               on_start: Callable[[Cell], None]) -> Iterator[tuple[Cell, dict[str, Any]]]:
-    """Cells one after another in this process, or ``max_parallel`` spawned worker processes."""
-    seq = max_parallel <= 1
+    """Cells one after another in this process, or ``engine.max_parallel`` spawned worker processes."""
+    seq = (engine.max_parallel or 1) <= 1
     jobs = [_job(c, work_dir, cpus_per_cell, None if seq else os.getcwd()) for c in cells]
-    yield from _cell_outcomes(run_jobs(jobs, engine="local", max_parallel=max_parallel,
-                                       on_start=lambda job: on_start(job.tag)))
+    yield from _cell_outcomes(run_jobs(jobs, engine=engine, on_start=lambda job: on_start(job.tag)))
 
 
 def gpus_for(cell: Cell, gpus_per_cell: float | None) -> float:
@@ -91,8 +90,8 @@ def gpus_for(cell: Cell, gpus_per_cell: float | None) -> float:
     return 1.0 if device.startswith("cuda") else 0.0
 
 
-def run_ray(cells: list[Cell], *, work_dir: Path, max_parallel: int | None, cpus_per_cell: int,
-            gpus_per_cell: float | None, ray_address: str | None,
+def run_ray(cells: list[Cell], *, work_dir: Path, engine: Engine, cpus_per_cell: int,
+            gpus_per_cell: float | None,
             on_start: Callable[[Cell], None]) -> Iterator[tuple[Cell, dict[str, Any]]]:
     """Each cell a Ray task with declared resources; at most ``max_parallel`` in flight (None: Ray decides).
 
@@ -102,5 +101,5 @@ def run_ray(cells: list[Cell], *, work_dir: Path, max_parallel: int | None, cpus
     again, up to :data:`vistabench.jobs.SYSTEM_RETRIES` times.
     """
     jobs = [_job(c, work_dir, cpus_per_cell, os.getcwd(), gpus_for(c, gpus_per_cell)) for c in cells]
-    yield from _cell_outcomes(run_jobs(jobs, engine="ray", max_parallel=max_parallel, cpus_per_job=cpus_per_cell,
-                                       ray_address=ray_address, on_start=lambda job: on_start(job.tag)))
+    yield from _cell_outcomes(run_jobs(jobs, engine=engine, cpus_per_job=cpus_per_cell,
+                                       on_start=lambda job: on_start(job.tag)))

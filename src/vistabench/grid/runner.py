@@ -12,7 +12,7 @@ from typing import Any, Callable
 from ..errors import InputError
 from ..store import Record, ResultsStore
 from .config import Cell, GridConfig
-from ..jobs import ENGINES, SYSTEM_RETRIES, check_ray_address, terminate_as_interrupt
+from ..jobs import SYSTEM_RETRIES, Engine, check_ray_address, terminate_as_interrupt
 from .engines import gpus_for, run_local, run_ray
 from .state import STATUSES, GridState
 
@@ -49,8 +49,7 @@ def _store_records(store: ResultsStore, cell: Cell, records: list[dict[str, Any]
     return ids
 
 
-def run_grid(config: GridConfig, *, store: str | os.PathLike[str], engine: str = "local",
-             max_parallel: int | None = None, ray_address: str | None = None, cpus_per_cell: int = 1,
+def run_grid(config: GridConfig, *, store: str | os.PathLike[str], engine: Engine | None = None, cpus_per_cell: int = 1,
              gpus_per_cell: float | None = None, work_dir: str | os.PathLike[str] | None = None,
              log: Callable[[str], None] | None = None, track: list[str] | None = None,
              track_dir: str | None = None) -> GridRun:
@@ -58,11 +57,12 @@ def run_grid(config: GridConfig, *, store: str | os.PathLike[str], engine: str =
 
     Parameters
     ----------
-    engine : "local" runs cells in this process (``max_parallel`` > 1: that many spawned processes);
-        "ray" submits each cell as a Ray task needing ``cpus_per_cell`` CPUs and ``gpus_per_cell`` GPUs
-        (default: 1 when the cell's ``device`` is cuda, else 0).
-    ray_address : an existing cluster (``ray start --head`` prints it); None starts a local Ray.
-    max_parallel : cells in flight at once (local default 1; ray default: as many as the resources allow).
+    engine : the :class:`~vistabench.engine.Engine` (None: local, in this process). ``engine`` local runs
+        cells in this process (``max_parallel`` > 1: that many spawned processes); ray submits each
+        cell as a Ray task needing ``cpus_per_cell`` CPUs and ``gpus_per_cell`` GPUs (default: 1 when
+        the cell's ``device`` is cuda, else 0). ``ray_address``: an existing cluster (``ray start
+        --head`` prints it); None starts a local Ray. ``max_parallel``: cells in flight at once (local
+        default 1; ray default: as many as the resources allow).
     track, track_dir : the experiment trackers (and TensorBoard folder) of every cell, replacing the
         config's ``track``/``track_dir`` (runtime-only: the cells and their keys stay the same).
 
@@ -73,22 +73,20 @@ def run_grid(config: GridConfig, *, store: str | os.PathLike[str], engine: str =
     a cell twice (see :mod:`vistabench.grid.state`). SIGTERM, like Ctrl-C, stops the workers (local
     processes or Ray tasks) before this returns (KeyboardInterrupt).
     """
-    if engine not in ENGINES:
-        raise InputError(f"engine: expected one of {', '.join(ENGINES)}, got {engine!r}")
-    if max_parallel is not None and max_parallel < 1:
-        raise InputError(f"max_parallel: expected a positive integer, got {max_parallel}")
+    if engine is None:
+        engine = Engine()
+    if not isinstance(engine, Engine):
+        raise TypeError(f"engine: expected an Engine, got {type(engine).__name__}")  # a caller's bug
     if cpus_per_cell < 1:
         raise InputError(f"cpus_per_cell: expected a positive integer, got {cpus_per_cell}")
     if gpus_per_cell is not None and not (math.isfinite(gpus_per_cell) and gpus_per_cell >= 0):
         raise InputError(f"gpus_per_cell: expected a finite number >= 0, got {gpus_per_cell}")
-    if ray_address and engine != "ray":
-        raise InputError("ray_address: only with engine ray")
     say = log or (lambda _msg: None)
     cells = config.cells()  # validates every cell before anything runs
     cells = with_tracking(cells, track, track_dir)
     check_store_path(store)
-    if engine == "ray" and ray_address:
-        check_ray_address(ray_address)  # an absent cluster: one line now, not after the store is opened
+    if engine.engine == "ray" and engine.ray_address:
+        check_ray_address(engine.ray_address)  # an absent cluster: one line now, not after the store is opened
     else:
         check_local_gpus(cells, gpus_per_cell)
     work = Path(work_dir).resolve() if work_dir is not None else default_work_dir(store)
@@ -99,7 +97,7 @@ def run_grid(config: GridConfig, *, store: str | os.PathLike[str], engine: str =
         todo = [c for c in cells if c.key not in done]
         result = GridRun(cells=len(cells), ran=0, skipped=len(cells) - len(todo), failed=0)
         say(f"grid {config.name}: {len(cells)} cells, {result.skipped} already in {store}, {len(todo)} to run "
-            f"({engine})")
+            f"({engine.engine})")
 
         taken: list[str] = []  # cells another driver claimed first
 
@@ -112,12 +110,11 @@ def run_grid(config: GridConfig, *, store: str | os.PathLike[str], engine: str =
 
         if not todo:
             outcomes = iter(())
-        elif engine == "local":
-            outcomes = run_local(todo, work_dir=work, max_parallel=max_parallel or 1, cpus_per_cell=cpus_per_cell,
-                                 on_start=started)
+        elif engine.engine == "local":
+            outcomes = run_local(todo, work_dir=work, engine=engine, cpus_per_cell=cpus_per_cell, on_start=started)
         else:
-            outcomes = run_ray(todo, work_dir=work, max_parallel=max_parallel, cpus_per_cell=cpus_per_cell,
-                               gpus_per_cell=gpus_per_cell, ray_address=ray_address, on_start=started)
+            outcomes = run_ray(todo, work_dir=work, engine=engine, cpus_per_cell=cpus_per_cell,
+                               gpus_per_cell=gpus_per_cell, on_start=started)
         try:
             for cell, out in outcomes:
                 if not state.holds(cell.key):  # its lease expired and another driver took the cell over

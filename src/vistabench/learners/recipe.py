@@ -37,18 +37,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Literal, Optional
 
-from ..config import FieldInfo, RunConfig, option
+from ..config import FieldInfo, Options, RunConfig, option
+from ..engine import ENGINE
 from ..errors import InputError
 from .schedules import schedules_of
 
 __all__ = ["RECIPE", "PRECISIONS", "LOADERS", "SCHEDULE_CHOICES", "PRETRAINED_SUFFIXES", "TRAINER_FIELDS",
-           "RecipeConfig", "use", "training_recipe", "check_recipe", "check_device", "recipe_values"]
+           "Recipe", "RecipeConfig", "use", "training_recipe", "check_recipe", "check_device", "recipe_values"]
 
 #: ``precision``'s values: autocast type of the forward passes
 PRECISIONS = ("fp32", "bf16", "fp16")
 #: ``loader``'s values: where batches come from (:mod:`vistabench.learners.sources`)
 LOADERS = ("memory", "stream", "device")
-#: every schedule a protocol may offer (each protocol narrows ``schedule`` to those its trainer runs)
+#: every schedule a protocol or a training stage may use (each protocol narrows ``schedule`` to those its
+#: trainer runs; ``cosine_epoch``, the per-epoch cosine, is a stage's own: long-tail's classifier stages)
 SCHEDULE_CHOICES = schedules_of("recipe")
 #: the state-dict files ``pretrained`` reads
 PRETRAINED_SUFFIXES = (".safetensors", ".pt", ".pth", ".bin")
@@ -166,15 +168,23 @@ class RecipeConfig(RunConfig):
 
     @classmethod
     def fields_info(cls) -> list[FieldInfo]:
-        """The protocol's own fields, then its recipe's, then those of every run config."""
+        """The protocol's own fields, then its engine's (:func:`~vistabench.engine.engine_fields`), then its
+        recipe's, then those of every run config."""
         infos = super().fields_info()
         recipe = [i for i in infos if i.name in cls.recipe_fields]
-        rest = [i for i in infos if i.name not in cls.recipe_fields]
+        engine = [i for i in infos if i.name in ENGINE]
+        rest = [i for i in infos if i.name not in cls.recipe_fields and i.name not in ENGINE]
         common = {f.name for f in dataclasses.fields(RunConfig)}
-        return [i for i in rest if i.name not in common] + recipe + [i for i in rest if i.name in common]
+        return [i for i in rest if i.name not in common] + engine + recipe + [i for i in rest if i.name in common]
 
     def check(self) -> None:
         check_recipe(self, hint=self.recipe_hint)
+
+    def to_recipe(self, **resolved: Any) -> "Recipe":
+        """This config's training recipe as the value the learners take (:class:`Recipe`): its recipe
+        fields, ``resolved`` filling those the run decides later (a preset's model or epochs; a field
+        this protocol does not have keeps the recipe's default)."""
+        return Recipe(**{**{k: getattr(self, k) for k in self.recipe_fields}, **resolved})
 
     def recipe_hint(self, name: str) -> str:
         """Appended to a recipe error about ``name`` (override: where a preset set it)."""
@@ -196,6 +206,29 @@ def training_recipe(**fields: Any) -> type[RecipeConfig]:
     return base
 
 
+def _check_value(self: Any) -> None:
+    check_recipe(self, split_batches=False)  # a stage may cap the batch at its images (the trainer splits any)
+
+
+def _replace(self: Any, **changes: Any) -> Any:
+    return dataclasses.replace(self, **changes)
+
+
+#: The training recipe as a value: every :data:`RECIPE` field, with the declaration's default, type and
+#: range, checked once when made (:func:`check_recipe`). What the learners and the trainer take; a
+#: protocol's config gives it with ``to_recipe()``; ``replace(**stage)`` is a stage's own recipe.
+Recipe = dataclasses.make_dataclass(
+    "Recipe", [_field_of(name, _Use(decl.default)) for name, decl in RECIPE.items()], bases=(Options,),
+    frozen=True, kw_only=True, namespace={"check": _check_value, "replace": _replace})
+Recipe.__module__ = __name__
+Recipe.__doc__ = """The training recipe: every field of :data:`RECIPE` (checked by :func:`check_recipe` when made).
+
+>>> r = Recipe(epochs=3, lr=0.1)
+>>> (r.epochs, r.lr, r.momentum, r.replace(epochs=5).epochs)
+(3, 0.1, 0.9, 5)
+"""
+
+
 def recipe_values(source: Any) -> dict[str, Any]:
     """Every recipe field ``source`` (a config, a context, a mapping) has -> its value."""
     if isinstance(source, dict):
@@ -210,9 +243,11 @@ def check_device(device: Any, name: str = "device") -> None:
         raise InputError(f"{name}: expected 'cpu', 'cuda', 'cuda:N' or 'auto', got {device!r}")
 
 
-def check_recipe(recipe: Any, *, hint: Any = None) -> None:
+def check_recipe(recipe: Any, *, hint: Any = None, split_batches: bool = True) -> None:
     """The one check across a recipe's fields (``recipe``: a config or a mapping; fields it lacks are
-    skipped); InputError naming the field. ``hint(name)`` is appended to a message about ``name``."""
+    skipped); InputError naming the field. ``hint(name)`` is appended to a message about ``name``.
+    ``split_batches``: a protocol's batch is a multiple of ``devices`` (the trainer itself shares any
+    batch of at least ``devices`` images, so a :class:`Recipe` a stage made is not held to it)."""
     values = recipe_values(recipe)
     more = hint or (lambda name: "")
     epochs = values.get("epochs")
@@ -226,7 +261,7 @@ def check_recipe(recipe: Any, *, hint: Any = None) -> None:
     if device == "cpu" and values.get("compile"):
         raise InputError("compile: true needs a CUDA device (device is cpu); leave it off")
     devices, batch = values.get("devices", 1), values.get("batch_size")
-    if isinstance(devices, int) and devices > 1 and isinstance(batch, int) and batch % devices:
+    if split_batches and isinstance(devices, int) and devices > 1 and isinstance(batch, int) and batch % devices:
         raise InputError(f"batch_size: expected a multiple of devices={devices} (the global batch is split evenly "
                          f"over the devices), got {batch}{more('batch_size')}")
     if isinstance(epochs, int) and values.get("warmup_epochs") and values["warmup_epochs"] >= epochs:

@@ -28,12 +28,12 @@ __all__ = ["SCHEDULES", "SCHEDULE_RUNNERS", "ScheduleSettings", "learning_rate",
 
 #: every learning-rate schedule (the one list) and what runs or offers it: ``trainer`` (:func:`learning_rate`,
 #: ``TrainConfig``), ``stream`` (the stream's learners: ``warmup_cosine_lr``), ``recipe`` (a recipe may name it;
-#: ``cosine_epoch`` is set by a method's own code, never by a user)
+#: ``cosine_epoch`` is set by a method's own stage, never by a user: every protocol narrows its choices)
 SCHEDULE_RUNNERS: dict[str, tuple[str, ...]] = {
     "cosine": ("trainer", "stream", "recipe"),
     "step": ("trainer", "recipe"),
     "warmup-cosine": ("stream", "recipe"),
-    "cosine_epoch": ("trainer",),
+    "cosine_epoch": ("trainer", "recipe"),
 }
 
 

@@ -15,7 +15,7 @@ import torch
 
 from ..config import check_fields, option
 from ..errors import InputError
-from .recipe import LOADERS, PRECISIONS as PRECISION_NAMES, TRAINER_FIELDS, check_device, recipe_values
+from .recipe import PRECISIONS as PRECISION_NAMES, RECIPE, TRAINER_FIELDS, Recipe, check_device, recipe_values
 from .schedules import SCHEDULES
 
 __all__ = ["TrainConfig", "TrainResult", "TrainingDiverged", "EpochCallback", "TrainStep", "resolve_device",
@@ -85,12 +85,18 @@ def check_precision(cfg: "TrainConfig", device: torch.device) -> None:
         raise InputError(f"compile: true needs a CUDA device (this run trains on {device.type}); leave it off")
 
 
-@dataclass
+@dataclass(init=False)
 class TrainConfig:
     """Training hyper-parameters (all protocols share these names).
 
     Attributes
     ----------
+    recipe : Recipe
+        The training recipe (:class:`~.recipe.Recipe`, checked when made): epochs, lr, weight_decay,
+        batch_size (>= 2), momentum, device, warmup_epochs, nesterov, threads, schedule, lr_milestones,
+        lr_factors, warmup_start, precision, compile, loader, workers and devices below are its fields
+        (``TrainConfig(epochs=3, lr=0.1)`` is ``TrainConfig(Recipe(epochs=3, lr=0.1))``; ``cfg.lr``
+        reads ``cfg.recipe.lr``). The others are the trainer's own.
     epochs : int
         Passes over the training set (> 0).
     lr : float
@@ -122,7 +128,7 @@ class TrainConfig:
         (:meth:`~.trainer.Trainer.eval_batch`: memory bounded by a training step's).
     count_flops : bool
         Count FLOPs (one meta-device count per distinct batch size; see :mod:`.flops`).
-    num_threads : int or None
+    threads : int or None
         CPU threads torch may use during :meth:`Trainer.fit` and prediction (restored afterwards);
         None keeps torch's setting. On a busy machine 1 thread per training process is often
         several times faster than oversubscribed cores.
@@ -175,69 +181,65 @@ class TrainConfig:
     A protocol's training recipe (:mod:`.recipe`) becomes a TrainConfig through :meth:`from_recipe`.
     """
 
-    epochs: int = option(10, low=1, help="passes over the training set")
-    lr: float = option(0.05, low=0, low_open=True, help="peak learning rate of SGD")
-    weight_decay: float = option(5e-4, low=0, help="L2 coefficient")
-    batch_size: int = option(128, low=1, help="images per step")
-    momentum: float = option(0.9, low=0, high=1, help="SGD momentum")
+    recipe: Recipe = field(default_factory=Recipe)
     seed: int = option(0, help="seeds shuffling, sampling, augmentation and dropout")
-    device: str = option("cpu", help="cpu, cuda, cuda:N or auto")
     label_smoothing: float = option(0.0, low=0, high=1, help="of the default cross-entropy loss")
     augment: bool | Callable = False  # a callable is no config value: checked below
     crop_padding: int = option(4, low=0, help="padding of the random crop")
-    warmup_epochs: int = option(0, low=0, help="linear warm-up epochs (fewer than epochs)")
-    nesterov: bool = option(False, help="Nesterov momentum")
     eval_batch_size: int = option(512, low=1, help="batch size of prediction and validation (files on disk: at most batch_size)")
     count_flops: bool = option(True, help="count FLOPs")
-    num_threads: int | None = option(None, low=1, help="CPU threads torch may use (None: torch's setting)")
-    schedule: str = option("cosine", choices=SCHEDULES, help="learning-rate schedule")
-    lr_milestones: tuple[int, ...] = option((), low=0, help="0-based epochs of the step schedule")
-    lr_factors: tuple[float, ...] = option((), low=0, low_open=True, help="multipliers of lr from each milestone on")
-    warmup_start: float = option(0.0, low=0, high=1, help="lr factor the step schedule's warm-up starts from")
     schedule_offset: int = option(0, low=0, help="epoch offset of cosine_epoch")
     drop_last: bool = option(False, help="leave an epoch's last incomplete batch out")
-    precision: str = option("fp32", choices=tuple(PRECISIONS), help="fp32, or autocast to bf16 / fp16 (fp16: CUDA)")
-    compile: bool = option(False, help="torch.compile the model (CUDA)")
-    loader: str = option("memory", choices=LOADERS,
-                         help="where batches come from: memory, stream (read per batch) or device")
-    workers: int = option(0, low=0, help="loader worker processes")
-    devices: int = option(1, low=1, help="devices to train on data-parallel, one process each (batch_size is global)")
+
+    def __init__(self, recipe: Recipe | None = None, **settings: Any) -> None:
+        own = {f.name: f for f in dataclasses.fields(self) if f.name != "recipe"}
+        unknown = sorted(set(settings) - set(own) - set(RECIPE))
+        if unknown:
+            raise TypeError(f"TrainConfig: unknown field {unknown[0]!r}")  # a caller's bug
+        stage = {k: v for k, v in settings.items() if k in RECIPE}
+        base = Recipe() if recipe is None else recipe
+        if not isinstance(base, Recipe):
+            raise TypeError(f"recipe: expected a Recipe, got {type(base).__name__}")  # a caller's bug
+        self.recipe = base.replace(**stage) if stage else base
+        for name, f in own.items():
+            setattr(self, name, settings[name] if name in settings else f.default)
+        self.__post_init__()
+
+    def __getattr__(self, name: str) -> Any:
+        # the recipe's fields read through: ``cfg.lr`` is ``cfg.recipe.lr``
+        if name in RECIPE and "recipe" in self.__dict__:
+            return getattr(self.__dict__["recipe"], name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     @classmethod
-    def from_recipe(cls, recipe: Any, **stage: Any) -> "TrainConfig":
-        """The trainer's config of a training recipe: a protocol's config, or a learner's settings that
-        carry the recipe's fields (:mod:`.recipe`). The optimizer and where and how it trains
-        (:data:`~.recipe.TRAINER_FIELDS`: momentum, nesterov, weight decay, device, devices,
-        precision, compile, loader, workers) are taken whole, by name; ``stage`` holds what the
-        calling stage sets itself (its epochs, learning rate, batch size, schedule, seed, ...) and
-        wins over the recipe.
+    def from_recipe(cls, recipe: Recipe | Any, **stage: Any) -> "TrainConfig":
+        """The trainer's config of a training recipe (:class:`~.recipe.Recipe`, e.g. a protocol config's
+        ``to_recipe()``). The optimizer and where and how it trains (:data:`~.recipe.TRAINER_FIELDS`:
+        momentum, nesterov, weight decay, device, devices, precision, compile, loader, workers) are
+        taken whole; ``stage`` holds what the calling stage sets itself (its epochs, learning rate,
+        batch size, schedule, seed, ...: recipe fields or the trainer's own) and wins over the recipe.
 
-        >>> from types import SimpleNamespace
-        >>> r = SimpleNamespace(momentum=0.5, nesterov=True, weight_decay=0.0, device="cpu", loader="memory")
+        >>> r = Recipe(momentum=0.5, nesterov=True, weight_decay=0.0)
         >>> c = TrainConfig.from_recipe(r, epochs=3, lr=0.1)
         >>> (c.epochs, c.lr, c.momentum, c.nesterov, c.weight_decay, c.devices)
         (3, 0.1, 0.5, True, 0.0, 1)
         """
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(stage) - names)
-        if unknown:
-            raise TypeError(f"TrainConfig.from_recipe: unknown field {unknown[0]!r}")  # a caller's bug
-        values = recipe_values(recipe)
+        values = recipe_values(recipe)  # a Recipe, or a holder of recipe fields (a mapping, a learner's settings)
         taken = {k: values[k] for k in TRAINER_FIELDS if k in values}
-        return cls(**{**taken, **stage})
+        own = {k: v for k, v in stage.items() if k not in RECIPE}
+        return cls(Recipe(**{**taken, **{k: v for k, v in stage.items() if k in RECIPE}}), **own)
 
     def __post_init__(self) -> None:
-        check_fields(self, declared_only=True)  # each field's type and range, as a run config's
+        check_fields(self, declared_only=True)  # each own field's type and range (the recipe checked itself)
         if not (isinstance(self.augment, bool) or callable(self.augment)):
             raise InputError(f"augment: expected true, false or a callable (x, generator) -> x, got {self.augment!r}")
-        if self.warmup_epochs >= self.epochs and self.warmup_epochs > 0:
-            raise InputError(f"warmup_epochs: expected fewer than epochs={self.epochs}, got {self.warmup_epochs}")
-        if len(self.lr_milestones) != len(self.lr_factors):
-            raise InputError(f"lr_factors: expected one factor per milestone ({len(self.lr_milestones)}), "
-                             f"got {len(self.lr_factors)}")
-        # The spelling is checked here; availability when a Trainer is made, so a config built on
-        # a CPU-only driver can still be shipped to GPU workers (Ray).
-        check_device(self.device)
+        if self.recipe.schedule not in SCHEDULES:
+            raise InputError(f"schedule: the trainer runs {', '.join(SCHEDULES)}, got {self.recipe.schedule!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The recipe's fields and the trainer's own, flat (what :class:`TrainResult` reports)."""
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "recipe"}
+        return {**{k: getattr(self.recipe, k) for k in RECIPE}, **out}
 
 
 @dataclass

@@ -38,7 +38,6 @@ from __future__ import annotations
 import math
 import time
 from contextlib import contextmanager, nullcontext
-from dataclasses import asdict
 from typing import Any, Callable, Iterator, Literal
 
 import numpy as np
@@ -243,8 +242,8 @@ class Trainer:
 
     @contextmanager
     def threads(self) -> Iterator[None]:
-        """Context manager: torch uses ``cfg.num_threads`` CPU threads inside (None: unchanged)."""
-        n = self.cfg.num_threads
+        """Context manager: torch uses ``cfg.threads`` CPU threads inside (None: unchanged)."""
+        n = self.cfg.threads
         before = torch.get_num_threads()
         # set_num_threads also empties oneDNN's cache of compiled kernels: only call it for a change
         if n is None or n == before:
@@ -463,7 +462,7 @@ class Trainer:
         if dp is not None:  # the whole fit's work and images; the largest peak of any rank
             flops, seen = (int(v) for v in dp.sum_(flops, seen, dtype=torch.int64))
             peak = dp.max_int(peak)
-        conf = asdict(cfg)
+        conf = cfg.to_dict()
         sampler_name = getattr(sampler, "name", type(sampler).__name__) if callable(sampler) else sampler
         conf.update(sampler=sampler_name if second_sampler is None else f"{sampler_name}+second",
                     trainable=trainable if self.step is None else "custom", frozen_mode=frozen_mode)

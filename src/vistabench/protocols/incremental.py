@@ -349,7 +349,6 @@ def run_sessions(config: Any, data: Any, sessions: dict[str, Any], *,
     """
     from ..learners.incremental import IncrementalContext, incremental_methods
     from ..learners.model_options import check_patch_size
-    from ..learners.recipe import recipe_values
     from ..progress import track
 
     sessions = checked_sessions(sessions)
@@ -358,7 +357,7 @@ def run_sessions(config: Any, data: Any, sessions: dict[str, Any], *,
     image_size = int(data.train.images.shape[1])
     check_patch_size(model, model_options, image_size, data=config.data)
     ctx = IncrementalContext(  # the recipe whole (its backbone resolved), and the novel sessions' budget
-        **{**recipe_values(config), "model": model}, model_options=model_options,
+        config.to_recipe(model=model), model_options=model_options,
         in_channels=int(data.train.images.shape[-1]), image_size=image_size, novel_epochs=config.novel_epochs,
         novel_lr=config.novel_lr, seed=config.seed, method_options=config.learner_options(), base_cache=base_cache,
         eval_transform=config.eval_transform)

@@ -188,7 +188,7 @@ def run(config: LongtailConfig, *, store: ResultsStore | None = None,
     # the config chose both from the data's name; folder:/npz: data say from_image_size: the same rule here
     model = model_for_side(side) if c.model == FROM_IMAGE_SIZE else c.model
     augment = side >= 32 if c.augment == FROM_IMAGE_SIZE else bool(c.augment)
-    result = fit_predict(c.method, train, test.images, recipe=c, model=model, seed=c.seed, augment=augment,
+    result = fit_predict(c.method, train, test.images, recipe=c.to_recipe(model=model), seed=c.seed, augment=augment,
                          options=c.method_options, drop_last=c.drop_last, init=c.init,
                          normalisation=(CIFAR_MEAN, CIFAR_STD) if c.normalisation == "cifar" else None,
                          select_checkpoint=c.select_checkpoint, selection=selection)

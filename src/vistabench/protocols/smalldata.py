@@ -34,8 +34,8 @@ from typing import Any
 import numpy as np
 
 from ..data.smalldata_splits import SmallDataSplit
+from ..engine import Engine
 from ..errors import InputError
-from ..learners.recipe import recipe_values
 from ..metrics.classification import balanced_accuracy
 from ..store import Record, ResultsStore, new_run_id
 from ..tuning import Fixed, TuneResult, space_to_json, tune
@@ -121,7 +121,7 @@ def _check_search_done(ctx: Context, split: SmallDataSplit, method: str, opts: R
     name, path = _study(ctx, split, method, opts)
     hint = (f"run the search (stages 'tune') for dataset {ctx.name!r} and method {method!r} with the same "
             f"work folder, model and seed first")
-    if opts.engine == "ray":
+    if opts.engine.engine == "ray":
         if not (path.parent / f"{name}-ray").is_dir():
             raise InputError(f"no search for {method!r} on split {split.index} in {str(path.parent)!r}; {hint}")
         return
@@ -218,7 +218,7 @@ def run_method(ctx: Context, method: str, opts: RunPlan, records: list[Record] |
     """
     from ..methods import get_method
 
-    check_ray_address(opts.engine, opts.ray_address)
+    check_ray_address(opts.engine)
     m = get_method("smalldata", method)
     space = _space(ctx, method, opts)
     searched = any(not isinstance(p, Fixed) for p in space.values())
@@ -265,27 +265,31 @@ def _space(ctx: Context, method: str, opts: RunPlan) -> dict[str, Any]:
     return method_space(method, ctx.preset, method_options=opts.method_options, overrides=opts.space)
 
 
-def check_ray_address(engine: str, address: str | None) -> None:
+def check_ray_address(engine: Engine) -> None:
     """With ``engine="ray"`` and an address, refuse at once when no cluster answers there (Ray itself
     waits for minutes): :func:`vistabench.jobs.check_ray_address`, the one check of every command."""
-    if engine == "ray" and address:
+    if engine.engine == "ray" and engine.ray_address:
         from ..jobs import check_ray_address as check_cluster
 
-        check_cluster(address)
+        check_cluster(engine.ray_address)
 
 
 def plan_from_config(config: SmalldataConfig, work_dir: str | Path | None = None) -> RunPlan:
     """The run plan of ``config``; files go to ``work_dir`` (default ``smalldata-runs``). The search
     space, the augmentation and the stem are the config's, resolved when it was built (what
     ``--print-config`` shows): the run searches exactly ``config.space``."""
-    return RunPlan(**recipe_values(config),  # the recipe whole: model, epochs, optimizer, device, loader, ...
+    # the recipe whole (model, epochs, device, loader, ...), model and epochs the preset's when not given
+    preset = config.preset()
+    recipe = {k: getattr(config, k) for k in config.recipe_fields}
+    recipe.update({k: getattr(preset, k) for k in ("model", "epochs") if recipe.get(k) is None})
+    return RunPlan(**recipe,
                    final_epochs=config.final_epochs, trials=config.trials, grace_period=config.grace_period,
-                   reduction_factor=config.reduction_factor, repeats=config.repeats, engine=config.engine,
-                   ray_address=config.ray_address, sampler=config.sampler, scheduler=config.scheduler,
+                   reduction_factor=config.reduction_factor, repeats=config.repeats, engine=config.to_engine(),
+                   sampler=config.sampler, scheduler=config.scheduler,
                    score_window=config.score_window, select=config.select, val_metric=config.val_metric,
                    augmentation=config.augmentation(), seed=config.seed, space=dict(config.space or {}),
                    work_dir=str(work_dir or "smalldata-runs"), highres_scale=config.highres_scale,
-                   max_parallel=config.max_parallel, method_options=config.method_options,  # type: ignore[arg-type]
+                   method_options=config.method_options,  # type: ignore[arg-type]
                    stem=config.stem)
 
 
@@ -312,7 +316,7 @@ def run(config: SmalldataConfig, *, store: ResultsStore | None = None,
     if not isinstance(config, SmalldataConfig):
         raise InputError(f"config: expected a SmalldataConfig, got {type(config).__name__}")
     config.refuse_tracking()
-    check_ray_address(config.engine, config.ray_address)
+    check_ray_address(config.to_engine())
     ctx = prepare_from_config(config, work_dir)
     if config.built_size() not in (None, ctx.image_size):  # the stem was resolved for the preset's size
         raise InputError(f"dataset {config.dataset!r}: its images are {ctx.image_size} px, not the preset's "

@@ -36,6 +36,7 @@ from ..data.smalldata_presets import get_preset, presets
 from ..errors import InputError
 from ..learners.model_options import BUILTIN_MODELS, check_model_name, small_stem
 from ..registry import did_you_mean
+from ..engine import engine_fields
 from ..learners.recipe import training_recipe, use
 from ..learners.smalldata.options import CommonSpace, MethodOptions
 from ..learners.smalldata.registry import methods as smalldata_methods
@@ -72,8 +73,18 @@ _RECIPE = training_recipe(
     threads=use(None, help="torch CPU threads while training"), loader="memory", workers=0)
 
 
+#: where the search and the final runs go (``engine`` keyed: Optuna and Ray Tune search differently)
+_ENGINE = engine_fields(
+    runtime=("ray_address", "max_parallel"),
+    engine="local: Optuna in-process (resumable SQLite study), final runs in this process or max_parallel "
+           "processes; ray: Ray Tune, each final run a Ray task",
+    ray_address="Ray cluster address (default: start a local Ray)",
+    max_parallel="final runs in flight at once (local: N worker processes, default 1 = in this process; ray: "
+                 "default as many as the cluster allows)")
+
+
 @dataclass(frozen=True, kw_only=True)
-class SmalldataConfig(_RECIPE):
+class SmalldataConfig(_RECIPE, _ENGINE):
     """One ``vistabench smalldata run`` (tune + final runs of one method on one dataset's splits)."""
 
     protocol = "smalldata"
@@ -124,9 +135,6 @@ class SmalldataConfig(_RECIPE):
         "preset", metavar="NAME", help="training augmentation: the dataset's own (preset, gem's per dataset; "
                                        "printed as the augmentation it is: crop, shift, pad_mode, min_scale, hflip, "
                                        "vflip), zero-pad-4 crop + horizontal flip for every dataset, or none")
-    engine: Literal["local", "ray"] = option(
-        "local", help="local: Optuna in-process (resumable SQLite study), final runs in this process or "
-                      "max_parallel processes; ray: Ray Tune, each final run a Ray task")
     space: dict[str, Any] | str | None = option(None, metavar="JSON|FILE", help='override the search space, e.g. '
                                           '{"lr": {"loguniform": [1e-3, 0.1]}} (JSON text or a JSON file); '
                                           'printed whole: every parameter the search draws, with its range')
@@ -147,12 +155,6 @@ class SmalldataConfig(_RECIPE):
         "auto", help="ResNet stem: imagenet (7x7/2 conv + 3x3/2 max-pool), small (3x3/1 conv, no pool), "
                      "from_image_size (small when the images the model is built for are <= 64 px; older spelling "
                      "auto); default: the recipe's (gem: imagenet for EuroSAT)")
-    # ---- runtime only
-    ray_address: str | None = option(None, runtime=True, metavar="ADDR",
-                                     help="Ray cluster address (default: start a local Ray)")
-    max_parallel: int | None = option(None, low=1, runtime=True, metavar="N",
-                                      help="final runs in flight at once (local: N worker processes, default 1 = in "
-                                           "this process; ray: default as many as the cluster allows)")
 
     # ------------------------------------------------------------------------------ recipe
     @classmethod
@@ -227,8 +229,7 @@ class SmalldataConfig(_RECIPE):
                              f"{self.dataset}:DIR)")
         if isinstance(self.epochs, int) and isinstance(self.grace_period, int) and self.grace_period > self.epochs:
             raise InputError(f"grace_period: expected at most `epochs` ({self.epochs}), got {self.grace_period}")
-        if self.ray_address is not None and self.engine != "ray":
-            raise InputError(f"ray_address: only with engine ray (got engine {self.engine!r})")
+        self.check_engine()
         if self.train_per_class is not None and self.val_fraction is not None:
             raise InputError(f"val_fraction: give either train_per_class or val_fraction, not both (got "
                              f"{self.val_fraction} and {self.train_per_class})")

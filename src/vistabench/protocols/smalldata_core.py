@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import os
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+import dataclasses
+from dataclasses import dataclass, field, replace
 from typing import Any, Iterator, NamedTuple
 
 import numpy as np
@@ -14,8 +15,10 @@ from ..data.augment import Augmentation
 from ..data.dataset import DataSplits, Dataset
 from ..data.smalldata import SmallDataPreset, get_preset, load_smalldata
 from ..data.smalldata_splits import SmallDataSplit, read_splits, write_preset_splits
+from ..engine import Engine
 from ..errors import InputError
 from ..learners.model_options import model_options_class
+from ..learners.recipe import RECIPE, Recipe
 from ..learners.smalldata.options import MethodOptions
 from ..metrics.classification import balanced_accuracy
 from ..store import Record
@@ -28,22 +31,23 @@ __all__ = ["PROTOCOL", "RunPlan", "EvalSet", "Context", "prepare", "upsample", "
 PROTOCOL = "smalldata"
 
 
-@dataclass
+@dataclass(init=False)
 class RunPlan:
-    """What a run needs beyond the data, from :class:`~.smalldata_config.SmalldataConfig`; None means
-    "the preset's value" (the preset of the context's recipe)."""
+    """What a run needs beyond the data, from :class:`~.smalldata_config.SmalldataConfig`: the training
+    ``recipe`` (:class:`~vistabench.learners.recipe.Recipe`; recipe fields given by name go into it and
+    ``plan.lr`` reads it), the ``engine``, the search and the final runs. A None setting means "the
+    preset's value" (the preset of the context's recipe); ``from_preset`` names the recipe fields the
+    data set's preset decides (``model``, ``epochs`` unless given: they read as None here)."""
 
-    model: str | None = None
-    epochs: int | None = None
+    recipe: Recipe
+    from_preset: tuple[str, ...] = ("model", "epochs")
     final_epochs: int | None = None
     trials: int | None = None
     grace_period: int | None = None
     reduction_factor: int | None = None
     repeats: int = 10
     splits: list[int] | None = None
-    device: str = "cpu"
-    engine: str = "local"
-    ray_address: str | None = None
+    engine: Engine = field(default_factory=Engine)
     ray_num_cpus: int | None = None
     sampler: str | None = None
     scheduler: str = "asha"
@@ -54,25 +58,38 @@ class RunPlan:
     seed: int = 0
     space: dict[str, Any] | None = None
     work_dir: str = "smalldata-runs"
-    threads: int | None = None
     highres_scale: int = 1
-    max_parallel: int | None = None
     method_options: MethodOptions | None = None
     stem: str = "auto"
-    momentum: float = 0.9
-    nesterov: bool = False
-    warmup_epochs: int = 0
-    pretrained: str | None = None
-    precision: str = "fp32"
-    compile: bool = False
-    devices: int = 1
-    loader: str = "memory"
-    workers: int = 0
-    schedule: str = "cosine"  # the only one (gem's per-step cosine, the trainer's default)
+
+    def __init__(self, recipe: Recipe | None = None, **settings: Any) -> None:
+        own = {f.name: f for f in dataclasses.fields(self) if f.name != "recipe"}
+        unknown = sorted(set(settings) - set(own) - set(RECIPE))
+        if unknown:
+            raise TypeError(f"RunPlan: unknown field {unknown[0]!r}")  # a caller's bug
+        base = Recipe() if recipe is None else recipe
+        stage = {k: v for k, v in settings.items() if k in RECIPE and v is not None}
+        preset = tuple(n for n in settings.get("from_preset", own["from_preset"].default) if n not in stage)
+        if "epochs" in preset and stage.get("warmup_epochs", 0) >= base.epochs:  # a placeholder, never read
+            stage["epochs"] = stage["warmup_epochs"] + 1
+        self.recipe = base.replace(**stage) if stage else base
+        for name, f in own.items():
+            if name in settings:
+                value = settings[name]
+            else:
+                value = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+            setattr(self, name, value)
+        self.from_preset = preset
+
+    def __getattr__(self, name: str) -> Any:
+        # the recipe's fields read through (``plan.lr`` is ``plan.recipe.lr``); those the preset decides: None
+        if name in RECIPE and "recipe" in self.__dict__:
+            return None if name in self.__dict__.get("from_preset", ()) else getattr(self.__dict__["recipe"], name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def dispatch_finals(self) -> bool:
         """Whether the final runs go through the grid engine (Ray, or several local processes)."""
-        return self.engine == "ray" or (self.max_parallel or 1) > 1
+        return self.engine.dispatches()
 
     def settings(self, preset: SmallDataPreset) -> TuneSettings:
         return TuneSettings(
@@ -83,9 +100,9 @@ class RunPlan:
             reduction_factor=_pick(self.reduction_factor, preset.reduction_factor),
             scheduler=self.scheduler,  # type: ignore[arg-type]
             sampler=_pick(self.sampler, preset.sampler), score_window=_pick(self.score_window, preset.score_window),
-            select=_pick(self.select, preset.select), seed=self.seed, engine=self.engine,  # type: ignore[arg-type]
-            ray_address=self.ray_address, ray_num_cpus=self.ray_num_cpus,
-            ray_gpus_per_trial=1.0 if self.device.startswith("cuda") and self.engine == "ray" else 0.0)
+            select=_pick(self.select, preset.select), seed=self.seed, engine=self.engine,
+            ray_num_cpus=self.ray_num_cpus,
+            ray_gpus_per_trial=1.0 if self.device.startswith("cuda") and self.engine.engine == "ray" else 0.0)
 
     def val_metric_for(self, preset: SmallDataPreset) -> str:
         m = _pick(self.val_metric, preset.val_metric)
@@ -237,7 +254,7 @@ def train_method(ctx: Context, method: str, config: dict, opts: RunPlan, *, epoc
     if eval_shift:
         model = EvalResizeCrop(model, eval_shift)
     # the plan's recipe whole; the trial's configuration sets lr, weight decay and batch size
-    cfg = TrainConfig.from_recipe(opts, epochs=epochs, lr=float(config["lr"]),
+    cfg = TrainConfig.from_recipe(opts.recipe, epochs=epochs, lr=float(config["lr"]),
                                   weight_decay=float(config["weight_decay"]), batch_size=int(config["batch_size"]),
                                   warmup_epochs=opts.warmup_epochs, seed=seed,
                                   augment=augment, count_flops=False)

@@ -68,13 +68,12 @@ def _final_outcomes(ctx: Context, split: SmallDataSplit, method: str, config: di
         return
     from ..jobs import Job, run_jobs
 
-    gpus = 1.0 if opts.device.startswith("cuda") and opts.engine == "ray" else 0.0
+    gpus = 1.0 if opts.device.startswith("cuda") and opts.engine.engine == "ray" else 0.0
     jobs = [Job(_final_job, (ctx, split, method, config, opts, epochs, r), tag=r, gpus=gpus)
             for r in range(opts.repeats)]
     done: dict[int, dict[str, Any]] = {}
     nxt = 0
-    outcomes = run_jobs(jobs, engine=opts.engine, max_parallel=opts.max_parallel, cpus_per_job=opts.threads or 1,
-                        ray_address=opts.ray_address)
+    outcomes = run_jobs(jobs, engine=opts.engine, cpus_per_job=opts.threads or 1)
     try:
         for out in outcomes:
             done[out.job.tag] = out.result()  # a run that raised (not diverged) stops the command, as in sequence
@@ -89,7 +88,7 @@ def final_split(ctx: Context, split: SmallDataSplit, method: str, config: dict, 
                 records: list[Record] | None = None, *, tune_value: float | None = None) -> list[dict]:
     """Train ``config`` ``opts.repeats`` times on trainval{i}; score balanced accuracy on the test set.
 
-    The repeats are independent: with ``opts.engine == "ray"`` or ``opts.max_parallel > 1`` they run
+    The repeats are independent: with ``opts.engine`` ray or ``max_parallel > 1`` they run
     through the grid engine (Ray tasks or local processes); records are written here, by the driver,
     in repeat order, and equal those of the sequential path (same seeds, same threads -> same metrics).
     """

@@ -84,8 +84,8 @@ def run(config: StreamConfig, *, store: ResultsStore | None = None, work_dir: st
         raise InputError(f"data_root {config.data_root!r}: no such folder")
     stream = load_stream(config.stream, meta_test_from_year=config.meta_test_cut())
     learner = make_learner(config.learner, **config.learner_config())
-    engine = TrialEngine(engine=config.engine, max_parallel=config.max_parallel, ray_address=config.ray_address,
-                         threads=config.threads if config.threads is not None else 1)
+    engine = TrialEngine(engine=config.to_engine(),
+                         threads_per_trial=config.threads if config.threads is not None else 1)
     settings = {"trials": config.trials, "steps": config.steps}
     if config.recipe != "cpu":
         settings["recipe"] = config.recipe
@@ -250,8 +250,7 @@ def run_stream(
         from ..jobs import engine_session
 
         learner.trial_engine = trial_engine
-        session = engine_session(trial_engine.engine, ray_address=trial_engine.ray_address,
-                                 max_parallel=trial_engine.max_parallel, cpus_per_job=trial_engine.threads)
+        session = engine_session(trial_engine.engine, cpus_per_job=trial_engine.threads_per_trial)
     records: list[Record] = []
     try:
         with session:

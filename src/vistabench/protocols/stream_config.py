@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..config import option
+from ..engine import engine_fields
 from ..errors import InputError
 from ..learners.model_options import check_model_name
 from ..learners.recipe import recipe_values, training_recipe, use
@@ -71,8 +72,17 @@ _RECIPE = training_recipe(
     loader="memory", workers=0)
 
 
+#: where a task's search trials run (runtime only: where and how fast, never the result)
+_ENGINE = engine_fields(
+    runtime=True,
+    engine="where a task's search trials run: local (in this process, or max_parallel worker processes) or ray "
+           "(each trial a Ray task); bhpo's trials stay sequential",
+    ray_address="Ray cluster of engine ray (default: start a local Ray)",
+    max_parallel="trials in flight at once (local default 1; ray default: as many as the cluster allows)")
+
+
 @dataclass(frozen=True, kw_only=True)
-class StreamConfig(_RECIPE):
+class StreamConfig(_RECIPE, _ENGINE):
     """One run of a learner over a task stream (Nevis'22 protocol)."""
 
     protocol = "stream"
@@ -151,17 +161,6 @@ class StreamConfig(_RECIPE):
         default_factory=dict, flags=("--learner-opt", "--learner-options"), metavar="KEY=VALUE",
         help="the learner's own options (ensemble: temperature; ft-d / mt: knn_train, knn_val, knn_k, knn_fresh, "
              "knn_bn, knn_multilabel; mt: mt_weight_range, mt_memory; bhpo: bhpo_startup, ucb_beta)")
-    # ---- runtime only: where and how fast, never the result
-    engine: Literal["local", "ray"] = option(
-        "local", runtime=True,
-        help="where a task's search trials run: local (in this process, or max_parallel worker processes) or ray "
-             "(each trial a Ray task); bhpo's trials stay sequential")
-    ray_address: str | None = option(None, runtime=True, metavar="ADDR",
-                                     help="Ray cluster of engine ray (default: start a local Ray)")
-    max_parallel: int | None = option(None, low=1, runtime=True, metavar="N",
-                                      help="trials in flight at once (local default 1; ray default: as many as "
-                                           "the cluster allows)")
-
     @classmethod
     def resolve(cls, given: dict[str, Any]) -> dict[str, Any]:
         learner = given.get("learner", "indep")
@@ -171,8 +170,6 @@ class StreamConfig(_RECIPE):
             raise InputError(f"search_space: only the bhpo learner reads it (learner is {learner!r}); remove it")
         if given.get("checkpoint") is not None and learner != "pt":
             raise InputError(f"checkpoint: only the pt learner reads it (learner is {learner!r}); remove it")
-        if "ray_address" in given and given["ray_address"] is not None and given.get("engine", "local") != "ray":
-            raise InputError("ray_address: only read with engine 'ray' (engine is 'local')")
         recipe = given.get("recipe", "auto")
         if recipe == "auto":
             recipe = "dm-nevis" if given.get("stream", "nevis-full") in NEVIS_STREAMS else "cpu"
@@ -218,6 +215,7 @@ class StreamConfig(_RECIPE):
         check_stream_spec(self.stream)
         check_model_name(self.model, "model")
         super().check()  # the recipe's one check: device, precision, model, pretrained
+        self.check_engine()
         get_method("stream", self.learner, field="learner")  # an unknown learner: one line naming `learner`
         if self.run_id is not None and (not self.run_id.strip() or self.run_id in (".", "..")
                                         or any(c in self.run_id for c in "/\\\0")):
@@ -265,11 +263,10 @@ class StreamConfig(_RECIPE):
 
     def learner_config(self) -> dict[str, Any]:
         """The learner's flat settings (:class:`~vistabench.learners.stream.options.LearnerConfig` fields):
-        the recipe whole (its backbone named ``arch`` there; one optimizer, so no ``optimizer``; the threads
-        are set by the run), the search's ranges and rules, and the learner's own options."""
+        the recipe whole (one optimizer, so no ``optimizer``; the threads are set by the run), the search's
+        ranges and rules, and the learner's own options."""
         recipe = {k: tuple(v) if isinstance(v, list) else v for k, v in recipe_values(self).items()
                   if k not in ("optimizer", "threads")}
-        recipe["arch"] = recipe.pop("model")
         return {**recipe, "trials": self.trials, "steps": self.steps, "seed": self.seed,
                 "arch_options": self.arch_options(), "search_space": self.search_space,
                 "checkpoint": self.checkpoint, "lr_range": tuple(self.lr_range),

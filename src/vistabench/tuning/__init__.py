@@ -79,7 +79,7 @@ def tune(
     if not isinstance(settings, TuneSettings):
         raise InputError(f"settings: expected TuneSettings, got {type(settings).__name__}")
     check_space(space)
-    if settings.engine == "ray":
+    if settings.engine.engine == "ray":
         from .ray_engine import tune_ray
 
         return tune_ray(objective, space, settings, storage=storage, study_name=study_name)

@@ -63,7 +63,7 @@ def tune_ray(objective: Objective, space: SearchSpace, settings: TuneSettings, *
 
     from ..jobs import check_cluster_gpus, connect_ray
 
-    connect_ray(settings.ray_address, num_cpus=settings.ray_num_cpus)  # one line for an absent cluster
+    connect_ray(settings.engine.ray_address, num_cpus=settings.ray_num_cpus)  # one line for an absent cluster
     check_cluster_gpus(settings.ray_gpus_per_trial)  # a trial needing a GPU the cluster lacks would wait forever
     base = Path(storage).resolve().parent if storage is not None else Path.cwd() / "ray_results"
     base.mkdir(parents=True, exist_ok=True)

@@ -18,10 +18,11 @@ Scoring and selection follow gem (Brigato et al.'s benchmark code) by default:
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Callable, Literal, Protocol, Sequence
 
 from .._validation import check_value
+from ..engine import Engine
 from ..errors import InputError
 
 __all__ = ["TuneSettings", "TrialRecord", "TuneResult", "Report", "Objective", "window_score", "select_best"]
@@ -50,10 +51,10 @@ class TuneSettings:
     select : {"all", "complete"}
         Which trials the best configuration is chosen from (gem: all, stopped ones included).
     seed : int
-    engine : {"local", "ray"}
-    ray_address : str, optional
-        Address of a running Ray cluster (``ray://host:10001`` or ``host:6379``); None starts a
-        local instance with ``ray_num_cpus`` CPUs.
+    engine : Engine
+        :class:`~vistabench.engine.Engine`: ``engine`` local (Optuna) or ray (Ray Tune), and ``ray_address``,
+        a running Ray cluster (``ray://host:10001`` or ``host:6379``); None starts a local instance with
+        ``ray_num_cpus`` CPUs.
     ray_num_cpus : int, optional
     ray_cpus_per_trial, ray_gpus_per_trial : float
         Resources each Ray trial asks for.
@@ -68,8 +69,7 @@ class TuneSettings:
     score_window: int = 5
     select: Literal["all", "complete"] = "all"
     seed: int = 0
-    engine: Literal["local", "ray"] = "local"
-    ray_address: str | None = None
+    engine: Engine = field(default_factory=Engine)
     ray_num_cpus: int | None = None
     ray_cpus_per_trial: float = 1.0
     ray_gpus_per_trial: float = 0.0
@@ -86,15 +86,23 @@ class TuneSettings:
             raise InputError(f"grace_period: expected at most `max_epochs` ({self.max_epochs}), got {self.grace_period}")
         for name, val, ok in (("scheduler", self.scheduler, ("asha", "none")),
                               ("sampler", self.sampler, ("random", "tpe")),
-                              ("select", self.select, ("all", "complete")),
-                              ("engine", self.engine, ("local", "ray"))):
+                              ("select", self.select, ("all", "complete"))):
             if val not in ok:
                 raise InputError(f"{name}: expected one of {list(ok)}, got {val!r}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int):
             raise InputError(f"seed: expected an integer, got {self.seed!r}")
+        if not isinstance(self.engine, Engine):
+            raise TypeError(f"engine: expected an Engine, got {type(self.engine).__name__}")  # a caller's bug
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """Every setting, the engine's kind and address flat (as stored before the engine was a value)."""
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            if f.name == "engine":
+                out.update(engine=self.engine.engine, ray_address=self.engine.ray_address)
+            else:
+                out[f.name] = getattr(self, f.name)
+        return out
 
 
 def window_score(curve: Sequence[float], window: int) -> float:
@@ -176,5 +184,5 @@ def make_result(trials: list[TrialRecord], space_json: dict[str, Any], settings:
         best_value=best.value if best else None,
         best_trial=best.number if best else None,
         trials=trials, settings=settings.to_dict(), space=space_json, study_name=study_name,
-        engine=settings.engine, total_epochs=sum(t.epochs for t in trials), resumed_trials=resumed,
+        engine=settings.engine.engine, total_epochs=sum(t.epochs for t in trials), resumed_trials=resumed,
     )

@@ -21,12 +21,14 @@ A learner is ``cls(ctx: IncrementalContext)``; ``learn(images, labels, classes, 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
 from ...config import Options
 from ...methods import MethodSpec, method_registrar, method_registries
 from ...registry import Registry
+from ..recipe import RECIPE, Recipe
 from .options import FROptions, NoOptions
 
 __all__ = ["IncrementalContext", "incremental_methods", "register_method", "method_names", "default_backbone"]
@@ -70,17 +72,19 @@ def default_backbone(name: str) -> tuple[str, dict[str, Any]]:
     return spec.default_model or "cnn28", dict(spec.default_model_options)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class IncrementalContext:
-    """What a learner is built from: the run's resolved settings and the images' shape.
+    """What a learner is built from: the run's training recipe, the novel sessions' budget and the
+    images' shape.
 
-    Base session: ``epochs``, ``lr``, ``momentum``, ``nesterov``, ``weight_decay``,
-    ``warmup_epochs``, ``schedule`` (``"cosine"`` per step, or ``"step"``: ``lr x lr_factors[i]``
-    from epoch ``lr_milestones[i]`` on), ``batch_size`` (capped at the session's images). Novel
-    sessions (``finetune``): ``novel_epochs`` at ``novel_lr``, cosine. ``pretrained``, ``precision``,
-    ``compile``, ``devices``, ``loader``, ``workers``: as in :func:`~vistabench.learners.models.build_model`
-    and :class:`~..trainer.TrainConfig` (which every session's trainer is made from, by
-    ``TrainConfig.from_recipe(ctx, ...)``).
+    ``recipe`` (:class:`~vistabench.learners.recipe.Recipe`): the base session's (``epochs``, ``lr``,
+    ``momentum``, ``nesterov``, ``weight_decay``, ``warmup_epochs``, ``schedule``: ``"cosine"`` per
+    step, or ``"step"``: ``lr x lr_factors[i]`` from epoch ``lr_milestones[i]`` on; ``batch_size``,
+    capped at the session's images), the backbone (``model``, ``pretrained``) and where it trains
+    (``device``, ``precision``, ``compile``, ``devices``, ``loader``, ``workers``): every session's
+    trainer is made from it (``TrainConfig.from_recipe(ctx.recipe, ...)``). Recipe fields given by
+    name go into it (``IncrementalContext(model="cnn28", epochs=1, in_channels=1)``), and ``ctx.lr``
+    reads ``ctx.recipe.lr``. Novel sessions (``finetune``): ``novel_epochs`` at ``novel_lr``, cosine.
     ``eval_transform``: ``"none"`` (images as stored) or ``"resize_crop"`` (test images and
     prototype images resized by 1.15 and centre-cropped, as the reference's test transform).
     ``method_options``: the
@@ -88,30 +92,38 @@ class IncrementalContext:
     (seeded, so the copy equals a retrained model).
     """
 
-    model: str
+    recipe: Recipe
     in_channels: int
     image_size: int | None = None
     model_options: dict[str, Any] = field(default_factory=dict)
-    epochs: int = 5
-    lr: float = 0.05
-    momentum: float = 0.9
-    nesterov: bool = False
-    weight_decay: float = 5e-4
-    warmup_epochs: int = 0
-    schedule: str = "cosine"
-    lr_milestones: tuple[int, ...] = ()
-    lr_factors: tuple[float, ...] = ()
-    batch_size: int = 128
     novel_epochs: int = 10
     novel_lr: float = 0.01
     seed: int = 0
-    device: str = "cpu"
     method_options: Options = field(default_factory=NoOptions)
-    pretrained: str | None = None
-    precision: str = "fp32"
-    compile: bool = False
-    devices: int = 1
-    loader: str = "memory"
-    workers: int = 0
     eval_transform: str = "none"
     base_cache: dict | None = field(default=None, compare=False, repr=False)
+
+    def __init__(self, recipe: Recipe | None = None, **settings: Any) -> None:
+        own = {f.name: f for f in dataclasses.fields(self) if f.name != "recipe"}
+        unknown = sorted(set(settings) - set(own) - set(RECIPE))
+        if unknown:
+            raise TypeError(f"IncrementalContext: unknown field {unknown[0]!r}")  # a caller's bug
+        if "in_channels" not in settings:
+            raise TypeError("IncrementalContext: in_channels is required")  # a caller's bug
+        base = Recipe() if recipe is None else recipe
+        if not isinstance(base, Recipe):
+            raise TypeError(f"recipe: expected a Recipe, got {type(base).__name__}")  # a caller's bug
+        stage = {k: v for k, v in settings.items() if k in RECIPE}
+        object.__setattr__(self, "recipe", base.replace(**stage) if stage else base)
+        for name, f in own.items():
+            if name in settings:
+                value = settings[name]
+            else:
+                value = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+            object.__setattr__(self, name, value)
+
+    def __getattr__(self, name: str) -> Any:
+        # the recipe's fields read through: ``ctx.lr`` is ``ctx.recipe.lr``
+        if name in RECIPE and "recipe" in self.__dict__:
+            return getattr(self.__dict__["recipe"], name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")

@@ -117,7 +117,7 @@ class IncrementalLearner:
 
     def _config(self, *, epochs: int, lr: float, n: int, seed: int, warmup_epochs: int = 0) -> TrainConfig:
         # the session sets its budget; the base session's schedule is the SessionTrainer's (lr_at)
-        return TrainConfig.from_recipe(self.cfg, epochs=epochs, lr=lr, batch_size=min(self.cfg.batch_size, n),
+        return TrainConfig.from_recipe(self.cfg.recipe, epochs=epochs, lr=lr, batch_size=min(self.cfg.batch_size, n),
                                        warmup_epochs=warmup_epochs, seed=seed, count_flops=False)
 
     def _base_key(self, images: np.ndarray, labels: np.ndarray) -> tuple:

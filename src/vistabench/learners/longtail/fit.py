@@ -28,7 +28,7 @@ from ...errors import InputError
 from ..losses import check_class_counts
 from ..external import load_pretrained
 from ..models import build_model
-from ..recipe import recipe_values
+from ..recipe import RECIPE, Recipe
 from ..tensors import check_images
 from ..trainer import TrainConfig, TrainResult, resolve_device
 from ..tensors import Normaliser
@@ -95,35 +95,16 @@ def fit_predict(
     train: Dataset,
     test_images: np.ndarray,
     *,
-    model: str = "cnn28",
-    epochs: int = 10,
+    recipe: Recipe | None = None,
     seed: int = 0,
-    device: str = "cpu",
-    batch_size: int = 128,
-    lr: float = 0.05,
-    weight_decay: float = 5e-4,
     augment: bool = False,
-    momentum: float = 0.9,
-    nesterov: bool = False,
-    warmup_epochs: int = 0,
-    warmup_start: float = 0.0,
-    schedule: str = "cosine",
-    lr_milestones: tuple[int, ...] = (),
-    lr_factors: tuple[float, ...] = (),
-    num_threads: int | None = None,
     options: MethodOptions | dict[str, Any] | None = None,
     drop_last: bool = False,
     normalisation: tuple[tuple[float, ...], tuple[float, ...]] | None = None,
     init: str = "fan_out",
     select_checkpoint: str = "last",
     selection: tuple[np.ndarray, np.ndarray] | None = None,
-    pretrained: str | None = None,
-    precision: str = "fp32",
-    compile: bool = False,
-    loader: str = "memory",
-    workers: int = 0,
-    devices: int = 1,
-    recipe: Any = None,
+    **recipe_fields: Any,
 ) -> LTRunResult:
     """Train a long-tailed reference method on ``train`` and score ``test_images``.
 
@@ -136,11 +117,17 @@ def fit_predict(
         Long-tailed training set; every class in ``train.class_names`` needs >= 1 image.
     test_images : ndarray, shape (N, H, W, B)
         Same dtype, size and bands as ``train.images``.
-    model : str
-        Backbone from :data:`vistabench.learners.models.models`; ``image_size`` is the training
-        images' height.
-    epochs, seed, device, batch_size, lr, weight_decay, augment, momentum, nesterov, warmup_epochs,
-    warmup_start, schedule, lr_milestones, lr_factors, num_threads, precision, compile
+    recipe : Recipe, optional
+        The training recipe (:class:`~vistabench.learners.recipe.Recipe`; a protocol config's
+        ``to_recipe()``; default ``Recipe()``): the backbone (``model``, from
+        :data:`vistabench.learners.models.models`, its ``image_size`` the training images' height;
+        ``pretrained``, a local state dict loaded into the model after its initialisation, the
+        classifier head left out), the optimizer, the schedule, the budget and where it trains, as in
+        :class:`~vistabench.learners.trainer.TrainConfig` (``loader``/``workers``: runtime only, not in
+        ``settings``).
+    **recipe_fields
+        Recipe fields by name (``epochs=1, batch_size=16``): ``recipe.replace(**recipe_fields)``.
+    seed, augment
         As in :class:`~vistabench.learners.trainer.TrainConfig`; ``seed`` also seeds the model's
         initialisation.
     options : MethodOptions or dict, optional
@@ -151,9 +138,6 @@ def fit_predict(
     normalisation : (mean, std), optional
         Fixed per-channel input standardisation of every stage (the references' CIFAR constants);
         None: measured on the training images.
-    pretrained : str, optional
-        A local state dict loaded into the model after its initialisation, the classifier head left
-        out (:func:`~vistabench.learners.external.load_pretrained`).
     init : {"fan_out", "fan_in"}
         ``fan_in``: Kaiming-normal fan-in weights on every convolution and linear layer of the
         backbone (:func:`.checkpoints.fan_in_init`) and of the branch blocks / expert stages a method
@@ -163,71 +147,56 @@ def fit_predict(
         ``last``: each stage ends with its last epoch's weights. Otherwise each stage is scored on
         ``selection`` (images, labels) after every epoch and keeps its best epoch; what was chosen
         is in ``settings["checkpoint"]``.
-    loader, workers : str, int
-        Where batches come from (:class:`~..trainer.TrainConfig`; runtime only, not in ``settings``).
-    devices : int
-        Data-parallel training processes (:class:`~..trainer.TrainConfig`).
-    recipe : optional
-        A training recipe taken whole (a :class:`~vistabench.protocols.longtail_config.LongtailConfig`,
-        or any object or mapping with the fields of :mod:`..recipe`): its values stand for the keyword
-        arguments of the same names (``threads`` for ``num_threads``), which are then not given.
 
     Returns
     -------
     LTRunResult
     """
-    if recipe is not None:
-        r = recipe_values(recipe)
-        epochs, lr, weight_decay, batch_size, momentum, nesterov = (
-            r["epochs"], r["lr"], r["weight_decay"], r["batch_size"], r["momentum"], r["nesterov"])
-        warmup_epochs, warmup_start, schedule, lr_milestones, lr_factors = (
-            r["warmup_epochs"], r["warmup_start"], r["schedule"], r["lr_milestones"], r["lr_factors"])
-        device, devices, num_threads, precision, compile, loader, workers, pretrained = (
-            r["device"], r["devices"], r["threads"], r["precision"], r["compile"], r["loader"], r["workers"],
-            r["pretrained"])
+    unknown = sorted(set(recipe_fields) - set(RECIPE))
+    if unknown:
+        raise TypeError(f"fit_predict: unknown argument {unknown[0]!r}")  # a caller's bug
+    if recipe is not None and not isinstance(recipe, Recipe):
+        raise TypeError(f"recipe: expected a Recipe, got {type(recipe).__name__}")  # a caller's bug
+    r = Recipe() if recipe is None else recipe
+    if recipe_fields:
+        r = r.replace(**recipe_fields)
     spec = lt_methods.get(method)
     if not isinstance(train, Dataset):
         raise InputError(f"train: expected a vistabench Dataset, got {type(train).__name__}")
     if not isinstance(options, spec.options):
-        facts = RunFacts(epochs=epochs, lr=lr, batch_size=batch_size, weight_decay=weight_decay, dataset="other",
-                         recipe="cpu")
+        facts = RunFacts(epochs=r.epochs, lr=r.lr, batch_size=r.batch_size, weight_decay=r.weight_decay,
+                         dataset="other", recipe="cpu")
         options = resolve_method_options(method, options, facts)
     counts = check_class_counts(train.class_counts(), f"{train.name} class counts")
     test_images = check_images(test_images, "test_images", in_channels=train.images.shape[3], allow_empty=True)
-    trainer_recipe = {"momentum": momentum, "nesterov": nesterov, "weight_decay": weight_decay, "device": device,
-                      "devices": devices, "precision": precision, "compile": compile, "loader": loader,
-                      "workers": workers}
-    cfg = TrainConfig.from_recipe(trainer_recipe, epochs=epochs, lr=lr, batch_size=batch_size, seed=seed,
-                                  augment=augment, warmup_epochs=warmup_epochs, num_threads=num_threads,
-                                  schedule=schedule, lr_milestones=tuple(lr_milestones),
-                                  lr_factors=tuple(lr_factors), warmup_start=warmup_start, drop_last=drop_last)
-    resolve_device(device)  # fail before building anything when CUDA is asked for but missing
+    cfg = TrainConfig(r, seed=seed, augment=augment, drop_last=drop_last)
+    resolve_device(r.device)  # fail before building anything when CUDA is asked for but missing
     normaliser = _fixed_normaliser(normalisation, train.images)
     selector = _selector(select_checkpoint, selection, train)
     if init not in ("fan_out", "fan_in"):
         raise InputError(f"init: expected 'fan_out' or 'fan_in', got {init!r}")
     t0 = time.perf_counter()
-    net = build_model(model, num_classes=train.num_classes, in_channels=train.images.shape[3],
+    net = build_model(r.model, num_classes=train.num_classes, in_channels=train.images.shape[3],
                       image_size=train.images.shape[1], seed=seed)
     if init == "fan_in":
         fan_in_init(net, seed)
-    if pretrained is not None:  # after the initialisation: the file's weights win, the head stays fresh
-        load_pretrained(net, pretrained)
+    if r.pretrained is not None:  # after the initialisation: the file's weights win, the head stays fresh
+        load_pretrained(net, r.pretrained)
     ctx = MethodContext(train=train, counts=counts, model=net, cfg=cfg, normaliser=normaliser, selector=selector,
                         init=init)
     logits, results = spec.load()(ctx, test_images, options)
-    settings = {"method": method, "model": model, "epochs": epochs, "seed": seed, "device": device,
-                "batch_size": batch_size, "lr": lr, "weight_decay": weight_decay, "augment": augment,
-                "momentum": momentum, "nesterov": nesterov, "warmup_epochs": warmup_epochs,
-                "warmup_start": warmup_start, "schedule": schedule, "lr_milestones": list(lr_milestones),
-                "lr_factors": list(lr_factors), "options": options.to_dict(),
+    settings = {"method": method, "model": r.model, "epochs": r.epochs, "seed": seed, "device": r.device,
+                "batch_size": r.batch_size, "lr": r.lr, "weight_decay": r.weight_decay, "augment": augment,
+                "momentum": r.momentum, "nesterov": r.nesterov, "warmup_epochs": r.warmup_epochs,
+                "warmup_start": r.warmup_start, "schedule": r.schedule, "lr_milestones": list(r.lr_milestones),
+                "lr_factors": list(r.lr_factors), "options": options.to_dict(),
                 "train_counts": counts.tolist(), "optimizer": "sgd", "drop_last": bool(drop_last),
                 "normalisation": "dataset" if normaliser is None else normaliser.to_dict(), "init": init,
                 "select_checkpoint": select_checkpoint}
-    if pretrained is not None or precision != "fp32" or compile:  # absent on the default path (records as before)
-        settings.update(pretrained=pretrained, precision=precision, compile=bool(compile))
-    if devices != 1:  # absent on one device (records as before)
-        settings["devices"] = devices
+    if r.pretrained is not None or r.precision != "fp32" or r.compile:  # absent on the default path (as before)
+        settings.update(pretrained=r.pretrained, precision=r.precision, compile=bool(r.compile))
+    if r.devices != 1:  # absent on one device (records as before)
+        settings["devices"] = r.devices
     if selector is not None:
         settings["checkpoint"] = selector.summary()
     trained = ctx.trainer.model if ctx.trainer is not None else net

@@ -18,7 +18,7 @@ Options: :mod:`.options`.
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import replace
 
 import numpy as np
 import torch
@@ -26,7 +26,7 @@ from torch import nn
 
 from ..losses import BalancedSoftmaxLoss, FocalLoss, LDAMLoss, logit_adjust
 from ..models import NormedLinear
-from ..trainer import TrainConfig, TrainResult
+from ..trainer import TrainResult
 from .options import (BalancedSoftmaxOptions, CEOptions, CRTOptions, FocalOptions, LDAMOptions,
                       LogitAdjustOptions)
 from .registry import MethodContext, predict, train
@@ -117,10 +117,9 @@ def retrain_classifier(ctx: MethodContext, opt: CRTOptions) -> TrainResult:
         with torch.random.fork_rng(devices=devices):  # seeded re-initialisation; global RNG untouched
             torch.manual_seed(ctx.cfg.seed + 1)
             head.reset_parameters()
-    cfg2 = TrainConfig(**{**asdict(ctx.cfg), "epochs": opt.crt_epochs, "lr": opt.crt_lr, "warmup_epochs": 0,
-                          "weight_decay": opt.crt_weight_decay, "batch_size": opt.crt_batch_size,
-                          "schedule": opt.crt_schedule, "lr_milestones": (), "lr_factors": (),
-                          "schedule_offset": 1 if opt.crt_schedule == "cosine_epoch" else 0})
+    cfg2 = replace(ctx.cfg, epochs=opt.crt_epochs, lr=opt.crt_lr, warmup_epochs=0, weight_decay=opt.crt_weight_decay,
+                   batch_size=opt.crt_batch_size, schedule=opt.crt_schedule, lr_milestones=(), lr_factors=(),
+                   schedule_offset=1 if opt.crt_schedule == "cosine_epoch" else 0)
     sampler: object = "class_balanced"
     if opt.crt_sampler == "class_aware":
         n = len(ctx.train.labels)

@@ -29,7 +29,7 @@ Options: :mod:`.options`; the pieces the tests check one by one: :func:`bbn_step
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 import numpy as np
@@ -40,7 +40,7 @@ from ...errors import InputError
 from ..losses import GCLLoss, IBLoss, LADELoss, RIDELoss, TADELoss, bbn_alpha
 from ..models import NormedLinear
 from ..tensors import augment_batch, to_float_nchw
-from ..trainer import TrainConfig, Trainer, TrainResult, TrainStep, resolve_device
+from ..trainer import Trainer, TrainResult, TrainStep, resolve_device
 from .nets import BBNNet, CausalNormNet, ExpertNet, reversed_probabilities
 from .options import BBNOptions, GCLOptions, IBOptions, LADEOptions, RIDEOptions, TADEOptions, TDEOptions
 from .registry import MethodContext, predict, train
@@ -257,9 +257,8 @@ def gcl_classifier_stage(ctx: MethodContext, opt: GCLOptions) -> TrainResult:
     lr ``cls_lr_factor × lr`` with the ``cls_schedule``; mixup when ``mixup``."""
     loss = GCLLoss(ctx.counts, margin=opt.cls_margin, scale=opt.cls_scale, noise_mul=opt.noise_mul,
                    gamma=opt.cls_gamma).to(resolve_device(ctx.cfg.device))
-    cfg2 = TrainConfig(**{**asdict(ctx.cfg), "epochs": opt.cls_epochs, "warmup_epochs": 0,
-                          "lr": ctx.cfg.lr * opt.cls_lr_factor, "schedule": opt.cls_schedule,
-                          "lr_milestones": (), "lr_factors": (), "schedule_offset": 0})
+    cfg2 = replace(ctx.cfg, epochs=opt.cls_epochs, warmup_epochs=0, lr=ctx.cfg.lr * opt.cls_lr_factor,
+                   schedule=opt.cls_schedule, lr_milestones=(), lr_factors=(), schedule_offset=0)
     model = ctx.model
     if not opt.mixup:
         return train(ctx, loss, cfg=cfg2, sampler="class_balanced", trainable="classifier")

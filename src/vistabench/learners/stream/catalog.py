@@ -6,6 +6,7 @@ from typing import Any
 
 from ...errors import InputError
 from .base import StreamLearner
+from ..recipe import RECIPE
 from .options import LearnerConfig
 from .registry import stream_learners
 
@@ -24,7 +25,7 @@ def learner_class(name: str) -> type[StreamLearner]:
 def make_learner(name: str, **config: Any) -> StreamLearner:
     """Instantiate a registered stream learner with :class:`~.options.LearnerConfig` fields."""
     cls = learner_class(name)
-    known = set(LearnerConfig.__dataclass_fields__)
+    known = (set(LearnerConfig.__dataclass_fields__) - {"recipe"}) | set(RECIPE) | {"arch"}  # arch: model's old name
     unknown = sorted(set(config) - known)
     if unknown:
         raise InputError(f"learner options {unknown} unknown (known: {sorted(known)})")

@@ -10,12 +10,13 @@ small-budget settings this toolkit started with) and ``dm-nevis`` (google-deepmi
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+import copy
+from dataclasses import MISSING, dataclass, fields
 from typing import Any, Literal
 
 from ...config import Options, check_fields, option
 from ...errors import InputError
-from ..recipe import LOADERS
+from ..recipe import RECIPE, Recipe
 from ..schedules import schedules_of
 
 __all__ = ["LearnerConfig", "NoLearnerOptions", "EnsembleOptions", "RelatednessOptions", "MTOptions",
@@ -156,45 +157,38 @@ RECIPES: dict[str, dict[str, Any]] = {
 }
 
 
-@dataclass
+@dataclass(init=False)
 class LearnerConfig:
-    """Everything a stream learner reads, flat (built from a StreamConfig by the protocol's run;
-    stored with each task event as the run's settings). Defaults: recipe ``cpu``."""
+    """Everything a stream learner reads (built from a StreamConfig by the protocol's run; stored with
+    each task event as the run's settings). Defaults: recipe ``cpu``.
 
+    ``recipe`` (:class:`~vistabench.learners.recipe.Recipe`): the backbone (``model``; older spelling
+    ``arch``, read as ``cfg.arch`` too), the optimizer, the schedule and where trials train; recipe
+    fields given by name go into it and ``cfg.momentum`` reads ``cfg.recipe.momentum``. The rest is
+    the search's own (ranges, batch-size rule, trials, steps) and the learners' options."""
+
+    recipe: Recipe
     trials: int = option(2, low=1, help="hyper-parameter trials per task")
     steps: int = option(40, low=1, help="training steps per trial")
     seed: int = option(0, help="seed")
-    arch: str = option("cnn28", help="backbone")
     arch_options: dict = option(default_factory=lambda: {"width": 8}, help="the backbone's keyword options")
     lr_range: tuple[float, ...] = option((3e-3, 0.3), low=0, low_open=True, help="learning rates searched")
     label_smoothing_range: tuple[float, ...] = option((0.0, 0.3), low=0, high=1, help="label smoothing searched")
-    weight_decay: float = option(5e-4, low=0, help="weight decay")
-    momentum: float = option(0.9, low=0, high=1, help="SGD momentum")
     max_batch: int = option(256, low=1, help="largest batch")
     min_batch: int = option(16, low=1, help="smallest batch")
     val_fraction: float = option(0.2, low=0, low_open=True, high=1, help="held-out share of a task (< 1)")
-    device: str = option("cpu", help="torch device")
     knn_train: int = option(200, low=1, help="k-NN training images")
     knn_val: int = option(100, low=1, help="k-NN scoring images")
     knn_k: int = option(5, low=1, help="k-NN neighbours")
     temperature: float = option(0.05, low=0, low_open=True, help="ensemble temperature")
     checkpoint: str | None = option(None, help="pre-trained weights (pt)")
-    pretrained: str | None = option(None, help="a state dict the backbone starts from (.safetensors or .pt)")
-    precision: str = option("fp32", choices=("fp32", "bf16", "fp16"), help="training precision")
-    compile: bool = option(False, help="torch.compile the model (CUDA)")
-    devices: int = option(1, low=1, help="data-parallel training processes")
-    loader: str = option("memory", choices=LOADERS, help="where batches come from (runtime only)")
-    workers: int = option(0, low=0, help="stream loader worker processes (runtime only)")
     mt_weight_range: tuple[float, ...] = option((0.1, 1.0), low=0, low_open=True, help="MT loss weights searched")
     mt_memory: int = option(1000, low=1, help="examples kept per past task (mt)")
     search_space: str = option("large", choices=("default", "large"), help="trial search space")
     bhpo_startup: int = option(1, low=1, help="random trials before the GP proposes")
     ucb_beta: float = option(2.0, low=0, help="GP-UCB exploration")
-    nesterov: bool = option(False, help="Nesterov momentum")
     decay_mask: str = option("all", choices=("all", "weights"), help="parameters weight decay applies to")
     batch_size_rule: str = option("n/16", choices=BATCH_RULES, help="batch size from the training-set size")
-    schedule: str = option("cosine", choices=SCHEDULES, help="learning-rate schedule")
-    warmup_epochs: int = option(0, low=0, help="warm-up epochs")
     final_lr: float = option(0.0, low=0, help="final learning rate of warmup-cosine")
     keep_best_state: bool = option(False, help="keep the best validation state of a trial")
     knn_fresh: bool = option(False, help="also score a freshly initialised network")
@@ -205,15 +199,46 @@ class LearnerConfig:
     input_scaling: str = option("standardise", choices=INPUT_SCALINGS, help="input scaling of the networks")
     weight_init: str = option("torch", choices=WEIGHT_INITS, help="initialisation of a fresh network")
 
+    def __init__(self, recipe: Recipe | None = None, **settings: Any) -> None:
+        if "arch" in settings:  # the backbone's older name
+            if "model" in settings:
+                raise InputError(f"model: given twice ({settings['arch']!r} and {settings['model']!r}); keep one")
+            settings["model"] = settings.pop("arch")
+        own = {f.name: f for f in fields(self) if f.name != "recipe"}
+        unknown = sorted(set(settings) - set(own) - set(RECIPE))
+        if unknown:
+            raise TypeError(f"LearnerConfig: unknown field {unknown[0]!r}")  # a caller's bug
+        base = Recipe() if recipe is None else recipe
+        stage = {k: v for k, v in settings.items() if k in RECIPE}
+        if stage.get("warmup_epochs", 0) >= base.epochs:  # warm-up epochs of a fit set: no recipe epochs here
+            stage["epochs"] = stage["warmup_epochs"] + 1
+        self.recipe = base.replace(**stage) if stage else base
+        for name, f in own.items():
+            if name in settings:
+                value = settings[name]
+            else:
+                value = f.default_factory() if f.default_factory is not MISSING else f.default
+            setattr(self, name, value)
+        self.__post_init__()
+
+    def __getattr__(self, name: str) -> Any:
+        # the recipe's fields read through (``cfg.momentum`` is ``cfg.recipe.momentum``; ``arch``: ``model``)
+        if "recipe" in self.__dict__ and (name in RECIPE or name == "arch"):
+            return getattr(self.__dict__["recipe"], "model" if name == "arch" else name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
     def __post_init__(self) -> None:
-        check_fields(self)  # every field by its option() declaration, as a run config's
+        check_fields(self, declared_only=True)  # every own field by its option() declaration, as a run config's
         if self.val_fraction >= 1:
             raise InputError(f"val_fraction: expected a value in (0, 1), got {self.val_fraction!r}")
 
     def settings(self) -> dict[str, Any]:
-        """The stored settings: every field, except the recipe fields at their ``cpu`` values (so the
-        settings of runs made before recipes existed stay comparable)."""
-        out = asdict(self)
+        """The stored settings: every field and the recipe fields the learners read (the backbone as
+        ``arch``, the key stored runs have), except the recipe fields at their ``cpu`` values (so the
+        settings of runs made before recipes existed stay comparable) and the runtime-only ones."""
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "recipe"}
+        out = {**asdict_values(out), "arch": self.recipe.model,
+               **{name: getattr(self.recipe, name) for name in _STORED_RECIPE}}
         base = LearnerConfig()
         for name in _NEW_FIELDS:
             if out[name] == getattr(base, name):
@@ -221,6 +246,16 @@ class LearnerConfig:
         for name in _RUNTIME_FIELDS:  # where batches are made, never what a trial computes
             del out[name]
         return out
+
+
+def asdict_values(values: dict[str, Any]) -> dict[str, Any]:
+    """Copies of the mutable values (as :func:`dataclasses.asdict` makes)."""
+    return {k: copy.deepcopy(v) for k, v in values.items()}
+
+
+#: the recipe fields a stream learner reads, stored with its settings (``model`` as ``arch``)
+_STORED_RECIPE = ("weight_decay", "momentum", "device", "pretrained", "precision", "compile", "devices", "loader",
+                  "workers", "nesterov", "schedule", "warmup_epochs")
 
 
 # fields added with the recipes: stored only when they differ from the values older runs used

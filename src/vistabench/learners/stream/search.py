@@ -26,13 +26,14 @@ network's initialisation (:func:`haiku_init`).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 
+from ...engine import Engine
 from ...errors import InputError
 from ...metrics.stream import mean_average_precision
 from ..models import build_model
@@ -188,23 +189,22 @@ class TrialEngine:
 
     Not a learner setting: it changes where trials run, never what they compute (each trial's
     random draws are made in the driver, in the sequential order, before any trial runs), so it is
-    not stored with the records. ``threads``: torch threads (and CPUs declared) per trial.
+    not stored with the records. ``engine``: the :class:`~vistabench.engine.Engine` (checked when
+    made); ``threads_per_trial``: torch threads (and CPUs declared) per trial.
     """
 
-    engine: str = "local"
-    max_parallel: int | None = None
-    ray_address: str | None = None
-    threads: int = 1
+    engine: Engine = field(default_factory=Engine)
+    threads_per_trial: int = 1
 
     def __post_init__(self) -> None:
-        from ...jobs import check_engine
-
-        check_engine(self.engine, max_parallel=self.max_parallel, ray_address=self.ray_address)
-        if isinstance(self.threads, bool) or not isinstance(self.threads, int) or self.threads < 1:
-            raise InputError(f"threads: expected a positive integer, got {self.threads!r}")
+        if not isinstance(self.engine, Engine):
+            raise TypeError(f"engine: expected an Engine, got {type(self.engine).__name__}")  # a caller's bug
+        if (isinstance(self.threads_per_trial, bool) or not isinstance(self.threads_per_trial, int)
+                or self.threads_per_trial < 1):
+            raise InputError(f"threads: expected a positive integer, got {self.threads_per_trial!r}")
 
     def dispatches(self) -> bool:
-        return self.engine == "ray" or (self.max_parallel or 1) > 1
+        return self.engine.dispatches()
 
 
 @dataclass
@@ -374,12 +374,11 @@ class SearchLearner(StreamLearner):
             from ...jobs import Job, run_jobs
 
             plans = [draw(t) for t in range(cfg.trials)]
-            gpus = 1.0 if cfg.device.startswith("cuda") and engine.engine == "ray" else 0.0
-            jobs = [Job(_trial_job, (self, shared, plan, engine.threads), tag=plan["trial"], gpus=gpus)
+            gpus = 1.0 if cfg.device.startswith("cuda") and engine.engine.engine == "ray" else 0.0
+            jobs = [Job(_trial_job, (self, shared, plan, engine.threads_per_trial), tag=plan["trial"], gpus=gpus)
                     for plan in plans]
             done: dict[int, _TrialOutcome] = {}
-            outcomes = run_jobs(jobs, engine=engine.engine, max_parallel=engine.max_parallel,
-                                cpus_per_job=engine.threads, ray_address=engine.ray_address)
+            outcomes = run_jobs(jobs, engine=engine.engine, cpus_per_job=engine.threads_per_trial)
             try:
                 for out in outcomes:
                     done[out.job.tag] = out.result()  # a failed trial fails the task, as in sequence
