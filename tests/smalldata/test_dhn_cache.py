@@ -11,10 +11,12 @@ from vistabench.learners.trainer import TrainConfig, Trainer
 
 @pytest.fixture
 def cache():
-    saved = (SCATTERING_CACHE.enabled, SCATTERING_CACHE.max_bytes, SCATTERING_CACHE.one_thread)
+    saved = (SCATTERING_CACHE.enabled, SCATTERING_CACHE.max_bytes, SCATTERING_CACHE.one_thread,
+             SCATTERING_CACHE.warm)
     SCATTERING_CACHE.clear()
     yield SCATTERING_CACHE
-    SCATTERING_CACHE.enabled, SCATTERING_CACHE.max_bytes, SCATTERING_CACHE.one_thread = saved
+    (SCATTERING_CACHE.enabled, SCATTERING_CACHE.max_bytes, SCATTERING_CACHE.one_thread,
+     SCATTERING_CACHE.warm) = saved
     SCATTERING_CACHE.clear()
 
 
@@ -160,7 +162,9 @@ def test_warm_stops_where_the_cache_would_evict(cache):
     assert s.warm(x[:4]) is True and len(cache) == 4
     assert s.warm(x[:4]) is True and cache.computed == 4  # nothing missing: nothing computed
     assert s.warm(x[4:]) is False and len(cache) == 4 and cache.computed == 4  # 6 more would evict
-    cache.enabled = False
+    cache.warm = False
+    assert s.warm(x[9:]) is False and len(cache) == 4
+    cache.warm, cache.enabled = True, False
     assert s.warm(x[:1]) is False
 
 

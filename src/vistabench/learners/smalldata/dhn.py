@@ -55,12 +55,14 @@ class ScatteringCache:
     """Scattering outputs per distinct input image, least recently used first out past ``max_bytes``.
 
     ``enabled=False`` computes every batch anew; ``one_thread=False`` runs Kymatio on torch's
-    thread count (both as before the cache, for benchmarks/smalldata_dhn_cache.py). ``computed``
-    counts the images Kymatio transformed, ``hits`` those served from the cache."""
+    thread count; ``warm=False`` leaves a fit's training set to its batches (:meth:`Scattering.warm`
+    does nothing): each as before, for benchmarks/smalldata_dhn_cache.py. ``computed`` counts the
+    images Kymatio transformed, ``hits`` those served from the cache."""
 
     enabled: bool = True
     max_bytes: int = 512 * 2**20
     one_thread: bool = True
+    warm: bool = True
     computed: int = 0
     hits: int = 0
 
@@ -172,10 +174,10 @@ class Scattering(nn.Module):
         """Put the coefficients of the (N, C, H, W) inputs ``x`` in the cache ahead of use, the
         missing ones in one Kymatio call (a call costs ~0.15 s of overhead on a CPU whatever its
         size: 16 ms per 8 x 8 image in batches of 10, 2 ms in batches of 250). Returns whether
-        they all fit: False when the cache is off, or would evict entries to keep them (then the
-        caller should stop warming, and the batches are computed as they come)."""
+        they all fit: False when the cache (or its ``warm``) is off, or would evict entries to keep
+        them (then the caller should stop warming, and the batches are computed as they come)."""
         cache = SCATTERING_CACHE
-        if not cache.enabled or len(x) == 0 or x.device.type == "meta":
+        if not (cache.enabled and cache.warm) or len(x) == 0 or x.device.type == "meta":
             return False
         keys = _image_keys(x, self.J)
         found = [cache.peek(k) for k in keys]
