@@ -3,8 +3,10 @@ setting and the OpenMP wait policy.
 
 Runs ``vistabench smalldata run --dataset digits --method dhn`` once per mode, each in a fresh
 process (the OpenMP wait policy is read when torch loads), with a fixed seed, and prints wall and
-processor time (user + system of that process), the images Kymatio transformed, the 1-minute load
-before and after, and whether the run's accuracies are identical to the first mode's:
+processor time (user + system of that process), the processor time of its busiest thread (the
+serial path: on an idle machine the wall time cannot be shorter), the images Kymatio transformed,
+the 1-minute load before and after, and whether the run's accuracies are identical to the first
+mode's:
 
 - ``original``: every batch transformed anew, Kymatio on torch's thread count, OpenMP default
   (idle threads spin), as before the cache;
@@ -54,6 +56,22 @@ def _accuracies(record) -> list:
     return found
 
 
+def _busiest_thread_cpu() -> float | None:
+    """Processor seconds of this process's busiest thread (Linux ``/proc``; None elsewhere): the
+    run's serial path, a floor for its wall time on an idle machine."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    best = None
+    try:
+        for tid in os.listdir("/proc/self/task"):
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            cpu = (int(fields[11]) + int(fields[12])) / ticks  # utime + stime (fields 14, 15 of stat)
+            best = cpu if best is None else max(best, cpu)
+    except OSError:
+        return None
+    return best
+
+
 def child(mode: str, argv: list[str]) -> None:
     """One run in this process (started by :func:`run`): prints one JSON line."""
     import contextlib
@@ -71,6 +89,7 @@ def child(mode: str, argv: list[str]) -> None:
     if rc != 0:
         raise SystemExit(f"{mode}: the run exited {rc}")
     print(json.dumps({"wall": wall, "computed": SCATTERING_CACHE.computed, "hits": SCATTERING_CACHE.hits,
+                      "serial_cpu": _busiest_thread_cpu(),
                       "acc": _accuracies(json.loads(out.getvalue()))}))
 
 
@@ -115,13 +134,15 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=1800, help="seconds one mode may run (default 1800)")
     args = ap.parse_args()
     print(f"dhn on digits, {args.trials} trials x {args.epochs} epochs, {os.cpu_count()} CPUs\n")
-    print(f"{'mode':9} | {'wall s':>8} | {'cpu s':>8} | {'transformed':>11} | {'hits':>7} | load 1-min before/after")
+    print(f"{'mode':9} | {'wall s':>8} | {'cpu s':>8} | {'serial s':>8} | {'transformed':>11} | {'hits':>7} | "
+          "load 1-min before/after")
     res = {}
     with tempfile.TemporaryDirectory() as work:
         for mode in args.modes:
             r = res[mode] = run(mode, args, work)
+            serial = "" if r.get("serial_cpu") is None else f"{r['serial_cpu']:.1f}"
             counts = "timed out".rjust(21) if r["timed_out"] else f"{r['computed']:11d} | {r['hits']:7d}"
-            print(f"{mode:9} | {r['wall']:8.1f} | {r['cpu']:8.1f} | {counts} | "
+            print(f"{mode:9} | {r['wall']:8.1f} | {r['cpu']:8.1f} | {serial:>8} | {counts} | "
                   f"{r['load'][0]:.2f} / {r['load'][1]:.2f}", flush=True)
     done = {m: r for m, r in res.items() if not r["timed_out"]}
     if len(res) > 1:
