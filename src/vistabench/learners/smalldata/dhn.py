@@ -18,7 +18,9 @@ keyed by the scale, the input's shape, dtype, device and a BLAKE2b digest of its
 recently used entries leave past ``max_bytes``). Inputs of a training step that a random
 augmentation touched are computed but not kept (the trainer says so through
 ``Scattering.inputs_augmented``); validation, test and un-augmented training images (and the same
-images again in every epoch, trial and repeat of a run) are computed once. On a CPU, Kymatio runs
+images again in every epoch, trial and repeat of a run) are computed once, a fit's un-augmented
+training set up front in large batches (``warm_inputs``, called by the trainer: Kymatio's cost per
+call hardly depends on its size). The filter banks are built once per process. On a CPU, Kymatio runs
 with one torch thread: its hundreds of small FFTs (MKL) spin-wait in every multi-threaded call (20x
 the processor time on 2 busy cores). Kymatio's output for an image does not depend on the batch it
 is computed in, nor on the thread count (bit for bit; tests/smalldata/test_dhn_cache.py), so the
