@@ -488,8 +488,9 @@ class Trainer:
             return
         bs = self.cfg.eval_batch_size
         for s in range(0, len(images), bs):
-            if not warm(self.batch(images, slice(s, s + bs))):
-                return
+            with self.autocast():  # as the steps will run (a cache key holds the autocast state)
+                if not warm(self.batch(images, slice(s, s + bs))):
+                    return
 
     def _loss(self, x: torch.Tensor, y: torch.Tensor, x2: torch.Tensor | None, y2: torch.Tensor | None,
               epoch: int, loss_fn: Callable, trainable: str) -> tuple[torch.Tensor, torch.Tensor]:
