@@ -1,36 +1,44 @@
-"""dhn on digits: the scattering cache and Kymatio's thread setting, before vs after, side by side.
+"""dhn on digits, before vs after, side by side: the scattering cache, its warm-up, Kymatio's thread
+setting and the OpenMP wait policy.
 
-Runs ``vistabench smalldata run --dataset digits --method dhn`` in this process once per mode,
-with a fixed seed, and prints wall and processor time, the images Kymatio transformed, and the
-run's accuracies (which must be identical in every mode):
+Runs ``vistabench smalldata run --dataset digits --method dhn`` once per mode, each in a fresh
+process (the OpenMP wait policy is read when torch loads), with a fixed seed, and prints wall and
+processor time (user + system of that process), the processor time of its busiest thread (the
+serial path: on an idle machine the wall time cannot be shorter), the images Kymatio transformed,
+the 1-minute load before and after, and whether the run's accuracies are identical to the first
+mode's:
 
-- ``original``: every batch transformed anew, Kymatio on torch's thread count (as before);
-- ``one-thread``: every batch transformed anew, Kymatio on one thread;
-- ``cached``: at most one transform per distinct input, Kymatio on one thread (the default).
+- ``original``: every batch transformed anew, Kymatio on torch's thread count, OpenMP default
+  (idle threads spin), as before the cache;
+- ``cached``: at most one transform per distinct input, Kymatio on one thread, batches computed as
+  they come, OpenMP default: ``main`` before issue 37;
+- ``passive``: ``cached`` with idle OpenMP threads sleeping (``OMP_WAIT_POLICY=PASSIVE``, what
+  ``vistabench`` sets when the environment does not choose);
+- ``warmed``: ``passive`` with each fit's training set transformed up front in large batches (the
+  default ``vistabench smalldata run``).
 
-The machine's load (``os.getloadavg``) is printed before and after each mode: on a shared machine
-the processor time is the steadier figure.
+On a machine shared with other work the processor time is the steadier figure; with the default
+OpenMP policy a 2-thread run waits for a descheduled partner thread, so ``original`` and ``cached``
+take 20+ minutes at load 8 (``--timeout`` stops a mode; its row then says so).
 
-    .venv/bin/python benchmarks/smalldata_dhn_cache.py [--trials 2] [--epochs 2] [--modes cached original]
+    .venv/bin/python benchmarks/smalldata_dhn_cache.py [--trials 2] [--epochs 2] [--modes warmed cached]
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
 import json
 import os
-import tempfile
+import subprocess
+import sys
 import time
 
-from vistabench.cli import main as cli
-from vistabench.learners.smalldata.dhn import SCATTERING_CACHE
+# mode -> (cache enabled, Kymatio on one thread, warm-up, OMP_WAIT_POLICY or None for the default)
+MODES = {"original": (False, False, False, None), "cached": (True, True, False, None),
+         "passive": (True, True, False, "PASSIVE"), "warmed": (True, True, True, "PASSIVE")}
 
-MODES = {"original": (False, False), "one-thread": (False, True), "cached": (True, True)}
 
-
-def _accuracies(record: dict) -> list:
+def _accuracies(record) -> list:
     """Every accuracy-like number of the run's JSON, in a fixed order (compared across modes)."""
     found: list = []
 
@@ -48,48 +56,105 @@ def _accuracies(record: dict) -> list:
     return found
 
 
-def run(mode: str, args: argparse.Namespace) -> dict:
-    SCATTERING_CACHE.clear()
-    SCATTERING_CACHE.enabled, SCATTERING_CACHE.one_thread = MODES[mode]
-    with tempfile.TemporaryDirectory() as work:
-        argv = ["smalldata", "run", "--dataset", "digits", "--method", "dhn", "--trials", str(args.trials),
-                "--epochs", str(args.epochs), "--seed", "0", "--no-store", "--json", "--work-dir", work]
-        if args.repeats is not None:
-            argv += ["--repeats", str(args.repeats)]
-        load0 = os.getloadavg()[0]
-        out = io.StringIO()
-        t, c = time.perf_counter(), time.process_time()
-        with contextlib.redirect_stdout(out):
-            rc = cli(argv)
-        wall, cpu = time.perf_counter() - t, time.process_time() - c
+def _busiest_thread_cpu() -> float | None:
+    """Processor seconds of this process's busiest thread (Linux ``/proc``; None elsewhere): the
+    run's serial path, a floor for its wall time on an idle machine."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    best = None
+    try:
+        for tid in os.listdir("/proc/self/task"):
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            cpu = (int(fields[11]) + int(fields[12])) / ticks  # utime + stime (fields 14, 15 of stat)
+            best = cpu if best is None else max(best, cpu)
+    except OSError:
+        return None
+    return best
+
+
+def child(mode: str, argv: list[str]) -> None:
+    """One run in this process (started by :func:`run`): prints one JSON line."""
+    import contextlib
+    import io
+
+    from vistabench.cli import main as cli
+    from vistabench.learners.smalldata.dhn import SCATTERING_CACHE
+
+    SCATTERING_CACHE.enabled, SCATTERING_CACHE.one_thread, SCATTERING_CACHE.warm = MODES[mode][:3]
+    out = io.StringIO()
+    t = time.perf_counter()
+    with contextlib.redirect_stdout(out):
+        rc = cli(argv)
+    wall = time.perf_counter() - t
     if rc != 0:
         raise SystemExit(f"{mode}: the run exited {rc}")
-    return {"wall": wall, "cpu": cpu, "computed": SCATTERING_CACHE.computed, "hits": SCATTERING_CACHE.hits,
-            "load": (load0, os.getloadavg()[0]), "acc": _accuracies(json.loads(out.getvalue()))}
+    print(json.dumps({"wall": wall, "computed": SCATTERING_CACHE.computed, "hits": SCATTERING_CACHE.hits,
+                      "serial_cpu": _busiest_thread_cpu(),
+                      "acc": _accuracies(json.loads(out.getvalue()))}))
+
+
+def run(mode: str, args: argparse.Namespace, work: str) -> dict:
+    argv = ["smalldata", "run", "--dataset", "digits", "--method", "dhn", "--trials", str(args.trials),
+            "--epochs", str(args.epochs), "--seed", "0", "--no-store", "--json", "--work-dir",
+            os.path.join(work, mode)]
+    if args.repeats is not None:
+        argv += ["--repeats", str(args.repeats)]
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
+    if MODES[mode][3] is not None:
+        env["OMP_WAIT_POLICY"] = MODES[mode][3]
+    load0 = os.getloadavg()[0]
+    before = os.times()
+    t = time.perf_counter()
+    try:
+        proc = subprocess.run([sys.executable, __file__, "--child", mode, "--", *argv], env=env, text=True,
+                              capture_output=True, timeout=args.timeout)
+    except subprocess.TimeoutExpired:
+        proc = None
+    wall = time.perf_counter() - t
+    after = os.times()
+    cpu = (after.children_user - before.children_user) + (after.children_system - before.children_system)
+    res = {"wall": wall, "cpu": cpu, "load": (load0, os.getloadavg()[0]), "timed_out": proc is None}
+    if proc is not None:
+        if proc.returncode != 0:
+            raise SystemExit(f"{mode}: exited {proc.returncode}\n{proc.stderr[-2000:]}")
+        res.update(json.loads(proc.stdout.strip().splitlines()[-1]))
+    return res
 
 
 def main() -> None:
+    if len(sys.argv) > 2 and sys.argv[1] == "--child":
+        return child(sys.argv[2], sys.argv[4:])
+    import tempfile
+
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--trials", type=int, default=2)
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=None, help="final runs per split (default: the preset's 10)")
     ap.add_argument("--modes", nargs="+", choices=list(MODES), default=list(MODES))
+    ap.add_argument("--timeout", type=float, default=1800, help="seconds one mode may run (default 1800)")
     args = ap.parse_args()
     print(f"dhn on digits, {args.trials} trials x {args.epochs} epochs, {os.cpu_count()} CPUs\n")
-    print(f"{'mode':10} | {'wall s':>8} | {'cpu s':>8} | {'transformed':>11} | {'hits':>7} | load 1-min before/after")
+    print(f"{'mode':9} | {'wall s':>8} | {'cpu s':>8} | {'serial s':>8} | {'transformed':>11} | {'hits':>7} | "
+          "load 1-min before/after")
     res = {}
-    for mode in args.modes:
-        r = res[mode] = run(mode, args)
-        print(f"{mode:10} | {r['wall']:8.1f} | {r['cpu']:8.1f} | {r['computed']:11d} | {r['hits']:7d} | "
-              f"{r['load'][0]:.2f} / {r['load'][1]:.2f}", flush=True)
+    with tempfile.TemporaryDirectory() as work:
+        for mode in args.modes:
+            r = res[mode] = run(mode, args, work)
+            serial = "" if r.get("serial_cpu") is None else f"{r['serial_cpu']:.1f}"
+            counts = "timed out".rjust(21) if r["timed_out"] else f"{r['computed']:11d} | {r['hits']:7d}"
+            print(f"{mode:9} | {r['wall']:8.1f} | {r['cpu']:8.1f} | {serial:>8} | {counts} | "
+                  f"{r['load'][0]:.2f} / {r['load'][1]:.2f}", flush=True)
+    done = {m: r for m, r in res.items() if not r["timed_out"]}
     if len(res) > 1:
         first, *rest = res
         base = res[first]
         for m in rest:
+            same = (res[m]["acc"] == base["acc"]) if m in done and first in done else "(not compared: timed out)"
             print(f"\n{first} / {m}: wall {base['wall'] / res[m]['wall']:.1f}x, "
-                  f"cpu {base['cpu'] / res[m]['cpu']:.1f}x; accuracies identical: {res[m]['acc'] == base['acc']}")
-    some = next(iter(res.values()))["acc"]
-    print(f"\n{len(some)} accuracies compared, e.g. " + ", ".join(f"{p}={v:.4f}" for p, v in some[:3]))
+                  f"cpu {base['cpu'] / res[m]['cpu']:.1f}x; accuracies identical: {same}")
+    if done:
+        some = next(iter(done.values()))["acc"]
+        print(f"\n{len(some)} accuracies compared, e.g. " + ", ".join(f"{p}={v:.4f}" for p, v in some[:3]))
 
 
 if __name__ == "__main__":

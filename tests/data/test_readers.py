@@ -135,3 +135,21 @@ def test_unknown_dataset_suggests():
         load_dataset("mnist5")
     with pytest.raises(InputError, match="needs a path"):
         load_dataset("cifar10")
+
+
+def test_digits_are_sklearns_load_digits_read_without_importing_sklearn():
+    import subprocess
+    import sys
+
+    from sklearn.datasets import load_digits
+
+    from vistabench.data.readers import _sklearn_digits
+
+    images, target = _sklearn_digits()
+    want = load_digits()
+    assert images.dtype == want.images.dtype and np.array_equal(images, want.images)
+    assert np.array_equal(target, want.target)
+    code = ("import sys; from vistabench.data.readers import load_dataset; d = load_dataset('digits'); "
+            "print(len(d.train), len(d.test), 'sklearn' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.stdout.split() == ["1497", "300", "False"], out.stderr

@@ -11,10 +11,12 @@ from vistabench.learners.trainer import TrainConfig, Trainer
 
 @pytest.fixture
 def cache():
-    saved = (SCATTERING_CACHE.enabled, SCATTERING_CACHE.max_bytes, SCATTERING_CACHE.one_thread)
+    saved = (SCATTERING_CACHE.enabled, SCATTERING_CACHE.max_bytes, SCATTERING_CACHE.one_thread,
+             SCATTERING_CACHE.warm)
     SCATTERING_CACHE.clear()
     yield SCATTERING_CACHE
-    SCATTERING_CACHE.enabled, SCATTERING_CACHE.max_bytes, SCATTERING_CACHE.one_thread = saved
+    (SCATTERING_CACHE.enabled, SCATTERING_CACHE.max_bytes, SCATTERING_CACHE.one_thread,
+     SCATTERING_CACHE.warm) = saved
     SCATTERING_CACHE.clear()
 
 
@@ -135,3 +137,71 @@ def test_training_with_the_cache_gives_the_same_numbers_as_without(cache, augmen
     # the 12 test images; with it, every augmented training image as before, evaluation inputs once
     assert computed0 == 2 * 40 + 2 * 12 + 12
     assert computed1 == (2 * 40 + 12 + 12 if augment else 40 + 12)
+
+
+def test_warm_computes_the_missing_inputs_in_one_call_and_the_batches_then_hit(cache, monkeypatch):
+    s = Scattering(2)
+    x = torch.randn(30, 1, 8, 8)
+    calls = []
+    compute = Scattering._compute
+    monkeypatch.setattr(Scattering, "_compute", lambda self, b: calls.append(len(b)) or compute(self, b))
+    s(x[:5])  # five already cached
+    assert s.warm(x) is True
+    assert calls == [5, 25] and cache.computed == 30 and cache.hits == 0  # a warm-up uses no entry
+    got = torch.cat([s(x[i:i + 10]) for i in range(0, 30, 10)])
+    assert calls == [5, 25] and cache.hits == 30
+    assert torch.equal(got, _kymatio(x, 2))
+
+
+def test_warm_stops_where_the_cache_would_evict(cache):
+    s = Scattering(2)
+    x = torch.randn(10, 1, 8, 8)
+    per_image = s(x[:1])[0].numel() * 4
+    cache.clear()
+    cache.max_bytes = 6 * per_image
+    assert s.warm(x[:4]) is True and len(cache) == 4
+    assert s.warm(x[:4]) is True and cache.computed == 4  # nothing missing: nothing computed
+    assert s.warm(x[4:]) is False and len(cache) == 4 and cache.computed == 4  # 6 more would evict
+    cache.warm = False
+    assert s.warm(x[9:]) is False and len(cache) == 4
+    cache.warm, cache.enabled = True, False
+    assert s.warm(x[:1]) is False
+
+
+def test_the_filter_bank_is_built_once_per_scale_and_size(cache, monkeypatch):
+    from kymatio.scattering2d.frontend import torch_frontend
+
+    from vistabench.learners.smalldata import dhn
+
+    monkeypatch.setattr(dhn, "_BANKS", {})
+    built = []
+    real = torch_frontend.ScatteringTorch2D
+    monkeypatch.setattr(torch_frontend, "ScatteringTorch2D", lambda **kw: built.append(kw) or real(**kw))
+    cache.enabled = False
+    x = torch.randn(2, 1, 8, 8)
+    for _ in range(3):  # three models (trials, repeats): one bank
+        Scattering(2)(x)
+    Scattering(1)(x)
+    Scattering(2)(torch.randn(2, 1, 16, 16))
+    assert [(kw["J"], kw["shape"]) for kw in built] == [(2, (8, 8)), (1, (8, 8)), (2, (16, 16))]
+
+
+def test_a_fit_warms_its_unaugmented_training_set_in_eval_sized_batches(cache, monkeypatch):
+    rng = np.random.default_rng(1)
+    images = rng.integers(0, 256, (40, 8, 8, 1), dtype=np.uint8)
+    labels = np.arange(40) % 4
+    calls = []
+    compute = Scattering._compute
+    monkeypatch.setattr(Scattering, "_compute", lambda self, b: calls.append(len(b)) or compute(self, b))
+    for augment, want in ((False, [16, 16, 8]), (True, [])):
+        cache.clear()
+        calls.clear()
+        model, loss = build_method("dhn", "cnn28", {"scattering_J": 2}, num_classes=4, in_channels=1,
+                                   image_size=8, seed=0)
+        cfg = TrainConfig(epochs=1, lr=0.05, batch_size=10, count_flops=False, seed=0, eval_batch_size=16,
+                          augment=augment)
+        Trainer(model, cfg, loss_fn=loss).fit(images, labels)
+        if augment:  # every step computes its own (augmented) batch; nothing warmed or kept
+            assert calls == [10, 10, 10, 10] and len(cache) == 0
+        else:  # the warm-up computes the set; the four steps only hit
+            assert calls == want and cache.hits == 40

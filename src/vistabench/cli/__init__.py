@@ -85,6 +85,19 @@ def _debug() -> bool:
     return os.environ.get("VISTABENCH_DEBUG", "") not in ("", "0")
 
 
+def _passive_openmp() -> None:
+    """Before torch is loaded, make idle OpenMP threads sleep instead of spinning
+    (``OMP_WAIT_POLICY=PASSIVE``) unless the environment chooses a policy. torch's CPU kernels use
+    OpenMP; with the default policy a thread that finishes its share spins for its partner, which on
+    a busy machine is descheduled: small networks then burn 20-50x the processor time of the work
+    (dhn on digits: 100 steps in 56-200 s instead of 2 s at load 8, 2 cores;
+    benchmarks/smalldata_dhn_cache.py). The policy changes no number (same threads, same work split)."""
+    import os
+
+    if "torch" not in sys.modules:
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+
 def main(argv: Sequence[str] | None = None, *, parser: Parser | None = None) -> int:
     """Run one command; return the exit status.
 
@@ -96,6 +109,7 @@ def main(argv: Sequence[str] | None = None, *, parser: Parser | None = None) -> 
     ``VISTABENCH_DEBUG=1`` prints the traceback of user errors too. ``parser``: the command line to
     run (default: vistabench's, :func:`build_parser`).
     """
+    _passive_openmp()
     try:
         try:
             return _run(argv, parser)

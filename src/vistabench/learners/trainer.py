@@ -361,6 +361,8 @@ class Trainer:
         for m in self.model.modules():  # a per-input cache (dhn's scattering) keeps augmented batches out
             if hasattr(m, "inputs_augmented"):
                 m.inputs_augmented = aug_gen is not None
+        if aug_gen is None:
+            self._warm_inputs(images)
         first_order = sampler(labels, rng) if callable(sampler) else None
         steps_per_epoch = len(batch_indices(np.arange(n if first_order is None else len(first_order)),
                                             cfg.batch_size, drop_last=cfg.drop_last, min_batch=min_batch))
@@ -473,6 +475,21 @@ class Trainer:
             peak_memory_bytes=peak, peak_memory_kind=kind, stopped_early=stopped,
             device=str(self.device), config=conf, normaliser=self.normaliser.to_dict(),
         )
+
+    @torch.no_grad()
+    def _warm_inputs(self, images: Any) -> None:
+        """A model with ``warm_inputs(x) -> bool`` (dhn's networks: a per-input cache of a fixed
+        transform) gets the un-augmented in-memory training set, normalised as the batches will be,
+        in batches of ``cfg.eval_batch_size`` before the first step, until it answers False; the
+        steps then find their inputs computed (one large call instead of one per small batch)."""
+        warm = getattr(self.model, "warm_inputs", None)
+        if warm is None or not isinstance(images, np.ndarray):
+            return
+        bs = self.cfg.eval_batch_size
+        for s in range(0, len(images), bs):
+            with self.autocast():  # as the steps will run (a cache key holds the autocast state)
+                if not warm(self.batch(images, slice(s, s + bs))):
+                    return
 
     def _loss(self, x: torch.Tensor, y: torch.Tensor, x2: torch.Tensor | None, y2: torch.Tensor | None,
               epoch: int, loss_fn: Callable, trainable: str) -> tuple[torch.Tensor, torch.Tensor]:

@@ -18,7 +18,9 @@ keyed by the scale, the input's shape, dtype, device and a BLAKE2b digest of its
 recently used entries leave past ``max_bytes``). Inputs of a training step that a random
 augmentation touched are computed but not kept (the trainer says so through
 ``Scattering.inputs_augmented``); validation, test and un-augmented training images (and the same
-images again in every epoch, trial and repeat of a run) are computed once. On a CPU, Kymatio runs
+images again in every epoch, trial and repeat of a run) are computed once, a fit's un-augmented
+training set up front in large batches (``warm_inputs``, called by the trainer: Kymatio's cost per
+call hardly depends on its size). The filter banks are built once per process. On a CPU, Kymatio runs
 with one torch thread: its hundreds of small FFTs (MKL) spin-wait in every multi-threaded call (20x
 the processor time on 2 busy cores). Kymatio's output for an image does not depend on the batch it
 is computed in, nor on the thread count (bit for bit; tests/smalldata/test_dhn_cache.py), so the
@@ -55,12 +57,14 @@ class ScatteringCache:
     """Scattering outputs per distinct input image, least recently used first out past ``max_bytes``.
 
     ``enabled=False`` computes every batch anew; ``one_thread=False`` runs Kymatio on torch's
-    thread count (both as before the cache, for benchmarks/smalldata_dhn_cache.py). ``computed``
-    counts the images Kymatio transformed, ``hits`` those served from the cache."""
+    thread count; ``warm=False`` leaves a fit's training set to its batches (:meth:`Scattering.warm`
+    does nothing): each as before, for benchmarks/smalldata_dhn_cache.py. ``computed`` counts the
+    images Kymatio transformed, ``hits`` those served from the cache."""
 
     enabled: bool = True
     max_bytes: int = 512 * 2**20
     one_thread: bool = True
+    warm: bool = True
     computed: int = 0
     hits: int = 0
 
@@ -87,6 +91,10 @@ class ScatteringCache:
             self.hits += 1
         return value
 
+    def peek(self, key: tuple) -> torch.Tensor | None:
+        """The entry of ``key`` without using it (no hit counted, its age unchanged)."""
+        return self._store.get(key)
+
     def put(self, key: tuple, value: torch.Tensor) -> None:
         size = value.numel() * value.element_size()
         if size > self.max_bytes or key in self._store:
@@ -99,6 +107,7 @@ class ScatteringCache:
 
 
 SCATTERING_CACHE = ScatteringCache()
+_BANKS: dict[tuple, nn.Module] = {}  # Kymatio filter banks by (J, H, W, device), shared by every Scattering
 
 
 def _image_keys(x: torch.Tensor, J: int) -> list[tuple]:
@@ -119,18 +128,17 @@ class Scattering(nn.Module):
         super().__init__()
         self.J = int(J)
         self.inputs_augmented = False
-        self._banks: dict[tuple, nn.Module] = {}
 
     def _bank(self, h: int, w: int, device: torch.device) -> nn.Module:
-        key = (h, w, str(device))
-        if key not in self._banks:
+        key = (self.J, h, w, str(device))
+        if key not in _BANKS:  # built once per process (~0.3 s), shared: the filters never change
             from kymatio.scattering2d.frontend.torch_frontend import ScatteringTorch2D
 
             if min(h, w) < 2 ** self.J:
                 raise InputError(f"method 'dhn': scale J={self.J} needs images of at least {2 ** self.J} px, "
                                  f"got {h}x{w}")
-            self._banks[key] = ScatteringTorch2D(J=self.J, shape=(h, w), L=ORIENTATIONS).to(device)
-        return self._banks[key]
+            _BANKS[key] = ScatteringTorch2D(J=self.J, shape=(h, w), L=ORIENTATIONS).to(device)
+        return _BANKS[key]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         n, c, h, w = x.shape
@@ -143,19 +151,49 @@ class Scattering(nn.Module):
             return self._compute(x)
         keys = _image_keys(x, self.J)
         found = [cache.get(k) for k in keys]
+        fresh = self._fill(x, keys, found)
+        found = [fresh[k] if v is None else v for k, v in zip(keys, found)]
+        return torch.stack(found)  # type: ignore[arg-type]  # every row found or computed above
+
+    def _fill(self, x: torch.Tensor, keys: list[tuple], found: list) -> dict[tuple, torch.Tensor]:
+        """Compute the rows of ``x`` whose key was not ``found`` (each distinct key once) in one
+        Kymatio call, put them in the cache and return them by key."""
         first: dict[tuple, int] = {}  # a key missing from the cache -> its first row in the batch
         for i, (k, v) in enumerate(zip(keys, found)):
             if v is None:
                 first.setdefault(k, i)
-        if first:
-            rows = list(first.values())
-            out = self._compute(x[rows])
-            cache.computed += len(rows)
-            fresh = {k: out[j].clone() for j, k in enumerate(first)}  # own storage, not a view of the batch
-            for k, v in fresh.items():
-                cache.put(k, v)
-            found = [fresh[k] if v is None else v for k, v in zip(keys, found)]
-        return torch.stack(found)  # type: ignore[arg-type]  # every row found or computed above
+        if not first:
+            return {}
+        out = self._compute(x[list(first.values())])
+        SCATTERING_CACHE.computed += len(first)
+        fresh = {k: out[j].clone() for j, k in enumerate(first)}  # own storage, not a view of the batch
+        for k, v in fresh.items():
+            SCATTERING_CACHE.put(k, v)
+        return fresh
+
+    @torch.no_grad()
+    def warm(self, x: torch.Tensor) -> bool:
+        """Put the coefficients of the (N, C, H, W) inputs ``x`` in the cache ahead of use, the
+        missing ones in one Kymatio call (a call costs ~0.15 s of overhead on a CPU whatever its
+        size: 16 ms per 8 x 8 image in batches of 10, 2 ms in batches of 250). Returns whether
+        they all fit: False when the cache (or its ``warm``) is off, or would evict entries to keep
+        them (then the caller should stop warming, and the batches are computed as they come)."""
+        cache = SCATTERING_CACHE
+        if not (cache.enabled and cache.warm) or len(x) == 0 or x.device.type == "meta":
+            return False
+        keys = _image_keys(x, self.J)
+        found = [cache.peek(k) for k in keys]
+        missing = len({k for k, v in zip(keys, found) if v is None})
+        if missing:
+            per_image = self._bytes_per_image(x)
+            if cache.nbytes + missing * per_image > cache.max_bytes:
+                return False
+            self._fill(x, keys, found)
+        return True
+
+    def _bytes_per_image(self, x: torch.Tensor) -> int:
+        k = scattering_channels(self.J) * x.shape[1]
+        return k * -(-x.shape[2] // 2 ** self.J) * -(-x.shape[3] // 2 ** self.J) * x.element_size()
 
     def _compute(self, x: torch.Tensor) -> torch.Tensor:
         """Kymatio on the batch, (N, C·K, H', W'); on a CPU with one torch thread (module docstring)."""
@@ -190,7 +228,18 @@ class _Wide(nn.Module):
         return self.conv2(F.relu(self.bn2(self.conv1(o)))) + idt
 
 
-class HybridNet(backbones.Backbone):
+class _ScatteringFirst:
+    """A network whose forward starts with ``self.scattering`` on its input as it is."""
+
+    scattering: Scattering
+
+    def warm_inputs(self, x: torch.Tensor) -> bool:
+        """Cache the scattering of inputs ``x`` (as ``forward`` gets them) ahead of use: the trainer
+        calls it on a fit's un-augmented training set in large batches (:meth:`Scattering.warm`)."""
+        return self.scattering.warm(x)
+
+
+class HybridNet(_ScatteringFirst, backbones.Backbone):
     """Scattering(J) -> BN (no affine) -> conv3x3 + BN + ReLU -> 2 wide residual blocks -> pool -> linear."""
 
     def __init__(self, num_classes: int, in_channels: int, *, J: int, widths: tuple[int, int]) -> None:
@@ -211,7 +260,7 @@ class HybridNet(backbones.Backbone):
         return torch.flatten(F.adaptive_avg_pool2d(x, 1), 1)
 
 
-class HybridBackbone(backbones.Backbone):
+class HybridBackbone(_ScatteringFirst, backbones.Backbone):
     """The reference's adaptation of a residual backbone: its first stage(s) replaced by
     scattering -> BN (no affine) -> 3x3 conv + BN + ReLU to the next stage's input width, the
     down-sampling of the following stages removed (the scattering already sub-samples by 2^J),
