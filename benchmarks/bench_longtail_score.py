@@ -17,7 +17,7 @@ import numpy as np
 
 from vistabench.data import Predictions
 from vistabench.metrics.longtail import training_profile
-from vistabench.protocols.longtail_sweep import build_sweep, read_sweep, score_sweep, write_sweep
+from vistabench.protocols.longtail.sweep import build_sweep, read_sweep, score_sweep, write_sweep
 
 
 def naive(labels, pred, sweep):

@@ -207,8 +207,8 @@ def part_eval(d: Path) -> None:
 
 def part_score(d: Path) -> None:
     from vistabench.data import Predictions, load_predictions, write_predictions
-    from vistabench.protocols.longtail import score
-    from vistabench.protocols.longtail_sweep import build_sweep, write_sweep
+    from vistabench.protocols.longtail.runner import score
+    from vistabench.protocols.longtail.sweep import build_sweep, write_sweep
 
     counts = shaped_counts(1000, 1280, 5, 115_846)
     rng = np.random.default_rng(0)

@@ -38,7 +38,7 @@ def _tidecv(gt_path: str, dt_path: str) -> dict:
 
 def _ours(gt_path: str, dt_path: str, variants=("tide",)) -> dict:
     from vistabench.metrics.detection import decompose_errors
-    from vistabench.protocols.detection import read_detection_set
+    from vistabench.protocols.detection.runner import read_detection_set
 
     gt, dets = read_detection_set(gt_path, dt_path)
     return decompose_errors(gt, dets, variants=variants).results

@@ -15,8 +15,8 @@ import time
 
 from vistabench.data import load_dataset
 from vistabench.metrics.incremental import incremental_scores
-from vistabench.protocols.incremental import build_sessions, run_sessions
-from vistabench.protocols.incremental_config import IncrementalConfig
+from vistabench.protocols.incremental.runner import build_sessions, run_sessions
+from vistabench.protocols.incremental.config import IncrementalConfig
 
 
 def main() -> None:

@@ -22,7 +22,7 @@ import argparse
 import tempfile
 import time
 
-from vistabench.protocols.smalldata import RunPlan, prepare, tune_split
+from vistabench.protocols.smalldata.runner import RunPlan, prepare, tune_split
 
 
 def main() -> None:

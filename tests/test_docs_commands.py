@@ -154,7 +154,7 @@ def _longtail_predictions(path: Path) -> None:
 
 def _longtail_sweep(path: Path, predictions: Path) -> None:
     from vistabench.metrics.longtail import training_profile
-    from vistabench.protocols.longtail_sweep import build_sweep, write_sweep
+    from vistabench.protocols.longtail.sweep import build_sweep, write_sweep
 
     labels = np.load(predictions)["labels"]
     write_sweep(path, build_sweep(labels, training_profile(10, n_max=5000, imbalance=100), test_imbalance=100))

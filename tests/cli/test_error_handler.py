@@ -156,7 +156,7 @@ class _Tiny:
 
 
 def test_stream_resume_with_other_settings_is_refused_naming_the_setting(tmp_path):
-    from vistabench.protocols.stream import run_events, run_stream
+    from vistabench.protocols.stream.runner import run_events, run_stream
     from vistabench.store import ResultsStore
     from vistabench.streams import parse_stream
 
@@ -186,7 +186,7 @@ def test_stream_resume_with_other_settings_is_refused_naming_the_setting(tmp_pat
 # ------------------------------------------------------------------ long-tail split fraction (API)
 @pytest.mark.parametrize("f", [1.5, 1.0, -0.1, float("nan")])
 def test_val_fraction_out_of_range_is_refused_by_the_api(f):
-    from vistabench.protocols.longtail import build_training_split
+    from vistabench.protocols.longtail.runner import build_training_split
 
     with pytest.raises(InputError, match="val_fraction"):
         build_training_split(np.repeat(np.arange(3), 20), imbalance=2, val_fraction=f)

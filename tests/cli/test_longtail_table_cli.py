@@ -6,8 +6,8 @@ import numpy as np
 
 from vistabench.cli import main
 from vistabench.data import Predictions
-from vistabench.protocols.longtail import score, to_record
-from vistabench.protocols.longtail_sweep import build_sweep
+from vistabench.protocols.longtail.runner import score, to_record
+from vistabench.protocols.longtail.sweep import build_sweep
 from vistabench.store import ResultsStore
 
 

@@ -121,7 +121,7 @@ def test_named_real_data_prints_without_the_data(protocol, args, capsys):
 
 
 def test_content_dependent_values_are_named():
-    from vistabench.protocols.longtail_config import LongtailConfig
+    from vistabench.protocols.longtail.config import LongtailConfig
 
     cfg = LongtailConfig.from_dict({"data": "folder:/nowhere", "method": "ce", "imbalance": 10})
     assert (cfg.model, cfg.augment, cfg.n_max) == ("from_image_size", "from_image_size", "smallest_class")

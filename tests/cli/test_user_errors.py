@@ -21,7 +21,7 @@ def d(tmp_path_factory):
     """Files a tired user might pass: good ones, broken ones, folders, foreign databases."""
     from vistabench.data import save_predictions
     from vistabench.data.detection_synth import synth_detection_set
-    from vistabench.protocols.longtail_sweep import build_sweep, write_sweep
+    from vistabench.protocols.longtail.sweep import build_sweep, write_sweep
     from vistabench.store import Record, ResultsStore
 
     t = tmp_path_factory.mktemp("mistakes")

@@ -2,7 +2,7 @@
 
 import pytest
 
-import vistabench.protocols.incremental as P
+import vistabench.protocols.incremental.runner as P
 from vistabench.demos.incremental import demo
 from vistabench.store import ResultsStore
 

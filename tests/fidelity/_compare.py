@@ -92,7 +92,7 @@ def our_optimizers(model: nn.Module, *, lr: float, weight_decay: float, loss_fn=
     import numpy as np
 
     from vistabench.learners.trainer import TrainConfig, Trainer
-    from vistabench.protocols.smalldata_core import RunPlan
+    from vistabench.protocols.smalldata.core import RunPlan
 
     made = []
     real = torch.optim.SGD

@@ -16,7 +16,7 @@ import torch.distributed.tensor  # noqa: F401
 
 from vistabench.data import Dataset
 from vistabench.learners.longtail import fit_predict
-from vistabench.protocols.longtail_recipes import recipe_fields
+from vistabench.protocols.longtail.recipes import recipe_fields
 
 _HERE = Path(__file__).resolve().parent
 

@@ -2,7 +2,7 @@
 (``benchmarker/datasets/builders/tfds_builder.py``'s SINGLE_LABEL_DATASETS / MULTI_LABEL_DATASETS
 through ``streams/nevis_stream.py``'s DATASET_NAME_TO_SOURCE) against the kinds of the built-in
 dm_nevis streams, and ``experiments_jax/configs/finetuning_dknn.py``'s learner config against the
-``dm-nevis`` recipe that :class:`~vistabench.protocols.stream_config.StreamConfig` resolves."""
+``dm-nevis`` recipe that :class:`~vistabench.protocols.stream.config.StreamConfig` resolves."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from vistabench.protocols.stream_config import StreamConfig
+from vistabench.protocols.stream.config import StreamConfig
 from vistabench.streams import load_stream
 
 def _root(load_reference) -> Path:

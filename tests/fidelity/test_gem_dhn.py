@@ -90,7 +90,7 @@ def _gem_transforms(load_reference, *, size: int, shift: int):
 def test_dhn_transforms_on_a_fixed_image(load_reference, size, shift):
     from vistabench.data.augment import Augmentation, resize_center_crop
     from vistabench.data.smalldata_presets import get_preset
-    from vistabench.protocols.smalldata_core import method_inputs
+    from vistabench.protocols.smalldata.core import method_inputs
 
     image, train_tf, test_tf = _gem_transforms(load_reference, size=size, shift=shift)
     x = torch.from_numpy(image).permute(2, 0, 1)[None].float() / 255

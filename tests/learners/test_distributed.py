@@ -97,7 +97,7 @@ def test_bad_devices_and_batch_size_are_one_line(monkeypatch):
         TrainConfig(devices=0)
     with pytest.raises(InputError, match=r"^batch_size: expected at least devices=4 images \(one per device\), got 2$"):
         Trainer(Net(), TrainConfig(devices=4, batch_size=2))
-    from vistabench.protocols.longtail_config import LongtailConfig
+    from vistabench.protocols.longtail.config import LongtailConfig
 
     with pytest.raises(InputError, match=r"^batch_size: expected a multiple of devices=2 .*got 15"):
         LongtailConfig.from_dict({"data": "digits", "method": "ce", "imbalance": 10, "devices": 2,

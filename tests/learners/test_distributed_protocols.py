@@ -65,7 +65,7 @@ def test_smalldata_methods(name, two_devices):
 def test_incremental_sessions(method, two_devices, tmp_path):
     from vistabench.data import DataSplits, load_dataset
     from vistabench.protocols import incremental as P
-    from vistabench.protocols.incremental_config import IncrementalConfig
+    from vistabench.protocols.incremental.config import IncrementalConfig
 
     d = load_dataset("digits")
     sub = [ds.subset(np.sort(np.concatenate([np.flatnonzero(ds.labels == c)[:k] for c in range(10)])))
@@ -81,7 +81,7 @@ def test_incremental_sessions(method, two_devices, tmp_path):
 @pytest.mark.parametrize("name", ["indep", "bhpo"])  # the shared trainer; the search trainer's trials
 def test_stream_learners(name, two_devices, tmp_path):
     from vistabench.learners.stream import make_learner
-    from vistabench.protocols.stream import run_stream
+    from vistabench.protocols.stream.runner import run_stream
     from vistabench.store import ResultsStore
     from vistabench.streams import parse_stream
 

@@ -9,7 +9,7 @@ from vistabench.errors import InputError
 from vistabench.learners.incremental import IncrementalContext
 from vistabench.learners.incremental.baselines import FinetuneLearner, PrototypeLearner
 from vistabench.learners.tensors import resize_center_crop
-from vistabench.protocols.incremental_config import IncrementalConfig
+from vistabench.protocols.incremental.config import IncrementalConfig
 
 RNG = np.random.default_rng(0)
 IMAGES = RNG.integers(0, 256, (24, 12, 12, 3), dtype=np.uint8)

@@ -15,9 +15,9 @@ from vistabench.learners.longtail import fit_predict
 from vistabench.learners.longtail.checkpoints import fan_in_init
 from vistabench.learners.longtail.methods import ClassAwareSampler
 from vistabench.learners.models import build_model
-from vistabench.protocols.longtail import run
-from vistabench.protocols.longtail_config import LongtailConfig
-from vistabench.protocols.longtail_recipes import CIFAR_MEAN, CIFAR_STD
+from vistabench.protocols.longtail.runner import run
+from vistabench.protocols.longtail.config import LongtailConfig
+from vistabench.protocols.longtail.recipes import CIFAR_MEAN, CIFAR_STD
 
 RNG = np.random.default_rng(0)
 LABELS = np.r_[np.zeros(40, int), np.ones(20, int), np.full(10, 2)]

@@ -20,7 +20,7 @@ from vistabench.learners.losses import (
 from vistabench.learners.longtail.nets import CausalNormNet, ExpertNet, reversed_probabilities
 from vistabench.learners.longtail.survey import SelfSupervisedAggregation
 from vistabench.learners.models import build_model
-from vistabench.protocols.longtail_sweep import build_sweep, score_sweep
+from vistabench.protocols.longtail.sweep import build_sweep, score_sweep
 
 RNG = np.random.default_rng(0)
 COUNTS = np.array([50, 20, 5, 1])

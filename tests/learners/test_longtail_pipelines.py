@@ -24,7 +24,7 @@ from vistabench.learners.longtail.survey import bbn_step, gcl_classifier_stage, 
 from vistabench.learners.losses import IBLoss, bbn_alpha, tde_counterfactual
 from vistabench.learners.models import NormedLinear, build_model
 from vistabench.learners.trainer import TrainConfig, Trainer
-from vistabench.protocols.longtail_config import LongtailConfig
+from vistabench.protocols.longtail.config import LongtailConfig
 
 RNG = np.random.default_rng(0)
 LABELS = np.r_[np.zeros(40, int), np.ones(15, int), np.full(5, 2)]

@@ -50,7 +50,7 @@ PENDING: dict[str, str] = {
     "data/smalldata_presets.py:SmallDataPreset": "a data set preset's model and epochs (the recipe's defaults "
                                                  "per data set)",
     "cli/stream.py:PretrainOptions": "stream pretrain verb's own lr and device",
-    "protocols/stream.py:pretrain()": "stream pretrain's lr and device",
+    "protocols/stream/runner.py:pretrain()": "stream pretrain's lr and device",
     "learners/sources.py:make_source()": "the loader and its workers, taken apart",
     "learners/smalldata/registry.py:MethodContext": "a small-data method builder's backbone name",
 }

@@ -14,7 +14,7 @@ from vistabench.errors import InputError
 from vistabench.learners.stream import make_learner, search
 from vistabench.learners.stream.base import ComputeLedger, TaskView
 from vistabench.learners.stream.search import haiku_init, selection_score
-from vistabench.protocols.stream_config import StreamConfig
+from vistabench.protocols.stream.config import StreamConfig
 from vistabench.streams import load_stream
 from vistabench.streams.sources import resolve_task
 

@@ -6,7 +6,7 @@ import pytest
 from vistabench.errors import InputError
 from vistabench.engine import Engine
 from vistabench.learners.stream import SearchLearner, TrialEngine, make_learner
-from vistabench.protocols.stream import run_stream
+from vistabench.protocols.stream.runner import run_stream
 from vistabench.store import ResultsStore
 
 OPTS = {"trials": 2, "steps": 2, "seed": 0, "arch": "cnn28", "arch_options": {"width": 4}}

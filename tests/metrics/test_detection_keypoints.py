@@ -21,7 +21,7 @@ from vistabench.metrics.detection import (
     evaluate_detections,
     oks_matrix,
 )
-from vistabench.protocols.detection import score
+from vistabench.protocols.detection.runner import score
 
 _here = pathlib.Path(__file__).parent
 _spec = importlib.util.spec_from_file_location("_keypoint_reference", _here / "_keypoint_reference.py")

@@ -13,8 +13,8 @@ from scipy.stats import binned_statistic_dd
 from vistabench.data.coco import read_ground_truth, read_results
 from vistabench.data.detection_synth import synth_detection_set
 from vistabench.metrics.detection import detection_labels
-from vistabench.protocols.detection import apply_to, calibrate_detections
-from vistabench.protocols.detection_calibration import (
+from vistabench.protocols.detection.runner import apply_to, calibrate_detections
+from vistabench.protocols.detection.calibration import (
     apply_calibration,
     fit_calibration_devil,
     fit_histbin_netcal,

@@ -16,8 +16,8 @@ from vistabench.config import read_config_file
 from vistabench.data.detection_synth import synth_detection_set
 from vistabench.errors import InputError
 from vistabench.grid.config import cell_key
-from vistabench.protocols.detection import read_detection_set, restrict_images, run
-from vistabench.protocols.detection_config import CalibrationSettings, DetectionConfig
+from vistabench.protocols.detection.runner import read_detection_set, restrict_images, run
+from vistabench.protocols.detection.config import CalibrationSettings, DetectionConfig
 from vistabench.store import ResultsStore
 
 ROOT = Path(__file__).resolve().parents[2]

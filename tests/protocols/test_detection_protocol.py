@@ -11,9 +11,9 @@ import pytest
 from vistabench.data.coco import read_ground_truth, read_results
 from vistabench.errors import InputError
 from vistabench.metrics.detection import evaluate_detections
-from vistabench.protocols.detection import (apply_to, calibrate_detections, rerank_top_per_class,
+from vistabench.protocols.detection.runner import (apply_to, calibrate_detections, rerank_top_per_class,
                                             toy_example, toy_expected_ap)
-from vistabench.protocols.detection_calibration import (Calibration, apply_calibration, calibrators,
+from vistabench.protocols.detection.calibration import (Calibration, apply_calibration, calibrators,
                                                         fit_calibration, predict)
 from vistabench.data.detection_synth import synth_detection_set
 
@@ -153,8 +153,8 @@ def test_devil_recipe_calibration(sets):
 
 def test_fit_calibration_file_takes_the_settings_or_a_mapping_of_them(tmp_path):
     from vistabench.data.detection_synth import synth_detection_set
-    from vistabench.protocols.detection_config import CalibrationSettings
-    from vistabench.protocols.detection_tools import fit_calibration_file
+    from vistabench.protocols.detection.config import CalibrationSettings
+    from vistabench.protocols.detection.tools import fit_calibration_file
 
     syn = synth_detection_set(num_images=10, num_categories=4, dets_per_image=5, seed=0)
     (tmp_path / "gt.json").write_text(json.dumps(syn.ground_truth))

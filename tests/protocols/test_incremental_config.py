@@ -17,8 +17,8 @@ import yaml
 from vistabench.cli import main
 from vistabench.errors import InputError
 from vistabench.grid.config import cell_key
-from vistabench.protocols.incremental_config import IncrementalConfig
-from vistabench.protocols.incremental_sessions import PRESETS
+from vistabench.protocols.incremental.config import IncrementalConfig
+from vistabench.protocols.incremental.sessions import PRESETS
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -213,7 +213,7 @@ def test_learner_registry_names() -> None:
 
 
 def _config(method: str, **fields):
-    from vistabench.protocols.incremental_config import IncrementalConfig
+    from vistabench.protocols.incremental.config import IncrementalConfig
 
     return IncrementalConfig.from_dict({"data": "digits", "base_classes": 6, "way": 2, "shot": 3, "method": method,
                                         "epochs": 2, "novel_epochs": 2, "batch_size": 32, **fields})

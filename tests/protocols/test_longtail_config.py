@@ -13,7 +13,7 @@ import yaml
 
 from vistabench.errors import InputError
 from vistabench.grid.config import cell_key
-from vistabench.protocols.longtail_config import LongtailConfig
+from vistabench.protocols.longtail.config import LongtailConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 

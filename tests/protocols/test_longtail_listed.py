@@ -9,8 +9,8 @@ from PIL import Image
 
 from vistabench.cli import main
 from vistabench.errors import InputError
-from vistabench.protocols.longtail import listed_training_split
-from vistabench.protocols.longtail_config import LongtailConfig
+from vistabench.protocols.longtail.runner import listed_training_split
+from vistabench.protocols.longtail.config import LongtailConfig
 from vistabench.store import ResultsStore
 
 TRAIN = [12, 5, 3, 2]  # ImageNet-LT-like: a head class, tail classes of 2-5 images

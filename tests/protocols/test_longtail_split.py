@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from vistabench.errors import InputError
-from vistabench.protocols.longtail import build_training_split
+from vistabench.protocols.longtail.runner import build_training_split
 
 
 def test_training_split_counts_and_determinism():

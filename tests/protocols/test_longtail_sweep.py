@@ -9,7 +9,7 @@ import pytest
 from vistabench.data import Predictions, write_split
 from vistabench.errors import InputError
 from vistabench.metrics import longtail as M
-from vistabench.protocols.longtail_sweep import (SWEEP_KEYS, build_sweep, read_sweep, score_sweep,
+from vistabench.protocols.longtail.sweep import (SWEEP_KEYS, build_sweep, read_sweep, score_sweep,
                                                  write_sweep)
 
 

@@ -5,8 +5,8 @@ import numpy as np
 
 import vistabench.learners.longtail as L
 from vistabench.data import load_dataset
-from vistabench.protocols.longtail import run
-from vistabench.protocols.longtail_config import LongtailConfig
+from vistabench.protocols.longtail.runner import run
+from vistabench.protocols.longtail.config import LongtailConfig
 
 
 def test_run_applies_test_time_per_drawn_set(monkeypatch):

@@ -24,7 +24,7 @@ from vistabench.errors import InputError
 from vistabench.metrics import longtail as M
 from vistabench.protocols import longtail as P
 from vistabench.protocols import longtail_sweep as S
-from vistabench.protocols.longtail_config import LongtailConfig
+from vistabench.protocols.longtail.config import LongtailConfig
 
 
 class Calls:

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from vistabench.learners.stream.options import batch_size_for
-from vistabench.protocols.stream_config import StreamConfig
+from vistabench.protocols.stream.config import StreamConfig
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 
@@ -304,7 +304,7 @@ def test_grid_keys_of_the_examples():
 
 
 def test_cells_differing_only_in_a_learner_option_get_their_own_run_ids():
-    from vistabench.protocols.stream import run_id_for
+    from vistabench.protocols.stream.runner import run_id_for
     from vistabench.streams import load_stream
 
     stream = load_stream("embedded")

@@ -12,7 +12,7 @@ from vistabench.learners.models import build_model
 from vistabench.learners.stream import TaskView, batch_size_for, eval_points, learner_names, make_learner
 from vistabench.learners.stream.bhpo import decode, search_space
 from vistabench.learners.stream.pretrain import pretrain_meta_train
-from vistabench.protocols.stream import run_events, run_stream
+from vistabench.protocols.stream.runner import run_events, run_stream
 from vistabench.store import ResultsStore
 from vistabench.streams import Stream, Task, parse_stream
 from vistabench.streams.sources import resolve_task

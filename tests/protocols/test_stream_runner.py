@@ -12,7 +12,7 @@ from vistabench.learners.flops import count_forward_flops, count_train_step_flop
 from vistabench.learners.models import build_model
 from vistabench.learners.stream import (StreamLearner, TaskView, batch_size_for, eval_points,
                                         make_learner, save_checkpoint)
-from vistabench.protocols.stream import run_events, run_stream
+from vistabench.protocols.stream.runner import run_events, run_stream
 from vistabench.store import ResultsStore
 from vistabench.streams import Stream, Task, load_stream, parse_stream
 from vistabench.streams.sources import resolve_task
@@ -306,7 +306,7 @@ def test_absent_labels_option_is_validated_and_stored(stream, store, tmp_path):
 
 
 def test_pretrain_checks_its_arguments_before_reading_data(tmp_path):
-    from vistabench.protocols.stream import pretrain
+    from vistabench.protocols.stream.runner import pretrain
 
     with pytest.raises(InputError, match="^steps: expected an integer >= 1, got 0"):
         pretrain("embedded", tmp_path / "pt.pt", steps=0)
@@ -335,7 +335,7 @@ def test_stream_report_refuses_a_store_without_stream_runs(tmp_path):
 
 def test_write_stream_split_and_catalog(tmp_path):
     from vistabench.data.splits import read_split
-    from vistabench.protocols.stream import catalog, stream_split, write_stream_split
+    from vistabench.protocols.stream.runner import catalog, stream_split, write_stream_split
 
     summary = write_stream_split("embedded", tmp_path / "s.json")
     split = stream_split("embedded")
@@ -384,7 +384,7 @@ def test_sigkill_mid_checkpoint_write_resumes_from_the_last_whole_one(stream, tm
     script = textwrap.dedent(f"""
         import os, signal, torch
         from vistabench.learners.stream import make_learner
-        from vistabench.protocols.stream import run_stream
+        from vistabench.protocols.stream.runner import run_stream
         from vistabench.store import ResultsStore
         real, calls = torch.save, []
         def save(obj, f, *a, **k):

@@ -7,7 +7,7 @@ import pytest
 
 from vistabench.errors import InputError
 from vistabench.metrics.incremental import corner_case_matrix, incremental_scores
-from vistabench.protocols.incremental import record_for
+from vistabench.protocols.incremental.runner import record_for
 from vistabench.report import build_report
 from vistabench.report.incremental import (
     PAPER_TABLE1_MINI_IMAGENET,

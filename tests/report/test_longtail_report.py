@@ -1,7 +1,7 @@
 import numpy as np
 
 from vistabench.data import Predictions
-from vistabench.protocols.longtail_sweep import build_sweep, score_sweep
+from vistabench.protocols.longtail.sweep import build_sweep, score_sweep
 from vistabench.report import build_report
 from vistabench.report.longtail import longtail_table
 from vistabench.store import Record, ResultsStore

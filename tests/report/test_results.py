@@ -12,8 +12,8 @@ import pytest
 
 from vistabench.cli import main
 from vistabench.data import Predictions, save_predictions
-from vistabench.protocols.longtail import score, to_record
-from vistabench.protocols.longtail_sweep import build_sweep, write_sweep
+from vistabench.protocols.longtail.runner import score, to_record
+from vistabench.protocols.longtail.sweep import build_sweep, write_sweep
 from vistabench.report.longtail import longtail_table
 from vistabench.report.results import distinct_results, record_mode, result_key
 from vistabench.store import ResultsStore

@@ -10,7 +10,7 @@ import pytest
 from vistabench.cli import main
 from vistabench.errors import InputError
 from vistabench.learners.smalldata.options import DsknOptions, TvmfOptions
-from vistabench.protocols.smalldata_config import SmalldataConfig
+from vistabench.protocols.smalldata.config import SmalldataConfig
 
 
 def test_new_fields_enter_the_key_only_off_their_old_values():

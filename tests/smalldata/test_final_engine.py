@@ -7,8 +7,8 @@ import pytest
 
 from vistabench.engine import Engine
 from vistabench.errors import InputError
-import vistabench.protocols.smalldata_final as sd
-from vistabench.protocols.smalldata import RunPlan as Options, SmalldataConfig, final_split, prepare
+import vistabench.protocols.smalldata.final as sd
+from vistabench.protocols.smalldata.runner import RunPlan as Options, SmalldataConfig, final_split, prepare
 from vistabench.store import ResultsStore
 
 # measured cost, not results: wall time, and on CPU the process's peak RSS (another process, another peak)

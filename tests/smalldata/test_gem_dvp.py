@@ -296,7 +296,7 @@ def test_queue_update_is_gems():
 
 
 def test_dvp_options_are_gems_moco_defaults_and_checked():
-    from vistabench.protocols.smalldata_config import SmalldataConfig
+    from vistabench.protocols.smalldata.config import SmalldataConfig
 
     opts = SmalldataConfig.from_dict({"dataset": "digits", "method": "dvp"}).method_options.to_dict()
     assert {k: opts[k] for k in ("moco_queue", "moco_momentum", "moco_temperature", "moco_margin", "moco_dim",
@@ -325,8 +325,8 @@ def test_pretraining_shuffles_keys_over_split_bn_and_restores_plain_bn():
 
 
 def test_the_runs_method_options_reach_the_search(monkeypatch, tmp_path):
-    import vistabench.protocols.smalldata as proto
-    from vistabench.protocols.smalldata_config import SmalldataConfig
+    import vistabench.protocols.smalldata.runner as proto
+    from vistabench.protocols.smalldata.config import SmalldataConfig
 
     seen = {}
 

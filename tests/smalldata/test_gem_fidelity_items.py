@@ -151,7 +151,7 @@ def test_item11_auxilearn_generator_mode_per_epoch(recipe, modes):
 
 @pytest.fixture(scope="module")
 def digits(tmp_path_factory):
-    from vistabench.protocols.smalldata import prepare
+    from vistabench.protocols.smalldata.runner import prepare
 
     return {r: prepare("digits", per_class=20, splits=[0], recipe=r, out_splits=tmp_path_factory.mktemp(r))
             for r in ("gem", "vistabench")}
@@ -160,7 +160,7 @@ def digits(tmp_path_factory):
 def _trained(monkeypatch, ctx, method, config, **plan):
     """(model, augmentation) the trainer gets from ``train_method``."""
     from vistabench.learners.trainer import Trainer
-    from vistabench.protocols.smalldata_core import RunPlan, train_method
+    from vistabench.protocols.smalldata.core import RunPlan, train_method
 
     got = {}
 

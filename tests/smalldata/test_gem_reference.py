@@ -107,8 +107,8 @@ def test_fconv_turns_the_imagenet_max_pool_into_2x2_stride_2():
 
 
 def test_eurosat_gets_the_imagenet_stem_under_gem():
-    from vistabench.protocols.smalldata_config import SmalldataConfig
-    from vistabench.protocols.smalldata_core import stem_model_options
+    from vistabench.protocols.smalldata.config import SmalldataConfig
+    from vistabench.protocols.smalldata.core import stem_model_options
 
     cfg = SmalldataConfig.from_dict({"dataset": "eurosat:/d", "method": "ce"})
     model = build_model("resnet50", num_classes=10, in_channels=13, image_size=64,
@@ -119,7 +119,7 @@ def test_eurosat_gets_the_imagenet_stem_under_gem():
 
 
 def test_gem_fixes_dhn_ole_tvmf_options():
-    from vistabench.protocols.smalldata_config import SmalldataConfig
+    from vistabench.protocols.smalldata.config import SmalldataConfig
 
     got = {m: SmalldataConfig.from_dict({"dataset": "digits", "method": m}).method_options.to_dict()
            for m in ("dhn", "ole", "tvmf")}

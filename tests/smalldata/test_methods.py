@@ -119,7 +119,7 @@ def test_grad_l2_penalty_matches_finite_differences():
 def test_grad_l2_weight_decay_is_searched_under_gem_and_off_under_vistabench():
     # gem scripts/full_train.py searches 'decay' ~ logU(1e-5, 0.1) for every method, gradl2 included
     from vistabench.data.smalldata import get_preset
-    from vistabench.protocols.smalldata_core import method_space
+    from vistabench.protocols.smalldata.core import method_space
     from vistabench.tuning import Fixed, LogUniform
 
     gem = method_space("grad_l2", get_preset("digits", recipe="gem"))

@@ -7,7 +7,7 @@ import numpy as np
 
 from vistabench.cli import main
 from vistabench.data.dataset import Dataset
-from vistabench.protocols.smalldata_core import upsample
+from vistabench.protocols.smalldata.core import upsample
 from vistabench.store import ResultsStore
 
 TINY = ["--dataset", "digits", "--per-class", "10", "--split", "0", "--epochs", "1", "--trials", "1",

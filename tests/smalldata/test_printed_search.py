@@ -8,7 +8,7 @@ import pytest
 from vistabench.cli import main
 from vistabench.learners.smalldata.registry import methods
 from vistabench.protocols import smalldata
-from vistabench.protocols.smalldata_config import SmalldataConfig
+from vistabench.protocols.smalldata.config import SmalldataConfig
 from vistabench.tuning import parse_space, space_to_json
 from vistabench.tuning.space import Choice, Fixed, LogUniform, Uniform
 
@@ -107,7 +107,7 @@ def test_a_resolved_stem_builds_the_network_the_size_rule_builds(model, size):
 
     from vistabench.learners.model_options import small_stem
     from vistabench.learners.models import build_model
-    from vistabench.protocols.smalldata_core import stem_model_options
+    from vistabench.protocols.smalldata.core import stem_model_options
 
     resolved = "small" if small_stem(size) else "imagenet"
     a = build_model(model, num_classes=3, in_channels=3, image_size=size, seed=0,

@@ -173,7 +173,7 @@ def test_cli_splits_recipes_and_errors(tmp_path, capsys):
 
 
 def test_protocol_writes_a_datasets_splits_checked_as_a_run_config(tmp_path):
-    from vistabench.protocols.smalldata import catalog, write_dataset_splits
+    from vistabench.protocols.smalldata.runner import catalog, write_dataset_splits
 
     res = write_dataset_splits("digits", tmp_path / "s", recipe="vistabench", per_class=30, seed=1)
     assert res["dataset"] == "digits" and res["recipe"] == "vistabench" and len(res["files"]) >= 9

@@ -90,8 +90,8 @@ def _shape(rec) -> tuple[set, set]:
 
 
 def test_longtail_score_and_run_records_have_the_same_shape(tmp_path, capsys):
-    from vistabench.protocols.longtail import run
-    from vistabench.protocols.longtail_config import LongtailConfig
+    from vistabench.protocols.longtail.runner import run
+    from vistabench.protocols.longtail.config import LongtailConfig
 
     (rec,) = run(LongtailConfig.from_dict({"data": "digits", "method": "ce", "imbalance": 10, "epochs": 1,
                                            "points": 3, "repeats": 2}), work_dir=tmp_path / "r")
@@ -113,8 +113,8 @@ def test_longtail_score_and_run_records_have_the_same_shape(tmp_path, capsys):
 def test_detection_score_and_run_records_have_the_same_shape(tmp_path):
     from vistabench.data.detection_synth import synth_detection_set
     from vistabench.data.splits import write_split
-    from vistabench.protocols.detection import build_image_split, run, score, to_record
-    from vistabench.protocols.detection_config import DetectionConfig
+    from vistabench.protocols.detection.runner import build_image_split, run, score, to_record
+    from vistabench.protocols.detection.config import DetectionConfig
 
     s = synth_detection_set(num_images=30, num_categories=12, dets_per_image=30, seed=3)
     split = build_image_split(s.ground_truth, calibration_fraction=0.5, seed=0)
@@ -139,8 +139,8 @@ def test_detection_score_and_run_records_have_the_same_shape(tmp_path):
 
 
 def test_incremental_score_and_run_records_have_the_same_shape(tmp_path):
-    import vistabench.protocols.incremental as P
-    from vistabench.protocols.incremental_config import IncrementalConfig
+    import vistabench.protocols.incremental.runner as P
+    from vistabench.protocols.incremental.config import IncrementalConfig
 
     cfg = IncrementalConfig.from_dict({"data": "digits", "base_classes": 6, "way": 2, "shot": 3, "method": "prototype",
                                        "epochs": 1, "batch_size": 64})
@@ -158,7 +158,7 @@ def test_incremental_score_and_run_records_have_the_same_shape(tmp_path):
 
 def test_smalldata_score_and_run_records_have_the_same_shape(tmp_path):
     from vistabench.data import save_predictions
-    from vistabench.protocols.smalldata import SmalldataConfig, prepare_from_config, run, score, to_record
+    from vistabench.protocols.smalldata.runner import SmalldataConfig, prepare_from_config, run, score, to_record
 
     config = SmalldataConfig.from_dict({"dataset": "digits", "per_class": 20, "split": [0], "model": "cnn28",
                                         "epochs": 1, "trials": 1, "repeats": 1, "scheduler": "none",
@@ -183,7 +183,7 @@ def test_smalldata_score_and_run_records_have_the_same_shape(tmp_path):
 
 def test_stream_score_and_run_records_have_the_same_shape(tmp_path):
     from vistabench.learners.stream import make_learner
-    from vistabench.protocols.stream import run_stream, score, stream_split, to_records
+    from vistabench.protocols.stream.runner import run_stream, score, stream_split, to_records
     from vistabench.streams import load_stream
 
     stream = load_stream("embedded")

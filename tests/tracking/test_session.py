@@ -10,7 +10,7 @@ from vistabench import epochs
 from vistabench.cli import main
 from vistabench.config import TRACKERS
 from vistabench.errors import InputError
-from vistabench.protocols.longtail_config import LongtailConfig
+from vistabench.protocols.longtail.config import LongtailConfig
 from vistabench.store import Record
 from vistabench.tracking import backends, guard, run_tracked
 from vistabench.tracking.session import flat_metrics, flat_params, record_key
@@ -114,7 +114,7 @@ def test_track_is_runtime_only():
 
 
 def test_a_protocols_run_refuses_to_track_silently():
-    from vistabench.protocols.longtail import run
+    from vistabench.protocols.longtail.runner import run
 
     config = LongtailConfig.from_dict({"data": "digits", "method": "ce", "imbalance": 10, "track": ["mlflow"]})
     with pytest.raises(InputError, match=r"^track: mlflow asked for, but a protocol's run\(config\) does not track"):

@@ -11,7 +11,7 @@ from typing import Any, Literal
 from . import store_records
 from ..config import FieldInfo, Options, option
 from ..errors import InputError
-from ..protocols.detection_config import DetectionConfig, ScoreSettings
+from ..protocols.detection.config import DetectionConfig, ScoreSettings
 from .detection_analysis import (Formatted, PerClassSort, TableFormat, human_errors, per_class_table,
                                  register_analysis)
 from .verbs import RecordOptions, RunOptions, Verbs, add_run_verb, add_verb, store_field, verb_group
@@ -22,7 +22,7 @@ GT_HELP = "COCO or LVIS v1 ground-truth JSON"
 
 @dataclass(frozen=True, kw_only=True)
 class SplitOptions(Options):
-    """`detection split`: :func:`~vistabench.protocols.detection_tools.write_image_split`'s arguments."""
+    """`detection split`: :func:`~vistabench.protocols.detection.tools.write_image_split`'s arguments."""
 
     gt: str = option(metavar="GT.json", help=GT_HELP)
     calibration_fraction: float = option(0.5, low=0, high=1, help="share of images held out")
@@ -32,8 +32,8 @@ class SplitOptions(Options):
 
 @dataclass(frozen=True, kw_only=True)
 class ScoreOptions(TrackOptions, RecordOptions, ScoreSettings):
-    """`detection score`: the files, :func:`~vistabench.protocols.detection.score`'s settings (its
-    :class:`~vistabench.protocols.detection_config.ScoreSettings`, declared there once), the table's
+    """`detection score`: the files, :func:`~vistabench.protocols.detection.runner.score`'s settings (its
+    :class:`~vistabench.protocols.detection.config.ScoreSettings`, declared there once), the table's
     form, the record's names and the store."""
 
     record_what = "results"
@@ -72,7 +72,7 @@ class DetectionRunOptions(RunOptions):
 
 @dataclass(frozen=True, kw_only=True)
 class RerankOptions(Options):
-    """`detection rerank`: :func:`~vistabench.protocols.detection_tools.rerank_results_file`'s arguments."""
+    """`detection rerank`: :func:`~vistabench.protocols.detection.tools.rerank_results_file`'s arguments."""
 
     results: str = option(metavar="DT.json", help="results JSON list")
     per_class_topk: int = option(low=1, metavar="K", help="detections kept per category over the whole file")
@@ -82,7 +82,7 @@ class RerankOptions(Options):
 @dataclass(frozen=True, kw_only=True)
 class CalibrateFitOptions(Options):
     """`detection calibrate fit`: the files and the calibration fields given (the unset ones are the
-    recipe's; :class:`~vistabench.protocols.detection_config.CalibrationSettings` checks them)."""
+    recipe's; :class:`~vistabench.protocols.detection.config.CalibrationSettings` checks them)."""
 
     gt: str = option(metavar="GT.json", help=GT_HELP)
     results: str = option(metavar="DT.json", help="the held-out detections (results JSON list)")
@@ -108,7 +108,7 @@ class CalibrateFitOptions(Options):
 
 @dataclass(frozen=True, kw_only=True)
 class CalibrateApplyOptions(Options):
-    """`detection calibrate apply`: :func:`~vistabench.protocols.detection_tools.apply_calibration_file`'s."""
+    """`detection calibrate apply`: :func:`~vistabench.protocols.detection.tools.apply_calibration_file`'s."""
 
     calibration: str = option(metavar="CAL.json", help="calibration file (`detection calibrate fit`)")
     results: str = option(metavar="DT.json", help="results JSON list")
@@ -215,7 +215,7 @@ def one_line_warnings():
 
 
 def _run_with_warnings(config, *, store=None, work_dir=None):
-    from ..protocols.detection import run
+    from ..protocols.detection.runner import run
 
     with one_line_warnings():
         return run(config, store=store, work_dir=work_dir)
@@ -226,7 +226,7 @@ def _human_run(r) -> str:
 
 
 def _split(opts: SplitOptions) -> dict[str, Any]:
-    from ..protocols.detection_tools import write_image_split
+    from ..protocols.detection.tools import write_image_split
 
     return write_image_split(opts.gt, opts.out, calibration_fraction=opts.calibration_fraction, seed=opts.seed)
 
@@ -234,7 +234,7 @@ def _split(opts: SplitOptions) -> dict[str, Any]:
 def _eval(opts: ScoreOptions) -> dict[str, Any] | Formatted:
     from ..data.coco_names import record_dataset_name
     from ..progress import step
-    from ..protocols.detection import score, to_record
+    from ..protocols.detection.runner import score, to_record
 
     with step("reading and evaluating"), one_line_warnings():
         out = score(opts.results, opts.gt, settings=opts, split=opts.split)  # the options, checked once, are its settings
@@ -295,25 +295,25 @@ def _human_eval(out) -> str:
 
 
 def _rerank(opts: RerankOptions) -> dict[str, Any]:
-    from ..protocols.detection_tools import rerank_results_file
+    from ..protocols.detection.tools import rerank_results_file
 
     return rerank_results_file(opts.results, opts.out, per_class_topk=opts.per_class_topk)
 
 
 def _cal_fit(opts: CalibrateFitOptions) -> dict[str, Any]:
-    from ..protocols.detection_tools import fit_calibration_file
+    from ..protocols.detection.tools import fit_calibration_file
 
     return fit_calibration_file(opts.gt, opts.results, opts.out, opts.settings())
 
 
 def _cal_apply(opts: CalibrateApplyOptions) -> dict[str, Any]:
-    from ..protocols.detection_tools import apply_calibration_file
+    from ..protocols.detection.tools import apply_calibration_file
 
     return apply_calibration_file(opts.calibration, opts.results, opts.out)
 
 
 def _synth(opts: SynthOptions) -> dict[str, Any]:
-    from ..protocols.detection_tools import write_synth_set
+    from ..protocols.detection.tools import write_synth_set
 
     return write_synth_set(opts.out, num_images=opts.num_images, num_categories=opts.num_categories,
                            dets_per_image=opts.dets_per_image, seed=opts.seed, format=opts.format,

@@ -46,7 +46,7 @@ _DETS_PER_CLASS_HELP = "top K per category for AP^Fixed / AP^Pool"
 
 @dataclass(frozen=True, kw_only=True)
 class ErrorsOptions(FilesOptions):
-    """`detection errors`: :func:`~vistabench.protocols.detection_analysis.error_decomposition`'s arguments."""
+    """`detection errors`: :func:`~vistabench.protocols.detection.analysis.error_decomposition`'s arguments."""
 
     variants: str = option("tide", flags=("--ap",), metavar="LIST", help="comma-separated subset of tide,fixed,pool")
     iou_type: Literal["bbox", "segm"] = option(
@@ -61,7 +61,7 @@ class ErrorsOptions(FilesOptions):
 
 @dataclass(frozen=True, kw_only=True)
 class OperatingOptions(FilesOptions):
-    """`detection operating`: :func:`~vistabench.protocols.detection_analysis.operating_table`'s arguments."""
+    """`detection operating`: :func:`~vistabench.protocols.detection.analysis.operating_table`'s arguments."""
 
     iou: float = option(0.5, help="IoU threshold, one of 0.5, 0.55, ..., 0.95")
     score_threshold: float | None = option(
@@ -76,7 +76,7 @@ class OperatingOptions(FilesOptions):
 
 @dataclass(frozen=True, kw_only=True)
 class ConfusionOptions(FilesOptions):
-    """`detection confusion`: :func:`~vistabench.protocols.detection_analysis.confusion_table`'s arguments."""
+    """`detection confusion`: :func:`~vistabench.protocols.detection.analysis.confusion_table`'s arguments."""
 
     iou: float = option(0.5, help="IoU threshold of a match")
     score_threshold: float = option(0.5, metavar="S", help="keep detections scoring >= S")
@@ -117,7 +117,7 @@ def register_analysis(d: Verbs) -> None:
 
 
 def _errors(opts: ErrorsOptions) -> dict[str, Any]:
-    from ..protocols.detection_analysis import error_decomposition
+    from ..protocols.detection.analysis import error_decomposition
 
     return error_decomposition(opts.results, opts.gt, variants=opts.variants, pos_iou=opts.pos_iou, bg_iou=opts.bg_iou,
                                max_dets_per_image=opts.max_dets_per_image, dets_per_class=opts.dets_per_class,
@@ -173,7 +173,7 @@ def human_errors(res: dict[str, Any]) -> str:
 
 
 def _operating(opts: OperatingOptions) -> Formatted:
-    from ..protocols.detection_analysis import operating_table
+    from ..protocols.detection.analysis import operating_table
 
     return Formatted(operating_table(opts.results, opts.gt, iou=opts.iou, score_threshold=opts.score_threshold,
                                      variant=opts.variant, max_dets_per_image=opts.max_dets_per_image,
@@ -200,7 +200,7 @@ def _human_operating(r: Formatted) -> str:
 
 
 def _confusion(opts: ConfusionOptions) -> Formatted:
-    from ..protocols.detection_analysis import confusion_table
+    from ..protocols.detection.analysis import confusion_table
 
     return Formatted(confusion_table(opts.results, opts.gt, iou=opts.iou, score_threshold=opts.score_threshold,
                                      gt_format=opts.gt_format), opts.format)

@@ -8,7 +8,7 @@ from typing import Any
 
 from . import store_records
 from ..config import Options, option
-from ..protocols.incremental_config import IncrementalConfig
+from ..protocols.incremental.config import IncrementalConfig
 from .verbs import RecordOptions, RunOptions, Verbs, add_run_verb, add_verb, store_field, verb_group
 from .verbs import TrackOptions
 
@@ -128,7 +128,7 @@ def register(sub: Verbs) -> Verbs:
 
 def _sessions(args: SplitOptions) -> dict[str, Any]:
     from ..data import load_dataset
-    from ..protocols.incremental import sessions_for_data, write_sessions
+    from ..protocols.incremental.runner import sessions_for_data, write_sessions
 
     content = sessions_for_data(load_dataset(args.data, what="data"), data_name=args.data, preset=args.preset,
                                 base_classes=args.base_classes, way=args.way, shot=args.shot,
@@ -142,7 +142,7 @@ def _sessions(args: SplitOptions) -> dict[str, Any]:
 
 
 def _score(args: ScoreOptions) -> dict[str, Any]:
-    from ..protocols.incremental import score_from, to_record
+    from ..protocols.incremental.runner import score_from, to_record
 
     predictions = list(args.predictions) if args.predictions is not None else None
     scores, sessions = score_from(matrix=args.matrix, predictions=predictions, sessions=args.sessions,
@@ -170,13 +170,13 @@ def _score(args: ScoreOptions) -> dict[str, Any]:
 
 
 def _run(config: Any, *, store: Any = None, work_dir: Any = None) -> Any:
-    from ..protocols.incremental import run
+    from ..protocols.incremental.runner import run
 
     return run(config, store=store, work_dir=work_dir)
 
 
 def _reference(args: ReferenceOptions) -> dict[str, Any]:
-    from ..protocols.incremental import reference_for
+    from ..protocols.incremental.runner import reference_for
 
     res = reference_for(preset=args.preset, base_classes=args.base_classes, way=args.way,
                         num_sessions=args.num_sessions, base_accuracy=args.base_accuracy,

@@ -8,14 +8,14 @@ from typing import Any, Literal
 
 from . import store_records
 from ..config import Options, option
-from ..protocols.longtail_config import LongtailConfig
+from ..protocols.longtail.config import LongtailConfig
 from .common import TableFormat, TableResult, render_table
 from .verbs import RecordOptions, RunOptions, Verbs, add_run_verb, add_verb, store_field, verb_group
 from .verbs import TrackOptions
 
 
 def run_longtail(config, *, store=None, work_dir=None):
-    from ..protocols.longtail import run  # torch only when a run happens
+    from ..protocols.longtail.runner import run  # torch only when a run happens
 
     return run(config, store=store, work_dir=work_dir)
 
@@ -171,7 +171,7 @@ def _profile(opts: ProfileOptions) -> list[int]:
 
 def _split(args: SplitOptions) -> dict[str, Any]:
     from ..data import load_dataset, write_split
-    from ..protocols.longtail import build_training_split
+    from ..protocols.longtail.runner import build_training_split
 
     ds = load_dataset(args.data, what="data")
     split = build_training_split(ds.train.labels, imbalance=args.imbalance, n_max=args.n_max, kind=args.kind,
@@ -181,7 +181,7 @@ def _split(args: SplitOptions) -> dict[str, Any]:
 
 
 def _sweep(args: SweepOptions) -> dict[str, Any]:
-    from ..protocols.longtail_sweep import build_sweep, write_sweep
+    from ..protocols.longtail.sweep import build_sweep, write_sweep
 
     sweep = build_sweep(args.pool_labels, args.train_counts, test_imbalance=args.test_imbalance, n_max=args.n_max,
                         points=args.points, repeats=args.repeats, seed=args.seed)
@@ -191,8 +191,8 @@ def _sweep(args: SweepOptions) -> dict[str, Any]:
 
 def _score(args: ScoreOptions) -> dict[str, Any]:
     from ..data.predictions import load_predictions, predictions_sha256
-    from ..protocols.longtail import read_sweep, score, to_record
-    from ..protocols.longtail_sweep import sweep_settings
+    from ..protocols.longtail.runner import read_sweep, score, to_record
+    from ..protocols.longtail.sweep import sweep_settings
 
     sweep = read_sweep(args.sweep)
     pred = load_predictions(args.predictions)

@@ -21,7 +21,7 @@ _ROOT_HELP = "the dataset's folder (not for mnist5k/digits)"
 
 @dataclass(frozen=True, kw_only=True)
 class SplitOptions(Options):
-    """`smalldata split`: :func:`~vistabench.protocols.smalldata.write_dataset_splits`'s arguments (checked
+    """`smalldata split`: :func:`~vistabench.protocols.smalldata.runner.write_dataset_splits`'s arguments (checked
     there as a run's config fields are)."""
 
     dataset: str = option(metavar="NAME", help=_DATASET_HELP)
@@ -88,20 +88,20 @@ class ListOptions(Options):
 
 
 def _run_config(config, *, store, work_dir):
-    from ..protocols.smalldata import run
+    from ..protocols.smalldata.runner import run
 
     return run(config, store=store, work_dir=work_dir)
 
 
 def _check_given(given: dict[str, Any]) -> None:
     """``--dataset NAME:DIR`` whose DIR is not a folder, named as the user gave it (before a store opens)."""
-    from ..protocols.smalldata import check_dataset_folder
+    from ..protocols.smalldata.runner import check_dataset_folder
 
     check_dataset_folder(given.get("dataset"))
 
 
 def register(sub: Verbs) -> Verbs:
-    from ..protocols.smalldata_config import SmalldataConfig
+    from ..protocols.smalldata.config import SmalldataConfig
 
     s = verb_group(
         sub, "smalldata", help="small-data benchmark with fair tuning (Brigato et al.)",
@@ -148,7 +148,7 @@ def register(sub: Verbs) -> Verbs:
 
 # ---------------------------------------------------------------------------------- handlers
 def _splits(opts: SplitOptions) -> dict[str, Any]:
-    from ..protocols.smalldata import write_dataset_splits
+    from ..protocols.smalldata.runner import write_dataset_splits
 
     return write_dataset_splits(opts.dataset, opts.out, root=opts.root, recipe=opts.recipe, per_class=opts.per_class,
                                 train_per_class=opts.train_per_class, val_fraction=opts.val_fraction, seed=opts.seed,
@@ -161,7 +161,7 @@ def _splits_text(r: dict) -> str:
 
 
 def _score(opts: ScoreOptions) -> dict[str, Any]:
-    from ..protocols.smalldata import prepare, score, to_record
+    from ..protocols.smalldata.runner import prepare, score, to_record
 
     from ..data.predictions import load_predictions, predictions_sha256
 
@@ -201,7 +201,7 @@ def _table(opts: TableOptions) -> TableResult:
 
 
 def _list(opts: ListOptions) -> dict[str, Any]:
-    from ..protocols.smalldata import catalog
+    from ..protocols.smalldata.runner import catalog
 
     return catalog(opts.recipe)
 

@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from . import store_records
 from ..config import Options, option
-from ..protocols.stream_config import StreamConfig
+from ..protocols.stream.config import StreamConfig
 from .verbs import RunOptions, Verbs, add_run_verb, add_verb, store_field, verb_group
 from .verbs import TrackOptions
 
@@ -42,7 +42,7 @@ class ShowOptions(CutOptions):
 
 @dataclass(frozen=True, kw_only=True)
 class SplitOptions(CutOptions):
-    """`stream split`: :func:`~vistabench.protocols.stream.write_stream_split`'s arguments."""
+    """`stream split`: :func:`~vistabench.protocols.stream.runner.write_stream_split`'s arguments."""
 
     stream: str = option(metavar="NAME|FILE", help=_STREAM_HELP)
     out: str = option(metavar="FILE", help="split file to write")
@@ -71,7 +71,7 @@ class StreamRunOptions(RunOptions):
 
 @dataclass(frozen=True, kw_only=True)
 class PretrainOptions(CutOptions):
-    """`stream pretrain`: :func:`~vistabench.protocols.stream.pretrain`'s arguments (checked there as the
+    """`stream pretrain`: :func:`~vistabench.protocols.stream.runner.pretrain`'s arguments (checked there as the
     run's config fields are: they must match the later pt run)."""
 
     stream: str = option(metavar="NAME|FILE", help=_STREAM_HELP)
@@ -145,7 +145,7 @@ def register(sub: Verbs) -> Verbs:
 
 
 def _list(opts: ListOptions) -> dict[str, Any]:
-    from ..protocols.stream import catalog
+    from ..protocols.stream.runner import catalog
 
     return catalog()
 
@@ -180,13 +180,13 @@ def _show_human(res) -> str:
 
 
 def _split(opts: SplitOptions) -> dict[str, Any]:
-    from ..protocols.stream import write_stream_split
+    from ..protocols.stream.runner import write_stream_split
 
     return write_stream_split(opts.stream, opts.out, meta_test_from_year=opts.meta_test_from)
 
 
 def _score(opts: ScoreOptions) -> dict[str, Any]:
-    from ..protocols.stream import score, to_records
+    from ..protocols.stream.runner import score, to_records
     from ..streams import load_stream
 
     stream = load_stream(opts.stream, meta_test_from_year=opts.meta_test_from)
@@ -198,13 +198,13 @@ def _score(opts: ScoreOptions) -> dict[str, Any]:
 
 
 def _run(config, *, store, work_dir):
-    from ..protocols.stream import run
+    from ..protocols.stream.runner import run
 
     return run(config, store=store, work_dir=work_dir)
 
 
 def _run_human(res) -> str:
-    from ..protocols.stream import summarise_events
+    from ..protocols.stream.runner import summarise_events
     from ..report.units import si_prefix, si_text
 
     records = res["records"] if "records" in res else [res]
@@ -233,7 +233,7 @@ def _pretrain(opts: PretrainOptions) -> dict[str, Any]:
     from ..extras import require
 
     require("train", what="`vistabench stream pretrain`")
-    from ..protocols.stream import pretrain
+    from ..protocols.stream.runner import pretrain
 
     return pretrain(opts.stream, opts.out, steps=opts.steps, lr=opts.lr, max_per_task=opts.max_per_task,
                     seed=opts.seed, data_root=opts.data_root, arch=opts.arch, width=opts.width, device=opts.device,

@@ -9,9 +9,9 @@ from pathlib import Path
 from ..data.coco import read_ground_truth, read_results
 from ..data.detection_synth import SynthSet, synth_detection_set
 from ..metrics.detection import Detections, GroundTruth, decompose_errors, evaluate_detections, per_class_results
-from ..protocols.detection import apply_to, calibrate_detections, record_evaluation, rerank_top_per_class
-from ..protocols.detection_calibration import calibrators
-from ..protocols.detection_config import CalibrationSettings
+from ..protocols.detection.runner import apply_to, calibrate_detections, record_evaluation, rerank_top_per_class
+from ..protocols.detection.calibration import calibrators
+from ..protocols.detection.config import CalibrationSettings
 from ..store import ResultsStore
 
 

@@ -16,8 +16,8 @@ def demo(store: ResultsStore, out_dir: Path, *, quick: bool = False) -> str:
     shown with the Lazy / Greedy / Greedy-NF corner cases.
     """
     from ..data import load_dataset
-    from ..protocols.incremental import build_sessions, run_sessions, write_sessions
-    from ..protocols.incremental_config import IncrementalConfig
+    from ..protocols.incremental.runner import build_sessions, run_sessions, write_sessions
+    from ..protocols.incremental.config import IncrementalConfig
     from ..report.incremental import incremental_table
 
     out_dir = Path(out_dir)

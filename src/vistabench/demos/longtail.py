@@ -13,8 +13,8 @@ DEMO_METHODS = ("ce", "balanced_softmax", "logit_adjust", "ldam_drw", "tade")  #
 def demo(store: ResultsStore, out_dir: Path, *, quick: bool = False) -> str:
     """MNIST-5k made long-tailed (rho = 100), reference methods trained, the sweep scored."""
     from ..progress import track
-    from ..protocols.longtail import run
-    from ..protocols.longtail_config import LongtailConfig
+    from ..protocols.longtail.runner import run
+    from ..protocols.longtail.config import LongtailConfig
     from ..report.longtail import longtail_table
 
     methods = DEMO_METHODS[:2] if quick else DEMO_METHODS

@@ -11,7 +11,7 @@ from ..store import ResultsStore
 
 def demo(store: ResultsStore, out_dir: Path, *, quick: bool) -> str:
     """MNIST-5k, 50 images per class: untuned vs tuned cross-entropy vs the cosine loss (cnn28)."""
-    from ..protocols.smalldata import SmalldataConfig, run
+    from ..protocols.smalldata.runner import SmalldataConfig, run
     from ..report.smalldata import accuracy_table
 
     out_dir = Path(out_dir)

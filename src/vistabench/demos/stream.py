@@ -42,8 +42,8 @@ def pretrain_checkpoint(path: Path, *, steps: int, image_size: int, seed: int = 
 def demo(store: ResultsStore, out_dir: Path, *, quick: bool) -> str:
     import torch
 
-    from ..protocols.stream import default_run_id, run
-    from ..protocols.stream_config import StreamConfig
+    from ..protocols.stream.runner import default_run_id, run
+    from ..protocols.stream.config import StreamConfig
     from ..report.stream import pareto_figure, runs_table
     from ..streams import load_stream
     from ..report.stream_analysis import analyse

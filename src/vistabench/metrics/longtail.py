@@ -407,7 +407,7 @@ def sweep_scores(
     correct : array of bool, shape (N,)
         Whether each pool sample was classified correctly.
     sweep : dict
-        Sweep-file content (see :func:`vistabench.protocols.longtail_sweep.build_sweep`): ``num_classes``,
+        Sweep-file content (see :func:`vistabench.protocols.longtail.sweep.build_sweep`): ``num_classes``,
         ``train_counts``, ``n_max``, ``repeats``, ``seed``, ``test_imbalance``, ``sha256`` and ``points``
         (each ``alpha``, ``divergence``, ``class_counts`` (C,), ``samples`` (R lists of pool indices)).
     exact : bool

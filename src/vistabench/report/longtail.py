@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from ..protocols.longtail_sweep import train_imbalance
+from ..protocols.longtail.sweep import train_imbalance
 from ..store import Record
 from .html import Section
 from .plotstyle import legend_outside, series_style

@@ -1,6 +1,6 @@
 """Every long-tail method's hyper-parameters as a typed :class:`~vistabench.config.Options` class.
 
-Torch-free: the run configuration (:mod:`vistabench.protocols.longtail_config`) resolves and
+Torch-free: the run configuration (:mod:`vistabench.protocols.longtail.config`) resolves and
 prints these without importing torch. A method's options are filled in three steps: what the user
 gave (``method_options`` / ``--method-opt KEY=VALUE``) wins over the recipe's values
 (:meth:`MethodOptions.recipe_defaults`: e.g. the reference's focal γ = 1 on CIFAR), which win over

@@ -300,7 +300,7 @@ class CommonSpace(MethodOptions):
     """The hyper-parameters every method searches, declared here for their bounds: a ``space`` entry
     for one of them (a value or a range) is checked against these (``batch_size: {"choice": [0]}`` or
     a negative weight decay is refused when the config is built). The default ranges are the
-    protocol's (:func:`vistabench.protocols.smalldata_core.method_space`)."""
+    protocol's (:func:`vistabench.protocols.smalldata.core.method_space`)."""
 
     lr: SpaceValue = space_option({"loguniform": [1e-4, 0.1]}, low=0, low_open=True, help="learning rate")
     weight_decay: SpaceValue = space_option({"loguniform": [1e-5, 0.1]}, low=0, help="weight decay")

@@ -2,7 +2,7 @@
 learner's own typed options (:class:`~vistabench.config.Options`), the batch-size rules and the
 learning-rate schedules (plain arithmetic, so a config can be printed without importing torch).
 
-Two recipes fill these in (:class:`~vistabench.protocols.stream_config.StreamConfig`): ``cpu`` (the
+Two recipes fill these in (:class:`~vistabench.protocols.stream.config.StreamConfig`): ``cpu`` (the
 small-budget settings this toolkit started with) and ``dm-nevis`` (google-deepmind/dm_nevis's
 ``experiments_jax/configs/finetuning_dknn.py`` and its learner): :data:`RECIPES`.
 """

@@ -1,7 +1,7 @@
 """The stream learners' registry (torch-free): each learner is a :class:`~vistabench.methods.MethodSpec`
 in ``stream_learners`` whose builder is the learner class, imported on first use (the built-ins live in
 :mod:`.baselines`, :mod:`.mt` and :mod:`.bhpo`), with the typed options it reads, so a
-:class:`~vistabench.protocols.stream_config.StreamConfig` for it is built and checked without torch.
+:class:`~vistabench.protocols.stream.config.StreamConfig` for it is built and checked without torch.
 :func:`register_method` adds one (:func:`vistabench.methods.get_method` finds one: ``get_method("stream", name)``).
 """
 

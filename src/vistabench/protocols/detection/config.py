@@ -22,10 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from ..config import Options, RunConfig, option
-from ..data.coco_names import record_dataset_name
-from ..errors import InputError
-from ..metrics.detection_options import EvaluationOptions
+from ...config import Options, RunConfig, option
+from ...data.coco_names import record_dataset_name
+from ...errors import InputError
+from ...metrics.detection_options import EvaluationOptions
 
 __all__ = [
     "DEVIL_CALIBRATION_METHODS",
@@ -59,7 +59,7 @@ def check_calibration_method(method: str, recipe: str, name: str = "method") -> 
             raise InputError(f"{name}: the devil recipe has {', '.join(DEVIL_CALIBRATION_METHODS)} "
                              f"(the authors' netcal methods), got {method!r}")
         return
-    from .detection_calibration import calibrators
+    from .calibration import calibrators
 
     if method not in calibrators:
         try:
@@ -150,7 +150,7 @@ class CalibrationSettings(Options):
 
 @dataclass(frozen=True, kw_only=True)
 class ScoreSettings(EvaluationOptions):
-    """What :func:`~vistabench.protocols.detection.score` computes and reads: the evaluation's options and
+    """What :func:`~vistabench.protocols.detection.runner.score` computes and reads: the evaluation's options and
     how the files are read and reported (one declaration for its keywords and ``detection score``'s
     flags; built once, trusted by the scoring)."""
 

@@ -19,15 +19,15 @@ from typing import Any, Literal
 
 import numpy as np
 
-from .._validation import check_value
-from ..data import Dataset, load_dataset, load_predictions, seal, write_predictions, write_split
-from ..data.predictions import Predictions, predictions_sha256
-from ..errors import InputError
-from ..metrics import longtail as M
-from ..store import Record, ResultsStore
-from .longtail_config import LongtailConfig
-from .longtail_recipes import CIFAR_MEAN, CIFAR_STD, FROM_IMAGE_SIZE, LISTED, SMALLEST_CLASS, model_for_side
-from .longtail_sweep import Sweep, build_sweep, read_sweep, score_sweep, validate_sweep, write_sweep  # noqa: F401 (re-export)
+from ..._validation import check_value
+from ...data import Dataset, load_dataset, load_predictions, seal, write_predictions, write_split
+from ...data.predictions import Predictions, predictions_sha256
+from ...errors import InputError
+from ...metrics import longtail as M
+from ...store import Record, ResultsStore
+from .config import LongtailConfig
+from .recipes import CIFAR_MEAN, CIFAR_STD, FROM_IMAGE_SIZE, LISTED, SMALLEST_CLASS, model_for_side
+from .sweep import Sweep, build_sweep, read_sweep, score_sweep, validate_sweep, write_sweep  # noqa: F401 (re-export)
 
 SPLIT_KIND = "longtail-train"
 #: the share of each class's training images held out to select the checkpoint (``best_val``)
@@ -159,7 +159,7 @@ def run(config: LongtailConfig, *, store: ResultsStore | None = None,
     if not isinstance(config, LongtailConfig):
         raise InputError(f"config: expected a LongtailConfig, got {type(config).__name__}")
     config.refuse_tracking()
-    from ..learners.longtail import fit_predict  # torch only here
+    from ...learners.longtail import fit_predict  # torch only here
 
     c = config
     splits = load_dataset(c.data, what="data")
@@ -241,7 +241,7 @@ def score(
     :func:`build_sweep` and :func:`read_sweep` return, already was) and scored as it is.
 
     ``set_predictions`` (a test-time method's predicted labels of every drawn set) is passed on to
-    :func:`~.longtail_sweep.score_sweep`.
+    :func:`~.sweep.score_sweep`.
 
     Returns :func:`~vistabench.metrics.longtail.sweep_scores`'s result (resampled V_t, or exact with
     ``exact=True``) plus ``exact``: the noise-free scalars, points and test-agnostic accuracies.

@@ -11,8 +11,8 @@ from typing import Any, Literal
 
 import numpy as np
 
-from ..errors import InputError
-from ..metrics.detection import (
+from ...errors import InputError
+from ...metrics.detection import (
     ERROR_VARIANTS,
     Detections,
     GroundTruth,
@@ -21,7 +21,7 @@ from ..metrics.detection import (
     operating_points,
     ranked_outcomes,
 )
-from .detection import read_detection_set
+from .runner import read_detection_set
 
 Source = str | os.PathLike[str]
 GtFormat = Literal["auto", "lvis", "coco"]

@@ -35,13 +35,13 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .. import progress
-from ..errors import InputError
-from ..metrics.stream import ABSENT_LABELS, cflop_parts, task_error
-from ..store import Record, ResultsStore
-from ..streams import Stream, Task, load_stream
-from ..streams.sources import TaskSplits, resolve_task
-from .stream_config import StreamConfig
+from ... import progress
+from ...errors import InputError
+from ...metrics.stream import ABSENT_LABELS, cflop_parts, task_error
+from ...store import Record, ResultsStore
+from ...streams import Stream, Task, load_stream
+from ...streams.sources import TaskSplits, resolve_task
+from .config import StreamConfig
 
 __all__ = ["run", "run_stream", "default_run_id", "run_id_for", "summarise_events", "task_seed", "run_events",
            "StreamRunResult", "stream_split", "write_stream_split", "catalog", "score", "pretrain", "to_records",
@@ -77,7 +77,7 @@ def run(config: StreamConfig, *, store: ResultsStore | None = None, work_dir: st
     (``<work_dir>/<run_id>/checkpoint.pt``; running the same config again resumes after the last
     completed task). Without ``work_dir`` nothing is written to disk and the run starts afresh.
     """
-    from ..learners.stream import TrialEngine, make_learner
+    from ...learners.stream import TrialEngine, make_learner
 
     config.refuse_tracking()
     if config.data_root is not None and not Path(config.data_root).is_dir():
@@ -140,7 +140,7 @@ def run_events(store: ResultsStore, run_id: str) -> list[Record]:
 def _save_checkpoint(path: Path, payload: dict) -> None:
     import torch
 
-    from ..atomic import write_with
+    from ...atomic import write_with
 
     write_with(path, lambda f: torch.save(payload, f), what="checkpoint file")
 
@@ -247,7 +247,7 @@ def run_stream(
     if trial_engine is None:
         session = nullcontext()
     else:
-        from ..jobs import engine_session
+        from ...jobs import engine_session
 
         learner.trial_engine = trial_engine
         session = engine_session(trial_engine.engine, cpus_per_job=trial_engine.threads_per_trial)
@@ -267,7 +267,7 @@ def _run_tasks(stream: Stream, learner: Any, tasks: list[Task], *, state: Any, e
                seed: int, resolve: Callable[[Task], TaskSplits], settings: dict, absent_labels: str,
                ckpt_path: Path | None) -> None:
     """Hand ``tasks`` to the learner one at a time; append an event per task and checkpoint it."""
-    from ..learners.stream.base import ComputeLedger, TaskView
+    from ...learners.stream.base import ComputeLedger, TaskView
 
     for task in progress.track(tasks, total=len(tasks), description=f"stream {run_id}"):
         data = resolve(task)
@@ -303,7 +303,7 @@ def _run_tasks(stream: Stream, learner: Any, tasks: list[Task], *, state: Any, e
 
 
 def _settings_json(stream: Stream, learner: Any, seed: int, run_id: str, settings: dict | None) -> str:
-    from ..jsonutil import dumps
+    from ...jsonutil import dumps
 
     return dumps(_learner_record(stream, learner, seed, run_id, {}, settings).settings, sort_keys=True)
 
@@ -313,7 +313,7 @@ def _check_same_settings(run_id: str, ckpt_path: Path, started: list[dict], curr
 
     ``started``: the settings of the run's first stored event, else those saved in its checkpoint.
     """
-    from ..jsonutil import dumps
+    from ...jsonutil import dumps
 
     if not started:
         return
@@ -358,7 +358,7 @@ EVENT_KEYS = ("task_index", "task", "name", "year", "domain", "kind", "split", "
 def stream_split(stream: Stream | str, *, meta_test_from_year: int | str | None = None) -> dict[str, Any]:
     """The stream's split as a sealed manifest: every task in stream order with its year and whether it
     is meta-train or meta-test (the cut decides which tasks a run is judged on)."""
-    from ..data.splits import seal
+    from ...data.splits import seal
 
     s = stream if isinstance(stream, Stream) else load_stream(stream, meta_test_from_year=meta_test_from_year)
     return seal({"kind": SPLIT_KIND, "version": 1, "stream": s.name, "stream_sha256": s.hash,
@@ -370,7 +370,7 @@ def stream_split(stream: Stream | str, *, meta_test_from_year: int | str | None 
 def write_stream_split(stream: Stream | str, out: str | Path, *,
                        meta_test_from_year: int | str | None = None) -> dict[str, Any]:
     """Write :func:`stream_split`'s manifest to ``out``; returns a summary (tasks, meta-test tasks, cut)."""
-    from ..data.splits import write_split
+    from ...data.splits import write_split
 
     split = stream_split(stream, meta_test_from_year=meta_test_from_year)
     write_split(out, split)
@@ -381,8 +381,8 @@ def write_stream_split(stream: Stream | str, out: str | Path, *,
 
 def catalog() -> dict[str, Any]:
     """The built-in streams (their summaries) and the registered learners (with their docs' first lines)."""
-    from ..learners.stream.catalog import learner_names, stream_learners
-    from ..streams import stream_names
+    from ...learners.stream.catalog import learner_names, stream_learners
+    from ...streams import stream_names
 
     docs = {n: ((stream_learners.get(n).load().__doc__ or "").strip().splitlines() or [""])[0] for n in learner_names()}
     return {"streams": [load_stream(n).summary() for n in stream_names()], "learners": learner_names(),
@@ -410,8 +410,8 @@ def pretrain(stream: str, out: str | Path, *, steps: int = 200, lr: float = 0.05
     ``width``, ``device``, ``seed``, ``data_root`` and ``meta_test_from`` are checked as a run's config
     fields (they must match that later run); returns
     :func:`~vistabench.learners.stream.pretrain.pretrain_meta_train`'s summary."""
-    from ..learners.stream.options import LearnerConfig
-    from ..learners.stream.pretrain import check_pretrain_args, pretrain_meta_train
+    from ...learners.stream.options import LearnerConfig
+    from ...learners.stream.pretrain import check_pretrain_args, pretrain_meta_train
 
     config = StreamConfig.from_dict({"stream": stream, "arch": arch, "width": width, "device": device, "seed": seed,
                                      "data_root": data_root, "meta_test_from": meta_test_from})

@@ -36,9 +36,9 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..errors import InputError
-from ..options import parse_int
-from ..registry import Registry
+from ...errors import InputError
+from ...options import parse_int
+from ...registry import Registry
 
 calibrators: Registry[Callable[..., dict]] = Registry("calibration method")
 
@@ -281,7 +281,7 @@ class Calibration:
                    obj.get("settings", {}))
 
     def save(self, path: str | Path) -> Path:
-        from ..atomic import write_text
+        from ...atomic import write_text
 
         p = Path(path)
         write_text(p, json.dumps(self.to_json()), what="calibration file")

@@ -5,8 +5,8 @@ plus the gaming demonstration and the paper's toy.
 (:mod:`.detection_config`); both files are read once (the boundary: the readers validate them) and
 the split's parts are taken from the typed arrays. The pure evaluation lives in
 :mod:`vistabench.metrics.detection`; the synthetic generator in :mod:`vistabench.data.detection_synth`;
-calibration in :mod:`.detection_calibration`; file-level tools (rerank, calibrate fit/apply) in
-:mod:`.detection_tools`.
+calibration in :mod:`.calibration`; file-level tools (rerank, calibrate fit/apply) in
+:mod:`.tools`.
 """
 
 from __future__ import annotations
@@ -18,14 +18,14 @@ from typing import Any, Literal, NamedTuple, Sequence
 
 import numpy as np
 
-from ..data.predictions import file_sha256
-from ..errors import InputError
-from ..metrics.detection import (DetectionEvaluation, Detections, GroundTruth, detection_labels,
+from ...data.predictions import file_sha256
+from ...errors import InputError
+from ...metrics.detection import (DetectionEvaluation, Detections, GroundTruth, detection_labels,
                                  decompose_errors, evaluate_detections, per_class_results,
                                  top_per_class)
-from ..store import Record, ResultsStore
-from .detection_calibration import Calibration, apply_calibration, fit_calibration, fit_calibration_devil
-from .detection_config import CalibrationSettings, DetectionConfig, ScoreSettings
+from ...store import Record, ResultsStore
+from .calibration import Calibration, apply_calibration, fit_calibration, fit_calibration_devil
+from .config import CalibrationSettings, DetectionConfig, ScoreSettings
 
 PROTOCOL = "detection"
 
@@ -184,8 +184,8 @@ def build_image_split(ground_truth: str | os.PathLike[str] | dict | GroundTruth,
     file fixes which (seeded; same seed, same file). Returns sealed split content with the image ids
     of both parts, sorted.
     """
-    from .._validation import check_value
-    from ..data.splits import seal
+    from ..._validation import check_value
+    from ...data.splits import seal
 
     frac = check_value(calibration_fraction, "calibration_fraction", low=0, high=1)
     gt = read_gt(ground_truth)
@@ -200,7 +200,7 @@ def build_image_split(ground_truth: str | os.PathLike[str] | dict | GroundTruth,
 
 def read_image_split(path: str | os.PathLike[str]) -> dict[str, Any]:
     """A split file written by ``detection split`` (hash and kind checked)."""
-    from ..data.splits import read_split
+    from ...data.splits import read_split
 
     return read_split(path, kind=SPLIT_KIND, what="split")
 
@@ -229,7 +229,7 @@ def restrict_images(gt: GroundTruth, dets: Detections, image_ids: Sequence[int])
 def read_gt(source: str | os.PathLike[str] | dict | GroundTruth, *, format: str = "auto",
             with_segmentation: bool = False, with_keypoints: bool = False) -> GroundTruth:
     """:func:`~vistabench.data.coco.read_ground_truth`, saying so when the file is a results list."""
-    from ..data.coco import read_ground_truth
+    from ...data.coco import read_ground_truth
 
     if isinstance(source, GroundTruth):
         return source
@@ -261,7 +261,7 @@ def read_detection_set(ground_truth: str | os.PathLike[str] | dict, results: str
     detection carries one (then the ground truth must too). ``keypoints``: read the keypoints of
     both (for OKS).
     """
-    from ..data.coco import read_result_columns, read_results
+    from ...data.coco import read_result_columns, read_results
 
     if keypoints:
         gt = read_gt(ground_truth, format=gt_format, with_keypoints=True)
@@ -302,7 +302,7 @@ def score(
     """Score detections (a results file or list, or read :class:`Detections` with ``reference`` a
     :class:`GroundTruth`) against the ground truth: AP^Old, AP^Fixed, AP^Pool.
 
-    ``settings`` (a :class:`~vistabench.protocols.detection_config.ScoreSettings`, built and checked once)
+    ``settings`` (a :class:`~vistabench.protocols.detection.config.ScoreSettings`, built and checked once)
     or its fields as keywords (checked here): ``iou_type``, ``variants`` (``"old,fixed"`` or a
     sequence), ``max_dets_per_image``, ``dets_per_class``, ``fixed_area``, ``kpt_oks_sigmas`` (one per
     keypoint, or their comma-separated text ``"0.03,0.05"``; None: COCO's 17), ``gt_format``,

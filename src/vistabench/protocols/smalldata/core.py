@@ -11,19 +11,19 @@ from typing import Any, Iterator, NamedTuple
 
 import numpy as np
 
-from ..data.augment import Augmentation
-from ..data.dataset import DataSplits, Dataset
-from ..data.smalldata import SmallDataPreset, get_preset, load_smalldata
-from ..data.smalldata_splits import SmallDataSplit, read_splits, write_preset_splits
-from ..engine import Engine
-from ..errors import InputError
-from ..learners.model_options import model_options_class
-from ..learners.recipe import RECIPE, Recipe
-from ..learners.smalldata.options import MethodOptions
-from ..metrics.classification import balanced_accuracy
-from ..store import Record
-from ..tuning import Choice, Fixed, Param, TuneSettings
-from .smalldata_config import search_space
+from ...data.augment import Augmentation
+from ...data.dataset import DataSplits, Dataset
+from ...data.smalldata import SmallDataPreset, get_preset, load_smalldata
+from ...data.smalldata_splits import SmallDataSplit, read_splits, write_preset_splits
+from ...engine import Engine
+from ...errors import InputError
+from ...learners.model_options import model_options_class
+from ...learners.recipe import RECIPE, Recipe
+from ...learners.smalldata.options import MethodOptions
+from ...metrics.classification import balanced_accuracy
+from ...store import Record
+from ...tuning import Choice, Fixed, Param, TuneSettings
+from .config import search_space
 
 __all__ = ["PROTOCOL", "RunPlan", "EvalSet", "Context", "prepare", "upsample", "method_space", "model_name",
            "train_method", "torch_threads", "check_batch", "to_record", "stem_model_options", "method_inputs"]
@@ -240,10 +240,10 @@ def train_method(ctx: Context, method: str, config: dict, opts: RunPlan, *, epoc
            train_idx: np.ndarray, val: tuple[np.ndarray, np.ndarray] | None, report=None):
     """Build ``method`` with one configuration and train it on ``train_idx`` (``report(epoch, val)``
     after every epoch when ``val`` is given); returns ``(trainer, result)``."""
-    from ..learners.smalldata.build import build_method
-    from ..learners.trainer import TrainConfig, Trainer
+    from ...learners.smalldata.build import build_method
+    from ...learners.trainer import TrainConfig, Trainer
 
-    from ..learners.smalldata.common import EvalResizeCrop
+    from ...learners.smalldata.common import EvalResizeCrop
 
     name = model_name(ctx, opts)
     augment, eval_shift = method_inputs(method, config, opts.augmentation_for(ctx.preset))

@@ -26,12 +26,12 @@ from typing import Any, NamedTuple, Sequence
 
 import numpy as np
 
-from .._validation import check_array, check_labels
-from ..data.splits import read_split, write_split
-from ..errors import InputError
-from ..options import parse_int
-from ..registry import did_you_mean
-from .incremental_config import PRESETS
+from ..._validation import check_array, check_labels
+from ...data.splits import read_split, write_split
+from ...errors import InputError
+from ...options import parse_int
+from ...registry import did_you_mean
+from .config import PRESETS
 
 KIND = "incremental-sessions"
 VERSION = 1
@@ -292,7 +292,7 @@ def read_index_lists(folder: str | os.PathLike[str]) -> list[list[str]]:
 
 def image_folder_paths(root: str | os.PathLike[str]) -> list[str]:
     """``class/file`` for every image of an image folder, in the order ``read_image_folder`` loads them."""
-    from ..data.readers import IMAGE_SUFFIXES
+    from ...data.readers import IMAGE_SUFFIXES
 
     root = Path(root)
     if not root.is_dir():

@@ -1,6 +1,6 @@
 """Few-shot class-incremental protocol (docs/incremental.md): sessions → per-session predictions → scores.
 
-Pipeline: :func:`~vistabench.protocols.incremental_sessions.build_sessions` (or a preset, or the
+Pipeline: :func:`~vistabench.protocols.incremental.sessions.build_sessions` (or a preset, or the
 literature's index lists) writes a sessions file; a learner trains on session 1, then on each novel
 session's few shots, and after every session predicts the test pool of the classes seen so far
 (one predictions file per session); :func:`score_predictions` turns those files into the accuracy
@@ -18,13 +18,13 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..data.predictions import Predictions, load_predictions, predictions_sha256, save_predictions
-from ..errors import InputError
-from ..options import parse_int
-from ..metrics.incremental import IncrementalScores, Mode, accuracy_matrix, corner_case_matrix, incremental_scores
-from ..store import Record, ResultsStore
-from .incremental_config import IncrementalConfig
-from .incremental_sessions import (  # noqa: F401  (re-exported: the protocol's public API)
+from ...data.predictions import Predictions, load_predictions, predictions_sha256, save_predictions
+from ...errors import InputError
+from ...options import parse_int
+from ...metrics.incremental import IncrementalScores, Mode, accuracy_matrix, corner_case_matrix, incremental_scores
+from ...store import Record, ResultsStore
+from .config import IncrementalConfig
+from .sessions import (  # noqa: F401  (re-exported: the protocol's public API)
     PRESETS,
     build_sessions,
     check_sessions,
@@ -86,7 +86,7 @@ def score_predictions(
     Predictions i must cover the test pool after session i (every test sample of the classes of
     sessions 1..i, in the sessions file's order); when the sessions file carries its test pool, the
     labels are checked against it. aAcc_i is sample-weighted. ``sessions``: checked here unless it is
-    :class:`~vistabench.protocols.incremental_sessions.Sessions` (checked already).
+    :class:`~vistabench.protocols.incremental.sessions.Sessions` (checked already).
     """
     sessions = checked_sessions(sessions)
     n = len(sessions["classes"])
@@ -128,7 +128,7 @@ def score_matrix(content: Any, *, base_classes: int | None, way: int | None, mod
     """Scores of an accuracy matrix given as ``{"matrix": [[A_1^1], [A_2^1, A_2^2], ...]}`` (fractions)
     for ``base_classes`` base classes and ``way`` classes per novel session; ``name`` names the
     input in messages."""
-    from ..metrics.incremental import session_sizes_uniform
+    from ...metrics.incremental import session_sizes_uniform
 
     if base_classes is None or way is None:
         raise InputError("base_classes: a `matrix` needs `base_classes` and `way` (the sessions' sizes)")
@@ -164,7 +164,7 @@ def score_from(*, matrix: Any = None, predictions: Sequence[Predictions | str | 
             raise InputError("sessions: goes with `predictions`; with `matrix` give `base_classes` and `way`")
         name = "matrix"
         if isinstance(matrix, (str, os.PathLike)):
-            from ..jsonutil import read_json
+            from ...jsonutil import read_json
 
             name = f"matrix {str(matrix)!r}"
             matrix = read_json(matrix, what="matrix")
@@ -311,14 +311,14 @@ def sessions_for_data(data: Any, *, data_name: str, preset: str | None = None, b
 
 def run(config: IncrementalConfig, *, store: ResultsStore | None = None,
         work_dir: str | os.PathLike[str] | None = None) -> list[Record]:
-    """Run ``config`` (an :class:`~vistabench.protocols.incremental_config.IncrementalConfig`): load
+    """Run ``config`` (an :class:`~vistabench.protocols.incremental.config.IncrementalConfig`): load
     the data, build (or read) the sessions, run the learner through them, score, record.
 
     With ``work_dir`` the sessions file (when built) and one predictions file per session
     (``session_<i>.npz``) are written there; with ``store`` the record is stored and returned with
     its id. Returns ``[record]``.
     """
-    from ..data import load_dataset
+    from ...data import load_dataset
 
     if not isinstance(config, IncrementalConfig):
         raise InputError(f"config: expected an IncrementalConfig, got {type(config).__name__}")
@@ -347,9 +347,9 @@ def run_sessions(config: Any, data: Any, sessions: dict[str, Any], *,
     written to ``work_dir/session_<i>.npz`` when given) and scored as they are. Pass one
     ``base_cache`` dict to several runs to train an identical base session once.
     """
-    from ..learners.incremental import IncrementalContext, incremental_methods
-    from ..learners.model_options import check_patch_size
-    from ..progress import track
+    from ...learners.incremental import IncrementalContext, incremental_methods
+    from ...learners.model_options import check_patch_size
+    from ...progress import track
 
     sessions = checked_sessions(sessions)
     require_test_pool(sessions, train=True)

@@ -28,14 +28,14 @@ import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..config import option
-from ..engine import engine_fields
-from ..errors import InputError
-from ..learners.model_options import check_model_name
-from ..learners.recipe import recipe_values, training_recipe, use
-from ..learners.stream.options import BATCH_RULES, LEARNER_RECIPES, RECIPES, SCHEDULES
-from ..methods import get_method
-from ..streams import check_stream_spec
+from ...config import option
+from ...engine import engine_fields
+from ...errors import InputError
+from ...learners.model_options import check_model_name
+from ...learners.recipe import recipe_values, training_recipe, use
+from ...learners.stream.options import BATCH_RULES, LEARNER_RECIPES, RECIPES, SCHEDULES
+from ...methods import get_method
+from ...streams import check_stream_spec
 
 __all__ = ["StreamConfig", "NEVIS_STREAMS", "CLASSIC_RUN_ID_FIELDS", "STREAM_FILE"]
 
@@ -188,7 +188,7 @@ class StreamConfig(_RECIPE, _ENGINE):
         if out.get("meta_test_from") is None:
             out["meta_test_from"] = STREAM_FILE
         if out.get("width") is None:  # the model's own default width; a model without one has none
-            from ..learners.model_options import model_options_class
+            from ...learners.model_options import model_options_class
 
             model_cls = model_options_class(out.get("model", "cnn28"))
             has_width = model_cls is not None and "width" in model_cls.__dataclass_fields__
@@ -225,7 +225,7 @@ class StreamConfig(_RECIPE, _ENGINE):
             value = getattr(self, name)
             if len(value) != 2 or not value[0] <= value[1]:
                 raise InputError(f"{name}: expected two numbers LOW HIGH with LOW <= HIGH, got {list(value)}")
-        from ..learners.model_options import model_options_class
+        from ...learners.model_options import model_options_class
 
         model_options = model_options_class(self.model)
         if self.width is not None and model_options is not None and "width" not in model_options.__dataclass_fields__:

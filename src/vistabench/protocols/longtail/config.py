@@ -17,14 +17,14 @@ from dataclasses import dataclass
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from ..config import option
-from ..options import did_you_mean
-from ..data.readers import check_dataset_spec
-from ..errors import InputError
-from ..learners.longtail.options import MethodOptions, RunFacts, resolve_method_options
-from ..learners.recipe import training_recipe, use
-from ..methods import get_method
-from .longtail_recipes import CPU, LISTED, RECIPES, SMALLEST_CLASS, dataset_kind, derived_fields, recipe_fields
+from ...config import option
+from ...options import did_you_mean
+from ...data.readers import check_dataset_spec
+from ...errors import InputError
+from ...learners.longtail.options import MethodOptions, RunFacts, resolve_method_options
+from ...learners.recipe import training_recipe, use
+from ...methods import get_method
+from .recipes import CPU, LISTED, RECIPES, SMALLEST_CLASS, dataset_kind, derived_fields, recipe_fields
 
 __all__ = ["LongtailConfig"]
 
@@ -32,7 +32,7 @@ _RECIPE_FIELDS = tuple(CPU) + ("model",)
 
 
 #: the recipe fields a long-tailed run trains with, and their defaults here (the ``reference`` and ``cpu``
-#: presets of :mod:`.longtail_recipes` fill them in through :meth:`LongtailConfig.resolve`)
+#: presets of :mod:`.recipes` fill them in through :meth:`LongtailConfig.resolve`)
 _RECIPE = training_recipe(
     model=use("auto", help="backbone; auto: the recipe's (reference tde/lade: resnet32_bbn), else resnet32 for >= 32 "
                            "px images and cnn28 below, chosen from the data's name (from_image_size for folder:/npz: "

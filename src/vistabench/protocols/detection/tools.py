@@ -11,12 +11,12 @@ from typing import Any
 
 import numpy as np
 
-from ..atomic import write_text
-from ..errors import InputError
-from ..metrics.detection import rank_within
-from .detection import build_image_split, calibrate_detections, read_detection_set
-from .detection_calibration import Calibration, apply_calibration
-from .detection_config import CalibrationSettings
+from ...atomic import write_text
+from ...errors import InputError
+from ...metrics.detection import rank_within
+from .runner import build_image_split, calibrate_detections, read_detection_set
+from .calibration import Calibration, apply_calibration
+from .config import CalibrationSettings
 
 __all__ = [
     "apply_calibration_file",
@@ -30,7 +30,7 @@ __all__ = [
 def write_image_split(ground_truth: str | os.PathLike[str], out: str | os.PathLike[str], *,
                       calibration_fraction: float = 0.5, seed: int = 0) -> dict[str, Any]:
     """Write :func:`~.detection.build_image_split`'s split file; returns a summary."""
-    from ..data.splits import write_split
+    from ...data.splits import write_split
 
     split = build_image_split(ground_truth, calibration_fraction=calibration_fraction, seed=seed)
     write_split(out, split)
@@ -43,8 +43,8 @@ def rerank_results_file(results: str | os.PathLike[str], out: str | os.PathLike[
     """The paper's §3 gaming policy on a results file: keep each category's top ``per_class_topk``
     detections over the whole file (stable: ties keep file order), as
     :func:`~.detection.rerank_top_per_class` does on read detections."""
-    from .._validation import check_value
-    from ..data.coco import read_result_columns, write_result_columns
+    from ..._validation import check_value
+    from ...data.coco import read_result_columns, write_result_columns
 
     k = check_value(per_class_topk, "per_class_topk", type=int, low=0, low_open=True)
     c = read_result_columns(results, keep_segmentation=True)
@@ -75,8 +75,8 @@ def fit_calibration_file(ground_truth: str | os.PathLike[str], results: str | os
 def apply_calibration_file(calibration: str | os.PathLike[str] | dict, results: str | os.PathLike[str],
                            out: str | os.PathLike[str]) -> dict[str, Any]:
     """Rewrite a results file with calibrated scores (ties broken as the calibration's recipe)."""
-    from ..data.coco import read_result_columns, write_result_columns
-    from ..jsonutil import read_json
+    from ...data.coco import read_result_columns, write_result_columns
+    from ...jsonutil import read_json
 
     obj = calibration if isinstance(calibration, dict) else read_json(calibration, what="calibration")
     cal = Calibration.from_json(obj, "calibration")
@@ -89,7 +89,7 @@ def apply_calibration_file(calibration: str | os.PathLike[str] | dict, results: 
 def write_synth_set(out: str | os.PathLike[str], **options: Any) -> dict[str, Any]:
     """Write :func:`~vistabench.data.detection_synth.synth_detection_set` as ``OUT/gt.json`` and
     ``OUT/results.json``; ``options`` are that function's."""
-    from ..data.detection_synth import synth_detection_set
+    from ...data.detection_synth import synth_detection_set
 
     s = synth_detection_set(**options)
     folder = Path(out)

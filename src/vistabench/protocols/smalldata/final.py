@@ -8,11 +8,11 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from ..data.smalldata_splits import SmallDataSplit
-from ..metrics.classification import balanced_accuracy
-from ..store import Record
-from ..tuning import Fixed
-from .smalldata_core import (Context, RunPlan, check_batch, method_inputs, model_name, to_record, torch_threads,
+from ...data.smalldata_splits import SmallDataSplit
+from ...metrics.classification import balanced_accuracy
+from ...store import Record
+from ...tuning import Fixed
+from .core import (Context, RunPlan, check_batch, method_inputs, model_name, to_record, torch_threads,
                              train_method)
 
 __all__ = ["final_split"]
@@ -48,7 +48,7 @@ def _final_job(ctx: Context, split: SmallDataSplit, method: str, config: dict, o
     ``opts.threads`` torch threads (default 1, the CPUs the job declares)."""
     from dataclasses import replace
 
-    from ..progress import set_quiet
+    from ...progress import set_quiet
 
     set_quiet(True)
     return _final_run(ctx, split, method, config, replace(opts, threads=opts.threads or 1), epochs=epochs,
@@ -60,13 +60,13 @@ def _final_outcomes(ctx: Context, split: SmallDataSplit, method: str, config: di
     """``(repeat, run)`` in repeat order (``run``: :func:`_final_run`'s result): in this process, or
     dispatched through the job runner (:func:`vistabench.jobs.run_jobs`) and handed back in order as
     soon as a prefix is done."""
-    from ..progress import track
+    from ...progress import track
 
     if not opts.dispatch_finals():
         for r in track(range(opts.repeats), total=opts.repeats, description=f"{method} split {split.index}"):
             yield r, _final_run(ctx, split, method, config, opts, epochs=epochs, repeat=r)
         return
-    from ..jobs import Job, run_jobs
+    from ...jobs import Job, run_jobs
 
     gpus = 1.0 if opts.device.startswith("cuda") and opts.engine.engine == "ray" else 0.0
     jobs = [Job(_final_job, (ctx, split, method, config, opts, epochs, r), tag=r, gpus=gpus)
@@ -126,7 +126,7 @@ def _highres_metrics(ctx: Context, split: SmallDataSplit, tr, opts: RunPlan) -> 
     """The paper's high-resolution step (§VII-D): fine-tune the trained model on trainval{i} at
     ``opts.highres_scale`` x the resolution with the same hyper-parameters and epochs, evaluate
     at that resolution. Stored as kind ``highres`` (kept out of Table 3's ``final`` records)."""
-    from ..learners.trainer import Trainer
+    from ...learners.trainer import Trainer
 
     hi = ctx.highres(opts.highres_scale)
     tx, ty = (hi.train.images[split.test], hi.train.labels[split.test]) if split.test is not None else (

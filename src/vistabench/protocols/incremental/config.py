@@ -13,14 +13,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..config import Options, option
-from ..data.readers import check_dataset_spec
-from ..errors import InputError
-from ..learners.incremental import default_backbone
-from ..learners.incremental.options import FR_PAPER_VIT, FR_SCRIPTS
-from ..learners.model_options import check_model_name, check_model_options
-from ..learners.recipe import training_recipe, use
-from ..methods import get_method
+from ...config import Options, option
+from ...data.readers import check_dataset_spec
+from ...errors import InputError
+from ...learners.incremental import default_backbone
+from ...learners.incremental.options import FR_PAPER_VIT, FR_SCRIPTS
+from ...learners.model_options import check_model_name, check_model_options
+from ...learners.recipe import training_recipe, use
+from ...methods import get_method
 
 __all__ = ["IncrementalConfig", "FR_FIELDS", "FR_LOSS_WEIGHTS", "PRESETS", "paper_data"]
 

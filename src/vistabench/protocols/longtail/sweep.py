@@ -21,11 +21,11 @@ from typing import Any, Literal
 
 import numpy as np
 
-from .._validation import check_array, check_labels, check_value
-from ..data.predictions import Predictions
-from ..data.splits import content_hash, read_split, seal, write_split
-from ..errors import InputError, InputTypeError
-from ..metrics import longtail as M
+from ..._validation import check_array, check_labels, check_value
+from ...data.predictions import Predictions
+from ...data.splits import content_hash, read_split, seal, write_split
+from ...errors import InputError, InputTypeError
+from ...metrics import longtail as M
 
 SWEEP_KIND = "longtail-sweep"
 SWEEP_VERSION = 1
@@ -112,7 +112,7 @@ def _class_pools(pool_labels: np.ndarray, C: int) -> list[np.ndarray]:
 
 def _read_pool_labels(path: str | Path) -> np.ndarray:
     """The ``labels`` array of a ``.npz`` file (a predictions file works)."""
-    from ..data.predictions import read_npz_arrays
+    from ...data.predictions import read_npz_arrays
 
     arrays = read_npz_arrays(path, "pool_labels")
     if "labels" not in arrays:
@@ -122,7 +122,7 @@ def _read_pool_labels(path: str | Path) -> np.ndarray:
 
 def _read_train_counts(path: str | Path) -> list[Any]:
     """A JSON file holding the list of training counts by class index."""
-    from ..jsonutil import read_json
+    from ...jsonutil import read_json
 
     counts = read_json(path, what="train_counts")
     if not isinstance(counts, list):

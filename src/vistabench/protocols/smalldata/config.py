@@ -30,18 +30,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from ..config import jsonable, option
-from ..data.augment import NO_AUGMENTATION, PAD_CROP_FLIP, Augmentation
-from ..data.smalldata_presets import get_preset, presets
-from ..errors import InputError
-from ..learners.model_options import BUILTIN_MODELS, check_model_name, small_stem
-from ..registry import did_you_mean
-from ..engine import engine_fields
-from ..learners.recipe import training_recipe, use
-from ..learners.smalldata.options import CommonSpace, MethodOptions
-from ..learners.smalldata.registry import methods as smalldata_methods
-from ..methods import get_method
-from ..tuning.space import Choice, Fixed, Param, space_to_json
+from ...config import jsonable, option
+from ...data.augment import NO_AUGMENTATION, PAD_CROP_FLIP, Augmentation
+from ...data.smalldata_presets import get_preset, presets
+from ...errors import InputError
+from ...learners.model_options import BUILTIN_MODELS, check_model_name, small_stem
+from ...registry import did_you_mean
+from ...engine import engine_fields
+from ...learners.recipe import training_recipe, use
+from ...learners.smalldata.options import CommonSpace, MethodOptions
+from ...learners.smalldata.registry import methods as smalldata_methods
+from ...methods import get_method
+from ...tuning.space import Choice, Fixed, Param, space_to_json
 
 __all__ = ["SmalldataConfig", "COMMON_SPACE", "NATIVE", "FROM_IMAGE_SIZE", "search_space"]
 

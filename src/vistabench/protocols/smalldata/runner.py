@@ -33,16 +33,16 @@ from typing import Any
 
 import numpy as np
 
-from ..data.smalldata_splits import SmallDataSplit
-from ..engine import Engine
-from ..errors import InputError
-from ..metrics.classification import balanced_accuracy
-from ..store import Record, ResultsStore, new_run_id
-from ..tuning import Fixed, TuneResult, space_to_json, tune
-from .smalldata_config import NATIVE, SmalldataConfig
-from .smalldata_core import (PROTOCOL, Context, RunPlan, check_batch, method_inputs, method_space, model_name,
+from ...data.smalldata_splits import SmallDataSplit
+from ...engine import Engine
+from ...errors import InputError
+from ...metrics.classification import balanced_accuracy
+from ...store import Record, ResultsStore, new_run_id
+from ...tuning import Fixed, TuneResult, space_to_json, tune
+from .config import NATIVE, SmalldataConfig
+from .core import (PROTOCOL, Context, RunPlan, check_batch, method_inputs, method_space, model_name,
                              prepare, to_record, train_method)
-from .smalldata_final import final_split
+from .final import final_split
 
 __all__ = ["SmalldataConfig", "run", "plan_from_config", "prepare_from_config", "run_method", "tune_split",
            "final_split", "score", "to_record", "Context", "RunPlan", "prepare", "method_space", "PROTOCOL",
@@ -58,8 +58,8 @@ def write_dataset_splits(dataset: str, out: str | Path, *, root: str | Path | No
     Returns :func:`~vistabench.data.smalldata_splits.write_preset_splits`'s summary with ``dataset``
     and ``recipe``.
     """
-    from ..data.smalldata import get_preset, load_smalldata
-    from ..data.smalldata_splits import write_preset_splits
+    from ...data.smalldata import get_preset, load_smalldata
+    from ...data.smalldata_splits import write_preset_splits
 
     check_dataset_folder(dataset)
     given = {"dataset": dataset, "root": root, "recipe": recipe, "per_class": per_class, "seed": seed,
@@ -86,8 +86,8 @@ def check_dataset_folder(spec: Any) -> None:
 
 def catalog(recipe: str = "gem") -> dict[str, Any]:
     """The dataset presets (as ``recipe`` sets them) and the registered methods with their options."""
-    from ..data.smalldata_presets import get_preset, presets
-    from ..learners.smalldata.registry import methods
+    from ...data.smalldata_presets import get_preset, presets
+    from ...learners.smalldata.registry import methods
 
     if recipe not in ("gem", "vistabench"):
         raise InputError(f"recipe: expected 'gem' or 'vistabench', got {recipe!r}")
@@ -191,7 +191,7 @@ def score(predictions: Any, reference: Context, *, split: int) -> dict[str, Any]
     (``balanced_accuracy`` over the declared classes, ``accuracy``; training cost null: the model
     was trained elsewhere).
     """
-    from ..data.predictions import Predictions, load_predictions
+    from ...data.predictions import Predictions, load_predictions
 
     pred = predictions if isinstance(predictions, Predictions) else load_predictions(predictions)
     ctx, split_index = reference, split
@@ -216,7 +216,7 @@ def run_method(ctx: Context, method: str, opts: RunPlan, records: list[Record] |
 
     With ``require_search`` a missing or unfinished search is an error instead of being run.
     """
-    from ..methods import get_method
+    from ...methods import get_method
 
     check_ray_address(opts.engine)
     m = get_method("smalldata", method)
@@ -269,7 +269,7 @@ def check_ray_address(engine: Engine) -> None:
     """With ``engine="ray"`` and an address, refuse at once when no cluster answers there (Ray itself
     waits for minutes): :func:`vistabench.jobs.check_ray_address`, the one check of every command."""
     if engine.engine == "ray" and engine.ray_address:
-        from ..jobs import check_ray_address as check_cluster
+        from ...jobs import check_ray_address as check_cluster
 
         check_cluster(engine.ray_address)
 

@@ -1,0 +1,5 @@
+"""Never-ending task streams with compute accounting: the protocol's package.
+
+- :mod:`.runner`
+- :mod:`.config`
+"""
