@@ -2,7 +2,7 @@
 plus the gaming demonstration and the paper's toy.
 
 ``run(config, *, store=None, work_dir=None) -> list[Record]`` takes a :class:`DetectionConfig`
-(:mod:`.detection_config`); both files are read once (the boundary: the readers validate them) and
+(:mod:`.config`); both files are read once (the boundary: the readers validate them) and
 the split's parts are taken from the typed arrays. The pure evaluation lives in
 :mod:`vistabench.metrics.detection`; the synthetic generator in :mod:`vistabench.data.detection_synth`;
 calibration in :mod:`.calibration`; file-level tools (rerank, calibrate fit/apply) in

@@ -1,4 +1,4 @@
-"""Named training recipes of the long-tailed protocol (presets of :class:`~.longtail_config.LongtailConfig`).
+"""Named training recipes of the long-tailed protocol (presets of :class:`~.config.LongtailConfig`).
 
 ``cpu``: today's CPU-sized recipe (SGD lr 0.05, momentum 0.9, weight decay 5e-4, batch 128, 10
 epochs, one cosine per step, no warm-up) for every method; the default on the bundled data.

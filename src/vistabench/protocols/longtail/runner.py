@@ -5,7 +5,7 @@ The split is drawn from a balanced training set (:func:`build_training_split`), 
 ``imbalance: listed``, the training part as it is listed (:func:`listed_training_split`: ImageNet-LT,
 Places-LT, iNaturalist, whose lists are long-tailed already).
 
-:func:`run` takes a :class:`~.longtail_config.LongtailConfig`. Files written by it (under
+:func:`run` takes a :class:`~.config.LongtailConfig`. Files written by it (under
 ``work_dir``): ``split.json`` (the long-tailed training split),
 ``predictions.npz`` (logits on the test pool), ``sweep.json``. Re-scoring them needs no model.
 """

@@ -33,7 +33,7 @@ PROTOCOL = "smalldata"
 
 @dataclass(init=False)
 class RunPlan:
-    """What a run needs beyond the data, from :class:`~.smalldata_config.SmalldataConfig`: the training
+    """What a run needs beyond the data, from :class:`~.config.SmalldataConfig`: the training
     ``recipe`` (:class:`~vistabench.learners.recipe.Recipe`; recipe fields given by name go into it and
     ``plan.lr`` reads it), the ``engine``, the search and the final runs. A None setting means "the
     preset's value" (the preset of the context's recipe); ``from_preset`` names the recipe fields the
@@ -205,7 +205,7 @@ def upsample(ds: Dataset, scale: int) -> Dataset:
 def method_space(method: str, preset: SmallDataPreset, *, method_options: MethodOptions | None = None,
                  overrides: dict[str, Any] | None = None) -> dict[str, Param]:
     """The search space of ``method`` on a dataset (the preset's batch sizes and recipe):
-    :func:`~.smalldata_config.search_space`, which a config resolves its ``space`` with."""
+    :func:`~.config.search_space`, which a config resolves its ``space`` with."""
     return search_space(method, recipe=preset.recipe, batch_sizes=tuple(preset.batch_sizes),
                         method_options=method_options, overrides=overrides)
 

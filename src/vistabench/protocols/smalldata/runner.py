@@ -1,6 +1,6 @@
 """Small-data benchmark protocol (Brigato et al.; docs/smalldata.md): splits → tuning → final runs → records.
 
-``run(config, *, store=None, work_dir=None)`` with a :class:`~.smalldata_config.SmalldataConfig`.
+``run(config, *, store=None, work_dir=None)`` with a :class:`~.config.SmalldataConfig`.
 Pipeline per (dataset, method):
 
 1. split files ``trainval{i}``/``train{i}``/``val{i}`` (+ ``test{i}``) for i = 0..2
