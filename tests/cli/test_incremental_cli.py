@@ -9,7 +9,7 @@ import pytest
 
 from vistabench.cli import main
 from vistabench.data import save_predictions
-from vistabench.protocols import incremental as P
+from vistabench.protocols.incremental import runner as P
 
 
 def run_cli(capsys, *argv: str) -> tuple[int, str, str]:

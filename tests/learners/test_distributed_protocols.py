@@ -64,7 +64,7 @@ def test_smalldata_methods(name, two_devices):
 @pytest.mark.parametrize("method", ["finetune", "fr"])
 def test_incremental_sessions(method, two_devices, tmp_path):
     from vistabench.data import DataSplits, load_dataset
-    from vistabench.protocols import incremental as P
+    from vistabench.protocols.incremental import runner as P
     from vistabench.protocols.incremental.config import IncrementalConfig
 
     d = load_dataset("digits")

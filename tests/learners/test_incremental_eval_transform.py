@@ -83,7 +83,7 @@ def test_config_default_key_and_refusal_with_fr():
 
 def test_protocol_passes_it_to_the_learner(monkeypatch):
     from vistabench.data import load_dataset
-    from vistabench.protocols import incremental as proto
+    from vistabench.protocols.incremental import runner as proto
 
     seen = {}
     original = PrototypeLearner.__init__

@@ -10,7 +10,7 @@ import pytest
 from vistabench.data import DataSplits, Dataset, load_dataset, save_predictions
 from vistabench.data.predictions import Predictions
 from vistabench.errors import InputError
-from vistabench.protocols import incremental as P
+from vistabench.protocols.incremental import runner as P
 from vistabench.store import ResultsStore
 
 

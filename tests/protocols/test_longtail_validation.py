@@ -22,8 +22,8 @@ from vistabench.cli import main
 from vistabench.data import Predictions, save_predictions
 from vistabench.errors import InputError
 from vistabench.metrics import longtail as M
-from vistabench.protocols import longtail as P
-from vistabench.protocols import longtail_sweep as S
+from vistabench.protocols.longtail import runner as P
+from vistabench.protocols.longtail import sweep as S
 from vistabench.protocols.longtail.config import LongtailConfig
 
 

@@ -7,7 +7,7 @@ import pytest
 
 from vistabench.cli import main
 from vistabench.learners.smalldata.registry import methods
-from vistabench.protocols import smalldata
+from vistabench.protocols.smalldata import runner as smalldata
 from vistabench.protocols.smalldata.config import SmalldataConfig
 from vistabench.tuning import parse_space, space_to_json
 from vistabench.tuning.space import Choice, Fixed, LogUniform, Uniform
