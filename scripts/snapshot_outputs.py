@@ -122,7 +122,8 @@ def snapshot(out: Path, *, quick: bool, demo: bool = True) -> None:
                 d[k] = _strip(json.loads(d[k]))
         rows.append(d)
     rows.sort(key=lambda d: json.dumps(d, sort_keys=True))
-    _write(out / "demo" / "records.json", json.dumps(rows, indent=1, sort_keys=True))
+    # the output folder itself (a checkpoint's path) is not a difference
+    _write(out / "demo" / "records.json", json.dumps(rows, indent=1, sort_keys=True).replace(str(out), "<OUT>"))
     for protocol in PROTOCOL_ARGS | {"detection": []}:
         rc, text = _cli(["table", protocol, "--store", str(demo / "results.sqlite")])
         _write(out / "demo" / "tables" / f"{protocol}.md", f"rc {rc}\n{text}")

@@ -113,10 +113,10 @@ def _alive(pid):
 def test_local_workers_give_the_sequential_values_in_and_out_of_a_session():
     jobs = [Job(_square, (x,)) for x in range(5)]
     sequential = sorted(o.value for o in run_jobs(jobs))
-    assert sorted(o.value for o in run_jobs(jobs, max_parallel=2)) == sequential
-    with engine_session("local", max_parallel=2):  # one pool for both calls
-        assert sorted(o.value for o in run_jobs(jobs, max_parallel=2)) == sequential
-        assert sorted(o.value for o in run_jobs(jobs, max_parallel=2)) == sequential
+    assert sorted(o.value for o in run_jobs(jobs, engine=Engine(max_parallel=2))) == sequential
+    with engine_session(Engine(max_parallel=2)):  # one pool for both calls
+        assert sorted(o.value for o in run_jobs(jobs, engine=Engine(max_parallel=2))) == sequential
+        assert sorted(o.value for o in run_jobs(jobs, engine=Engine(max_parallel=2))) == sequential
 
 
 @pytest.mark.parametrize("session", [False, True])
@@ -125,8 +125,8 @@ def test_closing_the_iterator_terminates_the_worker_still_running_a_job(tmp_path
     the executor): a job sleeping two minutes does not keep the driver waiting."""
     slow = tmp_path / "slow.pid"
     jobs = [Job(_square, (2,)), Job(_pid_then_sleep, (str(slow), 120))]
-    with engine_session("local", max_parallel=2 if session else None):
-        it = run_jobs(jobs, max_parallel=2)
+    with engine_session(Engine(max_parallel=2 if session else None)):
+        it = run_jobs(jobs, engine=Engine(max_parallel=2))
         assert next(it).value == 4
         deadline = time.monotonic() + 60
         while not (slow.exists() and slow.read_text()) and time.monotonic() < deadline:
