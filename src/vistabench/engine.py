@@ -76,23 +76,22 @@ def engine_fields(*, runtime: bool | tuple[str, ...] = False, **helps: str) -> t
     return base
 
 
-def _engine_check(self: Any) -> None:
-    self.check_engine()
+class Engine(engine_fields()):
+    """Where jobs run: ``engine``, ``ray_address``, ``max_parallel`` (:data:`ENGINE`), checked when made.
 
+    ``dispatches()``: whether jobs leave this process (Ray, or more than one local process).
 
-Engine = dataclasses.make_dataclass("Engine", _fields(False, {}), bases=(_EngineChecks, Options), frozen=True,
-                                    kw_only=True, namespace={"check": _engine_check,
-                                                             "dispatches": lambda self: self.engine == "ray" or
-                                                             (self.max_parallel or 1) > 1})
-Engine.__module__ = __name__
-Engine.__doc__ = """Where jobs run: ``engine``, ``ray_address``, ``max_parallel`` (:data:`ENGINE`), checked when made.
+    >>> Engine().dispatches(), Engine(engine="local", max_parallel=2).dispatches()
+    (False, True)
+    >>> Engine(ray_address="h:6379")
+    Traceback (most recent call last):
+    ...
+    vistabench.errors.InputError: ray_address: only read with engine 'ray' (engine is 'local')
+    """
 
-``dispatches()``: whether jobs leave this process (Ray, or more than one local process).
+    def check(self) -> None:
+        self.check_engine()
 
->>> Engine().dispatches(), Engine(engine="local", max_parallel=2).dispatches()
-(False, True)
->>> Engine(ray_address="h:6379")
-Traceback (most recent call last):
-...
-vistabench.errors.InputError: ray_address: only read with engine 'ray' (engine is 'local')
-"""
+    def dispatches(self) -> bool:
+        """Whether jobs leave this process (Ray, or more than one local process)."""
+        return self.engine == "ray" or (self.max_parallel or 1) > 1
