@@ -18,6 +18,7 @@ import numpy as np
 
 from ..metrics.stats import not_worse_than_best
 from ..store import Record
+from ..tuning.space import Choice, Fixed, LogUniform, parse_space
 from .html import Section
 from .plotstyle import distinct_colors, legend_outside
 from .results import distinct_results
@@ -122,6 +123,33 @@ def cost_table(records: Records, *, dataset: str | None = None) -> Table:
     return table
 
 
+def _searched(p: Any) -> str:
+    if isinstance(p, Choice):
+        return "one of " + ", ".join(f"{v:g}" if isinstance(v, float) else str(v) for v in p.values)
+    if isinstance(p, Fixed):
+        return f"fixed at {p.value:g}" if isinstance(p.value, float) else f"fixed at {p.value}"
+    scale = "log scale" if isinstance(p, LogUniform) else "linear scale"
+    return f"{p.low:g} to {p.high:g}, {scale}"
+
+
+def search_space_table(records: Records, *, dataset: str | None = None) -> Table:
+    """What each method searched: every hyper-parameter of the space its runs stored (the one
+    ``smalldata run --print-config`` prints and the search draws from), with its range and scale."""
+    spaces: dict[tuple[str, str], dict[str, Any]] = {}  # (method, data set): the presets' spaces differ
+    for r in select(records, protocol=PROTOCOL, dataset=dataset):
+        space = (r.settings.get("run_config") or {}).get("space")
+        if isinstance(space, dict) and space:
+            spaces.setdefault((r.method, r.dataset), space)
+    rows = [{"method": m, "dataset": d, "parameter": k, "searched": _searched(p)}
+            for m, d in sorted(spaces) for k, p in parse_space(spaces[m, d]).items()]
+    table = Table(columns=[Column("dataset", "Data set", None, percent=False),
+                           Column("parameter", "Hyper-parameter", None, percent=False),
+                           Column("searched", "Searched", None, percent=False)], rows=rows, ranked=False)
+    table.caption = ("The search space of each method, as `smalldata run --print-config` prints it and the "
+                     "search drew from (stored with every run).")
+    return table
+
+
 def smalldata_table(records: Records, *, dataset: str | None = None) -> Table:
     return accuracy_table(records, dataset=dataset)
 
@@ -173,6 +201,9 @@ def smalldata_section(records: Records) -> Section | None:
              "trainval and scored with balanced accuracy on the test set.")
     sec.table(accuracy_table(records))
     sec.table(cost_table(records))
+    space = search_space_table(records)
+    if space.rows:
+        sec.table(space)
     fig = _search_figure(records)
     if fig is not None:
         sec.figure(fig, "Search curves: validation balanced accuracy per epoch of every trial "
