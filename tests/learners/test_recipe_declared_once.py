@@ -39,7 +39,6 @@ SRC = Path(__file__).resolve().parents[2] / "src" / "vistabench"
 PENDING: dict[str, str] = {
     # the five holders the issue names, still to take a Recipe
     "learners/incremental/baselines.py:SessionTrainer": "a session's schedule (milestones, factors) restated",
-    "learners/stream/search.py:__init__()": "the stream trainer's schedule arguments",
     # stages and settings that carry their own values of recipe fields
     "learners/incremental/options.py:FROptions": "FR's stage recipe (its own epochs, lr, milestones): a stage "
                                                  "override declared as fields, not as a Recipe",
@@ -49,9 +48,6 @@ PENDING: dict[str, str] = {
     "learners/schedules.py:ScheduleSettings": "the lr schedule's inputs (a part of the recipe as fields)",
     "data/smalldata_presets.py:SmallDataPreset": "a data set preset's model and epochs (the recipe's defaults "
                                                  "per data set)",
-    "cli/stream.py:PretrainOptions": "stream pretrain verb's own lr and device",
-    "protocols/stream/runner.py:pretrain()": "stream pretrain's lr and device",
-    "learners/sources.py:make_source()": "the loader and its workers, taken apart",
     "learners/smalldata/registry.py:MethodContext": "a small-data method builder's backbone name",
 }
 

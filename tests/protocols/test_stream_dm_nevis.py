@@ -95,20 +95,23 @@ def _optax_warmup_cosine(step, *, peak, warmup, total, end):  # optax.warmup_cos
 
 def test_warmup_cosine_follows_optax():
     from vistabench.learners.models import build_model
+    from vistabench.learners.recipe import Recipe
+    from vistabench.learners.stream.options import TrialSchedule
     from vistabench.learners.stream.search import SearchTrainer
     from vistabench.learners.trainer import TrainConfig
 
     model = build_model("cnn28", num_classes=2, in_channels=1, seed=0, width=2)
-    tr = SearchTrainer(model, TrainConfig(lr=0.05, epochs=1, count_flops=False), base_schedule="warmup-cosine",
-                       warmup_epochs=7, final_lr=1e-8, steps_per_data_epoch=3)
+    recipe = Recipe(schedule="warmup-cosine", warmup_epochs=7)
+    tr = SearchTrainer(model, TrainConfig(lr=0.05, epochs=1, count_flops=False),
+                       trial=TrialSchedule(recipe=recipe, final_lr=1e-8, steps_per_data_epoch=3))
     total = 100
     warm = min(total - 1, 7 * 3)  # dm_nevis: min(max_steps - 1, warmup_epochs * steps_per_epoch)
     for step in (0, 1, 10, 20, 21, 22, 50, 99):
         assert tr.lr_at(step, total, 25) == pytest.approx(
             _optax_warmup_cosine(step, peak=0.05, warmup=warm, total=total, end=1e-8), rel=1e-12, abs=1e-15)
     # warm-up longer than the run: dm_nevis caps it at total - 1 steps
-    short = SearchTrainer(model, TrainConfig(lr=0.05, epochs=1, count_flops=False), base_schedule="warmup-cosine",
-                          warmup_epochs=7, final_lr=1e-8, steps_per_data_epoch=30)
+    short = SearchTrainer(model, TrainConfig(lr=0.05, epochs=1, count_flops=False),
+                          trial=TrialSchedule(recipe=recipe, final_lr=1e-8, steps_per_data_epoch=30))
     assert short.lr_at(8, 10, 10) == pytest.approx(0.05 * 8 / 9)
     assert short.lr_at(9, 10, 10) == pytest.approx(_optax_warmup_cosine(9, peak=0.05, warmup=9, total=10, end=1e-8))
 
@@ -119,6 +122,7 @@ def test_sgdw_step_matches_dm_nevis_reference():
     import torch
 
     from vistabench.learners.models import build_model
+    from vistabench.learners.stream.options import TrialSchedule
     from vistabench.learners.stream.search import SearchTrainer
     from vistabench.learners.trainer import TrainConfig
 
@@ -129,7 +133,7 @@ def test_sgdw_step_matches_dm_nevis_reference():
     model = build_model("cnn28", num_classes=2, in_channels=1, seed=0, width=2)
     ref = build_model("cnn28", num_classes=2, in_channels=1, seed=0, width=2)
     tr = SearchTrainer(model, TrainConfig(lr=lr, epochs=1, batch_size=32, momentum=mom, nesterov=True,
-                                          weight_decay=0.0, count_flops=False), masked_decay=wd)
+                                          weight_decay=0.0, count_flops=False), trial=TrialSchedule(masked_decay=wd))
     tr.fit(x, y)  # one step: the cosine's first lr is lr
     xb = tr.normaliser.apply(torch.from_numpy(x).permute(0, 3, 1, 2).float() / 255.0)
     ref.train()

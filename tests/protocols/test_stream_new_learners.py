@@ -11,6 +11,7 @@ from vistabench.learners.flops import count_forward_flops, count_train_step_flop
 from vistabench.learners.models import build_model
 from vistabench.learners.stream import TaskView, batch_size_for, eval_points, learner_names, make_learner
 from vistabench.learners.stream.bhpo import decode, search_space
+from vistabench.learners.stream.options import PretrainSettings
 from vistabench.learners.stream.pretrain import pretrain_meta_train
 from vistabench.protocols.stream.runner import run_events, run_stream
 from vistabench.store import ResultsStore
@@ -56,7 +57,8 @@ def test_no_future_access_for_the_new_learners(name, store, tmp_path):
     stream = parse_stream(THREE)
     opts = dict(OPTS, trials=2, steps=2, seed=0, knn_train=20, knn_val=10, search_space="large")
     if name == "pt":
-        ck = pretrain_meta_train(stream, tmp_path / "pt.pt", steps=4, config=make_learner("indep", **OPTS).config)
+        ck = pretrain_meta_train(stream, PretrainSettings(out=tmp_path / "pt.pt", steps=4),
+                                 config=make_learner("indep", **OPTS).config)
         opts["checkpoint"] = ck["checkpoint"]
     log, cache = [], {}
 
@@ -195,8 +197,9 @@ def test_bhpo_run_feeds_each_trial_the_earlier_scores(store, tmp_path):
 def test_pretrain_writes_a_weights_only_checkpoint_and_its_cost(tmp_path, store):
     stream = parse_stream(THREE)
     cfg = make_learner("indep", **OPTS).config
-    rep = pretrain_meta_train(stream, tmp_path / "pt.pt", steps=5, config=cfg)
+    rep = pretrain_meta_train(stream, PretrainSettings(out=tmp_path / "pt.pt", steps=5), config=cfg)
     assert [t["task"] for t in rep["tasks"]] == [t.uid for t in stream.meta_train()]
+    assert rep["model"] == "cnn28" and "arch" not in rep  # the backbone under its name
     sd = torch.load(rep["checkpoint"], weights_only=True)
     heads = sum(t["outputs"] for t in rep["tasks"])
     model = build_model("cnn28", num_classes=heads, in_channels=1, **OPTS["arch_options"])
@@ -210,7 +213,8 @@ def test_pretrain_writes_a_weights_only_checkpoint_and_its_cost(tmp_path, store)
     rec = run_events(store, "ptmt")[0]
     assert rec.settings["pretrain_flops"] == rep["flops"]  # reported apart from the run's cFLOP
     with pytest.raises(InputError, match="no meta-train task"):
-        pretrain_meta_train(parse_stream({**THREE, "meta_test_from_year": 1990}), tmp_path / "x.pt", steps=1)
+        pretrain_meta_train(parse_stream({**THREE, "meta_test_from_year": 1990}),
+                            PretrainSettings(out=tmp_path / "x.pt", steps=1))
 
 
 def test_mt_resumes_with_its_memory(tmp_path):
@@ -229,18 +233,21 @@ def test_mt_resumes_with_its_memory(tmp_path):
 
 
 def test_bhpo_schedule_and_separate_augmentations():
+    from vistabench.learners.stream.options import TrialSchedule
     from vistabench.learners.stream.search import SearchTrainer as _SearchTrainer
     from vistabench.learners.tensors import Normaliser
     from vistabench.learners.trainer import TrainConfig
 
     model = build_model("cnn28", num_classes=2, in_channels=1, width=2)
-    tr = _SearchTrainer(model, TrainConfig(lr=0.2, epochs=1, count_flops=False), schedule="piecewise")
+    tr = _SearchTrainer(model, TrainConfig(lr=0.2, epochs=1, count_flops=False),
+                         trial=TrialSchedule(shape="piecewise"))
     assert [tr.lr_at(s, 100, 10) for s in (0, 49, 50, 74, 75, 99)] == pytest.approx(
         [0.2, 0.2, 0.02, 0.02, 0.002, 0.002])
     cos = _SearchTrainer(model, TrainConfig(lr=0.2, epochs=1, count_flops=False))
     assert cos.lr_at(50, 100, 10) == pytest.approx(0.1)  # the trainer's cosine, unchanged
     imgs = np.random.default_rng(0).integers(0, 255, (16, 8, 8, 1)).astype(np.uint8)
-    flip_only = _SearchTrainer(model, TrainConfig(epochs=1, augment=True, count_flops=False), flip=True)
+    flip_only = _SearchTrainer(model, TrainConfig(epochs=1, augment=True, count_flops=False),
+                               trial=TrialSchedule(flip=True))
     flip_only.normaliser = Normaliser.fit(imgs)
     out = flip_only.batch(imgs, np.arange(16), torch.Generator().manual_seed(0))
     ref = flip_only.normaliser.apply(torch.as_tensor(imgs, dtype=torch.float32).permute(0, 3, 1, 2) / 255.0)

@@ -306,16 +306,25 @@ def test_absent_labels_option_is_validated_and_stored(stream, store, tmp_path):
 
 
 def test_pretrain_checks_its_arguments_before_reading_data(tmp_path):
+    from vistabench.protocols.stream.config import PretrainOptions
     from vistabench.protocols.stream.runner import pretrain
 
-    with pytest.raises(InputError, match="^steps: expected an integer >= 1, got 0"):
-        pretrain("embedded", tmp_path / "pt.pt", steps=0)
+    with pytest.raises(InputError, match="^steps: expected a number >= 1, got 0"):  # the options' own rule
+        PretrainOptions(stream="embedded", out=tmp_path / "pt.pt", steps=0)
     with pytest.raises(InputError, match="^width: "):
-        pretrain("embedded", tmp_path / "pt.pt", width=0)
+        PretrainOptions(stream="embedded", out=tmp_path / "pt.pt", width=0)
     with pytest.raises(InputError, match="^out '.*': is a folder"):
-        pretrain("embedded", tmp_path, steps=1)
-    with pytest.raises(InputError, match="^meta_test_from: "):
-        pretrain("embedded", tmp_path / "pt.pt", meta_test_from="papr")
+        PretrainOptions(stream="embedded", out=tmp_path, steps=1)
+    with pytest.raises(InputError, match="^meta_test_from: "):  # where the stream is loaded, before any data
+        pretrain(PretrainOptions(stream="embedded", out=tmp_path / "pt.pt", meta_test_from="papr"))
+    with pytest.raises(InputError, match="^lr: expected a number > 0"):
+        PretrainOptions(stream="embedded", out=tmp_path / "pt.pt", lr=0)
+    with pytest.raises(InputError, match="^data_root '.*': no such folder"):
+        PretrainOptions(stream="embedded", out=tmp_path / "pt.pt", data_root=tmp_path / "nope")
+    opts = PretrainOptions(stream="embedded", out=tmp_path / "pt.pt")
+    assert (opts.width, opts.arch_options(), opts.to_recipe().model) == (8, {"width": 8}, "cnn28")  # resolved once
+    with pytest.raises(TypeError, match="PretrainOptions"):  # the checked value, not its fields one by one
+        pretrain("embedded")
 
 
 def test_stream_report_refuses_a_store_without_stream_runs(tmp_path):

@@ -10,22 +10,11 @@ from typing import Any, Literal
 
 from . import store_records
 from ..config import Options, option
-from ..protocols.stream.config import StreamConfig
+from ..protocols.stream.config import CutOptions, PretrainOptions, StreamConfig
 from .verbs import RunOptions, Verbs, add_run_verb, add_verb, store_field, verb_group
 from .verbs import TrackOptions
 
 _STREAM_HELP = "a built-in stream (`stream list`) or a stream file"
-
-
-@dataclass(frozen=True, kw_only=True)
-class CutOptions(Options):
-    """The meta-train / meta-test cut (``meta_test_from``, as the run's config names it)."""
-
-    meta_test_from: str | None = option(
-        None, metavar="YEAR|PRESET",
-        help="meta-train / meta-test cut: a year, or a preset of the Nevis streams: 'paper' (2019, the paper's "
-             "last three years: 27 FULL tasks) or 'dm-nevis' (2020, dm_nevis's DEFAULT_NEVIS_STOP_YEAR: 14 FULL "
-             "tasks). Default: the stream file's (paper). The cut used is printed.")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -67,23 +56,6 @@ class StreamRunOptions(RunOptions):
 
     out: str | None = option("vistabench-stream", flags=("--out", "--work-dir"), metavar="DIR",
                              help="checkpoints for resuming")
-
-
-@dataclass(frozen=True, kw_only=True)
-class PretrainOptions(CutOptions):
-    """`stream pretrain`: :func:`~vistabench.protocols.stream.runner.pretrain`'s arguments (checked there as the
-    run's config fields are: they must match the later pt run)."""
-
-    stream: str = option(metavar="NAME|FILE", help=_STREAM_HELP)
-    out: str = option(metavar="FILE", help="checkpoint to write (e.g. pt-mt.pt)")
-    steps: int = option(200, help="SGD steps")
-    lr: float = option(0.05, help="learning rate")
-    max_per_task: int = option(2000, metavar="N", help="training examples kept per meta-train task")
-    seed: int = option(0, help="seed of the initialisation and of the batches")
-    data_root: str | None = option(None, metavar="DIR", help="folder with the tasks' data")
-    arch: str = option("cnn28", help="backbone (must match the later pt run)")
-    width: int | None = option(None, help="cnn28 width (default 8)")
-    device: str = option("cpu", help="cpu, cuda, cuda:N or auto")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -235,9 +207,7 @@ def _pretrain(opts: PretrainOptions) -> dict[str, Any]:
     require("train", what="`vistabench stream pretrain`")
     from ..protocols.stream.runner import pretrain
 
-    return pretrain(opts.stream, opts.out, steps=opts.steps, lr=opts.lr, max_per_task=opts.max_per_task,
-                    seed=opts.seed, data_root=opts.data_root, arch=opts.arch, width=opts.width, device=opts.device,
-                    meta_test_from=opts.meta_test_from)
+    return pretrain(opts)
 
 
 def _pretrain_human(res) -> str:

@@ -43,7 +43,8 @@ from ..errors import InputError
 from .schedules import schedules_of
 
 __all__ = ["RECIPE", "PRECISIONS", "LOADERS", "SCHEDULE_CHOICES", "PRETRAINED_SUFFIXES", "TRAINER_FIELDS",
-           "Recipe", "RecipeConfig", "use", "training_recipe", "check_recipe", "check_device", "recipe_values"]
+           "Recipe", "RecipeConfig", "RecipeOptions", "use", "training_recipe", "recipe_options", "check_recipe",
+           "check_device", "recipe_values"]
 
 #: ``precision``'s values: autocast type of the forward passes
 PRECISIONS = ("fp32", "bf16", "fp16")
@@ -123,13 +124,15 @@ class _Use:
     help: str | None = None
     choices: tuple[Any, ...] | None = None
     flags: tuple[str, ...] | None = None
+    metavar: str | None = None
 
 
 def use(default: Any, *, help: str | None = None, choices: tuple[Any, ...] | None = None,
-        flags: tuple[str, ...] | None = None) -> _Use:
+        flags: tuple[str, ...] | None = None, metavar: str | None = None) -> _Use:
     """A protocol's use of a recipe field: its default there, and optionally its help worded for the
-    protocol, the subset of the choices its trainer runs, or its command-line spellings."""
-    return _Use(default, help, None if choices is None else tuple(choices), None if flags is None else tuple(flags))
+    protocol, the subset of the choices its trainer runs, or its command-line spellings (and metavar)."""
+    return _Use(default, help, None if choices is None else tuple(choices), None if flags is None else tuple(flags),
+                metavar)
 
 
 def _field_of(name: str, spec: Any) -> tuple[str, Any, Any]:
@@ -142,6 +145,8 @@ def _field_of(name: str, spec: Any) -> tuple[str, Any, Any]:
         kwargs["help"] = u.help
     if u.flags is not None:
         kwargs["flags"] = u.flags
+    if u.metavar is not None:
+        kwargs["metavar"] = u.metavar
     choices = kwargs.pop("choices", None)
     if u.choices is not None:
         bad = set(u.choices) - set(choices or ())
@@ -199,11 +204,41 @@ def training_recipe(**fields: Any) -> type[RecipeConfig]:
     >>> [i.name for i in Base.fields_info()][:2], Base.field_info("epochs").low
     (['epochs', 'lr'], 1)
     """
-    made = [_field_of(name, spec) for name, spec in fields.items()]
-    base = dataclasses.make_dataclass("TrainingRecipe", made, bases=(RecipeConfig,), frozen=True, kw_only=True)
-    base.recipe_fields = tuple(fields)
-    base.__module__ = __name__
-    return base
+    return _recipe_base("TrainingRecipe", RecipeConfig, fields)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RecipeOptions(Options):
+    """A verb's or a function's options (not a run config) with recipe fields (made by :func:`recipe_options`)."""
+
+    #: the recipe fields these options have, in declaration order
+    recipe_fields: ClassVar[tuple[str, ...]] = ()
+
+    def check(self) -> None:
+        check_recipe(self)
+
+    def to_recipe(self, **resolved: Any) -> "Recipe":
+        """These options' recipe fields as a :class:`Recipe` (the others at the recipe's defaults)."""
+        return Recipe(**{**{k: getattr(self, k) for k in self.recipe_fields}, **resolved})
+
+
+def recipe_options(**fields: Any) -> type[RecipeOptions]:
+    """As :func:`training_recipe`, for options that are not a run config (no ``track`` fields): a verb
+    that trains without being a protocol's run (``stream pretrain``) takes its recipe fields from here.
+
+    >>> Base = recipe_options(lr=use(0.05, help="learning rate"))
+    >>> Base(lr=0.1).to_recipe().lr, Base.field_info("lr").help
+    (0.1, 'learning rate')
+    """
+    return _recipe_base("RecipeFields", RecipeOptions, fields)
+
+
+def _recipe_base(name: str, base: type, fields: dict[str, Any]) -> Any:
+    made = [_field_of(field_name, spec) for field_name, spec in fields.items()]
+    out = dataclasses.make_dataclass(name, made, bases=(base,), frozen=True, kw_only=True)
+    out.recipe_fields = tuple(fields)
+    out.__module__ = __name__
+    return out
 
 
 def _check_value(self: Any) -> None:

@@ -27,10 +27,9 @@ import numpy as np
 import torch
 
 from ..errors import InputError
+from .recipe import LOADERS, Recipe
 
 __all__ = ["LOADERS", "DataSource", "MemorySource", "StreamSource", "DeviceSource", "make_source"]
-
-LOADERS = ("memory", "stream", "device")
 
 
 class DataSource:
@@ -151,12 +150,11 @@ class DeviceSource(DataSource):
         self.data = torch.empty(0)
 
 
-def make_source(trainer: Any, images: Any, loader: str, workers: int) -> DataSource:
-    """The data source ``loader`` (one of :data:`LOADERS`) of ``images`` for ``trainer``."""
-    if loader == "memory":
-        return MemorySource(trainer, images)
-    if loader == "stream":
-        return StreamSource(trainer, images, workers)
-    if loader == "device":
+def make_source(trainer: Any, images: Any, recipe: Recipe) -> DataSource:
+    """The data source of ``images`` for ``trainer`` that ``recipe`` asks for: its ``loader`` (one of
+    :data:`LOADERS`, checked when the recipe was made) and, for ``stream``, its ``workers``."""
+    if recipe.loader == "stream":
+        return StreamSource(trainer, images, recipe.workers)
+    if recipe.loader == "device":
         return DeviceSource(trainer, images)
-    raise InputError(f"loader: expected one of {', '.join(LOADERS)}, got {loader!r}")
+    return MemorySource(trainer, images)

@@ -335,7 +335,7 @@ class Trainer:
                              "Trainer.batch, use loader memory or stream")
 
         def run(dp: DataParallel | None = None) -> TrainResult:  # on every rank of a data-parallel fit
-            source = make_source(self, images, cfg.loader, cfg.workers)
+            source = make_source(self, images, cfg.recipe)
             try:
                 return self._loop(source, images, labels, val_images if val is not None else None,
                                   val_labels if val is not None else None, sampler, trainable, second_sampler,

@@ -171,10 +171,12 @@ _PER_RUN = ("config", "seed", "run_id", "max_tasks", "predictions_sha256")
 
 def _configuration(settings: dict[str, Any]) -> str:
     """What a row of :func:`stream_table` shares: every stored setting but the per-run ones
-    (:data:`_PER_RUN`; the learner's own settings, trials, steps, recipe and stream included)."""
+    (:data:`_PER_RUN`; the learner's own settings, trials, steps, recipe and stream included), as this
+    version names them (a run stored with ``arch`` shares a row with one stored with ``model``)."""
     from ..jsonutil import dumps
+    from ..learners.stream.options import read_settings
 
-    return dumps({k: v for k, v in settings.items() if k not in _PER_RUN}, sort_keys=True)
+    return dumps({k: v for k, v in read_settings(settings).items() if k not in _PER_RUN}, sort_keys=True)
 
 
 def summary_table(analysis: dict[str, Any], records: Records, *, stream: str | None = None) -> Table:

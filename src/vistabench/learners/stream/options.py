@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import math
 import copy
-from dataclasses import MISSING, dataclass, fields
+from dataclasses import MISSING, dataclass, field, fields
+from pathlib import Path
 from typing import Any, Literal
 
+from ..._validation import check_input_dir
 from ...config import Options, check_fields, option
 from ...errors import InputError
 from ..recipe import RECIPE, Recipe
@@ -23,7 +25,7 @@ __all__ = ["LearnerConfig", "NoLearnerOptions", "EnsembleOptions", "RelatednessO
            "BHPOOptions",
            "BATCH_RULES", "MULTILABEL_SELECTION", "INPUT_SCALINGS", "WEIGHT_INITS",
            "batch_size_for", "eval_points", "SCHEDULES", "warmup_cosine_lr", "RECIPES",
-           "LEARNER_RECIPES"]
+           "LEARNER_RECIPES", "TrialSchedule", "PretrainSettings", "check_pretrain_args", "read_settings"]
 
 BATCH_RULES = ("n/16", "0.0025n")
 SCHEDULES = schedules_of("stream")
@@ -163,9 +165,10 @@ class LearnerConfig:
     each task event as the run's settings). Defaults: recipe ``cpu``.
 
     ``recipe`` (:class:`~vistabench.learners.recipe.Recipe`): the backbone (``model``; older spelling
-    ``arch``, read as ``cfg.arch`` too), the optimizer, the schedule and where trials train; recipe
-    fields given by name go into it and ``cfg.momentum`` reads ``cfg.recipe.momentum``. The rest is
-    the search's own (ranges, batch-size rule, trials, steps) and the learners' options."""
+    ``arch``, read as ``cfg.arch`` too, and in stored settings by :func:`read_settings`), the optimizer,
+    the schedule and where trials train; recipe fields given by name go into it and ``cfg.momentum``
+    reads ``cfg.recipe.momentum``. The rest is the search's own (ranges, batch-size rule, trials,
+    steps) and the learners' options."""
 
     recipe: Recipe
     trials: int = option(2, low=1, help="hyper-parameter trials per task")
@@ -234,11 +237,11 @@ class LearnerConfig:
 
     def settings(self) -> dict[str, Any]:
         """The stored settings: every field and the recipe fields the learners read (the backbone as
-        ``arch``, the key stored runs have), except the recipe fields at their ``cpu`` values (so the
-        settings of runs made before recipes existed stay comparable) and the runtime-only ones."""
+        ``model``; runs stored before named it ``arch``: :func:`read_settings` reads both), except the
+        recipe fields at their ``cpu`` values (so the settings of runs made before recipes existed stay
+        comparable) and the runtime-only ones."""
         out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "recipe"}
-        out = {**asdict_values(out), "arch": self.recipe.model,
-               **{name: getattr(self.recipe, name) for name in _STORED_RECIPE}}
+        out = {**asdict_values(out), **{name: getattr(self.recipe, name) for name in _STORED_RECIPE}}
         base = LearnerConfig()
         for name in _NEW_FIELDS:
             if out[name] == getattr(base, name):
@@ -253,9 +256,83 @@ def asdict_values(values: dict[str, Any]) -> dict[str, Any]:
     return {k: copy.deepcopy(v) for k, v in values.items()}
 
 
-#: the recipe fields a stream learner reads, stored with its settings (``model`` as ``arch``)
-_STORED_RECIPE = ("weight_decay", "momentum", "device", "pretrained", "precision", "compile", "devices", "loader",
-                  "workers", "nesterov", "schedule", "warmup_epochs")
+#: the recipe fields a stream learner reads, stored with its settings
+_STORED_RECIPE = ("model", "weight_decay", "momentum", "device", "pretrained", "precision", "compile", "devices",
+                  "loader", "workers", "nesterov", "schedule", "warmup_epochs")
+
+
+def read_settings(settings: dict[str, Any]) -> dict[str, Any]:
+    """A run's stored settings (a record's, a checkpoint's) as this version names them: the backbone
+    that runs stored before as ``arch`` (in the settings and in their ``config``) read as ``model``.
+
+    >>> read_settings({"arch": "cnn28", "config": {"arch": "cnn28", "width": 8}})
+    {'model': 'cnn28', 'config': {'model': 'cnn28', 'width': 8}}
+    """
+    def renamed(d: dict[str, Any]) -> dict[str, Any]:
+        return {("model" if k == "arch" and "model" not in d else k): v for k, v in d.items()}
+
+    out = renamed(settings)
+    if isinstance(out.get("config"), dict):
+        out["config"] = renamed(out["config"])
+    return out
+
+
+@dataclass(frozen=True)
+class TrialSchedule:
+    """What a search trial's trainer (:class:`~.search.SearchTrainer`) does beyond its ``TrainConfig``.
+
+    ``recipe``: the stream's :class:`~vistabench.learners.recipe.Recipe`; its ``schedule`` is ``cosine``
+    (the trainer's cosine to 0) or ``warmup-cosine`` (optax's warm-up cosine over ``warmup_epochs``
+    epochs of ``steps_per_data_epoch`` steps, to ``final_lr``). ``shape``: the trial's own, ``cosine``
+    (the recipe's schedule) or ``piecewise`` (BHPO's large space: constant, scaled at fractions of the
+    steps). ``crop`` / ``flip``: random crop after zero padding and horizontal flip, each on its own.
+    ``masked_decay``: L2 weight decay added to the gradients of conv / linear weights only (dm_nevis's
+    mask; the trainer's own weight decay is then 0).
+    """
+
+    recipe: Recipe = field(default_factory=Recipe)
+    shape: Literal["cosine", "piecewise"] = "cosine"
+    crop: bool = False
+    flip: bool = False
+    final_lr: float = 0.0
+    steps_per_data_epoch: int = 1
+    masked_decay: float = 0.0
+
+    @classmethod
+    def of_trial(cls, config: LearnerConfig, hp: dict[str, Any], *, steps_per_data_epoch: int) -> "TrialSchedule":
+        """A trial's: the learner's recipe and search settings (``config``), the trial's drawn ``hp``."""
+        return cls(recipe=config.recipe, shape=hp.get("schedule", "cosine"), crop=bool(hp.get("crop", False)),
+                   flip=bool(hp.get("flip", False)), final_lr=float(config.final_lr),
+                   steps_per_data_epoch=int(steps_per_data_epoch),
+                   masked_decay=float(config.weight_decay) if config.decay_mask == "weights" else 0.0)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PretrainSettings(Options):
+    """PT-MT's own arguments (:func:`~.pretrain.pretrain_meta_train`), checked once when made
+    (:func:`check_pretrain_args`, before any data are read); its recipe (learning rate, backbone,
+    device) is the learner config's."""
+
+    out: str = option(metavar="FILE", help="checkpoint to write (e.g. pt-mt.pt)")
+    steps: int = option(200, low=1, help="SGD steps")
+    max_per_task: int = option(2000, low=1, metavar="N", help="training examples kept per meta-train task")
+    seed: int = option(0, help="seed of the initialisation and of the batches")
+    data_root: str | None = option(None, metavar="DIR", help="folder with the tasks' data")
+
+    def check(self) -> None:
+        check_pretrain_args(self)
+
+
+def check_pretrain_args(settings: PretrainSettings) -> None:
+    """The rules of :class:`PretrainSettings` beyond each field's range: the data folder exists, ``out``
+    is a file name in an existing folder (InputError naming the argument)."""
+    if settings.data_root is not None:
+        check_input_dir(settings.data_root, "data_root")
+    p = Path(settings.out)
+    if p.is_dir():
+        raise InputError(f"out {settings.out!r}: is a folder, expected a checkpoint file name (e.g. pt-mt.pt)")
+    if not p.parent.is_dir():
+        raise InputError(f"out {settings.out!r}: its folder {str(p.parent)!r} does not exist")
 
 
 # fields added with the recipes: stored only when they differ from the values older runs used

@@ -1,7 +1,7 @@
 """PT-MT: pre-train one network on the meta-train tasks of a stream (for the ``pt`` learner).
 
 Every meta-train task gets its own output block on a shared backbone and the network is trained
-for ``steps`` SGD steps on the union of the tasks' training parts (at most ``max_per_task``
+for ``steps`` SGD steps (the learner config's learning rate) on the union of the tasks' training parts (at most ``max_per_task``
 examples each; batches drawn uniformly over the union) with the joint loss of the ``mt`` learner
 (cross-entropy per multiclass block, sigmoid BCE per multilabel block). The backbone is written as
 a weights-only state dict; ``pt`` replaces the classifier. The pre-training compute is counted
@@ -25,30 +25,35 @@ from ...streams import Stream, Task, load_stream
 from ...streams.sources import TaskSplits, resolve_task
 from .base import ComputeLedger, save_checkpoint
 from .losses import JointLoss, LossPart
-from .options import LearnerConfig, batch_size_for
+from .options import LearnerConfig, PretrainSettings, batch_size_for
 
-__all__ = ["pretrain_meta_train", "pretrain_cost", "check_pretrain_args"]
+__all__ = ["pretrain_meta_train", "pretrain_cost"]
 
 
-def pretrain_meta_train(stream: Stream | str, out: str | Path, *, steps: int = 200, seed: int = 0,
-                        config: LearnerConfig | None = None, lr: float = 0.05, max_per_task: int = 2000,
-                        data_root: str | Path | None = None,
+def pretrain_meta_train(stream: Stream | str, settings: PretrainSettings, *, config: LearnerConfig | None = None,
                         resolver: Callable[[Task], TaskSplits] | None = None) -> dict[str, Any]:
-    """Pre-train on ``stream``'s meta-train tasks and write the checkpoint ``out`` (+ ``out.json``).
+    """Pre-train on ``stream``'s meta-train tasks and write the checkpoint ``settings.out`` (+ ``.json``).
+
+    ``settings``: the pre-training's own arguments (:class:`~.options.PretrainSettings`, checked when
+    made); ``config``: the learner config of the later ``pt`` run (its recipe: learning rate, backbone
+    and its options, device; default :class:`~.options.LearnerConfig`'s, seeded with ``settings.seed``).
 
     Returns
     -------
     dict
-        ``{"checkpoint", "stream", "meta_test_cut", "tasks", "images", "steps", "batch_size",
-        "flops", "seconds"}``; ``flops`` is the pre-training compute (training steps only).
+        ``{"checkpoint", "stream", "meta_test_cut", "model", "arch_options", "tasks", "images", "steps",
+        "batch_size", "flops", "seconds", "torch"}``; ``flops`` is the pre-training compute (training steps
+        only).
     """
     import torch
 
     from ..models import build_model
     from ..trainer import TrainConfig, Trainer
 
+    if not isinstance(settings, PretrainSettings):
+        raise TypeError(f"settings: expected PretrainSettings, got {type(settings).__name__}")  # a caller's bug
+    steps, seed, out, data_root = settings.steps, settings.seed, settings.out, settings.data_root
     cfg = config or LearnerConfig(seed=seed)
-    check_pretrain_args(out, steps=steps, lr=lr, max_per_task=max_per_task, data_root=data_root)
     if isinstance(stream, str):
         stream = load_stream(stream)
     tasks = stream.meta_train()
@@ -60,7 +65,7 @@ def pretrain_meta_train(stream: Stream | str, out: str | Path, *, steps: int = 2
     label_off = out_off = 0
     for t in tasks:
         tr = resolve(t).train
-        k = min(len(tr), max_per_task)
+        k = min(len(tr), settings.max_per_task)
         idx = np.sort(rng.permutation(len(tr))[:k])
         if t.kind == "multilabel":
             patterns, lab = np.unique(tr.targets, axis=0, return_inverse=True)
@@ -80,10 +85,10 @@ def pretrain_meta_train(stream: Stream | str, out: str | Path, *, steps: int = 2
     bs = batch_size_for(n, max_batch=cfg.max_batch, min_batch=cfg.min_batch)
     reps = int(np.ceil(steps * bs / n))
     order = np.concatenate([rng.permutation(n) for _ in range(reps)])[: steps * bs]
-    model = build_model(cfg.arch, num_classes=out_off, in_channels=b, image_size=h, seed=int(rng.integers(2**31)),
+    model = build_model(cfg.model, num_classes=out_off, in_channels=b, image_size=h, seed=int(rng.integers(2**31)),
                         pretrained=cfg.pretrained, **cfg.arch_options)
     loss = JointLoss(parts)
-    tcfg = TrainConfig.from_recipe(cfg, epochs=1, lr=lr, batch_size=bs, seed=int(rng.integers(2**31)),
+    tcfg = TrainConfig.from_recipe(cfg, epochs=1, lr=cfg.lr, batch_size=bs, seed=int(rng.integers(2**31)),
                                    nesterov=False, count_flops=False)  # plain momentum, as PT-MT always trained
     t0 = time.perf_counter()
     res = Trainer(model, tcfg, loss_fn=loss).fit(x[order], y[order])
@@ -92,29 +97,11 @@ def pretrain_meta_train(stream: Stream | str, out: str | Path, *, steps: int = 2
     ledger.charge_train(model, (b, h, w), bs, res.steps, loss_fn=loss, what="pre-training")
     path = save_checkpoint(model.cpu() if hasattr(model, "cpu") else model, out)
     report = {"checkpoint": str(path), "stream": stream.name, "meta_test_cut": stream.meta_test_cut(),
-              "arch": cfg.arch, "arch_options": dict(cfg.arch_options), "tasks": used, "images": int(n),
+              "model": cfg.model, "arch_options": dict(cfg.arch_options), "tasks": used, "images": int(n),
               "steps": int(res.steps), "batch_size": int(bs), "flops": int(ledger.train_flops),
               "seconds": float(seconds), "torch": torch.__version__}
     write_text(str(path) + ".json", json.dumps(report, indent=1), what="checkpoint report file")
     return report
-
-
-def check_pretrain_args(out: str | Path, *, steps: int, lr: float, max_per_task: int,
-                        data_root: str | Path | None) -> None:
-    """The arguments of :func:`pretrain_meta_train`, checked before any data are read (InputError naming the argument)."""
-    from ..._validation import check_input_dir, check_value
-    from ...options import parse_int
-
-    for name, v in (("steps", steps), ("max_per_task", max_per_task)):
-        parse_int(v, name, low=1)
-    check_value(lr, "lr", low=0, low_open=True)
-    if data_root is not None:
-        check_input_dir(data_root, "data_root")
-    p = Path(out)
-    if p.is_dir():
-        raise InputError(f"out {str(out)!r}: is a folder, expected a checkpoint file name (e.g. pt-mt.pt)")
-    if not p.parent.is_dir():
-        raise InputError(f"out {str(out)!r}: its folder {str(p.parent)!r} does not exist")
 
 
 def pretrain_cost(checkpoint: str | Path) -> int | None:

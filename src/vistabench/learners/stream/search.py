@@ -41,7 +41,7 @@ from ..tensors import Normaliser, augment_batch, to_float_nchw
 from ..trainer import TrainConfig, Trainer
 from .base import ComputeLedger, StreamLearner, TaskView
 from .losses import JointLoss, LossPart, PatternBCE
-from .options import batch_size_for, eval_points, warmup_cosine_lr
+from .options import TrialSchedule, batch_size_for, eval_points, warmup_cosine_lr
 
 __all__ = ["SearchLearner", "SearchTrainer", "TrialEngine", "Member", "Predictor", "PIECEWISE", "split_indices",
            "selection_score", "input_normaliser", "haiku_init"]
@@ -72,41 +72,34 @@ PIECEWISE = ((0.5, 0.1), (0.75, 0.01))  # (progress, lr scale) of the piece-wise
 
 
 class SearchTrainer(Trainer):
-    """The shared trainer with the stream recipe's choices and those of BHPO's large space.
-
-    ``schedule``: ``"cosine"`` (the recipe's ``base_schedule``: the trainer's cosine to 0, or
-    ``"warmup-cosine"``, optax's warm-up cosine over ``warmup_epochs`` epochs of ``steps_per_data_epoch``
-    steps to ``final_lr``) or ``"piecewise"`` (constant, scaled by :data:`PIECEWISE` at those fractions
-    of the steps); ``crop`` / ``flip``: random crop after zero padding and horizontal flip, each on
-    its own (the trainer's ``augment`` does both). ``masked_decay``: L2 weight decay added to the
-    gradients of conv / linear weights only (dm_nevis's mask; the config's own ``weight_decay`` is
-    then 0).
+    """The shared trainer with the stream recipe's choices and those of BHPO's large space: ``trial``
+    (:class:`~.options.TrialSchedule`) holds the stream's recipe (its schedule: the trainer's cosine or
+    optax's warm-up cosine), the trial's own schedule (``piecewise``: constant, scaled by
+    :data:`PIECEWISE` at those fractions of the steps), its crop and flip (each on its own; the
+    trainer's ``augment`` does both) and weight decay on conv / linear weights only.
     """
 
-    def __init__(self, *args: Any, schedule: str = "cosine", crop: bool = False, flip: bool = False,
-                 base_schedule: str = "cosine", warmup_epochs: int = 0, final_lr: float = 0.0,
-                 steps_per_data_epoch: int = 1, masked_decay: float = 0.0, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, trial: TrialSchedule | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.schedule, self.crop, self.flip = schedule, bool(crop), bool(flip)
-        self.base_schedule, self.warmup_epochs, self.final_lr = base_schedule, int(warmup_epochs), float(final_lr)
-        self.steps_per_data_epoch, self.masked_decay = int(steps_per_data_epoch), float(masked_decay)
+        self.trial = trial if trial is not None else TrialSchedule()
 
     def lr_at(self, step: int, total: int, steps_per_epoch: int) -> float:
-        if self.schedule == "piecewise":
+        t = self.trial
+        if t.shape == "piecewise":
             scale = 1.0
             for progress, s in PIECEWISE:
                 if step >= int(progress * total):
                     scale = s
             return self.cfg.lr * scale
-        if self.base_schedule == "warmup-cosine":
-            warm = min(total - 1, self.warmup_epochs * self.steps_per_data_epoch)
-            return warmup_cosine_lr(step, total, peak=self.cfg.lr, warmup_steps=warm, final=self.final_lr)
+        if t.recipe.schedule == "warmup-cosine":
+            warm = min(total - 1, t.recipe.warmup_epochs * t.steps_per_data_epoch)
+            return warmup_cosine_lr(step, total, peak=self.cfg.lr, warmup_steps=warm, final=t.final_lr)
         return super().lr_at(step, total, steps_per_epoch)
 
     def fit(self, *args: Any, **kwargs: Any) -> Any:
-        if not self.masked_decay:
+        if not self.trial.masked_decay:
             return super().fit(*args, **kwargs)
-        wd = self.masked_decay
+        wd = self.trial.masked_decay
         handles = [p.register_hook(lambda g, p=p: g + wd * p.detach())
                    for p in self.model.parameters() if p.requires_grad and p.dim() > 1]
         try:
@@ -117,8 +110,8 @@ class SearchTrainer(Trainer):
 
     def batch(self, images: np.ndarray, idx: np.ndarray | slice, gen: torch.Generator | None = None) -> torch.Tensor:
         x = to_float_nchw(images[idx])
-        if gen is not None and (self.crop or self.flip):
-            x = augment_batch(x, gen, padding=self.cfg.crop_padding if self.crop else 0, flip=self.flip)
+        if gen is not None and (self.trial.crop or self.trial.flip):
+            x = augment_batch(x, gen, padding=self.cfg.crop_padding if self.trial.crop else 0, flip=self.trial.flip)
         return self.normaliser.apply(x)
 
 
@@ -275,7 +268,7 @@ class SearchLearner(StreamLearner):
     def _build(self, num_outputs: int, channels: int, image_size: int, seed: int, init: dict | None,
                arch_options: dict | None = None) -> nn.Module:
         cfg = self.config
-        model = build_model(cfg.arch, num_classes=num_outputs, in_channels=channels, image_size=image_size,
+        model = build_model(cfg.model, num_classes=num_outputs, in_channels=channels, image_size=image_size,
                             seed=seed, pretrained=cfg.pretrained,
                             **(cfg.arch_options if arch_options is None else arch_options))
         if init is None and cfg.weight_init == "haiku" and cfg.pretrained is None:
@@ -288,13 +281,13 @@ class SearchLearner(StreamLearner):
             own = model.state_dict()
             for k, v in sd.items():
                 if k in own and tuple(own[k].shape) != tuple(v.shape):
-                    raise InputError(f"{what}: tensor {k!r} has shape {list(v.shape)}, the {cfg.arch!r} network of "
+                    raise InputError(f"{what}: tensor {k!r} has shape {list(v.shape)}, the {cfg.model!r} network of "
                                      f"this run ({arch_options or cfg.arch_options}) expects {list(own[k].shape)} "
                                      "(another width or architecture?)")
             missing, unexpected = model.load_state_dict(sd, strict=False)
             bad = [k for k in missing if not k.startswith("classifier.")]
             if bad or unexpected:
-                raise InputError(f"{what} do not fit {cfg.arch!r}: missing {bad[:3]}, unexpected {list(unexpected)[:3]}")
+                raise InputError(f"{what} do not fit {cfg.model!r}: missing {bad[:3]}, unexpected {list(unexpected)[:3]}")
         return model
 
     # -- hooks of the search loop (defaults: random search, no auxiliary task, no memory)
@@ -455,10 +448,8 @@ class SearchLearner(StreamLearner):
                 holder["best"], holder["best_point"] = curve[-1], len(curve)
                 holder["state"] = {k: v.detach().clone() for k, v in holder["tr"].model.state_dict().items()}
 
-        tr = SearchTrainer(model, tcfg, loss_fn=loss, callback=on_epoch, schedule=hp.get("schedule", "cosine"),
-                           crop=hp.get("crop", False), flip=hp.get("flip", False), base_schedule=cfg.schedule,
-                           warmup_epochs=cfg.warmup_epochs, final_lr=cfg.final_lr,
-                           steps_per_data_epoch=d.n_fit // bs + 1, masked_decay=cfg.weight_decay if masked else 0.0)
+        tr = SearchTrainer(model, tcfg, loss_fn=loss, callback=on_epoch,
+                           trial=TrialSchedule.of_trial(cfg, hp, steps_per_data_epoch=d.n_fit // bs + 1))
         holder["tr"] = tr
         res = tr.fit(x, y, normaliser=input_normaliser(cfg, d.images))
         tr.callback = None  # the closure stays here: the trainer may travel back to the driver

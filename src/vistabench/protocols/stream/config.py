@@ -28,16 +28,16 @@ import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ...config import option
+from ...config import Options, option
 from ...engine import engine_fields
 from ...errors import InputError
 from ...learners.model_options import check_model_name
-from ...learners.recipe import recipe_values, training_recipe, use
-from ...learners.stream.options import BATCH_RULES, LEARNER_RECIPES, RECIPES, SCHEDULES
+from ...learners.recipe import recipe_options, recipe_values, training_recipe, use
+from ...learners.stream.options import BATCH_RULES, LEARNER_RECIPES, RECIPES, SCHEDULES, PretrainSettings
 from ...methods import get_method
 from ...streams import check_stream_spec
 
-__all__ = ["StreamConfig", "NEVIS_STREAMS", "CLASSIC_RUN_ID_FIELDS", "STREAM_FILE"]
+__all__ = ["StreamConfig", "CutOptions", "PretrainOptions", "NEVIS_STREAMS", "CLASSIC_RUN_ID_FIELDS", "STREAM_FILE"]
 
 #: streams whose ``recipe: auto`` is ``dm-nevis``
 NEVIS_STREAMS = ("nevis-full", "nevis-full-paper", "nevis-short")
@@ -300,3 +300,50 @@ _DEFAULT_WIDTH = {"cnn28": 8}
 
 def _plain(value: Any) -> Any:
     return list(value) if isinstance(value, tuple) else value
+
+
+@dataclass(frozen=True, kw_only=True)
+class CutOptions(Options):
+    """The meta-train / meta-test cut (``meta_test_from``, as the run's config names it)."""
+
+    meta_test_from: str | None = option(
+        None, metavar="YEAR|PRESET",
+        help="meta-train / meta-test cut: a year, or a preset of the Nevis streams: 'paper' (2019, the paper's "
+             "last three years: 27 FULL tasks) or 'dm-nevis' (2020, dm_nevis's DEFAULT_NEVIS_STOP_YEAR: 14 FULL "
+             "tasks). Default: the stream file's (paper). The cut used is printed.")
+
+
+#: what PT-MT trains with of the recipe: the later pt run's backbone and device, and its own learning rate
+_PRETRAIN_RECIPE = recipe_options(
+    model=use("cnn28", flags=("--arch",), metavar="ARCH", help="backbone (must match the later pt run)"),
+    lr=use(0.05, help="learning rate"),
+    device=use("cpu", help="cpu, cuda, cuda:N or auto"))
+
+#: the order of `stream pretrain`'s flags
+_PRETRAIN_ORDER = ("meta_test_from", "stream", "out", "steps", "lr", "max_per_task", "seed", "data_root", "model",
+                   "width", "device")
+
+
+@dataclass(frozen=True, kw_only=True)
+class PretrainOptions(CutOptions, PretrainSettings, _PRETRAIN_RECIPE):
+    """`stream pretrain`: :func:`~vistabench.protocols.stream.runner.pretrain`'s one argument, checked once
+    when made: the stream, model, width, device, seed, data folder and cut as a run's config checks them
+    (they must match the later pt run; ``width`` is resolved to the model's own default), then PT-MT's own
+    arguments (:class:`~vistabench.learners.stream.options.PretrainSettings`)."""
+
+    stream: str = option(metavar="NAME|FILE", help="a built-in stream (`stream list`) or a stream file")
+    width: int | None = option(None, help="cnn28 width (default 8)")
+
+    @classmethod
+    def fields_info(cls) -> list:
+        return sorted(super().fields_info(), key=lambda info: _PRETRAIN_ORDER.index(info.name))
+
+    def check(self) -> None:
+        run = StreamConfig.from_dict({"stream": self.stream, "model": self.model, "width": self.width,
+                                      "device": self.device, "seed": self.seed, "data_root": self.data_root,
+                                      "meta_test_from": self.meta_test_from})  # the recipe's check included
+        object.__setattr__(self, "width", run.width)
+        super().check()  # PretrainSettings': the output file and the data folder
+
+    def arch_options(self) -> dict[str, Any]:
+        return {"width": self.width} if self.width is not None else {}

@@ -41,7 +41,7 @@ from ...metrics.stream import ABSENT_LABELS, cflop_parts, task_error
 from ...store import Record, ResultsStore
 from ...streams import Stream, Task, load_stream
 from ...streams.sources import TaskSplits, resolve_task
-from .config import StreamConfig
+from .config import PretrainOptions, StreamConfig
 
 __all__ = ["run", "run_stream", "default_run_id", "run_id_for", "summarise_events", "task_seed", "run_events",
            "StreamRunResult", "stream_split", "write_stream_split", "catalog", "score", "pretrain", "to_records",
@@ -311,13 +311,15 @@ def _settings_json(stream: Stream, learner: Any, seed: int, run_id: str, setting
 def _check_same_settings(run_id: str, ckpt_path: Path, started: list[dict], current: dict) -> None:
     """A resume must use the settings the run started with: one record per run, one setting each.
 
-    ``started``: the settings of the run's first stored event, else those saved in its checkpoint.
+    ``started``: the settings of the run's first stored event, else those saved in its checkpoint (a run
+    stored before named the backbone ``arch``: read as ``model``).
     """
     from ...jsonutil import dumps
+    from ...learners.stream.options import read_settings
 
     if not started:
         return
-    before, now = started[0], json.loads(dumps(current))
+    before, now = read_settings(started[0]), json.loads(dumps(current))
     if "config" in before and "config" in now:  # the run's own config; runtime-only fields may change
         # runtime-only fields, the device (as below) and how far this call goes may change on a resume
         runtime = {i.name for i in StreamConfig.fields_info() if i.runtime} | {"device", "max_tasks"}
@@ -402,24 +404,26 @@ def _read_events(path: str | Path) -> Any:
         raise InputError(f"{where}: not a UTF-8 text file") from None
 
 
-def pretrain(stream: str, out: str | Path, *, steps: int = 200, lr: float = 0.05, max_per_task: int = 2000,
-             seed: int = 0, data_root: str | Path | None = None, arch: str = "cnn28", width: int | None = None,
-             device: str = "cpu", meta_test_from: int | str | None = None) -> dict[str, Any]:
-    """PT-MT: pre-train one network on ``stream``'s meta-train tasks and write the checkpoint ``out``
-    (+ ``out.json``) that a run with learner ``pt`` fine-tunes from (``checkpoint``). ``arch``,
-    ``width``, ``device``, ``seed``, ``data_root`` and ``meta_test_from`` are checked as a run's config
-    fields (they must match that later run); returns
-    :func:`~vistabench.learners.stream.pretrain.pretrain_meta_train`'s summary."""
-    from ...learners.stream.options import LearnerConfig
-    from ...learners.stream.pretrain import check_pretrain_args, pretrain_meta_train
+def pretrain(options: PretrainOptions) -> dict[str, Any]:
+    """PT-MT: pre-train one network on ``options.stream``'s meta-train tasks and write the checkpoint
+    ``options.out`` (+ ``.json``) that a run with learner ``pt`` fine-tunes from (``checkpoint``).
+    ``options`` (:class:`~vistabench.protocols.stream.config.PretrainOptions`) were checked when made:
+    model, width, device, seed, data_root and meta_test_from as a run's config fields (they must match
+    that later run). Returns :func:`~vistabench.learners.stream.pretrain.pretrain_meta_train`'s summary.
 
-    config = StreamConfig.from_dict({"stream": stream, "arch": arch, "width": width, "device": device, "seed": seed,
-                                     "data_root": data_root, "meta_test_from": meta_test_from})
-    check_pretrain_args(out, steps=steps, lr=lr, max_per_task=max_per_task, data_root=data_root)
-    s = load_stream(stream, meta_test_from_year=meta_test_from)
-    cfg = LearnerConfig(seed=seed, arch=arch, arch_options=config.arch_options(), device=device)
-    return pretrain_meta_train(s, out, steps=steps, seed=seed, config=cfg, lr=lr, max_per_task=max_per_task,
-                               data_root=data_root)
+    >>> pretrain(PretrainOptions(stream="embedded", out="pt.pt", steps=0))
+    Traceback (most recent call last):
+    ...
+    vistabench.errors.InputError: steps: expected a number >= 1, got 0
+    """
+    from ...learners.stream.options import LearnerConfig
+    from ...learners.stream.pretrain import pretrain_meta_train
+
+    if not isinstance(options, PretrainOptions):
+        raise TypeError(f"options: expected PretrainOptions, got {type(options).__name__}")  # a caller's bug
+    s = load_stream(options.stream, meta_test_from_year=options.meta_test_from)
+    cfg = LearnerConfig(options.to_recipe(), seed=options.seed, arch_options=options.arch_options())
+    return pretrain_meta_train(s, options, config=cfg)
 
 
 def score(predictions: list[dict[str, Any]] | str | Path, reference: Stream | str, *,
