@@ -1,5 +1,5 @@
-"""Validation runs once, at the boundary (issue 38): a traced run of `detection eval` and of `incremental
-run` counts the calls of every check and finds each ran exactly once.
+"""Validation runs once, at the boundary (issue 38): a traced run of `detection eval`, of `incremental
+run` and of `stream pretrain` counts the calls of every check and finds each ran exactly once.
 
 What is counted (``sys.setprofile``, every call in the process):
 
@@ -7,7 +7,8 @@ What is counted (``sys.setprofile``, every call in the process):
   (what a config field's declaration and :func:`~vistabench.options.check_value` both end in), and the
   array checks of ``_validation`` (``check_array``) for the arrays a run checks once;
 * the named rules: ``check_sessions`` (a sessions dict), the sessions' "has a test pool" check
-  (``require_test_pool``; each call of the public ``session_test_pool`` checks it too), ``check_sigmas``.
+  (``require_test_pool``; each call of the public ``session_test_pool`` checks it too), ``check_sigmas``,
+  ``check_pretrain_args`` (PT-MT's output file and data folder).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from vistabench.cli import main
 
 #: function name -> the local that names what it checks (None: the function is the check)
 _KEYED = {"_check_range": "name", "check_array": "name"}
-_RULES = {"check_sessions", "session_test_pool", "require_test_pool", "check_sigmas"}
+_RULES = {"check_sessions", "session_test_pool", "require_test_pool", "check_sigmas", "check_pretrain_args"}
 
 
 def _traced(argv: list[str]) -> tuple[int, Counter]:
@@ -114,3 +115,19 @@ def test_incremental_run_from_a_sessions_file_checks_it_once(capsys, tmp_path) -
     assert rc == 0, err
     assert counts["check_sessions"] == 1, dict(counts)
     assert counts["require_test_pool"] + counts["session_test_pool"] == 1, dict(counts)
+
+
+def test_stream_pretrain_checks_its_arguments_once(capsys, tmp_path) -> None:
+    """`stream pretrain`'s arguments are checked when its options are made; the pre-training trusts them
+    (it used to check them again: ``check_pretrain_args`` ran twice)."""
+    import json
+
+    out = tmp_path / "pt.pt"
+    rc, counts = _traced(["stream", "pretrain", "--stream", "embedded", "--out", str(out), "--steps", "2",
+                          "--max-per-task", "40", "--width", "2", "--json"])
+    printed, err = capsys.readouterr()
+    assert rc == 0, err
+    assert out.is_file() and json.loads(printed)["steps"] == 2  # a real pre-training ran
+    assert counts["check_pretrain_args"] == 1, dict(counts)
+    for name in ("out", "max_per_task"):  # PT-MT's own arguments: once, where the options are made (`steps`
+        assert counts[f"_check_range:{name}"] == 1, (name, dict(counts))  # is also the trial's, in the config)

@@ -427,3 +427,54 @@ def test_sigkill_mid_checkpoint_write_resumes_from_the_last_whole_one(stream, tm
     keys = ("task", "error", "flops", "init_from", "curve")
     assert [{k: e[k] for k in keys} for e in got] == [{k: e[k] for k in keys} for e in full.events]
     assert sorted(p.name for p in (tmp_path / "b" / "r").iterdir()) == ["checkpoint.pt"]  # the leftover removed
+
+
+def _as_stored_before(settings: dict) -> dict:
+    """A run's settings as versions before this one stored them: the backbone named ``arch``."""
+    return {("arch" if k == "model" else k): v for k, v in settings.items()}
+
+
+def test_runs_store_model_and_resume_a_run_stored_with_arch(stream, tmp_path):
+    """The backbone is stored as ``model``. A run whose checkpoint (``ck``) or first stored event
+    (``store``: a checkpoint without settings) an older version wrote with ``arch`` resumes; one
+    started with another backbone is still refused, naming it."""
+    from dataclasses import replace
+
+    opts = {**OPTS, "trials": 1, "steps": 2}
+    with ResultsStore(tmp_path / "s.sqlite") as s:
+        for rid, backbone in (("ck", "cnn28"), ("store", "cnn28"), ("other", "resnet18")):
+            run_stream(stream, make_learner("indep", **opts), store=s, run_id=rid, work_dir=tmp_path, max_tasks=1)
+            (rec,) = run_events(s, rid)
+            assert rec.settings["model"] == "cnn28" and "arch" not in rec.settings
+            path = tmp_path / rid / "checkpoint.pt"
+            ck = torch.load(path, weights_only=True)
+            if rid == "store":
+                del ck["settings"]
+            else:
+                old = json.loads(ck["settings"])
+                ck["settings"] = json.dumps({**_as_stored_before(old), "arch": backbone}, sort_keys=True)
+            torch.save(ck, path)
+            s.delete(protocol="stream", run_id=rid)
+            s.add(replace(rec, id=None, settings={**_as_stored_before(rec.settings), "arch": backbone}))
+        for rid in ("ck", "store"):
+            res = run_stream(stream, make_learner("indep", **opts), store=s, run_id=rid, work_dir=tmp_path)
+            assert res.resumed_from == 1 and len(res.events) == len(stream.tasks)
+            assert [r.settings.get("model") for r in run_events(s, rid)][1:] == ["cnn28"] * 3
+        with pytest.raises(InputError, match=r"started with model='resnet18', now 'cnn28': resume it with the same "
+                                             r"model"):
+            run_stream(stream, make_learner("indep", **opts), store=s, run_id="other", work_dir=tmp_path)
+
+
+def test_the_report_groups_a_run_stored_with_arch_with_one_stored_with_model(stream, tmp_path):
+    """Two seeds of one configuration, one stored by an older version (``arch``): one row, n = 2."""
+    from dataclasses import replace
+
+    from vistabench.report.stream import stream_table
+
+    with ResultsStore(tmp_path / "s.sqlite") as s:
+        run_stream(stream, make_learner("indep", trials=1, steps=2, **OPTS), store=s, run_id="new", work_dir=None)
+        for rec in run_events(s, "new"):
+            assert "model" in rec.settings and "arch" not in rec.settings
+            s.add(replace(rec, id=None, seed=1, run_id="old", settings=_as_stored_before(rec.settings)))
+        table = stream_table(s.records())
+    assert [(r["method"], r["n"], sorted(r["runs"])) for r in table.rows] == [("indep (tiny)", 2, ["new", "old"])]
