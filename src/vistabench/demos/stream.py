@@ -15,7 +15,7 @@ BUDGETS = [(1, 12), (2, 24)]
 QUICK_BUDGETS = [(1, 4)]
 LEARNERS = ["indep", "ft-prev", "ft-d", "mt", "ensemble", "bhpo", "pt"]
 QUICK_LEARNERS = ["indep", "ft-d", "pt"]
-OPTIONS = {"arch": "cnn28", "width": 8, "min_batch": 32}
+OPTIONS = {"model": "cnn28", "width": 8, "min_batch": 32}
 
 
 def pretrain_checkpoint(path: Path, *, steps: int, image_size: int, seed: int = 0) -> dict:
@@ -33,7 +33,7 @@ def pretrain_checkpoint(path: Path, *, steps: int, image_size: int, seed: int = 
     bs = 64
     idx = rng.permutation(len(train))[: steps * bs]
     x = to_input_format(train.images[idx], image_size=image_size, channels=1)
-    model = build_model(OPTIONS["arch"], num_classes=10, in_channels=1, seed=seed, width=OPTIONS["width"])
+    model = build_model(OPTIONS["model"], num_classes=10, in_channels=1, seed=seed, width=OPTIONS["width"])
     res = Trainer(model, TrainConfig(epochs=1, lr=0.1, batch_size=bs, seed=seed)).fit(x, train.labels[idx])
     save_checkpoint(model, path)
     return {"steps": res.steps, "flops": res.flops, "seconds": res.seconds}
