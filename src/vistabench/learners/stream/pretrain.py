@@ -1,12 +1,12 @@
 """PT-MT: pre-train one network on the meta-train tasks of a stream (for the ``pt`` learner).
 
 Every meta-train task gets its own output block on a shared backbone and the network is trained
-for ``steps`` SGD steps (the learner config's learning rate) on the union of the tasks' training parts (at most ``max_per_task``
-examples each; batches drawn uniformly over the union) with the joint loss of the ``mt`` learner
-(cross-entropy per multiclass block, sigmoid BCE per multilabel block). The backbone is written as
-a weights-only state dict; ``pt`` replaces the classifier. The pre-training compute is counted
-with the same ledger as stream runs and reported separately (``<checkpoint>.json``), as the paper
-reports pre-training apart from the stream's cFLOP.
+for ``steps`` SGD steps (the learner config's learning rate) on the union of the tasks' training
+parts (at most ``max_per_task`` examples each; batches drawn uniformly over the union) with the
+joint loss of the ``mt`` learner (cross-entropy per multiclass block, sigmoid BCE per multilabel
+block). The backbone is written as a weights-only state dict; ``pt`` replaces the classifier. The
+pre-training compute is counted with the same ledger as stream runs and reported separately
+(``<checkpoint>.json``), as the paper reports pre-training apart from the stream's cFLOP.
 """
 
 from __future__ import annotations

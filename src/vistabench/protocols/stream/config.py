@@ -28,7 +28,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ...config import Options, option
+from ...config import FieldInfo, Options, option
 from ...engine import engine_fields
 from ...errors import InputError
 from ...learners.model_options import check_model_name
@@ -335,7 +335,7 @@ class PretrainOptions(CutOptions, PretrainSettings, _PRETRAIN_RECIPE):
     width: int | None = option(None, help="cnn28 width (default 8)")
 
     @classmethod
-    def fields_info(cls) -> list:
+    def fields_info(cls) -> list[FieldInfo]:
         return sorted(super().fields_info(), key=lambda info: _PRETRAIN_ORDER.index(info.name))
 
     def check(self) -> None:
