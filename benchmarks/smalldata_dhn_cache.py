@@ -1,12 +1,13 @@
 """dhn on digits, before vs after, side by side: the scattering cache, its warm-up, Kymatio's thread
-setting and the OpenMP wait policy.
+setting, the OpenMP wait policy, and two ways to run the same numbers faster on a CPU.
 
 Runs ``vistabench smalldata run --dataset digits --method dhn`` once per mode, each in a fresh
 process (the OpenMP wait policy is read when torch loads), with a fixed seed, and prints wall and
 processor time (user + system of that process), the processor time of its busiest thread (the
 serial path: on an idle machine the wall time cannot be shorter), the images Kymatio transformed,
-the 1-minute load before and after, and whether the run's accuracies are identical to the first
-mode's:
+the 1-minute load before and after (``uptime``'s figure), and whether the run's results are identical
+to the first mode's (every field of ``--json`` but the timings, the record ids and times, the
+peak memory and the runtime-only settings a mode changes; the count compared is printed):
 
 - ``original``: every batch transformed anew, Kymatio on torch's thread count, OpenMP default
   (idle threads spin), as before the cache;
@@ -15,13 +16,28 @@ mode's:
 - ``passive``: ``cached`` with idle OpenMP threads sleeping (``OMP_WAIT_POLICY=PASSIVE``, what
   ``vistabench`` sets when the environment does not choose);
 - ``warmed``: ``passive`` with each fit's training set transformed up front in large batches (the
-  default ``vistabench smalldata run``).
+  default ``vistabench smalldata run``);
+- ``parallel``: ``warmed`` with ``--max-parallel 2``: the 30 final runs in two worker processes,
+  each on torch's two threads (the same numbers: a run's thread count is unchanged);
+- ``pinned``: ``warmed`` in a process bound to one CPU with ``--threads 2`` (torch would otherwise
+  take one thread from the affinity mask, which changes the last bits): the same two-thread
+  arithmetic, without waking a sleeping thread on the other CPU ~130 times per step (Linux only).
+
+Where the time goes (issue 37, profiled with perf and per-phase timers): ~85% of the default run is
+the 3,252 training steps, and a step of this network (1 x 1 maps after the J = 3 scattering of 8 px
+images) is ~130 OpenMP parallel regions (7 batch norms x 6 regions forward, ~51 backward, 20 in
+SGD for the 5 weights over 32,768 elements); on one thread the step takes 5-7 ms. Each region wakes torch's
+second thread, asleep under ``OMP_WAIT_POLICY=PASSIVE``, on the other CPU; on a virtual machine
+that costs 50-150 us, 2-3x the arithmetic, and varies with the host (the same idle machine ran the
+default in 60 s and 80 s within the hour). Python's own work per step (the loop, the cache lookup,
+the optimizer's loop over its parameters) is ~1.5 ms; garbage collection 0.6 s in the whole run.
+In ``parallel`` the serial path and the transform counts are the main process's (the tuning).
 
 On a machine shared with other work the processor time is the steadier figure; with the default
 OpenMP policy a 2-thread run waits for a descheduled partner thread, so ``original`` and ``cached``
 take 20+ minutes at load 8 (``--timeout`` stops a mode; its row then says so).
 
-    .venv/bin/python benchmarks/smalldata_dhn_cache.py [--trials 2] [--epochs 2] [--modes warmed cached]
+    .venv/bin/python benchmarks/smalldata_dhn_cache.py [--trials 2] [--epochs 2] [--modes warmed parallel pinned]
 """
 
 from __future__ import annotations
@@ -35,7 +51,32 @@ import time
 
 # mode -> (cache enabled, Kymatio on one thread, warm-up, OMP_WAIT_POLICY or None for the default)
 MODES = {"original": (False, False, False, None), "cached": (True, True, False, None),
-         "passive": (True, True, False, "PASSIVE"), "warmed": (True, True, True, "PASSIVE")}
+         "passive": (True, True, False, "PASSIVE"), "warmed": (True, True, True, "PASSIVE"),
+         "parallel": (True, True, True, "PASSIVE"), "pinned": (True, True, True, "PASSIVE")}
+# mode -> extra command-line flags (runtime only: they never change a number)
+EXTRA = {"parallel": ["--max-parallel", "2"], "pinned": ["--threads", "2"]}
+# fields that differ between two runs of the same command, or name the runtime setting a mode changes
+VOLATILE = {"created", "run_id", "id", "train_seconds", "trial_seconds", "images_per_second", "peak_memory_bytes",
+            "max_parallel", "threads"}
+
+
+def _fields(record) -> dict:
+    """Every leaf of the run's JSON by its path, less the :data:`VOLATILE` ones (compared across modes)."""
+    found: dict = {}
+
+    def walk(v, path):
+        if isinstance(v, dict):
+            for k in sorted(v):
+                if k not in VOLATILE:
+                    walk(v[k], f"{path}.{k}")
+        elif isinstance(v, list):
+            for i, e in enumerate(v):
+                walk(e, f"{path}[{i}]")
+        else:
+            found[path] = v
+
+    walk(record, "")
+    return found
 
 
 def _accuracies(record) -> list:
@@ -81,6 +122,8 @@ def child(mode: str, argv: list[str]) -> None:
     from vistabench.learners.smalldata.dhn import SCATTERING_CACHE
 
     SCATTERING_CACHE.enabled, SCATTERING_CACHE.one_thread, SCATTERING_CACHE.warm = MODES[mode][:3]
+    if mode == "pinned":  # before torch starts its threads: both of them on the first allowed CPU
+        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
     out = io.StringIO()
     t = time.perf_counter()
     with contextlib.redirect_stdout(out):
@@ -90,13 +133,13 @@ def child(mode: str, argv: list[str]) -> None:
         raise SystemExit(f"{mode}: the run exited {rc}")
     print(json.dumps({"wall": wall, "computed": SCATTERING_CACHE.computed, "hits": SCATTERING_CACHE.hits,
                       "serial_cpu": _busiest_thread_cpu(),
-                      "acc": _accuracies(json.loads(out.getvalue()))}))
+                      "acc": _accuracies(json.loads(out.getvalue())), "fields": _fields(json.loads(out.getvalue()))}))
 
 
 def run(mode: str, args: argparse.Namespace, work: str) -> dict:
     argv = ["smalldata", "run", "--dataset", "digits", "--method", "dhn", "--trials", str(args.trials),
             "--epochs", str(args.epochs), "--seed", "0", "--no-store", "--json", "--work-dir",
-            os.path.join(work, mode)]
+            os.path.join(work, mode), *EXTRA.get(mode, [])]
     if args.repeats is not None:
         argv += ["--repeats", str(args.repeats)]
     env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
@@ -133,7 +176,10 @@ def main() -> None:
     ap.add_argument("--modes", nargs="+", choices=list(MODES), default=list(MODES))
     ap.add_argument("--timeout", type=float, default=1800, help="seconds one mode may run (default 1800)")
     args = ap.parse_args()
-    print(f"dhn on digits, {args.trials} trials x {args.epochs} epochs, {os.cpu_count()} CPUs\n")
+    if "pinned" in args.modes and not hasattr(os, "sched_setaffinity"):
+        raise SystemExit("--modes: 'pinned' needs os.sched_setaffinity (Linux)")
+    print(f"dhn on digits, {args.trials} trials x {args.epochs} epochs, {os.cpu_count()} CPUs; "
+          f"load average {' '.join(f'{v:.2f}' for v in os.getloadavg())} (as uptime prints it)\n")
     print(f"{'mode':9} | {'wall s':>8} | {'cpu s':>8} | {'serial s':>8} | {'transformed':>11} | {'hits':>7} | "
           "load 1-min before/after")
     res = {}
@@ -149,12 +195,18 @@ def main() -> None:
         first, *rest = res
         base = res[first]
         for m in rest:
-            same = (res[m]["acc"] == base["acc"]) if m in done and first in done else "(not compared: timed out)"
+            both = m in done and first in done
+            same = (res[m]["fields"] == base["fields"]) if both else "(not compared: timed out)"
             print(f"\n{first} / {m}: wall {base['wall'] / res[m]['wall']:.1f}x, "
-                  f"cpu {base['cpu'] / res[m]['cpu']:.1f}x; accuracies identical: {same}")
+                  f"cpu {base['cpu'] / res[m]['cpu']:.1f}x; results identical: {same}")
+            if both and not same:
+                diff = sorted(k for k in base["fields"].keys() | res[m]["fields"].keys()
+                              if base["fields"].get(k) != res[m]["fields"].get(k))
+                print(f"  {len(diff)} fields differ, e.g. " + ", ".join(diff[:5]))
     if done:
-        some = next(iter(done.values()))["acc"]
-        print(f"\n{len(some)} accuracies compared, e.g. " + ", ".join(f"{p}={v:.4f}" for p, v in some[:3]))
+        some = next(iter(done.values()))
+        print(f"\n{len(some['fields'])} fields compared ({len(some['acc'])} of them accuracies), e.g. "
+              + ", ".join(f"{p}={v:.4f}" for p, v in some["acc"][:3]))
 
 
 if __name__ == "__main__":
