@@ -402,7 +402,7 @@ def _help(info: FieldInfo) -> str:
             default = " ".join(map(str, default))
         text += f" (default: {default})".replace("%", "%%")
     if info.runtime:
-        text += " [runtime only: never changes the result]"
+        text += " [runtime only: not part of the run's key]"
     return text
 
 

@@ -103,7 +103,9 @@ RECIPE: dict[str, _Decl] = {
     "devices": _d(int, 1, low=1, key_default=1,
                   help="data-parallel training processes, one per device, each training on its share of every "
                        "batch (the batch size stays the global one); not in a grid cell's key while 1"),
-    "threads": _d(Optional[int], None, low=1, runtime=True, help="CPU threads torch may use"),
+    "threads": _d(Optional[int], None, low=1, runtime=True,
+                  help="CPU threads torch may use (default: torch's own; a different count can change the last "
+                       "bits of results, docs/learners.md)"),
     "loader": _d(str, "memory", choices=LOADERS, runtime=True,
                  help="where batches come from: memory = cut from the loaded images in the training process; "
                       "stream = read and decoded by --workers DataLoader processes (images on disk, e.g. "

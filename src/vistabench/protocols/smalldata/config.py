@@ -70,7 +70,8 @@ _RECIPE = training_recipe(
                                                       "CosineAnnealingLR stepped per iteration)"),
     warmup_epochs=use(0, help="linear warm-up epochs before the cosine"),
     precision="fp32", compile=False, device="cpu", devices=1,
-    threads=use(None, help="torch CPU threads while training"), loader="memory", workers=0)
+    threads=use(None, help="torch CPU threads while training (a different count can change the last bits "
+                            "of results)"), loader="memory", workers=0)
 
 
 #: where the search and the final runs go (``engine`` keyed: Optuna and Ray Tune search differently)

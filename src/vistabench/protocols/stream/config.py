@@ -68,7 +68,8 @@ _RECIPE = training_recipe(
     warmup_epochs=use(_CPU["warmup_epochs"], help="warmup-cosine: warm-up epochs of the fit set (dm_nevis: 7; capped "
                                                   "at the trial's steps - 1)"),
     precision="fp32", compile=False, device="cpu", devices=1,
-    threads=use(None, help="torch CPU threads (per trial when trials are dispatched; default 1 there)"),
+    threads=use(None, help="torch CPU threads (per trial when trials are dispatched; default 1 there; a "
+                           "different count can change the last bits of results)"),
     loader="memory", workers=0)
 
 
