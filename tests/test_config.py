@@ -239,3 +239,17 @@ def test_every_integer_field_of_every_protocol_is_bounded():
                 assert info.low is not None and info.low >= 0, (p.name, info.name)
                 with pytest.raises(InputError, match=info.name):
                     p.part("config").from_dict({info.name: INT_LIMIT + 1})
+
+
+def test_from_checked_skips_the_field_checks_and_keeps_the_rules_across_fields():
+    """Options.from_checked: values another declaration checked (a run config's fields handed to the
+    evaluation) are not checked again; the rules across fields still are, defaults fill the rest."""
+    from vistabench.metrics.detection_options import EvaluationOptions
+
+    built = EvaluationOptions.from_checked(iou_type="segm", dets_per_class=7)
+    assert built == EvaluationOptions(iou_type="segm", dets_per_class=7)
+    assert built.variants == ("old", "fixed", "pool") and built.max_dets_per_image is None
+    with pytest.raises(InputError, match="^kpt_oks_sigmas: only used with `iou_type` keypoints"):
+        EvaluationOptions.from_checked(kpt_oks_sigmas=(0.1,))  # check(): a rule across fields
+    with pytest.raises(TypeError, match="'dets' is not a field"):
+        EvaluationOptions.from_checked(dets=3)  # a bug of ours, not a user's mistake

@@ -1,5 +1,6 @@
-"""Validation runs once, at the boundary (issue 38): a traced run of `detection eval`, of `incremental
-run` and of `stream pretrain` counts the calls of every check and finds each ran exactly once.
+"""Validation runs once, at the boundary (issue 38): a traced run of `detection eval` (with
+--per-class / --errors too), of `detection run`, of `incremental run` and of `stream pretrain`
+counts the calls of every check and finds each ran exactly once.
 
 What is counted (``sys.setprofile``, every call in the process):
 
@@ -67,6 +68,34 @@ def test_detection_eval_checks_each_option_once(capsys, synth, extra) -> None:
     _, err = capsys.readouterr()
     assert rc == 0, err
     for name in ("iou_type", "max_dets_per_image", "dets_per_class", "variants", "kpt_oks_sigmas"):
+        assert counts[f"_check_range:{name}"] == 1, (name, dict(counts))
+    assert _repeated(counts) == {}
+
+
+@pytest.mark.parametrize("extra", [("--per-class", "--errors"),
+                                   ("--per-class", "--errors", "--ap", "fixed,pool", "--dets-per-class", "50",
+                                    "--max-dets-per-image", "40")])
+def test_detection_eval_diagnostics_reuse_the_checked_options(capsys, synth, extra) -> None:
+    """--per-class and --errors take the options built once (were: each limit re-checked by
+    per_class_results and decompose_errors, variants 4 times)."""
+    rc, counts = _traced(["detection", "eval", "--gt", str(synth / "gt.json"), "--results",
+                          str(synth / "results.json"), "--no-store", "--json", *extra])
+    _, err = capsys.readouterr()
+    assert rc == 0, err
+    for name in ("iou_type", "max_dets_per_image", "dets_per_class", "variants"):
+        assert counts[f"_check_range:{name}"] == 1, (name, dict(counts))
+    assert _repeated(counts) == {}
+
+
+@pytest.mark.parametrize("extra", [(), ("--max-dets-per-image", "20", "--dets-per-class", "30")])
+def test_detection_run_checks_each_option_once(capsys, synth, extra) -> None:
+    """`detection run`: the config's fields are checked when it is made, and the evaluation takes them
+    as its options without a second check (was: iou_type and both limits twice)."""
+    rc, counts = _traced(["detection", "run", "--gt", str(synth / "gt.json"), "--results",
+                          str(synth / "results.json"), "--no-store", "--json", *extra])
+    _, err = capsys.readouterr()
+    assert rc == 0, err
+    for name in ("iou_type", "max_dets_per_image", "dets_per_class"):
         assert counts[f"_check_range:{name}"] == 1, (name, dict(counts))
     assert _repeated(counts) == {}
 

@@ -436,6 +436,30 @@ class Options:
         object.__setattr__(obj, "_given", dict(given))
         return obj
 
+    @classmethod
+    def from_checked(cls: type[C], **values: Any) -> C:
+        """Build from values that another declaration with the same or narrower rules has checked
+        already (a run config's fields handed to the evaluation it runs): the fields are not checked
+        again; the rules across them (:meth:`check`) are. A name this class does not declare is a bug
+        of ours."""
+        declared = {f.name: f for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - set(declared))
+        if unknown:
+            raise TypeError(f"{cls.__name__}.from_checked: {unknown[0]!r} is not a field")  # our bug
+        obj = object.__new__(cls)
+        for name, f in declared.items():
+            if name in values:
+                value = values[name]
+            elif f.default is not dataclasses.MISSING:
+                value = f.default
+            elif f.default_factory is not dataclasses.MISSING:
+                value = f.default_factory()
+            else:
+                raise TypeError(f"{cls.__name__}.from_checked: {name!r} has no default; give it")  # our bug
+            object.__setattr__(obj, name, value)
+        obj.check()
+        return obj
+
     def given(self) -> dict[str, Any]:
         """The fields the user set (before presets and defaults)."""
         return dict(getattr(self, "_given", {}))

@@ -207,3 +207,34 @@ def test_mask_mode_equals_tidecv_and_the_evaluators_segm_ap50(tmp_path, lvis):
     assert dec["pool"]["AP"] == pytest.approx(100 * ev.results["pool"]["AP50"], abs=1e-9)
     with pytest.raises(InputError, match="iou_type='segm' needs 'segmentation'"):
         decompose_errors(read_ground_truth(gt), read_results(res, read_ground_truth(gt)), iou_type="segm")
+
+
+@pytest.mark.parametrize("options,keywords", [
+    ({}, {"variants": ("tide", "fixed", "pool")}),
+    ({"variants": ("old",), "max_dets_per_image": 9}, {"variants": ("tide",), "max_dets_per_image": 9}),
+    ({"variants": ("fixed",), "dets_per_class": 11}, {"variants": ("tide", "fixed"), "dets_per_class": 11}),
+])
+def test_decompose_errors_from_built_options_equals_the_keywords(options, keywords):
+    """The options built once (what `detection eval --errors` passes): "tide" plus their fixed / pool,
+    their limits, the same decomposition as the keywords."""
+    from vistabench.metrics.detection_options import EvaluationOptions
+
+    gt, res = planted_set(MIXED, lvis=True, seed=3)
+    g = read_ground_truth(gt)
+    dets = read_results(res, g)
+    assert (decompose_errors(g, dets, options=EvaluationOptions(**options)).to_dict()
+            == decompose_errors(g, dets, **keywords).to_dict())
+
+
+def test_decompose_errors_refuses_options_with_keywords_or_keypoints():
+    from vistabench.metrics.detection_options import EvaluationOptions
+
+    gt, res = planted_set(MIXED, lvis=True, seed=3)
+    g = read_ground_truth(gt)
+    dets = read_results(res, g)
+    with pytest.raises(InputError, match="^variants: give either options"):
+        decompose_errors(g, dets, variants=("tide",), options=EvaluationOptions())
+    with pytest.raises(InputError, match="^iou_type: the error decomposition takes bbox or segm, got keypoints"):
+        decompose_errors(g, dets, options=EvaluationOptions(iou_type="keypoints"))
+    with pytest.raises(InputError, match="^options: expected EvaluationOptions"):
+        decompose_errors(g, dets, options={"iou_type": "bbox"})

@@ -278,3 +278,31 @@ def test_edges_no_ground_truth_no_detections_and_bad_arguments():
         per_class_results(gt, dt, variant="pool")
     with pytest.raises(InputError, match="score_threshold: expected a finite number"):
         confusion_matrix(gt, dt, score_threshold=float("nan"))
+
+
+@pytest.mark.parametrize("variant,limits", [("old", {"max_dets_per_image": 7}), ("fixed", {"dets_per_class": 12}),
+                                            ("old", {})])
+def test_per_class_from_built_options_equals_the_keywords(lvis_set, variant, limits):
+    """The options built once (what `detection eval --per-class` passes) give the rows the keywords give."""
+    from vistabench.metrics.detection_options import EvaluationOptions
+
+    gt_d, res = lvis_set
+    gt = read_ground_truth(gt_d)
+    dets = read_results(res, gt)
+    by_keywords = per_class_results(gt, dets, variant=variant, **limits).rows()
+    by_options = per_class_results(gt, dets, variant=variant, options=EvaluationOptions(**limits)).rows()
+    assert by_options == by_keywords
+
+
+def test_per_class_refuses_options_with_limits_or_another_type(lvis_set):
+    from vistabench.metrics.detection_options import EvaluationOptions
+
+    gt_d, res = lvis_set
+    gt = read_ground_truth(gt_d)
+    dets = read_results(res, gt)
+    with pytest.raises(InputError, match="^dets_per_class: give either options"):
+        per_class_results(gt, dets, options=EvaluationOptions(), dets_per_class=5)
+    with pytest.raises(InputError, match="^options: expected EvaluationOptions, got dict"):
+        per_class_results(gt, dets, options={"dets_per_class": 5})
+    with pytest.raises(InputError, match="^variant:"):
+        per_class_results(gt, dets, variant="pool", options=EvaluationOptions())

@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from ..._validation import check_value
+from ..detection_options import EvaluationOptions
 from ...errors import InputError
 from .data import FREQUENCIES, Detections, GroundTruth
 from .errors import (
@@ -215,25 +216,37 @@ def decompose_errors(
     gt: GroundTruth,
     dets: Detections,
     *,
-    variants: Sequence[str] = ("tide",),
+    variants: Sequence[str] | None = None,
     pos_iou: float = 0.5,
     bg_iou: float = 0.1,
     max_dets_per_image: int | None = None,
     dets_per_class: int = 10_000,
     iou_type: str = "bbox",
+    options: EvaluationOptions | None = None,
 ) -> ErrorDecomposition:
-    """TIDE's error decomposition of ``dets`` for each of ``variants`` ("tide", "fixed", "pool").
+    """TIDE's error decomposition of ``dets`` for each of ``variants`` ("tide", "fixed", "pool";
+    default: "tide").
 
     ``max_dets_per_image`` is the "tide" variant's per-image cut (default: tidecv's, 100 for COCO and
     300 for LVIS ground truth); ``dets_per_class`` the k of AP^Fixed / AP^Pool; ``iou_type`` "bbox" or
     "segm" (mask IoU, TIDE's mask mode; detection areas, for LVIS's zero-area rule, as lvis-api: the
     box's when the result has one).
+
+    ``options``: instead of ``variants``, the limits and ``iou_type``, the evaluation's settings built
+    (and checked) once (an :class:`~vistabench.metrics.detection_options.EvaluationOptions`, as
+    :func:`~.evaluate.evaluate_detections` takes it): the variants are "tide" plus its "fixed" /
+    "pool", and its values are used as they are.
     """
-    variants = list(dict.fromkeys((variants,) if isinstance(variants, str) else variants))
-    if not variants:
-        raise InputError("variants: expected at least one of ['tide', 'fixed', 'pool'], got none")
-    for v in variants:
-        check_value(v, "variants", choices=ERROR_VARIANTS)
+    if options is not None:
+        variants, max_dets_per_image, dets_per_class, iou_type = _from_options(
+            options, variants=variants, max_dets_per_image=max_dets_per_image, dets_per_class=dets_per_class,
+            iou_type=iou_type)
+    else:
+        variants = _checked_variants(variants)
+        max_dets_per_image = None if max_dets_per_image is None else check_value(
+            max_dets_per_image, "max_dets_per_image", type=int, low=0, low_open=True)
+        dets_per_class = check_value(dets_per_class, "dets_per_class", type=int, low=0, low_open=True)
+        check_value(iou_type, "iou_type", choices=("bbox", "segm"))
     for name, x in (("pos_iou", pos_iou), ("bg_iou", bg_iou)):
         if not (isinstance(x, (int, float)) and 0 <= x <= 1):
             raise InputError(f"{name}: expected a number in [0, 1], got {x!r}")
@@ -242,9 +255,6 @@ def decompose_errors(
     lvis = gt.format == "lvis"
     if max_dets_per_image is None:
         max_dets_per_image = LVIS_MAX_DETS if lvis else TIDE_MAX_DETS
-    max_dets_per_image = check_value(max_dets_per_image, "max_dets_per_image", type=int, low=0, low_open=True)
-    dets_per_class = check_value(dets_per_class, "dets_per_class", type=int, low=0, low_open=True)
-    check_value(iou_type, "iou_type", choices=("bbox", "segm"))
     settings = {"format": gt.format, "variants": variants, "iou_type": iou_type, "pos_iou": pos_iou, "bg_iou": bg_iou,
                 "max_dets_per_image": max_dets_per_image, "dets_per_class": dets_per_class,
                 "scale": "AP points (0-100)"}
@@ -282,3 +292,27 @@ def decompose_errors(
             out["groups"] = groups
         res.results[v] = out
     return res
+
+
+def _checked_variants(variants: Sequence[str] | None) -> list[str]:
+    variants = ["tide"] if variants is None else list(dict.fromkeys((variants,) if isinstance(variants, str)
+                                                                    else variants))
+    if not variants:
+        raise InputError("variants: expected at least one of ['tide', 'fixed', 'pool'], got none")
+    for v in variants:
+        check_value(v, "variants", choices=ERROR_VARIANTS)
+    return variants
+
+
+def _from_options(options: EvaluationOptions, **keywords: Any) -> tuple[list[str], int | None, int, str]:
+    """The variants, limits and IoU type of :func:`decompose_errors` from the built ``options``."""
+    if not isinstance(options, EvaluationOptions):
+        raise InputError(f"options: expected EvaluationOptions, got {type(options).__name__}")
+    unset = {"variants": None, "max_dets_per_image": None, "dets_per_class": 10_000, "iou_type": "bbox"}
+    given = [k for k, v in keywords.items() if v != unset[k]]
+    if given:
+        raise InputError(f"{given[0]}: give either options or the settings as keywords, not both")
+    if options.iou_type not in ("bbox", "segm"):
+        raise InputError(f"iou_type: the error decomposition takes bbox or segm, got {options.iou_type}")
+    variants = ["tide"] + [v for v in options.variants if v in ("fixed", "pool")]
+    return variants, options.max_dets_per_image, options.dets_per_class, options.iou_type

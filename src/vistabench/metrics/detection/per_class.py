@@ -18,6 +18,8 @@ from typing import Any
 import numpy as np
 
 from ..._validation import check_value
+from ...errors import InputError
+from ..detection_options import EvaluationOptions
 from .accumulate import accumulate
 from .data import Detections, GroundTruth
 from .match import MatchedSet, match_set
@@ -37,17 +39,24 @@ def variant_match(gt: GroundTruth, dets: Detections, *, variant: str = "old", ma
     "fixed": each category's top ``dets_per_class``.
     """
     check_value(variant, "variant", choices=PER_CLASS_VARIANTS)
+    if variant == "old" and max_dets_per_image is not None:
+        max_dets_per_image = check_value(max_dets_per_image, "max_dets_per_image", type=int, low=0, low_open=True)
+    if variant != "old":
+        dets_per_class = check_value(dets_per_class, "dets_per_class", type=int, low=0, low_open=True)
+    return _match_variant(gt, dets, variant, max_dets_per_image, dets_per_class)
+
+
+def _match_variant(gt: GroundTruth, dets: Detections, variant: str, max_dets_per_image: int | None,
+                   dets_per_class: int) -> tuple[MatchedSet, np.ndarray]:
+    """:func:`variant_match` with its arguments checked (trusted here)."""
     sr = ScoreRank.of(dets.score)
     if variant == "old":
         if max_dets_per_image is None and gt.format == "lvis":
             max_dets_per_image = LVIS_MAX_DETS
-        if max_dets_per_image is None:
-            keep = np.ones(len(dets), bool)
-        else:
-            k = check_value(max_dets_per_image, "max_dets_per_image", type=int, low=0, low_open=True)
-            keep = top_mask(dets.image, sr.order, k)
+        keep = np.ones(len(dets), bool) if max_dets_per_image is None else top_mask(dets.image, sr.order,
+                                                                                    max_dets_per_image)
     else:
-        keep = top_mask(dets.category, sr.order, check_value(dets_per_class, "dets_per_class", type=int, low=0, low_open=True))
+        keep = top_mask(dets.category, sr.order, dets_per_class)
     ms = match_set(gt, dets, keep, score_rank=sr)
     return ms, keep[ms.det] & ms.in_cap
 
@@ -81,10 +90,21 @@ class PerClassResults:
 
 
 def per_class_results(gt: GroundTruth, dets: Detections, *, variant: str = "old", max_dets_per_image: int | None = None,
-                      dets_per_class: int = 10_000) -> PerClassResults:
-    """Per-category AP, AP50, AP75, recall, ground-truth and detection counts of ``variant``."""
-    ms, mask = variant_match(gt, dets, variant=variant, max_dets_per_image=max_dets_per_image,
-                             dets_per_class=dets_per_class)
+                      dets_per_class: int = 10_000, options: EvaluationOptions | None = None) -> PerClassResults:
+    """Per-category AP, AP50, AP75, recall, ground-truth and detection counts of ``variant``.
+
+    ``options``: the evaluation's settings, built (and checked) once (an
+    :class:`~vistabench.metrics.detection_options.EvaluationOptions`, as
+    :func:`~.evaluate.evaluate_detections` takes it): its ``max_dets_per_image`` and ``dets_per_class``
+    are used as they are, and the two keywords stay unset.
+    """
+    if options is None:
+        ms, mask = variant_match(gt, dets, variant=variant, max_dets_per_image=max_dets_per_image,
+                                 dets_per_class=dets_per_class)
+    else:
+        _limits_from(options, max_dets_per_image=max_dets_per_image, dets_per_class=dets_per_class)
+        check_value(variant, "variant", choices=PER_CLASS_VARIANTS)
+        ms, mask = _match_variant(gt, dets, variant, options.max_dets_per_image, options.dets_per_class)
     acc = accumulate(ms, dets, mask)
     K = gt.num_categories
     p = acc.precision[:, :, :, 0]  # (T, R, K), area all
@@ -105,3 +125,15 @@ def per_class_results(gt: GroundTruth, dets: Detections, *, variant: str = "old"
     return PerClassResults(category_id=gt.category_ids, name=list(names), frequency=freq, ap=ap, ap50=mean(p[0]),
                            ap75=mean(p[5]), recall=mean(rec), num_gt=acc.num_gt[:, 0], num_detections=ndet,
                            order=order, variant=variant)
+
+
+def _limits_from(options: EvaluationOptions, **keywords: Any) -> None:
+    """Refuse ``options`` that is not the built value, or given together with limits as keywords."""
+    if not isinstance(options, EvaluationOptions):
+        raise InputError(f"options: expected EvaluationOptions, got {type(options).__name__}")
+    given = [k for k, v in keywords.items() if v != _KEYWORD_DEFAULTS[k]]
+    if given:
+        raise InputError(f"{given[0]}: give either options or the limits as keywords, not both")
+
+
+_KEYWORD_DEFAULTS = {"max_dets_per_image": None, "dets_per_class": 10_000}

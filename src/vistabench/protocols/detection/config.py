@@ -252,6 +252,12 @@ class DetectionConfig(RunConfig):
         """``max_dets_per_image`` as the evaluation reads it (None: the ground truth's convention)."""
         return None if self.max_dets_per_image == FROM_GROUND_TRUTH else self.max_dets_per_image
 
+    def evaluation(self) -> EvaluationOptions:
+        """What the scoring computes, as the value the evaluation takes: this config's ``iou_type`` and
+        limits, checked when the config was made (the same or narrower rules) and not again."""
+        return EvaluationOptions.from_checked(iou_type=self.iou_type, max_dets_per_image=self.max_dets(),
+                                              dets_per_class=self.dets_per_class)
+
     def __post_init__(self) -> None:
         if self.recipe == "devil" and self.min_samples is not None:
             raise InputError("min_samples: not read by the devil recipe; remove it")

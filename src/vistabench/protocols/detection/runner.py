@@ -348,14 +348,12 @@ def _score(predictions: str | os.PathLike[str] | list | Detections,
                              "set `allow_empty` if that is intended")
     ev = evaluate_detections(gt, dets, settings)
     out = evaluation_result(ev)
-    limits = {"max_dets_per_image": settings.max_dets_per_image, "dets_per_class": settings.dets_per_class}
-    if settings.per_class:
+    if settings.per_class:  # the diagnostics take the settings built once (not re-checked)
         variant = settings.per_class_variant()
-        pc = per_class_results(gt, dets, variant=variant, **limits)
+        pc = per_class_results(gt, dets, variant=variant, options=settings)
         out["per_class"] = {"variant": variant, "rows": pc.rows()}
     if settings.errors:
-        which = ("tide",) + tuple(v for v in settings.variants if v in ("fixed", "pool"))
-        out["errors"] = decompose_errors(gt, dets, variants=which, iou_type=iou_type, **limits).to_dict()
+        out["errors"] = decompose_errors(gt, dets, options=settings).to_dict()
     if split is not None:
         out["settings"].update(split_sha256=split["sha256"], split_part=part)
     return out
@@ -393,8 +391,7 @@ def run(config: DetectionConfig, *, store: ResultsStore | None = None,
         gt, dets = restrict_images(gt, dets, split["test"])
     if split is not None and len(dets) == 0:
         raise InputError("results: no detection on the split's test images (it would score AP 0)")
-    ev = evaluate_detections(gt, dets, iou_type=config.iou_type, max_dets_per_image=config.max_dets(),
-                             dets_per_class=config.dets_per_class)
+    ev = evaluate_detections(gt, dets, config.evaluation())
     result = evaluation_result(ev)
     if split is not None:
         result["settings"].update(split_sha256=split["sha256"], split_part="test")
