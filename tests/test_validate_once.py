@@ -133,6 +133,27 @@ def test_incremental_run_checks_sessions_once(capsys, tmp_path) -> None:
     assert counts["check_array:matrix"] == 1 and counts["check_array:session_sizes"] == 1, dict(counts)
 
 
+#: recipe fields no session sets itself: checked when the config is made, and never again (were: 4 times,
+#: by the config, to_recipe(), TrainConfig.from_recipe and the default Recipe of every TrainConfig)
+_RECIPE_KEPT = ("momentum", "nesterov", "weight_decay", "precision", "device", "devices", "compile", "loader",
+                "workers", "schedule", "lr_milestones", "lr_factors", "model", "pretrained", "warmup_epochs")
+
+
+@pytest.mark.parametrize("method,extra", [("prototype", ()), ("finetune", ("--lr", "0.05", "--batch-size", "16"))])
+def test_incremental_run_checks_the_recipe_once(capsys, tmp_path, method, extra) -> None:
+    rc, counts = _traced(["incremental", "run", "--data", "digits", "--base-classes", "8", "--way", "1",
+                          "--shot", "3", "--base-shot", "30", "--method", method, "--epochs", "1", *extra,
+                          "--out", str(tmp_path / "run"), "--no-store", "--json"])
+    _, err = capsys.readouterr()
+    assert rc == 0, err
+    for name in _RECIPE_KEPT:
+        assert counts[f"_check_range:{name}"] == 1, (name, dict(counts))
+    assert counts["_check_range:width"] == 1, dict(counts)  # the backbone's options: resolved once
+    if method == "prototype":  # one training (the base session): the stage's epochs / lr / batch once more
+        assert {k: n for k, n in _repeated(counts).items() if k.startswith("_check_range:")
+                and "augmentation" not in k and k not in ("_check_range:seed", "_check_range:kind")} == {}
+
+
 def test_incremental_run_from_a_sessions_file_checks_it_once(capsys, tmp_path) -> None:
     args = ["incremental", "run", "--data", "digits", "--method", "prototype", "--epochs", "1", "--no-store",
             "--json"]

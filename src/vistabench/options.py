@@ -437,6 +437,15 @@ class Options:
         return obj
 
     @classmethod
+    def check_field(cls, name: str, value: Any) -> Any:
+        """``value`` coerced and checked by the declaration of the field ``name`` (what making the
+        options does for each field); InputError naming it. A name not declared is a bug of ours."""
+        info = cls.field_info(name)
+        out = _coerce(value, info.type, name, info)
+        _check_range(out, name, info)
+        return out
+
+    @classmethod
     def from_checked(cls: type[C], **values: Any) -> C:
         """Build from values that another declaration with the same or narrower rules has checked
         already (a run config's fields handed to the evaluation it runs): the fields are not checked

@@ -193,3 +193,28 @@ def test_stream_model_reads_arch_as_its_older_spelling_and_keys_it_as_arch():
     assert _config("stream", width=16).key_dict()["width"] == 16  # the width still resolves for cnn28
     with pytest.raises(InputError, match="^model: given twice"):
         _config("stream", arch="resnet18", model="cnn28")
+
+
+def test_a_recipe_made_from_checked_values_checks_only_what_is_new():
+    """Recipe.replace / TrainConfig.from_recipe / a config's to_recipe check a value once: what the
+    recipe (or the config) already checked is kept, a new value is checked by its declaration, and the
+    rules across fields run on the whole."""
+    from vistabench.learners.recipe import Recipe, default_recipe, recipe_of
+    from vistabench.learners.train_config import TrainConfig
+
+    r = Recipe(epochs=4, lr=0.1)
+    assert r.replace(epochs=6) == Recipe(epochs=6, lr=0.1)
+    with pytest.raises(InputError, match="^epochs: expected"):
+        r.replace(epochs=0)  # a new value: checked
+    with pytest.raises(InputError, match="^warmup_epochs: expected fewer than epochs=4"):
+        r.replace(warmup_epochs=4)  # the rule across fields: checked
+    with pytest.raises(InputError, match="^lr: expected"):
+        TrainConfig.from_recipe(r, lr=-1.0)  # a stage's own value: checked
+    assert TrainConfig.from_recipe(r, epochs=2).recipe == Recipe(epochs=2)  # the trainer fields taken, rest default
+    assert default_recipe() is default_recipe() and default_recipe() == Recipe()
+    Base = training_recipe(epochs=use(None, help="epochs (a preset decides)"), lr=0.1)
+    with pytest.raises(InputError, match="^epochs:"):
+        recipe_of(Base(), {})  # a field the config leaves open is the recipe's to check
+    assert recipe_of(Base(), {"epochs": 3}).epochs == 3
+    with pytest.raises(InputError, match="^epochs:"):
+        recipe_of(Base(), {"epochs": 0})

@@ -191,7 +191,7 @@ class RecipeConfig(RunConfig):
         """This config's training recipe as the value the learners take (:class:`Recipe`): its recipe
         fields, ``resolved`` filling those the run decides later (a preset's model or epochs; a field
         this protocol does not have keeps the recipe's default)."""
-        return Recipe(**{**{k: getattr(self, k) for k in self.recipe_fields}, **resolved})
+        return recipe_of(self, resolved)
 
     def recipe_hint(self, name: str) -> str:
         """Appended to a recipe error about ``name`` (override: where a preset set it)."""
@@ -221,7 +221,7 @@ class RecipeOptions(Options):
 
     def to_recipe(self, **resolved: Any) -> "Recipe":
         """These options' recipe fields as a :class:`Recipe` (the others at the recipe's defaults)."""
-        return Recipe(**{**{k: getattr(self, k) for k in self.recipe_fields}, **resolved})
+        return recipe_of(self, resolved)
 
 
 def recipe_options(**fields: Any) -> type[RecipeOptions]:
@@ -248,7 +248,12 @@ def _check_value(self: Any) -> None:
 
 
 def _replace(self: Any, **changes: Any) -> Any:
-    return dataclasses.replace(self, **changes)
+    """This recipe with ``changes`` (each checked by its declaration; the fields kept were checked when
+    this recipe was made, and are not again; the rules across fields are)."""
+    kept = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in changes}
+    own = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+    return type(self).from_checked(**kept, **{k: v if k in own and type(own[k]) is type(v) and own[k] == v
+                                              else type(self).check_field(k, v) for k, v in changes.items()})
 
 
 #: The training recipe as a value: every :data:`RECIPE` field, with the declaration's default, type and
@@ -264,6 +269,31 @@ Recipe.__doc__ = """The training recipe: every field of :data:`RECIPE` (checked 
 >>> (r.epochs, r.lr, r.momentum, r.replace(epochs=5).epochs)
 (3, 0.1, 0.9, 5)
 """
+
+
+def default_recipe() -> "Recipe":
+    """The recipe of every declared default (made once: its defaults are the declaration's own)."""
+    global _DEFAULT
+    if _DEFAULT is None:
+        _DEFAULT = Recipe.from_checked()
+    return _DEFAULT
+
+
+_DEFAULT: Any = None
+
+
+def recipe_of(holder: Any, resolved: dict[str, Any] | None = None) -> "Recipe":
+    """The :class:`Recipe` of a config's (or options') recipe fields and ``resolved`` (values the run
+    decided later: a preset's model or epochs). The holder's fields were checked when it was made, by
+    declarations made from :data:`RECIPE` (the same or narrower rules), and are not checked again; a
+    ``resolved`` value, and a field the holder leaves open (None), are checked here by the recipe's
+    declaration; the rules across fields (:func:`check_recipe`) run on the whole."""
+    values = {k: getattr(holder, k) for k in holder.recipe_fields}
+    fresh = {k for k, v in (resolved or {}).items() if not (k in values and type(values[k]) is type(v)
+                                                             and values[k] == v)}  # the holder's own value again
+    values.update(resolved or {})
+    fresh |= {k for k, v in values.items() if v is None and not _optional(RECIPE[k].type)}
+    return Recipe.from_checked(**{k: Recipe.check_field(k, v) if k in fresh else v for k, v in values.items()})
 
 
 def recipe_values(source: Any) -> dict[str, Any]:

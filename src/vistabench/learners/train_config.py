@@ -15,7 +15,8 @@ import torch
 
 from ..config import check_fields, option
 from ..errors import InputError
-from .recipe import PRECISIONS as PRECISION_NAMES, RECIPE, TRAINER_FIELDS, Recipe, check_device, recipe_values
+from .recipe import (PRECISIONS as PRECISION_NAMES, RECIPE, TRAINER_FIELDS, Recipe, check_device, default_recipe,
+                     recipe_values)
 from .schedules import SCHEDULES
 
 __all__ = ["TrainConfig", "TrainResult", "TrainingDiverged", "EpochCallback", "TrainStep", "resolve_device",
@@ -181,7 +182,7 @@ class TrainConfig:
     A protocol's training recipe (:mod:`.recipe`) becomes a TrainConfig through :meth:`from_recipe`.
     """
 
-    recipe: Recipe = field(default_factory=Recipe)
+    recipe: Recipe = field(default_factory=default_recipe)
     seed: int = option(0, help="seeds shuffling, sampling, augmentation and dropout")
     label_smoothing: float = option(0.0, low=0, high=1, help="of the default cross-entropy loss")
     augment: bool | Callable = False  # a callable is no config value: checked below
@@ -227,7 +228,13 @@ class TrainConfig:
         values = recipe_values(recipe)  # a Recipe, or a holder of recipe fields (a mapping, a learner's settings)
         taken = {k: values[k] for k in TRAINER_FIELDS if k in values}
         own = {k: v for k, v in stage.items() if k not in RECIPE}
-        return cls(Recipe(**{**taken, **{k: v for k, v in stage.items() if k in RECIPE}}), **own)
+        staged = {k: v for k, v in stage.items() if k in RECIPE}
+        if not isinstance(recipe, Recipe):  # a holder's values: checked here, as the stage's
+            return cls(Recipe(**{**taken, **staged}), **own)
+        # a Recipe's fields were checked when it was made: only the stage's own values are checked here
+        kept = {k: v for k, v in taken.items() if k not in staged}
+        return cls(Recipe.from_checked(**kept, **{k: v if _same(values.get(k), v) else Recipe.check_field(k, v)
+                                                   for k, v in staged.items()}), **own)
 
     def __post_init__(self) -> None:
         check_fields(self, declared_only=True)  # each own field's type and range (the recipe checked itself)
@@ -305,3 +312,8 @@ def peak_rss_bytes() -> int:
     """The process's peak resident set size in bytes (``ru_maxrss``, a process-lifetime maximum)."""
     r = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return int(r if sys.platform == "darwin" else r * 1024)
+
+
+def _same(checked: Any, value: Any) -> bool:
+    """``value`` is the recipe's own, already checked, value (a stage passing it on)."""
+    return type(checked) is type(value) and checked == value

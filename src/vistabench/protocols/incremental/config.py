@@ -289,6 +289,8 @@ class IncrementalConfig(_RECIPE):
 
     def backbone(self) -> tuple[str, dict[str, Any]]:
         """(model, options) the run builds."""
+        if hasattr(self, "_given") and self.model is not None:  # from_dict: resolve() checked and set them
+            return self.model, dict(self.model_opt)
         return self._backbone({"model": self.model, "model_opt": self.model_opt}, self.method,
                               self.method_options.get("recipe"))
 
