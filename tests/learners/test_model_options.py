@@ -19,7 +19,7 @@ def test_every_builtin_model_has_an_options_class_matching_its_factory():
         factory = models.get(name).load()
         params = set(inspect.signature(factory).parameters) - {"num_classes", "in_channels", "image_size"}
         if "kw" in params:  # vit_small passes its keywords on to VisionTransformer
-            from vistabench.learners.models import VisionTransformer
+            from vistabench.learners.vit import VisionTransformer
 
             params = set(inspect.signature(VisionTransformer).parameters) - {"num_classes", "in_channels",
                                                                               "image_size"}

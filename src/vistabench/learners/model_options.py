@@ -117,7 +117,7 @@ for _name, _cls, _factory in (
         ("cnn28", CNN28Options, "models:_cnn28"), ("resnet32", NoModelOptions, "models:_resnet32"),
         ("resnet18", ResNetOptions, "models:_resnet18"), ("resnet50", ResNetOptions, "models:_resnet50"),
         ("cifar_resnet34", NoModelOptions, "models:_cifar_resnet34"), ("wrn16_8", WRNOptions, "models:_wrn16_8"),
-        ("vit_small", ViTOptions, "models:_vit_small"), ("resnet32_bbn", NoModelOptions, "longtail.nets:_resnet32_bbn")):
+        ("vit_small", ViTOptions, "vit:_vit_small"), ("resnet32_bbn", NoModelOptions, "longtail.nets:_resnet32_bbn")):
     models.add(_name, ModelSpec(_name, _F + _factory, _cls))
 #: the names of the built-in models (those registered above)
 BUILTIN_MODELS = frozenset(models.names())

@@ -22,6 +22,7 @@ from torch import nn
 
 from ...errors import InputError
 from .. import models as backbones
+from ..vit import VisionTransformer
 from .registry import MethodContext
 
 __all__ = ["full_padding", "gem_maxpool", "reset_block_init", "build"]
@@ -112,7 +113,7 @@ def gem_maxpool(model: nn.Module) -> int:
 
 
 def build(base: nn.Module, config: dict, ctx: MethodContext) -> tuple[nn.Module, None]:
-    if isinstance(base, backbones.VisionTransformer) or full_padding(base) == 0:
+    if isinstance(base, VisionTransformer) or full_padding(base) == 0:
         raise InputError("method 'fconv': needs a convolutional backbone (cnn28, resnet*, wrn16_8)")
     if config.get("maxpool", "2x2") == "2x2":
         gem_maxpool(base)
