@@ -38,7 +38,6 @@ SRC = Path(__file__).resolve().parents[2] / "src" / "vistabench"
 #: each not-yet-migrated restatement -> why it is still there (issue 38 migrates them one by one)
 PENDING: dict[str, str] = {
     # the five holders the issue names, still to take a Recipe
-    "learners/incremental/baselines.py:SessionTrainer": "a session's schedule (milestones, factors) restated",
     # stages and settings that carry their own values of recipe fields
     "learners/incremental/options.py:FROptions": "FR's stage recipe (its own epochs, lr, milestones): a stage "
                                                  "override declared as fields, not as a Recipe",

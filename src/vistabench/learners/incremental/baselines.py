@@ -33,6 +33,7 @@ from torch import nn
 
 from ...errors import InputError
 from ..models import build_model
+from ..recipe import Recipe
 from ..tensors import resize_center_crop
 from ..trainer import TrainConfig, Trainer
 from . import IncrementalContext
@@ -43,13 +44,16 @@ __all__ = ["SessionTrainer", "IncrementalLearner", "PrototypeLearner", "Finetune
 
 class SessionTrainer(Trainer):
     """The shared trainer, with the input normalisation frozen after the base session and the
-    base session's lr schedule (``"cosine"``, the trainer's own, or ``"step"``: the base lr times
-    ``lr_factors[i]`` from epoch ``lr_milestones[i]`` on, after the linear warm-up)."""
+    base session's lr schedule, read from ``base_recipe`` (the run's :class:`~..recipe.Recipe`):
+    ``schedule`` ``"cosine"`` (the trainer's own) or ``"step"`` (the base lr times ``lr_factors[i]``
+    from epoch ``lr_milestones[i]`` on, after the linear warm-up). ``base_recipe`` None: the
+    trainer's own schedule (the novel sessions' cosine)."""
 
     _frozen_norm: Any = None
-    schedule: str = "cosine"
-    lr_milestones: tuple[int, ...] = ()
-    lr_factors: tuple[float, ...] = ()
+
+    def __init__(self, model: nn.Module, cfg: TrainConfig, *, base_recipe: Recipe | None, **kwargs: Any) -> None:
+        super().__init__(model, cfg, **kwargs)
+        self.base_recipe = base_recipe
 
     @property
     def normaliser(self):  # type: ignore[override]
@@ -63,12 +67,13 @@ class SessionTrainer(Trainer):
         self._frozen_norm = self.__dict__.get("_norm")
 
     def lr_at(self, step: int, total: int, steps_per_epoch: int) -> float:
-        if self.schedule != "step":
+        base = self.base_recipe
+        if base is None or base.schedule != "step":
             return super().lr_at(step, total, steps_per_epoch)
         warm = self.cfg.warmup_epochs * steps_per_epoch
         if step < warm:
             return self.cfg.lr * (step + 1) / warm
-        return self.cfg.lr * step_factor(step // steps_per_epoch, self.lr_milestones, self.lr_factors)
+        return self.cfg.lr * step_factor(step // steps_per_epoch, base.lr_milestones, base.lr_factors)
 
 
 class IncrementalLearner:
@@ -144,9 +149,7 @@ class IncrementalLearner:
                             **self.cfg.model_options)
         cfg = self._config(epochs=self.cfg.epochs, lr=self.cfg.lr, n=len(labels), seed=self.cfg.seed,
                            warmup_epochs=self.cfg.warmup_epochs)
-        self.trainer = SessionTrainer(model, cfg)
-        self.trainer.schedule = self.cfg.schedule
-        self.trainer.lr_milestones, self.trainer.lr_factors = self.cfg.lr_milestones, self.cfg.lr_factors
+        self.trainer = SessionTrainer(model, cfg, base_recipe=self.cfg.recipe)
         self.train_results.append(self.trainer.fit(images, self._targets(labels)))
         self.trainer.freeze_normaliser()
         if key is not None:
@@ -217,7 +220,7 @@ class FinetuneLearner(IncrementalLearner):
         model.num_classes = len(self.classes)
         self.trainer.cfg = self._config(epochs=self.cfg.novel_epochs, lr=self.cfg.novel_lr, n=len(labels),
                                         seed=self.cfg.seed + session)
-        self.trainer.schedule = "cosine"  # novel sessions: a cosine from novel_lr
+        self.trainer.base_recipe = None  # novel sessions: the trainer's own cosine from novel_lr
         self.train_results.append(self.trainer.fit(images, self._targets(labels)))
 
     def scores(self, images: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
