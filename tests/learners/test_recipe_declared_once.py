@@ -44,7 +44,6 @@ PENDING: dict[str, str] = {
     "learners/longtail/options.py:RunFacts": "what a method's preset reads of the run (epochs, lr, batch size)",
     "learners/longtail/survey.py:SelfSupervisedAggregation": "SADE's stage recipe as fields",
     "learners/smalldata/dvp.py:MoCoSettings": "DVP's MoCo pre-training stage recipe as fields",
-    "learners/schedules.py:ScheduleSettings": "the lr schedule's inputs (a part of the recipe as fields)",
     "data/smalldata_presets.py:SmallDataPreset": "a data set preset's model and epochs (the recipe's defaults "
                                                  "per data set); data/ sits below learners/, where the Recipe is "
                                                  "declared, so the preset cannot hold one without an arrow up",

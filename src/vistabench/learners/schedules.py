@@ -22,9 +22,9 @@ long-tail reference recipes do:
 from __future__ import annotations
 
 import math
-from typing import Protocol
+from typing import Any
 
-__all__ = ["SCHEDULES", "SCHEDULE_RUNNERS", "ScheduleSettings", "learning_rate", "schedules_of"]
+__all__ = ["SCHEDULES", "SCHEDULE_RUNNERS", "learning_rate", "schedules_of"]
 
 #: every learning-rate schedule (the one list) and what runs or offers it: ``trainer`` (:func:`learning_rate`,
 #: ``TrainConfig``), ``stream`` (the stream's learners: ``warmup_cosine_lr``), ``recipe`` (a recipe may name it;
@@ -50,22 +50,12 @@ def schedules_of(runner: str) -> tuple[str, ...]:
 SCHEDULES = schedules_of("trainer")
 
 
-class ScheduleSettings(Protocol):
-    """The fields of :class:`~vistabench.learners.train_config.TrainConfig` a schedule reads."""
-
-    lr: float
-    epochs: int
-    warmup_epochs: int
-    schedule: str
-    lr_milestones: tuple
-    lr_factors: tuple
-    warmup_start: float
-    schedule_offset: int
-
-
-def learning_rate(cfg: ScheduleSettings, step: int, total: int, steps_per_epoch: int) -> float:
+def learning_rate(cfg: Any, step: int, total: int, steps_per_epoch: int) -> float:
     """Learning rate of 0-based optimisation ``step`` of ``total`` under ``cfg.schedule`` (module
-    docstring); ``steps_per_epoch`` converts steps to epochs."""
+    docstring); ``steps_per_epoch`` converts steps to epochs. ``cfg``: the trainer's config
+    (:class:`~.train_config.TrainConfig`), read for its recipe's ``lr``, ``epochs``, ``schedule``,
+    ``warmup_epochs``, ``warmup_start``, ``lr_milestones``, ``lr_factors`` and its own
+    ``schedule_offset``."""
     if cfg.schedule != "cosine":
         epoch = step // steps_per_epoch
         if cfg.schedule == "cosine_epoch":
