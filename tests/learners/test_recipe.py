@@ -199,7 +199,7 @@ def test_a_recipe_made_from_checked_values_checks_only_what_is_new():
     """Recipe.replace / TrainConfig.from_recipe / a config's to_recipe check a value once: what the
     recipe (or the config) already checked is kept, a new value is checked by its declaration, and the
     rules across fields run on the whole."""
-    from vistabench.learners.recipe import Recipe, default_recipe, recipe_of
+    from vistabench.learners.recipe import Recipe, default_recipe
     from vistabench.learners.train_config import TrainConfig
 
     r = Recipe(epochs=4, lr=0.1)
@@ -214,7 +214,7 @@ def test_a_recipe_made_from_checked_values_checks_only_what_is_new():
     assert default_recipe() is default_recipe() and default_recipe() == Recipe()
     Base = training_recipe(epochs=use(None, help="epochs (a preset decides)"), lr=0.1)
     with pytest.raises(InputError, match="^epochs:"):
-        recipe_of(Base(), {})  # a field the config leaves open is the recipe's to check
-    assert recipe_of(Base(), {"epochs": 3}).epochs == 3
+        Base().to_recipe()  # a field the config leaves open is the recipe's to check
+    assert Base().to_recipe(epochs=3).epochs == 3
     with pytest.raises(InputError, match="^epochs:"):
-        recipe_of(Base(), {"epochs": 0})
+        Base().to_recipe(epochs=0)

@@ -44,7 +44,7 @@ from .schedules import schedules_of
 
 __all__ = ["RECIPE", "PRECISIONS", "LOADERS", "SCHEDULE_CHOICES", "PRETRAINED_SUFFIXES", "TRAINER_FIELDS",
            "Recipe", "RecipeConfig", "RecipeOptions", "use", "training_recipe", "recipe_options", "check_recipe",
-           "check_device", "recipe_values"]
+           "check_device", "recipe_values", "recipe_with", "default_recipe"]
 
 #: ``precision``'s values: autocast type of the forward passes
 PRECISIONS = ("fp32", "bf16", "fp16")
@@ -191,7 +191,7 @@ class RecipeConfig(RunConfig):
         """This config's training recipe as the value the learners take (:class:`Recipe`): its recipe
         fields, ``resolved`` filling those the run decides later (a preset's model or epochs; a field
         this protocol does not have keeps the recipe's default)."""
-        return recipe_of(self, resolved)
+        return recipe_with({k: getattr(self, k) for k in self.recipe_fields}, resolved)
 
     def recipe_hint(self, name: str) -> str:
         """Appended to a recipe error about ``name`` (override: where a preset set it)."""
@@ -221,7 +221,7 @@ class RecipeOptions(Options):
 
     def to_recipe(self, **resolved: Any) -> "Recipe":
         """These options' recipe fields as a :class:`Recipe` (the others at the recipe's defaults)."""
-        return recipe_of(self, resolved)
+        return recipe_with({k: getattr(self, k) for k in self.recipe_fields}, resolved)
 
 
 def recipe_options(**fields: Any) -> type[RecipeOptions]:
@@ -248,12 +248,8 @@ def _check_value(self: Any) -> None:
 
 
 def _replace(self: Any, **changes: Any) -> Any:
-    """This recipe with ``changes`` (each checked by its declaration; the fields kept were checked when
-    this recipe was made, and are not again; the rules across fields are)."""
-    kept = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in changes}
-    own = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-    return type(self).from_checked(**kept, **{k: v if k in own and type(own[k]) is type(v) and own[k] == v
-                                              else type(self).check_field(k, v) for k, v in changes.items()})
+    """This recipe with ``changes`` (:func:`recipe_with`: only the new values are checked)."""
+    return recipe_with(recipe_values(self), changes)
 
 
 #: The training recipe as a value: every :data:`RECIPE` field, with the declaration's default, type and
@@ -282,16 +278,18 @@ def default_recipe() -> "Recipe":
 _DEFAULT: Any = None
 
 
-def recipe_of(holder: Any, resolved: dict[str, Any] | None = None) -> "Recipe":
-    """The :class:`Recipe` of a config's (or options') recipe fields and ``resolved`` (values the run
-    decided later: a preset's model or epochs). The holder's fields were checked when it was made, by
-    declarations made from :data:`RECIPE` (the same or narrower rules), and are not checked again; a
-    ``resolved`` value, and a field the holder leaves open (None), are checked here by the recipe's
-    declaration; the rules across fields (:func:`check_recipe`) run on the whole."""
-    values = {k: getattr(holder, k) for k in holder.recipe_fields}
-    fresh = {k for k, v in (resolved or {}).items() if not (k in values and type(values[k]) is type(v)
-                                                             and values[k] == v)}  # the holder's own value again
-    values.update(resolved or {})
+def recipe_with(checked: dict[str, Any], changes: dict[str, Any] | None = None, *,
+                compare: dict[str, Any] | None = None) -> "Recipe":
+    """A :class:`Recipe` of ``checked`` values (checked already: a recipe's, or a config's fields declared
+    from :data:`RECIPE` with the same or narrower rules; not checked again) and ``changes`` (a stage's
+    values, a preset's model or epochs), each checked by its declaration unless it is the value of the
+    same name in ``compare`` (default ``checked``) passed on again. A field left None where the recipe
+    allows no None is checked too (its error names it); the rules across fields (:func:`check_recipe`)
+    run on the whole; the other fields keep the recipe's defaults."""
+    changes = changes or {}
+    compare = checked if compare is None else compare
+    values = {**checked, **changes}
+    fresh = {k for k, v in changes.items() if not (k in compare and type(compare[k]) is type(v) and compare[k] == v)}
     fresh |= {k for k, v in values.items() if v is None and not _optional(RECIPE[k].type)}
     return Recipe.from_checked(**{k: Recipe.check_field(k, v) if k in fresh else v for k, v in values.items()})
 

@@ -16,7 +16,7 @@ import torch
 from ..config import check_fields, option
 from ..errors import InputError
 from .recipe import (PRECISIONS as PRECISION_NAMES, RECIPE, TRAINER_FIELDS, Recipe, check_device, default_recipe,
-                     recipe_values)
+                     recipe_values, recipe_with)
 from .schedules import SCHEDULES
 
 __all__ = ["TrainConfig", "TrainResult", "TrainingDiverged", "EpochCallback", "TrainStep", "resolve_device",
@@ -232,9 +232,7 @@ class TrainConfig:
         if not isinstance(recipe, Recipe):  # a holder's values: checked here, as the stage's
             return cls(Recipe(**{**taken, **staged}), **own)
         # a Recipe's fields were checked when it was made: only the stage's own values are checked here
-        kept = {k: v for k, v in taken.items() if k not in staged}
-        return cls(Recipe.from_checked(**kept, **{k: v if _same(values.get(k), v) else Recipe.check_field(k, v)
-                                                   for k, v in staged.items()}), **own)
+        return cls(recipe_with(taken, staged, compare=values), **own)
 
     def __post_init__(self) -> None:
         check_fields(self, declared_only=True)  # each own field's type and range (the recipe checked itself)
@@ -312,8 +310,3 @@ def peak_rss_bytes() -> int:
     """The process's peak resident set size in bytes (``ru_maxrss``, a process-lifetime maximum)."""
     r = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return int(r if sys.platform == "darwin" else r * 1024)
-
-
-def _same(checked: Any, value: Any) -> bool:
-    """``value`` is the recipe's own, already checked, value (a stage passing it on)."""
-    return type(checked) is type(value) and checked == value
