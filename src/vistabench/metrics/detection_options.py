@@ -11,7 +11,7 @@ from typing import Literal
 from ..errors import InputError
 from ..options import Options, option
 
-__all__ = ["EvaluationOptions", "VARIANTS", "Variant"]
+__all__ = ["EvaluationOptions", "VARIANTS", "Variant", "options_alone"]
 
 Variant = Literal["old", "fixed", "pool"]
 VARIANTS: tuple[str, ...] = ("old", "fixed", "pool")
@@ -46,3 +46,15 @@ class EvaluationOptions(Options):
         object.__setattr__(self, "variants", tuple(dict.fromkeys(self.variants)))
         if self.kpt_oks_sigmas is not None and self.iou_type != "keypoints":
             raise InputError(f"kpt_oks_sigmas: only used with `iou_type` keypoints, got `iou_type` {self.iou_type}")
+
+
+def options_alone(options: object, keywords: dict[str, object], unset: dict[str, object] | None = None) -> None:
+    """The one way a detection function takes its settings: ``options`` (the built
+    :class:`EvaluationOptions`, passed on and trusted) or its keywords, not both. ``keywords``: the
+    keywords as called; ``unset``: each one's value when not given (None: every keyword counts as given).
+    InputError naming the first keyword given beside ``options``, or ``options`` of another type."""
+    if not isinstance(options, EvaluationOptions):
+        raise InputError(f"options: expected EvaluationOptions, got {type(options).__name__}")
+    given = [k for k, v in keywords.items() if unset is None or v != unset[k]]
+    if given:
+        raise InputError(f"{given[0]}: give either options or keyword options, not both")

@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from ..._validation import check_value
-from ..detection_options import EvaluationOptions
+from ..detection_options import EvaluationOptions, options_alone
 from ...errors import InputError
 from .data import FREQUENCIES, Detections, GroundTruth
 from .errors import (
@@ -306,12 +306,8 @@ def _checked_variants(variants: Sequence[str] | None) -> list[str]:
 
 def _from_options(options: EvaluationOptions, **keywords: Any) -> tuple[list[str], int | None, int, str]:
     """The variants, limits and IoU type of :func:`decompose_errors` from the built ``options``."""
-    if not isinstance(options, EvaluationOptions):
-        raise InputError(f"options: expected EvaluationOptions, got {type(options).__name__}")
-    unset = {"variants": None, "max_dets_per_image": None, "dets_per_class": 10_000, "iou_type": "bbox"}
-    given = [k for k, v in keywords.items() if v != unset[k]]
-    if given:
-        raise InputError(f"{given[0]}: give either options or the settings as keywords, not both")
+    options_alone(options, keywords, {"variants": None, "max_dets_per_image": None, "dets_per_class": 10_000,
+                                      "iou_type": "bbox"})
     if options.iou_type not in ("bbox", "segm"):
         raise InputError(f"iou_type: the error decomposition takes bbox or segm, got {options.iou_type}")
     variants = ["tide"] + [v for v in options.variants if v in ("fixed", "pool")]

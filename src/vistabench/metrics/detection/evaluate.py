@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import InputError
-from ..detection_options import EvaluationOptions
+from ..detection_options import EvaluationOptions, options_alone
 from .accumulate import accumulate, accumulate_pooled
 from .data import Detections, GroundTruth
 from .masks import to_rle
@@ -106,10 +106,8 @@ def evaluate_detections(gt: GroundTruth, dets: Detections, options: EvaluationOp
     """
     if options is None:
         options = EvaluationOptions.from_dict(keywords)
-    elif not isinstance(options, EvaluationOptions):
-        raise InputError(f"options: expected EvaluationOptions, got {type(options).__name__}")
-    elif keywords:
-        raise InputError(f"{next(iter(keywords))}: give either options or keyword options, not both")
+    else:
+        options_alone(options, keywords)
     iou_type, fixed_area, kpt_oks_sigmas = options.iou_type, options.fixed_area, options.kpt_oks_sigmas
     variants, dets_per_class = list(options.variants), options.dets_per_class
     lvis = gt.format == "lvis"

@@ -18,8 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..._validation import check_value
-from ...errors import InputError
-from ..detection_options import EvaluationOptions
+from ..detection_options import EvaluationOptions, options_alone
 from .accumulate import accumulate
 from .data import Detections, GroundTruth
 from .match import MatchedSet, match_set
@@ -102,7 +101,8 @@ def per_class_results(gt: GroundTruth, dets: Detections, *, variant: str = "old"
         ms, mask = variant_match(gt, dets, variant=variant, max_dets_per_image=max_dets_per_image,
                                  dets_per_class=dets_per_class)
     else:
-        _limits_from(options, max_dets_per_image=max_dets_per_image, dets_per_class=dets_per_class)
+        options_alone(options, {"max_dets_per_image": max_dets_per_image, "dets_per_class": dets_per_class},
+                      {"max_dets_per_image": None, "dets_per_class": 10_000})
         check_value(variant, "variant", choices=PER_CLASS_VARIANTS)
         ms, mask = _match_variant(gt, dets, variant, options.max_dets_per_image, options.dets_per_class)
     acc = accumulate(ms, dets, mask)
@@ -125,15 +125,3 @@ def per_class_results(gt: GroundTruth, dets: Detections, *, variant: str = "old"
     return PerClassResults(category_id=gt.category_ids, name=list(names), frequency=freq, ap=ap, ap50=mean(p[0]),
                            ap75=mean(p[5]), recall=mean(rec), num_gt=acc.num_gt[:, 0], num_detections=ndet,
                            order=order, variant=variant)
-
-
-def _limits_from(options: EvaluationOptions, **keywords: Any) -> None:
-    """Refuse ``options`` that is not the built value, or given together with limits as keywords."""
-    if not isinstance(options, EvaluationOptions):
-        raise InputError(f"options: expected EvaluationOptions, got {type(options).__name__}")
-    given = [k for k, v in keywords.items() if v != _KEYWORD_DEFAULTS[k]]
-    if given:
-        raise InputError(f"{given[0]}: give either options or the limits as keywords, not both")
-
-
-_KEYWORD_DEFAULTS = {"max_dets_per_image": None, "dets_per_class": 10_000}
