@@ -72,3 +72,29 @@ def _fig():
 
     fig, _ = plt.subplots()
     return fig
+
+
+def test_eval_and_run_of_the_same_files_are_one_scored_set(tmp_path, monkeypatch, capsys):
+    """`detection eval` and `detection run` on the same ground truth and results file score the same
+    detections: one row, N = 1, each AP family from the record that measured it; a `run` record
+    stored before run records named their files (gt/results only in its config) merges too."""
+    from vistabench.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["detection", "synth", "--out", "d", "--images", "40", "--categories", "12", "--json"]) == 0
+    store = "s.sqlite"
+    assert main(["detection", "eval", "--gt", "d/gt.json", "--results", "d/results.json", "--ap", "old",
+                 "--store", store, "--json"]) == 0
+    assert main(["detection", "run", "--gt", "d/gt.json", "--results", "d/results.json", "--store", store,
+                 "--json"]) == 0
+    capsys.readouterr()
+    with ResultsStore(store) as s:
+        eval_rec, run_rec = s.records()
+        assert run_rec.settings["gt"] == "d/gt.json" and run_rec.settings["results"] == "d/results.json"
+        (row,) = D.detection_table(s).rows
+        assert row["n"] == 1 and row["records"] == [eval_rec.id, run_rec.id]
+        assert row["pool_AP"] == run_rec.metrics["pool_AP"] and row["old_AP"] == run_rec.metrics["old_AP"]
+        old_style = {k: v for k, v in run_rec.settings.items() if k not in ("gt", "results")}
+        s.add(Record("detection", run_rec.dataset, run_rec.method, run_rec.seed, None, old_style, run_rec.metrics))
+        (row,) = D.detection_table(s).rows
+    assert row["n"] == 1 and len(row["records"]) == 3

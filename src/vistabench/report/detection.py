@@ -59,9 +59,18 @@ class ScoredSet:
         return max(r.id or 0 for r in self.records)
 
 
+def _setting(r: Record, key: str) -> Any:
+    """A record's setting; ``gt`` and ``results`` of a ``detection run`` record stored before run records
+    named them (they were only in its ``config``) are read from there."""
+    st = r.settings
+    if key in ("gt", "results") and key not in st and isinstance(st.get("config"), dict):
+        return st["config"].get(key)
+    return st.get(key)
+
+
 def _identity(r: Record) -> tuple:
     hashed = bool(r.settings.get("predictions_sha256"))
-    return (r.dataset, r.method, *(repr(None if hashed and k == "results" else r.settings.get(k)) for k in _IDENTITY))
+    return (r.dataset, r.method, *(repr(None if hashed and k == "results" else _setting(r, k)) for k in _IDENTITY))
 
 
 def _measured(r: Record, variant: str) -> bool:
@@ -113,7 +122,8 @@ def detection_table(records: Records, *, dataset: str | None = None) -> Table:
     sets = scored_sets(select(records, protocol="detection", dataset=dataset))
     groups: dict[tuple, list[ScoredSet]] = {}
     for s in sets:
-        groups.setdefault((s.dataset, s.method, scores_note(s), *(repr(s.settings.get(k)) for k in _ROW)), []).append(s)
+        groups.setdefault((s.dataset, s.method, scores_note(s), *(repr(_setting(s.records[-1], k)) for k in _ROW)),
+                          []).append(s)
     firsts = [g[0] for g in groups.values()]
     rows = []
     for group, label in zip(groups.values(), _labels(firsts, with_dataset=dataset is None)):

@@ -376,7 +376,8 @@ def run(config: DetectionConfig, *, store: ResultsStore | None = None,
     if cal_settings is not None and not masks:
         masks = {"segm": True, "auto": "auto"}.get(cal_settings.iou_type, False)
     gt, dets = read_detection_set(config.gt, config.results, masks=masks)
-    settings: dict[str, Any] = {}
+    # the files as `detection eval` names them, so that the table merges both commands' scorings of one set
+    settings: dict[str, Any] = {"gt": config.gt, "results": config.results}
     if cal_settings is not None:
         cal = calibrate_detections(*restrict_images(gt, dets, split["calibration"]), cal_settings)
         gt, dets = restrict_images(gt, dets, split["test"])
