@@ -18,6 +18,7 @@ from vistabench.learners.losses import (
     tde_counterfactual,
 )
 from vistabench.learners.longtail.nets import CausalNormNet, ExpertNet, reversed_probabilities
+from vistabench.learners.longtail.options import TADEOptions
 from vistabench.learners.longtail.survey import SelfSupervisedAggregation
 from vistabench.learners.models import build_model
 from vistabench.protocols.longtail.sweep import build_sweep, score_sweep
@@ -175,15 +176,17 @@ def test_test_time_aggregation_favours_the_view_consistent_expert():
     stable = RNG.normal(0, 3, (N, C))
     views = np.stack([np.stack([stable, RNG.normal(0, 3, (N, C)), RNG.normal(0, 3, (N, C))]) for _ in range(2)])
     clean = RNG.normal(0, 1, (3, N, C))
-    agg = SelfSupervisedAggregation(clean.astype(np.float32), views.astype(np.float32), epochs=5, lr=0.1, min_weight=0.0)
+    agg = SelfSupervisedAggregation(clean.astype(np.float32), views.astype(np.float32),
+                                    options=TADEOptions(tt_epochs=5, tt_lr=0.1, tt_min_weight=0.0))
     idx = np.arange(0, N, 2)
     out = agg(idx)
     w = np.asarray(agg.last_weights)
     assert w.sum() == pytest.approx(1.0, abs=1e-6) and w[0] > 1 / 3 > max(w[1], w[2])  # uniform start: 1/3 each
     np.testing.assert_allclose(out, np.einsum("e,enc->nc", w, clean[:, idx]), rtol=1e-5, atol=1e-5)
     # the stop rule: an epoch ending with a weight below min_weight ends the adaptation
-    kw = {"clean": clean.astype(np.float32), "views": views.astype(np.float32), "epochs": 25, "lr": 0.1}
-    stopped, full = SelfSupervisedAggregation(**kw, min_weight=0.3), SelfSupervisedAggregation(**kw, min_weight=0.0)
+    kw = {"clean": clean.astype(np.float32), "views": views.astype(np.float32)}
+    stopped = SelfSupervisedAggregation(**kw, options=TADEOptions(tt_epochs=25, tt_lr=0.1, tt_min_weight=0.3))
+    full = SelfSupervisedAggregation(**kw, options=TADEOptions(tt_epochs=25, tt_lr=0.1, tt_min_weight=0.0))
     stopped(idx)
     full(idx)
     assert min(full.last_weights) < min(stopped.last_weights) < 0.3

@@ -42,12 +42,6 @@ PENDING: dict[str, str] = {
                                                  "milestones are 1-based and it has no schedule field, so the "
                                                  "recipe's ranges and rules (milestones need schedule step) do not "
                                                  "hold for it as declared; method-opt keys must stay",
-    "learners/longtail/options.py:RunFacts": "what a method's preset reads of the run (epochs, lr, batch size): "
-                                             "made while the config resolves, before its fields are checked, so "
-                                             "a Recipe there would check them twice",
-    "learners/longtail/survey.py:SelfSupervisedAggregation": "SADE's test-time stage as fields: its batch may be "
-                                                             "1 (three weights, no batch norm), the recipe's "
-                                                             "batch_size is >= 2",
     "learners/smalldata/dvp.py:MoCoSettings": "DVP's MoCo pre-training stage as fields (None: the run's value)",
     "data/smalldata_presets.py:SmallDataPreset": "a data set preset's model and epochs (the recipe's defaults "
                                                  "per data set); data/ sits below learners/, where the Recipe is "

@@ -164,8 +164,7 @@ def fit_predict(
     if not isinstance(train, Dataset):
         raise InputError(f"train: expected a vistabench Dataset, got {type(train).__name__}")
     if not isinstance(options, spec.options):
-        facts = RunFacts(epochs=r.epochs, lr=r.lr, batch_size=r.batch_size, weight_decay=r.weight_decay,
-                         dataset="other", recipe="cpu")
+        facts = RunFacts(recipe=r, dataset="other", preset="cpu")
         options = resolve_method_options(method, options, facts)
     counts = check_class_counts(train.class_counts(), f"{train.name} class counts")
     test_images = check_images(test_images, "test_images", in_channels=train.images.shape[3], allow_empty=True)

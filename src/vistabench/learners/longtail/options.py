@@ -22,20 +22,19 @@ from ...config import Options, option
 from ...errors import InputError
 from ...methods import MethodSpec, method_registrar, method_registries
 from ...registry import Registry
+from ..recipe import Recipe
 
 __all__ = ["MethodOptions", "lt_methods", "register_method", "RunFacts"]
 
 
 @dataclass(frozen=True)
 class RunFacts:
-    """What a method's run-dependent defaults may depend on."""
+    """What a method's run-dependent defaults may depend on: the run's training ``recipe`` (checked),
+    the kind of ``dataset`` ("cifar10", "cifar100" or "other") and the ``preset`` ("cpu" or "reference")."""
 
-    epochs: int
-    lr: float
-    batch_size: int
-    weight_decay: float
-    dataset: str  # "cifar10", "cifar100" or "other"
-    recipe: str  # "cpu" or "reference"
+    recipe: Recipe
+    dataset: str
+    preset: str
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -79,7 +78,7 @@ def _declare(name: str, builder: str):
 
 
 def _reference(facts: RunFacts) -> bool:
-    return facts.recipe == "reference"
+    return facts.preset == "reference"
 
 
 @_declare("ce", "methods:run_ce")
@@ -123,7 +122,7 @@ class LDAMOptions(MethodOptions):
 
     @classmethod
     def recipe_defaults(cls, facts: RunFacts) -> dict[str, Any]:
-        return {"drw_epoch": int(0.8 * facts.epochs)}
+        return {"drw_epoch": int(0.8 * facts.recipe.epochs)}
 
 
 @_declare("logit_adjust", "methods:run_la")
@@ -163,8 +162,8 @@ class CRTOptions(MethodOptions):
             return {"crt_epochs": 10, "crt_lr": 0.2, "crt_weight_decay": 5e-4, "crt_batch_size": 512,
                     "crt_sampler": "class_aware", "crt_bn_mode": "train", "crt_schedule": "cosine_epoch",
                     "crt_epoch": "steps"}
-        return {"crt_epochs": max(1, facts.epochs // 5), "crt_lr": facts.lr,
-                "crt_weight_decay": facts.weight_decay, "crt_batch_size": facts.batch_size}
+        return {"crt_epochs": max(1, facts.recipe.epochs // 5), "crt_lr": facts.recipe.lr,
+                "crt_weight_decay": facts.recipe.weight_decay, "crt_batch_size": facts.recipe.batch_size}
 
 
 @_declare("tde", "survey:run_tde")
@@ -195,7 +194,7 @@ class RIDEOptions(MethodOptions):
 
     @classmethod
     def recipe_defaults(cls, facts: RunFacts) -> dict[str, Any]:
-        return {"reweight_epoch": int(0.8 * facts.epochs)}
+        return {"reweight_epoch": int(0.8 * facts.recipe.epochs)}
 
 
 @_declare("ib", "survey:run_ib")
@@ -208,7 +207,7 @@ class IBOptions(MethodOptions):
 
     @classmethod
     def recipe_defaults(cls, facts: RunFacts) -> dict[str, Any]:
-        return {"ib_epoch": facts.epochs // 2}
+        return {"ib_epoch": facts.recipe.epochs // 2}
 
 
 @_declare("tade", "survey:run_tade")
@@ -251,7 +250,7 @@ class GCLOptions(MethodOptions):
     def recipe_defaults(cls, facts: RunFacts) -> dict[str, Any]:
         if _reference(facts):
             return {"cls_epochs": 30, "cls_lr_factor": 0.02, "cls_schedule": "cosine_epoch", "mixup": True}
-        return {"cls_epochs": max(1, round(facts.epochs * 30 / 200))}
+        return {"cls_epochs": max(1, round(facts.recipe.epochs * 30 / 200))}
 
 
 def resolve_method_options(method: str, given: Any, facts: RunFacts) -> MethodOptions:

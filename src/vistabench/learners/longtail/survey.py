@@ -29,7 +29,7 @@ Options: :mod:`.options`; the pieces the tests check one by one: :func:`bbn_step
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 import numpy as np
@@ -133,17 +133,15 @@ class SelfSupervisedAggregation:
     views ``views`` (2, E, N, C). Calling it with the pool indices of a test set learns aggregation
     weights w = softmax(a) (a starts at 1/E) by maximising the mean cosine similarity of
     ``softmax(Σ_k w_k z_k)`` between the two views (SGD, momentum 0.9, Nesterov, weight decay
-    5e-4, ``epochs`` passes of ``batch_size``; stops after an epoch in which a weight fell below
-    ``min_weight``) and returns ``Σ_k w_k z_k`` on the clean images, shape (n, C). It never sees
-    labels. ``last_weights`` holds the weights of the latest call.
+    5e-4, ``options.tt_epochs`` passes of ``options.tt_batch``, lr ``options.tt_lr``; stops after an
+    epoch in which a weight fell below ``options.tt_min_weight``: the method's
+    :class:`~.options.TADEOptions`, declared and checked there) and returns ``Σ_k w_k z_k`` on the
+    clean images, shape (n, C). It never sees labels. ``last_weights`` holds the weights of the latest call.
     """
 
     clean: np.ndarray
     views: np.ndarray
-    epochs: int = 5
-    lr: float = 0.1
-    batch_size: int = 128
-    min_weight: float = 0.05
+    options: TADEOptions = field(default_factory=TADEOptions)
     seed: int = 0
     last_weights: list | None = None
 
@@ -161,12 +159,13 @@ class SelfSupervisedAggregation:
         v0 = torch.from_numpy(self.views[0][:, idx])
         v1 = torch.from_numpy(self.views[1][:, idx])
         a = torch.full((E,), 1.0 / E, requires_grad=True)
-        opt = torch.optim.SGD([a], lr=self.lr, momentum=0.9, weight_decay=5e-4, nesterov=True)
+        o = self.options
+        opt = torch.optim.SGD([a], lr=o.tt_lr, momentum=0.9, weight_decay=5e-4, nesterov=True)
         rng = np.random.default_rng(self.seed)
-        for _ in range(self.epochs):
+        for _ in range(o.tt_epochs):
             order = rng.permutation(len(idx))
-            for s in range(0, len(idx), self.batch_size):
-                b = torch.from_numpy(order[s:s + self.batch_size])
+            for s in range(0, len(idx), o.tt_batch):
+                b = torch.from_numpy(order[s:s + o.tt_batch])
                 w = torch.softmax(a, 0)
                 p0 = torch.softmax(torch.einsum("e,enc->nc", w, v0[:, b]), 1)
                 p1 = torch.softmax(torch.einsum("e,enc->nc", w, v1[:, b]), 1)
@@ -174,7 +173,7 @@ class SelfSupervisedAggregation:
                 opt.zero_grad()
                 loss.backward()
                 opt.step()
-            if bool((torch.softmax(a, 0) < self.min_weight).any()):
+            if bool((torch.softmax(a, 0) < o.tt_min_weight).any()):
                 break
         w = torch.softmax(a.detach(), 0)
         self.last_weights = w.tolist()
@@ -213,9 +212,7 @@ def run_tade(ctx: MethodContext, test: np.ndarray, opt: TADEOptions) -> Out:
     clean = _expert_logits(tr, net, test, None, 0)  # type: ignore[arg-type]
     gen = torch.Generator().manual_seed(ctx.cfg.seed + 11)
     views = np.stack([_expert_logits(tr, net, test, gen, ctx.cfg.crop_padding) for _ in range(2)])  # type: ignore[arg-type]
-    ctx.test_time = SelfSupervisedAggregation(clean, views, epochs=opt.tt_epochs, lr=opt.tt_lr,
-                                              batch_size=opt.tt_batch, min_weight=opt.tt_min_weight,
-                                              seed=ctx.cfg.seed)
+    ctx.test_time = SelfSupervisedAggregation(clean, views, options=opt, seed=ctx.cfg.seed)
     return clean.mean(0), [res]
 
 

@@ -125,12 +125,7 @@ class LongtailConfig(_RECIPE):
         for k, v in derived_fields(given.get("data", ""), given.get("imbalance")).items():
             if out.get(k, "auto" if k == "model" else None) in (None, "auto"):
                 out[k] = v
-        if isinstance(method, str):
-            facts = RunFacts(epochs=out.get("epochs", 10), lr=out.get("lr", 0.05),
-                             batch_size=out.get("batch_size", 128), weight_decay=out.get("weight_decay", 5e-4),
-                             dataset=dataset_kind(given.get("data", "")), recipe=recipe)
-            out["method_options"] = resolve_method_options(method, given.get("method_options"), facts)
-        return out
+        return out  # the method's options are resolved by check(), from the checked recipe
 
     def check(self) -> None:
         check_dataset_spec(self.data, "data")
@@ -138,8 +133,11 @@ class LongtailConfig(_RECIPE):
             raise InputError(f"n_max: {self.n_max} is the head class of a drawn split, but imbalance listed trains on "
                              "the list as it is (the run reports the list's own n_max); drop n_max")
         super().check()  # the recipe's one check: device, precision, model, pretrained, warm-up, milestones
-        if not isinstance(self.method_options, MethodOptions):
-            raise InputError(f"method_options: expected the options of {self.method!r}, got {self.method_options!r}")
+        if type(self.method_options) is not get_method("longtail", self.method).options:
+            # given as a mapping: over what the method's preset reads of this run (its recipe, checked
+            # just above); options already resolved (a copy of a config) are kept as they are
+            facts = RunFacts(recipe=self.to_recipe(), dataset=dataset_kind(self.data), preset=self.recipe)
+            object.__setattr__(self, "method_options", resolve_method_options(self.method, self.method_options, facts))
         for name in type(self.method_options).epoch_options:
             at = getattr(self.method_options, name)
             if at is not None and at >= self.epochs:
@@ -160,8 +158,7 @@ class LongtailConfig(_RECIPE):
         that differ from what the CPU recipe (the older code) used for this method and epochs."""
         out = super().key_dict()
         today = resolve_method_options(self.method, {}, RunFacts(
-            epochs=self.epochs, lr=self.lr, batch_size=self.batch_size, weight_decay=self.weight_decay,
-            dataset=dataset_kind(self.data), recipe="cpu")).to_dict()
+            recipe=self.to_recipe(), dataset=dataset_kind(self.data), preset="cpu")).to_dict()
         diff = {k: v for k, v in self.method_options.to_dict().items() if today.get(k) != v}
         out.pop("method_options", None)
         if diff:
