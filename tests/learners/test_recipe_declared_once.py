@@ -42,7 +42,6 @@ PENDING: dict[str, str] = {
                                                  "milestones are 1-based and it has no schedule field, so the "
                                                  "recipe's ranges and rules (milestones need schedule step) do not "
                                                  "hold for it as declared; method-opt keys must stay",
-    "learners/smalldata/dvp.py:MoCoSettings": "DVP's MoCo pre-training stage as fields (None: the run's value)",
     "data/smalldata_presets.py:SmallDataPreset": "a data set preset's model and epochs (the recipe's defaults "
                                                  "per data set); data/ sits below learners/, where the Recipe is "
                                                  "declared, so the preset cannot hold one without an arrow up",

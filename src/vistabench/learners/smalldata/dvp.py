@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import copy
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -84,21 +84,37 @@ def feature_connector(t_channels: int, s_channels: int) -> nn.Sequential:
     return nn.Sequential(conv, bn)
 
 
+#: the options of :class:`~.options.DvpOptions` that make up the pre-training stage (declared, checked
+#: and given gem's defaults there)
+MOCO_OPTIONS = ("moco_queue", "moco_momentum", "moco_temperature", "moco_margin", "moco_dim", "moco_splits",
+                "pretrain_epochs", "pretrain_lr", "pretrain_weight_decay", "pretrain_batch_size")
+
+
 @dataclass(frozen=True)
 class MoCoSettings:
-    """The pre-training's constants (gem's ``DistillPreTraining`` defaults); None: the run's value."""
+    """Stage 1's values, under :class:`~.options.DvpOptions`' names (one trial's values of
+    :data:`MOCO_OPTIONS`; ``pretrain_epochs``/``pretrain_lr``/``pretrain_weight_decay`` None: the run's)
+    and the views' colour augmentation."""
 
-    queue: int = 4096
-    momentum: float = 0.999
-    temperature: float = 0.07
-    margin: float = 0.6
-    dim: int = 128
-    splits: int = 8
-    epochs: int | None = None
-    lr: float | None = None
-    weight_decay: float | None = None
-    batch_size: int = 64
-    colour: ColourAugmentation = field(default_factory=ColourAugmentation)
+    moco_queue: int
+    moco_momentum: float
+    moco_temperature: float
+    moco_margin: float
+    moco_dim: int
+    moco_splits: int
+    pretrain_epochs: int | None
+    pretrain_lr: float | None
+    pretrain_weight_decay: float | None
+    pretrain_batch_size: int
+    colour: ColourAugmentation
+
+    @classmethod
+    def from_params(cls, params: dict) -> "MoCoSettings":
+        """From one trial's method parameters (every DvpOptions option present, as
+        :func:`~.build.build_method` gives them)."""
+        colour = ColourAugmentation(jitter_prob=float(params["jitter_prob"]),
+                                    grayscale_prob=float(params["grayscale_prob"]), blur_prob=float(params["blur_prob"]))
+        return cls(**{k: params[k] for k in MOCO_OPTIONS}, colour=colour)
 
 
 class DVPModel(nn.Module):
@@ -138,15 +154,15 @@ class DVPModel(nn.Module):
 class DVPLoss(nn.Module):
     """Holds the teacher; pre-trains it in :meth:`before_fit`; ``CE + λ · distillation`` per batch."""
 
-    def __init__(self, model: DVPModel, teacher: nn.Module, *, weight: float, moco: MoCoSettings | None = None,
+    def __init__(self, model: DVPModel, teacher: nn.Module, *, weight: float, moco: MoCoSettings,
                  ce_only_epochs: int | None = 4, student_init: str = "teacher", margin_source: str = "initial_bn",
                  teacher_mode: str = "train") -> None:
         super().__init__()
         self._model = [model]
         self.teacher = teacher
-        self.moco = moco or MoCoSettings()
+        self.moco = moco
         d = teacher.feature_dim
-        self.proj = nn.Sequential(nn.Linear(d, d), nn.ReLU(), nn.Linear(d, self.moco.dim))
+        self.proj = nn.Sequential(nn.Linear(d, d), nn.ReLU(), nn.Linear(d, moco.moco_dim))
         self.weight = float(weight)
         self.stages, self.margin_source, self.teacher_mode = model.stages, margin_source, teacher_mode
         if self.stages:
@@ -171,36 +187,36 @@ class DVPLoss(nn.Module):
 
     def contrastive_logits(self, q: torch.Tensor, k: torch.Tensor, queue: torch.Tensor) -> torch.Tensor:
         """``[q·k − margin, q·queue] / T`` for normalised q, k (N, D) and queue (K, D); target 0."""
-        pos = (q * k).sum(1, keepdim=True) - self.moco.margin
-        return torch.cat([pos, q @ queue.T], 1) / self.moco.temperature
+        pos = (q * k).sum(1, keepdim=True) - self.moco.moco_margin
+        return torch.cat([pos, q @ queue.T], 1) / self.moco.moco_temperature
 
     def pretrain_batch_size(self, n: int) -> int:
         """The pre-training batch for ``n`` images: the option, at most n, a multiple of the BN splits."""
-        mo = self.moco
-        bs = min(mo.batch_size, n)
-        if mo.splits > 1:
-            bs -= bs % mo.splits
-            if bs < mo.splits:
+        splits = self.moco.moco_splits
+        bs = min(self.moco.pretrain_batch_size, n)
+        if splits > 1:
+            bs -= bs % splits
+            if bs < splits:
                 raise InputError(f"method_options.moco_splits: the {n} training images cannot fill one "
-                                 f"pre-training batch of {mo.splits} BN splits")
+                                 f"pre-training batch of {splits} BN splits")
         return bs
 
     def before_fit(self, trainer, images: np.ndarray, labels: np.ndarray) -> None:
         """Stage 1: MoCo pre-training of the teacher on ``images`` (labels unused), then its margins."""
         cfg, dev, mo = trainer.cfg, trainer.device, self.moco
-        epochs = mo.epochs or cfg.epochs
-        lr = cfg.lr if mo.lr is None else mo.lr
-        enc_q, proj_q = use_split_batchnorm(copy.deepcopy(self.teacher), mo.splits), self.proj
+        epochs = cfg.epochs if mo.pretrain_epochs is None else mo.pretrain_epochs
+        lr = cfg.lr if mo.pretrain_lr is None else mo.pretrain_lr
+        enc_q, proj_q = use_split_batchnorm(copy.deepcopy(self.teacher), mo.moco_splits), self.proj
         enc_k, proj_k = copy.deepcopy(enc_q), copy.deepcopy(proj_q)
         for p in list(enc_k.parameters()) + list(proj_k.parameters()):
             p.requires_grad_(False)
         params = list(enc_q.parameters()) + list(proj_q.parameters())
         opt = torch.optim.SGD(params, lr=lr, momentum=0.9,
-                              weight_decay=cfg.weight_decay if mo.weight_decay is None else mo.weight_decay)
+                              weight_decay=cfg.weight_decay if mo.pretrain_weight_decay is None else mo.pretrain_weight_decay)
         gen = torch.Generator().manual_seed(cfg.seed + 101)
         shuffle_gen = torch.Generator().manual_seed(cfg.seed + 103)
         rng = np.random.default_rng(cfg.seed + 101)
-        queue = F.normalize(torch.randn(mo.queue, mo.dim, generator=gen), dim=1).to(dev)
+        queue = F.normalize(torch.randn(mo.moco_queue, mo.moco_dim, generator=gen), dim=1).to(dev)
         views = MoCoViews(cfg.augment, mo.colour, padding=cfg.crop_padding) if mo.colour.active else None
 
         def view(idx: np.ndarray) -> torch.Tensor:
@@ -228,8 +244,8 @@ class DVPLoss(nn.Module):
                 q = F.normalize(proj_q(enc_q.features(xq)), dim=1)
                 with torch.no_grad():
                     for pk, pq in zip(list(enc_k.parameters()) + list(proj_k.parameters()), params):
-                        pk.mul_(mo.momentum).add_(pq.detach(), alpha=1 - mo.momentum)
-                    if mo.splits > 1:  # shuffled BN: the keys meet other splits than their queries
+                        pk.mul_(mo.moco_momentum).add_(pq.detach(), alpha=1 - mo.moco_momentum)
+                    if mo.moco_splits > 1:  # shuffled BN: the keys meet other splits than their queries
                         perm = torch.randperm(len(idx), generator=shuffle_gen).to(dev)
                         k = F.normalize(proj_k(enc_k.features(xk[perm])), dim=1)[torch.argsort(perm)]
                     else:
@@ -286,21 +302,8 @@ def build(base: nn.Module, config: dict, ctx: MethodContext) -> tuple[nn.Module,
     # architecture's init); teacher_init="default": PyTorch's default init, our earlier variant
     teacher = fresh_copy(base, str(config.get("teacher_init", "architecture")))
     model = DVPModel(base, stages=stages)
-    defaults = MoCoSettings()
-    colour = ColourAugmentation(jitter_prob=float(config.get("jitter_prob", 0.8)),
-                                grayscale_prob=float(config.get("grayscale_prob", 0.2)),
-                                blur_prob=float(config.get("blur_prob", 0.5)))
-    opt = {k: config.get(f"moco_{k}", getattr(defaults, k)) for k in ("queue", "momentum", "temperature", "margin",
-                                                                         "dim", "splits")}
-    pre = {k: config.get(f"pretrain_{k}", getattr(defaults, k)) for k in ("epochs", "lr", "weight_decay")}
-    moco = MoCoSettings(queue=int(opt["queue"]), momentum=float(opt["momentum"]),
-                        temperature=float(opt["temperature"]), margin=float(opt["margin"]), dim=int(opt["dim"]),
-                        splits=int(opt["splits"]), epochs=None if pre["epochs"] is None else int(pre["epochs"]),
-                        lr=None if pre["lr"] is None else float(pre["lr"]),
-                        weight_decay=None if pre["weight_decay"] is None else float(pre["weight_decay"]),
-                        batch_size=int(config.get("pretrain_batch_size", defaults.batch_size)), colour=colour)
     ce_only = config.get("ce_only_epochs", 4)
-    return model, DVPLoss(model, teacher, weight=float(config["distill_weight"]), moco=moco,
+    return model, DVPLoss(model, teacher, weight=float(config["distill_weight"]), moco=MoCoSettings.from_params(config),
                           ce_only_epochs=None if ce_only is None else int(ce_only),
                           student_init=str(config.get("student_init", "teacher")),
                           margin_source=str(config.get("margin_source", "initial_bn")),
