@@ -82,3 +82,15 @@ def test_config_files_read_bommed(capsys, tmp_path) -> None:
                     "--shot", "3", "--method", "prototype", "--print-config")
     (tmp_path / "c.json").write_text(json.dumps(printed))
     assert _json(capsys, "incremental", "run", "--config", _with_bom(tmp_path / "c.json"), "--print-config") == printed
+
+
+def test_smalldata_space_file_reads_bommed_and_names_a_malformed_one(capsys, tmp_path) -> None:
+    space = {"lr": {"loguniform": [0.001, 0.1]}, "weight_decay": {"loguniform": [1e-5, 1e-3]}}
+    (tmp_path / "space.json").write_text(json.dumps(space))
+    argv = ("smalldata", "run", "--dataset", "digits", "--method", "ce", "--print-config", "--space")
+    plain = _json(capsys, *argv, tmp_path / "space.json")
+    assert _json(capsys, *argv, _with_bom(tmp_path / "space.json")) == plain
+    assert plain["space"]["lr"] == {"loguniform": [0.001, 0.1]}
+    (tmp_path / "bad.json").write_text('{"lr": ')
+    assert main([*argv, str(tmp_path / "bad.json")]) == 2
+    assert "malformed JSON" in capsys.readouterr().err

@@ -34,6 +34,7 @@ from ...config import jsonable, option
 from ...data.augment import NO_AUGMENTATION, PAD_CROP_FLIP, Augmentation
 from ...data.smalldata_presets import get_preset, presets
 from ...errors import InputError
+from ...jsonutil import read_json
 from ...learners.model_options import BUILTIN_MODELS, check_model_name, small_stem
 from ...registry import did_you_mean
 from ...engine import engine_fields
@@ -342,13 +343,9 @@ def _read_space(text: str) -> dict[str, Any]:
         except json.JSONDecodeError as exc:
             raise InputError(f"space: malformed JSON ({exc.msg})") from None
     else:
-        p = Path(t)
-        if not p.is_file():
+        if not Path(t).exists():
             raise InputError(f"space: {t[:60]!r}: no such file (give JSON text or a JSON file)")
-        try:
-            out = json.loads(p.read_text(encoding="utf-8-sig"))
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            raise InputError(f"space: {t[:60]!r}: not a JSON file") from None
+        out = read_json(t, what="space")
     if not isinstance(out, dict):
         raise InputError(f"space: expected a JSON object of parameter -> range, e.g. "
                          f'{{"lr": {{"loguniform": [0.001, 0.1]}}}}, got a {type(out).__name__}')

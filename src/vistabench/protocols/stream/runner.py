@@ -37,6 +37,7 @@ import numpy as np
 
 from ... import progress
 from ...errors import InputError
+from ...jsonutil import read_json
 from ...metrics.stream import ABSENT_LABELS, cflop_parts, task_error
 from ...store import Record, ResultsStore
 from ...streams import Stream, Task, load_stream
@@ -391,19 +392,6 @@ def catalog() -> dict[str, Any]:
             "learner_docs": docs}
 
 
-def _read_events(path: str | Path) -> Any:
-    p = Path(path)
-    where = f"events {str(path)!r}"
-    if not p.is_file():
-        raise InputError(f"{where}: " + ("is a folder, expected a file" if p.is_dir() else "no such file"))
-    try:
-        return json.loads(p.read_text(encoding="utf-8-sig"))
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{where}: malformed JSON ({exc.msg} at line {exc.lineno})") from None
-    except UnicodeDecodeError:
-        raise InputError(f"{where}: not a UTF-8 text file") from None
-
-
 def pretrain(options: PretrainOptions) -> dict[str, Any]:
     """PT-MT: pre-train one network on ``options.stream``'s meta-train tasks and write the checkpoint
     ``options.out`` (+ ``.json``) that a run with learner ``pt`` fine-tunes from (``checkpoint``).
@@ -440,7 +428,7 @@ def score(predictions: list[dict[str, Any]] | str | Path, reference: Stream | st
     events, stream = predictions, reference
     s = stream if isinstance(stream, Stream) else load_stream(stream, meta_test_from_year=meta_test_from_year)
     if isinstance(events, (str, Path)):
-        events = _read_events(events)
+        events = read_json(events, what="events")
     if not isinstance(events, list) or not events:
         raise InputError("events: expected a non-empty JSON list of per-task events")
     if len(events) > len(s.tasks):
