@@ -166,19 +166,7 @@ def _coerce(value: Any, tp: Any, name: str, info: FieldInfo | None) -> Any:
     if tp is Any:
         return value
     if origin in (Union, types.UnionType):
-        args = get_args(tp)
-        if value is None or (isinstance(value, str) and value.lower() in ("none", "null") and type(None) in args):
-            if type(None) in args:
-                return None
-        errors = []
-        for arg in args:
-            if arg is type(None):
-                continue
-            try:
-                return _coerce(value, arg, name, info)
-            except InputError as exc:
-                errors.append(exc)
-        raise errors[0] if errors else InputError(f"{name}: expected {_type_name(tp)}, got {value!r}")
+        return _coerce_union(value, tp, name, info)
     if origin is Literal:
         allowed = get_args(tp)
         if value in allowed:
@@ -186,16 +174,7 @@ def _coerce(value: Any, tp: Any, name: str, info: FieldInfo | None) -> Any:
         raise InputError(f"{name}: expected one of {', '.join(map(str, allowed))}, got {value!r}"
                          f"{did_you_mean(value, allowed, n=2)}")
     if origin is tuple:
-        (item,) = get_args(tp)[:1]
-        if isinstance(value, str):
-            value = [v for v in value.replace(",", " ").split() if v]
-        if hasattr(value, "tolist") and not isinstance(value, (list, tuple)):  # a numpy array
-            value = value.tolist()
-        if not isinstance(value, (list, tuple)):
-            value = [value]
-        if item is not str:  # the words of a command line's list flag may be comma-separated too (--ap old,fixed)
-            value = [w for v in value for w in (v.replace(",", " ").split() if isinstance(v, str) else [v])]
-        return tuple(_coerce(v, item, name, info) for v in value)
+        return _coerce_tuple(value, get_args(tp)[0], name, info)
     if origin is dict or tp is dict:
         if not isinstance(value, Mapping):
             raise InputError(f"{name}: expected a mapping (KEY: VALUE), got {value!r}")
@@ -213,44 +192,82 @@ def _coerce(value: Any, tp: Any, name: str, info: FieldInfo | None) -> Any:
             return value.strip().lower() in _TRUE
         raise InputError(f"{name}: expected true or false, got {value!r}")
     if tp is int:
-        if isinstance(value, bool):
-            raise InputError(f"{name}: expected an integer, got {value!r}")
-        out: Any = None
-        if isinstance(value, numbers.Integral):  # numpy's integers included
-            out = int(value)
-        elif isinstance(value, numbers.Real) and float(value).is_integer():
-            out = int(value)
-        elif isinstance(value, str):
-            _refuse_leading_zero(value, name)
-            try:
-                out = int(value.strip())
-            except ValueError:
-                pass
-        if out is None:
-            raise InputError(f"{name}: expected an integer, got {value!r}")
-        if abs(out) > INT_LIMIT:
-            raise InputError(f"{name}: expected an integer between {-INT_LIMIT} and {INT_LIMIT}, got {value!r}")
-        return out
+        return _coerce_int(value, name)
     if tp is float:
-        if isinstance(value, bool):
-            raise InputError(f"{name}: expected a number, got {value!r}")
-        if isinstance(value, str):
-            _refuse_leading_zero(value, name)
-        try:
-            out = float(value)
-        except (TypeError, ValueError):
-            raise InputError(f"{name}: expected a number, got {value!r}") from None
-        if (info is None or info.finite) and not math.isfinite(out):
-            raise InputError(f"{name}: expected a finite number, got {value!r}")
-        if (info is None or info.finite) and abs(out) > FLOAT32_MAX:  # torch would overflow converting it
-            raise InputError(f"{name}: expected a number within float32's range (|x| <= {FLOAT32_MAX:.4g}), "
-                             f"got {value!r}")
-        return out
+        return _coerce_float(value, name, info)
     if tp is str:
         if isinstance(value, (dict, list, tuple)) or value is None:
             raise InputError(f"{name}: expected a string, got {value!r}")
         return str(value)
     raise TypeError(f"config field {name}: unsupported type {tp!r}")  # a bug of the config's declaration
+
+
+def _coerce_union(value: Any, tp: Any, name: str, info: FieldInfo | None) -> Any:
+    """None (or none/null) where allowed, else the first member taking ``value`` (else the first's error)."""
+    args = get_args(tp)
+    if value is None or (isinstance(value, str) and value.lower() in ("none", "null") and type(None) in args):
+        if type(None) in args:
+            return None
+    errors = []
+    for arg in (a for a in args if a is not type(None)):
+        try:
+            return _coerce(value, arg, name, info)
+        except InputError as exc:
+            errors.append(exc)
+    raise errors[0] if errors else InputError(f"{name}: expected {_type_name(tp)}, got {value!r}")
+
+
+def _coerce_tuple(value: Any, item: Any, name: str, info: FieldInfo | None) -> tuple:
+    """A tuple of ``item``: from a list, an array, one value, or words separated by commas or spaces."""
+    if isinstance(value, str):
+        value = [v for v in value.replace(",", " ").split() if v]
+    if hasattr(value, "tolist") and not isinstance(value, (list, tuple)):  # a numpy array
+        value = value.tolist()
+    if not isinstance(value, (list, tuple)):
+        value = [value]
+    if item is not str:  # the words of a command line's list flag may be comma-separated too (--ap old,fixed)
+        value = [w for v in value for w in (v.replace(",", " ").split() if isinstance(v, str) else [v])]
+    return tuple(_coerce(v, item, name, info) for v in value)
+
+
+def _coerce_int(value: Any, name: str) -> int:
+    """An integer (numpy's too; a float with an integral value; a decimal string), within ``INT_LIMIT``."""
+    if isinstance(value, bool):
+        raise InputError(f"{name}: expected an integer, got {value!r}")
+    out: int | None = None
+    if isinstance(value, numbers.Integral):  # numpy's integers included
+        out = int(value)
+    elif isinstance(value, numbers.Real) and float(value).is_integer():
+        out = int(value)
+    elif isinstance(value, str):
+        _refuse_leading_zero(value, name)
+        try:
+            out = int(value.strip())
+        except ValueError:
+            pass
+    if out is None:
+        raise InputError(f"{name}: expected an integer, got {value!r}")
+    if abs(out) > INT_LIMIT:
+        raise InputError(f"{name}: expected an integer between {-INT_LIMIT} and {INT_LIMIT}, got {value!r}")
+    return out
+
+
+def _coerce_float(value: Any, name: str, info: FieldInfo | None) -> float:
+    """A number; finite and within float32's range unless the field allows infinities (``info.finite``)."""
+    if isinstance(value, bool):
+        raise InputError(f"{name}: expected a number, got {value!r}")
+    if isinstance(value, str):
+        _refuse_leading_zero(value, name)
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        raise InputError(f"{name}: expected a number, got {value!r}") from None
+    if (info is None or info.finite) and not math.isfinite(out):
+        raise InputError(f"{name}: expected a finite number, got {value!r}")
+    if (info is None or info.finite) and abs(out) > FLOAT32_MAX:  # torch would overflow converting it
+        raise InputError(f"{name}: expected a number within float32's range (|x| <= {FLOAT32_MAX:.4g}), "
+                         f"got {value!r}")
+    return out
 
 
 def check_bounds(v: float, name: str, *, low: float | None = None, high: float | None = None,
