@@ -199,34 +199,7 @@ class GroundTruth:
         else:
             crowd = np.zeros(n, bool)  # lvis-api passes iscrowd=False to the IoU
         aid = np.arange(1, n + 1, dtype=np.int64) if ann_id is None else _ids(ann_id, "annotations.id")
-        freq = None
-        if format == "lvis":
-            if frequency is None:
-                raise InputError("categories: LVIS ground truth needs a 'frequency' (r/c/f) per category")
-            freq = np.asarray(list(frequency), dtype="<U1")
-            if len(freq) != len(cat_ids):
-                raise InputError(f"categories.frequency: expected {len(cat_ids)} values, got {len(freq)}")
-            bad = ~np.isin(freq, FREQUENCIES)
-            if np.any(bad):
-                raise InputError(f"categories.frequency: expected 'r', 'c' or 'f', got {freq[bad][0]!r}")
-            freq = freq[order_c]
-        K = len(cat_sorted)
-
-        def keys(m: dict[int, Sequence[int]] | None, what: str) -> np.ndarray:
-            if not m:
-                return np.zeros(0, np.int64)
-            ii, cc = [], []
-            for k, v in m.items():
-                v = [c for c in v]
-                ii.extend([k] * len(v))
-                cc.extend(v)
-            ii_a, cc_a = np.asarray(ii, np.int64), np.asarray(cc, np.int64)
-            ii_idx = _index_of(ii_a, img_sorted, what, "image")
-            # categories listed but absent from the category list cannot be detected: drop them
-            pos = np.searchsorted(cat_sorted, cc_a)
-            ok = (pos < K) & (cat_sorted[np.minimum(pos, K - 1)] == cc_a) if K else np.zeros(len(cc_a), bool)
-            return sorted_unique(ii_idx[ok] * K + pos[ok])
-
+        freq = _frequencies(frequency, len(cat_ids))[order_c] if format == "lvis" else None
         size = None
         if image_size is not None:
             size = check_array(image_size, "image_size", ndim=2, kind="integer")[order_i].astype(np.int64)
@@ -237,20 +210,56 @@ class GroundTruth:
                 raise InputError("image_size: masks need each image's (height, width)")
             check_segmentations(segmentation, what="annotation", sizes=size[img], image_ids=iid)
         names = None if category_names is None else [category_names[i] for i in order_c]
-        kp = nk = None
-        if keypoints is not None:
-            kp = _keypoints(keypoints, "annotations.keypoints", n)
-            nk = (np.count_nonzero(kp[:, :, 2] > 0, axis=1) if num_keypoints is None
-                  else check_array(num_keypoints, "annotations.num_keypoints", ndim=1, kind="integer"))
-            if len(nk) != n:
-                raise InputError(f"annotations.num_keypoints: expected {n} values, got {len(nk)}")
-            nk = nk.astype(np.int64)
+        kp, nk = (None, None) if keypoints is None else _keypoint_columns(keypoints, num_keypoints, n)
         return cls(format=format, image_ids=img_sorted, category_ids=cat_sorted, frequency=freq,
                    image=img, category=cat, bbox=box, area=ar.astype(np.float64), ignore=ign, crowd=crowd,
-                   ann_id=aid, negative=keys(negative, "neg_category_ids"),
-                   not_exhaustive=keys(not_exhaustive, "not_exhaustive_category_ids"),
+                   ann_id=aid, negative=_pair_keys(negative, img_sorted, cat_sorted, "neg_category_ids"),
+                   not_exhaustive=_pair_keys(not_exhaustive, img_sorted, cat_sorted, "not_exhaustive_category_ids"),
                    segmentation=segmentation, image_size=size, category_names=names, keypoints=kp,
                    num_keypoints=nk)
+
+
+def _frequencies(frequency: Sequence[str] | None, num_categories: int) -> np.ndarray:
+    """LVIS's frequency group (r/c/f) of each category, in the category list's order, checked."""
+    if frequency is None:
+        raise InputError("categories: LVIS ground truth needs a 'frequency' (r/c/f) per category")
+    freq = np.asarray(list(frequency), dtype="<U1")
+    if len(freq) != num_categories:
+        raise InputError(f"categories.frequency: expected {num_categories} values, got {len(freq)}")
+    bad = ~np.isin(freq, FREQUENCIES)
+    if np.any(bad):
+        raise InputError(f"categories.frequency: expected 'r', 'c' or 'f', got {freq[bad][0]!r}")
+    return freq
+
+
+def _pair_keys(m: dict[int, Sequence[int]] | None, img_sorted: np.ndarray, cat_sorted: np.ndarray,
+               what: str) -> np.ndarray:
+    """Sorted ``image index * K + category index`` of an image id -> category ids mapping (LVIS's
+    ``neg_category_ids`` / ``not_exhaustive_category_ids``); an unknown image id is an error, a
+    category absent from the category list is dropped (it cannot be detected)."""
+    if not m:
+        return np.zeros(0, np.int64)
+    ii, cc = [], []
+    for k, v in m.items():
+        v = list(v)
+        ii.extend([k] * len(v))
+        cc.extend(v)
+    ii_a, cc_a = np.asarray(ii, np.int64), np.asarray(cc, np.int64)
+    ii_idx = _index_of(ii_a, img_sorted, what, "image")
+    K = len(cat_sorted)
+    pos = np.searchsorted(cat_sorted, cc_a)
+    ok = (pos < K) & (cat_sorted[np.minimum(pos, K - 1)] == cc_a) if K else np.zeros(len(cc_a), bool)
+    return sorted_unique(ii_idx[ok] * K + pos[ok])
+
+
+def _keypoint_columns(keypoints: Any, num_keypoints: Any | None, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """(G, K, 3) keypoints and (G,) int64 counts of labelled ones (default: those with v > 0)."""
+    kp = _keypoints(keypoints, "annotations.keypoints", n)
+    nk = (np.count_nonzero(kp[:, :, 2] > 0, axis=1) if num_keypoints is None
+          else check_array(num_keypoints, "annotations.num_keypoints", ndim=1, kind="integer"))
+    if len(nk) != n:
+        raise InputError(f"annotations.num_keypoints: expected {n} values, got {len(nk)}")
+    return kp, nk.astype(np.int64)
 
 
 @dataclass
