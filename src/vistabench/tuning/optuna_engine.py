@@ -99,31 +99,9 @@ def _tune_local(objective: Objective, space: SearchSpace, settings: TuneSettings
                 storage: str | os.PathLike[str] | None, study_name: str,
                 callbacks: list[Callable[[int], None]], catch: tuple[type[BaseException], ...]) -> TuneResult:
     import optuna
-    from optuna.trial import TrialState
 
-    optuna.logging.set_verbosity(optuna.logging.ERROR)  # failed trials are recorded with their error instead
-    pruner: optuna.pruners.BasePruner
-    if settings.scheduler == "asha":
-        pruner = optuna.pruners.SuccessiveHalvingPruner(
-            min_resource=settings.grace_period, reduction_factor=settings.reduction_factor)
-    else:
-        pruner = optuna.pruners.NopPruner()
-    store = optuna.storages.RDBStorage(_sqlite_url(storage)) if storage is not None else None
-    study = optuna.create_study(study_name=study_name, storage=store, direction="maximize",
-                                load_if_exists=True, pruner=pruner)
-    # trials left RUNNING by a killed process: mark them failed-interrupted (they are re-run); only a
-    # stored study can have them, and the storage's public interface changes their state
-    if store is not None:
-        study_id = store.get_study_id_from_name(study_name)
-        for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-            trial_id = store.get_trial_id_from_study_id_trial_number(study_id, t.number)
-            store.set_trial_state_values(trial_id, TrialState.FAIL)
-
-    def counted(t: Any) -> bool:
-        return t.state in (TrialState.COMPLETE, TrialState.PRUNED) or (
-            t.state == TrialState.FAIL and "error" in t.user_attrs)
-
-    done = sum(counted(t) for t in study.get_trials(deepcopy=False))
+    study = _open_study(settings, storage=storage, study_name=study_name)
+    done = sum(_counted(t) for t in study.get_trials(deepcopy=False))
     resumed = done
     remaining = settings.trials - done
     seed = settings.seed + done
@@ -157,7 +135,7 @@ def _tune_local(objective: Objective, space: SearchSpace, settings: TuneSettings
         return window_score(raw, w)
 
     def after(study_: optuna.Study, frozen: Any) -> None:
-        n = sum(counted(t) for t in study_.get_trials(deepcopy=False))
+        n = sum(_counted(t) for t in study_.get_trials(deepcopy=False))
         for cb in callbacks:
             cb(n)
 
@@ -167,15 +145,55 @@ def _tune_local(objective: Objective, space: SearchSpace, settings: TuneSettings
         status(f"search {study_name}: {remaining} trials to run ({done} done)")
         study.optimize(run, n_trials=remaining, catch=catch, callbacks=[after], gc_after_trial=False)
 
+    return make_result(_trial_records(study, space, w), space_to_json(space), settings, study_name, resumed)
+
+
+def _open_study(settings: TuneSettings, *, storage: str | os.PathLike[str] | None, study_name: str) -> Any:
+    """The study (resumed from ``storage`` when it holds one), its pruner from ``settings``; trials left
+    RUNNING by a killed process are marked failed-interrupted (they are re-run)."""
+    import optuna
+    from optuna.trial import TrialState
+
+    optuna.logging.set_verbosity(optuna.logging.ERROR)  # failed trials are recorded with their error instead
+    pruner: optuna.pruners.BasePruner
+    if settings.scheduler == "asha":
+        pruner = optuna.pruners.SuccessiveHalvingPruner(
+            min_resource=settings.grace_period, reduction_factor=settings.reduction_factor)
+    else:
+        pruner = optuna.pruners.NopPruner()
+    store = optuna.storages.RDBStorage(_sqlite_url(storage)) if storage is not None else None
+    study = optuna.create_study(study_name=study_name, storage=store, direction="maximize",
+                                load_if_exists=True, pruner=pruner)
+    # only a stored study can have them, and the storage's public interface changes their state
+    if store is not None:
+        study_id = store.get_study_id_from_name(study_name)
+        for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+            trial_id = store.get_trial_id_from_study_id_trial_number(study_id, t.number)
+            store.set_trial_state_values(trial_id, TrialState.FAIL)
+    return study
+
+
+def _counted(t: Any) -> bool:
+    """A trial that counts towards the budget: complete, pruned, or failed with its error (not interrupted)."""
+    from optuna.trial import TrialState
+
+    return t.state in (TrialState.COMPLETE, TrialState.PRUNED) or (
+        t.state == TrialState.FAIL and "error" in t.user_attrs)
+
+
+def _trial_records(study: Any, space: SearchSpace, window: int) -> list[TrialRecord]:
+    """The counted trials as records, numbered 0..n-1 (interrupted trials, re-run, are left out)."""
+    from optuna.trial import TrialState
+
     records = []
     for t in sorted(study.get_trials(deepcopy=False), key=lambda t: t.number):
-        if not counted(t):
-            continue  # interrupted trials (re-run) are left out, so numbers are 0..n-1
+        if not _counted(t):
+            continue
         state = {TrialState.COMPLETE: "complete", TrialState.PRUNED: "pruned"}.get(t.state, "failed")
         curve = [float(v) for v in t.user_attrs.get(
             "curve", [t.intermediate_values[k] for k in sorted(t.intermediate_values)])]
-        value = window_score(curve, w) if state != "failed" and curve else None
+        value = window_score(curve, window) if state != "failed" and curve else None
         records.append(TrialRecord(
             number=t.number, config={**fixed(space), **t.params}, state=state, value=value,
             curve=curve, epochs=len(curve), seconds=t.user_attrs.get("seconds"), error=t.user_attrs.get("error")))
-    return make_result(records, space_to_json(space), settings, study_name, resumed)
+    return records
