@@ -121,34 +121,14 @@ def run_grid(config: GridConfig, *, store: str | os.PathLike[str], engine: Engin
                     say(f"  dropped {cell.label()}: another driver took it over (its lease expired)")
                     result.skipped += 1
                     continue
-                result.ran += 1
-                if out.get("retries"):
-                    result.retried += 1
-                    say(f"  retried {cell.label()}: {out['retries']} time(s) after a lost worker or node "
-                        f"(at most {SYSTEM_RETRIES})")
-                if out["ok"] and out["records"]:
-                    ids = _store_records(rs, cell, out["records"])
-                    state.mark(cell.key, cell.protocol, cell.canonical, "done")
-                    say(f"  done    {cell.label()}  (records {', '.join(map(str, ids))})")
-                else:
-                    error = out.get("error") or "the run stored no record"
-                    result.failed += 1
-                    result.errors[cell.label()] = error
-                    state.mark(cell.key, cell.protocol, cell.canonical, "failed", error)
-                    say(f"  FAILED  {cell.label()}: {error}")
-                state.release(cell.key)
+                _finish_cell(rs, state, cell, out, result, say)
         except BaseException:
             # interrupted: stop the workers first (closing the engine's iterator terminates them), then
             # the cells this driver had in flight are not running any more
             close = getattr(outcomes, "close", None)
             if close is not None:
                 close()
-            rows = state.cell_rows()
-            mine = (socket.gethostname(), os.getpid())
-            for c in todo:
-                row = rows.get(c.key, {})
-                if row.get("status") == "running" and (row.get("host"), row.get("pid")) == mine:
-                    state.mark(c.key, c.protocol, c.canonical, "missing")
+            _mark_mine_missing(state, todo)
             raise
         finally:
             state.release_all()
@@ -156,6 +136,36 @@ def run_grid(config: GridConfig, *, store: str | os.PathLike[str], engine: Engin
         if taken:
             say(f"  {len(taken)} cell(s) claimed by another driver of this store, left to it")
     return result
+
+
+def _finish_cell(rs: ResultsStore, state: GridState, cell: Cell, out: dict, result: GridRun,
+                 say: Callable[[str], None]) -> None:
+    """Store a finished cell's records and mark it done, or mark it failed with its error; release it."""
+    result.ran += 1
+    if out.get("retries"):
+        result.retried += 1
+        say(f"  retried {cell.label()}: {out['retries']} time(s) after a lost worker or node (at most {SYSTEM_RETRIES})")
+    if out["ok"] and out["records"]:
+        ids = _store_records(rs, cell, out["records"])
+        state.mark(cell.key, cell.protocol, cell.canonical, "done")
+        say(f"  done    {cell.label()}  (records {', '.join(map(str, ids))})")
+    else:
+        error = out.get("error") or "the run stored no record"
+        result.failed += 1
+        result.errors[cell.label()] = error
+        state.mark(cell.key, cell.protocol, cell.canonical, "failed", error)
+        say(f"  FAILED  {cell.label()}: {error}")
+    state.release(cell.key)
+
+
+def _mark_mine_missing(state: GridState, todo: list[Cell]) -> None:
+    """The cells this driver (host, process) still marks running are not any more: missing (re-run later)."""
+    rows = state.cell_rows()
+    mine = (socket.gethostname(), os.getpid())
+    for c in todo:
+        row = rows.get(c.key, {})
+        if row.get("status") == "running" and (row.get("host"), row.get("pid")) == mine:
+            state.mark(c.key, c.protocol, c.canonical, "missing")
 
 
 def with_tracking(cells: list[Cell], track: list[str] | None, track_dir: str | None) -> list[Cell]:
