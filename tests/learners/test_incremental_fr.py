@@ -21,6 +21,7 @@ from vistabench.learners.incremental.fr import (
 )
 from vistabench.learners.incremental.options import FROptions, script_layers
 from vistabench.learners.models import build_model
+from vistabench.learners.recipe import Recipe
 
 
 def smooth_l1(a: np.ndarray, b: np.ndarray) -> float:
@@ -227,3 +228,15 @@ def test_fr_lr_schedule_applied_equals_the_options() -> None:
     # the cpu recipe's default: the scripts' milestones 60/70/80/90 of 100 epochs, scaled to its 20 epochs
     cpu = FROptions.from_dict({"script": "cifar100"})
     assert (cpu.epochs, cpu.lr_milestones, cpu.lr_factors) == (20, (12, 14, 16, 18), (0.1, 0.01, 0.001, 0.0001))
+
+
+def test_fr_options_take_values_a_recipe_refuses() -> None:
+    """Why FROptions is not a Recipe (its PENDING entry in tests/learners/test_recipe_declared_once.py):
+    FR's batch of sampled features may be 1, and its default milestones (the scripts' 60..90 % of the
+    epochs) land on the last epoch for a small budget; a Recipe refuses both."""
+    small = FROptions.from_dict({"epochs": 3, "batch_size": 1})
+    assert (small.batch_size, small.lr_milestones, small.lr_factors) == (1, (2, 3), (0.1, 0.01))
+    with pytest.raises(InputError, match="^batch_size: expected a number >= 2"):
+        Recipe(batch_size=1)
+    with pytest.raises(InputError, match="^lr_milestones: expected 0-based epochs before epochs=3"):
+        Recipe(epochs=3, schedule="step", lr_milestones=small.lr_milestones, lr_factors=small.lr_factors)

@@ -40,7 +40,7 @@ from typing import Any, ClassVar, Literal, Optional
 from ..config import FieldInfo, Options, RunConfig, option
 from ..engine import ENGINE
 from ..errors import InputError
-from .schedules import schedules_of
+from .schedules import check_step_rule, schedules_of
 
 __all__ = ["RECIPE", "PRECISIONS", "LOADERS", "SCHEDULE_CHOICES", "PRETRAINED_SUFFIXES", "TRAINER_FIELDS",
            "Recipe", "RecipeConfig", "RecipeOptions", "use", "training_recipe", "recipe_options", "check_recipe",
@@ -338,10 +338,7 @@ def check_recipe(recipe: Any, *, hint: Any = None, split_batches: bool = True) -
     if milestones and values.get("schedule") != "step":
         raise InputError(f"lr_milestones: only the step schedule uses milestones (set schedule: step; schedule is "
                          f"{values.get('schedule')!r})")
-    if len(milestones) != len(factors):
-        raise InputError(f"lr_factors: expected one factor per milestone ({len(milestones)}), got {len(factors)}")
-    if list(milestones) != sorted(set(milestones)):
-        raise InputError(f"lr_milestones: expected increasing epochs, got {list(milestones)}")
+    check_step_rule(milestones, factors)
     late = [m for m in milestones if isinstance(epochs, int) and m >= epochs]
     if late:
         raise InputError(f"lr_milestones: expected 0-based epochs before epochs={epochs} (the lr never reaches a "

@@ -24,7 +24,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-__all__ = ["SCHEDULES", "SCHEDULE_RUNNERS", "learning_rate", "schedules_of"]
+from ..errors import InputError
+
+__all__ = ["SCHEDULES", "SCHEDULE_RUNNERS", "learning_rate", "schedules_of", "step_factor", "check_step_rule"]
 
 #: every learning-rate schedule (the one list) and what runs or offers it: ``trainer`` (:func:`learning_rate`,
 #: ``TrainConfig``), ``stream`` (the stream's learners: ``warmup_cosine_lr``), ``recipe`` (a recipe may name it;
@@ -50,6 +52,31 @@ def schedules_of(runner: str) -> tuple[str, ...]:
 SCHEDULES = schedules_of("trainer")
 
 
+def step_factor(epoch: int, milestones: tuple[int, ...], factors: tuple[float, ...]) -> float:
+    """The step rule: the multiplier of the base lr in 0-based ``epoch``, ``factors[i]`` from epoch
+    ``milestones[i]`` on (the last milestone reached wins), else 1. The trainer's ``"step"`` schedule
+    (after its warm-up), the incremental base session's and FR's stage all apply it.
+
+    >>> [step_factor(e, (2, 4), (0.1, 0.01)) for e in range(6)]
+    [1.0, 1.0, 0.1, 0.1, 0.01, 0.01]
+    """
+    out = 1.0
+    for m, f in zip(milestones, factors):
+        if epoch >= m:
+            out = f
+    return out
+
+
+def check_step_rule(milestones: tuple[int, ...], factors: tuple[float, ...]) -> None:
+    """The step rule's own parameters: one factor per milestone, the milestones strictly increasing
+    (InputError naming ``lr_factors`` / ``lr_milestones``). Their range against the epochs is the
+    caller's: a recipe's milestones come before its last epoch, FR's may reach it."""
+    if len(milestones) != len(factors):
+        raise InputError(f"lr_factors: expected one factor per milestone ({len(milestones)}), got {len(factors)}")
+    if list(milestones) != sorted(set(milestones)):
+        raise InputError(f"lr_milestones: expected increasing epochs, got {list(milestones)}")
+
+
 def learning_rate(cfg: Any, step: int, total: int, steps_per_epoch: int) -> float:
     """Learning rate of 0-based optimisation ``step`` of ``total`` under ``cfg.schedule`` (module
     docstring); ``steps_per_epoch`` converts steps to epochs. ``cfg``: the trainer's config
@@ -62,11 +89,7 @@ def learning_rate(cfg: Any, step: int, total: int, steps_per_epoch: int) -> floa
             return cfg.lr * 0.5 * (1.0 + math.cos(math.pi * (epoch + cfg.schedule_offset) / cfg.epochs))
         if epoch < cfg.warmup_epochs:
             return cfg.lr * (cfg.warmup_start + (1.0 - cfg.warmup_start) * (epoch + 1) / cfg.warmup_epochs)
-        factor = 1.0
-        for m, f in zip(cfg.lr_milestones, cfg.lr_factors):
-            if epoch >= m:
-                factor = f
-        return cfg.lr * factor
+        return cfg.lr * step_factor(epoch, cfg.lr_milestones, cfg.lr_factors)
     warm = cfg.warmup_epochs * steps_per_epoch
     if step < warm:
         return cfg.lr * (step + 1) / warm

@@ -34,10 +34,10 @@ from torch import nn
 from ...errors import InputError
 from ..models import build_model
 from ..recipe import Recipe
+from ..schedules import step_factor
 from ..tensors import resize_center_crop
 from ..trainer import TrainConfig, Trainer
 from . import IncrementalContext
-from .options import step_factor
 
 __all__ = ["SessionTrainer", "IncrementalLearner", "PrototypeLearner", "FinetuneLearner"]
 

@@ -37,9 +37,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from ...errors import InputError
+from ..schedules import step_factor
 from . import IncrementalContext
 from .baselines import PrototypeLearner
-from .options import FROptions, step_factor
+from .options import FROptions
 
 __all__ = ["FeatureRectify", "FRLearner", "pairwise_distances", "ir_loss", "cr_loss", "cos_loss", "VIT_MODELS"]
 

@@ -14,9 +14,10 @@ from typing import Any, Literal
 
 from ...config import Options, option
 from ...errors import InputError
+from ..schedules import check_step_rule
 
 __all__ = ["NoOptions", "FROptions", "FR_SCRIPTS", "FR_COMMON", "FR_CPU_BUDGET", "FR_SCRIPT_DEPTH", "FR_PAPER_VIT",
-           "script_layers", "step_factor", "scaled_milestones"]
+           "script_layers", "scaled_milestones"]
 
 #: Depth of the authors' ViT (``deit_my_small_*``: dim 256, depth 12, 8 heads): the scripts' blocks count in it.
 FR_SCRIPT_DEPTH = 12
@@ -66,33 +67,9 @@ def scaled_milestones(epochs: int) -> tuple[int, ...]:
     return tuple(sorted({max(1, round(m * epochs / FR_COMMON["epochs"])) for m in base}))
 
 
-def step_factor(epoch: int, milestones: tuple[int, ...], factors: tuple[float, ...]) -> float:
-    """Multiplier of the base lr in 0-based ``epoch``: ``factors[i]`` from ``milestones[i]`` on, else 1.
-
-    >>> [step_factor(e, (2, 4), (0.1, 0.01)) for e in range(6)]
-    [1.0, 1.0, 0.1, 0.1, 0.01, 0.01]
-    """
-    out = 1.0
-    for m, f in zip(milestones, factors):
-        if epoch >= m:
-            out = f
-    return out
-
-
 @dataclass(frozen=True, kw_only=True)
 class NoOptions(Options):
     """A method without options of its own (``prototype``, ``finetune``)."""
-
-
-def _check_milestones(milestones: tuple[int, ...], factors: tuple[float, ...], epochs: int, prefix: str) -> None:
-    if list(milestones) != sorted(set(milestones)):
-        raise InputError(f"{prefix}lr_milestones: expected increasing epochs, got {list(milestones)}")
-    if len(factors) != len(milestones):
-        raise InputError(f"{prefix}lr_factors: expected one factor per milestone ({len(milestones)}), "
-                         f"got {len(factors)}")
-    late = [m for m in milestones if m > epochs]
-    if late:
-        raise InputError(f"{prefix}lr_milestones: expected epochs <= epochs={epochs}, got {late}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -161,4 +138,7 @@ class FROptions(Options):
         if self.layers[-1] >= self.depth - 1:
             raise InputError(f"layers: expected intermediate blocks 0..{self.depth - 2} of a {self.depth}-block ViT, "
                              f"got {list(self.layers)}")
-        _check_milestones(self.lr_milestones, self.lr_factors, self.epochs, "")
+        check_step_rule(self.lr_milestones, self.lr_factors)
+        late = [m for m in self.lr_milestones if m > self.epochs]  # at epochs: never reached, as a scaled default may be
+        if late:
+            raise InputError(f"lr_milestones: expected epochs <= epochs={self.epochs}, got {late}")
