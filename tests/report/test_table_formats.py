@@ -3,8 +3,9 @@
 Two stores: "demo-like" (the quick demo's records plus a second seed of each, whose predictions and
 numbers differ: several methods, N = 2 and a spread everywhere) and "one method, one seed" (one
 result per protocol). The LaTeX of each protocol's table (and of the long-tail survey layout, exact
-mode and the small-data cost table) is compiled in a minimal document, ``booktabs`` only, by
-pdflatex when it is on the PATH (scripts/test.sh installs it on CI) and by xelatex when present.
+mode and the small-data cost table) is compiled in a minimal document with the packages its first
+line names (``booktabs``, ``graphicx``), by pdflatex when it is on the PATH (scripts/test.sh installs it
+on CI) and by xelatex when present, and fits the text width of a plain article (no overfull line).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 import shutil
 import subprocess
 from dataclasses import replace
@@ -132,10 +134,13 @@ def test_ties_as_printed_are_marked_alike():
 ENGINES = [e for e in ("pdflatex", "xelatex") if shutil.which(e)]
 
 
-def _compile(engine: str, tex: str, folder: Path) -> str:
-    assert tex.startswith("% needs in the preamble: \\usepackage{booktabs}")
+def _compile(engine: str, tex: str, folder: Path, *, body: str | None = None) -> str:
+    """Typeset ``tex`` in a plain article whose preamble loads what its first line names; the log."""
+    first = tex.splitlines()[0]
+    assert first.startswith("% needs in the preamble: \\usepackage{booktabs}"), first
+    preamble = "".join(f"\\usepackage{{{p}}}\n" for p in re.findall(r"\\usepackage\{(\w+)\}", first))
     doc = folder / "doc.tex"
-    doc.write_text("\\documentclass{article}\n\\usepackage{booktabs}\n\\begin{document}\n" + tex
+    doc.write_text("\\documentclass{article}\n" + preamble + "\\begin{document}\n" + (tex if body is None else body)
                    + "\n\\end{document}\n", encoding="utf-8")
     done = subprocess.run([engine, "-interaction=nonstopmode", "-halt-on-error", doc.name], cwd=folder,
                           capture_output=True, text=True, timeout=180)
@@ -154,4 +159,33 @@ def test_latex_of_every_protocol_compiles(stores, capsys, tmp_path, which):
         for engine in ENGINES:
             folder = tmp_path / f"{k}-{engine}"
             folder.mkdir()
-            _compile(engine, tex, folder)
+            log = _compile(engine, tex, folder)
+            assert "Overfull \\hbox" not in log, (proto, extra, engine)  # wide tables are scaled to the text
+
+
+@pytest.mark.skipif(not ENGINES, reason="no pdflatex on the PATH (scripts/test.sh installs it on CI)")
+def test_latex_scales_a_wide_table_down_and_keeps_a_narrow_one(tmp_path):
+    """The tabular is scaled to the text width only when it is wider: measured by TeX itself."""
+    from vistabench.report.tables import Column, Table
+
+    def widths(t: Table, name: str) -> tuple[float, float, float]:
+        tex = t.render("latex")
+        lines = tex.splitlines()
+        start = next(i for i, line in enumerate(lines) if line.startswith("\\resizebox"))
+        end = next(i for i, line in enumerate(lines) if line.startswith("\\end{tabular}}"))
+        fitted = "\n".join(lines[start:end + 1])
+        natural = "\n".join(lines[start + 1:end] + ["\\end{tabular}"])
+        body = (f"\\setbox0=\\hbox{{{natural}}}\\setbox2=\\hbox{{{fitted}}}"
+                "\\typeout{WIDTHS \\the\\wd0|\\the\\wd2|\\the\\linewidth}")
+        folder = tmp_path / name
+        folder.mkdir()
+        log = _compile(ENGINES[0], tex, folder, body=body)
+        return tuple(float(x) for x in re.search(r"WIDTHS ([\d.]+)pt\|([\d.]+)pt\|([\d.]+)pt", log).groups())
+
+    narrow = Table([Column("a", "A")], [{"method": "x", "n": 1, "a": 0.5}])
+    natural, fitted, text = widths(narrow, "narrow")
+    assert natural < text and abs(fitted - natural) < 0.01  # kept (TeX's scaling arithmetic: < 0.01 pt)
+    wide = Table([Column(f"c{i}", f"a long column title {i}") for i in range(12)],
+                 [{"method": "a method with a long name", "n": 1, **{f"c{i}": 0.5 for i in range(12)}}])
+    natural, fitted, text = widths(wide, "wide")
+    assert natural > text and abs(fitted - text) < 0.01

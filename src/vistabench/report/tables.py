@@ -12,9 +12,10 @@ Marking follows the long-tailed paper's Table 2: best **bold**, second underline
 they compare: a column is marked only when at least two rows have a value there and each of them
 rests on N >= 2 results. They are by mean only (no test); a protocol with its own test passes its
 marks as explicit ``styles`` (small data: Welch's t-test). :meth:`Table.note` says which applies.
-LaTeX output compiles with pdflatex and xelatex in a minimal document (``booktabs`` only): symbols
-are written as LaTeX (math mode for ρ, α, arrows, ``AP^Old``), and the needed packages are printed
-as a comment at the top.
+LaTeX output compiles with pdflatex and xelatex in a minimal document (``booktabs`` and ``graphicx``):
+symbols are written as LaTeX (math mode for ρ, α, arrows, ``AP^Old``), the needed packages are printed
+as a comment at the top, and a tabular wider than the text is scaled down to ``\linewidth`` (a narrower
+one keeps its size), so a pasted table stays on the page.
 """
 
 from __future__ import annotations
@@ -276,7 +277,9 @@ def _tex_escape(s: str) -> str:
 
 
 #: the packages the LaTeX of :meth:`Table.render` needs (printed as a comment at its top)
-TEX_PACKAGES = ("booktabs",)
+TEX_PACKAGES = ("booktabs", "graphicx")
+#: scales the tabular down to the text width when it is wider, never up (graphicx's ``\width`` is its natural width)
+_FIT_TO_TEXT = "\\resizebox{\\ifdim\\width>\\linewidth\\linewidth\\else\\width\\fi}{!}{%"
 
 
 def _latex(t: Table) -> str:
@@ -285,10 +288,11 @@ def _latex(t: Table) -> str:
              "\\begin{table}[t]", "\\centering"]
     if t.caption:
         lines.append(f"\\caption{{{_tex_escape(t.caption)}}}")
-    lines += ["\\begin{tabular}{l" + "r" * len(t.columns) + "}", "\\toprule", " & ".join(head) + " \\\\", "\\midrule"]
+    lines += [_FIT_TO_TEXT, "\\begin{tabular}{l" + "r" * len(t.columns) + "}", "\\toprule", " & ".join(head) + " \\\\",
+              "\\midrule"]
     for r in _cells(t, _STYLE_TEX, text=_tex_escape):
         lines.append(" & ".join([_tex_escape(r[0])] + r[1:]) + " \\\\")
-    lines += ["\\bottomrule", "\\end{tabular}"]
+    lines += ["\\bottomrule", "\\end{tabular}}"]
     if t.footnotes:
         lines += ["\\par\\smallskip\\footnotesize"] + [_tex_escape(f) + " \\\\" for f in t.footnotes[:-1]]
         lines.append(_tex_escape(t.footnotes[-1]))
