@@ -83,3 +83,20 @@ def test_backticked_options_in_captions_and_text_are_code_not_literal_backticks(
     assert prose("no code here") == "no code here"
     sec = Section("t").text("run `longtail run --test-imbalance` first")
     assert "<code>longtail run --test-imbalance</code>" in sec.parts[-1] and "`" not in sec.parts[-1]
+
+
+def test_every_report_table_carries_its_latex_folded_underneath():
+    """A section's table is followed by what `vistabench table --format latex` prints for it (escaped,
+    in a closed <details>), so a reader of the report copies the paper's table from the page."""
+    import html as html_lib
+
+    from vistabench.report.html import Section
+
+    t = Table([Column("acc", "Acc↑")], [{"method": "ce & co", "n": 2, "acc": 0.5, "acc_sd": 0.01},
+                                         {"method": "bs", "n": 2, "acc": 0.6, "acc_sd": 0.02}], caption="ρ = 10")
+    page = "".join(Section("S").table(t).parts)
+    folded = re.search(r'<details class="latex"><summary>LaTeX</summary><pre>(.*?)</pre></details>', page, re.S)
+    assert folded and html_lib.unescape(folded.group(1)) == t.render("latex")
+    assert "\\usepackage{booktabs}" in folded.group(1) and "ce \\&amp; co" in folded.group(1)
+    assert page.index("<table>") < page.index('<details class="latex">')
+    assert "<details" not in "".join(Section("S").table("| a |\n|---|\n| 1 |").parts)  # markdown text: no LaTeX

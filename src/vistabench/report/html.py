@@ -60,8 +60,11 @@ class Section:
     def table(self, table: Table | str, *, why_empty: dict[str, str] | None = None) -> "Section":
         """A :class:`Table` (sort keys are its values) or a markdown pipe table. ``why_empty``: column
         key or group -> why it has no value, said in the line naming the columns left out."""
-        self.parts.append(table_html(table, why_empty=why_empty) if isinstance(table, Table)
-                          else markdown_to_html(table))
+        if not isinstance(table, Table):
+            self.parts.append(markdown_to_html(table))
+            return self
+        self.parts.append(table_html(table, why_empty=why_empty))
+        self.parts.append(latex_html(table))
         return self
 
     def figure(self, fig, caption: str = "") -> "Section":
@@ -266,6 +269,12 @@ def table_html(t: Table, *, why_empty: dict[str, str] | None = None) -> str:
     return "\n".join(out)
 
 
+def latex_html(t: Table) -> str:
+    """The table's LaTeX (what ``vistabench table --format latex`` prints), folded under the table."""
+    return (f'<details class="latex"><summary>LaTeX</summary><pre>{html.escape(t.render("latex"))}</pre>'
+            "</details>")
+
+
 # Every table sits in its own box that scrolls sideways when the table is wider than the page, so the
 # page itself never overflows; the first column (the method) stays in view while the box scrolls and
 # is wide enough that a name wraps at most once or twice; long words elsewhere wrap.
@@ -288,6 +297,7 @@ td.key{background:#fff}
 figure{margin:1em 0} img{max-width:100%;height:auto} figcaption{font-size:0.85em;color:#555}
 pre{max-width:100%;overflow-x:auto} nav a{margin-right:1em;display:inline-block}
 .note{font-size:0.85em;color:#555;margin-top:0.2em}
+details.latex{font-size:0.8em;color:#555;margin:0.2em 0 1em} details.latex pre{background:#f7f7f7;padding:0.5em}
 .scroll-cue{font-size:0.8em;color:#555;margin:0.3em 0 0} .scroll-cue[hidden]{display:none}
 .table-box.scrolls{border-right:2px solid #bbb}
 .table-box.scrolls:not(.at-end){-webkit-mask-image:linear-gradient(to right,#000 calc(100% - 32px),rgba(0,0,0,.3));

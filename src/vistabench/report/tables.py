@@ -14,7 +14,7 @@ rests on N >= 2 results. They are by mean only (no test); a protocol with its ow
 marks as explicit ``styles`` (small data: Welch's t-test). :meth:`Table.note` says which applies.
 LaTeX output compiles with pdflatex and xelatex in a minimal document (``booktabs`` and ``graphicx``):
 symbols are written as LaTeX (math mode for ρ, α, arrows, ``AP^Old``), the needed packages are printed
-as a comment at the top, and a tabular wider than the text is scaled down to ``\linewidth`` (a narrower
+as a comment at the top, and a tabular wider than the text is scaled down to ``\\linewidth`` (a narrower
 one keeps its size), so a pasted table stays on the page.
 """
 
