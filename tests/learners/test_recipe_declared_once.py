@@ -51,8 +51,6 @@ PENDING: dict[str, str] = {
     "data/smalldata_presets.py:SmallDataPreset": "a data set preset's model and epochs (the recipe's defaults "
                                                  "per data set); data/ sits below learners/, where the Recipe is "
                                                  "declared, so the preset cannot hold one without an arrow up",
-    "learners/smalldata/registry.py:MethodContext": "a small-data method builder's backbone name (the public "
-                                                    "build_method takes the name; its callers would change)",
 }
 
 #: results, not settings: what a run reports having used (allowed for good)

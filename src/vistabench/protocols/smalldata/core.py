@@ -247,9 +247,9 @@ def train_method(ctx: Context, method: str, config: dict, opts: RunPlan, *, epoc
 
     name = model_name(ctx, opts)
     augment, eval_shift = method_inputs(method, config, opts.augmentation_for(ctx.preset))
-    model, loss = build_method(method, name, config, num_classes=ctx.pool.num_classes, in_channels=ctx.in_channels,
+    run = opts.recipe.replace(model=name, epochs=epochs)  # the preset's model and this training's epochs resolved
+    model, loss = build_method(method, run, config, num_classes=ctx.pool.num_classes, in_channels=ctx.in_channels,
                                image_size=ctx.image_size, seed=seed, model_options=stem_model_options(name, opts.stem),
-                               pretrained=opts.pretrained,
                                stem_init="default" if ctx.preset.recipe == "gem" else "kaiming")
     if eval_shift:
         model = EvalResizeCrop(model, eval_shift)
