@@ -92,11 +92,11 @@ class RunPlan:
         return self.engine.dispatches()
 
     def settings(self, preset: SmallDataPreset) -> TuneSettings:
+        epochs = _pick(self.epochs, preset.recipe_changes["epochs"])
         return TuneSettings(
             trials=self.trials if self.trials is not None else preset.trials,
-            max_epochs=self.epochs if self.epochs is not None else preset.epochs,
-            grace_period=self.grace_period if self.grace_period is not None else min(
-                preset.grace_period, self.epochs if self.epochs is not None else preset.epochs),
+            max_epochs=epochs,
+            grace_period=self.grace_period if self.grace_period is not None else min(preset.grace_period, epochs),
             reduction_factor=_pick(self.reduction_factor, preset.reduction_factor),
             scheduler=self.scheduler,  # type: ignore[arg-type]
             sampler=_pick(self.sampler, preset.sampler), score_window=_pick(self.score_window, preset.score_window),
@@ -222,7 +222,7 @@ def stem_model_options(name: str, stem: str) -> dict[str, Any]:
 
 
 def model_name(ctx: Context, opts: RunPlan) -> str:
-    return opts.model or ctx.preset.model
+    return opts.model or ctx.preset.recipe_changes["model"]
 
 
 def method_inputs(method: str, params: dict[str, Any], augmentation: Augmentation) -> tuple[Augmentation, int]:
