@@ -325,6 +325,22 @@ def test_pretraining_shuffles_keys_over_split_bn_and_restores_plain_bn():
     assert not any(isinstance(m, SplitBatchNorm2d) for m in model.modules())
 
 
+def test_the_pretraining_stage_is_the_runs_recipe_with_its_own_changes():
+    from vistabench.learners.smalldata.dvp import PRETRAIN_RULES
+
+    _, loss = build_method("dvp", Recipe(model="cnn28"), {"distill_weight": 0.1, "pretrain_lr": 0.3},
+                           num_classes=4, in_channels=1, image_size=8, seed=0)
+    assert loss.moco.changes == {"lr": 0.3, "batch_size": 64}  # the options given (None: the run's value)
+    run = Recipe(epochs=6, lr=0.02, weight_decay=1e-3, momentum=0.5, nesterov=True, schedule="step",
+                 lr_milestones=(4,), lr_factors=(0.1,), warmup_epochs=1)
+    stage = loss.moco.recipe(run)
+    assert (stage.epochs, stage.lr, stage.weight_decay, stage.batch_size) == (6, 0.3, 1e-3, 64)
+    assert {k: getattr(stage, k) for k in PRETRAIN_RULES} == PRETRAIN_RULES  # gem's MoCo optimiser, whatever the run's
+    _, short = build_method("dvp", Recipe(model="cnn28"), {"distill_weight": 0.1, "pretrain_epochs": 2},
+                            num_classes=4, in_channels=1, image_size=8, seed=0)
+    assert short.moco.recipe(run).epochs == 2  # the run's milestone at 4 is not the stage's
+
+
 def test_the_runs_method_options_reach_the_search(monkeypatch, tmp_path):
     import vistabench.protocols.smalldata.runner as proto
     from vistabench.protocols.smalldata.config import SmalldataConfig
