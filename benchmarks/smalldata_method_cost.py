@@ -17,6 +17,7 @@ import argparse
 import numpy as np
 
 from vistabench.learners.smalldata import build_method, methods
+from vistabench.learners.recipe import Recipe
 from vistabench.learners.trainer import TrainConfig, Trainer
 
 DEFAULTS = {"xent_weight": 0.1, "dct_level": 5, "grad_l2": 0.1, "scattering_J": 2, "ole_weight": 0.25,
@@ -43,7 +44,7 @@ def main() -> None:
     print(f"{args.model}, {args.size} px, {args.images} images x {args.epochs} epochs, batch 8, {args.device}\n")
     print(f"{'method':12} | {'images/s':>9} | {'peak memory (GB)':>16} | measured as")
     for name in args.methods or methods.names():
-        model, loss = build_method(name, args.model, DEFAULTS, num_classes=args.classes, in_channels=args.channels,
+        model, loss = build_method(name, Recipe(model=args.model), DEFAULTS, num_classes=args.classes, in_channels=args.channels,
                                    image_size=args.size, seed=0)
         tr = Trainer(model, TrainConfig(epochs=args.epochs, lr=0.01, batch_size=8, device=args.device,
                                         count_flops=False, threads=args.threads), loss_fn=loss)

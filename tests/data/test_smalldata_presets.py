@@ -28,3 +28,23 @@ def test_bundled_sets_load_at_their_native_size():
     for name in ("digits", "mnist5k"):
         p = presets.get(name)
         assert load_smalldata(name).train.images.shape[1] == p.native_size
+
+
+def test_a_presets_recipe_changes_are_checked_recipe_values_and_stored_flat_as_before():
+    import pytest
+
+    from vistabench.data.smalldata_presets import RECIPES, STORED_ORDER, get_preset
+    from vistabench.errors import InputError
+    from vistabench.learners.recipe import RECIPE, Recipe, default_recipe, recipe_with
+
+    for name in presets.names():
+        for rules in RECIPES:
+            p = get_preset(name, recipe=rules)
+            assert set(p.recipe_changes) == {"model", "epochs"}, name
+            assert set(p.recipe_changes) <= set(RECIPE)
+            made = recipe_with(default_recipe().to_dict(), p.recipe_changes)  # each value checked by its declaration
+            assert isinstance(made, Recipe) and made.model == p.recipe_changes["model"]
+            d = p.to_dict()  # the layout searches were stored in: model and epochs flat, in their old places
+            assert tuple(d) == STORED_ORDER and (d["model"], d["epochs"]) == (made.model, made.epochs)
+    with pytest.raises(InputError, match="epochs"):  # a preset's value is held to the recipe's rule where applied
+        recipe_with(default_recipe().to_dict(), {"epochs": 0})

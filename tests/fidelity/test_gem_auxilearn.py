@@ -36,9 +36,10 @@ def _gem(load_reference):
 
 def _ours(**options):
     from vistabench.learners.smalldata.build import build_method
+    from vistabench.learners.recipe import Recipe
 
     cfg = {"aux_scale": 0.25, "auxgrad_every": 15, **options}
-    return build_method("auxilearn", "wrn16_8", cfg, num_classes=CLASSES, in_channels=3, image_size=32, seed=0)
+    return build_method("auxilearn", Recipe(model="wrn16_8"), cfg, num_classes=CLASSES, in_channels=3, image_size=32, seed=0)
 
 
 def _primary(net):

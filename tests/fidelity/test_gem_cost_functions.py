@@ -24,8 +24,9 @@ def _base(load_reference):
 
 def _ours(method: str, params: dict):
     from vistabench.learners.smalldata.build import build_method
+    from vistabench.learners.recipe import Recipe
 
-    return build_method(method, "resnet18", params, num_classes=10, in_channels=3, image_size=None, seed=0)
+    return build_method(method, Recipe(model="resnet18"), params, num_classes=10, in_channels=3, image_size=None, seed=0)
 
 
 def _params(module):

@@ -30,8 +30,9 @@ def _gem_model(load_reference, J: int = 2):
 
 def _ours(J: int = 2, **options):
     from vistabench.learners.smalldata.build import build_method
+    from vistabench.learners.recipe import Recipe
 
-    net, _ = build_method("dhn", "wrn16_8", {"scattering_J": J, **options}, num_classes=10, in_channels=3,
+    net, _ = build_method("dhn", Recipe(model="wrn16_8"), {"scattering_J": J, **options}, num_classes=10, in_channels=3,
                           image_size=32, seed=0)
     return net
 

@@ -28,8 +28,9 @@ def _gem(load_reference, *, composite: bool = False, lr: float = 0.1, wd: float 
 
 def _ours(options: dict):
     from vistabench.learners.smalldata.build import build_method
+    from vistabench.learners.recipe import Recipe
 
-    return build_method("dskn", "wrn16_8", {"loss": "ce", **options}, num_classes=10, in_channels=3,
+    return build_method("dskn", Recipe(model="wrn16_8"), {"loss": "ce", **options}, num_classes=10, in_channels=3,
                         image_size=32, seed=0)
 
 
@@ -143,8 +144,9 @@ def test_dskn_resnet_shapes_init_forward(load_reference, depth):
     ref = rn.ResNet.build_architecture(f"rn{depth}", 10, 3,
                                        config={depth: {"block": block, "layers": layers, "groups": 32}})
     from vistabench.learners.smalldata.build import build_method
+    from vistabench.learners.recipe import Recipe
 
-    net, _ = build_method("dskn", f"resnet{depth}", {"loss": "ce"}, num_classes=10, in_channels=3, image_size=None,
+    net, _ = build_method("dskn", Recipe(model=f"resnet{depth}"), {"loss": "ce"}, num_classes=10, in_channels=3, image_size=None,
                           seed=0, model_options={"small_input": False})
     theirs = C.reorder_dual(ref.state_dict())
     assert [tuple(v.shape) for _, v in C.entries(net)] == [tuple(v.shape) for _, v in theirs]
@@ -159,7 +161,7 @@ def test_dskn_resnet_shapes_init_forward(load_reference, depth):
         torch.manual_seed(3)
         torch.testing.assert_close(net(x), out_ref, rtol=1e-4, atol=1e-4)
     # our earlier variant (no ReLU closing each branch) is what the forward check catches
-    old, _ = build_method("dskn", f"resnet{depth}", {"loss": "ce", "branch_relu": False}, num_classes=10,
+    old, _ = build_method("dskn", Recipe(model=f"resnet{depth}"), {"loss": "ce", "branch_relu": False}, num_classes=10,
                           in_channels=3, image_size=None, seed=0, model_options={"small_input": False})
     C.copy_entries(theirs, old)
     old.eval()

@@ -30,8 +30,9 @@ def _gem(load_reference):
 
 def _ours(**options):
     from vistabench.learners.smalldata.build import build_method
+    from vistabench.learners.recipe import Recipe
 
-    return build_method("dvp", "wrn16_8", {"distill_weight": 1e-4, **options}, num_classes=10, in_channels=3,
+    return build_method("dvp", Recipe(model="wrn16_8"), {"distill_weight": 1e-4, **options}, num_classes=10, in_channels=3,
                         image_size=32, seed=0)
 
 

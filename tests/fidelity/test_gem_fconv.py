@@ -27,8 +27,9 @@ def _gem(load_reference, arch: str, in_channels: int = 3):
 
 def _ours(model: str, options: dict, in_channels: int = 3, seed: int = 0):
     from vistabench.learners.smalldata.build import build_method
+    from vistabench.learners.recipe import Recipe
 
-    net, _ = build_method("fconv", model, options, num_classes=10, in_channels=in_channels, image_size=None,
+    net, _ = build_method("fconv", Recipe(model=model), options, num_classes=10, in_channels=in_channels, image_size=None,
                           seed=seed, model_options={"small_input": False} if model.startswith("resnet") else None)
     return net
 

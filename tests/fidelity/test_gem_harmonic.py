@@ -27,8 +27,9 @@ def _gem(load_reference):
 
 def _ours():
     from vistabench.learners.smalldata.build import build_method
+    from vistabench.learners.recipe import Recipe
 
-    net, _ = build_method("harmonic", "wrn16_8", {}, num_classes=10, in_channels=3, image_size=32, seed=0)
+    net, _ = build_method("harmonic", Recipe(model="wrn16_8"), {}, num_classes=10, in_channels=3, image_size=32, seed=0)
     return net
 
 

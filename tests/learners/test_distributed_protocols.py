@@ -48,13 +48,14 @@ def test_longtail_methods(method, two_devices):                    # two stages,
 @pytest.mark.parametrize("name", ["ce", "auxilearn", "dvp", "ole"])  # plain, auxiliary set, distillation, OLE
 def test_smalldata_methods(name, two_devices):
     from vistabench.learners.smalldata.build import build_method
+    from vistabench.learners.recipe import Recipe
     from vistabench.learners.trainer import Trainer
 
     config = {"xent_weight": 0.1, "ole_weight": 0.25, "distill_weight": 1e-4, "aux_scale": 0.25, "auxgrad_every": 2,
               "num_aux_classes": 2, "aux_set_size": 0.1}
     rng = np.random.default_rng(0)
     x, y = rng.integers(0, 256, (40, 12, 12, 1), dtype=np.uint8), np.arange(40) % 4
-    model, loss = build_method(name, "cnn28", config, num_classes=4, in_channels=1, image_size=12, seed=0)
+    model, loss = build_method(name, Recipe(model="cnn28"), config, num_classes=4, in_channels=1, image_size=12, seed=0)
     tr = Trainer(model, TrainConfig(epochs=2, lr=0.01, batch_size=10, count_flops=False), loss_fn=loss)
     res = tr.fit(x, y)
     assert all(math.isfinite(h["loss"]) for h in res.history) and tr.predict_logits(x).shape == (40, 4)

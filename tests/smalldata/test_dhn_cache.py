@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from vistabench.learners.smalldata.build import build_method
+from vistabench.learners.recipe import Recipe
 from vistabench.learners.smalldata.dhn import SCATTERING_CACHE, Scattering
 from vistabench.learners.trainer import TrainConfig, Trainer
 
@@ -121,7 +122,7 @@ def test_training_with_the_cache_gives_the_same_numbers_as_without(cache, augmen
     def run(enabled, one_thread):
         cache.clear()
         cache.enabled, cache.one_thread = enabled, one_thread
-        model, loss = build_method("dhn", "cnn28", {"scattering_J": 2}, num_classes=4, in_channels=1,
+        model, loss = build_method("dhn", Recipe(model="cnn28"), {"scattering_J": 2}, num_classes=4, in_channels=1,
                                    image_size=8, seed=0)
         cfg = TrainConfig(epochs=2, lr=0.05, batch_size=10, count_flops=False, seed=0, threads=1,
                           augment=augment)
@@ -196,7 +197,7 @@ def test_a_fit_warms_its_unaugmented_training_set_in_eval_sized_batches(cache, m
     for augment, want in ((False, [16, 16, 8]), (True, [])):
         cache.clear()
         calls.clear()
-        model, loss = build_method("dhn", "cnn28", {"scattering_J": 2}, num_classes=4, in_channels=1,
+        model, loss = build_method("dhn", Recipe(model="cnn28"), {"scattering_J": 2}, num_classes=4, in_channels=1,
                                    image_size=8, seed=0)
         cfg = TrainConfig(epochs=1, lr=0.05, batch_size=10, count_flops=False, seed=0, eval_batch_size=16,
                           augment=augment)

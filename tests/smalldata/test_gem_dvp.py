@@ -15,6 +15,7 @@ from vistabench.data.augment import Augmentation
 from vistabench.errors import InputError
 from vistabench.learners.models import Bottleneck, ResNet, WideResNet, build_model
 from vistabench.learners.smalldata.build import build_method
+from vistabench.learners.recipe import Recipe
 from vistabench.learners.smalldata.dvp import DVPLoss, bn_margin
 from vistabench.learners.smalldata.dvp_stages import bn_before_relu, forward_stages
 from vistabench.learners.smalldata.moco import (ColourAugmentation, MoCoViews, SplitBatchNorm2d, colour_jitter,
@@ -84,7 +85,7 @@ def test_margin_term_fires_on_a_constructed_case():
 
 
 def test_margins_from_the_initial_bn_as_gem_builds_them():
-    model, loss = build_method("dvp", "cnn28", {"distill_weight": 1e-4}, num_classes=4, in_channels=1,
+    model, loss = build_method("dvp", Recipe(model="cnn28"), {"distill_weight": 1e-4}, num_classes=4, in_channels=1,
                                image_size=8, seed=0)
     assert loss.num_maps == 3
     for bn, m in zip(bn_before_relu(loss.teacher), loss.margins):
@@ -132,7 +133,7 @@ def test_stage_maps_are_pre_relu_and_give_the_backbones_features(name):
 
 def test_distillation_loss_is_gems_distiller_with_the_teacher_in_train_mode():
     x, y = _data()
-    model, loss = build_method("dvp", "cnn28", {"distill_weight": 0.1}, num_classes=4, in_channels=1,
+    model, loss = build_method("dvp", Recipe(model="cnn28"), {"distill_weight": 0.1}, num_classes=4, in_channels=1,
                                image_size=8, seed=0)
     tr = Trainer(model, TrainConfig(epochs=1, lr=0.01, batch_size=10, count_flops=False), loss_fn=loss)
     tr.fit(x, y)
@@ -161,7 +162,7 @@ def test_distillation_loss_is_gems_distiller_with_the_teacher_in_train_mode():
 
 def test_vit_is_refused_for_stage_distillation():
     with pytest.raises(InputError, match="distill_features=pooled"):
-        build_method("dvp", "vit_small", {"distill_weight": 1e-4}, num_classes=4, in_channels=3, image_size=32,
+        build_method("dvp", Recipe(model="vit_small"), {"distill_weight": 1e-4}, num_classes=4, in_channels=3, image_size=32,
                      seed=0)
 
 
@@ -312,7 +313,7 @@ def test_dvp_options_are_gems_moco_defaults_and_checked():
 
 def test_pretraining_shuffles_keys_over_split_bn_and_restores_plain_bn():
     x, y = _data(n=20)
-    model, loss = build_method("dvp", "cnn28", {"distill_weight": 0.1, "pretrain_batch_size": 16},
+    model, loss = build_method("dvp", Recipe(model="cnn28"), {"distill_weight": 0.1, "pretrain_batch_size": 16},
                                num_classes=4, in_channels=1, image_size=8, seed=0)
     assert isinstance(loss, DVPLoss) and loss.pretrain_batch_size(20) == 16 and loss.pretrain_batch_size(13) == 8
     with pytest.raises(InputError, match="moco_splits"):
@@ -322,6 +323,22 @@ def test_pretraining_shuffles_keys_over_split_bn_and_restores_plain_bn():
     assert len(loss.pretrain_history) == 1 and np.isfinite(loss.pretrain_history[0])
     assert not any(isinstance(m, SplitBatchNorm2d) for m in loss.teacher.modules())
     assert not any(isinstance(m, SplitBatchNorm2d) for m in model.modules())
+
+
+def test_the_pretraining_stage_is_the_runs_recipe_with_its_own_changes():
+    from vistabench.learners.smalldata.dvp import PRETRAIN_RULES
+
+    _, loss = build_method("dvp", Recipe(model="cnn28"), {"distill_weight": 0.1, "pretrain_lr": 0.3},
+                           num_classes=4, in_channels=1, image_size=8, seed=0)
+    assert loss.moco.changes == {"lr": 0.3, "batch_size": 64}  # the options given (None: the run's value)
+    run = Recipe(epochs=6, lr=0.02, weight_decay=1e-3, momentum=0.5, nesterov=True, schedule="step",
+                 lr_milestones=(4,), lr_factors=(0.1,), warmup_epochs=1)
+    stage = loss.moco.recipe(run)
+    assert (stage.epochs, stage.lr, stage.weight_decay, stage.batch_size) == (6, 0.3, 1e-3, 64)
+    assert {k: getattr(stage, k) for k in PRETRAIN_RULES} == PRETRAIN_RULES  # gem's MoCo optimiser, whatever the run's
+    _, short = build_method("dvp", Recipe(model="cnn28"), {"distill_weight": 0.1, "pretrain_epochs": 2},
+                            num_classes=4, in_channels=1, image_size=8, seed=0)
+    assert short.moco.recipe(run).epochs == 2  # the run's milestone at 4 is not the stage's
 
 
 def test_the_runs_method_options_reach_the_search(monkeypatch, tmp_path):

@@ -13,6 +13,7 @@ torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402
 
 from vistabench.learners.smalldata.build import build_method  # noqa: E402
+from vistabench.learners.recipe import Recipe  # noqa: E402
 from vistabench.learners.smalldata.options import (AuxilearnOptions, DhnOptions, DsknOptions, DvpOptions,  # noqa: E402
                                                    FconvOptions)
 
@@ -35,13 +36,13 @@ def _opts(cls, recipe: str) -> dict:
 
 
 def test_item7_fconv_blocks_default_init_downsample_and_stem_kaiming():
-    net, _ = build_method("fconv", "resnet18", _opts(FconvOptions, "gem"), num_classes=10, in_channels=3,
+    net, _ = build_method("fconv", Recipe(model="resnet18"), _opts(FconvOptions, "gem"), num_classes=10, in_channels=3,
                           image_size=None, seed=0)
     blk = net.stages[1][0]  # a strided block: its convs new in gem, its downsample passed on
     assert abs(_std_ratio(blk.conv2)[0] - 1) < 0.05
     assert abs(_std_ratio(blk.downsample[0])[1] - 1) < 0.1
     assert abs(_std_ratio(net.stem[0])[1] - 1) < 0.1
-    old, _ = build_method("fconv", "resnet18", _opts(FconvOptions, "vistabench"), num_classes=10, in_channels=3,
+    old, _ = build_method("fconv", Recipe(model="resnet18"), _opts(FconvOptions, "vistabench"), num_classes=10, in_channels=3,
                           image_size=None, seed=0)
     assert abs(_std_ratio(old.stages[1][0].conv2)[1] - 1) < 0.05
 
@@ -52,8 +53,8 @@ def test_item7_fconv_keeps_pretrained_block_weights(tmp_path):
     src = build_model("resnet18", num_classes=10, in_channels=3, seed=3)
     path = tmp_path / "w.pt"
     torch.save(src.state_dict(), path)
-    net, _ = build_method("fconv", "resnet18", {}, num_classes=10, in_channels=3, image_size=None, seed=0,
-                          pretrained=str(path))
+    net, _ = build_method("fconv", Recipe(model="resnet18", pretrained=str(path)), {}, num_classes=10, in_channels=3,
+                          image_size=None, seed=0)
     assert torch.equal(net.stages[1][0].conv2.weight, src.stages[1][0].conv2.weight)
 
 
@@ -61,7 +62,7 @@ def test_item7_fconv_keeps_pretrained_block_weights(tmp_path):
 
 
 def _dskn(recipe: str, model: str = "wrn16_8"):
-    net, _ = build_method("dskn", model, {**_opts(DsknOptions, recipe), "loss": "ce"}, num_classes=4,
+    net, _ = build_method("dskn", Recipe(model=model), {**_opts(DsknOptions, recipe), "loss": "ce"}, num_classes=4,
                           in_channels=3, image_size=16, seed=0)
     return net
 
@@ -99,17 +100,17 @@ def test_item9_dskn_wrn_shortcut_blurs_at_stride_one():
 
 def test_item10_dvp_teacher_drawn_as_the_architecture():
     cfg = {**_opts(DvpOptions, "gem"), "distill_weight": 1e-4}
-    _, loss = build_method("dvp", "resnet18", cfg, num_classes=4, in_channels=3, image_size=32, seed=0)
+    _, loss = build_method("dvp", Recipe(model="resnet18"), cfg, num_classes=4, in_channels=3, image_size=32, seed=0)
     conv = loss.teacher.stages[2][0].conv2
     assert abs(_std_ratio(conv)[1] - 1) < 0.05
-    _, old = build_method("dvp", "resnet18", {**_opts(DvpOptions, "vistabench"), "distill_weight": 1e-4},
+    _, old = build_method("dvp", Recipe(model="resnet18"), {**_opts(DvpOptions, "vistabench"), "distill_weight": 1e-4},
                           num_classes=4, in_channels=3, image_size=32, seed=0)
     assert abs(_std_ratio(old.teacher.stages[2][0].conv2)[0] - 1) < 0.05
 
 
 def _auxilearn(recipe: str, model: str = "resnet18", image_size: int = 32):
     cfg = {**_opts(AuxilearnOptions, recipe), "aux_scale": 0.25, "auxgrad_every": 2}
-    return build_method("auxilearn", model, cfg, num_classes=4, in_channels=3 if model != "cnn28" else 1,
+    return build_method("auxilearn", Recipe(model=model), cfg, num_classes=4, in_channels=3 if model != "cnn28" else 1,
                         image_size=image_size, seed=0)
 
 

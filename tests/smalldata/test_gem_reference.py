@@ -11,13 +11,14 @@ from torch import nn
 
 from vistabench.learners.models import build_model
 from vistabench.learners.smalldata.build import build_method
+from vistabench.learners.recipe import Recipe
 from vistabench.learners.smalldata.dskn import DSKNCompositeLoss, DSKNCompositeModel
 from vistabench.learners.smalldata.harmonic import HarmonicConv2d, dct_filters
 from vistabench.learners.trainer import TrainConfig, Trainer
 
 
 def test_dskn_loss_is_gems_three_term_formula():
-    model, loss = build_method("dskn", "cnn28", {}, num_classes=4, in_channels=1, image_size=8, seed=0)
+    model, loss = build_method("dskn", Recipe(model="cnn28"), {}, num_classes=4, in_channels=1, image_size=8, seed=0)
     assert isinstance(model, DSKNCompositeModel) and isinstance(loss, DSKNCompositeLoss)
     assert isinstance(model.projection, nn.Linear) and model.classifier.in_features == model.feature_dim
     model.train()
@@ -34,7 +35,7 @@ def test_dskn_loss_is_gems_three_term_formula():
 
 
 def test_dskn_centres_take_sgd_steps_of_lr_half():
-    model, loss = build_method("dskn", "cnn28", {}, num_classes=3, in_channels=1, image_size=8, seed=1)
+    model, loss = build_method("dskn", Recipe(model="cnn28"), {}, num_classes=3, in_channels=1, image_size=8, seed=1)
     model.train()
     x, y = torch.randn(4, 1, 8, 8), torch.tensor([0, 1, 2, 0])
     loss(model(x), y).backward()
@@ -45,16 +46,16 @@ def test_dskn_centres_take_sgd_steps_of_lr_half():
 
 
 def test_dskn_ce_option_and_vit_refused():
-    _, loss = build_method("dskn", "cnn28", {"loss": "ce"}, num_classes=3, in_channels=1, image_size=8, seed=0)
+    _, loss = build_method("dskn", Recipe(model="cnn28"), {"loss": "ce"}, num_classes=3, in_channels=1, image_size=8, seed=0)
     assert loss is None
     from vistabench.errors import InputError
 
     with pytest.raises(InputError, match="model: method 'dskn' .* 'vit_small' has none"):
-        build_method("dskn", "vit_small", {}, num_classes=3, in_channels=3, image_size=16, seed=0)
+        build_method("dskn", Recipe(model="vit_small"), {}, num_classes=3, in_channels=3, image_size=16, seed=0)
 
 
 def test_cosine_ce_predicts_from_relu_bn_head():
-    model, loss = build_method("cosine_ce", "cnn28", {"xent_weight": 0.1}, num_classes=3, in_channels=1,
+    model, loss = build_method("cosine_ce", Recipe(model="cnn28"), {"xent_weight": 0.1}, num_classes=3, in_channels=1,
                                image_size=8, seed=0)
     model.eval()
     x = torch.randn(5, 1, 8, 8)
@@ -81,7 +82,7 @@ def test_harmonic_l1_filters_all_k2_and_bn_on_the_first_layer():
                              for y in range(k)] for x in range(k)])
             ref /= np.abs(ref).sum()
             assert any(np.allclose(f.numpy(), ref, atol=1e-6) for f in filt)
-    model, _ = build_method("harmonic", "resnet18", {}, num_classes=3, in_channels=3, image_size=32, seed=0)
+    model, _ = build_method("harmonic", Recipe(model="resnet18"), {}, num_classes=3, in_channels=3, image_size=32, seed=0)
     harm = [m for m in model.modules() if isinstance(m, HarmonicConv2d)]
     assert harm[0] is model.stem[0] and isinstance(harm[0].bn, nn.BatchNorm2d) and not harm[0].bn.affine
     assert all(h.bn is None for h in harm[1:]) and all(h.m == 9 for h in harm)
@@ -91,17 +92,17 @@ def test_harmonic_l1_filters_all_k2_and_bn_on_the_first_layer():
     assert float(big.mix.weight.detach().std()) == pytest.approx(math.sqrt(2 / (big.out_channels * 9)), rel=0.05)
     first = harm[0].mix.weight.detach()
     assert float(first.std()) == pytest.approx(math.sqrt(2 / harm[0].out_channels), rel=0.15)
-    conv, _ = build_method("harmonic", "resnet18", {"mix_init": "conv"}, num_classes=3, in_channels=3, image_size=32,
+    conv, _ = build_method("harmonic", Recipe(model="resnet18"), {"mix_init": "conv"}, num_classes=3, in_channels=3, image_size=32,
                            seed=0)
     big = max((m for m in conv.modules() if isinstance(m, HarmonicConv2d)), key=lambda h: h.mix.weight.numel())
     assert float(big.mix.weight.detach().std()) == pytest.approx(math.sqrt(2 / big.out_channels), rel=0.05)
 
 
 def test_fconv_turns_the_imagenet_max_pool_into_2x2_stride_2():
-    model, _ = build_method("fconv", "resnet18", {}, num_classes=3, in_channels=3, image_size=128, seed=0)
+    model, _ = build_method("fconv", Recipe(model="resnet18"), {}, num_classes=3, in_channels=3, image_size=128, seed=0)
     pool = [m for m in model.modules() if isinstance(m, nn.MaxPool2d)]
     assert len(pool) == 1 and (pool[0].kernel_size, pool[0].stride, pool[0].padding) == (2, 2, 0)
-    model, _ = build_method("fconv", "resnet18", {"maxpool": "3x3"}, num_classes=3, in_channels=3, image_size=128,
+    model, _ = build_method("fconv", Recipe(model="resnet18"), {"maxpool": "3x3"}, num_classes=3, in_channels=3, image_size=128,
                             seed=0)
     assert [m.kernel_size for m in model.modules() if isinstance(m, nn.MaxPool2d)] == [3]
 
@@ -134,7 +135,7 @@ def _data():
 
 def test_dvp_student_starts_from_the_teacher_and_ce_only_for_4_epochs():
     x, y = _data()
-    model, loss = build_method("dvp", "cnn28", {"distill_weight": 0.1}, num_classes=4, in_channels=1,
+    model, loss = build_method("dvp", Recipe(model="cnn28"), {"distill_weight": 0.1}, num_classes=4, in_channels=1,
                                image_size=8, seed=0)
     seen = {}
     orig = loss.before_fit
@@ -162,7 +163,7 @@ def test_dvp_student_starts_from_the_teacher_and_ce_only_for_4_epochs():
 def test_auxilearn_meta_step_follows_the_primary_step_on_a_fresh_batch():
     x, y = _data()
     cfg = {"aux_scale": 0.5, "auxgrad_every": 2, "num_aux_classes": 3, "aux_set_size": 0.2}
-    model, loss = build_method("auxilearn", "cnn28", cfg, num_classes=4, in_channels=1, image_size=8, seed=0)
+    model, loss = build_method("auxilearn", Recipe(model="cnn28"), cfg, num_classes=4, in_channels=1, image_size=8, seed=0)
     calls = []
     orig = loss._meta_step
 

@@ -172,7 +172,7 @@ def test_every_preset_needs_its_root_or_none(name, tmp_path):
     else:
         with pytest.raises(InputError, match="takes no root"):
             load_smalldata(name, tmp_path)
-    assert p.batch_sizes and p.trials > 0 and p.grace_period <= p.epochs
+    assert p.batch_sizes and p.trials > 0 and p.grace_period <= p.recipe_changes["epochs"]
 
 
 def test_cli_bad_names_one_line(capsys, tmp_path):

@@ -9,6 +9,7 @@ import torch.nn.functional as F
 
 from vistabench.learners.smalldata.basic import CosineLoss
 from vistabench.learners.smalldata.build import build_method
+from vistabench.learners.recipe import Recipe
 from vistabench.learners.smalldata.harmonic import HarmonicConv2d, dct_filters, harmonize
 from vistabench.learners.smalldata.registry import methods
 from vistabench.learners.trainer import TrainConfig, Trainer
@@ -23,7 +24,7 @@ def test_every_method_trains_and_predicts(name):
     rng = np.random.default_rng(0)
     x = rng.integers(0, 256, (40, 12, 12, 1), dtype=np.uint8)
     y = np.arange(40) % 4
-    model, loss = build_method(name, "cnn28", CONFIG, num_classes=4, in_channels=1, image_size=12, seed=0)
+    model, loss = build_method(name, Recipe(model="cnn28"), CONFIG, num_classes=4, in_channels=1, image_size=12, seed=0)
     tr = Trainer(model, TrainConfig(epochs=2, lr=0.01, batch_size=10, count_flops=False), loss_fn=loss)
     res = tr.fit(x, y)
     assert all(math.isfinite(h["loss"]) for h in res.history)
@@ -34,15 +35,15 @@ def test_every_method_trains_and_predicts(name):
 
 
 def test_methods_are_seeded():
-    a, _ = build_method("cosine_ce", "cnn28", CONFIG, num_classes=3, in_channels=1, image_size=8, seed=4)
-    b, _ = build_method("cosine_ce", "cnn28", CONFIG, num_classes=3, in_channels=1, image_size=8, seed=4)
+    a, _ = build_method("cosine_ce", Recipe(model="cnn28"), CONFIG, num_classes=3, in_channels=1, image_size=8, seed=4)
+    b, _ = build_method("cosine_ce", Recipe(model="cnn28"), CONFIG, num_classes=3, in_channels=1, image_size=8, seed=4)
     for pa, pb in zip(a.state_dict().values(), b.state_dict().values()):
         assert torch.equal(pa, pb)
 
 
 def test_missing_method_hyper_parameter():
     with pytest.raises(InputError, match="missing hyper-parameters \\['grad_l2'\\]"):
-        build_method("grad_l2", "cnn28", {}, num_classes=3, in_channels=1, image_size=8, seed=0)
+        build_method("grad_l2", Recipe(model="cnn28"), {}, num_classes=3, in_channels=1, image_size=8, seed=0)
     with pytest.raises(InputError, match="did you mean 'cosine'"):
         methods.get("cosin")
 
@@ -91,7 +92,7 @@ def test_cosine_loss_by_hand():
 
 
 def test_grad_l2_penalty_matches_finite_differences():
-    model, loss = build_method("grad_l2", "cnn28", {"grad_l2": 0.5}, num_classes=3, in_channels=1, image_size=6,
+    model, loss = build_method("grad_l2", Recipe(model="cnn28"), {"grad_l2": 0.5}, num_classes=3, in_channels=1, image_size=6,
                                seed=0)
     model = model.double().train()
     for mod in model.modules():  # batch norm in eval mode so per-sample losses are independent

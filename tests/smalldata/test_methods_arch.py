@@ -7,6 +7,7 @@ import torch
 
 from vistabench.learners.models import build_model
 from vistabench.learners.smalldata.build import build_method
+from vistabench.learners.recipe import Recipe
 from vistabench.learners.smalldata.dhn import Scattering, scattering_channels
 from vistabench.learners.smalldata.dskn import DSKBasicBlock, SKBlock
 from vistabench.learners.smalldata.fconv import full_padding
@@ -37,7 +38,7 @@ def test_scattering_order_zero_is_a_low_pass_average():
 def test_dhn_rejects_a_scale_larger_than_the_image():
     from vistabench.errors import InputError
 
-    model, _ = build_method("dhn", "cnn28", {"scattering_J": 2}, num_classes=3, in_channels=1, image_size=2, seed=0)
+    model, _ = build_method("dhn", Recipe(model="cnn28"), {"scattering_J": 2}, num_classes=3, in_channels=1, image_size=2, seed=0)
     with pytest.raises(InputError, match="J=2 needs images of at least 4 px"):
         model(torch.zeros(1, 1, 2, 2))
 
@@ -124,7 +125,7 @@ def test_dual_block_uses_one_branch_in_training_and_the_mean_at_inference():
 
 
 def test_dskn_replaces_the_backbone_and_trains():
-    model, loss = build_method("dskn", "cnn28", {"loss": "ce"}, num_classes=4, in_channels=1, image_size=8, seed=0)
+    model, loss = build_method("dskn", Recipe(model="cnn28"), {"loss": "ce"}, num_classes=4, in_channels=1, image_size=8, seed=0)
     assert loss is None
     assert sum(isinstance(m, DSKBasicBlock) for m in model.modules()) == 3
     assert model(torch.randn(2, 1, 8, 8)).shape == (2, 4)
@@ -132,7 +133,7 @@ def test_dskn_replaces_the_backbone_and_trains():
 
 @pytest.mark.parametrize("name,width", [("wrn16_8", 128), ("resnet32", 16), ("resnet18", 256)])
 def test_dhn_keeps_the_backbones_later_stages_at_the_scattering_resolution(name, width):
-    model, _ = build_method("dhn", name, {"scattering_J": 2}, num_classes=3, in_channels=3, image_size=32, seed=0)
+    model, _ = build_method("dhn", Recipe(model=name), {"scattering_J": 2}, num_classes=3, in_channels=3, image_size=32, seed=0)
     assert model.stem[0].in_channels == 3 * 81 and model.stem[0].out_channels == width
     seen = []
     model.blocks.register_forward_hook(lambda m, i, o: seen.append(o.shape[-1]))
@@ -145,7 +146,7 @@ def test_dhn_keeps_the_backbones_later_stages_at_the_scattering_resolution(name,
                                               ("resnet18", "DSKBasicBlock", 8), ("resnet50", "DSKBottleneck", 16)])
 def test_dskn_copies_the_backbone_layout(name, block, count):
     base = build_model(name, num_classes=3, in_channels=3, image_size=32, seed=0)
-    model, _ = build_method("dskn", name, {}, num_classes=3, in_channels=3, image_size=32, seed=0)
+    model, _ = build_method("dskn", Recipe(model=name), {}, num_classes=3, in_channels=3, image_size=32, seed=0)
     assert sum(type(m).__name__ == block for m in model.modules()) == count
     assert model.feature_dim == base.feature_dim
     blk = next(m for m in model.modules() if type(m).__name__ == block).eval()
@@ -160,7 +161,7 @@ def test_dskn_copies_the_backbone_layout(name, block, count):
 def test_dhn_gem_stem_on_imagenet_resnets_has_bn_momentum_0_9_and_a_conv_bias(name):
     # gem pipelines/scattering.py (torchvision ResNets): BatchNorm2d(k, eps=1e-5, momentum=0.9, affine=False),
     # then nn.Conv2d(k, width, 3, padding=1) - bias on, PyTorch's default init (built after the backbone's)
-    model, _ = build_method("dhn", name, {"scattering_J": 2}, num_classes=3, in_channels=3, image_size=32, seed=0)
+    model, _ = build_method("dhn", Recipe(model=name), {"scattering_J": 2}, num_classes=3, in_channels=3, image_size=32, seed=0)
     assert model.norm.momentum == 0.9 and model.stem[0].bias is not None
     w = model.stem[0].weight.detach()
     fan_in = w[0].numel()
@@ -172,12 +173,12 @@ def test_dhn_gem_stem_on_imagenet_resnets_has_bn_momentum_0_9_and_a_conv_bias(na
         feats = model.scattering(x)
         model.norm(feats)
     torch.testing.assert_close(model.norm.running_mean, 0.9 * feats.mean((0, 2, 3)), rtol=1e-4, atol=1e-6)
-    plain, _ = build_method("dhn", name, {"scattering_J": 2, "hybrid_stem": "plain"}, num_classes=3, in_channels=3,
+    plain, _ = build_method("dhn", Recipe(model=name), {"scattering_J": 2, "hybrid_stem": "plain"}, num_classes=3, in_channels=3,
                             image_size=32, seed=0)
     assert plain.norm.momentum == 0.1 and plain.stem[0].bias is None
 
 
 def test_dhn_gem_stem_on_cifar_backbones_keeps_bn_momentum_and_no_bias():
-    model, _ = build_method("dhn", "resnet32", {"scattering_J": 2}, num_classes=3, in_channels=3, image_size=32,
+    model, _ = build_method("dhn", Recipe(model="resnet32"), {"scattering_J": 2}, num_classes=3, in_channels=3, image_size=32,
                             seed=0)
     assert model.norm.momentum == 0.1 and model.stem[0].bias is None

@@ -7,6 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from vistabench.learners.smalldata.build import build_method
+from vistabench.learners.recipe import Recipe
 from vistabench.learners.smalldata.auxilearn import hypergradient
 from vistabench.learners.smalldata.dvp import DVPLoss, distillation_loss, gaussian_margin
 from vistabench.learners.smalldata.options import DvpOptions
@@ -112,7 +113,7 @@ def test_dvp_two_stage_pipeline_pretrains_the_teacher_then_distils():
     x = rng.integers(0, 256, (40, 8, 8, 1), dtype=np.uint8)
     y = np.arange(40) % 4
     opts = {**DvpOptions.VISTABENCH, "distill_weight": 0.1, "ce_only_epochs": 0}
-    model, loss = build_method("dvp", "cnn28", opts, num_classes=4, in_channels=1, image_size=8, seed=0)
+    model, loss = build_method("dvp", Recipe(model="cnn28"), opts, num_classes=4, in_channels=1, image_size=8, seed=0)
     assert isinstance(loss, DVPLoss)
     before = [p.detach().clone() for p in loss.teacher.parameters()]
     tr = Trainer(model, TrainConfig(epochs=2, lr=0.01, batch_size=10, count_flops=False), loss_fn=loss)
@@ -167,7 +168,7 @@ def test_auxilearn_updates_auxiliary_parameters_only_on_schedule():
     x = rng.integers(0, 256, (40, 8, 8, 1), dtype=np.uint8)
     y = np.arange(40) % 4
     cfg = {"aux_scale": 0.5, "auxgrad_every": 2, "num_aux_classes": 3, "aux_set_size": 0.2}
-    model, loss = build_method("auxilearn", "cnn28", cfg, num_classes=4, in_channels=1, image_size=8, seed=0)
+    model, loss = build_method("auxilearn", Recipe(model="cnn28"), cfg, num_classes=4, in_channels=1, image_size=8, seed=0)
     gen0 = [p.detach().clone() for p in loss.generator.parameters()]
     tr = Trainer(model, TrainConfig(epochs=1, lr=0.05, batch_size=8, count_flops=False), loss_fn=loss)
     res = tr.fit(x, y)

@@ -41,7 +41,13 @@ class SmallDataPreset:
     each class instead. ``test`` is ``"official"`` (the dataset's test part) or ``"own"``
     (``test{i}`` drawn from the rest of the pool, at most ``test_per_class`` per class).
 
-    Search: ``trials``/``epochs``/``grace_period`` are the HPO budget, ``batch_sizes`` the
+    Training: ``recipe_changes`` are the data set's changes to the training recipe, by recipe field
+    (:data:`~vistabench.learners.recipe.RECIPE`): its ``model`` and its ``epochs`` (the search's budget
+    per trial and the final runs'); a run's config takes each one it leaves unset and checks it by the
+    recipe's declaration there (this module sits below the recipe and holds plain values).
+    ``quick_model`` is a lighter backbone for the data set.
+
+    Search: ``trials``/``grace_period`` are the HPO budget (with the epochs), ``batch_sizes`` the
     searched batch sizes; ``reduction_factor`` (ASHA η), ``sampler``, ``score_window`` (the score
     is the mean of the last k validation values), ``select`` (best among "all" trials or
     "complete" ones) and ``val_metric`` ("accuracy" or "balanced_accuracy" on val) are the rules.
@@ -63,11 +69,10 @@ class SmallDataPreset:
     per_class: int | None
     test: Literal["official", "own"]
     batch_sizes: tuple[int, ...]
-    epochs: int
     trials: int
     grace_period: int
-    model: str
     quick_model: str
+    recipe_changes: dict[str, Any]
     image_size: int | None = None
     test_per_class: int | None = None
     needs_root: bool = True
@@ -87,12 +92,10 @@ class SmallDataPreset:
     reader: bool = True
 
     def to_dict(self) -> dict[str, Any]:
-        """The protocol settings (stored with each search; the data set's loader is not a setting)."""
-        d = asdict(self)
-        for name in ("native_size", "loader", "reader"):
-            del d[name]
-        d["batch_sizes"] = list(self.batch_sizes)
-        return d
+        """The protocol settings (stored with each search; the data set's loader is not a setting), the
+        recipe's changes flat among them, in :data:`STORED_ORDER` (the layout searches were stored in)."""
+        d = {**asdict(self), **self.recipe_changes, "batch_sizes": list(self.batch_sizes)}
+        return {name: d[name] for name in STORED_ORDER}
 
     def split_sizes(self, *, per_class: int | None = None, train_per_class: int | None = None,
                     val_fraction: float | None = None) -> dict[str, Any]:
@@ -115,6 +118,12 @@ class SmallDataPreset:
         return {"per_class": pc, "train_per_class": tpc, "val_fraction": None}
 
 
+#: the keys of :meth:`SmallDataPreset.to_dict`, in the order searches have stored them
+STORED_ORDER = ("name", "description", "per_class", "test", "batch_sizes", "epochs", "trials", "grace_period", "model",
+                "quick_model", "image_size", "test_per_class", "needs_root", "train_per_class", "val_fraction",
+                "augmentation", "reduction_factor", "sampler", "score_window", "select", "val_metric", "num_splits",
+                "recipe", "stem")
+
 #: data set name -> its :class:`SmallDataPreset`, the data set's one entry: its loader (``loader(root,
 #: image_size=...) -> DataSplits``, ``loader(root)`` at a ``native_size``; None: bundled) and its settings
 presets: Registry[SmallDataPreset] = Registry("small-data dataset")
@@ -128,32 +137,38 @@ def _preset(p: SmallDataPreset) -> SmallDataPreset:
 _L = "vistabench.data.smalldata:"
 # gem's bash_scripts/bench_*.sh and split files (train{i}/val{i}.txt per-class counts)
 _preset(SmallDataPreset("cifair10", "CIFAR-10 training pool + ciFAIR-10 test (32x32 RGB)", 50, "official",
-                        (10, 25, 50), 500, 250, 50, "wrn16_8", "resnet18",
+                        (10, 25, 50), 250, 50, "resnet18", recipe_changes={"model": "wrn16_8", "epochs": 500},
                         augmentation=Augmentation(crop="shift", shift=4, hflip=True), native_size=32,
                         loader=_L + "read_cifair10"))
 _preset(SmallDataPreset("cub200", "CUB-200-2011 birds, all ~30 training images per class (RGB)", None,
-                        "official", (8, 16, 32), 200, 100, 10, "resnet50", "resnet18", image_size=224,
-                        train_per_class=20, augmentation=Augmentation(crop="resized", min_scale=0.4, hflip=True),
+                        "official", (8, 16, 32), 100, 10, "resnet18",
+                        recipe_changes={"model": "resnet50", "epochs": 200}, image_size=224, train_per_class=20,
+                        augmentation=Augmentation(crop="resized", min_scale=0.4, hflip=True),
                         loader=_L + "read_cub200"))
 _preset(SmallDataPreset("isic2018", "ISIC 2018 task 3 skin lesions, 7 classes (RGB)", 80, "own",
-                        (8, 16, 32), 500, 100, 25, "resnet50", "resnet18", image_size=224, test_per_class=400,
-                        train_per_class=50,
+                        (8, 16, 32), 100, 25, "resnet18", recipe_changes={"model": "resnet50", "epochs": 500},
+                        image_size=224, test_per_class=400, train_per_class=50,
                         augmentation=Augmentation(crop="resized", min_scale=0.4, hflip=True, vflip=True),
                         loader=_L + "read_isic2018"))
 _preset(SmallDataPreset("eurosat", "EuroSAT Sentinel-2, 13 spectral bands (64x64)", 50, "own",
-                        (10, 25, 50), 500, 250, 25, "resnet50", "resnet18", test_per_class=1950,
+                        (10, 25, 50), 250, 25, "resnet18", recipe_changes={"model": "resnet50", "epochs": 500},
+                        test_per_class=1950,
                         augmentation=Augmentation(crop="shift", shift=8, hflip=True, vflip=True), stem="imagenet",
                         native_size=64, loader=_L + "read_eurosat"))
 _preset(SmallDataPreset("clamm", "CLaMM 2016 Latin script styles, 12 classes (grayscale)", 50, "official",
-                        (8, 16, 32), 500, 100, 25, "resnet50", "resnet18", image_size=224,
-                        augmentation=Augmentation(crop="resized", min_scale=0.2), loader=_L + "read_clamm"))
+                        (8, 16, 32), 100, 25, "resnet18", recipe_changes={"model": "resnet50", "epochs": 500},
+                        image_size=224, augmentation=Augmentation(crop="resized", min_scale=0.2),
+                        loader=_L + "read_clamm"))
 # the demo datasets follow the same rules; digits are not flip- or crop-invariant: no augmentation
 _preset(SmallDataPreset("mnist5k", "bundled MNIST-5k (28x28 grayscale)", 50, "official",
-                        (10, 25, 50), 30, 20, 3, "cnn28", "cnn28", needs_root=False, native_size=28))
+                        (10, 25, 50), 20, 3, "cnn28", recipe_changes={"model": "cnn28", "epochs": 30}, needs_root=False,
+                        native_size=28))
 _preset(SmallDataPreset("digits", "bundled sklearn digits (8x8 grayscale)", 50, "official",
-                        (10, 25, 50), 30, 20, 3, "cnn28", "cnn28", needs_root=False, native_size=8))
+                        (10, 25, 50), 20, 3, "cnn28", recipe_changes={"model": "cnn28", "epochs": 30}, needs_root=False,
+                        native_size=8))
 _preset(SmallDataPreset("folder", "your images: ROOT/<class>/* or ROOT/train/<class>/* + ROOT/test/<class>/*",
-                        50, "official", (8, 16, 32), 100, 50, 10, "resnet18", "resnet18", image_size=64,
+                        50, "official", (8, 16, 32), 50, 10, "resnet18", recipe_changes={"model": "resnet18", "epochs": 100},
+                        image_size=64,
                         augmentation=Augmentation(crop="shift", shift=4, hflip=True),
                         loader=_L + "read_folder_dataset", reader=False))  # readers has its own "folder"
 

@@ -9,6 +9,7 @@ from torch import nn
 
 from ...errors import InputError
 from ..models import build_model
+from ..recipe import Recipe
 from ...methods import get_method
 from .registry import MethodContext, SmallDataMethod
 
@@ -17,14 +18,15 @@ __all__ = ["build_method", "reset_multiband_stem"]
 _TRAINER_PARAMS = ("lr", "weight_decay", "batch_size")
 
 
-def build_method(method: str | SmallDataMethod, model_name: str, params: dict[str, Any], *, num_classes: int,
+def build_method(method: str | SmallDataMethod, recipe: Recipe, params: dict[str, Any], *, num_classes: int,
                  in_channels: int, image_size: int | None, seed: int,
                  model_options: dict[str, Any] | None = None,
-                 pretrained: str | None = None, stem_init: str = "kaiming") -> tuple[nn.Module, Callable | None]:
-    """Backbone ``model_name`` (seeded, ``model_options`` such as ``small_input``) with ``method``
-    applied using the hyper-parameters in ``params`` (one trial's configuration; a method option it
-    lacks takes its default, unless that default is a search range). ``pretrained``: a state dict
-    loaded into the backbone before the method changes it (:func:`~..models.build_model`).
+                 stem_init: str = "kaiming") -> tuple[nn.Module, Callable | None]:
+    """The backbone of the run's ``recipe`` (``recipe.model``, seeded, ``model_options`` such as
+    ``small_input``) with ``method`` applied using the hyper-parameters in ``params`` (one trial's
+    configuration; a method option it lacks takes its default, unless that default is a search range).
+    ``recipe.pretrained``: a state dict loaded into the backbone before the method changes it
+    (:func:`~..models.build_model`). The builder gets the recipe in its :class:`~.registry.MethodContext`.
     ``stem_init="default"`` (the ``gem`` recipe): an ImageNet stem on other than 3 input bands keeps
     PyTorch's default initialisation (:func:`reset_multiband_stem`)."""
     m = get_method("smalldata", method) if isinstance(method, str) else method
@@ -34,10 +36,10 @@ def build_method(method: str | SmallDataMethod, model_name: str, params: dict[st
     if missing:
         raise InputError(f"params for method {m.name!r}: missing hyper-parameters {missing} (searched: give a value)")
     params = {**defaults, **params}
-    base = build_model(model_name, num_classes=num_classes, in_channels=in_channels, image_size=image_size,
-                       seed=seed, pretrained=pretrained, **(model_options or {}))
-    ctx = MethodContext(model=model_name, num_classes=num_classes, in_channels=in_channels,
-                        image_size=image_size, seed=seed, pretrained=pretrained is not None)
+    base = build_model(recipe.model, num_classes=num_classes, in_channels=in_channels, image_size=image_size,
+                       seed=seed, pretrained=recipe.pretrained, **(model_options or {}))
+    ctx = MethodContext(recipe=recipe, num_classes=num_classes, in_channels=in_channels, image_size=image_size,
+                        seed=seed)
     fn = m.build_fn()
     if fn is None:
         model, loss = base, None
@@ -45,7 +47,7 @@ def build_method(method: str | SmallDataMethod, model_name: str, params: dict[st
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed + 7919)  # layers a method adds are seeded too
             model, loss = fn(base, params, ctx)
-    if stem_init == "default" and pretrained is None:
+    if stem_init == "default" and recipe.pretrained is None:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed + 104729)
             reset_multiband_stem(model)

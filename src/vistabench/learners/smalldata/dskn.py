@@ -333,7 +333,7 @@ class DSKNCompositeLoss(nn.Module):
 
 
 def build(base: nn.Module, config: dict, ctx: MethodContext) -> tuple[nn.Module, nn.Module | None]:
-    net = dskn_like(base, ctx.model, blur_shortcut=config.get("wide_shortcut", "blur") == "blur")
+    net = dskn_like(base, ctx.recipe.model, blur_shortcut=config.get("wide_shortcut", "blur") == "blur")
     both = config.get("dual_forward", "both") == "both"
     branch_relu = bool(config.get("branch_relu", True))
     for m in net.modules():

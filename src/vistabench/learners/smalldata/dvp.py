@@ -30,6 +30,7 @@ from __future__ import annotations
 import copy
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -38,6 +39,7 @@ from scipy.stats import norm
 from torch import nn
 
 from ...errors import InputError
+from ..recipe import Recipe, recipe_values, recipe_with
 from ..tensors import to_float_nchw
 from .common import fresh_copy
 from .dvp_stages import bn_before_relu, forward_stages, stage_channels, stage_layout
@@ -84,17 +86,23 @@ def feature_connector(t_channels: int, s_channels: int) -> nn.Sequential:
     return nn.Sequential(conv, bn)
 
 
-#: the options of :class:`~.options.DvpOptions` that make up the pre-training stage (declared, checked
-#: and given gem's defaults there)
-MOCO_OPTIONS = ("moco_queue", "moco_momentum", "moco_temperature", "moco_margin", "moco_dim", "moco_splits",
-                "pretrain_epochs", "pretrain_lr", "pretrain_weight_decay", "pretrain_batch_size")
+#: the options of :class:`~.options.DvpOptions` that make up the pre-training stage's MoCo (declared,
+#: checked and given gem's defaults there)
+MOCO_OPTIONS = ("moco_queue", "moco_momentum", "moco_temperature", "moco_margin", "moco_dim", "moco_splits")
+#: DvpOptions' pre-training options -> the recipe field each changes for stage 1 (None: the run's value)
+PRETRAIN_OPTIONS = {"pretrain_epochs": "epochs", "pretrain_lr": "lr", "pretrain_weight_decay": "weight_decay",
+                    "pretrain_batch_size": "batch_size"}
+#: stage 1's optimiser and schedule, whatever the run's (gem's MoCo script: SGD momentum 0.9, no
+#: Nesterov, one cosine per step from the lr to 0, no warm-up)
+PRETRAIN_RULES = {"momentum": 0.9, "nesterov": False, "schedule": "cosine", "warmup_epochs": 0,
+                  "lr_milestones": (), "lr_factors": ()}
 
 
 @dataclass(frozen=True)
 class MoCoSettings:
-    """Stage 1's values, under :class:`~.options.DvpOptions`' names (one trial's values of
-    :data:`MOCO_OPTIONS`; ``pretrain_epochs``/``pretrain_lr``/``pretrain_weight_decay`` None: the run's)
-    and the views' colour augmentation."""
+    """Stage 1's values: the MoCo options (:data:`MOCO_OPTIONS`, under :class:`~.options.DvpOptions`'
+    names), ``changes`` to the run's recipe (the pre-training options given, by recipe field:
+    :data:`PRETRAIN_OPTIONS`; a field absent keeps the run's value) and the views' colour augmentation."""
 
     moco_queue: int
     moco_momentum: float
@@ -102,10 +110,7 @@ class MoCoSettings:
     moco_margin: float
     moco_dim: int
     moco_splits: int
-    pretrain_epochs: int | None
-    pretrain_lr: float | None
-    pretrain_weight_decay: float | None
-    pretrain_batch_size: int
+    changes: dict[str, Any]
     colour: ColourAugmentation
 
     @classmethod
@@ -114,7 +119,13 @@ class MoCoSettings:
         :func:`~.build.build_method` gives them)."""
         colour = ColourAugmentation(jitter_prob=float(params["jitter_prob"]),
                                     grayscale_prob=float(params["grayscale_prob"]), blur_prob=float(params["blur_prob"]))
-        return cls(**{k: params[k] for k in MOCO_OPTIONS}, colour=colour)
+        changes = {field: params[opt] for opt, field in PRETRAIN_OPTIONS.items() if params[opt] is not None}
+        return cls(**{k: params[k] for k in MOCO_OPTIONS}, changes=changes, colour=colour)
+
+    def recipe(self, run: Recipe) -> Recipe:
+        """Stage 1's recipe: the ``run``'s with :data:`PRETRAIN_RULES` and this stage's ``changes``
+        (each checked by the recipe's declaration: :func:`~..recipe.recipe_with`)."""
+        return recipe_with(recipe_values(run), {**PRETRAIN_RULES, **self.changes})
 
 
 class DVPModel(nn.Module):
@@ -190,10 +201,11 @@ class DVPLoss(nn.Module):
         pos = (q * k).sum(1, keepdim=True) - self.moco.moco_margin
         return torch.cat([pos, q @ queue.T], 1) / self.moco.moco_temperature
 
-    def pretrain_batch_size(self, n: int) -> int:
-        """The pre-training batch for ``n`` images: the option, at most n, a multiple of the BN splits."""
+    def pretrain_batch_size(self, n: int, batch_size: int | None = None) -> int:
+        """The pre-training batch for ``n`` images: ``batch_size`` (default: the option), at most n, a
+        multiple of the BN splits."""
         splits = self.moco.moco_splits
-        bs = min(self.moco.pretrain_batch_size, n)
+        bs = min(self.moco.changes["batch_size"] if batch_size is None else batch_size, n)
         if splits > 1:
             bs -= bs % splits
             if bs < splits:
@@ -204,15 +216,15 @@ class DVPLoss(nn.Module):
     def before_fit(self, trainer, images: np.ndarray, labels: np.ndarray) -> None:
         """Stage 1: MoCo pre-training of the teacher on ``images`` (labels unused), then its margins."""
         cfg, dev, mo = trainer.cfg, trainer.device, self.moco
-        epochs = cfg.epochs if mo.pretrain_epochs is None else mo.pretrain_epochs
-        lr = cfg.lr if mo.pretrain_lr is None else mo.pretrain_lr
+        stage = mo.recipe(cfg.recipe)
+        epochs, lr = stage.epochs, stage.lr
         enc_q, proj_q = use_split_batchnorm(copy.deepcopy(self.teacher), mo.moco_splits), self.proj
         enc_k, proj_k = copy.deepcopy(enc_q), copy.deepcopy(proj_q)
         for p in list(enc_k.parameters()) + list(proj_k.parameters()):
             p.requires_grad_(False)
         params = list(enc_q.parameters()) + list(proj_q.parameters())
-        opt = torch.optim.SGD(params, lr=lr, momentum=0.9,
-                              weight_decay=cfg.weight_decay if mo.pretrain_weight_decay is None else mo.pretrain_weight_decay)
+        opt = torch.optim.SGD(params, lr=lr, momentum=stage.momentum, nesterov=stage.nesterov,
+                              weight_decay=stage.weight_decay)
         gen = torch.Generator().manual_seed(cfg.seed + 101)
         shuffle_gen = torch.Generator().manual_seed(cfg.seed + 103)
         rng = np.random.default_rng(cfg.seed + 101)
@@ -226,7 +238,7 @@ class DVPLoss(nn.Module):
             return trainer.normaliser.apply(x.to(dev, non_blocking=True))
 
         ptr, n = 0, len(images)
-        bs = self.pretrain_batch_size(n)
+        bs = self.pretrain_batch_size(n, stage.batch_size)
         steps = epochs * max(1, n // bs)
         step = 0
         for part in (enc_q, proj_q, enc_k, proj_k):

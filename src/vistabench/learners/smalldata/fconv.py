@@ -117,6 +117,6 @@ def build(base: nn.Module, config: dict, ctx: MethodContext) -> tuple[nn.Module,
         raise InputError("method 'fconv': needs a convolutional backbone (cnn28, resnet*, wrn16_8)")
     if config.get("maxpool", "2x2") == "2x2":
         gem_maxpool(base)
-    if config.get("block_init", "default") == "default" and not ctx.pretrained:
+    if config.get("block_init", "default") == "default" and ctx.recipe.pretrained is None:
         reset_block_init(base)
     return base, None

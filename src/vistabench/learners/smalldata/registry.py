@@ -4,7 +4,7 @@ A method is registered with :func:`register_method`; its builder is a callable o
 ``"module:function"`` string imported on first use (so a config can list and check methods without
 importing torch). A builder is ``builder(base, params, ctx) -> (model, loss_fn | None)``: ``base``
 the freshly built backbone, ``params`` one trial's hyper-parameters (lr, weight decay, batch size
-and every method option), ``ctx`` a :class:`MethodContext`.
+and every method option), ``ctx`` a :class:`MethodContext` (the run's :class:`~..recipe.Recipe` among it).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 from ...methods import MethodSpec, method_registrar, method_registries
 from ...registry import Registry
+from ..recipe import Recipe
 from .options import (AuxilearnOptions, CosineCEOptions, DhnOptions, DsknOptions, DvpOptions, FconvOptions,
                       GradL2Options, HarmonicOptions, NoOptions, OleOptions, TvmfOptions)
 
@@ -22,16 +23,15 @@ __all__ = ["MethodContext", "SmallDataMethod", "methods", "register_method", "CO
 
 @dataclass(frozen=True)
 class MethodContext:
-    """What a builder may know about the run: the backbone's name and input, the seed, and whether
-    pre-trained weights were loaded into the backbone (a builder then keeps them rather than
-    re-initialising layers)."""
+    """What a builder may know about the run: its training ``recipe`` (the backbone built is
+    ``recipe.model``; ``recipe.pretrained`` not None: those weights were loaded into it, and a builder
+    keeps them rather than re-initialising layers), the backbone's input and the seed."""
 
-    model: str
+    recipe: Recipe
     num_classes: int
     in_channels: int
     image_size: int | None
     seed: int
-    pretrained: bool = False
 
 
 @dataclass(frozen=True)

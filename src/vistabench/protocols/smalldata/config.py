@@ -197,8 +197,10 @@ class SmalldataConfig(_RECIPE, _ENGINE):
             out["image_size"] = preset.image_size if preset.image_size is not None else NATIVE
         if unset("split") and unset("splits"):
             out["split"] = tuple(range(preset.num_splits))
-        for name in ("model", "epochs", "trials", "reduction_factor", "sampler", "score_window", "select",
-                     "val_metric"):
+        for name, value in preset.recipe_changes.items():  # the data set's recipe values (model, epochs)
+            if unset(name):
+                out[name] = value  # checked by the recipe's declaration with the config's fields
+        for name in ("trials", "reduction_factor", "sampler", "score_window", "select", "val_metric"):
             if unset(name):
                 out[name] = getattr(preset, name)
         epochs = out["epochs"]
@@ -243,7 +245,7 @@ class SmalldataConfig(_RECIPE, _ENGINE):
         backbones = get_method("smalldata", self.method).backbones
         factory = isinstance(self.model, str) and ":" in self.model
         if backbones is not None and (self.model in BUILTIN_MODELS or factory) and self.model not in backbones \
-                and self.model != get_preset(self.dataset, recipe=self.recipe).model:  # the preset's: as before
+                and self.model != get_preset(self.dataset, recipe=self.recipe).recipe_changes["model"]:  # the preset's: as before
             raise InputError(f"model: method {self.method!r} changes a convolutional backbone "
                              f"({', '.join(backbones)}); {self.model!r} is not one")
         opts = self.method_options

@@ -92,11 +92,11 @@ class RunPlan:
         return self.engine.dispatches()
 
     def settings(self, preset: SmallDataPreset) -> TuneSettings:
+        epochs = _pick(self.epochs, preset.recipe_changes["epochs"])
         return TuneSettings(
             trials=self.trials if self.trials is not None else preset.trials,
-            max_epochs=self.epochs if self.epochs is not None else preset.epochs,
-            grace_period=self.grace_period if self.grace_period is not None else min(
-                preset.grace_period, self.epochs if self.epochs is not None else preset.epochs),
+            max_epochs=epochs,
+            grace_period=self.grace_period if self.grace_period is not None else min(preset.grace_period, epochs),
             reduction_factor=_pick(self.reduction_factor, preset.reduction_factor),
             scheduler=self.scheduler,  # type: ignore[arg-type]
             sampler=_pick(self.sampler, preset.sampler), score_window=_pick(self.score_window, preset.score_window),
@@ -222,7 +222,7 @@ def stem_model_options(name: str, stem: str) -> dict[str, Any]:
 
 
 def model_name(ctx: Context, opts: RunPlan) -> str:
-    return opts.model or ctx.preset.model
+    return opts.model or ctx.preset.recipe_changes["model"]
 
 
 def method_inputs(method: str, params: dict[str, Any], augmentation: Augmentation) -> tuple[Augmentation, int]:
@@ -247,9 +247,9 @@ def train_method(ctx: Context, method: str, config: dict, opts: RunPlan, *, epoc
 
     name = model_name(ctx, opts)
     augment, eval_shift = method_inputs(method, config, opts.augmentation_for(ctx.preset))
-    model, loss = build_method(method, name, config, num_classes=ctx.pool.num_classes, in_channels=ctx.in_channels,
+    run = opts.recipe.replace(model=name, epochs=epochs)  # the preset's model and this training's epochs resolved
+    model, loss = build_method(method, run, config, num_classes=ctx.pool.num_classes, in_channels=ctx.in_channels,
                                image_size=ctx.image_size, seed=seed, model_options=stem_model_options(name, opts.stem),
-                               pretrained=opts.pretrained,
                                stem_init="default" if ctx.preset.recipe == "gem" else "kaiming")
     if eval_shift:
         model = EvalResizeCrop(model, eval_shift)

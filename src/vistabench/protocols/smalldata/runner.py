@@ -281,7 +281,7 @@ def plan_from_config(config: SmalldataConfig, work_dir: str | Path | None = None
     # the recipe whole (model, epochs, device, loader, ...), model and epochs the preset's when not given
     preset = config.preset()
     recipe = {k: getattr(config, k) for k in config.recipe_fields}
-    recipe.update({k: getattr(preset, k) for k in ("model", "epochs") if recipe.get(k) is None})
+    recipe.update({k: v for k, v in preset.recipe_changes.items() if recipe.get(k) is None})  # checked by RunPlan
     return RunPlan(**recipe,
                    final_epochs=config.final_epochs, trials=config.trials, grace_period=config.grace_period,
                    reduction_factor=config.reduction_factor, repeats=config.repeats, engine=config.to_engine(),
