@@ -138,3 +138,36 @@ def test_four_writers_creating_one_store_at_once(tmp_path):
     with ResultsStore(path, read_only=True) as s:
         recs = s.records()
     assert sorted((r.method, r.seed) for r in recs) == [(w, i) for w in "abcd" for i in range(5)]
+
+
+class _LockedFor:
+    """A connection whose first ``n`` journal-mode switches find the file locked (as SQLite answers at
+    once, without its busy handler, when waiting could deadlock)."""
+
+    def __init__(self, n: int, message: str = "database is locked") -> None:
+        self.left, self.message, self.calls = n, message, 0
+
+    def execute(self, sql: str):
+        import sqlite3
+
+        assert sql == "PRAGMA journal_mode=WAL"
+        self.calls += 1
+        if self.left:
+            self.left -= 1
+            raise sqlite3.OperationalError(self.message)
+
+
+def test_the_switch_to_wal_is_tried_again_while_the_file_is_locked_and_not_for_ever():
+    import sqlite3
+
+    from vistabench.store import set_wal
+
+    conn = _LockedFor(3)
+    set_wal(conn, timeout=5)
+    assert conn.calls == 4  # three refusals, then the switch
+    with pytest.raises(sqlite3.OperationalError, match="locked"):
+        set_wal(_LockedFor(10 ** 6), timeout=0.05)  # bounded by the timeout
+    other = _LockedFor(1, "disk I/O error")
+    with pytest.raises(sqlite3.OperationalError, match="disk I/O"):  # other errors are not retried
+        set_wal(other, timeout=5)
+    assert other.calls == 1

@@ -54,7 +54,7 @@ class GridState:
 
     def __init__(self, store_path: str | os.PathLike[str], *, read_only: bool = False) -> None:
         """``read_only``: for ``grid status``/``table`` (never writes; works in a read-only folder)."""
-        from ..store import connect_sqlite
+        from ..store import connect_sqlite, set_wal
 
         self.read_only = read_only
         self.path = Path(store_path)
@@ -62,7 +62,7 @@ class GridState:
         self.since = time.time()  # a cell that failed since then (under another driver) is not run again now
         self._conn = connect_sqlite(self.path, read_only=read_only)
         if not read_only:
-            self._conn.execute("PRAGMA journal_mode=WAL")
+            set_wal(self._conn)  # several drivers of one grid may open a new store at once
             self._conn.executescript(GRID_TABLES)
             self._conn.commit()
 

@@ -34,7 +34,7 @@ from .schema import (INDEXES, KINDS, RECORD_COLUMNS, SCHEMA1_COLUMNS, SCHEMA_VER
                      migrate, new_run_id, read_schema1_rows, schema1_fields)
 
 __all__ = ["DEFAULT_STORE", "APPLICATION_ID", "SCHEMA_VERSION", "KINDS", "Record", "ResultsStore", "new_run_id",
-           "backup_path", "connect_sqlite", "can_write", "no_space"]
+           "backup_path", "connect_sqlite", "set_wal", "can_write", "no_space"]
 
 DEFAULT_STORE = "vistabench.sqlite"
 
@@ -130,6 +130,27 @@ def connect_sqlite(path: str | os.PathLike[str], *, read_only: bool = False,
     return sqlite3.connect(uri + "&immutable=1", uri=True, timeout=timeout)
 
 
+def set_wal(conn: Any, *, timeout: float = 30.0) -> None:
+    """``PRAGMA journal_mode=WAL``, tried again while another connection holds the lock it needs.
+
+    SQLite may answer "database is locked" at once, without waiting in its busy handler, where waiting
+    could deadlock (several processes opening one new store at the same instant: the switch to WAL
+    needs the file to itself); it documents that the application then tries again. The mode is the
+    file's, so the first writer's switch serves every later one.
+    """
+    deadline = time.monotonic() + timeout
+    wait = 0.005
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if not ("locked" in str(exc) or "busy" in str(exc)) or time.monotonic() + wait > deadline:
+                raise
+        time.sleep(wait)
+        wait = min(2 * wait, 0.2)
+
+
 def no_space(where: str) -> InputError:
     """The one-line error of a store write on a full disk."""
     return InputError(f"{where}: no space left on device (nothing was stored); free some space or give "
@@ -220,7 +241,7 @@ class ResultsStore:
         self.schema = 1 if cols == SCHEMA1_COLUMNS else SCHEMA_VERSION
         if self.read_only:
             return
-        conn.execute("PRAGMA journal_mode=WAL")
+        set_wal(conn)
         if self.schema == 1:
             self.backup = self._migrate(where)
             self.schema = SCHEMA_VERSION
