@@ -93,7 +93,7 @@ class SmallDataPreset:
 
     def to_dict(self) -> dict[str, Any]:
         """The protocol settings (stored with each search; the data set's loader is not a setting), the
-        recipe's changes flat among them, in :data:`STORED_ORDER` (the layout searches were stored in)."""
+        recipe's changes flat among them, in :data:`STORED_ORDER` (the layout they have always had)."""
         d = {**asdict(self), **self.recipe_changes, "batch_sizes": list(self.batch_sizes)}
         return {name: d[name] for name in STORED_ORDER}
 
@@ -118,7 +118,7 @@ class SmallDataPreset:
         return {"per_class": pc, "train_per_class": tpc, "val_fraction": None}
 
 
-#: the keys of :meth:`SmallDataPreset.to_dict`, in the order searches have stored them
+#: the keys of :meth:`SmallDataPreset.to_dict`, in the order they have always had (`smalldata list` prints them so)
 STORED_ORDER = ("name", "description", "per_class", "test", "batch_sizes", "epochs", "trials", "grace_period", "model",
                 "quick_model", "image_size", "test_per_class", "needs_root", "train_per_class", "val_fraction",
                 "augmentation", "reduction_factor", "sampler", "score_window", "select", "val_metric", "num_splits",

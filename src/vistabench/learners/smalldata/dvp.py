@@ -201,11 +201,11 @@ class DVPLoss(nn.Module):
         pos = (q * k).sum(1, keepdim=True) - self.moco.moco_margin
         return torch.cat([pos, q @ queue.T], 1) / self.moco.moco_temperature
 
-    def pretrain_batch_size(self, n: int, batch_size: int | None = None) -> int:
-        """The pre-training batch for ``n`` images: ``batch_size`` (default: the option), at most n, a
+    def pretrain_batch_size(self, n: int) -> int:
+        """The pre-training batch for ``n`` images: the stage's (``pretrain_batch_size``), at most n, a
         multiple of the BN splits."""
         splits = self.moco.moco_splits
-        bs = min(self.moco.changes["batch_size"] if batch_size is None else batch_size, n)
+        bs = min(self.moco.changes["batch_size"], n)
         if splits > 1:
             bs -= bs % splits
             if bs < splits:
@@ -238,7 +238,7 @@ class DVPLoss(nn.Module):
             return trainer.normaliser.apply(x.to(dev, non_blocking=True))
 
         ptr, n = 0, len(images)
-        bs = self.pretrain_batch_size(n, stage.batch_size)
+        bs = self.pretrain_batch_size(n)  # the stage recipe's batch size, at most n, split-aligned
         steps = epochs * max(1, n // bs)
         step = 0
         for part in (enc_q, proj_q, enc_k, proj_k):
