@@ -41,7 +41,7 @@ def main() -> None:
     print(f"{'method':10s} {'A_1^1':>6s} {'aAcc':>6s} {'gAcc':>6s} {'compat':>6s} {'gAcc(0)':>7s} {'seconds':>7s}")
     for method in ("prototype", "fr"):
         t0 = time.perf_counter()
-        opts = {"recipe": args.recipe, "epochs": args.fr_epochs, "ce_novel": args.ce_novel} if method == "fr" else {}
+        opts = {"recipe": args.recipe, "epochs_fr": args.fr_epochs, "ce_novel": args.ce_novel} if method == "fr" else {}
         config = IncrementalConfig.from_dict({
             "data": "mnist5k", "base_classes": 5, "way": 1, "shot": 5, "base_shot": args.base_shot,
             "test_per_class": args.test_per_class, "method": method, "model": "vit_small", "model_opt": vit,

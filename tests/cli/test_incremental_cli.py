@@ -183,7 +183,7 @@ def test_run_fr_command_stores_settings(capsys, tmp_path) -> None:
     # no --model: the method's default ViT shape, updated by --model-opt
     assert rec.settings["model_options"] == {"dim": 16, "depth": 3, "heads": 2}
     fr = rec.settings["fr"]
-    assert fr["epochs"] == 2 and fr["cr"] == 0.5 and fr["cos"] == 0.1 and fr["layers"] == [0, 1] and fr["hidden"] == 128
+    assert fr["epochs_fr"] == 2 and fr["cr"] == 0.5 and fr["cos"] == 0.1 and fr["layers"] == [0, 1] and fr["hidden"] == 128
 
 
 @pytest.mark.parametrize("extra,match", [
@@ -199,7 +199,10 @@ def test_run_fr_command_stores_settings(capsys, tmp_path) -> None:
     (["--method", "fr", "--method-opt", "layers=9"], "method_options.layers: expected intermediate blocks 0..4"),
     (["--method", "fr", "--method-opt", "cr=x"], "method_options.cr: expected a number"),
     (["--method", "fr", "--method-opt", "kl=1"], "method_options.kl: unknown option"),
-    (["--method", "fr", "--fr-epochs", "3", "--method-opt", "epochs=4"], "--fr-epochs: says epochs=3"),
+    (["--method", "fr", "--fr-epochs", "3", "--method-opt", "epochs_fr=4"], "--fr-epochs: says epochs_fr=3"),
+    (["--method", "fr", "--fr-epochs", "3", "--method-opt", "epochs=4"], "--fr-epochs: says epochs_fr=3"),  # older name
+    (["--method", "fr", "--method-opt", "epochs=3", "--method-opt", "epochs_fr=4"],
+     "method_options.epochs_fr: given as epochs_fr=4 and under its older name epochs=3; keep one"),
     (["--method", "prototype", "--schedule", "step"], "--lr-milestones: the step schedule needs"),
     (["--method", "prototype", "--lr-milestones", "2"], "--lr-milestones: only the step schedule uses milestones"),
     (["--method", "prototype", "--warmup-epochs", "1"], "--warmup-epochs: expected fewer than epochs=1"),

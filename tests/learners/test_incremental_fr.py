@@ -142,16 +142,48 @@ def test_default_layers_and_options_validation() -> None:
     assert script_layers("cifar100", 12) == (7, 8, 9)
     assert script_layers("mini_imagenet", 6) == (2, 3, 4)  # counted from the last block
     assert script_layers("mini_imagenet", 2) == (0,)
-    with pytest.raises(InputError, match="epochs"):
-        FROptions.from_dict({"epochs": 0})
+    with pytest.raises(InputError, match="^epochs_fr: expected a number >= 1"):
+        FROptions.from_dict({"epochs_fr": 0})
     with pytest.raises(InputError, match="ensemble"):
         FROptions.from_dict({"ensemble": "vote"})
     with pytest.raises(InputError, match="layers"):
         FROptions.from_dict({"layers": []})
     with pytest.raises(InputError, match="layers: expected intermediate blocks 0..4 of a 6-block ViT"):
         FROptions.from_dict({"depth": 6, "layers": [3, 5]})
-    with pytest.raises(InputError, match="lr_factors: expected one factor per milestone"):
-        FROptions.from_dict({"lr_milestones": [5, 8], "lr_factors": [0.1]})
+    with pytest.raises(InputError, match="^lr_factors_fr: expected one factor per milestone"):
+        FROptions.from_dict({"milestones_fr": [5, 8], "lr_factors_fr": [0.1]})
+    with pytest.raises(InputError, match="^milestones_fr: expected increasing epochs"):
+        FROptions.from_dict({"milestones_fr": [8, 5], "lr_factors_fr": [0.1, 0.1]})
+    with pytest.raises(InputError, match=r"^milestones_fr: expected epochs <= epochs_fr=5, got \[8\]"):
+        FROptions.from_dict({"epochs_fr": 5, "milestones_fr": [2, 8], "lr_factors_fr": [0.1, 0.1]})
+
+
+def test_older_option_names_are_read_as_the_fr_names() -> None:
+    """A stored config from before the rename (FR's training fields under the recipe's names) reads as
+    the ``_fr`` names; the same option under both names with two values is one error naming both."""
+    stored = {"script": "mini_imagenet", "recipe": "cpu", "depth": 6, "layers": [2, 3, 4], "epochs": 3, "lr": 0.05,
+              "momentum": 0.8, "dampening": 0.9, "lr_milestones": [2, 3], "lr_factors": [0.1, 0.01], "p": 16,
+              "k": 16, "batch_size": 7, "samples_per_class": 100}
+    old = FROptions.from_dict(stored)
+    assert (old.epochs_fr, old.lr_fr, old.momentum_fr, old.milestones_fr, old.lr_factors_fr, old.batch_size_fr) == (
+        3, 0.05, 0.8, (2, 3), (0.1, 0.01), 7)
+    new = FROptions.from_dict({"script": "mini_imagenet", "recipe": "cpu", "depth": 6, "layers": [2, 3, 4],
+                               "epochs_fr": 3, "lr_fr": 0.05, "momentum_fr": 0.8, "milestones_fr": [2, 3],
+                               "lr_factors_fr": [0.1, 0.01], "batch_size_fr": 7})
+    assert old.to_dict() == new.to_dict() and "epochs" not in old.to_dict()
+    assert FROptions.from_dict({"epochs": 3}).given() == {"epochs_fr": 3}  # the old name only
+    assert FROptions.from_dict({"lr-factors": [0.1], "lr_milestones": [2], "epochs": 4}).lr_factors_fr == (0.1,)
+    assert FROptions.from_dict({"epochs": "3", "epochs_fr": 3}).epochs_fr == 3  # both names, one value: fine
+    with pytest.raises(InputError, match=r"^method_options\.epochs_fr: given as epochs_fr=4 and under its older "
+                                         r"name epochs=3; keep one$"):
+        FROptions.from_dict({"epochs_fr": 4, "epochs": 3}, prefix="method_options.")
+    with pytest.raises(InputError, match=r"^milestones_fr: given as milestones_fr=\[2\] and under its older name "
+                                         r"lr_milestones=\[3\]"):
+        FROptions.from_dict({"milestones_fr": [2], "lr_milestones": [3], "epochs_fr": 4})
+    with pytest.raises(InputError, match="^lr_factors: given twice"):
+        FROptions.from_dict({"lr_factors": [0.1], "lr-factors": [0.1]})
+    with pytest.raises(InputError, match="^kl: unknown option"):  # other names as before
+        FROptions.from_dict({"kl": 1, "epochs": 3})
 
 
 # ------------------------------------------------------------------------------------- learner
@@ -162,8 +194,8 @@ def _digits_sessions():
 
 
 def _learner(**fr) -> FRLearner:
-    opts = FROptions.from_dict({"depth": 3, "epochs": 3, "p": 4, "k": 4, "batch_size": 64, "samples_per_class": 20,
-                                **fr})
+    opts = FROptions.from_dict({"depth": 3, "epochs_fr": 3, "p": 4, "k": 4, "batch_size_fr": 64,
+                                "samples_per_class": 20, **fr})
     ctx = IncrementalContext(model="vit_small", model_options={"dim": 16, "depth": 3, "heads": 2}, epochs=2,
                              lr=0.05, batch_size=64, seed=0, method_options=opts, in_channels=1, image_size=8)
     return incremental_methods.get("fr").load()(ctx)
@@ -199,14 +231,14 @@ def test_learner_runs_sessions_and_is_seeded() -> None:
 
 def test_learner_needs_a_vit() -> None:
     data, tr, _ = _digits_sessions()
-    ctx = IncrementalContext(model="cnn28", epochs=1, batch_size=64, method_options=FROptions.from_dict({"epochs": 1}),
+    ctx = IncrementalContext(model="cnn28", epochs=1, batch_size=64, method_options=FROptions.from_dict({"epochs_fr": 1}),
                              in_channels=1, image_size=8)
     with pytest.raises(InputError, match="needs a ViT"):
         incremental_methods.get("fr").load()(ctx)
     base = np.flatnonzero(tr.labels < 5)
     with pytest.raises(InputError, match="layers"):
         # options placed for a deeper ViT: block 2 of a 3-block ViT is the final feature, not an intermediate one
-        opts = FROptions.from_dict({"depth": 12, "layers": [2], "epochs": 1, "p": 4, "k": 4})
+        opts = FROptions.from_dict({"depth": 12, "layers": [2], "epochs_fr": 1, "p": 4, "k": 4})
         bad = incremental_methods.get("fr").load()(IncrementalContext(
             model="vit_small", model_options={"dim": 16, "depth": 3, "heads": 2}, epochs=1, batch_size=64,
             method_options=opts, in_channels=1, image_size=8))
@@ -214,11 +246,11 @@ def test_learner_needs_a_vit() -> None:
 
 
 def test_fr_lr_schedule_applied_equals_the_options() -> None:
-    """The FR modules' lr read from the optimiser at each epoch is lr x lr_factors[i] from lr_milestones[i] on."""
+    """The FR modules' lr read from the optimiser at each epoch is lr_fr x lr_factors_fr[i] from milestones_fr[i] on."""
     _, tr, _ = _digits_sessions()
     base = np.flatnonzero(tr.labels < 5)
     nov = np.flatnonzero(tr.labels == 5)[:3]
-    lr = _learner(epochs=5, lr=0.2, lr_milestones=[2, 4], lr_factors=[0.5, 0.05])
+    lr = _learner(epochs_fr=5, lr_fr=0.2, milestones_fr=[2, 4], lr_factors_fr=[0.5, 0.05])
     lr.learn(tr.images[base], tr.labels[base], list(range(5)), session=1)
     lr.learn(tr.images[nov], tr.labels[nov], [5], session=2)
     want = [0.2, 0.2, 0.1, 0.1, 0.01]
@@ -227,16 +259,17 @@ def test_fr_lr_schedule_applied_equals_the_options() -> None:
         assert got == pytest.approx(want)
     # the cpu recipe's default: the scripts' milestones 60/70/80/90 of 100 epochs, scaled to its 20 epochs
     cpu = FROptions.from_dict({"script": "cifar100"})
-    assert (cpu.epochs, cpu.lr_milestones, cpu.lr_factors) == (20, (12, 14, 16, 18), (0.1, 0.01, 0.001, 0.0001))
+    assert (cpu.epochs_fr, cpu.milestones_fr, cpu.lr_factors_fr) == (20, (12, 14, 16, 18), (0.1, 0.01, 0.001, 0.0001))
 
 
 def test_fr_options_take_values_a_recipe_refuses() -> None:
-    """Why FROptions is not a Recipe (its PENDING entry in tests/learners/test_recipe_declared_once.py):
-    FR's batch of sampled features may be 1, and its default milestones (the scripts' 60..90 % of the
-    epochs) land on the last epoch for a small budget; a Recipe refuses both."""
-    small = FROptions.from_dict({"epochs": 3, "batch_size": 1})
-    assert (small.batch_size, small.lr_milestones, small.lr_factors) == (1, (2, 3), (0.1, 0.01))
+    """Why FROptions is not a Recipe, and why its training fields carry the authors' ``_fr`` names
+    rather than the recipe's (tests/learners/test_recipe_declared_once.py): FR's batch of sampled
+    features may be 1, and its default milestones (the scripts' 60..90 % of the epochs) land on the
+    last epoch for a small budget; a Recipe refuses both."""
+    small = FROptions.from_dict({"epochs_fr": 3, "batch_size_fr": 1})
+    assert (small.batch_size_fr, small.milestones_fr, small.lr_factors_fr) == (1, (2, 3), (0.1, 0.01))
     with pytest.raises(InputError, match="^batch_size: expected a number >= 2"):
         Recipe(batch_size=1)
     with pytest.raises(InputError, match="^lr_milestones: expected 0-based epochs before epochs=3"):
-        Recipe(epochs=3, schedule="step", lr_milestones=small.lr_milestones, lr_factors=small.lr_factors)
+        Recipe(epochs=3, schedule="step", lr_milestones=small.milestones_fr, lr_factors=small.lr_factors_fr)

@@ -38,16 +38,6 @@ SRC = Path(__file__).resolve().parents[2] / "src" / "vistabench"
 #: each not-yet-migrated restatement -> why it is still there (issue 38 migrates them one by one)
 PENDING: dict[str, str] = {
     # stages and settings that carry their own values of recipe fields, and why each is not a Recipe yet
-    "learners/incremental/options.py:FROptions": "FR's own training of its rectification MLPs (its loop, not "
-                                                 "the Trainer: SGD with dampening, no weight decay, always the "
-                                                 "step rule, no warm-up or schedule field), under method-opt keys "
-                                                 "that stay. Two of its fields take values a Recipe refuses: "
-                                                 "batch_size counts sampled features per novel-session step "
-                                                 "(LayerNorm MLPs, the real shots appended), so 1 is valid, not the "
-                                                 "recipe's >= 2 for batch norm; lr_milestones (0-based, as the "
-                                                 "recipe's) are the scripts' 60..90 % of epochs, which land on "
-                                                 "epochs itself for small budgets (3 epochs: [2, 3], printed and "
-                                                 "stored), a milestone the recipe refuses",
     "data/smalldata_presets.py:SmallDataPreset": "its model and epochs are its recipe_changes now; what is left "
                                                  "is loader, another parameter under the recipe field's name: the "
                                                  "data set's reader, 'module:function' or None (bundled), not the "

@@ -67,6 +67,43 @@ def test_key_dict_is_the_old_canonical_options() -> None:
     assert changed["weight_decay"] == 1e-4 and changed["model_opt"] == ["dim=48"]
 
 
+#: FR cells' keys before FR's training options were renamed to the authors' ``_fr`` names (issue 38)
+FR_OLD_KEYS = [
+    ({}, "82e9b343dbea570b"),
+    ({"fr_epochs": 3}, "16c91ae98688ecb1"),
+    ({"method_options": {"epochs_fr": 3}}, "16c91ae98688ecb1"),
+]
+
+
+@pytest.mark.parametrize("extra, key", FR_OLD_KEYS)
+def test_fr_cell_keys_do_not_change_with_the_fr_names(extra, key) -> None:
+    cfg = IncrementalConfig.from_dict({"data": "mnist5k", "method": "fr", "base_classes": 5, "way": 1, "shot": 5,
+                                       "epochs": 1, **extra})
+    assert cell_key("incremental", cfg.key_dict()) == key
+    assert "epochs" in cfg.key_dict()["method_options"] and "epochs_fr" in cfg.method_options  # keyed by the old names
+    assert IncrementalConfig.from_dict(cfg.to_dict()).key_dict() == cfg.key_dict()
+
+
+def test_a_stored_fr_config_from_before_the_fr_names_reads() -> None:
+    """A config stored before the rename names FR's training options like the recipe's fields; it reads
+    as the same run (the ``_fr`` names, the same key); a value under both names that differ is one error."""
+    cfg = IncrementalConfig.from_dict({"data": "mnist5k", "method": "fr", "base_classes": 5, "way": 1, "shot": 5,
+                                       "epochs": 1, "fr_epochs": 3})
+    stored = cfg.to_dict()
+    older = {"epochs_fr": "epochs", "lr_fr": "lr", "momentum_fr": "momentum", "milestones_fr": "lr_milestones",
+             "lr_factors_fr": "lr_factors", "batch_size_fr": "batch_size"}
+    stored["method_options"] = {older.get(k, k): v for k, v in stored["method_options"].items()}
+    assert stored["method_options"]["epochs"] == 3 and stored["epochs"] == 1  # FR's 3 epochs, the base session's 1
+    again = IncrementalConfig.from_dict(stored)
+    assert again.method_options == cfg.method_options and again.key_dict() == cfg.key_dict()
+    assert again.epochs == 1 and again.learner_options().epochs_fr == 3
+    with pytest.raises(InputError, match=r"^method_options\.epochs_fr: given as epochs_fr=4 and under its older "
+                                         r"name epochs=3; keep one$"):
+        IncrementalConfig.from_dict({**stored, "method_options": {**stored["method_options"], "epochs_fr": 4}})
+    with pytest.raises(InputError, match="^fr_epochs: says epochs_fr=5, method_options says 3; give one"):
+        IncrementalConfig.from_dict({**stored, "fr_epochs": 5})
+
+
 def test_preset_literal_matches_the_session_presets() -> None:
     from typing import get_args
 
@@ -98,16 +135,16 @@ SCRIPT_VALUES = {
 }
 #: What all three scripts set alike.
 SCRIPT_COMMON = {
-    "epochs": 100,          # -epochs_fr 100 \
-    "batch_size": 1024,     # -batch_size_fr 1024 \
+    "epochs_fr": 100,       # -epochs_fr 100 \
+    "batch_size_fr": 1024,  # -batch_size_fr 1024 \
     "p": 32, "k": 32,       # -p 32 \  -k 32 \
     "cos": 0.1,             # -fr_cos 0.1 \
     "ir_intra": 1.0,        # -rkd_intra 1 \
     "ir_inter": 1.0,        # -rkd_inter 1 \
-    "lr": 0.1,              # train.py: parser.add_argument('-lr_fr', type=float, default=0.1)
-    "lr_milestones": [60, 70, 80, 90],  # train.py: parser.add_argument('-milestones_fr', ..., default=[60, 70, 80, 90])
-    "lr_factors": [0.1, 0.01, 0.001, 0.0001],  # train.py: parser.add_argument('-gamma_fr', ..., default=0.1)
-    "momentum": 0.9, "dampening": 0.9,  # helper.py: SGD(..., lr=args.lr_fr, momentum=0.9, dampening=0.9, weight_decay=0)
+    "lr_fr": 0.1,           # train.py: parser.add_argument('-lr_fr', type=float, default=0.1)
+    "milestones_fr": [60, 70, 80, 90],  # train.py: parser.add_argument('-milestones_fr', ..., default=[60, 70, 80, 90])
+    "lr_factors_fr": [0.1, 0.01, 0.001, 0.0001],  # train.py: parser.add_argument('-gamma_fr', ..., default=0.1)
+    "momentum_fr": 0.9, "dampening": 0.9,  # helper.py: SGD(..., lr=args.lr_fr, momentum=0.9, dampening=0.9, weight_decay=0)
     "k_nearest": 2,         # train.py: parser.add_argument('-K', type=int, default=2, help='free lunch k')
     "temperature": 16.0,    # train.py: parser.add_argument('-temperature', type=int, default=16)
     "samples_per_class": 600,  # helper.py: TensorAugDataset4.__len__: return 600 * self.num_cls
@@ -135,16 +172,16 @@ def test_fr_cpu_recipe_keeps_the_scripts_losses(capsys, preset: str) -> None:
     assert mo["layers"] == [b - 6 for b in SCRIPT_VALUES[preset]["layers"]]
     for key in ("cr", "ce_novel", "eps"):
         assert mo[key] == SCRIPT_VALUES[preset][key]
-    assert (mo["epochs"], mo["batch_size"], mo["p"], mo["hidden"], mo["lr_milestones"]) == (20, 256, 16, 128,
-                                                                                           [12, 14, 16, 18])
+    assert (mo["epochs_fr"], mo["batch_size_fr"], mo["p"], mo["hidden"], mo["milestones_fr"]) == (
+        20, 256, 16, 128, [12, 14, 16, 18])
 
 
 def test_fr_without_preset_follows_the_mini_imagenet_script_and_user_values_win() -> None:
     cfg = IncrementalConfig.from_dict({"data": "digits", "base_classes": 4, "way": 2, "shot": 5, "method": "fr",
                                        "method_options": {"cr": "0.7", "layers": [0, 1]}, "fr_epochs": 3})
     mo = cfg.method_options
-    assert mo["script"] == "mini_imagenet" and mo["cr"] == 0.7 and mo["layers"] == [0, 1] and mo["epochs"] == 3
-    assert mo["lr_milestones"] == [2, 3] and mo["lr_factors"] == [0.1, 0.01]  # 60..90 % of 3 epochs, deduplicated
+    assert mo["script"] == "mini_imagenet" and mo["cr"] == 0.7 and mo["layers"] == [0, 1] and mo["epochs_fr"] == 3
+    assert mo["milestones_fr"] == [2, 3] and mo["lr_factors_fr"] == [0.1, 0.01]  # 60..90 % of 3 epochs, deduplicated
     assert cfg.fr_epochs == 3 and cfg.fr_layers == (0, 1)  # the older spellings show method_options' values
     again = IncrementalConfig.from_dict(cfg.to_dict())
     assert again == cfg and again.key_dict() == cfg.key_dict()
@@ -236,7 +273,7 @@ def test_fr_on_cifar100_data_follows_the_paper_recipe_without_fr_recipe(layout) 
                              method_options=cfg.learner_options())
     learner = incremental_methods.get("fr").load()(ctx)
     assert learner.fr.recipe == "paper" and learner.fr.layers == (7, 8, 9)
-    assert (learner.fr.cr, learner.fr.ce_novel, learner.fr.epochs, learner.fr.batch_size) == (0.5, 2.0, 100, 1024)
+    assert (learner.fr.cr, learner.fr.ce_novel, learner.fr.epochs_fr, learner.fr.batch_size_fr) == (0.5, 2.0, 100, 1024)
     vit = build_model(model, num_classes=60, in_channels=3, image_size=32, **model_opt)
     assert len(vit.blocks) == 12 and vit.feature_dim == 256  # the authors' ViT shape: blocks 7, 8, 9 exist
     # an explicit cpu recipe wins; other data stay on the cpu recipe

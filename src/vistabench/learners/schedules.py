@@ -67,14 +67,16 @@ def step_factor(epoch: int, milestones: tuple[int, ...], factors: tuple[float, .
     return out
 
 
-def check_step_rule(milestones: tuple[int, ...], factors: tuple[float, ...]) -> None:
+def check_step_rule(milestones: tuple[int, ...], factors: tuple[float, ...], *,
+                    names: tuple[str, str] = ("lr_milestones", "lr_factors")) -> None:
     """The step rule's own parameters: one factor per milestone, the milestones strictly increasing
-    (InputError naming ``lr_factors`` / ``lr_milestones``). Their range against the epochs is the
-    caller's: a recipe's milestones come before its last epoch, FR's may reach it."""
+    (InputError naming ``names``: the milestones' and the factors' field, by default the recipe's
+    ``lr_milestones`` / ``lr_factors``). Their range against the epochs is the caller's: a recipe's
+    milestones come before its last epoch, FR's may reach it."""
     if len(milestones) != len(factors):
-        raise InputError(f"lr_factors: expected one factor per milestone ({len(milestones)}), got {len(factors)}")
+        raise InputError(f"{names[1]}: expected one factor per milestone ({len(milestones)}), got {len(factors)}")
     if list(milestones) != sorted(set(milestones)):
-        raise InputError(f"lr_milestones: expected increasing epochs, got {list(milestones)}")
+        raise InputError(f"{names[0]}: expected increasing epochs, got {list(milestones)}")
 
 
 def learning_rate(cfg: Any, step: int, total: int, steps_per_epoch: int) -> float:

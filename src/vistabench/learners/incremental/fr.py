@@ -249,12 +249,12 @@ class FRLearner(PrototypeLearner):
 
     def _optimizer(self) -> torch.optim.Optimizer:
         """SGD of the FR modules (weight decay 0, as the authors' ``helper.py``)."""
-        return torch.optim.SGD(self.branches.parameters(), lr=self.fr.lr, momentum=self.fr.momentum,  # type: ignore[union-attr]
+        return torch.optim.SGD(self.branches.parameters(), lr=self.fr.lr_fr, momentum=self.fr.momentum_fr,  # type: ignore[union-attr]
                                dampening=self.fr.dampening, weight_decay=0.0)
 
     def _set_epoch_lr(self, opt: torch.optim.Optimizer, session: int, epoch: int) -> None:
-        """The step schedule: ``lr x lr_factors[i]`` from epoch ``lr_milestones[i]`` on (MultiStepLR)."""
-        lr = self.fr.lr * step_factor(epoch, self.fr.lr_milestones, self.fr.lr_factors)
+        """The step schedule: ``lr_fr x lr_factors_fr[i]`` from epoch ``milestones_fr[i]`` on (MultiStepLR)."""
+        lr = self.fr.lr_fr * step_factor(epoch, self.fr.milestones_fr, self.fr.lr_factors_fr)
         for g in opt.param_groups:
             g["lr"] = lr
         self.lr_history.append((session, epoch, lr))
@@ -301,7 +301,7 @@ class FRLearner(PrototypeLearner):
         lab = torch.as_tensor(labels, device=dev)
         opt = self._optimizer()
         n_batches = max(1, len(labels) // (fr.p * fr.k))
-        for epoch in range(fr.epochs):
+        for epoch in range(fr.epochs_fr):
             self._set_epoch_lr(opt, session, epoch)
             for _ in range(n_batches):
                 cls = rng.choice(self.base_classes, size=fr.k)
@@ -311,7 +311,7 @@ class FRLearner(PrototypeLearner):
 
     def _train_novel_fr(self, shots: dict[str, np.ndarray], shot_labels: np.ndarray, session: int) -> None:
         """Novel session: features sampled from every seen class's Gaussians (``samples_per_class``
-        per class and epoch, PK order, ``batch_size`` per step), the session's real shots appended
+        per class and epoch, PK order, ``batch_size_fr`` per step), the session's real shots appended
         to every batch. Final and intermediate features are drawn independently, as in the code."""
         fr, dev = self.fr, self.trainer.device  # type: ignore[union-attr]
         rng = np.random.default_rng([self.cfg.seed, session])
@@ -321,11 +321,11 @@ class FRLearner(PrototypeLearner):
         real_lab = torch.as_tensor(shot_labels, device=dev)
         opt = self._optimizer()
         groups = max(1, (fr.samples_per_class * c) // (fr.p * fr.k))
-        for epoch in range(fr.epochs):
+        for epoch in range(fr.epochs_fr):
             self._set_epoch_lr(opt, session, epoch)
             order = np.concatenate([np.tile(rng.permutation(c)[: fr.k], fr.p) for _ in range(groups)])
-            for s in range(0, len(order), fr.batch_size):
-                lab = np.asarray(seen)[order[s: s + fr.batch_size]]
+            for s in range(0, len(order), fr.batch_size_fr):
+                lab = np.asarray(seen)[order[s: s + fr.batch_size_fr]]
                 batch: dict[str, torch.Tensor] = {}
                 for key in self._keys():
                     x = np.empty((len(lab), self.prototypes.shape[1]))

@@ -5,19 +5,25 @@
 ``models/my_vit/helper.py`` where a script leaves a value out). :data:`FR_SCRIPTS` holds what
 differs between the scripts; :data:`FR_COMMON` what they share. The ``cpu`` recipe keeps every
 loss, weight, layer choice and ε of the script and shrinks only the budget (:data:`FR_CPU_BUDGET`).
+
+FR trains its rectification modules in its own loop, not the run's training recipe: its epochs,
+learning rate, momentum, step rule and batch size carry the authors' ``_fr`` names (``-epochs_fr``,
+``-lr_fr``, ``-milestones_fr``, ``-gamma_fr``, ``-batch_size_fr``), so a config never shows two
+meanings under one name. Their older names (:data:`FR_OLDER_NAMES`, stored by runs before the rename)
+are still read.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Mapping
 
 from ...config import Options, option
 from ...errors import InputError
 from ..schedules import check_step_rule
 
 __all__ = ["NoOptions", "FROptions", "FR_SCRIPTS", "FR_COMMON", "FR_CPU_BUDGET", "FR_SCRIPT_DEPTH", "FR_PAPER_VIT",
-           "script_layers", "scaled_milestones"]
+           "FR_OLDER_NAMES", "script_layers", "scaled_milestones"]
 
 #: Depth of the authors' ViT (``deit_my_small_*``: dim 256, depth 12, 8 heads): the scripts' blocks count in it.
 FR_SCRIPT_DEPTH = 12
@@ -31,13 +37,13 @@ FR_SCRIPTS: dict[str, dict[str, Any]] = {
 
 #: What the three scripts share (script flags, else ``train.py`` defaults, else ``helper.py`` constants).
 FR_COMMON: dict[str, Any] = {
-    "epochs": 100,                      # -epochs_fr 100
-    "lr": 0.1,                          # train.py: -lr_fr default 0.1
-    "lr_milestones": (60, 70, 80, 90),  # train.py: -milestones_fr default [60, 70, 80, 90]
-    "lr_factors": (0.1, 0.01, 0.001, 0.0001),  # train.py: -gamma_fr default 0.1 at each milestone
-    "momentum": 0.9, "dampening": 0.9,  # helper.py: SGD(momentum=0.9, dampening=0.9, weight_decay=0)
+    "epochs_fr": 100,                   # -epochs_fr 100
+    "lr_fr": 0.1,                       # train.py: -lr_fr default 0.1
+    "milestones_fr": (60, 70, 80, 90),  # train.py: -milestones_fr default [60, 70, 80, 90]
+    "lr_factors_fr": (0.1, 0.01, 0.001, 0.0001),  # train.py: -gamma_fr default 0.1 at each milestone
+    "momentum_fr": 0.9, "dampening": 0.9,  # helper.py: SGD(momentum=0.9, dampening=0.9, weight_decay=0)
     "p": 32, "k": 32,                   # -p 32 -k 32 (base PK batches: -batch_size_base 1024 = p*k)
-    "batch_size": 1024,                 # -batch_size_fr 1024
+    "batch_size_fr": 1024,              # -batch_size_fr 1024
     "samples_per_class": 600,           # helper.py: TensorAugDataset4.__len__ = 600 * classes
     "cos": 0.1,                         # -fr_cos 0.1
     "ir_intra": 1.0, "ir_inter": 1.0,   # -rkd_intra 1 -rkd_inter 1 (-rkd_split intraI_interI)
@@ -50,8 +56,15 @@ FR_COMMON: dict[str, Any] = {
 FR_PAPER_VIT: dict[str, int] = {"dim": 256, "depth": 12, "heads": 8}
 
 #: The ``cpu`` recipe's budget (everything else as the script): seconds per session instead of minutes.
-FR_CPU_BUDGET: dict[str, Any] = {"epochs": 20, "p": 16, "k": 16, "batch_size": 256, "samples_per_class": 100,
+FR_CPU_BUDGET: dict[str, Any] = {"epochs_fr": 20, "p": 16, "k": 16, "batch_size_fr": 256, "samples_per_class": 100,
                                  "hidden": 128}
+
+
+#: older name -> option: FR's own training fields were named like the recipe's until issue 38
+#: (a stored config or a ``--method-opt epochs=...`` with the older name reads as the new one)
+FR_OLDER_NAMES: dict[str, str] = {"epochs": "epochs_fr", "lr": "lr_fr", "momentum": "momentum_fr",
+                                  "lr_milestones": "milestones_fr", "lr_factors": "lr_factors_fr",
+                                  "batch_size": "batch_size_fr"}
 
 
 def script_layers(script: str, depth: int) -> tuple[int, ...]:
@@ -63,8 +76,8 @@ def script_layers(script: str, depth: int) -> tuple[int, ...]:
 
 def scaled_milestones(epochs: int) -> tuple[int, ...]:
     """The scripts' milestones (60/70/80/90 of 100 epochs) at the same fractions of ``epochs``."""
-    base = FR_COMMON["lr_milestones"]
-    return tuple(sorted({max(1, round(m * epochs / FR_COMMON["epochs"])) for m in base}))
+    base = FR_COMMON["milestones_fr"]
+    return tuple(sorted({max(1, round(m * epochs / FR_COMMON["epochs_fr"])) for m in base}))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -86,17 +99,17 @@ class FROptions(Options):
                                                       "script's layers, counted from the last block)")
     layers: tuple[int, ...] = option((8, 9, 10), low=0, help="0-based ViT blocks feeding an FR branch "
                                                              "(-output_blocks)")
-    epochs: int = option(100, low=1, help="FR-module epochs per session (-epochs_fr)")
-    lr: float = option(0.1, low=0, low_open=True, help="SGD lr of the FR modules (-lr_fr)")
-    momentum: float = option(0.9, low=0, high=1, help="SGD momentum of the FR modules")
+    epochs_fr: int = option(100, low=1, help="FR-module epochs per session (-epochs_fr)")
+    lr_fr: float = option(0.1, low=0, low_open=True, help="SGD lr of the FR modules (-lr_fr)")
+    momentum_fr: float = option(0.9, low=0, high=1, help="SGD momentum of the FR modules")
     dampening: float = option(0.9, low=0, high=1, help="SGD dampening of the FR modules")
-    lr_milestones: tuple[int, ...] = option((60, 70, 80, 90), low=1, help="epochs where the FR lr steps "
-                                            "(-milestones_fr; default: 60/70/80/90 percent of epochs)")
-    lr_factors: tuple[float, ...] = option((0.1, 0.01, 0.001, 0.0001), low=0, low_open=True,
-                                           help="multiplier of lr from each milestone on (-gamma_fr 0.1 each)")
+    milestones_fr: tuple[int, ...] = option((60, 70, 80, 90), low=1, help="epochs where the FR lr steps "
+                                            "(-milestones_fr; default: 60/70/80/90 percent of epochs_fr)")
+    lr_factors_fr: tuple[float, ...] = option((0.1, 0.01, 0.001, 0.0001), low=0, low_open=True,
+                                              help="multiplier of lr_fr from each milestone on (-gamma_fr 0.1 each)")
     p: int = option(32, low=1, help="samples per class in a PK batch (-p)")
     k: int = option(32, low=1, help="classes in a PK batch (-k)")
-    batch_size: int = option(1024, low=1, help="sampled features per step in novel sessions (-batch_size_fr)")
+    batch_size_fr: int = option(1024, low=1, help="sampled features per step in novel sessions (-batch_size_fr)")
     samples_per_class: int = option(600, low=1, help="sampled features per class and epoch in novel sessions")
     cos: float = option(0.1, low=0, help="weight of the cosine constraint (-fr_cos)")
     cr: float = option(0.1, low=0, help="weight of the class-centre relation (KL) loss (-fr_kl)")
@@ -111,6 +124,36 @@ class FROptions(Options):
         "logits", help="average the branches' cosine logits (authors' code) or their softmaxes (paper text)")
 
     @classmethod
+    def normalise_names(cls, values: Mapping[str, Any], *, prefix: str = "") -> dict[str, Any]:
+        """As :meth:`Options.normalise_names`, with the :data:`FR_OLDER_NAMES` read as their options;
+        an option given under both names with two values is refused, naming both."""
+        older: dict[str, tuple[str, Any]] = {}
+        rest: dict[Any, Any] = {}
+        for raw, value in values.items():
+            name = raw.strip().replace("-", "_") if isinstance(raw, str) else raw
+            if name not in FR_OLDER_NAMES:
+                rest[raw] = value
+            elif FR_OLDER_NAMES[name] in older:
+                raise InputError(f"{prefix}{name}: given twice ({older[FR_OLDER_NAMES[name]][0]!r} and {raw!r}); "
+                                 "keep one")
+            else:
+                older[FR_OLDER_NAMES[name]] = (raw, value)
+        out = super().normalise_names(rest, prefix=prefix)
+        for new, (raw, value) in older.items():
+            if new in out and cls._read(new, out[new], prefix) != cls._read(new, value, prefix):
+                raise InputError(f"{prefix}{new}: given as {new}={out[new]!r} and under its older name "
+                                 f"{raw}={value!r}; keep one")
+            out.setdefault(new, value)
+        return out
+
+    @classmethod
+    def _read(cls, name: str, value: Any, prefix: str) -> Any:
+        try:
+            return cls.check_field(name, value)
+        except InputError as exc:
+            raise InputError(prefix + str(exc)) from None
+
+    @classmethod
     def resolve(cls, given: dict[str, Any]) -> dict[str, Any]:
         script = given.get("script", "mini_imagenet")
         recipe = given.get("recipe", "cpu")
@@ -123,11 +166,12 @@ class FROptions(Options):
         if recipe == "cpu":
             values.update(FR_CPU_BUDGET)
         values.update(given)
-        epochs = values["epochs"]
-        if "lr_milestones" not in given and isinstance(epochs, int) and epochs >= 1:
-            values["lr_milestones"] = scaled_milestones(epochs)
-        if "lr_factors" not in given:
-            values["lr_factors"] = tuple(float(f"{0.1 ** (i + 1):.12g}") for i in range(len(values["lr_milestones"])))
+        epochs = values["epochs_fr"]
+        if "milestones_fr" not in given and isinstance(epochs, int) and epochs >= 1:
+            values["milestones_fr"] = scaled_milestones(epochs)
+        if "lr_factors_fr" not in given:
+            values["lr_factors_fr"] = tuple(float(f"{0.1 ** (i + 1):.12g}")
+                                            for i in range(len(values["milestones_fr"])))
         return values
 
     def check(self) -> None:
@@ -138,7 +182,7 @@ class FROptions(Options):
         if self.layers[-1] >= self.depth - 1:
             raise InputError(f"layers: expected intermediate blocks 0..{self.depth - 2} of a {self.depth}-block ViT, "
                              f"got {list(self.layers)}")
-        check_step_rule(self.lr_milestones, self.lr_factors)
-        late = [m for m in self.lr_milestones if m > self.epochs]  # at epochs: never reached, as a scaled default may be
+        check_step_rule(self.milestones_fr, self.lr_factors_fr, names=("milestones_fr", "lr_factors_fr"))
+        late = [m for m in self.milestones_fr if m > self.epochs_fr]  # at epochs_fr: never reached (a scaled default)
         if late:
-            raise InputError(f"lr_milestones: expected epochs <= epochs={self.epochs}, got {late}")
+            raise InputError(f"milestones_fr: expected epochs <= epochs_fr={self.epochs_fr}, got {late}")

@@ -17,7 +17,7 @@ from ...config import Options, option
 from ...data.readers import check_dataset_spec
 from ...errors import InputError
 from ...learners.incremental import default_backbone
-from ...learners.incremental.options import FR_PAPER_VIT, FR_SCRIPTS
+from ...learners.incremental.options import FR_OLDER_NAMES, FR_PAPER_VIT, FR_SCRIPTS
 from ...learners.model_options import check_model_name, check_model_options
 from ...learners.recipe import training_recipe, use
 from ...methods import get_method
@@ -33,7 +33,7 @@ PRESETS: dict[str, tuple[int, int, int, int, int]] = {
 }
 
 #: older ``fr_*`` fields -> the ``fr`` method option they set
-FR_FIELDS = {"fr_recipe": "recipe", "fr_epochs": "epochs", "fr_layers": "layers", "fr_ensemble": "ensemble"}
+FR_FIELDS = {"fr_recipe": "recipe", "fr_epochs": "epochs_fr", "fr_layers": "layers", "fr_ensemble": "ensemble"}
 #: the keys ``fr_weights`` may set
 FR_LOSS_WEIGHTS = ("cos", "cr", "ir_intra", "ir_inter", "ce_novel")
 _FR_DEFAULTS: dict[str, Any] = {"fr_recipe": "cpu", "fr_epochs": None, "fr_layers": None, "fr_weights": None,
@@ -128,7 +128,7 @@ class IncrementalConfig(_RECIPE):
     fr_recipe: Literal["cpu", "paper"] = option("cpu", help="fr: older spelling of method_options recipe "
                                                             "(paper: the authors' FR budget; cpu: a CPU-sized one; "
                                                             "default: paper on cifar100: data, cpu on other data)")
-    fr_epochs: int | None = option(None, low=1, help="fr: older spelling of method_options epochs")
+    fr_epochs: int | None = option(None, low=1, help="fr: older spelling of method_options epochs_fr")
     fr_layers: tuple[int, ...] | None = option(None, low=0, metavar="BLOCK",
                                                help="fr: older spelling of method_options layers")
     fr_weights: str | None = option(None, metavar="K=V,...",
@@ -160,6 +160,7 @@ class IncrementalConfig(_RECIPE):
             first = next(iter(fr_given))
             raise InputError(f"{first}: goes with method fr, got method {method!r}")
         if method == "fr":
+            mo = opts_cls.normalise_names(mo, prefix="method_options.")  # FR's older option names read as today's
             explicit = "fr_recipe" in given or any(k.replace("-", "_") == "recipe" for k in mo)
             mo = cls._fold_fr_fields(fr_given, mo)
             out.update(_FR_DEFAULTS)
@@ -267,7 +268,9 @@ class IncrementalConfig(_RECIPE):
         """As :meth:`RunConfig.key_dict`, with ``model_opt`` in its older form (a list of ``KEY=VALUE``
         strings, ``[]`` when empty; with the model left unset, the options given, as before the method's
         backbone was printed), so grid cells keep the keys they had when it was a repeated flag; the
-        older ``fr_*`` spellings are keyed at their defaults (``method_options`` holds their values)."""
+        older ``fr_*`` spellings are keyed at their defaults (``method_options`` holds their values), and
+        ``fr``'s own training options under their older names (``epochs`` for ``epochs_fr``, ...:
+        :data:`~vistabench.learners.incremental.options.FR_OLDER_NAMES`), so FR cells keep their keys."""
         out = super().key_dict()
         opts = self.model_opt
         if "model" in self.unset_fields():  # the options given; read back from a printed config, the
@@ -279,6 +282,9 @@ class IncrementalConfig(_RECIPE):
         out["model_opt"] = [f"{k}={v}" for k, v in opts.items()]
         for name, value in _FR_DEFAULTS.items():
             out[name] = value
+        if self.method == "fr" and isinstance(out.get("method_options"), dict):
+            older = {new: old for old, new in FR_OLDER_NAMES.items()}
+            out["method_options"] = {older.get(k, k): v for k, v in out["method_options"].items()}
         return out
 
     def layout(self) -> dict[str, Any]:
