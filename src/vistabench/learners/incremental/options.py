@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal, Mapping
 
-from ...config import Options, option
+from ...config import Options, jsonable, option
 from ...errors import InputError
 from ..schedules import check_step_rule
 
@@ -140,16 +140,19 @@ class FROptions(Options):
                 older[FR_OLDER_NAMES[name]] = (raw, value)
         out = super().normalise_names(rest, prefix=prefix)
         for new, (raw, value) in older.items():
-            if new in out and cls._read(new, out[new], prefix) != cls._read(new, value, prefix):
-                raise InputError(f"{prefix}{new}: given as {new}={out[new]!r} and under its older name "
-                                 f"{raw}={value!r}; keep one")
+            if new in out:
+                now, before = cls._read(new, out[new], prefix), cls._read(new, value, prefix)
+                if now != before:
+                    raise InputError(f"{prefix}{new}: given as {new}={now} and under its older name {raw}={before}; "
+                                     "keep one")
             out.setdefault(new, value)
         return out
 
     @classmethod
     def _read(cls, name: str, value: Any, prefix: str) -> Any:
+        """``value`` as the option ``name`` reads it (JSON-able: a list for a tuple)."""
         try:
-            return cls.check_field(name, value)
+            return jsonable(cls.check_field(name, value))
         except InputError as exc:
             raise InputError(prefix + str(exc)) from None
 
