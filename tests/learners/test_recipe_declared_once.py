@@ -48,12 +48,6 @@ PENDING: dict[str, str] = {
                                                  "recipe's) are the scripts' 60..90 % of epochs, which land on "
                                                  "epochs itself for small budgets (3 epochs: [2, 3], printed and "
                                                  "stored), a milestone the recipe refuses",
-    "data/smalldata_presets.py:SmallDataPreset": "its model and epochs are its recipe_changes now; what is left "
-                                                 "is loader, another parameter under the recipe field's name: the "
-                                                 "data set's reader, 'module:function' or None (bundled), not the "
-                                                 "recipe's batch source (memory | stream | device); renaming it "
-                                                 "would only dodge the name (the preset is the data set's one "
-                                                 "entry, issue 38), so it stays listed",
 }
 
 #: results, not settings: what a run reports having used (allowed for good)
