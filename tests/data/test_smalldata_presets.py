@@ -1,4 +1,4 @@
-"""The small-data presets are the data sets' one entry: name, loader and protocol settings."""
+"""The small-data presets are the data sets' one entry: name, folder reader and protocol settings."""
 
 import inspect
 
@@ -7,21 +7,21 @@ from vistabench.data.smalldata import load_smalldata, presets
 from vistabench.registry import resolve_ref
 
 
-def test_each_preset_holds_its_loader_and_is_a_reader():
+def test_each_preset_holds_its_folder_reader_and_is_a_reader():
     for name, p in presets.items():
         if not p.needs_root:  # bundled: read by the readers registry itself
-            assert p.loader is None and name in readers
+            assert p.folder_reader is None and name in readers
             continue
-        loader = resolve_ref(p.loader)
-        takes_size = "image_size" in inspect.signature(loader).parameters
+        read = resolve_ref(p.folder_reader)
+        takes_size = "image_size" in inspect.signature(read).parameters
         assert takes_size == (p.native_size is None), name  # a native-size data set is never resized
         assert name in readers  # --data NAME:DIR in every protocol (folder: the general folder reader)
     assert readers.get("folder") is not None
 
 
-def test_the_stored_preset_settings_leave_the_loader_out():
+def test_the_stored_preset_settings_leave_the_folder_reader_out():
     d = presets.get("cifair10").to_dict()
-    assert "loader" not in d and "native_size" not in d and d["batch_sizes"] == [10, 25, 50]
+    assert "folder_reader" not in d and "loader" not in d and "native_size" not in d and d["batch_sizes"] == [10, 25, 50]
 
 
 def test_bundled_sets_load_at_their_native_size():

@@ -38,12 +38,8 @@ SRC = Path(__file__).resolve().parents[2] / "src" / "vistabench"
 #: each not-yet-migrated restatement -> why it is still there (issue 38 migrates them one by one)
 PENDING: dict[str, str] = {
     # stages and settings that carry their own values of recipe fields, and why each is not a Recipe yet
-    "data/smalldata_presets.py:SmallDataPreset": "its model and epochs are its recipe_changes now; what is left "
-                                                 "is loader, another parameter under the recipe field's name: the "
-                                                 "data set's reader, 'module:function' or None (bundled), not the "
-                                                 "recipe's batch source (memory | stream | device); renaming it "
-                                                 "would only dodge the name (the preset is the data set's one "
-                                                 "entry, issue 38), so it stays listed",
+    # (none left: FR's own training options carry the authors' _fr names, the small-data preset's reader
+    # is folder_reader)
 }
 
 #: results, not settings: what a run reports having used (allowed for good)

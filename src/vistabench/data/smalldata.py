@@ -309,14 +309,14 @@ def load_smalldata(name: str, root: str | Path | None = None, *, image_size: int
         from .readers import load_dataset
 
         return load_dataset(name)
-    if p.loader is None:
-        raise RuntimeError(f"small-data preset {name!r} needs a folder but has no loader")
-    loader = resolve_ref(p.loader, what=f"loader of dataset {name!r}")
+    if p.folder_reader is None:
+        raise RuntimeError(f"small-data preset {name!r} needs a folder but has no folder reader")
+    loader = resolve_ref(p.folder_reader, what=f"folder reader of dataset {name!r}")
     if p.native_size is not None:  # its images keep their size
         return loader(root)
     return loader(root, image_size=image_size if image_size is not None else p.image_size)
 
 
-for _name, _p in presets.items():  # each preset with a loader of its own is also a data reader
-    if _p.loader is not None and _p.reader:
+for _name, _p in presets.items():  # each preset with a folder reader of its own is also a data reader
+    if _p.folder_reader is not None and _p.as_data_reader:
         readers.register(_name)(lambda arg=None, _n=_name: load_smalldata(_n, arg))

@@ -57,11 +57,12 @@ class SmallDataPreset:
     dataset whose images always keep their own size (``image_size`` does not resize them), so a
     config knows the size the model is built for (and the stem ``auto`` picks) before loading it.
 
-    ``loader``: ``"module:function"`` reading the dataset's folder, ``fn(root, image_size=...)``
+    ``folder_reader``: ``"module:function"`` reading the dataset's folder, ``fn(root, image_size=...)``
     (``fn(root)`` for a dataset with a ``native_size``) -> :class:`~vistabench.data.dataset.DataSplits`;
-    None for a bundled dataset (read by :mod:`vistabench.data.readers`). ``reader``: the loader is also
-    registered as a data reader under the preset's name (``--data cifair10:DIR`` in every protocol).
-    The preset is the data set's one entry: its name, loader and protocol settings.
+    None for a bundled dataset (read by :mod:`vistabench.data.readers`). It is not the recipe's
+    ``loader`` (where a run's batches come from: memory, stream, device). ``as_data_reader``: the
+    folder reader is also registered as a data reader under the preset's name (``--data cifair10:DIR``
+    in every protocol). The preset is the data set's one entry: its name, reader and protocol settings.
     """
 
     name: str
@@ -88,11 +89,11 @@ class SmallDataPreset:
     recipe: str = "gem"
     stem: str = "auto"
     native_size: int | None = None
-    loader: str | None = None
-    reader: bool = True
+    folder_reader: str | None = None
+    as_data_reader: bool = True
 
     def to_dict(self) -> dict[str, Any]:
-        """The protocol settings (stored with each search; the data set's loader is not a setting), the
+        """The protocol settings (stored with each search; the data set's folder reader is not a setting), the
         recipe's changes flat among them, in :data:`STORED_ORDER` (the layout they have always had)."""
         d = {**asdict(self), **self.recipe_changes, "batch_sizes": list(self.batch_sizes)}
         return {name: d[name] for name in STORED_ORDER}
@@ -124,8 +125,8 @@ STORED_ORDER = ("name", "description", "per_class", "test", "batch_sizes", "epoc
                 "augmentation", "reduction_factor", "sampler", "score_window", "select", "val_metric", "num_splits",
                 "recipe", "stem")
 
-#: data set name -> its :class:`SmallDataPreset`, the data set's one entry: its loader (``loader(root,
-#: image_size=...) -> DataSplits``, ``loader(root)`` at a ``native_size``; None: bundled) and its settings
+#: data set name -> its :class:`SmallDataPreset`, the data set's one entry: its folder reader
+#: (``fn(root, image_size=...) -> DataSplits``, ``fn(root)`` at a ``native_size``; None: bundled) and its settings
 presets: Registry[SmallDataPreset] = Registry("small-data dataset")
 
 
@@ -139,26 +140,26 @@ _L = "vistabench.data.smalldata:"
 _preset(SmallDataPreset("cifair10", "CIFAR-10 training pool + ciFAIR-10 test (32x32 RGB)", 50, "official",
                         (10, 25, 50), 250, 50, "resnet18", recipe_changes={"model": "wrn16_8", "epochs": 500},
                         augmentation=Augmentation(crop="shift", shift=4, hflip=True), native_size=32,
-                        loader=_L + "read_cifair10"))
+                        folder_reader=_L + "read_cifair10"))
 _preset(SmallDataPreset("cub200", "CUB-200-2011 birds, all ~30 training images per class (RGB)", None,
                         "official", (8, 16, 32), 100, 10, "resnet18",
                         recipe_changes={"model": "resnet50", "epochs": 200}, image_size=224, train_per_class=20,
                         augmentation=Augmentation(crop="resized", min_scale=0.4, hflip=True),
-                        loader=_L + "read_cub200"))
+                        folder_reader=_L + "read_cub200"))
 _preset(SmallDataPreset("isic2018", "ISIC 2018 task 3 skin lesions, 7 classes (RGB)", 80, "own",
                         (8, 16, 32), 100, 25, "resnet18", recipe_changes={"model": "resnet50", "epochs": 500},
                         image_size=224, test_per_class=400, train_per_class=50,
                         augmentation=Augmentation(crop="resized", min_scale=0.4, hflip=True, vflip=True),
-                        loader=_L + "read_isic2018"))
+                        folder_reader=_L + "read_isic2018"))
 _preset(SmallDataPreset("eurosat", "EuroSAT Sentinel-2, 13 spectral bands (64x64)", 50, "own",
                         (10, 25, 50), 250, 25, "resnet18", recipe_changes={"model": "resnet50", "epochs": 500},
                         test_per_class=1950,
                         augmentation=Augmentation(crop="shift", shift=8, hflip=True, vflip=True), stem="imagenet",
-                        native_size=64, loader=_L + "read_eurosat"))
+                        native_size=64, folder_reader=_L + "read_eurosat"))
 _preset(SmallDataPreset("clamm", "CLaMM 2016 Latin script styles, 12 classes (grayscale)", 50, "official",
                         (8, 16, 32), 100, 25, "resnet18", recipe_changes={"model": "resnet50", "epochs": 500},
                         image_size=224, augmentation=Augmentation(crop="resized", min_scale=0.2),
-                        loader=_L + "read_clamm"))
+                        folder_reader=_L + "read_clamm"))
 # the demo datasets follow the same rules; digits are not flip- or crop-invariant: no augmentation
 _preset(SmallDataPreset("mnist5k", "bundled MNIST-5k (28x28 grayscale)", 50, "official",
                         (10, 25, 50), 20, 3, "cnn28", recipe_changes={"model": "cnn28", "epochs": 30}, needs_root=False,
@@ -170,7 +171,7 @@ _preset(SmallDataPreset("folder", "your images: ROOT/<class>/* or ROOT/train/<cl
                         50, "official", (8, 16, 32), 50, 10, "resnet18", recipe_changes={"model": "resnet18", "epochs": 100},
                         image_size=64,
                         augmentation=Augmentation(crop="shift", shift=4, hflip=True),
-                        loader=_L + "read_folder_dataset", reader=False))  # readers has its own "folder"
+                        folder_reader=_L + "read_folder_dataset", as_data_reader=False))  # readers has its own "folder"
 
 RECIPES = ("gem", "vistabench")
 
