@@ -1,6 +1,13 @@
+import importlib.util
 import sys
+from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
+
+_spec = importlib.util.spec_from_file_location("_figures", Path(__file__).with_name("_figures.py"))
+_figures = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_figures)
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -37,6 +44,38 @@ def _work_in_tmp(tmp_path, monkeypatch):
     root = str(Path(__file__).resolve().parents[1])
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
     monkeypatch.chdir(tmp_path)
+
+
+@pytest.fixture(scope="session")
+def figure_check():
+    """:func:`_figures.figure_problems`: what a reader would be misled by in a matplotlib figure."""
+    return _figures.figure_problems
+
+
+@pytest.fixture(scope="session")
+def quick_demo(tmp_path_factory):
+    """The quick demo (every protocol) run once for the whole suite (the demo's own test and the report's
+    tests read the same run): ``summary`` (what :func:`~vistabench.demos.run_demo` returned), ``page``
+    (the report), ``store``, and ``figures``: (caption, problems) of every figure the report drew,
+    checked as it becomes the PNG (its text enlarged for a narrow page,
+    :func:`vistabench.report.html.readable_text`)."""
+    import vistabench.report.html as report_html
+    from vistabench.demos import run_demo
+
+    out = tmp_path_factory.mktemp("demo")
+    figures: list[tuple[str, list[str]]] = []
+    draw = report_html.figure_html
+
+    def checked(fig, caption=""):
+        report_html.readable_text(fig)  # as drawn: with the text enlarged for a narrow page
+        figures.append((caption, _figures.figure_problems(fig)))
+        return draw(fig, caption)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(report_html, "figure_html", checked)
+        summary = run_demo(out, quick=True, log=lambda *a, **k: None)
+    return SimpleNamespace(summary=summary, page=out / "report" / "index.html", store=out / "results.sqlite",
+                           figures=figures)
 
 
 def pytest_terminal_summary(terminalreporter):

@@ -8,11 +8,13 @@ from vistabench.store import ResultsStore
 from vistabench.suite import protocols
 
 
-def test_quick_demo_runs_every_protocol_and_writes_the_report(tmp_path):
-    summary = run_demo(tmp_path, quick=True, log=lambda *a, **k: None)
+def test_quick_demo_runs_every_protocol_and_writes_the_report(quick_demo):
+    """The suite's one quick demo run (conftest ``quick_demo``; the report tests read it too)."""
+    summary = quick_demo.summary
     declared = [p.name for p in protocols()]
     assert list(summary["parts"]) == declared  # in report order
-    html = (tmp_path / "report" / "index.html").read_text()
+    assert str(quick_demo.store) == str(summary["store"])
+    html = quick_demo.page.read_text()
     for proto in protocols():
         assert f'id="{proto.name}"' in html, f"no report section for {proto.name}"
     with ResultsStore(summary["store"]) as store:

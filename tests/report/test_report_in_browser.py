@@ -142,7 +142,7 @@ def test_the_demo_report_fits_the_page_and_every_image_loads(demo_report, tmp_pa
 
 
 def test_no_legend_of_the_report_covers_data(quick_demo):
-    """The figures behind the report's PNGs, checked before they became images (conftest.figure_problems)."""
+    """The figures behind the report's PNGs, checked before they became images (tests/_figures.py figure_problems)."""
     bad = {caption[:60]: problems for caption, problems in quick_demo.figures if problems}
     assert quick_demo.figures and not bad, bad
 

@@ -1,12 +1,10 @@
-"""Shared by the report tests: the quick demo run once, with every figure the report draws checked by
-:func:`figure_problems` before it is turned into a PNG."""
+"""What a reader would be misled by in a figure (:func:`figure_problems`): the check the root conftest's
+``quick_demo`` applies to every figure the report draws before it becomes a PNG, and the report tests'
+``figure_check``. Loaded by file, as ``_archcheck``."""
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import numpy as np
-import pytest
 
 
 def _drawn_points(artist, renderer) -> np.ndarray:
@@ -83,31 +81,3 @@ def figure_problems(fig) -> list[str]:
                     problems.append(f"{name}: the legend covers {int(inside.sum())} drawn points of "
                                     f"{s.get_label()!r}")
     return problems
-
-
-@pytest.fixture(scope="session")
-def figure_check():
-    return figure_problems
-
-
-@pytest.fixture(scope="session")
-def quick_demo(tmp_path_factory):
-    """The quick demo (every protocol) run once: ``page`` (the report), ``store``, and ``figures``:
-    (caption, problems) of every figure the report drew, checked as it becomes the PNG (its text
-    enlarged for a narrow page, :func:`vistabench.report.html.readable_text`)."""
-    import vistabench.report.html as report_html
-    from vistabench.demos import run_demo
-
-    out = tmp_path_factory.mktemp("demo")
-    figures: list[tuple[str, list[str]]] = []
-    draw = report_html.figure_html
-
-    def checked(fig, caption=""):
-        report_html.readable_text(fig)  # as drawn: with the text enlarged for a narrow page
-        figures.append((caption, figure_problems(fig)))
-        return draw(fig, caption)
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(report_html, "figure_html", checked)
-        run_demo(out, quick=True, log=lambda *a, **k: None)
-    return SimpleNamespace(page=out / "report" / "index.html", store=out / "results.sqlite", figures=figures)
