@@ -63,3 +63,18 @@ def test_split_hash_and_tamper(tmp_path):
         read_split(tmp_path / "bad.json")
     with pytest.raises(InputError, match="no such file"):
         read_split(tmp_path / "none.json")
+
+
+def test_file_sha256_in_a_thread_is_the_file_s_sha256(tmp_path):
+    import hashlib
+
+    from vistabench.data.predictions import file_sha256, file_sha256_in_background
+
+    p = tmp_path / "results.json"
+    data = bytes(range(256)) * 40_000  # 10 MB: several blocks of the plain reading
+    p.write_bytes(data)
+    digest = file_sha256_in_background(p)
+    assert digest() == file_sha256(p) == file_sha256(p, block_bytes=4096) == hashlib.sha256(data).hexdigest()
+    missing = file_sha256_in_background(tmp_path / "gone.json")
+    with pytest.raises(FileNotFoundError):
+        missing()

@@ -233,14 +233,17 @@ def _split(opts: SplitOptions) -> dict[str, Any]:
 
 def _eval(opts: ScoreOptions) -> dict[str, Any] | Formatted:
     from ..data.coco_names import record_dataset_name
+    from ..data.predictions import file_sha256_in_background
     from ..progress import step
-    from ..protocols.detection.runner import score, to_record
+    from ..protocols.detection.runner import read_for_scoring, score, to_record
 
     with step("reading and evaluating"), one_line_warnings():
-        out = score(opts.results, opts.gt, settings=opts, split=opts.split)  # the options, checked once, are its settings
-    from ..data.predictions import file_sha256
-
-    out["settings"].update(gt=str(opts.gt), results=str(opts.results), predictions_sha256=file_sha256(opts.results))
+        gt, dets = read_for_scoring(opts.results, opts.gt, opts)  # the options, checked once, are its settings
+        # the record's hash of the results file, on the other core while this one evaluates (after
+        # the reading, which may fork a second reader process: that needs a single thread)
+        digest = file_sha256_in_background(opts.results)
+        out = score(dets, gt, settings=opts, split=opts.split)
+    out["settings"].update(gt=str(opts.gt), results=str(opts.results), predictions_sha256=digest())
     rec = to_record(out, dataset=opts.dataset or record_dataset_name(opts.gt),
                     method=opts.method or Path(opts.results).stem, seed=opts.seed, tag=opts.tag,
                     split_hash=out["settings"].get("split_sha256"))

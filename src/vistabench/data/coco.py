@@ -262,6 +262,9 @@ def _read_result_columns(
         raise InputError(f"{what}: expected a path or a list of detections, got {type(source).__name__}")
     want_seg = iou_type == "segm" if keep_segmentation is None else keep_segmentation
     rectangles = [0]
+    # a streamed file's chunks are written into columns sized for the most detections the file can
+    # hold (pages are only used where written), so the result needs no concatenation (a second copy)
+    sink = _ColumnSink(p.stat().st_size // _MIN_DETECTION_BYTES + 1) if chunks is None else None
 
     def take(objs: Any) -> None:
         offset = sum(len(c["score"]) for c in cols)
@@ -278,6 +281,8 @@ def _read_result_columns(
             c["seg"] = [None] * len(c["score"])
         if check_masks and c["seg"] is not None:
             _check_masks(c["seg"], None, offset, what, name)
+        if sink is not None:
+            sink.put(c, offset)
         cols.append(c)
 
     try:
@@ -305,12 +310,51 @@ def _read_result_columns(
                 "area": np.zeros(0), "segmentation": [] if want_seg else None, "keypoints": None}
     # one column at a time, each chunk's piece released as soon as it is copied: the peak is the
     # pieces plus one column, not twice the detections
-    out: dict[str, Any] = {k: np.concatenate([c.pop(k) for c in cols])
-                           for k in ("image_id", "category_id", "bbox", "score", "area")}
+    n = sum(len(c["score"]) for c in cols)
+    out: dict[str, Any] = (sink.columns(n) if sink is not None and sink.holds(n) else
+                           {k: np.concatenate([c.pop(k) for c in cols]) for k in _SINK_COLUMNS})
     out["segmentation"] = [x for c in cols for x in c["seg"]] if want_seg else None
     kps = [c.get("keypoints") for c in cols]
     out["keypoints"] = np.concatenate(kps) if iou_type == "keypoints" and all(k is not None for k in kps) else None
     return out
+
+
+_SINK_COLUMNS = ("image_id", "category_id", "bbox", "score", "area")
+
+
+class _ColumnSink:
+    """Columns for up to ``capacity`` detections, allocated at the first chunk and filled chunk by
+    chunk in file order (:meth:`put` replaces the chunk's arrays by views of its rows; a chunk at
+    offset 0 starts again, as when the file is read anew after a failed second process); what was
+    written is whole when :meth:`holds` the ``n`` rows read (else, e.g. after a chunk that did not
+    fit, the caller concatenates the chunks)."""
+
+    def __init__(self, capacity: int):
+        self.capacity, self.filled, self.out = capacity, 0, None
+
+    def put(self, c: dict[str, Any], offset: int) -> None:
+        m = len(c["score"])
+        if offset == 0:  # the first chunk, or the first again (the file read anew)
+            self.filled = 0
+        if offset != self.filled or offset + m > self.capacity:
+            self.filled = -1  # a chunk after one that did not fit: the caller concatenates
+            return
+        if self.out is None:
+            self.out = {k: np.empty((self.capacity,) + c[k].shape[1:], c[k].dtype) for k in _SINK_COLUMNS}
+        for k in _SINK_COLUMNS:
+            col = self.out[k]
+            if col.dtype != c[k].dtype or col.shape[1:] != c[k].shape[1:]:
+                self.filled = -1
+                return
+            col[offset: offset + m] = c[k]
+            c[k] = col[offset: offset + m]
+        self.filled = offset + m
+
+    def holds(self, n: int) -> bool:
+        return self.out is not None and self.filled == n
+
+    def columns(self, n: int) -> dict[str, np.ndarray]:
+        return {k: self.out[k][:n] for k in _SINK_COLUMNS}
 
 
 #: files at least this large are read by two processes (``two_processes=None``)

@@ -76,6 +76,89 @@ def struct_columns(objs: list, with_seg: bool) -> dict[str, Any]:
             "missing": missing}
 
 
+# The plain-records path: a chunk whose objects all have exactly the keys image_id, category_id, bbox
+# (4 numbers) and score, with the same key order and layout, and no exponent in any number (what
+# detectors and json.dump write), is decoded as one flat list of numbers: no record objects, no bbox
+# tuples. Anything else (another key, a string, null, an exponent, a layout that changes inside the
+# chunk) returns None and the chunk goes through the typed records above, which report errors.
+_ID_KEYS, _KEYS = ("image_id", "category_id"), ("image_id", "category_id", "bbox", "score")
+_JSON_WS = b" \t\r\n"
+_WS = rb"[ \t\r\n]*"
+_NUM = rb"\.?"  # a number's skeleton: its digits and signs removed, a decimal point left (no exponent)
+_ENTRY = re.compile(rb'"(image_id|category_id|score|bbox)"' + _WS + rb":" + _WS + rb"(\[" + _WS
+                    + (rb"," + _WS).join([_NUM + _WS] * 4) + rb"\]|" + _NUM + rb")")
+_OBJECT = re.compile(rb"\{" + _WS + (rb"," + _WS).join([rb"(" + _ENTRY.pattern + rb")" + _WS] * 4)
+                     + rb"\}")
+_DIGITS = b"0123456789-"
+# every character of the four keys, their quotes and the brackets: what is left is the numbers
+_NOT_NUMBERS = bytes(sorted(set(b"".join(k.encode() for k in _KEYS)) | set(b'":{}[]')))
+_LAYOUTS: dict[bytes, tuple[str, ...] | None] = {}
+_FLAT = msgspec.json.Decoder(list[float])
+_EXACT_INT = float(2**53)  # ids below this in magnitude are exact as float64
+
+
+def _layout(pattern: bytes) -> tuple[str, ...] | None:
+    """The key order of an object skeleton (``{"image_id":,"category_id":,"bbox":[.,.,.,.],"score":.}``)
+    when it is a plain record: the four keys once each, integer ids, a 4-number bbox; else None."""
+    if pattern not in _LAYOUTS:
+        m = _OBJECT.fullmatch(pattern)
+        keys = None
+        if m is not None:
+            keys = tuple(_ENTRY.match(m.group(i)).group(1).decode() for i in (1, 4, 7, 10))
+            values = [_ENTRY.match(m.group(i)).group(2) for i in (1, 4, 7, 10)]
+            ok = sorted(keys) == sorted(_KEYS) and all(
+                v == b"" if k in _ID_KEYS else v.startswith(b"[") == (k == "bbox") for k, v in zip(keys, values))
+            keys = keys if ok else None
+        if len(_LAYOUTS) < 64:
+            _LAYOUTS[pattern] = keys
+        return keys
+    return _LAYOUTS[pattern]
+
+
+def flat_columns(data: bytes) -> dict[str, Any] | None:
+    """Columns of ``data`` (a JSON list of plain box records) as :func:`struct_columns` gives them,
+    decoded as one list of numbers; None when ``data`` is not such a list (the caller decodes it
+    as records). The numbers are msgspec's (the same parser as the records'), so the columns are
+    identical."""
+    sk = data.translate(None, _DIGITS)  # the skeleton: keys, punctuation, decimal points, whitespace
+    if not (sk.startswith(b"[") and sk.endswith(b"]")):
+        return None
+    sk = sk[1:-1].strip(_JSON_WS)
+    end = sk.find(b"}")
+    if not sk.startswith(b"{") or end < 0:
+        return None
+    pat = sk[: end + 1]
+    keys = _layout(pat)
+    if keys is None:
+        return None
+    nxt = sk.find(b"{", end)
+    sep = b"," if nxt < 0 else sk[end + 1: nxt]
+    if sep.strip(_JSON_WS) != b",":
+        return None
+    n, rest = divmod(len(sk) + len(sep), len(pat) + len(sep))
+    if rest or sk != sep.join([pat] * n):
+        return None
+    try:
+        v = np.array(_FLAT.decode(b"[" + data.translate(None, _NOT_NUMBERS) + b"]"), np.float64)
+    except msgspec.DecodeError:  # a malformed number: the records' decoding reports it
+        return None
+    if v.size != 7 * n:
+        return None
+    v = v.reshape(n, 7)
+    col = {}
+    j = 0
+    for k in keys:
+        col[k] = j
+        j += 4 if k == "bbox" else 1
+    ids = v[:, [col["image_id"], col["category_id"]]]
+    if n and not np.abs(ids).max() < _EXACT_INT:
+        return None
+    b = col["bbox"]
+    return {"image_id": ids[:, 0].astype(np.int64), "category_id": ids[:, 1].astype(np.int64),
+            "score": np.ascontiguousarray(v[:, col["score"]]), "bbox": np.ascontiguousarray(v[:, b: b + 4]),
+            "seg": None, "missing": []}
+
+
 _GET_BBOX, _GET_SEG = (operator.attrgetter(k) for k in ("bbox", "segmentation"))
 _GET_SCALARS = operator.attrgetter("image_id", "category_id", "score")
 _SCALARS = np.dtype([("image_id", np.int64), ("category_id", np.int64), ("score", np.float64)])
@@ -198,6 +281,10 @@ class ResultStream:
 
     def _decode(self, buf: bytes, base: int, offset: int, eof: bool):
         cut = buf.rfind(b"}")
+        if not self.with_seg and cut >= 0:
+            flat = flat_columns(b"".join((b"[", memoryview(buf)[: cut + 1], b"]")))
+            if flat is not None:
+                return flat, cut
         errors: list[str] = []
         while cut >= 0 and len(errors) < 32:
             try:

@@ -11,7 +11,7 @@ import os
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Callable, Literal
 
 import numpy as np
 
@@ -193,10 +193,38 @@ def _update(h: "hashlib._Hash", x: np.ndarray) -> None:
     h.update(x.tobytes())
 
 
-def file_sha256(path: str | os.PathLike[str]) -> str:
-    """sha256 of a file's bytes (predictions kept as files the protocol reads whole, e.g. detections)."""
+def file_sha256(path: str | os.PathLike[str], *, block_bytes: int = 1 << 20) -> str:
+    """sha256 of a file's bytes (predictions kept as files the protocol reads whole, e.g. detections),
+    read ``block_bytes`` at a time."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
+        for block in iter(lambda: f.read(block_bytes), b""):
             h.update(block)
     return h.hexdigest()
+
+
+def file_sha256_in_background(path: str | os.PathLike[str]) -> Callable[[], str]:
+    """:func:`file_sha256` computed in a thread, beside the caller's work (reading and hashing
+    release the GIL, so it runs on another core); the returned function waits for the digest and
+    raises what the hashing raised (e.g. the file is gone). Large blocks: the thread needs the GIL
+    only between them, so it seldom interrupts the caller."""
+    import threading
+
+    box: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            box["digest"] = file_sha256(path, block_bytes=16 << 20)
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller by result()
+            box["error"] = exc
+
+    thread = threading.Thread(target=work, name="vistabench-sha256", daemon=True)
+    thread.start()
+
+    def result() -> str:
+        thread.join()
+        if "error" in box:
+            raise box["error"]
+        return box["digest"]
+
+    return result

@@ -290,6 +290,16 @@ def read_detection_set(ground_truth: str | os.PathLike[str] | dict, results: str
     return gt, dets
 
 
+def read_for_scoring(predictions: str | os.PathLike[str] | list, reference: str | os.PathLike[str] | dict,
+                     settings: ScoreSettings) -> tuple[GroundTruth, Detections]:
+    """The ground truth and detections :func:`score` reads with ``settings`` (what it needs of them:
+    masks for segm, keypoints, the ground truth's format, ``allow_empty``), read once; ``score(dets,
+    gt, settings=settings)`` then evaluates them."""
+    iou_type = settings.iou_type
+    return read_detection_set(reference, predictions, masks=iou_type == "segm", gt_format=settings.gt_format,
+                              allow_empty=settings.allow_empty, keypoints=iou_type == "keypoints")
+
+
 def score(
     predictions: str | os.PathLike[str] | list | Detections,
     reference: str | os.PathLike[str] | dict | GroundTruth,
@@ -331,7 +341,7 @@ def _score(predictions: str | os.PathLike[str] | list | Detections,
            reference: str | os.PathLike[str] | dict | GroundTruth, settings: ScoreSettings, *,
            split: dict[str, Any] | str | os.PathLike[str] | None, part: str) -> dict[str, Any]:
     """:func:`score` with its settings built (trusted here)."""
-    iou_type, allow_empty = settings.iou_type, settings.allow_empty
+    allow_empty = settings.allow_empty
     if split is not None and not isinstance(split, dict):
         split = read_image_split(split)
     if isinstance(predictions, Detections):
@@ -339,8 +349,7 @@ def _score(predictions: str | os.PathLike[str] | list | Detections,
             raise InputError("reference: read Detections need the GroundTruth they were read against")
         gt, dets = reference, predictions
     else:
-        gt, dets = read_detection_set(reference, predictions, masks=iou_type == "segm", gt_format=settings.gt_format,
-                                      allow_empty=allow_empty, keypoints=iou_type == "keypoints")
+        gt, dets = read_for_scoring(predictions, reference, settings)
     if split is not None:
         gt, dets = restrict_images(gt, dets, split[part])
         if len(dets) == 0 and not allow_empty:
