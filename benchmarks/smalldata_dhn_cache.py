@@ -15,8 +15,11 @@ peak memory and the runtime-only settings a mode changes; the count compared is 
   they come, OpenMP default: ``main`` before issue 37;
 - ``passive``: ``cached`` with idle OpenMP threads sleeping (``OMP_WAIT_POLICY=PASSIVE``, what
   ``vistabench`` sets when the environment does not choose);
-- ``warmed``: ``passive`` with each fit's training set transformed up front in large batches (the
-  default ``vistabench smalldata run``);
+- ``update2``: ``passive`` with each fit's training set transformed up front in large batches, the
+  SGD update on torch's two threads (``main`` before the one-thread update);
+- ``warmed``: ``update2`` with the SGD update of this small network on one OpenMP thread
+  (``vistabench.learners.openmp``; element-wise, the same bits): the default ``vistabench
+  smalldata run``;
 - ``parallel``: ``warmed`` with ``--max-parallel 2``: the 30 final runs in two worker processes,
   each on torch's two threads (the same numbers: a run's thread count is unchanged);
 - ``pinned``: ``warmed`` in a process bound to one CPU with ``--threads 2`` (torch would otherwise
@@ -49,10 +52,12 @@ import subprocess
 import sys
 import time
 
-# mode -> (cache enabled, Kymatio on one thread, warm-up, OMP_WAIT_POLICY or None for the default)
-MODES = {"original": (False, False, False, None), "cached": (True, True, False, None),
-         "passive": (True, True, False, "PASSIVE"), "warmed": (True, True, True, "PASSIVE"),
-         "parallel": (True, True, True, "PASSIVE"), "pinned": (True, True, True, "PASSIVE")}
+# mode -> (cache enabled, Kymatio on one thread, warm-up, OMP_WAIT_POLICY or None for the default,
+#          a small network's SGD update on one OpenMP thread)
+MODES = {"original": (False, False, False, None, False), "cached": (True, True, False, None, False),
+         "passive": (True, True, False, "PASSIVE", False), "update2": (True, True, True, "PASSIVE", False),
+         "warmed": (True, True, True, "PASSIVE", True), "parallel": (True, True, True, "PASSIVE", True),
+         "pinned": (True, True, True, "PASSIVE", True)}
 # mode -> extra command-line flags (runtime only: they never change a number)
 EXTRA = {"parallel": ["--max-parallel", "2"], "pinned": ["--threads", "2"]}
 # fields that differ between two runs of the same command, or name the runtime setting a mode changes
@@ -119,9 +124,11 @@ def child(mode: str, argv: list[str]) -> None:
     import io
 
     from vistabench.cli import main as cli
+    from vistabench.learners import openmp
     from vistabench.learners.smalldata.dhn import SCATTERING_CACHE
 
     SCATTERING_CACHE.enabled, SCATTERING_CACHE.one_thread, SCATTERING_CACHE.warm = MODES[mode][:3]
+    openmp.ENABLED = MODES[mode][4]
     if mode == "pinned":  # before torch starts its threads: both of them on the first allowed CPU
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
     out = io.StringIO()
