@@ -39,9 +39,11 @@ In ``parallel`` the serial path and the transform counts are the main process's 
 What remains per step (torch.profiler and oneDNN's verbose log, load 2-3, ~17 ms): backward ~9.5 ms,
 most of it oneDNN's weight gradients of the 3 x 3 convolutions on 1 x 1 maps (0.3-0.9 ms each) and of
 the 1 x 1 shortcut (2-3 ms on two threads, even on one CPU), forward 3-4 ms, the update ~1.3 ms;
-those kernels sum per thread, so they keep torch's two threads. Measured 2026-11-29, load 1.7-2.9
-(another job held one CPU), ``--modes update2 warmed`` twice in alternating order: 75.1 -> 73.1 s and
-74.7 -> 68.7 s wall, results identical: the default stays above 60 s on this machine.
+those kernels sum per thread, so they keep torch's two threads. Measured 2026-11-29, load 1.3-2.9
+(another job held up to one CPU), ``update2`` -> ``warmed`` in four runs, alternating order: 75.1 ->
+73.1, 74.7 -> 68.7, 64.7 -> 57.6, 60.0 -> 61.9 s wall, results identical in all: ~5%, within the
+machine's variation; the default takes 58-73 s here (``parallel`` 73.3 s, ``pinned`` 65.5 s in the
+57.6 s run, at load 2.4-2.8).
 
 On a machine shared with other work the processor time is the steadier figure; with the default
 OpenMP policy a 2-thread run waits for a descheduled partner thread, so ``original`` and ``cached``
