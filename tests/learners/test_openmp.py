@@ -93,3 +93,18 @@ def test_large_weights_keep_torchs_threads(monkeypatch):
     Trainer(build_model("cnn28", num_classes=2, in_channels=1, seed=0),
             TrainConfig(epochs=1, batch_size=10, lr=0.05)).fit(x, np.arange(20) % 2)
     assert calls and not any(calls)
+
+
+def test_torchs_own_runtime_is_chosen_beside_another_libgomp(monkeypatch):
+    """scikit-learn's wheels load a second libgomp: the one torch's kernels use is still found."""
+    import os
+
+    pytest.importorskip("sklearn.cluster")  # its k-means extension loads scikit_learn.libs/libgomp-*.so
+    with open("/proc/self/maps") as f:
+        loaded = {line.split()[-1] for line in f if "libgomp" in line.rsplit("/", 1)[-1]}
+    torch_lib = os.path.realpath(os.path.join(os.path.dirname(torch.__file__), "lib"))
+    if len(loaded) < 2 or not any(os.path.dirname(os.path.realpath(p)) == torch_lib for p in loaded):
+        pytest.skip("needs torch's own libgomp and a second one loaded")
+    monkeypatch.setattr(openmp, "_RUNTIME", [])
+    lib = openmp.runtime()
+    assert lib is not None and os.path.dirname(os.path.realpath(lib._name)) == torch_lib

@@ -19,6 +19,7 @@ cannot be found (not libgomp on Linux, as torch's wheels ship it), :func:`one_th
 from __future__ import annotations
 
 import ctypes
+import os
 from contextlib import contextmanager
 from typing import Iterator
 
@@ -34,8 +35,9 @@ _RUNTIME: list = []  # [ctypes.CDLL | None] once looked up
 
 
 def runtime() -> ctypes.CDLL | None:
-    """The OpenMP runtime (libgomp) torch loaded in this process, or None (none found, or several
-    different ones, or not Linux). Looked up once."""
+    """The OpenMP runtime (libgomp) torch loaded in this process: the copy in torch's ``lib`` folder
+    (the wheels'), else the one libgomp loaded; None when there is none, several and none of them
+    torch's, or no ``/proc`` (not Linux). Looked up once."""
     if not _RUNTIME:
         _RUNTIME.append(_find())
     return _RUNTIME[0]
@@ -51,7 +53,11 @@ def _find() -> ctypes.CDLL | None:
             paths = {line.split()[-1] for line in f if "libgomp" in line.rsplit("/", 1)[-1]}
     except OSError:
         return None
-    if len(paths) != 1:  # none, or two runtimes: which one torch's kernels use is not known here
+    lib_dir = os.path.realpath(os.path.join(os.path.dirname(torch.__file__), "lib"))
+    own = {p for p in paths if os.path.dirname(os.path.realpath(p)) == lib_dir}
+    if own:  # the wheel's own copy, which its kernels link to (scikit-learn may load another one)
+        paths = own
+    if len(paths) != 1:  # none, or several: which one torch's kernels use is not known here
         return None
     try:
         lib = ctypes.CDLL(paths.pop())  # already loaded: the same library, not a second copy
