@@ -42,8 +42,9 @@ the 1 x 1 shortcut (2-3 ms on two threads, even on one CPU), forward 3-4 ms, the
 those kernels sum per thread, so they keep torch's two threads. Measured 2026-11-29, load 1.3-2.9
 (another job held up to one CPU), ``update2`` -> ``warmed`` in four runs, alternating order: 75.1 ->
 73.1, 74.7 -> 68.7, 64.7 -> 57.6, 60.0 -> 61.9 s wall, results identical in all: ~5%, within the
-machine's variation; the default takes 58-73 s here (``parallel`` 73.3 s, ``pinned`` 65.5 s in the
-57.6 s run, at load 2.4-2.8).
+machine's variation; ``warmed`` from the sources before and after, interleaved, load 1.0-3.4: 112.4 /
+121.1, 80.8 / 69.3, 73.8 / 79.0, 100.6 / 100.4 s: no steady difference. The default takes 58-121 s
+here (``parallel`` 73.3 s, ``pinned`` 65.5 s in the 57.6 s run, at load 2.4-2.8).
 
 On a machine shared with other work the processor time is the steadier figure; with the default
 OpenMP policy a 2-thread run waits for a descheduled partner thread, so ``original`` and ``cached``
