@@ -15,8 +15,11 @@ peak memory and the runtime-only settings a mode changes; the count compared is 
   they come, OpenMP default: ``main`` before issue 37;
 - ``passive``: ``cached`` with idle OpenMP threads sleeping (``OMP_WAIT_POLICY=PASSIVE``, what
   ``vistabench`` sets when the environment does not choose);
-- ``warmed``: ``passive`` with each fit's training set transformed up front in large batches (the
-  default ``vistabench smalldata run``);
+- ``update2``: ``passive`` with each fit's training set transformed up front in large batches, the
+  SGD update on torch's two threads (``main`` before the one-thread update);
+- ``warmed``: ``update2`` with the SGD update of this small network on one OpenMP thread
+  (``vistabench.learners.openmp``; element-wise, the same bits): the default ``vistabench
+  smalldata run``;
 - ``parallel``: ``warmed`` with ``--max-parallel 2``: the 30 final runs in two worker processes,
   each on torch's two threads (the same numbers: a run's thread count is unchanged);
 - ``pinned``: ``warmed`` in a process bound to one CPU with ``--threads 2`` (torch would otherwise
@@ -25,13 +28,26 @@ peak memory and the runtime-only settings a mode changes; the count compared is 
 
 Where the time goes (issue 37, profiled with perf and per-phase timers): ~85% of the default run is
 the 3,252 training steps, and a step of this network (1 x 1 maps after the J = 3 scattering of 8 px
-images) is ~130 OpenMP parallel regions (7 batch norms x 6 regions forward, ~51 backward, 20 in
-SGD for the 5 weights over 32,768 elements); on one thread the step takes 5-7 ms. Each region wakes torch's
-second thread, asleep under ``OMP_WAIT_POLICY=PASSIVE``, on the other CPU; on a virtual machine
-that costs 50-150 us, 2-3x the arithmetic, and varies with the host (the same idle machine ran the
-default in 60 s and 80 s within the hour). Python's own work per step (the loop, the cache lookup,
-the optimizer's loop over its parameters) is ~1.5 ms; garbage collection 0.6 s in the whole run.
+images) is ~130 OpenMP parallel regions (7 batch norms x 6 regions forward, ~51 backward, 20 in SGD
+for the 5 weights over 32,768 elements, gone since the update of a network this small runs on one
+OpenMP thread: ``update2`` / ``warmed``); on one thread the step takes 5-7 ms. Each region wakes
+torch's second thread, asleep under ``OMP_WAIT_POLICY=PASSIVE``, on the other CPU; on a virtual
+machine that costs 50-150 us, 2-3x the arithmetic, and varies with the host (the same idle machine
+ran the default in 60 s and 80 s within the hour). Python's own work per step (the loop, the cache
+lookup, the optimizer's loop over its parameters) is ~1.5 ms; garbage collection 0.6 s in the whole
+run.
 In ``parallel`` the serial path and the transform counts are the main process's (the tuning).
+What remains per step (torch.profiler and oneDNN's verbose log, load 2-3, ~17 ms): backward ~9.5 ms,
+most of it oneDNN's weight gradients of the 3 x 3 convolutions on 1 x 1 maps (0.3-0.9 ms each) and
+of the 1 x 1 shortcut (2-3 ms on two threads, even on one CPU), forward 3-4 ms, the update ~1.3 ms;
+those kernels sum per thread, so they keep torch's two threads. Measured 2026-11-29, load 1.3-2.9
+(another job held up to one CPU), ``update2`` -> ``warmed`` in five runs, alternating order: 75.1 ->
+73.1, 74.7 -> 68.7, 64.7 -> 57.6, 60.0 -> 61.9 s wall and, at load 0.6-0.9, 98.9 -> 87.8 s; results
+identical in all: ~6%, within the machine's variation; ``warmed`` from the sources before and after,
+interleaved, load 1.0-3.4: 112.4 / 121.1, 80.8 / 69.3, 73.8 / 79.0, 100.6 / 100.4 s: no steady
+difference. The default takes 58-121 s here (``parallel`` 73.3 s, ``pinned`` 65.5 s in the 57.6 s
+run, at load 2.4-2.8). Per fit, alternated: benchmarks/trainer_small_update.py (1.15x wall at load
+0.7).
 
 On a machine shared with other work the processor time is the steadier figure; with the default
 OpenMP policy a 2-thread run waits for a descheduled partner thread, so ``original`` and ``cached``
@@ -49,10 +65,12 @@ import subprocess
 import sys
 import time
 
-# mode -> (cache enabled, Kymatio on one thread, warm-up, OMP_WAIT_POLICY or None for the default)
-MODES = {"original": (False, False, False, None), "cached": (True, True, False, None),
-         "passive": (True, True, False, "PASSIVE"), "warmed": (True, True, True, "PASSIVE"),
-         "parallel": (True, True, True, "PASSIVE"), "pinned": (True, True, True, "PASSIVE")}
+# mode -> (cache enabled, Kymatio on one thread, warm-up, OMP_WAIT_POLICY or None for the default,
+#          a small network's SGD update on one OpenMP thread)
+MODES = {"original": (False, False, False, None, False), "cached": (True, True, False, None, False),
+         "passive": (True, True, False, "PASSIVE", False), "update2": (True, True, True, "PASSIVE", False),
+         "warmed": (True, True, True, "PASSIVE", True), "parallel": (True, True, True, "PASSIVE", True),
+         "pinned": (True, True, True, "PASSIVE", True)}
 # mode -> extra command-line flags (runtime only: they never change a number)
 EXTRA = {"parallel": ["--max-parallel", "2"], "pinned": ["--threads", "2"]}
 # fields that differ between two runs of the same command, or name the runtime setting a mode changes
@@ -119,9 +137,11 @@ def child(mode: str, argv: list[str]) -> None:
     import io
 
     from vistabench.cli import main as cli
+    from vistabench.learners import openmp
     from vistabench.learners.smalldata.dhn import SCATTERING_CACHE
 
     SCATTERING_CACHE.enabled, SCATTERING_CACHE.one_thread, SCATTERING_CACHE.warm = MODES[mode][:3]
+    openmp.ENABLED = MODES[mode][4]
     if mode == "pinned":  # before torch starts its threads: both of them on the first allowed CPU
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
     out = io.StringIO()

@@ -23,7 +23,10 @@ bitwise deterministic.
 
 Cost: the loop adds no host synchronisation per step (loss and accuracy are summed on the device
 and read once per epoch) and converts each batch from the stored uint8 arrays as it goes (well under
-1 ms for 128 CIFAR images, against ~0.4 s for a ResNet-32 step on a CPU core). On a CPU the batches
+1 ms for 128 CIFAR images, against ~0.4 s for a ResNet-32 step on a CPU core). On a CPU the optimizer's
+update of a small network (no weight over :data:`~.openmp.SMALL_UPDATE` elements) runs on one
+OpenMP thread (:mod:`.openmp`: element-wise, the same bits; it saves ~20 wakes of torch's other
+threads per step). On a CPU the batches
 keep the arrays' channels-last memory (:meth:`Trainer.batch`), so the model's convolutions run
 channels-last, ~20% faster than on contiguous NCHW batches; ``benchmarks/bench_trainer_overhead.py``
 times the trainer against bare PyTorch loops.
@@ -51,6 +54,7 @@ from ..errors import InputError
 from .flops import count_train_step_flops, count_forward_flops
 from ..data.image_files import ImageFiles
 from .distributed import DataParallel, check_devices, data_parallel_world, rank_device, run_data_parallel
+from .openmp import SMALL_UPDATE, one_thread
 from .sampling import batch_indices, epoch_order
 from .sources import DataSource, StreamSource, make_source
 from .schedules import learning_rate
@@ -375,6 +379,9 @@ class Trainer:
         stopped = False
         seen = 0
         devices = [self.device] if self.device.type == "cuda" else []
+        # a small network's update (every weight at most SMALL_UPDATE elements) runs on one OpenMP thread
+        largest = max((p.numel() for g in opt.param_groups for p in g["params"]), default=0)
+        one = self.device.type == "cpu" and largest <= SMALL_UPDATE
         with torch.random.fork_rng(devices=devices):
             torch.manual_seed(seed)
             for epoch in progress.track(range(cfg.epochs), total=cfg.epochs, description="training"):
@@ -422,7 +429,8 @@ class Trainer:
                     if self.step is not None and cfg.count_flops:
                         flops += self._flop_cache[key]
                     if scaler is None:
-                        opt.step()
+                        with one_thread(one):  # SGD is element-wise: the same bits on one thread (.openmp)
+                            opt.step()
                     else:  # fp16: unscale, skip a step with inf/NaN gradients, adapt the scale
                         scaler.step(opt)
                         scaler.update()
