@@ -11,7 +11,7 @@ import os
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Literal
+from typing import Callable, Literal
 
 import numpy as np
 
@@ -208,23 +208,9 @@ def file_sha256_in_background(path: str | os.PathLike[str]) -> Callable[[], str]
     release the GIL, so it runs on another core); the returned function waits for the digest and
     raises what the hashing raised (e.g. the file is gone). Large blocks: the thread needs the GIL
     only between them, so it seldom interrupts the caller."""
-    import threading
+    from concurrent.futures import ThreadPoolExecutor
 
-    box: dict[str, Any] = {}
-
-    def work() -> None:
-        try:
-            box["digest"] = file_sha256(path, block_bytes=16 << 20)
-        except BaseException as exc:  # noqa: BLE001 - handed to the caller by result()
-            box["error"] = exc
-
-    thread = threading.Thread(target=work, name="vistabench-sha256", daemon=True)
-    thread.start()
-
-    def result() -> str:
-        thread.join()
-        if "error" in box:
-            raise box["error"]
-        return box["digest"]
-
-    return result
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vistabench-sha256")
+    future = pool.submit(file_sha256, path, block_bytes=16 << 20)
+    pool.shutdown(wait=False)  # no more work for it; the caller goes on, result() waits for the digest
+    return future.result
