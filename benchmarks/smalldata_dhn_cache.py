@@ -17,9 +17,12 @@ peak memory and the runtime-only settings a mode changes; the count compared is 
   ``vistabench`` sets when the environment does not choose);
 - ``update2``: ``passive`` with each fit's training set transformed up front in large batches, the
   SGD update on torch's two threads (``main`` before the one-thread update);
-- ``warmed``: ``update2`` with the SGD update of this small network on one OpenMP thread
-  (``vistabench.learners.openmp``; element-wise, the same bits): the default ``vistabench
-  smalldata run``;
+- ``spread``: ``update2`` with the SGD update of this small network on one OpenMP thread
+  (``vistabench.learners.openmp``; element-wise, the same bits), torch's threads free to run on
+  either CPU (``VISTABENCH_ONE_CPU=0``; the default before 2026-11-29 06:00);
+- ``warmed``: the default ``vistabench smalldata run``: ``spread`` where a fit's steps move every
+  thread onto one CPU when the first fit measured that faster (``vistabench.learners.one_cpu``:
+  the same two threads and split, the same bits, no cross-CPU wake per parallel region);
 - ``parallel``: ``warmed`` with ``--max-parallel 2``: the 30 final runs in two worker processes,
   each on torch's two threads (the same numbers: a run's thread count is unchanged);
 - ``pinned``: ``warmed`` in a process bound to one CPU with ``--threads 2`` (torch would otherwise
@@ -69,10 +72,12 @@ import time
 #          a small network's SGD update on one OpenMP thread)
 MODES = {"original": (False, False, False, None, False), "cached": (True, True, False, None, False),
          "passive": (True, True, False, "PASSIVE", False), "update2": (True, True, True, "PASSIVE", False),
-         "warmed": (True, True, True, "PASSIVE", True), "parallel": (True, True, True, "PASSIVE", True),
-         "pinned": (True, True, True, "PASSIVE", True)}
+         "spread": (True, True, True, "PASSIVE", True), "warmed": (True, True, True, "PASSIVE", True),
+         "parallel": (True, True, True, "PASSIVE", True), "pinned": (True, True, True, "PASSIVE", True)}
 # mode -> extra command-line flags (runtime only: they never change a number)
 EXTRA = {"parallel": ["--max-parallel", "2"], "pinned": ["--threads", "2"]}
+# the modes as they were before a small network's steps could move to one CPU (vistabench.learners.one_cpu)
+SPREAD = {"original", "cached", "passive", "update2", "spread"}
 # fields that differ between two runs of the same command, or name the runtime setting a mode changes
 VOLATILE = {"created", "run_id", "id", "train_seconds", "trial_seconds", "images_per_second", "peak_memory_bytes",
             "max_parallel", "threads"}
@@ -162,7 +167,9 @@ def run(mode: str, args: argparse.Namespace, work: str) -> dict:
             os.path.join(work, mode), *EXTRA.get(mode, [])]
     if args.repeats is not None:
         argv += ["--repeats", str(args.repeats)]
-    env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "VISTABENCH_ONE_CPU")}
+    if mode in SPREAD:
+        env["VISTABENCH_ONE_CPU"] = "0"
     if MODES[mode][3] is not None:
         env["OMP_WAIT_POLICY"] = MODES[mode][3]
     load0 = os.getloadavg()[0]

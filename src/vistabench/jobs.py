@@ -198,8 +198,14 @@ def _jobs_local(jobs: list[Job], *, max_parallel: int, on_start: Callable[[Job],
         yield from _drain_pool(pool, jobs, max_parallel=max_parallel, on_start=on_start)
 
 
+#: set in every worker process: workers share the machine's CPUs, so a small network's steps never
+#: move the worker's threads onto one CPU (:mod:`vistabench.learners.one_cpu`; two workers could pick the same)
+WORKER_ENV = {"VISTABENCH_ONE_CPU": "0"}
+
+
 def _report_pid(pids: Any) -> None:
     """A pool worker's initializer: tell the driver which process it is (so the driver can stop it)."""
+    os.environ.update(WORKER_ENV)
     pids.put(os.getpid())
 
 
@@ -304,6 +310,7 @@ def run_attempt(log: Any, key: int, fn: Callable[..., Any], *args: Any) -> Any:
     landed before the driver reads the count."""
     import ray
 
+    os.environ.update(WORKER_ENV)
     recorded = log.record.remote(key)
     try:
         return fn(*args)

@@ -26,7 +26,9 @@ and read once per epoch) and converts each batch from the stored uint8 arrays as
 1 ms for 128 CIFAR images, against ~0.4 s for a ResNet-32 step on a CPU core). On a CPU the optimizer's
 update of a small network (no weight over :data:`~.openmp.SMALL_UPDATE` elements) runs on one
 OpenMP thread (:mod:`.openmp`: element-wise, the same bits; it saves ~20 wakes of torch's other
-threads per step). On a CPU the batches
+threads per step), and its steps run with every thread of the process on one CPU when the first fit
+of that network shape measured this faster (:mod:`.one_cpu`: the same threads and split, the same
+bits; 1.3-1.7x on dhn's digits run). On a CPU the batches
 keep the arrays' channels-last memory (:meth:`Trainer.batch`), so the model's convolutions run
 channels-last, ~20% faster than on contiguous NCHW batches; ``benchmarks/bench_trainer_overhead.py``
 times the trainer against bare PyTorch loops.
@@ -54,6 +56,7 @@ from ..errors import InputError
 from .flops import count_train_step_flops, count_forward_flops
 from ..data.image_files import ImageFiles
 from .distributed import DataParallel, check_devices, data_parallel_world, rank_device, run_data_parallel
+from .one_cpu import StepPlacement
 from .openmp import SMALL_UPDATE, one_thread
 from .sampling import batch_indices, epoch_order
 from .sources import DataSource, StreamSource, make_source
@@ -382,7 +385,13 @@ class Trainer:
         # a small network's update (every weight at most SMALL_UPDATE elements) runs on one OpenMP thread
         largest = max((p.numel() for g in opt.param_groups for p in g["params"]), default=0)
         one = self.device.type == "cpu" and largest <= SMALL_UPDATE
-        with torch.random.fork_rng(devices=devices):
+        # such a network's steps may also run faster with every thread on one CPU (.one_cpu: measured
+        # once per network shape in a process, the same bits); not beside a stream loader's workers
+        placement = StepPlacement(
+            (type(self.model).__qualname__, sum(p.numel() for p in self.model.parameters()), cfg.batch_size,
+             sample_shape, torch.get_num_threads()),
+            measure=one and cfg.loader == "memory" and dp is None and torch.get_num_threads() > 1)
+        with torch.random.fork_rng(devices=devices), placement:
             torch.manual_seed(seed)
             for epoch in progress.track(range(cfg.epochs), total=cfg.epochs, description="training"):
                 if hasattr(loss_fn, "set_epoch"):
@@ -406,6 +415,7 @@ class Trainer:
                 t0 = time.perf_counter()
                 lr = cfg.lr
                 for gb, b, x in zip(batches, local, source.epoch(local, aug_gen)):
+                    t_step = time.perf_counter()
                     lr = self.lr_at(step, total_steps, steps_per_epoch)
                     for g in opt.param_groups:
                         g["lr"] = lr
@@ -438,6 +448,7 @@ class Trainer:
                     correct += (logits.detach().argmax(1) == y).sum()
                     step += 1
                     seen += len(b)
+                    placement.stepped(time.perf_counter() - t_step)
                 if self.device.type == "cuda":
                     torch.cuda.synchronize(self.device)
                 train_seconds += time.perf_counter() - t0
