@@ -19,10 +19,12 @@ peak memory and the runtime-only settings a mode changes; the count compared is 
   SGD update on torch's two threads (``main`` before the one-thread update);
 - ``spread``: ``update2`` with the SGD update of this small network on one OpenMP thread
   (``vistabench.learners.openmp``; element-wise, the same bits), torch's threads free to run on
-  either CPU (``VISTABENCH_ONE_CPU=0``; the default before 2026-11-29 06:00);
+  either CPU (``VISTABENCH_ONE_CPU=0``) and Kymatio's batches in one thread: the default before
+  2026-11-29 06:00;
 - ``warmed``: the default ``vistabench smalldata run``: ``spread`` where a fit's steps move every
   thread onto one CPU when the first fit measured that faster (``vistabench.learners.one_cpu``:
-  the same two threads and split, the same bits, no cross-CPU wake per parallel region);
+  the same two threads and split, the same bits, no cross-CPU wake per parallel region), and a
+  Kymatio batch of 64 images or more computed as two halves at once in two threads;
 - ``parallel``: ``warmed`` with ``--max-parallel 2``: the 30 final runs in two worker processes,
   each on torch's two threads (the same numbers: a run's thread count is unchanged);
 - ``pinned``: ``warmed`` in a process bound to one CPU with ``--threads 2`` (torch would otherwise
@@ -77,6 +79,7 @@ MODES = {"original": (False, False, False, None, False), "cached": (True, True, 
 # mode -> extra command-line flags (runtime only: they never change a number)
 EXTRA = {"parallel": ["--max-parallel", "2"], "pinned": ["--threads", "2"]}
 # the modes as they were before a small network's steps could move to one CPU (vistabench.learners.one_cpu)
+# and a large Kymatio batch was computed as two halves at once (SCATTERING_CACHE.halves)
 SPREAD = {"original", "cached", "passive", "update2", "spread"}
 # fields that differ between two runs of the same command, or name the runtime setting a mode changes
 VOLATILE = {"created", "run_id", "id", "train_seconds", "trial_seconds", "images_per_second", "peak_memory_bytes",
@@ -147,6 +150,7 @@ def child(mode: str, argv: list[str]) -> None:
 
     SCATTERING_CACHE.enabled, SCATTERING_CACHE.one_thread, SCATTERING_CACHE.warm = MODES[mode][:3]
     openmp.ENABLED = MODES[mode][4]
+    SCATTERING_CACHE.halves = mode not in SPREAD
     if mode == "pinned":  # before torch starts its threads: both of them on the first allowed CPU
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
     out = io.StringIO()

@@ -13,11 +13,11 @@ from vistabench.learners.trainer import TrainConfig, Trainer
 @pytest.fixture
 def cache():
     saved = (SCATTERING_CACHE.enabled, SCATTERING_CACHE.max_bytes, SCATTERING_CACHE.one_thread,
-             SCATTERING_CACHE.warm)
+             SCATTERING_CACHE.warm, SCATTERING_CACHE.halves)
     SCATTERING_CACHE.clear()
     yield SCATTERING_CACHE
     (SCATTERING_CACHE.enabled, SCATTERING_CACHE.max_bytes, SCATTERING_CACHE.one_thread,
-     SCATTERING_CACHE.warm) = saved
+     SCATTERING_CACHE.warm, SCATTERING_CACHE.halves) = saved
     SCATTERING_CACHE.clear()
 
 
@@ -43,6 +43,44 @@ def test_kymatio_does_not_depend_on_the_batch_nor_the_thread_count(shape, J):
     finally:
         torch.set_num_threads(before)
     assert torch.equal(whole, one) and torch.equal(whole, parts) and torch.equal(whole, single)
+
+
+def test_a_large_batch_is_computed_as_two_halves_at_once_with_the_same_bits(cache, monkeypatch):
+    """A batch of HALVES_MIN or more images on two CPUs: two threads, each on one OpenMP thread
+    (the second sets its own team size), and the coefficients of one call, bit for bit."""
+    from vistabench.learners import openmp
+    from vistabench.learners.smalldata import dhn
+
+    if openmp.runtime() is None:
+        pytest.skip("needs torch's OpenMP runtime (libgomp)")
+    torch.set_num_threads(2)  # the suite runs on one thread; the conftest gives the setting back
+    x = torch.randn(dhn.HALVES_MIN + 7, 1, 8, 8)
+    s = Scattering(3)
+    cache.halves = False
+    whole = s._compute(x)
+    seen = []
+    real_bank = s._bank
+
+    def bank(h, w, device):
+        b = real_bank(h, w, device)
+
+        def call(part):
+            import threading
+
+            seen.append((threading.current_thread().name, torch.get_num_threads(), len(part)))
+            return b(part)
+        return call
+
+    monkeypatch.setattr(s, "_bank", bank)
+    cache.halves = True
+    halves = s._compute(x)
+    assert torch.equal(whole, halves)
+    assert sorted(n for _, _, n in seen) == [len(x) // 2, len(x) - len(x) // 2]
+    assert {t for _, t, _ in seen} == {1} and len({name for name, _, _ in seen}) == 2
+    assert torch.get_num_threads() == 2  # given back
+    seen.clear()
+    s._compute(x[: dhn.HALVES_MIN - 1])  # smaller: one call
+    assert len(seen) == 1
 
 
 def test_each_distinct_input_is_transformed_once_and_served_bit_for_bit(cache):

@@ -22,9 +22,10 @@ images again in every epoch, trial and repeat of a run) are computed once, a fit
 training set up front in large batches (``warm_inputs``, called by the trainer: Kymatio's cost per
 call hardly depends on its size). The filter banks are built once per process. On a CPU, Kymatio runs
 with one torch thread: its hundreds of small FFTs (MKL) spin-wait in every multi-threaded call (20x
-the processor time on 2 busy cores). Kymatio's output for an image does not depend on the batch it
-is computed in, nor on the thread count (bit for bit; tests/smalldata/test_dhn_cache.py), so the
-cache and the thread setting change no number.
+the processor time on 2 busy cores); a batch of 64 images or more is computed as two halves at once,
+in two threads of one OpenMP thread each. Kymatio's output for an image does not depend on the batch
+it is computed in, nor on the thread count (bit for bit; tests/smalldata/test_dhn_cache.py), so the
+cache, the halves and the thread setting change no number.
 """
 
 from __future__ import annotations
@@ -58,13 +59,15 @@ class ScatteringCache:
 
     ``enabled=False`` computes every batch anew; ``one_thread=False`` runs Kymatio on torch's
     thread count; ``warm=False`` leaves a fit's training set to its batches (:meth:`Scattering.warm`
-    does nothing): each as before, for benchmarks/smalldata_dhn_cache.py. ``computed`` counts the
-    images Kymatio transformed, ``hits`` those served from the cache."""
+    does nothing); ``halves=False`` computes a large batch in one thread (else its two halves at
+    once, :func:`_in_two_threads`): each as before, for benchmarks/smalldata_dhn_cache.py.
+    ``computed`` counts the images Kymatio transformed, ``hits`` those served from the cache."""
 
     enabled: bool = True
     max_bytes: int = 512 * 2**20
     one_thread: bool = True
     warm: bool = True
+    halves: bool = True
     computed: int = 0
     hits: int = 0
 
@@ -203,7 +206,10 @@ class Scattering(nn.Module):
         if single:
             torch.set_num_threads(1)
         try:
-            s = bank(x.contiguous())  # (N, C, K, H', W')
+            if single and SCATTERING_CACHE.halves and len(x) >= HALVES_MIN:
+                s = _in_two_threads(bank, x)
+            else:
+                s = bank(x.contiguous())  # (N, C, K, H', W')
         finally:
             if single:
                 torch.set_num_threads(threads)
@@ -213,6 +219,34 @@ class Scattering(nn.Module):
         copy = Scattering(self.J)
         copy.inputs_augmented = self.inputs_augmented
         return copy
+
+
+#: batches of at least this many images are computed as two halves at once (:func:`_in_two_threads`)
+HALVES_MIN = 64
+
+
+def _in_two_threads(bank: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """``bank`` (a Kymatio transform) on the two halves of ``x`` at once, this thread and a second,
+    each on one OpenMP thread, concatenated: the same bits as one call (an image's coefficients do
+    not depend on its batch nor the thread count), on two CPUs. The caller has set torch's threads
+    to one; a new thread starts with the OpenMP runtime's default team, so the second sets its own
+    (:func:`~vistabench.learners.openmp.one_thread`). One call where that runtime is not found."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from ..openmp import one_thread, runtime
+
+    if runtime() is None:
+        return bank(x.contiguous())
+    h = len(x) // 2
+
+    def second() -> torch.Tensor:
+        with one_thread():
+            return bank(x[h:].contiguous())
+
+    with ThreadPoolExecutor(1, thread_name_prefix="vistabench-scattering") as pool:
+        later = pool.submit(second)
+        first = bank(x[:h].contiguous())
+        return torch.cat([first, later.result()])
 
 
 class _Wide(nn.Module):
