@@ -8,8 +8,8 @@ parallel regions, and each one wakes the team's other thread, asleep on the othe
 region's arithmetic. With every thread on the CPU the caller runs on, a region is the same two
 threads' work, done one after the other on that CPU, without the cross-CPU wake: the same bits
 (the team and its split are unchanged; tests/learners/test_one_cpu.py checks weights and logits bit
-for bit), 1.4x faster per fit on dhn's digits network (``benchmarks/trainer_small_update.py``), and
-about 2x slower for a network whose steps are real work (half the CPUs).
+for bit), 1.4-2.0x faster per fit on dhn's digits network (``benchmarks/trainer_one_cpu.py``), and
+slower for a network whose steps are real work (half the CPUs).
 
 Which of the two is faster depends on the network, the batch and the machine, so it is measured,
 not guessed: :class:`StepPlacement` times the first fit's steps (after a warm-up, some with the
