@@ -51,7 +51,7 @@ those kernels sum per thread, so they keep torch's two threads. Measured 2026-11
 identical in all: ~6%, within the machine's variation; ``warmed`` from the sources before and after,
 interleaved, load 1.0-3.4: 112.4 / 121.1, 80.8 / 69.3, 73.8 / 79.0, 100.6 / 100.4 s: no steady
 difference. The default takes 58-121 s here (``parallel`` 73.3 s, ``pinned`` 65.5 s in the 57.6 s
-run, at load 2.4-2.8). Per fit, alternated: benchmarks/trainer_small_update.py (1.15x wall at load
+run, at load 2.4-2.8). Per fit, alternated: benchmarks/trainer_small_network.py --compare update (1.15x wall at load
 0.7).
 
 ``spread`` -> ``warmed`` (the steps on one CPU, Kymatio's halves), four runs on 2026-11-29 05:37-06:00

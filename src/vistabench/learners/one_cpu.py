@@ -8,7 +8,7 @@ parallel regions, and each one wakes the team's other thread, asleep on the othe
 region's arithmetic. With every thread on the CPU the caller runs on, a region is the same two
 threads' work, done one after the other on that CPU, without the cross-CPU wake: the same bits
 (the team and its split are unchanged; tests/learners/test_one_cpu.py checks weights and logits bit
-for bit), 1.4-2.0x faster per fit on dhn's digits network (``benchmarks/trainer_one_cpu.py``), and
+for bit), 1.4-2.0x faster per fit on dhn's digits network (``benchmarks/trainer_small_network.py``), and
 slower for a network whose steps are real work (half the CPUs).
 
 Which of the two is faster depends on the network, the batch and the machine, so it is measured,
