@@ -159,7 +159,9 @@ def test_the_choice_is_measured_once_and_kept_for_the_same_network(passive_run):
     assert passive_run["choices_after_second_fit"] == passive_run["choices"]
 
 
+@needs_affinity
 def test_short_fits_and_the_switch_leave_no_choice(monkeypatch):
+    assert one_cpu.supported()  # what the fixture sets up: the placement could run here
     x, y = _data(40)  # 4 steps: the measurement cannot finish
     _fit(x, y, epochs=1)
     assert one_cpu.CHOICES == {}
@@ -176,12 +178,18 @@ def test_spinning_idle_threads_are_never_moved(monkeypatch):
     assert not one_cpu.supported()
 
 
-def test_large_networks_and_one_thread_are_never_measured(monkeypatch):
+@needs_affinity
+def test_large_networks_are_never_measured(monkeypatch):
+    assert one_cpu.supported()
     monkeypatch.setattr(one_cpu, "pin_to_current_cpu", lambda: pytest.fail("moved the threads"))
     monkeypatch.setattr("vistabench.learners.trainer.SMALL_UPDATE", 10)  # every weight is "large"
     _fit(*_data(), epochs=2)
-    monkeypatch.undo()
-    monkeypatch.setattr(one_cpu, "CHOICES", {})
+    assert one_cpu.CHOICES == {}
+
+
+@needs_affinity
+def test_one_torch_thread_is_never_measured(monkeypatch):
+    assert one_cpu.supported()
     monkeypatch.setattr(one_cpu, "pin_to_current_cpu", lambda: pytest.fail("moved the threads"))
     torch.set_num_threads(1)
     _fit(*_data(), epochs=2)

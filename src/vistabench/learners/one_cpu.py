@@ -18,11 +18,12 @@ choice for the process (one key per network type, parameter count, batch size, i
 thread count), so later fits with the same key start on the chosen placement. Only a network whose
 largest weight has at most :data:`~.openmp.SMALL_UPDATE` elements is measured; others never move.
 
-Off (threads never moved): ``VISTABENCH_ONE_CPU=0``; unless idle OpenMP threads sleep
-(``OMP_WAIT_POLICY=PASSIVE``, the ``vistabench`` command's setting); in a job runner's worker processes (several
-workers share the machine's CPUs; :mod:`vistabench.jobs` sets it there); with fewer than two CPUs
-allowed or one torch thread; where Linux's per-thread affinity (``/proc/self/task``,
-``os.sched_setaffinity``, ``sched_getcpu``) is not available. A choice never changes a number.
+Off (threads never moved): with ``VISTABENCH_ONE_CPU=0``; unless idle OpenMP threads sleep
+(``OMP_WAIT_POLICY=PASSIVE``, the ``vistabench`` command's setting); in a job runner's worker
+processes (several workers share the machine's CPUs; :mod:`vistabench.jobs` sets the variable
+there); with fewer than two CPUs allowed or one torch thread; where Linux's per-thread affinity
+(``/proc/self/task``, ``os.sched_setaffinity``, ``sched_getcpu``) is not available. A choice never
+changes a number.
 """
 
 from __future__ import annotations
@@ -127,10 +128,6 @@ class StepPlacement:
         self.times: dict[bool, list[float]] = {False: [], True: []}
         self.step = 0
         self._saved: dict[int, set[int]] | None = None
-
-    @property
-    def pinned(self) -> bool:
-        return self._saved is not None
 
     def _set(self, one_cpu: bool) -> None:
         if one_cpu and self._saved is None:
