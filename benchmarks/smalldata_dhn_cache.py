@@ -54,10 +54,10 @@ difference. The default takes 58-121 s here (``parallel`` 73.3 s, ``pinned`` 65.
 run, at load 2.4-2.8). Per fit, alternated: benchmarks/trainer_small_network.py --compare update (1.15x wall at load
 0.7).
 
-``spread`` -> ``warmed`` (the steps on one CPU, Kymatio's halves), four runs on 2026-11-29 05:37-06:00
+``spread`` -> ``warmed`` (the steps on one CPU, Kymatio's halves), five runs on 2026-11-29 05:37-06:39
 UTC in alternating order, load 0.8-1.5 with the host taking 30-40% of the machine (``top``'s steal):
-83.4 -> 65.6 and 102.5 -> 60.7 s with the steps on one CPU alone, 93.5 -> 62.2 and 92.5 -> 58.9 s with
-both; processor time 78.0-84.5 -> 63.7-68.3 s; results identical in all four (3,543 fields).
+83.4 -> 65.6 and 102.5 -> 60.7 s with the steps on one CPU alone, 93.5 -> 62.2, 92.5 -> 58.9 and
+87.1 -> 62.9 s with both; processor time 78.0-84.5 -> 63.7-68.5 s; results identical in all (3,543 fields).
 
 On a machine shared with other work the processor time is the steadier figure; with the default
 OpenMP policy a 2-thread run waits for a descheduled partner thread, so ``original`` and ``cached``
@@ -212,6 +212,10 @@ def main() -> None:
     ap.add_argument("--modes", nargs="+", choices=list(MODES), default=list(MODES))
     ap.add_argument("--timeout", type=float, default=1800, help="seconds one mode may run (default 1800)")
     args = ap.parse_args()
+    twice = sorted({m for m in args.modes if args.modes.count(m) > 1})
+    if twice:  # a mode's work folder (its tuning study) is per call: a second run would resume the first
+        ap.error(f"--modes: {', '.join(twice)} given twice; each mode runs once per call (run the script again "
+                 "to repeat one)")
     if "pinned" in args.modes and not hasattr(os, "sched_setaffinity"):
         raise SystemExit("--modes: 'pinned' needs os.sched_setaffinity (Linux)")
     print(f"dhn on digits, {args.trials} trials x {args.epochs} epochs, {os.cpu_count()} CPUs; "
