@@ -54,10 +54,11 @@ difference. The default takes 58-121 s here (``parallel`` 73.3 s, ``pinned`` 65.
 run, at load 2.4-2.8). Per fit, alternated: benchmarks/trainer_small_network.py --compare update (1.15x wall at load
 0.7).
 
-``spread`` -> ``warmed`` (the steps on one CPU, Kymatio's halves), five runs on 2026-11-29 05:37-06:39
-UTC in alternating order, load 0.8-1.5 with the host taking 30-40% of the machine (``top``'s steal):
-83.4 -> 65.6 and 102.5 -> 60.7 s with the steps on one CPU alone, 93.5 -> 62.2, 92.5 -> 58.9 and
-87.1 -> 62.9 s with both; processor time 78.0-84.5 -> 63.7-68.5 s; results identical in all (3,543 fields).
+``spread`` -> ``warmed`` (the steps on one CPU, Kymatio's halves), six runs on 2026-11-29 05:37-07:13
+UTC in alternating order, load 0.5-1.5 with the host taking 30-40% of the machine (``top``'s steal):
+83.4 -> 65.6 and 102.5 -> 60.7 s with the steps on one CPU alone, 93.5 -> 62.2, 92.5 -> 58.9,
+87.1 -> 62.9 and 93.3 -> 66.1 s with both; processor time 78.0-84.6 -> 63.7-72.0 s; results identical
+in all (3,543 fields).
 
 On a machine shared with other work the processor time is the steadier figure; with the default
 OpenMP policy a 2-thread run waits for a descheduled partner thread, so ``original`` and ``cached``
