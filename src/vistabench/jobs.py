@@ -199,7 +199,9 @@ def _jobs_local(jobs: list[Job], *, max_parallel: int, on_start: Callable[[Job],
 
 
 #: set in every worker process: workers share the machine's CPUs, so a small network's steps never
-#: move the worker's threads onto one CPU (:mod:`vistabench.learners.one_cpu`; two workers could pick the same)
+#: move the worker's threads onto one CPU (two workers could pick the same). The name is
+#: :data:`vistabench.learners.one_cpu.ENV`, spelled out: importing the learners imports torch
+#: (tests/learners/test_one_cpu.py checks that the two agree)
 WORKER_ENV = {"VISTABENCH_ONE_CPU": "0"}
 
 

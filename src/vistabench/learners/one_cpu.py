@@ -34,6 +34,8 @@ import statistics
 import threading
 from typing import Any, Hashable
 
+from .distributed import cpu_cores
+
 __all__ = ["StepPlacement", "pin_to_current_cpu", "unpin", "supported", "ENV", "CHOICES"]
 
 #: the environment variable that turns the placement off ("0")
@@ -69,7 +71,7 @@ def supported() -> bool:
         return False
     if not os.path.isdir("/proc/self/task") or _sched_getcpu() is None:
         return False
-    return len(os.sched_getaffinity(0)) >= 2
+    return cpu_cores() >= 2
 
 
 def _threads() -> list[int]:
