@@ -21,10 +21,14 @@ peak memory and the runtime-only settings a mode changes; the count compared is 
   (``vistabench.learners.openmp``; element-wise, the same bits), torch's threads free to run on
   either CPU (``VISTABENCH_ONE_CPU=0``) and Kymatio's batches in one thread: the default before
   2026-11-29 06:00;
-- ``warmed``: the default ``vistabench smalldata run``: ``spread`` where a fit's steps move every
+- ``warmed``: ``spread`` where a fit's steps move every
   thread onto one CPU when the first fit measured that faster (``vistabench.learners.one_cpu``:
   the same two threads and split, the same bits, no cross-CPU wake per parallel region), and a
   Kymatio batch of 64 images or more computed as two halves at once in two threads;
+- ``lanes``: the default ``vistabench smalldata run`` since 2026-11-29 09:00: ``warmed`` where,
+  once a split's first final run has trained on one CPU and drawn nothing from torch's default
+  generator, the other nine run two at once, one per CPU (``vistabench.learners.lanes``: each with
+  torch's two threads, the same bits); ``warmed`` turns that off (``VISTABENCH_LANES=0``);
 - ``parallel``: ``warmed`` with ``--max-parallel 2``: the 30 final runs in two worker processes,
   each on torch's two threads (the same numbers: a run's thread count is unchanged);
 - ``pinned``: ``warmed`` in a process bound to one CPU with ``--threads 2`` (torch would otherwise
@@ -64,7 +68,7 @@ On a machine shared with other work the processor time is the steadier figure; w
 OpenMP policy a 2-thread run waits for a descheduled partner thread, so ``original`` and ``cached``
 take 20+ minutes at load 8 (``--timeout`` stops a mode; its row then says so).
 
-    .venv/bin/python benchmarks/smalldata_dhn_cache.py [--trials 2] [--epochs 2] [--modes warmed parallel pinned]
+    .venv/bin/python benchmarks/smalldata_dhn_cache.py [--trials 2] [--epochs 2] [--modes warmed lanes parallel pinned]
 """
 
 from __future__ import annotations
@@ -81,12 +85,15 @@ import time
 MODES = {"original": (False, False, False, None, False), "cached": (True, True, False, None, False),
          "passive": (True, True, False, "PASSIVE", False), "update2": (True, True, True, "PASSIVE", False),
          "spread": (True, True, True, "PASSIVE", True), "warmed": (True, True, True, "PASSIVE", True),
-         "parallel": (True, True, True, "PASSIVE", True), "pinned": (True, True, True, "PASSIVE", True)}
+         "lanes": (True, True, True, "PASSIVE", True), "parallel": (True, True, True, "PASSIVE", True),
+         "pinned": (True, True, True, "PASSIVE", True)}
 # mode -> extra command-line flags (runtime only: they never change a number)
 EXTRA = {"parallel": ["--max-parallel", "2"], "pinned": ["--threads", "2"]}
 # the modes as they were before a small network's steps could move to one CPU (vistabench.learners.one_cpu)
 # and a large Kymatio batch was computed as two halves at once (SCATTERING_CACHE.halves)
 SPREAD = {"original", "cached", "passive", "update2", "spread"}
+# the modes whose final runs train one at a time in this process (vistabench.learners.lanes off)
+ONE_AT_A_TIME = SPREAD | {"warmed"}
 # fields that differ between two runs of the same command, or name the runtime setting a mode changes
 VOLATILE = {"created", "run_id", "id", "train_seconds", "trial_seconds", "images_per_second", "peak_memory_bytes",
             "max_parallel", "threads"}
@@ -177,9 +184,12 @@ def run(mode: str, args: argparse.Namespace, work: str) -> dict:
             os.path.join(work, mode), *EXTRA.get(mode, [])]
     if args.repeats is not None:
         argv += ["--repeats", str(args.repeats)]
-    env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "VISTABENCH_ONE_CPU")}
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "VISTABENCH_ONE_CPU", "VISTABENCH_LANES")}
     if mode in SPREAD:
         env["VISTABENCH_ONE_CPU"] = "0"
+    if mode in ONE_AT_A_TIME:
+        env["VISTABENCH_LANES"] = "0"
     if MODES[mode][3] is not None:
         env["OMP_WAIT_POLICY"] = MODES[mode][3]
     load0 = os.getloadavg()[0]

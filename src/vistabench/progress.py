@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import sys
+import threading
 from contextlib import contextmanager
 from typing import Iterable, Iterator, TypeVar
 
 T = TypeVar("T")
 
 _QUIET = False
+_THREAD = threading.local()  # .quiet: this thread shows nothing (a lane of vistabench.learners.lanes)
 
 
 def set_quiet(quiet: bool) -> None:
@@ -17,13 +19,18 @@ def set_quiet(quiet: bool) -> None:
     _QUIET = quiet
 
 
+def quiet_here() -> None:
+    """Silence progress output of the calling thread only (work running beside the main thread)."""
+    _THREAD.quiet = True
+
+
 def is_quiet() -> bool:
     """Whether progress output is silenced (``--json``): a command's log lines on stderr follow it."""
     return _QUIET
 
 
 def enabled() -> bool:
-    return not _QUIET and sys.stderr.isatty()
+    return not _QUIET and not getattr(_THREAD, "quiet", False) and sys.stderr.isatty()
 
 
 def track(it: Iterable[T], *, total: int | None = None, description: str = "") -> Iterator[T]:

@@ -20,6 +20,7 @@ from torch import nn
 
 from .._validation import check_value
 from ..errors import InputError
+from .lanes import seeded
 from .model_options import models, small_stem
 
 # the building blocks are public: method packages extend them (learners/smalldata/: full convolution,
@@ -404,8 +405,7 @@ def build_model(name: str, *, num_classes: int, in_channels: int, image_size: in
         if seed is None:
             net = factory(num_classes, in_channels, image_size, **options)
         else:
-            with torch.random.fork_rng(devices=[]):
-                torch.manual_seed(int(seed))
+            with seeded(int(seed)):
                 net = factory(num_classes, in_channels, image_size, **options)
     except TypeError as exc:
         if "unexpected keyword" in str(exc):

@@ -22,8 +22,8 @@ Off (threads never moved): with ``VISTABENCH_ONE_CPU=0``; unless idle OpenMP thr
 (``OMP_WAIT_POLICY=PASSIVE``, the ``vistabench`` command's setting); in a job runner's worker
 processes (several workers share the machine's CPUs; :mod:`vistabench.jobs` sets the variable
 there); with fewer than two CPUs allowed or one torch thread; where Linux's per-thread affinity
-(``/proc/self/task``, ``os.sched_setaffinity``, ``sched_getcpu``) is not available. A choice never
-changes a number.
+(``/proc/self/task``, ``os.sched_setaffinity``, ``sched_getcpu``) is not available; in a lane of
+:mod:`.lanes` (its thread is already on a CPU of its own). A choice never changes a number.
 """
 
 from __future__ import annotations
@@ -36,13 +36,26 @@ from typing import Any, Hashable
 
 from .distributed import cpu_cores
 
-__all__ = ["StepPlacement", "pin_to_current_cpu", "unpin", "supported", "ENV", "CHOICES"]
+__all__ = ["StepPlacement", "pin_to_current_cpu", "unpin", "supported", "mark_placed_by_lane", "placed_by_lane", "ENV",
+           "CHOICES"]
 
 #: the environment variable that turns the placement off ("0")
 ENV = "VISTABENCH_ONE_CPU"
 #: key -> True (steps on one CPU) / False (threads free): the choices measured in this process
 CHOICES: dict[Hashable, bool] = {}
 _LIBC: list = []  # [ctypes.CDLL | None] once looked up
+_THREAD = threading.local()  # .lane: this thread is a lane of .lanes.run_ordered (already on its own CPU)
+
+
+def mark_placed_by_lane() -> None:
+    """This thread runs on a CPU of its own (a lane of :func:`.lanes.run_ordered`): a fit's
+    :class:`StepPlacement` here never moves threads."""
+    _THREAD.lane = True
+
+
+def placed_by_lane() -> bool:
+    """Whether :func:`mark_placed_by_lane` was called in this thread."""
+    return getattr(_THREAD, "lane", False)
 
 
 def _sched_getcpu() -> int | None:
@@ -125,11 +138,16 @@ class StepPlacement:
 
     def __init__(self, key: Hashable, *, measure: bool):
         self.key = key
-        self.active = measure and supported()
+        self.active = measure and not placed_by_lane() and supported()
         self.choice: bool | None = CHOICES.get(key) if self.active else False
         self.times: dict[bool, list[float]] = {False: [], True: []}
         self.step = 0
         self._saved: dict[int, set[int]] | None = None
+
+    @property
+    def on_one_cpu(self) -> bool:
+        """Whether the steps (since the measurement, if any) ran with every thread on one CPU."""
+        return self.active and self.choice is True
 
     def _set(self, one_cpu: bool) -> None:
         if one_cpu and self._saved is None:

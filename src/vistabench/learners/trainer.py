@@ -56,6 +56,7 @@ from ..errors import InputError
 from .flops import count_train_step_flops, count_forward_flops
 from ..data.image_files import ImageFiles
 from .distributed import DataParallel, check_devices, data_parallel_world, rank_device, run_data_parallel
+from .lanes import LoopSeed
 from .one_cpu import StepPlacement
 from .openmp import SMALL_UPDATE, one_thread
 from .sampling import batch_indices, epoch_order
@@ -122,6 +123,9 @@ class Trainer:
         self.callback = callback
         self.normaliser: Normaliser | None = None
         self._flop_cache: dict[tuple, int] = {}
+        #: after a fit: its steps ran on one CPU and its loop drew nothing from torch's default
+        #: generator, so more fits like it may run at once, one per CPU (:mod:`.lanes`)
+        self.lane_ready = False
         self.model.to(self.device)
         if self._amp is not None and self.device.type == "cuda":
             self.model.to(memory_format=torch.channels_last)
@@ -391,8 +395,8 @@ class Trainer:
             (type(self.model).__qualname__, sum(p.numel() for p in self.model.parameters()), cfg.batch_size,
              sample_shape, torch.get_num_threads()),
             measure=one and cfg.loader == "memory" and dp is None and torch.get_num_threads() > 1)
-        with torch.random.fork_rng(devices=devices), placement:
-            torch.manual_seed(seed)
+        draws = LoopSeed(seed, devices)  # the generator seeded for the loop; in a lane (.lanes) left alone
+        with draws, placement:
             for epoch in progress.track(range(cfg.epochs), total=cfg.epochs, description="training"):
                 if hasattr(loss_fn, "set_epoch"):
                     loss_fn.set_epoch(epoch)
@@ -476,6 +480,8 @@ class Trainer:
                 if stop if dp is None else dp.agree(bool(stop)):
                     stopped = True
                     break
+        # fits like this one may run at once, one per CPU (.lanes): its steps ran on one CPU, no draws
+        self.lane_ready = dp is None and placement.on_one_cpu and draws.drew is False
         if self.device.type == "cuda":
             peak, kind = int(torch.cuda.max_memory_allocated(self.device)), "cuda_max_allocated"
         else:

@@ -41,6 +41,7 @@ from ..schedules import step_factor
 from . import IncrementalContext
 from .baselines import PrototypeLearner
 from .options import FROptions
+from ..lanes import seeded
 
 __all__ = ["FeatureRectify", "FRLearner", "pairwise_distances", "ir_loss", "cr_loss", "cos_loss", "VIT_MODELS"]
 
@@ -218,8 +219,7 @@ class FRLearner(PrototypeLearner):
                              f"{depth}-block ViT, got {bad}")
         self.layers = tuple(layers)
         dim = int(model.feature_dim)
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(self.cfg.seed)
+        with seeded(self.cfg.seed):
             self.branches = nn.ModuleDict({f"layer{b}": FeatureRectify(dim, self.fr.hidden) for b in self.layers})
         self.branches.to(self.trainer.device)  # type: ignore[union-attr]
 

@@ -19,6 +19,7 @@ import torch
 from torch import nn
 
 from ..train_config import TrainResult
+from ..lanes import seeded
 
 __all__ = ["CheckpointSelector", "fan_in_init", "fan_in_weights"]
 
@@ -74,8 +75,7 @@ def fan_in_init(model: nn.Module, seed: int) -> None:
     """Kaiming-normal fan-in weights (std √(2 / fan_in)) on every ``Conv2d`` and ``Linear`` of
     ``model``, drawn from ``seed`` without touching the global RNG; biases, batch norms and other
     layers keep their initialisation."""
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+    with seeded(seed):
         fan_in_weights(model)
 
 

@@ -44,6 +44,7 @@ from ..trainer import Trainer, TrainResult, TrainStep, resolve_device
 from .nets import BBNNet, CausalNormNet, ExpertNet, reversed_probabilities
 from .options import BBNOptions, GCLOptions, IBOptions, LADEOptions, RIDEOptions, TADEOptions, TDEOptions
 from .registry import MethodContext, predict, train
+from ..lanes import seeded
 
 __all__ = ["SelfSupervisedAggregation", "bbn_step", "ib_step", "mixup_step", "gcl_classifier_stage"]
 
@@ -52,8 +53,7 @@ Out = tuple[np.ndarray, list[TrainResult]]
 
 def _seeded(seed: int, make):
     """Build method-specific modules from ``torch.manual_seed(seed)`` without touching the global RNG."""
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+    with seeded(seed):
         return make()
 
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-import torch
 from torch import nn
 
 from ...errors import InputError
+from ..lanes import seeded
 from ..models import build_model
 from ..recipe import Recipe
 from ...methods import get_method
@@ -44,12 +44,10 @@ def build_method(method: str | SmallDataMethod, recipe: Recipe, params: dict[str
     if fn is None:
         model, loss = base, None
     else:
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed + 7919)  # layers a method adds are seeded too
+        with seeded(seed + 7919):  # layers a method adds are seeded too
             model, loss = fn(base, params, ctx)
     if stem_init == "default" and recipe.pretrained is None:
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed + 104729)
+        with seeded(seed + 104729):
             reset_multiband_stem(model)
     return model, loss
 

@@ -31,6 +31,7 @@ cache, the halves and the thread setting change no number.
 from __future__ import annotations
 
 import hashlib
+import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 
@@ -74,6 +75,9 @@ class ScatteringCache:
     def __post_init__(self) -> None:
         self._store: OrderedDict[tuple, torch.Tensor] = OrderedDict()
         self._bytes = 0
+        #: held while a batch is looked up and its missing rows computed: fits training at once
+        #: (lanes, ``vistabench.learners.lanes``) compute an input once, the others find it
+        self.lock = threading.RLock()
 
     def clear(self) -> None:
         """Drop every entry and zero the counters."""
@@ -153,8 +157,9 @@ class Scattering(nn.Module):
             cache.computed += n
             return self._compute(x)
         keys = _image_keys(x, self.J)
-        found = [cache.get(k) for k in keys]
-        fresh = self._fill(x, keys, found)
+        with cache.lock:
+            found = [cache.get(k) for k in keys]
+            fresh = self._fill(x, keys, found)
         found = [fresh[k] if v is None else v for k, v in zip(keys, found)]
         return torch.stack(found)  # type: ignore[arg-type]  # every row found or computed above
 
@@ -185,13 +190,14 @@ class Scattering(nn.Module):
         if not (cache.enabled and cache.warm) or len(x) == 0 or x.device.type == "meta":
             return False
         keys = _image_keys(x, self.J)
-        found = [cache.peek(k) for k in keys]
-        missing = len({k for k, v in zip(keys, found) if v is None})
-        if missing:
-            per_image = self._bytes_per_image(x)
-            if cache.nbytes + missing * per_image > cache.max_bytes:
-                return False
-            self._fill(x, keys, found)
+        with cache.lock:
+            found = [cache.peek(k) for k in keys]
+            missing = len({k for k, v in zip(keys, found) if v is None})
+            if missing:
+                per_image = self._bytes_per_image(x)
+                if cache.nbytes + missing * per_image > cache.max_bytes:
+                    return False
+                self._fill(x, keys, found)
         return True
 
     def _bytes_per_image(self, x: torch.Tensor) -> int:

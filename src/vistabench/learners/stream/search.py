@@ -42,6 +42,7 @@ from ..trainer import TrainConfig, Trainer
 from .base import ComputeLedger, StreamLearner, TaskView
 from .losses import JointLoss, LossPart, PatternBCE
 from .options import TrialSchedule, batch_size_for, eval_points, warmup_cosine_lr
+from ..lanes import seeded
 
 __all__ = ["SearchLearner", "SearchTrainer", "TrialEngine", "Member", "Predictor", "PIECEWISE", "split_indices",
            "selection_score", "input_normaliser", "haiku_init"]
@@ -272,8 +273,7 @@ class SearchLearner(StreamLearner):
                             seed=seed, pretrained=cfg.pretrained,
                             **(cfg.arch_options if arch_options is None else arch_options))
         if init is None and cfg.weight_init == "haiku" and cfg.pretrained is None:
-            with torch.random.fork_rng(devices=[]):
-                torch.manual_seed(seed)
+            with seeded(seed):
                 haiku_init(model)
         if init is not None:
             what = getattr(self, "init_names", {}).get(id(init), "initial weights")

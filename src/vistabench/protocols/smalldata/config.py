@@ -81,8 +81,9 @@ _ENGINE = engine_fields(
     engine="local: Optuna in-process (resumable SQLite study), final runs in this process or max_parallel "
            "processes; ray: Ray Tune, each final run a Ray task",
     ray_address="Ray cluster address (default: start a local Ray)",
-    max_parallel="final runs in flight at once (local: N worker processes, default 1 = in this process; ray: "
-                 "default as many as the cluster allows)")
+    max_parallel="final runs in flight at once (local: N worker processes, default 1 = in this process, where "
+                 "a small network's runs may train one per CPU at once, the same numbers (VISTABENCH_LANES=0: one "
+                 "at a time); ray: default as many as the cluster allows)")
 
 
 @dataclass(frozen=True, kw_only=True)

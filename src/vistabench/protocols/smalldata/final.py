@@ -27,6 +27,7 @@ def _final_run(ctx: Context, split: SmallDataSplit, method: str, config: dict, o
     classes = list(range(ctx.pool.num_classes))
     try:
         tr, res = train_method(ctx, method, config, opts, epochs=epochs, seed=repeat, train_idx=split.trainval, val=None)
+        lane_ready = tr.lane_ready
         with torch_threads(opts.threads):
             pred = tr.predict_logits(tx).argmax(1)
         metrics = {"balanced_accuracy": balanced_accuracy(ty, pred, classes=classes),
@@ -37,9 +38,9 @@ def _final_run(ctx: Context, split: SmallDataSplit, method: str, config: dict, o
         return {"metrics": {"balanced_accuracy": float("nan"), "accuracy": float("nan"),
                             "images_per_second": float("nan"), "peak_memory_bytes": None, "peak_memory_kind": None,
                             "train_seconds": float("nan"), "diverged": True, "error": str(exc)},
-                "highres": None}
+                "highres": None, "lane_ready": False}
     highres = _highres_metrics(ctx, split, tr, opts) if opts.highres_scale > 1 else None
-    return {"metrics": metrics, "highres": highres}
+    return {"metrics": metrics, "highres": highres, "lane_ready": lane_ready and highres is None}
 
 
 def _final_job(ctx: Context, split: SmallDataSplit, method: str, config: dict, opts: RunPlan, epochs: int,
@@ -63,8 +64,8 @@ def _final_outcomes(ctx: Context, split: SmallDataSplit, method: str, config: di
     from ...progress import track
 
     if not opts.dispatch_finals():
-        for r in track(range(opts.repeats), total=opts.repeats, description=f"{method} split {split.index}"):
-            yield r, _final_run(ctx, split, method, config, opts, epochs=epochs, repeat=r)
+        yield from track(_in_process(ctx, split, method, config, opts, epochs), total=opts.repeats,
+                         description=f"{method} split {split.index}")
         return
     from ...jobs import Job, run_jobs
 
@@ -82,6 +83,33 @@ def _final_outcomes(ctx: Context, split: SmallDataSplit, method: str, config: di
                 nxt += 1
     finally:
         outcomes.close()  # stop the pool / Ray before the error propagates
+
+
+def _in_process(ctx: Context, split: SmallDataSplit, method: str, config: dict, opts: RunPlan,
+                epochs: int) -> Iterator[tuple[int, dict[str, Any]]]:
+    """The repeats in this process: the first alone; when its steps ran on one CPU and drew nothing
+    from torch's default generator (``Trainer.lane_ready``), the rest at once, one per CPU
+    (:mod:`vistabench.learners.lanes`: the same numbers), else one after the other."""
+    from ... import epochs as epoch_reports
+    from ...learners import lanes
+
+    def run(r: int) -> dict[str, Any]:
+        return _final_run(ctx, split, method, config, opts, epochs=epochs, repeat=r)
+
+    if opts.repeats < 1:
+        return
+    first = run(0)
+    yield 0, first
+    rest = range(1, opts.repeats)
+    n = lanes.lanes_available() if first["lane_ready"] and len(rest) > 1 else 1
+    if n < 2:
+        for r in rest:
+            yield r, run(r)
+        return
+    for r, out, reports in lanes.run_ordered(run, rest, lanes=n):
+        for entry in reports:  # a tracked run's curves, in repeat order
+            epoch_reports.report(entry)
+        yield r, out
 
 
 def final_split(ctx: Context, split: SmallDataSplit, method: str, config: dict, opts: RunPlan,
