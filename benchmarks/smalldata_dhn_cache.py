@@ -64,6 +64,11 @@ UTC in alternating order, load 0.5-1.5 with the host taking 30-40% of the machin
 87.1 -> 62.9 and 93.3 -> 66.1 s with both; processor time 78.0-84.6 -> 63.7-72.0 s; results identical
 in all (3,543 fields).
 
+``warmed`` -> ``lanes`` (a split's final runs after the first, two at once), four runs on 2026-11-29
+08:51-08:59 UTC in alternating order, load 0.9-2.2: 67.0 -> 45.9, 60.2 -> 49.2, 64.6 -> 46.4 and
+66.0 -> 47.8 s; processor time unchanged (66.8-73.6 s -> 71.1-73.8 s); results identical in all four
+(3,543 fields), the same 3,900 images transformed.
+
 On a machine shared with other work the processor time is the steadier figure; with the default
 OpenMP policy a 2-thread run waits for a descheduled partner thread, so ``original`` and ``cached``
 take 20+ minutes at load 8 (``--timeout`` stops a mode; its row then says so).
