@@ -61,7 +61,7 @@ def test_an_error_is_raised_at_its_turn_and_items_not_started_are_dropped():
 
     got = []
     with pytest.raises(ValueError, match="item 1"):
-        for i, r, _ in lanes.run_ordered(fn, range(8), lanes=2):
+        for _i, r, _ in lanes.run_ordered(fn, range(8), lanes=2):
             got.append(r)
     assert got == [0]
     assert not {5, 6, 7} & set(started)  # both lanes were busy when the error came back
@@ -141,6 +141,46 @@ def test_loop_seed_says_whether_the_loop_drew_and_a_lane_may_not():
     t.start()
     t.join()
     assert len(errors) == 1 and "VISTABENCH_LANES=0" in errors[0]
+
+
+@two_cpus
+def test_a_draw_outside_a_seeded_block_in_a_lane_is_an_error():
+    def fn(i):
+        with lanes.seeded(i):  # given back: fine
+            torch.rand(2)
+        if i == 2:
+            time.sleep(0.2)  # items 0 and 1 are done by then: only this item sees its own draw
+            torch.rand(1)  # not given back: this item's numbers would depend on the other lane
+        return i
+
+    got = []
+    with pytest.raises(RuntimeError, match="outside a seeded block"):
+        for _i, r, _ in lanes.run_ordered(fn, range(4), lanes=2):
+            got.append(r)
+    assert got == [0, 1]
+
+
+@pytest.mark.parametrize("draws", [False, True])
+def test_final_runs_go_to_lanes_only_when_the_first_drew_nothing_unseeded(monkeypatch, draws):
+    from vistabench.protocols.smalldata import final
+
+    monkeypatch.setattr(lanes, "lanes_available", lambda: 2)
+    used = []
+    monkeypatch.setattr(lanes, "run_ordered", lambda fn, items, *, lanes: used.append(list(items)) or
+                        iter((r, fn(r), []) for r in items))
+
+    def fake_run(ctx, split, method, config, opts, *, epochs, repeat):
+        if draws and repeat == 0:
+            torch.rand(1)  # e.g. a method's layers built without a seed
+        return {"metrics": {}, "highres": None, "lane_ready": True}
+
+    monkeypatch.setattr(final, "_final_run", fake_run)
+
+    class Plan:
+        repeats = 4
+
+    assert [r for r, _ in final._in_process(None, None, "m", {}, Plan(), 1)] == [0, 1, 2, 3]
+    assert used == ([] if draws else [[1, 2, 3]])
 
 
 def test_lanes_are_off_with_either_switch_and_inside_a_lane(monkeypatch):

@@ -14,8 +14,9 @@ another lane has just re-seeded. A fit's training loop seeds the generator for t
 dropout or augmentation drawn from it); a loop run in a lane does not (it would hold the lock for
 the whole fit), so only fits whose first, ordinary, run drew nothing from the generator during its
 loop (:attr:`Trainer.lane_ready <vistabench.learners.trainer.Trainer>`) go to lanes, and a lane's
-loop checks it drew nothing either (:class:`LoopSeed`; else its result could differ from the
-sequence's, and the run stops with an error).
+loop checks it drew nothing either (:class:`LoopSeed`), and nothing a lane runs may draw from it
+outside a seeded block (:class:`Untouched`; the caller checks the first run the same way): else a
+result could differ from the sequence's, and the run stops with an error.
 
 What else a fit shares across threads is kept per thread while in a lane: progress output is
 silent (:func:`vistabench.progress.quiet_here`), per-epoch reports are collected and handed to the
@@ -37,7 +38,8 @@ import torch
 
 from . import one_cpu
 
-__all__ = ["SEED_LOCK", "seeded", "in_lane", "lanes_available", "run_ordered", "LoopSeed", "ENV"]
+__all__ = ["SEED_LOCK", "seeded", "in_lane", "lanes_available", "run_ordered", "LoopSeed", "Untouched",
+           "ENV"]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -112,12 +114,33 @@ class LoopSeed:
             self._scope.__exit__(*exc)
 
 
+class Untouched:
+    """Context manager: :attr:`clean` says on exit whether torch's default generator is in the
+    state it was in on entry (read under :data:`SEED_LOCK`): nothing inside drew from it outside
+    a :func:`seeded` block, which gives the state back."""
+
+    def __init__(self) -> None:
+        self.clean: bool | None = None
+        self._state: torch.Tensor | None = None
+
+    def __enter__(self) -> "Untouched":
+        with SEED_LOCK:
+            self._state = torch.random.get_rng_state()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        with SEED_LOCK:
+            self.clean = torch.equal(self._state, torch.random.get_rng_state())
+
+
 def run_ordered(fn: Callable[[T], R], items: Iterable[T], *, lanes: int) -> Iterator[tuple[T, R, list[dict]]]:
     """``(item, fn(item), epoch_reports)`` for every item, in the order given, computed in up to
     ``lanes`` threads, each on its own CPU (the first ``lanes`` this process may use) with the
     caller's torch thread count. ``epoch_reports`` are the per-epoch entries the item's fits
     reported (:func:`vistabench.epochs.report`), for the caller to hand on in order. An exception
-    in ``fn`` is raised here when its item's turn comes; the items not started are dropped."""
+    in ``fn`` is raised here when its item's turn comes; the items not started are dropped. ``fn``
+    must not draw from torch's default generator outside :func:`seeded` blocks (a RuntimeError
+    when it did: :class:`Untouched`)."""
     from .. import epochs, progress
 
     items = list(items)
@@ -135,8 +158,13 @@ def run_ordered(fn: Callable[[T], R], items: Iterable[T], *, lanes: int) -> Iter
         torch.set_num_threads(threads)
 
     def job(item: T) -> tuple[R, list[dict]]:
-        with epochs.collected() as reports:
-            return fn(item), reports
+        with Untouched() as untouched, epochs.collected() as reports:
+            result = fn(item)
+        if not untouched.clean:  # a draw outside a seeded block: its numbers depend on the other lanes
+            raise RuntimeError(f"a fit in a lane drew from torch's default generator outside a seeded block, so "
+                               f"it could differ from the same fit in sequence; set {ENV}=0 to train one fit at "
+                               "a time")
+        return result, reports
 
     pool = ThreadPoolExecutor(len(cpus), thread_name_prefix="vistabench-lane", initializer=enter)
     futures: list[Future] = []

@@ -87,8 +87,9 @@ def _final_outcomes(ctx: Context, split: SmallDataSplit, method: str, config: di
 
 def _in_process(ctx: Context, split: SmallDataSplit, method: str, config: dict, opts: RunPlan,
                 epochs: int) -> Iterator[tuple[int, dict[str, Any]]]:
-    """The repeats in this process: the first alone; when its steps ran on one CPU and drew nothing
-    from torch's default generator (``Trainer.lane_ready``), the rest at once, one per CPU
+    """The repeats in this process: the first alone; when its steps ran on one CPU and neither its
+    loop (``Trainer.lane_ready``) nor anything else in it (outside seeded blocks) drew from torch's
+    default generator, the rest at once, one per CPU
     (:mod:`vistabench.learners.lanes`: the same numbers), else one after the other."""
     from ... import epochs as epoch_reports
     from ...learners import lanes
@@ -98,10 +99,11 @@ def _in_process(ctx: Context, split: SmallDataSplit, method: str, config: dict, 
 
     if opts.repeats < 1:
         return
-    first = run(0)
+    with lanes.Untouched() as untouched:  # and nothing else in the run drew from it unseeded
+        first = run(0)
     yield 0, first
     rest = range(1, opts.repeats)
-    n = lanes.lanes_available() if first["lane_ready"] and len(rest) > 1 else 1
+    n = lanes.lanes_available() if first["lane_ready"] and untouched.clean and len(rest) > 1 else 1
     if n < 2:
         for r in rest:
             yield r, run(r)
