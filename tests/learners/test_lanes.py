@@ -80,6 +80,7 @@ def test_epoch_reports_wait_for_the_caller_and_progress_is_silent_in_a_lane(monk
             pass
 
     monkeypatch.setattr(progress.sys, "stderr", Terminal())
+    monkeypatch.setattr(progress, "_QUIET", False)  # an earlier test's --json may have silenced the process
     heard = []
 
     def fn(i):

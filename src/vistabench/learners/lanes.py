@@ -36,6 +36,7 @@ from typing import Any, Callable, Iterable, Iterator, TypeVar
 
 import torch
 
+from .. import epochs, progress
 from . import one_cpu
 
 __all__ = ["SEED_LOCK", "seeded", "in_lane", "lanes_available", "run_ordered", "LoopSeed", "Untouched",
@@ -141,8 +142,6 @@ def run_ordered(fn: Callable[[T], R], items: Iterable[T], *, lanes: int) -> Iter
     in ``fn`` is raised here when its item's turn comes; the items not started are dropped. ``fn``
     must not draw from torch's default generator outside :func:`seeded` blocks (a RuntimeError
     when it did: :class:`Untouched`)."""
-    from .. import epochs, progress
-
     items = list(items)
     cpus = sorted(os.sched_getaffinity(0))[:max(1, min(lanes, len(items)))]
     threads = torch.get_num_threads()
