@@ -8,15 +8,20 @@ before it runs any torch kernel (so the OpenMP threads it starts run there too) 
 caller's torch thread count, so every fit keeps its arithmetic (the same team, the same split, on
 another CPU: the same bits, tests/learners/test_lanes.py). Results come back in the order given.
 
-torch's default random generator is one per process. Every block that seeds it takes
-:data:`SEED_LOCK` (:func:`seeded`), so a lane building its network never draws from a stream
-another lane has just re-seeded. A fit's training loop seeds the generator for the whole loop (for
-dropout or augmentation drawn from it); a loop run in a lane does not (it would hold the lock for
-the whole fit), so only fits whose first, ordinary, run drew nothing from the generator during its
-loop (:attr:`Trainer.lane_ready <vistabench.learners.trainer.Trainer>`) go to lanes, and a lane's
-loop checks it drew nothing either (:class:`LoopSeed`), and nothing a lane runs may draw from it
-outside a seeded block (:class:`Untouched`; the caller checks the first run the same way): else a
-result could differ from the sequence's, and the run stops with an error.
+torch's default random generator is one per process, so three rules keep lanes from changing a
+number:
+
+- every block that seeds it takes :data:`SEED_LOCK` (:func:`seeded`): a lane building its network
+  never draws from a stream another lane has just re-seeded;
+- a fit's training loop seeds it for the whole loop (for dropout or augmentation drawn from it),
+  which a lane cannot do without holding the lock for the whole fit: so only fits whose first,
+  ordinary, run drew nothing from it in its loop (:attr:`Trainer.lane_ready
+  <vistabench.learners.trainer.Trainer>`) go to lanes, and a lane's loop checks that it drew
+  nothing either (:class:`LoopSeed`);
+- nothing a lane runs may draw from it outside a seeded block (:class:`Untouched`; the caller
+  checks the first run the same way).
+
+A broken rule stops the run with an error rather than let a result differ from the sequence's.
 
 What else a fit shares across threads is kept per thread while in a lane: progress output is
 silent (:func:`vistabench.progress.quiet_here`), per-epoch reports are collected and handed to the
