@@ -121,27 +121,25 @@ def test_seeded_blocks_run_one_at_a_time_and_give_the_generator_back():
     assert torch.equal(torch.cat([a, b]), torch.rand(6))  # no draw of the other thread in between
 
 
-def test_loop_seed_says_whether_the_loop_drew_and_a_lane_may_not():
-    with lanes.LoopSeed(0) as s:
+def test_loop_seed_says_whether_the_loop_drew_and_a_lane_loop_may_not():
+    with lanes.loop_seed(0) as s:
         pass
-    assert s.drew is False
-    with lanes.LoopSeed(0) as s:
+    assert s.clean is True
+    with lanes.loop_seed(0) as s:
         torch.rand(1)
-    assert s.drew is True
-    errors = []
+    assert s.clean is False
+    if len(os.sched_getaffinity(0)) < 2:
+        return
 
-    def in_lane():
-        one_cpu.mark_placed_by_lane()
-        try:
-            with lanes.LoopSeed(0):
-                torch.rand(1)
-        except RuntimeError as exc:
-            errors.append(str(exc))
+    def fn(i):
+        with lanes.loop_seed(i) as s:  # in a lane: no seeding, nothing to say
+            assert s is None
+            if i == 1:
+                torch.rand(1)  # a loop that draws
+        return i
 
-    t = threading.Thread(target=in_lane)
-    t.start()
-    t.join()
-    assert len(errors) == 1 and "VISTABENCH_LANES=0" in errors[0]
+    with pytest.raises(RuntimeError, match="outside a seeded block"):
+        list(lanes.run_ordered(fn, range(2), lanes=1))
 
 
 @two_cpus

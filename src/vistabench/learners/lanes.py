@@ -16,10 +16,10 @@ number:
 - a fit's training loop seeds it for the whole loop (for dropout or augmentation drawn from it),
   which a lane cannot do without holding the lock for the whole fit: so only fits whose first,
   ordinary, run drew nothing from it in its loop (:attr:`Trainer.lane_ready
-  <vistabench.learners.trainer.Trainer>`) go to lanes, and a lane's loop checks that it drew
-  nothing either (:class:`LoopSeed`);
-- nothing a lane runs may draw from it outside a seeded block (:class:`Untouched`; the caller
-  checks the first run the same way).
+  <vistabench.learners.trainer.Trainer>`, :func:`loop_seed`) go to lanes, where a loop leaves the
+  generator alone;
+- nothing a lane runs may draw from it outside a seeded block, its loop included
+  (:class:`Untouched`, checked per job; the caller checks the first run the same way).
 
 A broken rule stops the run with an error rather than let a result differ from the sequence's.
 
@@ -43,8 +43,9 @@ import torch
 
 from .. import epochs, progress
 from . import one_cpu
+from .distributed import cpu_cores
 
-__all__ = ["SEED_LOCK", "seeded", "in_lane", "lanes_available", "run_ordered", "LoopSeed", "Untouched",
+__all__ = ["SEED_LOCK", "seeded", "in_lane", "lanes_available", "run_ordered", "loop_seed", "Untouched",
            "ENV"]
 
 T = TypeVar("T")
@@ -75,49 +76,7 @@ def lanes_available() -> int:
     (``VISTABENCH_LANES=0``, or where :mod:`.one_cpu` cannot move threads) or inside a lane."""
     if os.environ.get(ENV, "1") == "0" or in_lane() or not one_cpu.supported():
         return 1
-    return len(os.sched_getaffinity(0))
-
-
-class LoopSeed:
-    """Context manager over a fit's training loop: torch's default generator seeded with ``seed``
-    for the loop (:func:`seeded`, the state restored after), and :attr:`drew` set on exit to
-    whether the loop drew from it (its state after differs from the state just seeded).
-
-    In a lane (:func:`in_lane`) the generator is left as it is and the loop must not draw from it:
-    its state, read under :data:`SEED_LOCK` (every seeded block restores it before letting go),
-    must be the same after as before, else the fit could differ from the same fit run in sequence
-    and a RuntimeError says so (a bug of ours: only fits whose first run drew nothing go to lanes)."""
-
-    def __init__(self, seed: int, devices: list | None = None):
-        self.seed, self.devices = seed, devices
-        self.drew: bool | None = None  # known after the block
-        self._lane = in_lane()
-        self._scope: Any = None
-        self._state: torch.Tensor | None = None
-
-    def __enter__(self) -> "LoopSeed":
-        if self._lane:
-            with SEED_LOCK:
-                self._state = torch.random.get_rng_state()
-        else:
-            self._scope = seeded(self.seed, self.devices)
-            self._scope.__enter__()
-            self._state = torch.random.get_rng_state()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        if self._lane:
-            with SEED_LOCK:
-                self.drew = not torch.equal(self._state, torch.random.get_rng_state())
-            if self.drew and exc[0] is None:
-                raise RuntimeError(f"training drew from torch's default generator in a lane (its first run drew "
-                                   f"nothing), so it could differ from the same fit in sequence; set {ENV}=0 "
-                                   "to train one fit at a time")
-            return
-        try:
-            self.drew = not torch.equal(self._state, torch.random.get_rng_state())
-        finally:
-            self._scope.__exit__(*exc)
+    return cpu_cores()
 
 
 class Untouched:
@@ -137,6 +96,20 @@ class Untouched:
     def __exit__(self, *exc: Any) -> None:
         with SEED_LOCK:
             self.clean = torch.equal(self._state, torch.random.get_rng_state())
+
+
+@contextmanager
+def loop_seed(seed: int, devices: list | None = None) -> Iterator[Untouched | None]:
+    """Context manager over a fit's training loop: torch's default generator seeded with ``seed``
+    (:func:`seeded`, the state given back after), yielding an :class:`Untouched` whose ``clean``
+    says on exit whether the loop drew nothing from it. In a lane (:func:`in_lane`) the generator is
+    left alone and None is yielded: nothing a lane runs may draw from it (:func:`run_ordered`
+    checks each job)."""
+    if in_lane():
+        yield None
+        return
+    with seeded(seed, devices), Untouched() as untouched:
+        yield untouched
 
 
 def run_ordered(fn: Callable[[T], R], items: Iterable[T], *, lanes: int) -> Iterator[tuple[T, R, list[dict]]]:

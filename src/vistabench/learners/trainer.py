@@ -56,7 +56,7 @@ from ..errors import InputError
 from .flops import count_train_step_flops, count_forward_flops
 from ..data.image_files import ImageFiles
 from .distributed import DataParallel, check_devices, data_parallel_world, rank_device, run_data_parallel
-from .lanes import LoopSeed
+from .lanes import loop_seed
 from .one_cpu import StepPlacement
 from .openmp import SMALL_UPDATE, one_thread
 from .sampling import batch_indices, epoch_order
@@ -395,8 +395,8 @@ class Trainer:
             (type(self.model).__qualname__, sum(p.numel() for p in self.model.parameters()), cfg.batch_size,
              sample_shape, torch.get_num_threads()),
             measure=one and cfg.loader == "memory" and dp is None and torch.get_num_threads() > 1)
-        draws = LoopSeed(seed, devices)  # the generator seeded for the loop; in a lane (.lanes) left alone
-        with draws, placement:
+        # the generator seeded for the loop (and whether it drew from it); in a lane (.lanes) left alone
+        with loop_seed(seed, devices) as untouched, placement:
             for epoch in progress.track(range(cfg.epochs), total=cfg.epochs, description="training"):
                 if hasattr(loss_fn, "set_epoch"):
                     loss_fn.set_epoch(epoch)
@@ -481,7 +481,7 @@ class Trainer:
                     stopped = True
                     break
         # fits like this one may run at once, one per CPU (.lanes): its steps ran on one CPU, no draws
-        self.lane_ready = dp is None and placement.on_one_cpu and draws.drew is False
+        self.lane_ready = dp is None and placement.on_one_cpu and untouched is not None and bool(untouched.clean)
         if self.device.type == "cuda":
             peak, kind = int(torch.cuda.max_memory_allocated(self.device)), "cuda_max_allocated"
         else:
