@@ -215,9 +215,10 @@ def one_line_warnings():
 
 
 def _run_with_warnings(config, *, store=None, work_dir=None):
+    from ..allocation import large_arrays
     from ..protocols.detection.runner import run
 
-    with one_line_warnings():
+    with one_line_warnings(), large_arrays():
         return run(config, store=store, work_dir=work_dir)
 
 
@@ -232,12 +233,13 @@ def _split(opts: SplitOptions) -> dict[str, Any]:
 
 
 def _eval(opts: ScoreOptions) -> dict[str, Any] | Formatted:
+    from ..allocation import large_arrays
     from ..data.coco_names import record_dataset_name
     from ..data.predictions import file_sha256_in_background
     from ..progress import step
     from ..protocols.detection.runner import read_for_scoring, score, to_record
 
-    with step("reading and evaluating"), one_line_warnings():
+    with step("reading and evaluating"), one_line_warnings(), large_arrays():
         gt, dets = read_for_scoring(opts.results, opts.gt, opts)  # the options, checked once, are its settings
         # the record's hash of the results file, on the other core while this one evaluates (after
         # the reading, which may fork a second reader process: that needs a single thread)
