@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import errno
 import os
-import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any, Callable, Iterator
@@ -129,6 +128,8 @@ def atomic_write(path: str | os.PathLike[str], mode: str = "w", *, encoding: str
     ``mode``: ``"w"`` (text, ``encoding``) or ``"wb"``. ``what`` names the file in messages.
     The parent folder is created when missing.
     """
+    import tempfile
+
     if mode not in ("w", "wb"):
         raise ValueError(f"atomic_write: mode 'w' or 'wb', got {mode!r}")  # a bug of the caller
     p = Path(path)

@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import hashlib
 import os
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Literal
+from typing import Any, Callable, Literal
 
 import numpy as np
 
@@ -126,6 +125,8 @@ def read_npz_arrays(path: str | os.PathLike[str], what: str) -> dict[str, np.nda
 
     ``what`` names the file for the message (e.g. ``"--labels"``, ``"predictions file"``).
     """
+    import zipfile
+
     from .._validation import check_input_file
 
     p = check_input_file(path, what)
@@ -208,9 +209,23 @@ def file_sha256_in_background(path: str | os.PathLike[str]) -> Callable[[], str]
     release the GIL, so it runs on another core); the returned function waits for the digest and
     raises what the hashing raised (e.g. the file is gone). Large blocks: the thread needs the GIL
     only between them, so it seldom interrupts the caller."""
-    from concurrent.futures import ThreadPoolExecutor
+    import threading
 
-    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vistabench-sha256")
-    future = pool.submit(file_sha256, path, block_bytes=16 << 20)
-    pool.shutdown(wait=False)  # no more work for it; the caller goes on, result() waits for the digest
-    return future.result
+    out: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            out["digest"] = file_sha256(path, block_bytes=16 << 20)
+        except BaseException as exc:  # noqa: BLE001 - raised in the caller by result()
+            out["error"] = exc
+
+    thread = threading.Thread(target=work, name="vistabench-sha256", daemon=True)
+    thread.start()
+
+    def result() -> str:
+        thread.join()
+        if "error" in out:
+            raise out["error"]
+        return out["digest"]
+
+    return result

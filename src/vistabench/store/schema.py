@@ -16,9 +16,9 @@ it), and a read-only store of schema 1 is read through the same function without
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
-import uuid
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -93,7 +93,7 @@ _SMALLDATA_KINDS = ("tune", "final", "highres")
 
 def new_run_id(protocol: str) -> str:
     """A fresh run id: ``PROTOCOL-YYYYmmdd-HHMMSS-<8 hex>`` (unique; sorts by start time)."""
-    return f"{protocol}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}"
+    return f"{protocol}-{time.strftime('%Y%m%d-%H%M%S')}-{os.urandom(4).hex()}"
 
 
 def check_kind(kind: Any) -> str:
@@ -185,7 +185,7 @@ def migrate(conn: sqlite3.Connection, path: Path) -> Path | None:
     """
     bak, made = backup_path(path), None
     if not bak.exists():
-        tmp = bak.with_name(f".{bak.name}.{uuid.uuid4().hex[:8]}.part")  # one per writer: two may copy at once
+        tmp = bak.with_name(f".{bak.name}.{os.urandom(4).hex()}.part")  # one per writer: two may copy at once
         dest = sqlite3.connect(str(tmp))
         try:
             conn.backup(dest)  # a consistent copy (WAL included), taken before the migration's transaction
