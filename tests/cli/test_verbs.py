@@ -149,6 +149,30 @@ def test_every_shipped_verb_is_generated():
     assert verbs[("longtail", "run")].flag_of("out") == "--out"  # and its own
 
 
+def test_with_the_command_line_words_only_the_verb_they_name_is_built_whole(capsys):
+    from vistabench.cli import build_parser
+
+    parser = build_parser("detection", words=["detection", "calibrate", "fit"])
+    built = dict(walk(parser, aliases=True))
+    assert list(built) == [("detection", "calibrate", "fit")]  # apply, score, eval ...: name and help only
+    whole = dict(walk(build_parser("detection"), aliases=True))
+    assert built[("detection", "calibrate", "fit")].flags == whole[("detection", "calibrate", "fit")].flags
+    assert {("detection", "score"), ("detection", "eval"), ("detection", "calibrate", "apply")} <= set(whole)
+    # the others stay listed: help and "invalid choice" name every verb
+    group = parser.verbs.children["detection"]
+    assert "score" in group.names() and "rerank" in group.names()
+    with pytest.raises(SystemExit) as exc:
+        main(["detection", "scroe"])
+    assert exc.value.code == USER_ERROR
+    err = capsys.readouterr().err
+    assert "invalid choice: 'scroe'" in err and "'rerank'" in err and "'operating'" in err
+    # words that stop above the verbs (`detection --help`) build every verb of the group
+    assert len(dict(walk(build_parser("detection", words=["detection"])))) == len(dict(walk(build_parser("detection"))))
+    # an alias on the path counts as its verb
+    assert list(dict(walk(build_parser("detection", words=["detection", "eval"]), aliases=True))) == [
+        ("detection", "score"), ("detection", "eval")]
+
+
 def test_a_choice_beside_an_open_type_does_not_read_as_the_only_value(capsys):
     """``int | Literal["smallest_class"]``: the metavar and the help say that a number is accepted too."""
     @dataclass(frozen=True, kw_only=True)

@@ -28,11 +28,13 @@ _COMMON = LazyModules({"stats": ".stats", "common": ".common", "grid": ".grid", 
                       package=__package__)
 
 
-def build_parser(command: str | None = None) -> Parser:
+def build_parser(command: str | None = None, *, words: Sequence[str] = ()) -> Parser:
     """The whole command line, or, when ``command`` names a protocol, a parser with only that
     protocol's sub-commands (what ``main`` parses with: building every protocol's parser, with its
     imports, on every command costs more than a fast evaluation). Anything else (``--help``, a
-    common command, a typo) gets the whole command line, so help and "invalid choice" list it all."""
+    common command, a typo) gets the whole command line, so help and "invalid choice" list it all.
+    ``words``: the command line's leading words (``main`` gives them); a verb they do not lead to is
+    added with its name and help line only (:class:`~.verbs.Verbs`)."""
     parser, sub = new_command_line(
         prog="vistabench",
         description=(
@@ -42,6 +44,7 @@ def build_parser(command: str | None = None) -> Parser:
         ),
         epilog="Start with `vistabench demo`. Every sub-command has --help.",
         version=f"vistabench {__version__}",
+        words=words,
     )
     from ..suite import protocols
     from .common import add_table_verb, register_generated
@@ -57,10 +60,15 @@ def build_parser(command: str | None = None) -> Parser:
     return parser
 
 
-def _command(argv: Sequence[str] | None) -> str | None:
-    """The first argument when it can be a command name (not an option), else None."""
-    args = sys.argv[1:] if argv is None else list(argv)
-    return args[0] if args and not args[0].startswith("-") else None
+def _words(argv: Sequence[str] | None) -> list[str]:
+    """The leading arguments that can be command and verb names (up to the first option)."""
+    args = sys.argv[1:] if argv is None else [str(a) for a in argv]
+    words = []
+    for a in args:
+        if a.startswith("-"):
+            break
+        words.append(a)
+    return words
 
 
 def emit(result: Any, *, as_json: bool, human: Callable[[Any], str] | None = None) -> None:
@@ -126,7 +134,9 @@ def main(argv: Sequence[str] | None = None, *, parser: Parser | None = None) -> 
 def _run(argv: Sequence[str] | None, parser: Parser | None) -> int:
     import warnings
 
-    parser = parser or build_parser(_command(argv))
+    if parser is None:
+        words = _words(argv)
+        parser = build_parser(words[0] if words else None, words=words)
     args = parser.parse_args(argv)
     warnings.showwarning = _show_warning  # library warnings as one plain line on stderr
     from ..progress import set_quiet

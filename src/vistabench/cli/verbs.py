@@ -135,10 +135,15 @@ def _formatter(description: str | None) -> Any:
 
 
 class Verbs:
-    """The sub-commands of one parser (``vistabench longtail`` -> profile, split, ...)."""
+    """The sub-commands of one parser (``vistabench longtail`` -> profile, split, ...).
 
-    def __init__(self, parser: Parser, path: tuple[str, ...], *, dest: str, metavar: str = "VERB") -> None:
-        self.parser, self.path = parser, path
+    ``words``: the command line's leading words (``("detection", "score")``), when only the verb they
+    name will be parsed: every other verb on the way is added with its name and help line only (what
+    "invalid choice" and ``--help`` list), not its flags. Empty: every verb whole."""
+
+    def __init__(self, parser: Parser, path: tuple[str, ...], *, dest: str, metavar: str = "VERB",
+                 words: tuple[str, ...] = (), on_path: bool = True) -> None:
+        self.parser, self.path, self.words, self.on_path = parser, path, words, on_path
         self.children: dict[str, Verb | Verbs] = {}
         self.action = parser.add_subparsers(dest=dest, metavar=metavar, parser_class=Parser, required=True)
         parser.verbs = self
@@ -147,24 +152,32 @@ class Verbs:
         """The sub-commands' names (aliases included)."""
         return list(self.action.choices)
 
+    def wants(self, name: str, aliases: typing.Sequence[str] = ()) -> bool:
+        """True when the verb ``name`` is to be added whole: it is on the command line's path, or
+        the words stop before this level."""
+        depth = len(self.path)
+        return self.on_path and (len(self.words) <= depth or self.words[depth] in (name, *aliases))
+
     def new_parser(self, name: str, *, help: str, description: str | None = None,
                    aliases: typing.Sequence[str] = ()) -> Parser:
         return self.action.add_parser(name, help=help, description=description, aliases=list(aliases),
                                       formatter_class=_formatter(description))
 
 
-def new_command_line(*, prog: str, description: str, epilog: str, version: str) -> tuple[Parser, Verbs]:
-    """The top-level parser (``--version``, ``--help``) and its commands."""
+def new_command_line(*, prog: str, description: str, epilog: str, version: str,
+                     words: typing.Sequence[str] = ()) -> tuple[Parser, Verbs]:
+    """The top-level parser (``--version``, ``--help``) and its commands; ``words``: see :class:`Verbs`."""
     parser = Parser(prog=prog, description=description, epilog=epilog, formatter_class=_formatter(description))
     parser.add_argument("--version", action=_Version, version=version)
-    return parser, Verbs(parser, (), dest="command", metavar="COMMAND")
+    return parser, Verbs(parser, (), dest="command", metavar="COMMAND", words=tuple(words))
 
 
 def verb_group(group: Verbs, name: str, *, help: str, description: str | None = None,
                aliases: typing.Sequence[str] = ()) -> Verbs:
     """``vistabench ... NAME VERB``: a command whose verbs are added to the returned group."""
     parser = group.new_parser(name, help=help, description=description, aliases=aliases)
-    verbs = Verbs(parser, group.path + (name,), dest="verb" if not group.path else f"verb{len(group.path) + 1}")
+    verbs = Verbs(parser, group.path + (name,), dest="verb" if not group.path else f"verb{len(group.path) + 1}",
+                  words=group.words, on_path=group.wants(name, aliases))
     for n in (name, *aliases):
         group.children[n] = verbs
     return verbs
@@ -271,9 +284,12 @@ def add_verb(group: Verbs, name: str, options: type[Options], *, run: Callable[[
     """``vistabench ... NAME``: one flag (or positional) per field of ``options``; ``run(opts)`` returns
     the result, which ``--json`` prints as JSON and ``human`` renders otherwise."""
     parser = group.new_parser(name, help=help, description=description, aliases=aliases)
+    verb = Verb(group.path + (name,), options, run, human, status)
+    if not group.wants(name, aliases):
+        return verb  # not on the command line: its name and help line only
     for info in options.fields_info():
         _add_field(parser, parser, info, _OPT)
-    return _finish(group, parser, Verb(group.path + (name,), options, run, human, status), json, (name, *aliases))
+    return _finish(group, parser, verb, json, (name, *aliases))
 
 
 def add_run_verb(group: Verbs, name: str, config: type[RunConfig], *, run: Callable[..., Any], help: str,
@@ -292,6 +308,9 @@ def add_run_verb(group: Verbs, name: str, config: type[RunConfig], *, run: Calla
     """
     options = options or RunOptions
     parser = group.new_parser(name, help=help, description=description, aliases=aliases)
+    verb = Verb(group.path + (name,), options, run, human, None, config, dict(pinned or {}), check)
+    if not group.wants(name, aliases):
+        return verb  # not on the command line: its name and help line only
     part = parser.add_argument_group(
         "configuration", "every field of the run's config; a flag overrides --config FILE; "
                          "--print-config shows the resolved values")
@@ -304,7 +323,6 @@ def add_run_verb(group: Verbs, name: str, config: type[RunConfig], *, run: Calla
         _add_field(parser, part, info, _CFG, alt=True)
     for info in options.fields_info():
         _add_field(parser, parser, info, _OPT)
-    verb = Verb(group.path + (name,), options, run, human, None, config, dict(pinned or {}), check)
     return _finish(group, parser, verb, True, (name, *aliases))
 
 
