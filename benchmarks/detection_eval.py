@@ -22,6 +22,9 @@ Not run in CI. The machine's load changes every ratio: run it on a quiet machine
                                         # COCO-val size vs pycocotools and faster-coco-eval
     python benchmarks/detection_eval.py --images 1000 --categories 1000 --repeat 3 --lookup
                                         # the issue-23 set; `vistabench-cli:old` is `detection eval --ap old`
+    python benchmarks/detection_eval.py --images 19809 --categories 1203 --dets-per-image 300 --repeat 2 \\
+        --allocation --skip lvis-api faster-coco-eval json.load vistabench:old vistabench:old,fixed,pool vistabench-cli:old
+                                        # `detection eval` against itself with the process's allocation defaults
 """
 
 from __future__ import annotations
@@ -73,7 +76,7 @@ elif which == "faster-coco-eval":
     e.params.maxDets = [300]
     e.evaluate(); e.accumulate(); e.summarize()
     out = {"AP": float(e.stats_as_dict["AP_all"])}
-elif which.startswith("vistabench-cli:"):  # `vistabench detection eval --ap ... --json`, as a user runs it
+elif which.split(":")[0] in ("vistabench-cli", "vistabench-cli-defaults"):  # `vistabench detection eval --ap ... --json`
     import contextlib, io
     from vistabench.cli import main
     ti = time.perf_counter()  # the CLI reads and evaluates inside main(): one phase after the imports
@@ -138,14 +141,18 @@ except OSError:
 kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024  # e.g. vistabench's second reader process
 if kids:
     out["worker_peak_rss"] = kids
+out["kernel_seconds"] = sum(resource.getrusage(w).ru_stime for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
 print(json.dumps({"seconds": seconds, "peak_rss": rss, **out}))
 """
 
 
 def run(which: str, gt: Path, dt: Path, iou_type: str, timeout: float) -> dict:
+    env = dict(os.environ)
+    if which.startswith("vistabench-cli-defaults:"):  # the command with the process's allocation defaults
+        env["VISTABENCH_LARGE_ARRAYS"] = "0"
     try:
         p = subprocess.run([sys.executable, "-c", CHILD, which, str(gt), str(dt), iou_type], capture_output=True,
-                           text=True, timeout=timeout)
+                           text=True, timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
         return {"error": f"timed out after {timeout:.0f} s"}
     if p.returncode != 0:
@@ -196,6 +203,10 @@ def main() -> None:
     ap.add_argument("--skip", nargs="*", default=[],
                     help="runs to skip: lvis-api, faster-coco-eval, json.load, vistabench:old, vistabench:old,fixed,pool, "
                          "vistabench-cli:old, vistabench-cli:old,fixed,pool")
+    ap.add_argument("--allocation", action="store_true",
+                    help="also run each `detection eval` with the process's allocation defaults "
+                         "(VISTABENCH_LARGE_ARRAYS=0: glibc returns freed blocks, numpy takes huge pages) "
+                         "and print the ratio and both kernel times")
     ap.add_argument("--timeout", type=float, default=3600)
     ap.add_argument("--repeat", type=int, default=1,
                     help="run every evaluator this many times, in interleaved rounds, and report each one's "
@@ -254,6 +265,9 @@ def main() -> None:
                      "json.load",
                      "faster-coco-eval", "lvis-api") + (("lookup:vistabench", "lookup:lvis-api") if args.lookup else ())
         todo = [w for w in every if w not in args.skip and not (w.startswith("faster-coco-eval") and args.masks)]
+        if args.allocation:
+            todo = [x for w in todo for x in ((w, w.replace("vistabench-cli:", "vistabench-cli-defaults:"))
+                                              if w.startswith("vistabench-cli:") else (w,))]
         trials: dict[str, list[dict]] = {w: [] for w in todo}
         for rnd in range(args.repeat):
             loads.append(os.getloadavg()[0])
@@ -262,7 +276,7 @@ def main() -> None:
                 r = run(which, gt, dt, iou_type, args.timeout)
                 trials[which].append(r)
                 if "error" in r:
-                    print(f"{which:<28} failed: {r['error']}")
+                    print(f"{which:<36} failed: {r['error']}")
                     continue
                 extra = (f"  (read {r['read_seconds']:.2f} s, evaluate {r['eval_seconds']:.2f} s)"
                          if "read_seconds" in r else "")
@@ -274,14 +288,16 @@ def main() -> None:
                 tag = f" [{rnd + 1}/{args.repeat}]" if args.repeat > 1 else ""
                 if "phases" in r:
                     extra += "  (" + ", ".join(f"{k} {v:.2f} s" for k, v in r["phases"].items()) + ")"
-                print(f"{which:<28} {r['seconds']:8.2f} s  {r['peak_rss'] / 2**30:6.2f} GiB{ap_}{extra}{tag}")
+                if "kernel_seconds" in r:
+                    extra += f"  (kernel {r['kernel_seconds']:.2f} s)"
+                print(f"{which:<36} {r['seconds']:8.2f} s  {r['peak_rss'] / 2**30:6.2f} GiB{ap_}{extra}{tag}")
         runs = {w: median_run(t) for w, t in trials.items()}
         if args.repeat > 1:
             print(f"medians of {args.repeat} runs:")
             for which, r in runs.items():
                 if "seconds" in r:
                     spread = [t["seconds"] for t in trials[which] if "seconds" in t]
-                    print(f"{which:<28} {r['seconds']:8.2f} s  {r['peak_rss'] / 2**30:6.2f} GiB  "
+                    print(f"{which:<36} {r['seconds']:8.2f} s  {r['peak_rss'] / 2**30:6.2f} GiB  "
                           f"(runs {min(spread):.2f} .. {max(spread):.2f} s)")
         loads.append(os.getloadavg()[0])
         print(f"load average after the runs: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
@@ -343,6 +359,17 @@ def main() -> None:
               f"{', '.join(f'{x:.2f}x' for x in rounds)}): {allv['seconds'] / jl['seconds']:.2f}x the time json.load "
               f"takes to parse the results file ({allv['seconds']:.1f} s vs {jl['seconds']:.1f} s); peak RSS "
               f"{allv['peak_rss'] / 1e9:.2f} GB (json.load alone: {jl['peak_rss'] / 1e9:.2f} GB) {load}")
+    for w in [w for w in runs if w.startswith("vistabench-cli-defaults:")]:
+        ours, plain = w.replace("vistabench-cli-defaults:", "vistabench-cli:"), w
+        a, b = runs.get(ours, {}), runs.get(plain, {})
+        if "seconds" not in a or "seconds" not in b:
+            continue
+        rounds = [y["seconds"] / x["seconds"] for x, y in zip(trials[ours], trials[plain]) if "seconds" in x and "seconds" in y]
+        kern = [statistics.median(t["kernel_seconds"] for t in trials[k] if "kernel_seconds" in t) for k in (ours, plain)]
+        print(f"[allocation] detection eval --ap {ours.split(':')[1]}: {b['seconds'] / a['seconds']:.2f}x faster than "
+              f"with the process's defaults ({a['seconds']:.2f} s vs {b['seconds']:.2f} s, medians; rounds "
+              f"{', '.join(f'{x:.2f}x' for x in rounds)}); kernel time {kern[0]:.2f} s vs {kern[1]:.2f} s; "
+              f"peak {a['peak_rss'] / 2**30:.2f} vs {b['peak_rss'] / 2**30:.2f} GiB {load}")
     fc = runs.get("faster-coco-eval", {})
     if "seconds" in fc and "seconds" in vb:
         print(f"faster-coco-eval (lvis_style, after the 300 cut): {fc['seconds']:.2f} s, "
