@@ -180,15 +180,16 @@ def store_records(path: str | None, records: Any) -> list[int]:
     """Add one record or a list of records to the store at ``path`` (None: store nothing); then hand
     them to the trackers of a ``score --track`` (:func:`vistabench.tracking.session.scored`)."""
     from ..store import Record, ResultsStore
-    from ..tracking.session import scored
 
     recs = [records] if isinstance(records, Record) else list(records)
-    if path is None:
-        scored(recs)
-        return []
-    with ResultsStore(path) as store:
-        ids = store.add_many(recs)
-    scored(recs)
+    ids: list[int] = []
+    if path is not None:
+        with ResultsStore(path) as store:
+            ids = store.add_many(recs)
+    # a tracker listens only inside track_scores, which lives in that module: not loaded, none listens
+    session = sys.modules.get(f"{__package__.rpartition('.')[0]}.tracking.session")
+    if session is not None:
+        session.scored(recs)
     return ids
 
 
