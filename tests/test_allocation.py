@@ -62,20 +62,22 @@ def test_large_arrays_keeps_memory_in_the_heap_and_restores_after():
     assert got["before"] == [False, False]  # glibc's default: a mapping of its own each
     assert got["inside"] == [True, True]  # kept for reuse: from the heap
     assert got["after"] is False  # defaults back
-    assert got["thp_off_before"] == 0 and got["thp_off_inside"] == 1 and got["thp_off_after"] == 0
+    assert got["thp_off_inside"] == 1 and got["thp_off_after"] == got["thp_off_before"]
 
 
 @pytest.mark.skipif(not (GLIBC and os.path.exists("/proc/self/maps")), reason="glibc and /proc needed")
 def test_switch_off_leaves_the_defaults():
     got = _where({"VISTABENCH_LARGE_ARRAYS": "0"})
     assert got["inside"] == [False, False]
-    assert got["thp_off_inside"] == got["thp_off_before"] == 0
+    assert got["thp_off_inside"] == got["thp_off_before"]
 
 
 @pytest.mark.skipif(not GLIBC, reason="glibc needed")
 def test_settings_restored_after_an_error():
     libc = allocation._glibc()
     was = allocation.thp_disabled(libc)
+    if was < 0:
+        pytest.skip("the kernel has no PR_GET_THP_DISABLE (before Linux 3.15)")
     with pytest.raises(KeyError):
         with allocation.large_arrays():
             assert allocation.thp_disabled(libc) == 1
