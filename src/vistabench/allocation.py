@@ -49,13 +49,10 @@ def _glibc() -> Any | None:
             return None
     except (ValueError, OSError, AttributeError):  # not a GNU system
         return None
-    import ctypes
+    from .libc import process_libc
 
-    try:
-        libc = ctypes.CDLL(None)
-    except OSError:
-        return None
-    return libc if hasattr(libc, "mallopt") and hasattr(libc, "prctl") else None
+    libc = process_libc()
+    return libc if libc is not None and hasattr(libc, "mallopt") and hasattr(libc, "prctl") else None
 
 
 def _prctl(libc: Any, option: int, value: int = 0) -> int:

@@ -28,12 +28,12 @@ there); with fewer than two CPUs allowed or one torch thread; where Linux's per-
 
 from __future__ import annotations
 
-import ctypes
 import os
 import statistics
 import threading
 from typing import Any, Hashable
 
+from ..libc import process_libc
 from .distributed import cpu_cores
 
 __all__ = ["StepPlacement", "pin_to_current_cpu", "unpin", "supported", "mark_placed_by_lane", "placed_by_lane", "ENV",
@@ -43,7 +43,6 @@ __all__ = ["StepPlacement", "pin_to_current_cpu", "unpin", "supported", "mark_pl
 ENV = "VISTABENCH_ONE_CPU"
 #: key -> True (steps on one CPU) / False (threads free): the choices measured in this process
 CHOICES: dict[Hashable, bool] = {}
-_LIBC: list = []  # [ctypes.CDLL | None] once looked up
 _THREAD = threading.local()  # .lane: this thread is a lane of .lanes.run_ordered (already on its own CPU)
 
 
@@ -59,17 +58,10 @@ def placed_by_lane() -> bool:
 
 
 def _sched_getcpu() -> int | None:
-    if not _LIBC:
-        try:
-            lib = ctypes.CDLL(None, use_errno=True)
-            lib.sched_getcpu.restype = ctypes.c_int
-            _LIBC.append(lib)
-        except (OSError, AttributeError):
-            _LIBC.append(None)
-    lib = _LIBC[0]
-    if lib is None:
+    lib = process_libc()
+    if lib is None or not hasattr(lib, "sched_getcpu"):
         return None
-    cpu = lib.sched_getcpu()
+    cpu = lib.sched_getcpu()  # returns a C int, ctypes' default
     return cpu if cpu >= 0 else None
 
 
