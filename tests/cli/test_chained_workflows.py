@@ -130,9 +130,11 @@ def test_eval_then_eval_old_only_then_table_keeps_both_runs(detection_files, cap
     assert cells["AP^Old"] == f"{100 * second['old']['AP']:.2f}" and cells["AP^Fixed"] == f"{100 * first['fixed']['AP']:.2f}"
     assert cells["AP^Pool"] == f"{100 * first['pool']['AP']:.2f}"
 
-    # the same method name on other detections (re-ranked): a second result of that row, N = 2
-    assert run(capsys, "detection", "rerank", "--results", res, "--per-class-topk", 10, "--out", d / "rr.json")[0] == 0
-    rc, out, err = run(capsys, "detection", "eval", "--gt", gt, "--results", d / "rr.json", "--method", "mine",
+    # the same method name on other detections (another file of the detector: its last detection
+    # dropped): a second result of that row, N = 2
+    other = d / "other.json"
+    other.write_text(json.dumps(json.loads(res.read_text())[:-1]))
+    rc, out, err = run(capsys, "detection", "eval", "--gt", gt, "--results", other, "--method", "mine",
                        "--json", "--store", store)
     assert rc == 0, err
     third = json.loads(out)
@@ -142,11 +144,23 @@ def test_eval_then_eval_old_only_then_table_keeps_both_runs(detection_files, cap
     assert row["pool_AP"] == pytest.approx((first["pool"]["AP"] + third["pool"]["AP"]) / 2)
     assert row["pool_AP_sd"] == pytest.approx(abs(first["pool"]["AP"] - third["pool"]["AP"]) / 2 ** 0.5)
 
+    # the gaming policy applied with `rerank` is never averaged with detections as detected: its
+    # provenance file makes it a row of its own, marked in the Scores column
+    rc, out, err = run(capsys, "detection", "rerank", "--results", res, "--per-class-topk", 10, "--out", d / "rr.json")
+    assert rc == 0 and "rr.provenance.json" in out, err
+    rc, out, err = run(capsys, "detection", "eval", "--gt", gt, "--results", d / "rr.json", "--method", "mine",
+                       "--store", store)
+    assert rc == 0 and "scores: re-ranked (top-10/class), from " in out, err
+    rows = _table_json(capsys, store)
+    assert [(r["n"], r["scores"]) for r in rows] == [(2, "as detected"), (1, "re-ranked (top-10/class)")]
+
     rc, _, err = run(capsys, "report", "--out", d / "report", "--store", store)
     assert rc == 0, err
     page = (d / "report" / "index.html").read_text(encoding="utf-8")
     mean_pool = (first["pool"]["AP"] + third["pool"]["AP"]) / 2
-    assert ">mine<" in page and f"{100 * mean_pool:.2f} ± " in page  # the section names the data set above
+    # the section names the data set above; the two rows of "mine" by their latest records
+    assert f">mine [record {second['record_id']}]<" in page and f"{100 * mean_pool:.2f} ± " in page
+    assert "re-ranked (top-10/class)" in page
 
 
 def test_a_calibrated_run_is_marked_in_the_table(detection_files, capsys):

@@ -159,10 +159,13 @@ def register(sub: Verbs) -> Verbs:
                              "them).")
 
     add_verb(d, "rerank", RerankOptions, run=_rerank,
-             human=lambda r: f"kept {r['kept']} detections, dropped {r['dropped']}; wrote {r['out']}",
+             human=lambda r: f"kept {r['kept']} detections, dropped {r['dropped']}; wrote {r['out']} and, beside it, "
+                             f"{r['provenance']} (what was done to it: eval then records the scores as re-ranked)",
              help="keep each category's top K detections (the paper's gaming policy)",
              description="Writes the results with only the top K detections per category over the whole file "
-                         "(stable: ties keep file order).")
+                         "(stable: ties keep file order), and beside them NAME.provenance.json (the source file, "
+                         "both sha256s, the step), so that `detection eval` and `run` of the output record its "
+                         "scores as re-ranked; the table's Scores column then says so.")
 
     c = verb_group(d, "calibrate", help="per-category score calibration: fit / apply")
     add_verb(c, "fit", CalibrateFitOptions, run=_cal_fit,
@@ -176,8 +179,12 @@ def register(sub: Verbs) -> Verbs:
                          "negatives, categories without a positive score 0; platt = Platt on logit(score), "
                          "histbin = 20 bins).")
     add_verb(c, "apply", CalibrateApplyOptions, run=_cal_apply,
-             human=lambda r: f"calibrated {r['detections']} detections with {r['method']}; wrote {r['out']}",
-             help="rewrite a results file with calibrated scores")
+             human=lambda r: f"calibrated {r['detections']} detections with {r['method']}; wrote {r['out']} and, beside "
+                             f"it, {r['provenance']} (eval then records the scores as calibrated)",
+             help="rewrite a results file with calibrated scores",
+             description="Writes the results with each category's scores mapped by its calibrator, and beside "
+                         "them NAME.provenance.json (the source file, both sha256s, the calibration), so that "
+                         "`detection eval` and `run` of the output record its scores as calibrated.")
 
     add_verb(d, "synth", SynthOptions, run=_synth,
              human=lambda r: f"wrote {r['gt']} ({r['annotations']} annotations) and {r['results']} "
@@ -237,6 +244,7 @@ def _eval(opts: ScoreOptions) -> dict[str, Any] | Formatted:
     from ..data.coco_names import record_dataset_name
     from ..data.predictions import file_sha256_in_background
     from ..progress import step
+    from ..protocols.detection.provenance import read_provenance, record_settings
     from ..protocols.detection.runner import read_for_scoring, score, to_record
 
     with step("reading and evaluating"), one_line_warnings(), large_arrays():
@@ -245,7 +253,9 @@ def _eval(opts: ScoreOptions) -> dict[str, Any] | Formatted:
         # the reading, which may fork a second reader process: that needs a single thread)
         digest = file_sha256_in_background(opts.results)
         out = score(dets, gt, settings=opts, split=opts.split)
-    out["settings"].update(gt=str(opts.gt), results=str(opts.results), predictions_sha256=digest())
+        sha = digest()
+        made = record_settings(read_provenance(opts.results, sha))  # re-ranked / calibrated by our tools
+    out["settings"].update(gt=str(opts.gt), results=str(opts.results), predictions_sha256=sha, **made)
     rec = to_record(out, dataset=opts.dataset or record_dataset_name(opts.gt),
                     method=opts.method or Path(opts.results).stem, seed=opts.seed, tag=opts.tag,
                     split_hash=out["settings"].get("split_sha256"))
@@ -294,6 +304,12 @@ def _human_eval(out) -> str:
     if undefined:
         lines.append("undefined (no ground truth in that group or area range), not shown: "
                      + ", ".join(f"{k} ({'/'.join(vs)})" for k, vs in undefined.items()))
+    steps = out.get("settings", {}).get("steps")
+    if steps:
+        from ..protocols.detection.provenance import describe_steps
+
+        lines.append(f"scores: {describe_steps(steps)}, from {out['settings']['derived_from']['path']!r} "
+                     "(its provenance file; recorded so)")
     if out.get("record_id") is not None:
         lines.append(f"stored record {out['record_id']}")
     return "\n".join(lines)

@@ -96,11 +96,12 @@ def scored_sets(records: list[Record]) -> list[ScoredSet]:
 def scores_note(s: ScoredSet) -> str:
     """What the scored detections were: as detected, re-ranked (the gaming policy) or calibrated."""
     st = s.settings
-    if st.get("calibration"):
-        return f"calibrated ({st['calibration']}" + (", authors' recipe)" if st.get("recipe") == "devil" else ")")
+    notes = []
     if "/class" in str(st.get("policy", "")):
-        return f"re-ranked ({str(st['policy']).split(' then ')[0]})"
-    return "as detected"
+        notes.append(f"re-ranked ({str(st['policy']).split(' then ')[0]})")
+    if st.get("calibration"):
+        notes.append(f"calibrated ({st['calibration']}" + (", authors' recipe)" if st.get("recipe") == "devil" else ")"))
+    return " and ".join(notes) or "as detected"
 
 
 def _labels(sets: list[ScoredSet], *, with_dataset: bool) -> list[str]:

@@ -5,4 +5,5 @@
 - :mod:`.analysis`
 - :mod:`.calibration`
 - :mod:`.tools`
+- :mod:`.provenance`
 """

@@ -17,6 +17,7 @@ from ...metrics.detection import rank_within
 from .runner import build_image_split, calibrate_detections, read_detection_set
 from .calibration import Calibration, apply_calibration
 from .config import CalibrationSettings
+from .provenance import write_provenance
 
 __all__ = [
     "apply_calibration_file",
@@ -42,7 +43,8 @@ def rerank_results_file(results: str | os.PathLike[str], out: str | os.PathLike[
                         per_class_topk: int) -> dict[str, Any]:
     """The paper's §3 gaming policy on a results file: keep each category's top ``per_class_topk``
     detections over the whole file (stable: ties keep file order), as
-    :func:`~.detection.rerank_top_per_class` does on read detections."""
+    :func:`~.detection.rerank_top_per_class` does on read detections; the provenance beside ``out``
+    (:mod:`.provenance`) lets a later ``eval`` record its scores as re-ranked."""
     from ..._validation import check_value
     from ...data.coco import read_result_columns, write_result_columns
 
@@ -51,8 +53,9 @@ def rerank_results_file(results: str | os.PathLike[str], out: str | os.PathLike[
     keep = np.flatnonzero(rank_within(c["category_id"], c["score"]) < k)
     seg = None if c["segmentation"] is None else [c["segmentation"][i] for i in keep]
     write_result_columns(out, c["image_id"][keep], c["category_id"][keep], c["bbox"][keep], c["score"][keep], seg)
+    prov = write_provenance(out, results, {"op": "rerank", "per_class_topk": k})
     return {"results": str(results), "out": str(out), "per_class_topk": k, "kept": len(keep),
-            "dropped": int(len(c["score"]) - len(keep))}
+            "dropped": int(len(c["score"]) - len(keep)), "provenance": str(prov)}
 
 
 def fit_calibration_file(ground_truth: str | os.PathLike[str], results: str | os.PathLike[str],
@@ -74,7 +77,8 @@ def fit_calibration_file(ground_truth: str | os.PathLike[str], results: str | os
 
 def apply_calibration_file(calibration: str | os.PathLike[str] | dict, results: str | os.PathLike[str],
                            out: str | os.PathLike[str]) -> dict[str, Any]:
-    """Rewrite a results file with calibrated scores (ties broken as the calibration's recipe)."""
+    """Rewrite a results file with calibrated scores (ties broken as the calibration's recipe), with
+    its provenance beside it (:mod:`.provenance`: a later ``eval`` records the scores as calibrated)."""
     from ...data.coco import read_result_columns, write_result_columns
     from ...jsonutil import read_json
 
@@ -83,7 +87,9 @@ def apply_calibration_file(calibration: str | os.PathLike[str] | dict, results: 
     c = read_result_columns(results, keep_segmentation=True)
     score = apply_calibration(cal, c["score"], c["category_id"])
     write_result_columns(out, c["image_id"], c["category_id"], c["bbox"], score, c["segmentation"])
-    return {"out": str(out), "method": cal.method, "detections": len(score)}
+    prov = write_provenance(out, results, {"op": "calibrate", "method": cal.method, "recipe": cal.settings.get("recipe"),
+                                           "calibration": None if isinstance(calibration, dict) else str(calibration)})
+    return {"out": str(out), "method": cal.method, "detections": len(score), "provenance": str(prov)}
 
 
 def write_synth_set(out: str | os.PathLike[str], **options: Any) -> dict[str, Any]:
