@@ -143,8 +143,8 @@ def detection_table(records: Records, *, dataset: str | None = None) -> Table:
                       "AP^Pool (categories pooled), in %. A scored set merges the records that scored the same "
                       "detections, each AP from the latest record that measured it (– not measured); a row's N "
                       "counts its distinct sets of detections (the same detections scored twice are one). "
-                      "Scores: as detected, re-ranked (top-k per class, the gaming policy) or calibrated "
-                      "per category on held-out images; best bold, second underlined, third italic." + left_out)
+                      "Scores: as detected, re-ranked (top-k per class, the gaming policy), calibrated per "
+                      "category, or both; best bold, second underlined, third italic." + left_out)
     t.caption += t.note()
     return t
 
