@@ -98,3 +98,23 @@ def test_eval_and_run_of_the_same_files_are_one_scored_set(tmp_path, monkeypatch
         s.add(Record("detection", run_rec.dataset, run_rec.method, run_rec.seed, None, old_style, run_rec.metrics))
         (row,) = D.detection_table(s).rows
     assert row["n"] == 1 and len(row["records"]) == 3
+
+
+def test_one_method_scored_two_ways_is_told_apart_by_what_was_scored(tmp_path, monkeypatch):
+    drawn = []
+    monkeypatch.setattr(D, "pr_figure", lambda dataset, sets, labels: drawn.append(labels) or _fig())
+    with ResultsStore(tmp_path / "r.sqlite") as store:
+        store.add(_rec("lvis", "mine", 0.30))
+        store.add(_rec("lvis", "mine", 0.35, policy="top-10/class", results="rr.json"))
+        store.add(_rec("lvis", "mine", 0.20, calibration="platt", results="cal.json"))
+        store.add(_rec("lvis", "mine", 0.25, calibration="platt", results="cal2.json", split_sha256="abc"))
+        rows = D.detection_table(store, dataset="lvis").rows
+        D.detection_section(store)
+    # the table's Scores column tells the first three apart; the last two differ in a setting it does
+    # not show (the split): their latest records name them
+    assert [(r["method"], r["scores"]) for r in rows] == [
+        ("mine", "as detected"), ("mine", "re-ranked (top-10/class)"), ("mine [record 3]", "calibrated (platt)"),
+        ("mine [record 4]", "calibrated (platt)")]
+    # a legend has no such column: what was scored follows the name
+    assert drawn == [["mine · as detected", "mine · re-ranked (top-10/class)", "mine · calibrated (platt) [record 3]",
+                      "mine · calibrated (platt) [record 4]"]]

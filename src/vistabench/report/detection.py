@@ -104,15 +104,23 @@ def scores_note(s: ScoredSet) -> str:
     return " and ".join(notes) or "as detected"
 
 
-def _labels(sets: list[ScoredSet], *, with_dataset: bool) -> list[str]:
+def _labels(sets: list[ScoredSet], *, with_dataset: bool, legend: bool = False) -> list[str]:
+    """Row (or, with ``legend``, plot) labels: the method, and where one method names several sets,
+    what was scored (a table shows it in its Scores column, a legend after the name), then, where
+    that is shared too, the latest record's id."""
     labels = []
     for s in sets:
         label = s.method + (f" ({s.dataset})" if with_dataset else "")
         if s.settings.get("iou_type") == "segm" and "segm" not in s.method:
             label += " · segm"
         labels.append(label)
-    shared = {label for label in labels if labels.count(label) > 1}  # one method on different detections
-    return [f"{label} [record {s.records[-1].id}]" if label in shared else label for s, label in zip(sets, labels)]
+    shared = {label for label in labels if labels.count(label) > 1}
+    if legend:
+        labels = [f"{label} · {scores_note(s)}" if label in shared else label for s, label in zip(sets, labels)]
+    keys = [(label, "" if legend else scores_note(s)) for s, label in zip(sets, labels)]
+    shared_keys = {k for k in keys if keys.count(k) > 1}  # one method on different detections
+    return [f"{label} [record {s.records[-1].id}]" if k in shared_keys else label
+            for s, label, k in zip(sets, labels, keys)]
 
 
 def detection_table(records: Records, *, dataset: str | None = None) -> Table:
@@ -235,7 +243,7 @@ def detection_section(source: Records) -> Section | None:
             sec.text(gaming)
         shown, total = curve_sets(sets)
         if shown:
-            labels = dict(zip(map(id, sets), _labels(sets, with_dataset=False)))
+            labels = dict(zip(map(id, sets), _labels(sets, with_dataset=False, legend=True)))
             note = "" if len(shown) == total else (f" {len(shown)} of the {total} scored sets with curves: the "
                                                    "baseline and the most recently scored.")
             calibrated = any(s.settings.get("calibration") for s in shown)
