@@ -23,6 +23,11 @@ def test_demo_quick(tmp_path):
     devil = by_method["calibrated-platt-devil"].metrics["fixed_AP"]
     assert abs(devil - by_method["baseline"].metrics["fixed_AP"]) < 0.02
     assert by_method["baseline (segm)"].settings["iou_type"] == "segm"
+    # the gaming row went through files as a user games them: `rerank`'s provenance points at the
+    # baseline's results file, which is how the report pairs them
+    (gamed,) = [r for m, r in by_method.items() if m.startswith("rerank-top")]
+    assert (tmp_path / "gamed.provenance.json").is_file() and gamed.settings["steps"][0]["op"] == "rerank"
+    assert gamed.settings["derived_from"]["sha256"] == by_method["baseline"].settings["predictions_sha256"]
     # why AP is low: the baseline carries TIDE's decomposition and the per-class rows; the report shows them
     errors, pc = by_method["baseline"].metrics["errors"], by_method["baseline"].metrics["per_class"]
     assert set(errors) == {"tide", "fixed", "pool", "settings"} and "Why AP is low" in text

@@ -66,3 +66,24 @@ def test_gaming_sentence_leaves_out_undefined_numbers():
     text = D._gaming_text(sets)
     assert "–" not in text and "AP^Old_r" not in text and "AP^Old from 30.00% to 30.00%" in text
     assert "AP^Fixed with the re-ranking is 31.00%" in text
+
+
+def test_gaming_sentence_pairs_a_reranked_file_with_its_source_by_provenance():
+    def rec(method, ap, sha, **settings):
+        r = _rec(method, rare=False, predictions_sha256=sha, **settings)
+        r.metrics.update(old_AP=ap, fixed_AP=ap + 0.01)
+        return r
+
+    mine = rec("mine", 0.30, "aaa")
+    other = rec("mine", 0.20, "bbb", results="other.json")  # another file of the detector, not re-ranked
+    gamed = rec("mine", 0.35, "ccc", results="rr.json", policy="top-10/class",
+                derived_from={"path": "mine.json", "sha256": "aaa"})
+    text = D._gaming_text(D.scored_sets([mine, other, gamed]))
+    assert "(mine, re-ranked (top-10/class)) changes AP^Old from 30.00% to 35.00%" in text
+    # a re-ranked file whose source was not scored, and one that was calibrated too, say nothing
+    orphan = rec("mine", 0.35, "ddd", results="rr2.json", policy="top-10/class",
+                 derived_from={"path": "gone.json", "sha256": "zzz"})
+    assert D._gaming_text(D.scored_sets([mine, orphan])) is None
+    both = rec("mine", 0.35, "eee", results="rrc.json", policy="top-10/class", calibration="platt",
+               derived_from={"path": "mine.json", "sha256": "aaa"})
+    assert D._gaming_text(D.scored_sets([mine, both])) is None

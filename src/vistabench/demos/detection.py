@@ -44,14 +44,18 @@ def demo(store: ResultsStore, out_dir: Path, *, quick: bool = False) -> str:
     # why AP is low: TIDE's error decomposition (TIDE's AP, AP^Fixed, AP^Pool) and the per-class results
     errors = decompose_errors(gt, dets, variants=("tide", "fixed", "pool"), max_dets_per_image=limit).to_dict()
     per_class = {"variant": "old", "rows": per_class_results(gt, dets, max_dets_per_image=limit).rows()}
-    record_evaluation(store, dataset, "baseline", 1, base, {"policy": f"top-{limit}/image"},
+    # the detector's results file, as a user has it: its hash names these detections in the record,
+    # and the re-ranked file's provenance (below) points back to it
+    results_file = out_dir / "results.json"
+    write_text(results_file, json.dumps(test.results), what="results file")
+    record_evaluation(store, dataset, "baseline", 1, base,
+                      {"policy": f"top-{limit}/image", "predictions_sha256": file_sha256(results_file)},
                       extra={"errors": errors, "per_class": per_class})
     # gaming: the per-class budget that keeps the evaluated set's size (k * K = limit * images)
     k = max(1, (limit * gt.num_images) // gt.num_categories)
     # on files, as a user games it (`detection rerank`): the gamed file's provenance, written beside
     # it, is what marks the row as re-ranked (the table's Scores column)
-    results_file, gamed_file = out_dir / "results.json", out_dir / "gamed.json"
-    write_text(results_file, json.dumps(test.results), what="results file")
+    gamed_file = out_dir / "gamed.json"
     rerank_results_file(results_file, gamed_file, per_class_topk=k)
     gamed = evaluate_detections(gt, read_results(gamed_file, gt), max_dets_per_image=limit, dets_per_class=k)
     base_k = evaluate_detections(gt, dets, variants=("fixed",), dets_per_class=k)
