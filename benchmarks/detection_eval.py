@@ -78,12 +78,14 @@ elif which == "faster-coco-eval":
     out = {"AP": float(e.stats_as_dict["AP_all"])}
 elif which.split(":")[0] in ("vistabench-cli", "vistabench-cli-defaults"):  # `vistabench detection eval --ap ... --json`
     import contextlib, io
-    from vistabench.cli import main
+    from vistabench.cli import console_main
     ti = time.perf_counter()  # the CLI reads and evaluates inside main(): one phase after the imports
     buf = io.StringIO()
+    # what the `vistabench` program runs (its console script): main(), then ready to exit
+    sys.argv = ["vistabench", "detection", "eval", "--gt", gt, "--results", dt, "--iou-type", iou_type,
+                "--ap", which.split(":")[1], "--json"]
     with contextlib.redirect_stdout(buf):
-        rc = main(["detection", "eval", "--gt", gt, "--results", dt, "--iou-type", iou_type,
-                   "--ap", which.split(":")[1], "--json"])
+        rc = console_main()
     if rc:
         sys.exit(rc)
     res = json.loads(buf.getvalue())

@@ -106,6 +106,21 @@ def _passive_openmp() -> None:
         os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
+def console_main() -> int:
+    """The ``vistabench`` program (its console script and ``python -m vistabench``): :func:`main` on
+    ``sys.argv``, and then the process ends. Before it does, the objects alive are moved out of the
+    cyclic garbage collector's reach (``gc.freeze``): the interpreter's last collections at exit
+    would walk all of them (numpy's and ours, ~25,000) only to free memory that the ending process
+    gives back anyway, 20-30 ms of a 0.7 s detection scoring. Nothing is skipped: ``atexit``
+    handlers and the modules' teardown run as before. ``main`` itself (tests, notebooks, the grid)
+    does not freeze: its caller lives on."""
+    status = main()
+    import gc
+
+    gc.freeze()
+    return status
+
+
 def main(argv: Sequence[str] | None = None, *, parser: Parser | None = None) -> int:
     """Run one command; return the exit status.
 
