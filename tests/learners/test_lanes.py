@@ -229,7 +229,8 @@ for switch in ("1", "0"):
                    "--work-dir", sys.argv[1] + "/w" + switch])
     runs = [r for r in json.loads(buf.getvalue())["records"] if r["kind"] == "final"]
     out[switch] = {"rc": rc, "lanes": list(calls), "heard": json.dumps(heard),
-                   "finals": [[r["seed"], r["metrics"]["balanced_accuracy"], r["metrics"]["accuracy"]] for r in runs]}
+                   "finals": [[r["seed"], r["metrics"]["balanced_accuracy"], r["metrics"]["accuracy"]] for r in runs],
+                   "placements": [r["settings"]["placement"] for r in runs]}
     calls.clear()
 
 def fit(net):
@@ -252,6 +253,9 @@ def test_final_runs_in_lanes_equal_the_same_runs_in_sequence(tmp_path):
     on, off = out["1"], out["0"]
     assert on["rc"] == off["rc"] == 0
     assert on["lanes"] == [2] and off["lanes"] == []  # repeats 1-3 ran in two lanes; none with the switch off
+    # the records say so (their time, images/s and the process's peak memory were shared)
+    assert on["placements"] == [{"kind": "alone"}] + [{"kind": "lanes", "lanes": 2}] * 3
+    assert off["placements"] == [{"kind": "alone"}] * 4
     assert on["finals"] == off["finals"] and [s for s, _, _ in on["finals"]] == [0, 1, 2, 3]
     assert on["heard"] == off["heard"] and on["heard"] != "[]"  # a tracked run's curves: the same, in order
     assert out["plain_ready"] is True

@@ -124,3 +124,22 @@ def test_old_records_without_a_hash_fall_back_to_seed_path_and_numbers():
     assert [r.id for r in kept] == [2, 3, 4]  # the re-score replaces the first; other files and seeds stay
     (row,) = longtail_table(recs).rows
     assert row["n"] == 3
+
+
+def test_where_a_run_trained_is_not_part_of_its_result():
+    """A small-data final run trained alone, in lanes or as a job gives the same numbers (the
+    placement says how to read its cost): re-running it another way is the same result, N = 1."""
+    from vistabench.store import Record
+
+    def rec(rid, placement, seconds):
+        r = Record("smalldata", "digits", "ce", 0, "h", {"split": 0, "repeat": 0, "placement": placement},
+                   {"balanced_accuracy": 0.9, "train_seconds": seconds}, kind="final")
+        r.id = rid
+        return r
+
+    recs = [rec(1, {"kind": "alone"}, 3.0), rec(2, {"kind": "lanes", "lanes": 2}, 4.5),
+            rec(3, {"kind": "job", "engine": "local"}, 3.2)]
+    assert [r.id for r in distinct_results(recs)] == [3]
+    other = Record("smalldata", "digits", "ce", 0, "h", {"split": 0, "repeat": 0, "placement": {"kind": "alone"},
+                                                         "epochs": 9}, {"balanced_accuracy": 0.9}, kind="final")
+    assert result_key(other) != result_key(recs[0])  # a setting that makes the result still counts

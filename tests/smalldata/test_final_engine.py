@@ -33,8 +33,11 @@ def _finals(ctx, store_path, opts):
         store.add_many(records)
         recs = store.records(protocol="smalldata", kind="final")
     assert [o["metrics"]["balanced_accuracy"] for o in out] == [r.metrics["balanced_accuracy"] for r in recs]
-    return [(r.seed, r.split_hash, r.settings, {k: v for k, v in r.metrics.items()
-                                                if k not in COST})
+    # where each run trained (alone here, or a job of the engine) says how to read its cost: not a result
+    kinds = {r.settings["placement"]["kind"] for r in recs}
+    assert kinds == ({"alone"} if not opts.engine.dispatches() else {"job"})
+    return [(r.seed, r.split_hash, {k: v for k, v in r.settings.items() if k != "placement"},
+             {k: v for k, v in r.metrics.items() if k not in COST})
             for r in recs]
 
 

@@ -64,7 +64,8 @@ _SCORING_ONLY = ("mode", "beta_max")
 
 
 def _volatile(key: str) -> bool:
-    return "seconds" in key or key in ("images_per_second", "peak_memory_bytes", "record_id")
+    """What a run cost, or where it ran (``placement``: alone, in lanes, as a job), not what it found."""
+    return "seconds" in key or key in ("images_per_second", "peak_memory_bytes", "record_id", "placement")
 
 
 def result_key(r: Record) -> tuple[Any, ...]:

@@ -58,9 +58,10 @@ def _final_job(ctx: Context, split: SmallDataSplit, method: str, config: dict, o
 
 def _final_outcomes(ctx: Context, split: SmallDataSplit, method: str, config: dict, opts: RunPlan,
                     epochs: int) -> Iterator[tuple[int, dict[str, Any]]]:
-    """``(repeat, run)`` in repeat order (``run``: :func:`_final_run`'s result): in this process, or
-    dispatched through the job runner (:func:`vistabench.jobs.run_jobs`) and handed back in order as
-    soon as a prefix is done."""
+    """``(repeat, run)`` in repeat order (``run``: :func:`_final_run`'s result and its ``placement``:
+    ``{"kind": "alone"}``, ``{"kind": "lanes", "lanes": n}`` beside other runs of this process, or
+    ``{"kind": "job", "engine": ...}``): in this process, or dispatched through the job runner
+    (:func:`vistabench.jobs.run_jobs`) and handed back in order as soon as a prefix is done."""
     from ...progress import track
 
     if not opts.dispatch_finals():
@@ -77,7 +78,8 @@ def _final_outcomes(ctx: Context, split: SmallDataSplit, method: str, config: di
     outcomes = run_jobs(jobs, engine=opts.engine, cpus_per_job=opts.threads or 1)
     try:
         for out in outcomes:
-            done[out.job.tag] = out.result()  # a run that raised (not diverged) stops the command, as in sequence
+            # a run that raised (not diverged) stops the command, as in sequence
+            done[out.job.tag] = {**out.result(), "placement": {"kind": "job", "engine": opts.engine.engine}}
             while nxt in done:
                 yield nxt, done.pop(nxt)
                 nxt += 1
@@ -101,17 +103,18 @@ def _in_process(ctx: Context, split: SmallDataSplit, method: str, config: dict, 
         return
     with lanes.Untouched() as untouched:  # and nothing else in the run drew from it unseeded
         first = run(0)
-    yield 0, first
+    yield 0, {**first, "placement": {"kind": "alone"}}
     rest = range(1, opts.repeats)
     n = lanes.lanes_available() if first["lane_ready"] and untouched.clean and len(rest) > 1 else 1
     if n < 2:
         for r in rest:
-            yield r, run(r)
+            yield r, {**run(r), "placement": {"kind": "alone"}}
         return
     for r, out, reports in lanes.run_ordered(run, rest, lanes=n):
         for entry in reports:  # a tracked run's curves, in repeat order
             epoch_reports.report(entry)
-        yield r, out
+        # beside another run in this process: its time, images/s and the process's peak memory are shared
+        yield r, {**out, "placement": {"kind": "lanes", "lanes": n}}
 
 
 def final_split(ctx: Context, split: SmallDataSplit, method: str, config: dict, opts: RunPlan,
@@ -135,7 +138,7 @@ def final_split(ctx: Context, split: SmallDataSplit, method: str, config: dict, 
                       "tune_best_val": tune_value, "per_class": ctx.preset.per_class,
                       "recipe": ctx.preset.recipe,
                       "augmentation": method_inputs(method, config, opts.augmentation_for(ctx.preset))[0].to_dict(),
-                      "trainval_size": int(len(split.trainval))}
+                      "trainval_size": int(len(split.trainval)), "placement": run["placement"]}
         if records is not None:
             records.append(to_record(metrics, dataset=ctx.name, method=method, seed=r, split_hash=split.split_hash,
                                      settings=settings_d, kind="final"))
