@@ -182,3 +182,22 @@ def test_vistabench_recipe_keeps_the_earlier_rules(tmp_path, capsys):
     rc, out, err = run(capsys, "smalldata", "tune", "--method", "ce", "--recipe", "vistabench", "--score-window", "2",
                        *tiny, "--json", "--store", store, "--work-dir", tmp_path / "w")
     assert rc == 0 and _resumed(out) == 0
+
+
+def test_cost_table_says_how_many_runs_trained_beside_others(tmp_path):
+    def add(s, seed, placement):
+        s.add(Record(protocol="smalldata", dataset="a", method="ce", seed=seed, split_hash="h", kind="final",
+                     settings={"split": 0, "repeat": seed, **({"placement": placement} if placement else {})},
+                     metrics={"balanced_accuracy": 0.5 + seed / 100, "images_per_second": 100.0 + seed,
+                              "peak_memory_bytes": 1e9, "peak_memory_kind": "process_max_rss"}))
+
+    with ResultsStore(tmp_path / "s.sqlite") as s:
+        add(s, 0, {"kind": "alone"})
+        add(s, 1, None)  # a record stored before runs said where they trained
+        assert "at the same time" not in cost_table(s).caption
+        add(s, 2, {"kind": "lanes", "lanes": 2})
+        add(s, 3, {"kind": "lanes", "lanes": 2})
+        add(s, 4, {"kind": "job", "engine": "local"})
+        caption = cost_table(s).caption
+    assert ("3 of the 5 runs trained at the same time as others (2 in lanes, beside another run in the same "
+            "process; 1 as parallel jobs)") in caption and "VISTABENCH_LANES=0" in caption

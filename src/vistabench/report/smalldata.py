@@ -118,9 +118,23 @@ def cost_table(records: Records, *, dataset: str | None = None) -> Table:
     table = Table(columns=cols, rows=rows, ranked=False)
     table.styles = {k: "bold" for k, r in table.ranks(depth=1).items()}
     table.caption = ("Training cost of the final runs: images/s, peak memory (the largest over the runs; "
-                     "best in bold). On the CPU the memory is the process's peak RSS, an upper bound.")
+                     "best in bold). On the CPU the memory is the process's peak RSS, an upper bound."
+                     + _beside_note([r for rs in by.values() for r in rs]))
     table.caption += table.note()
     return table
+
+
+def _beside_note(finals: list[Record]) -> str:
+    """How many runs trained beside another (``settings.placement``), whose cost is then shared."""
+    kinds = [((r.settings or {}).get("placement") or {}).get("kind") for r in finals]
+    lanes, jobs = kinds.count("lanes"), kinds.count("job")
+    if not lanes and not jobs:
+        return ""
+    how = "; ".join(x for x in (f"{lanes} in lanes, beside another run in the same process" if lanes else "",
+                                f"{jobs} as parallel jobs" if jobs else "") if x)
+    return (f" {lanes + jobs} of the {len(finals)} runs trained at the same time as others ({how}): their "
+            "images/s were measured on a shared machine (and in lanes the peak memory is the shared "
+            "process's); for one run at a time, VISTABENCH_LANES=0 and --max-parallel 1.")
 
 
 def _searched(p: Any) -> str:
