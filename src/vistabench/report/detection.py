@@ -202,7 +202,8 @@ def pr_figure(dataset: str, sets: list[ScoredSet], labels: list[str]):
 def _gaming_pair(sets: list[ScoredSet]) -> tuple[ScoredSet, ScoredSet] | None:
     """The latest re-ranked set and the set of the detections it was made from: by its provenance
     (``derived_from``'s sha256 is the other set's ``predictions_sha256``, as `detection rerank` makes
-    it), else by the names the demo gives them (``rerank-...`` and ``baseline``)."""
+    it), else by the names ``rerank-...`` and ``baseline`` (records of detections re-ranked in
+    memory, with no file to hash, as the demo stored them before it went through files)."""
     def scored(s: ScoredSet) -> bool:
         return "old_AP" in s.metrics and "fixed_AP" in s.metrics
 
