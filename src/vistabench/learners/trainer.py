@@ -456,23 +456,9 @@ class Trainer:
                 if self.device.type == "cuda":
                     torch.cuda.synchronize(self.device)
                 train_seconds += time.perf_counter() - t0
-                if dp is not None:
-                    tot_loss, correct = dp.sum_(tot_loss, correct)
-                    if dp.device.type == "cpu":  # per-rank batch norm (gloo): running statistics averaged
-                        dp.average_norm_statistics(self.model)
-                m_loss = float(tot_loss) / max(1, sum(len(b) for b in batches))
-                if not math.isfinite(m_loss):
-                    raise TrainingDiverged(
-                        f"lr: training loss became {m_loss} at epoch {epoch + 1} with lr={cfg.lr}; lower the learning "
-                        "rate (or the method options that scale the loss)"
-                    )
-                entry = {"epoch": epoch + 1, "loss": m_loss, "train_acc": int(correct) / max(1, sum(len(b) for b in batches)),
-                         "val_acc": float("nan"), "lr": opt.param_groups[0]["lr"]}
-                if val is not None and main:
-                    vl = self.predict_logits(val_images)  # type: ignore[arg-type]
-                    entry["val_acc"] = float(np.mean(vl.argmax(1) == val_labels))
-                    if cfg.count_flops:
-                        eval_flops += self._eval_flops(len(val_labels), sample_shape, val_images)
+                entry, flops_val = self._epoch_entry(epoch, tot_loss, correct, sum(len(b) for b in batches), opt,
+                                                     val if main else None, sample_shape, dp)
+                eval_flops += flops_val
                 history.append(entry)
                 if main:
                     epochs.report(entry)  # the run's listeners (an experiment tracker: vistabench.tracking)
@@ -482,21 +468,55 @@ class Trainer:
                     break
         # fits like this one may run at once, one per CPU (.lanes): its steps ran on one CPU, no draws
         self.lane_ready = dp is None and placement.on_one_cpu and untouched is not None and bool(untouched.clean)
+        sampler_name = getattr(sampler, "name", type(sampler).__name__) if callable(sampler) else sampler
+        conf = dict(cfg.to_dict(), sampler=sampler_name if second_sampler is None else f"{sampler_name}+second",
+                    trainable=trainable if self.step is None else "custom", frozen_mode=frozen_mode)
+        return self._result(history, conf, flops=flops, eval_flops=eval_flops, steps=step, seen=seen,
+                            seconds=time.perf_counter() - t_start, train_seconds=train_seconds, stopped=stopped, dp=dp)
+
+    def _epoch_entry(self, epoch: int, tot_loss: torch.Tensor, correct: torch.Tensor, images: int,
+                     opt: torch.optim.Optimizer, val: tuple[np.ndarray, np.ndarray] | None,
+                     sample_shape: tuple[int, ...], dp: DataParallel | None) -> tuple[dict, int]:
+        """The epoch's history entry (its ``images`` summed over the ranks of a data-parallel fit;
+        validation accuracy where ``val`` is given) and the validation's FLOPs; a non-finite loss
+        stops the fit (:class:`TrainingDiverged`)."""
+        cfg = self.cfg
+        if dp is not None:
+            tot_loss, correct = dp.sum_(tot_loss, correct)
+            if dp.device.type == "cpu":  # per-rank batch norm (gloo): running statistics averaged
+                dp.average_norm_statistics(self.model)
+        m_loss = float(tot_loss) / max(1, images)
+        if not math.isfinite(m_loss):
+            raise TrainingDiverged(
+                f"lr: training loss became {m_loss} at epoch {epoch + 1} with lr={cfg.lr}; lower the learning "
+                "rate (or the method options that scale the loss)"
+            )
+        entry = {"epoch": epoch + 1, "loss": m_loss, "train_acc": int(correct) / max(1, images),
+                 "val_acc": float("nan"), "lr": opt.param_groups[0]["lr"]}
+        flops = 0
+        if val is not None:
+            val_images, val_labels = val
+            vl = self.predict_logits(val_images)
+            entry["val_acc"] = float(np.mean(vl.argmax(1) == val_labels))
+            if cfg.count_flops:
+                flops = self._eval_flops(len(val_labels), sample_shape, val_images)
+        return entry, flops
+
+    def _result(self, history: list[dict], conf: dict, *, flops: int, eval_flops: int, steps: int, seen: int,
+                seconds: float, train_seconds: float, stopped: bool, dp: DataParallel | None) -> TrainResult:
+        """The fit's :class:`TrainResult`: its work and images summed over the ranks of a data-parallel
+        fit, the largest peak memory of any rank (CUDA: torch's peak allocation; CPU: the process's
+        peak RSS)."""
         if self.device.type == "cuda":
             peak, kind = int(torch.cuda.max_memory_allocated(self.device)), "cuda_max_allocated"
         else:
             peak, kind = peak_rss_bytes(), "process_max_rss"
-        if dp is not None:  # the whole fit's work and images; the largest peak of any rank
+        if dp is not None:
             flops, seen = (int(v) for v in dp.sum_(flops, seen, dtype=torch.int64))
             peak = dp.max_int(peak)
-        conf = cfg.to_dict()
-        sampler_name = getattr(sampler, "name", type(sampler).__name__) if callable(sampler) else sampler
-        conf.update(sampler=sampler_name if second_sampler is None else f"{sampler_name}+second",
-                    trainable=trainable if self.step is None else "custom", frozen_mode=frozen_mode)
         return TrainResult(
-            history=history, flops=int(flops), eval_flops=int(eval_flops), steps=step,
-            seconds=time.perf_counter() - t_start, train_seconds=train_seconds,
-            images_per_second=seen / train_seconds if train_seconds > 0 else float("nan"),
+            history=history, flops=int(flops), eval_flops=int(eval_flops), steps=steps, seconds=seconds,
+            train_seconds=train_seconds, images_per_second=seen / train_seconds if train_seconds > 0 else float("nan"),
             peak_memory_bytes=peak, peak_memory_kind=kind, stopped_early=stopped,
             device=str(self.device), config=conf, normaliser=self.normaliser.to_dict(),
         )
