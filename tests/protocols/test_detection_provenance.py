@@ -81,3 +81,15 @@ def test_run_records_a_reranked_file_and_the_table_keeps_it_apart(synth, tmp_pat
     assert gamed.settings["derived_from"]["sha256"] == file_sha256(res)
     rows = detection_table(records).rows
     assert [(r["n"], r["scores"]) for r in rows] == [(1, "as detected"), (1, "re-ranked (top-5/class)")]
+
+
+def test_a_file_re_ranked_in_place_names_its_original_bytes(synth, tmp_path):
+    f = tmp_path / "dets.json"
+    f.write_bytes((synth / "results.json").read_bytes())
+    before = file_sha256(f)
+    rerank_results_file(f, f, per_class_topk=5)  # --out naming the same file
+    prov = read_provenance(f, file_sha256(f))
+    assert prov["source"] == {"path": str(f), "sha256": before} and before != prov["results_sha256"]
+    rerank_results_file(f, f, per_class_topk=3)  # and again: the chain goes on from the first bytes
+    prov = read_provenance(f, file_sha256(f))
+    assert prov["source"]["sha256"] == before and [s["per_class_topk"] for s in prov["steps"]] == [5, 3]

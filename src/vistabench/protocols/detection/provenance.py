@@ -25,7 +25,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-__all__ = ["describe_steps", "provenance_path", "read_provenance", "record_settings", "write_provenance"]
+__all__ = ["describe_steps", "origin_of", "provenance_path", "read_provenance", "record_settings", "write_provenance"]
 
 KIND, VERSION = "vistabench-detection-provenance", 1
 
@@ -62,19 +62,30 @@ def read_provenance(results: str | os.PathLike[str], sha256: str) -> dict[str, A
     return obj
 
 
-def write_provenance(out: str | os.PathLike[str], source: str | os.PathLike[str], step: dict[str, Any]) -> Path:
-    """Write the provenance of ``out``, made from ``source`` by ``step`` (``{"op": ..., options}``):
-    ``source``'s own steps (when its provenance fits it), then ``step``. Returns its path."""
+def origin_of(source: str | os.PathLike[str]) -> dict[str, Any]:
+    """What a file made from ``source`` descends from: ``{"source": {"path", "sha256"}, "steps": [...]}``,
+    ``source``'s own provenance where it fits ``source`` (the detector's file further back, the
+    steps so far), else ``source`` itself with no steps. Read it before the new file is written:
+    the new file may replace ``source`` (``--out`` naming the same file)."""
+    from ...data.predictions import file_sha256
+
+    sha = file_sha256(source)
+    with warnings.catch_warnings():  # a source's unfitting provenance was already reported when it was read
+        warnings.simplefilter("ignore")
+        before = read_provenance(source, sha)
+    if before is None:
+        return {"source": {"path": str(source), "sha256": sha}, "steps": []}
+    return {"source": dict(before["source"]), "steps": list(before["steps"])}
+
+
+def write_provenance(out: str | os.PathLike[str], origin: dict[str, Any], step: dict[str, Any]) -> Path:
+    """Write the provenance of ``out`` (already written), made by ``step`` (``{"op": ..., options}``)
+    from a file whose :func:`origin_of` is ``origin``. Returns its path."""
     from ...atomic import write_text
     from ...data.predictions import file_sha256
 
-    source_sha = file_sha256(source)
-    with warnings.catch_warnings():  # a source's unfitting provenance was already reported when it was read
-        warnings.simplefilter("ignore")
-        before = read_provenance(source, source_sha)
-    origin = before["source"] if before is not None else {"path": str(source), "sha256": source_sha}
-    steps = (before["steps"] if before is not None else []) + [step]
-    obj = {"kind": KIND, "version": VERSION, "results_sha256": file_sha256(out), "source": origin, "steps": steps}
+    obj = {"kind": KIND, "version": VERSION, "results_sha256": file_sha256(out), "source": origin["source"],
+           "steps": origin["steps"] + [step]}
     path = provenance_path(out)
     write_text(path, json.dumps(obj, indent=1) + "\n", what="provenance file")
     return path

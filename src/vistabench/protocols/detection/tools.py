@@ -17,7 +17,7 @@ from ...metrics.detection import rank_within
 from .runner import build_image_split, calibrate_detections, read_detection_set
 from .calibration import Calibration, apply_calibration
 from .config import CalibrationSettings
-from .provenance import write_provenance
+from .provenance import origin_of, write_provenance
 
 __all__ = [
     "apply_calibration_file",
@@ -52,8 +52,9 @@ def rerank_results_file(results: str | os.PathLike[str], out: str | os.PathLike[
     c = read_result_columns(results, keep_segmentation=True)
     keep = np.flatnonzero(rank_within(c["category_id"], c["score"]) < k)
     seg = None if c["segmentation"] is None else [c["segmentation"][i] for i in keep]
+    origin = origin_of(results)  # before writing: `out` may be `results` itself
     write_result_columns(out, c["image_id"][keep], c["category_id"][keep], c["bbox"][keep], c["score"][keep], seg)
-    prov = write_provenance(out, results, {"op": "rerank", "per_class_topk": k})
+    prov = write_provenance(out, origin, {"op": "rerank", "per_class_topk": k})
     return {"results": str(results), "out": str(out), "per_class_topk": k, "kept": len(keep),
             "dropped": int(len(c["score"]) - len(keep)), "provenance": str(prov)}
 
@@ -86,8 +87,9 @@ def apply_calibration_file(calibration: str | os.PathLike[str] | dict, results: 
     cal = Calibration.from_json(obj, "calibration")
     c = read_result_columns(results, keep_segmentation=True)
     score = apply_calibration(cal, c["score"], c["category_id"])
+    origin = origin_of(results)  # before writing: `out` may be `results` itself
     write_result_columns(out, c["image_id"], c["category_id"], c["bbox"], score, c["segmentation"])
-    prov = write_provenance(out, results, {"op": "calibrate", "method": cal.method, "recipe": cal.settings.get("recipe"),
+    prov = write_provenance(out, origin, {"op": "calibrate", "method": cal.method, "recipe": cal.settings.get("recipe"),
                                            "calibration": None if isinstance(calibration, dict) else str(calibration)})
     return {"out": str(out), "method": cal.method, "detections": len(score), "provenance": str(prov)}
 
