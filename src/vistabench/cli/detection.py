@@ -244,7 +244,7 @@ def _eval(opts: ScoreOptions) -> dict[str, Any] | Formatted:
     from ..data.coco_names import record_dataset_name
     from ..data.predictions import file_sha256_in_background
     from ..progress import step
-    from ..protocols.detection.provenance import read_provenance, record_settings
+    from ..protocols.detection.provenance import made_by
     from ..protocols.detection.runner import read_for_scoring, score, to_record
 
     with step("reading and evaluating"), one_line_warnings(), large_arrays():
@@ -254,7 +254,7 @@ def _eval(opts: ScoreOptions) -> dict[str, Any] | Formatted:
         digest = file_sha256_in_background(opts.results)
         out = score(dets, gt, settings=opts, split=opts.split)
         sha = digest()
-        made = record_settings(read_provenance(opts.results, sha))  # re-ranked / calibrated by our tools
+        made = made_by(opts.results, sha)  # re-ranked / calibrated by our tools
     out["settings"].update(gt=str(opts.gt), results=str(opts.results), predictions_sha256=sha, **made)
     rec = to_record(out, dataset=opts.dataset or record_dataset_name(opts.gt),
                     method=opts.method or Path(opts.results).stem, seed=opts.seed, tag=opts.tag,

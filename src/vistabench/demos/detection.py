@@ -12,7 +12,7 @@ from ..data.coco import read_ground_truth, read_results
 from ..data.predictions import file_sha256
 from ..data.detection_synth import SynthSet, synth_detection_set
 from ..metrics.detection import Detections, GroundTruth, decompose_errors, evaluate_detections, per_class_results
-from ..protocols.detection.provenance import read_provenance, record_settings
+from ..protocols.detection.provenance import made_by
 from ..protocols.detection.runner import apply_to, calibrate_detections, record_evaluation
 from ..protocols.detection.tools import rerank_results_file
 from ..protocols.detection.calibration import calibrators
@@ -59,7 +59,7 @@ def demo(store: ResultsStore, out_dir: Path, *, quick: bool = False) -> str:
     rerank_results_file(results_file, gamed_file, per_class_topk=k)
     gamed = evaluate_detections(gt, read_results(gamed_file, gt), max_dets_per_image=limit, dets_per_class=k)
     base_k = evaluate_detections(gt, dets, variants=("fixed",), dets_per_class=k)
-    made = record_settings(read_provenance(gamed_file, file_sha256(gamed_file)))
+    made = made_by(gamed_file, file_sha256(gamed_file))
     record_evaluation(store, dataset, f"rerank-top{k}/class", 1, gamed,
                       {**made, "fixed_AP_without_rerank": base_k.results["fixed"]["AP"]})
     methods = ["platt"] if quick else list(calibrators)

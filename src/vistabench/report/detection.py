@@ -93,11 +93,16 @@ def scored_sets(records: list[Record]) -> list[ScoredSet]:
     return list(groups.values())
 
 
+def _re_ranked(st: dict[str, Any]) -> bool:
+    """Whether the scored detections were cut to a top-k per class (the gaming policy)."""
+    return "/class" in str(st.get("policy", ""))
+
+
 def scores_note(s: ScoredSet) -> str:
     """What the scored detections were: as detected, re-ranked (the gaming policy) or calibrated."""
     st = s.settings
     notes = []
-    if "/class" in str(st.get("policy", "")):
+    if _re_ranked(st):
         notes.append(f"re-ranked ({str(st['policy']).split(' then ')[0]})")
     if st.get("calibration"):
         notes.append(f"calibrated ({st['calibration']}" + (", authors' recipe)" if st.get("recipe") == "devil" else ")"))
@@ -208,11 +213,11 @@ def _gaming_pair(sets: list[ScoredSet]) -> tuple[ScoredSet, ScoredSet] | None:
         return "old_AP" in s.metrics and "fixed_AP" in s.metrics
 
     as_detected = {s.settings.get("predictions_sha256"): s for s in sets
-                   if scores_note(s) == "as detected" and s.settings.get("predictions_sha256") and scored(s)}
+                   if not _re_ranked(s.settings) and not s.settings.get("calibration")
+                   and s.settings.get("predictions_sha256") and scored(s)}
     for g in reversed(sets):
         source = (g.settings.get("derived_from") or {}).get("sha256")
-        if source in as_detected and scores_note(g).startswith("re-ranked") and "calibrat" not in scores_note(g) \
-                and scored(g):
+        if source in as_detected and _re_ranked(g.settings) and not g.settings.get("calibration") and scored(g):
             return g, as_detected[source]
     gamed = [s for s in sets if s.method.startswith("rerank-") and scored(s)]
     base = [s for s in sets if s.method == "baseline" and "old_AP" in s.metrics]

@@ -25,7 +25,8 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-__all__ = ["describe_steps", "origin_of", "provenance_path", "read_provenance", "record_settings", "write_provenance"]
+__all__ = ["describe_steps", "made_by", "origin_of", "provenance_path", "read_provenance", "record_settings",
+           "write_provenance"]
 
 KIND, VERSION = "vistabench-detection-provenance", 1
 
@@ -105,6 +106,12 @@ def record_settings(provenance: dict[str, Any] | None) -> dict[str, Any]:
     if cals:
         out["calibration"], out["recipe"] = cals[-1].get("method"), cals[-1].get("recipe")
     return out
+
+
+def made_by(results: str | os.PathLike[str], sha256: str) -> dict[str, Any]:
+    """The record settings of a scored results file whose bytes hash to ``sha256``: what its
+    provenance says was done to it (:func:`record_settings`), {} when it has none that fits."""
+    return record_settings(read_provenance(results, sha256))
 
 
 def describe_steps(steps: list[dict[str, Any]]) -> str:

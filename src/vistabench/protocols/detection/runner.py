@@ -26,7 +26,7 @@ from ...metrics.detection import (DetectionEvaluation, Detections, GroundTruth, 
 from ...store import Record, ResultsStore
 from .calibration import Calibration, apply_calibration, fit_calibration, fit_calibration_devil
 from .config import CalibrationSettings, DetectionConfig, ScoreSettings
-from .provenance import read_provenance, record_settings
+from .provenance import made_by
 
 PROTOCOL = "detection"
 
@@ -408,7 +408,7 @@ def run(config: DetectionConfig, *, store: ResultsStore | None = None,
         result["settings"].update(split_sha256=split["sha256"], split_part="test")
     sha = settings["predictions_sha256"] = file_sha256(config.results)  # the detections scored (before calibration)
     # a file re-ranked or calibrated by our tools says so (its provenance); this run's own calibration wins
-    settings = {**record_settings(read_provenance(config.results, sha)), **settings}
+    settings = {**made_by(config.results, sha), **settings}
     rec = to_record(result, dataset=config.dataset, method=config.method, seed=config.seed, tag=config.tag,
                     settings={**settings, "config": config.to_dict()}, split_hash=None if split is None else split["sha256"])
     if store is not None:
