@@ -78,3 +78,9 @@ def test_file_sha256_in_a_thread_is_the_file_s_sha256(tmp_path):
     missing = file_sha256_in_background(tmp_path / "gone.json")
     with pytest.raises(FileNotFoundError):
         missing()
+    # the reused buffer: an empty file, a file of exactly one block, one byte more, a block of one byte
+    for size in (0, 4096, 4097):
+        q = tmp_path / f"f{size}"
+        q.write_bytes(data[:size])
+        assert file_sha256(q, block_bytes=4096) == hashlib.sha256(data[:size]).hexdigest()
+    assert file_sha256(q, block_bytes=1) == hashlib.sha256(data[:4097]).hexdigest()

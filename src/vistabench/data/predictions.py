@@ -196,11 +196,14 @@ def _update(h: "hashlib._Hash", x: np.ndarray) -> None:
 
 def file_sha256(path: str | os.PathLike[str], *, block_bytes: int = 1 << 20) -> str:
     """sha256 of a file's bytes (predictions kept as files the protocol reads whole, e.g. detections),
-    read ``block_bytes`` at a time."""
+    read ``block_bytes`` at a time into one reused buffer (no new block per read: a file of any size
+    costs one buffer's memory and page faults)."""
     h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(block_bytes), b""):
-            h.update(block)
+    buf = bytearray(max(int(block_bytes), 1))
+    view = memoryview(buf)
+    with open(path, "rb", buffering=0) as f:
+        while n := f.readinto(buf):
+            h.update(view[:n])
     return h.hexdigest()
 
 
@@ -215,7 +218,7 @@ def file_sha256_in_background(path: str | os.PathLike[str]) -> Callable[[], str]
 
     def work() -> None:
         try:
-            out["digest"] = file_sha256(path, block_bytes=16 << 20)
+            out["digest"] = file_sha256(path, block_bytes=4 << 20)
         except BaseException as exc:  # noqa: BLE001 - raised in the caller by result()
             out["error"] = exc
 
