@@ -100,8 +100,9 @@ SPREAD = {"original", "cached", "passive", "update2", "spread"}
 # the modes whose final runs train one at a time in this process (vistabench.learners.lanes off)
 ONE_AT_A_TIME = SPREAD | {"warmed"}
 # fields that differ between two runs of the same command, or name the runtime setting a mode changes
+# (``placement``: where a final run trained, alone or beside another one: lanes on or off)
 VOLATILE = {"created", "run_id", "id", "train_seconds", "trial_seconds", "images_per_second", "peak_memory_bytes",
-            "max_parallel", "threads"}
+            "max_parallel", "threads", "placement"}
 
 
 def _fields(record) -> dict:
