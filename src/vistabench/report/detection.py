@@ -13,6 +13,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..protocols.detection.provenance import calibrated_words
 from ..store import Record
 from .detection_analysis import add_diagnostics
 from .html import Section
@@ -105,7 +106,7 @@ def scores_note(s: ScoredSet) -> str:
     if _re_ranked(st):
         notes.append(f"re-ranked ({str(st['policy']).split(' then ')[0]})")
     if st.get("calibration"):
-        notes.append(f"calibrated ({st['calibration']}" + (", authors' recipe)" if st.get("recipe") == "devil" else ")"))
+        notes.append(calibrated_words(st["calibration"], st.get("recipe")))
     return " and ".join(notes) or "as detected"
 
 

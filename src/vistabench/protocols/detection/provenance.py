@@ -25,7 +25,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-__all__ = ["describe_steps", "made_by", "origin_of", "provenance_path", "read_provenance", "record_settings",
+__all__ = ["calibrated_words", "describe_steps", "made_by", "origin_of", "provenance_path", "read_provenance", "record_settings",
            "write_provenance"]
 
 KIND, VERSION = "vistabench-detection-provenance", 1
@@ -114,6 +114,12 @@ def made_by(results: str | os.PathLike[str], sha256: str) -> dict[str, Any]:
     return record_settings(read_provenance(results, sha256))
 
 
+def calibrated_words(method: Any, recipe: Any) -> str:
+    """``"calibrated (platt)"``, ``"calibrated (platt, authors' recipe)"`` for the paper authors' recipe:
+    how the CLI and the detection table name calibrated scores."""
+    return f"calibrated ({method}" + (", authors' recipe)" if recipe == "devil" else ")")
+
+
 def describe_steps(steps: list[dict[str, Any]]) -> str:
     """``"re-ranked (top-100/class), then calibrated (platt)"``: a provenance's steps in words."""
     words = []
@@ -121,7 +127,7 @@ def describe_steps(steps: list[dict[str, Any]]) -> str:
         if s["op"] == "rerank":
             words.append(f"re-ranked (top-{s['per_class_topk']}/class)")
         elif s["op"] == "calibrate":
-            words.append(f"calibrated ({s.get('method')}" + (", authors' recipe)" if s.get("recipe") == "devil" else ")"))
+            words.append(calibrated_words(s.get("method"), s.get("recipe")))
         else:
             words.append(str(s["op"]))
     return ", then ".join(words)
