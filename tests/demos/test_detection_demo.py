@@ -11,7 +11,7 @@ def test_demo_quick(tmp_path):
     by_method = {r.method: r for r in recs}
     assert "AP^Pool" in text and len(recs) == 5
     # the printed table is the protocol's own (`vistabench table --protocol detection`): N, spread, scores
-    assert "| Method | N | AP^Old |" in text and "| Scores |" in text and "mean ± sample SD" in text
+    assert "| Method | N | Scores | AP^Old |" in text and "mean ± sample SD" in text
     assert text.count("| 1 |") == 5 and "re-ranked (top-" in text and "calibrated (platt, authors' recipe)" in text
     assert {"baseline", "calibrated-platt", "calibrated-platt-devil", "baseline (segm)"} <= set(by_method)
     assert {"old_AP", "fixed_AP", "pool_AP", "pool_pr50"} <= set(recs[0].metrics)

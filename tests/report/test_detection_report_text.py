@@ -52,7 +52,7 @@ def test_coco_columns_and_the_calibration_caption():
     assert "AP^Old_r" not in head and "AP^Pool_f" not in head and "AP^Old" in head
     assert "need LVIS frequency groups" in html  # the words saying why they are not shown
     table = D.detection_table([_rec("mine", rare=False)])  # the command line's table too
-    assert [c.key for c in table.columns] == ["n", "old_AP", "fixed_AP", "pool_AP", "scores"]
+    assert [c.key for c in table.columns] == ["n", "scores", "old_AP", "fixed_AP", "pool_AP"]
     assert "Not shown, without a value in any row: AP^Old_r, AP^Fixed_r" in table.caption
     assert "AP^Old_r" not in table.render("markdown").split("\n", 2)[2]  # not a column of the markdown
     assert "Calibration moves the pooled curve" not in html

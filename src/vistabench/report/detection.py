@@ -152,7 +152,9 @@ def detection_table(records: Records, *, dataset: str | None = None) -> Table:
     empty = [c for c in _COLUMNS if c.key[-1] in "rcf" and all(r.get(c.key) is None for r in rows)] if rows else []
     left_out = (f" Not shown, without a value in any row: {', '.join(c.title for c in empty)} (they need LVIS "
                 "frequency groups with ground truth; COCO data has none)." if empty else "")
-    t = Table(columns=[N_COLUMN, *(c for c in _COLUMNS if c not in empty), _SCORES], rows=rows,
+    # what was scored beside the name and N: rows of one method differ there, and it stays in view
+    # where a narrow page scrolls the APs sideways
+    t = Table(columns=[N_COLUMN, _SCORES, *(c for c in _COLUMNS if c not in empty)], rows=rows,
               caption="Large-vocabulary detection: AP^Old (per-image limit), AP^Fixed (top-k per class), "
                       "AP^Pool (categories pooled), in %. A scored set merges the records that scored the same "
                       "detections, each AP from the latest record that measured it (– not measured); a row's N "
